@@ -1,0 +1,11 @@
+# Decides ZRT_WITH_MPI from the ZRT_MPI option.
+set(ZRT_WITH_MPI OFF)
+if(NOT ZRT_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(ZRT_WITH_MPI ON)
+    find_program(ZRT_MPIEXEC NAMES mpirun mpiexec)
+  elseif(ZRT_MPI STREQUAL "ON")
+    message(FATAL_ERROR "ZRT_MPI=ON but MPI was not found")
+  endif()
+endif()

@@ -1,0 +1,34 @@
+// CUDA error checks and the device guard. Include only in files compiled when
+// ZRT_WITH_CUDA is defined.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "runtime/error.h"
+
+#define ZRT_CUDA_CHECK(expr)                                                             \
+  do {                                                                                   \
+    cudaError_t zrt_cuda_status_ = (expr);                                               \
+    ZRT_CHECK_AS(::zrt::CudaError, zrt_cuda_status_ == cudaSuccess, "CUDA error ",       \
+                 cudaGetErrorName(zrt_cuda_status_), ": ",                               \
+                 cudaGetErrorString(zrt_cuda_status_));                                  \
+  } while (0)
+
+namespace zrt {
+
+// Makes `device` current for the guard's lifetime, restoring the previous one.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int device) {
+    ZRT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) ZRT_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~CudaDeviceGuard() { cudaSetDevice(previous_); }
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace zrt

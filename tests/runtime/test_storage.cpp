@@ -1,0 +1,63 @@
+// Note [Freed storage] semantics: views survive free and re-allocation, data
+// access while freed throws, re-sizing only through the explicit call.
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/tensor.h"
+
+using namespace zrt;
+
+BOOST_AUTO_TEST_SUITE(storage)
+
+BOOST_AUTO_TEST_CASE(views_survive_free_and_realloc) {
+  Tensor flat = Tensor::from_doubles({1, 2, 3, 4, 5, 6, 7}, DType::f32);
+  flat.set_name("flat");
+  Tensor a = flat.slice(0, 3).view({3, 1}).set_name("a");
+  Tensor b = flat.slice(3, 4).view({2, 2}).set_name("b");
+  BOOST_TEST(b.item(3) == 7.0);
+
+  free_storage(flat);
+  BOOST_TEST(flat.is_freed());
+  BOOST_TEST(a.is_freed());
+  BOOST_TEST(flat.storage().nbytes() == 0u);
+  // Views keep their metadata.
+  BOOST_TEST(b.shape() == (Shape{2, 2}));
+  BOOST_TEST(b.offset() == 3);
+  BOOST_CHECK_THROW(a.data_ptr(), InvalidState);
+  BOOST_CHECK_THROW(b.item(0), InvalidState);
+  BOOST_CHECK_THROW(b.fill_(1.0), InvalidState);
+  try {
+    (void)b.data_ptr();
+  } catch (const InvalidState& e) {
+    BOOST_TEST(std::string(e.what()).find("b[2, 2]") != std::string::npos);
+    BOOST_TEST(std::string(e.what()).find("freed") != std::string::npos);
+  }
+
+  alloc_storage(flat);
+  BOOST_TEST(flat.storage().nbytes() == 7 * sizeof(float));
+  flat.copy_(Tensor::from_doubles({-1, -2, -3, -4, -5, -6, -7}, DType::f64));
+  BOOST_TEST(a.item(2) == -3.0);
+  BOOST_TEST(b.item(0) == -4.0);
+}
+
+BOOST_AUTO_TEST_CASE(realloc_only_when_freed) {
+  Tensor t = Tensor::zeros({5}, DType::bf16);
+  BOOST_CHECK_THROW(t.storage().allocate(100), InvalidState);
+  free_storage(t);
+  free_storage(t);  // idempotent
+  t.storage().allocate(4);  // explicit, smaller than the view needs
+  BOOST_CHECK_THROW(t.data_ptr(), InvalidState);
+  t.storage().free();
+  t.storage().allocate(10);
+  BOOST_CHECK_NO_THROW(t.fill_(2.5));
+  BOOST_TEST(t.item(4) == 2.5);
+}
+
+BOOST_AUTO_TEST_CASE(zero_sized_storage_is_usable_as_empty) {
+  Tensor t = Tensor::empty({0, 3}, DType::f32);
+  BOOST_TEST(t.numel() == 0);
+  BOOST_TEST(t.is_freed());
+  BOOST_CHECK_NO_THROW(t.fill_(1.0));
+  BOOST_TEST(t.to_doubles().empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,59 @@
+// zrt-bench SUITE [options]: the benchmarks that check zrt's speed and memory
+// targets. Each suite times its subject against a baseline measured in the
+// same run (a plain copy of the same bytes, the raw backend call, ...), since
+// absolute numbers on shared machines are noise.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "tools/bench/suites.h"
+
+namespace {
+
+struct Suite {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+constexpr Suite kSuites[] = {
+#ifdef ZRT_BENCH_KERNELS
+    {"kernels", zrt::bench::bench_kernels, "bandwidth kernels vs a plain copy"},
+#endif
+#ifdef ZRT_BENCH_COMM
+    {"comm", zrt::bench::bench_comm, "collectives: algbw/busbw vs the raw backend call"},
+#endif
+#ifdef ZRT_BENCH_OPTIM
+    {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
+#endif
+#ifdef ZRT_BENCH_TRAIN
+    {"train", zrt::bench::bench_train, "training-step throughput and memory"},
+#endif
+};
+
+void usage() {
+  std::fprintf(stderr, "usage: zrt-bench SUITE [options]   (SUITE --help for its options)\nsuites:\n");
+  for (const auto& s : kSuites) std::fprintf(stderr, "  %-8s %s\n", s.name, s.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& s : kSuites) {
+    if (!std::strcmp(argv[1], s.name)) {
+      try {
+        return s.run(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "zrt-bench %s: %s\n", s.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "zrt-bench: unknown suite '%s'\n", argv[1]);
+  usage();
+  return 2;
+}

@@ -1,0 +1,9 @@
+// The suites of zrt-bench, one file each (bench_<suite>.cpp).
+#pragma once
+
+namespace zrt::bench {
+int bench_kernels(int argc, char** argv);
+int bench_comm(int argc, char** argv);
+int bench_optim(int argc, char** argv);
+int bench_train(int argc, char** argv);
+}  // namespace zrt::bench
