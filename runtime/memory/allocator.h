@@ -40,6 +40,11 @@ class Allocator {
   virtual void record_use(void* ptr, Stream stream) {}
   virtual Device device() const = 0;
   virtual MemoryStats stats() const { return {}; }
+  // Returns cached memory that no block uses to the raw source (a no-op for
+  // allocators without a cache).
+  virtual void empty_cache() {}
+  // Restarts peak_allocated / peak_reserved from the current values.
+  virtual void reset_peak_stats() {}
 };
 
 using AllocatorPtr = std::shared_ptr<Allocator>;

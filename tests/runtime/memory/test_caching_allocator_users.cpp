@@ -1,0 +1,123 @@
+// The caching allocator under zrt's own users: tensors, storages that are
+// freed and re-allocated (Note [Freed storage]), several threads, and the
+// user-facing factories.
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/memory/caching_allocator.h"
+#include "runtime/tensor.h"
+#include "tests/runtime/memory/fake_memory_sources.h"
+
+using namespace zrt;
+using zrt::test::FakeAllocator;
+using zrt::test::fake_stream;
+
+BOOST_AUTO_TEST_SUITE(caching_allocator_users)
+
+BOOST_AUTO_TEST_CASE(tensors_cycle_their_storage_through_the_cache) {
+  std::mt19937_64 rng(std::random_device{}());
+  AllocatorPtr alloc = make_caching_allocator(Device::cpu());
+  BOOST_TEST((alloc->device() == Device::cpu()));
+  {
+    Tensor t = Tensor::empty({257, 3}, DType::f32, Device::cpu(), alloc);
+    Tensor row = t.narrow(5, 1);
+    MemoryStats s = alloc->stats();
+    BOOST_TEST(s.requested == 257u * 3 * 4);
+    BOOST_TEST(s.allocated == 3584u);  // 3084 rounded to 512
+    BOOST_TEST(s.num_raw_allocs == 1u);
+    void* first = t.data_ptr();
+
+    std::uniform_real_distribution<double> dist(-2, 2);
+    for (int cycle = 0; cycle < 4; ++cycle) {
+      t.fill_(-999.0);  // poison before writing
+      std::vector<double> values(3);
+      for (auto& v : values) v = dist(rng);
+      row.copy_(Tensor::from_doubles(values, DType::f64));
+      BOOST_TEST(row.to_doubles() == Tensor::from_doubles(values, DType::f32).to_doubles());
+      BOOST_TEST(t.item(5 * 3 - 1) == -999.0);
+
+      free_storage(t);
+      BOOST_TEST(row.is_freed());
+      BOOST_TEST(alloc->stats().allocated == 0u);
+      BOOST_TEST(alloc->stats().reserved == 2u * 1024 * 1024);
+      alloc_storage(t);
+      BOOST_TEST(t.data_ptr() == first);  // the cached block comes back
+    }
+    MemoryStats after = alloc->stats();
+    BOOST_TEST(after.num_raw_allocs == 1u);
+    BOOST_TEST(after.num_allocs == 5u);
+    BOOST_TEST(after.num_frees == 4u);
+  }
+  BOOST_TEST(alloc->stats().allocated == 0u);
+  BOOST_TEST(alloc->stats().num_frees == 5u);
+
+  Tensor empty = Tensor::empty({0, 7}, DType::bf16, Device::cpu(), alloc);
+  BOOST_TEST(alloc->stats().num_allocs == 5u);  // nothing to allocate
+  alloc->empty_cache();
+  BOOST_TEST(alloc->stats().reserved == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(storage_record_use_holds_the_block) {
+  FakeAllocator a;
+  Stream compute = fake_stream(1), gather = fake_stream(2);
+  Storage storage(4096 + 7, a.alloc, compute);
+  void* first = storage.data();
+  storage.record_use(gather);
+  storage.free();
+  BOOST_TEST(a.events->recorded.size() == 1u);
+  storage.allocate(4096 + 7);  // on compute again: the old block is held
+  BOOST_TEST(storage.data() != first);
+  storage.free();
+  a.events->complete_all();
+  storage.allocate(4096 + 7);
+  BOOST_TEST(storage.data() == first);
+}
+
+BOOST_AUTO_TEST_CASE(threads_share_one_allocator) {
+  AllocatorPtr alloc = make_caching_allocator(Device::cpu());
+  const int threads = 4, rounds = 400;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(std::random_device{}() + t);
+      std::vector<void*> mine;
+      for (int i = 0; i < rounds; ++i) {
+        std::size_t n = std::uniform_int_distribution<std::size_t>(1, 200000)(rng);
+        void* p = alloc->allocate(n, fake_stream(10 + t));
+        static_cast<unsigned char*>(p)[n - 1] = 1;
+        mine.push_back(p);
+        if (mine.size() > 8) {
+          alloc->deallocate(mine.front());
+          mine.erase(mine.begin());
+        }
+      }
+      for (void* p : mine) alloc->deallocate(p);
+    });
+  }
+  for (auto& th : pool) th.join();
+  MemoryStats s = alloc->stats();
+  BOOST_TEST(s.num_allocs == std::uint64_t(threads * rounds));
+  BOOST_TEST(s.num_frees == s.num_allocs);
+  BOOST_TEST(s.allocated == 0u);
+  BOOST_TEST(s.requested == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(factories_give_each_caller_its_own_cache) {
+  AllocatorPtr a = make_caching_allocator(Device::cpu());
+  AllocatorPtr b = make_caching_allocator(Device::cpu(), {.memory_cap = 8u << 20});
+  BOOST_TEST(a != b);
+  a->deallocate(a->allocate(100, Stream{}));
+  BOOST_TEST(a->stats().reserved > 0u);
+  BOOST_TEST(b->stats().reserved == 0u);
+  BOOST_CHECK_THROW(b->allocate(9u << 20, Stream{}), OutOfMemory);
+  if (!cuda_available()) BOOST_CHECK_THROW(make_caching_allocator(Device::cuda(0)), InvalidArgument);
+#ifndef ZRT_WITH_CUDA
+  BOOST_CHECK_THROW(make_pinned_host_allocator(), InvalidArgument);
+#endif
+}
+
+BOOST_AUTO_TEST_SUITE_END()
