@@ -56,11 +56,18 @@ class Communicator {
   // Ranks with equal color form a new group, ordered by (key, rank).
   // Collective over this group. The child inherits the timeout.
   std::unique_ptr<Communicator> split(int color, int key);
+  // The same, naming the child group (e.g. "world/zero3(1)") for messages.
+  std::unique_ptr<Communicator> split(int color, int key, std::string child_name);
+
+  // "local", "mpi", "nccl": names the backend in messages.
+  virtual const char* backend_name() const { return "custom"; }
 
  protected:
   Communicator(int rank, int size, std::string name);
   // A CommError message prefix: "<op> #<seq> on group <name> (rank r of n)".
   std::string where(const char* op) const;
+  // Whether the backend moves tensors on `device` (checked before any data moves).
+  virtual bool accepts_device(Device device) const { return true; }
 
   virtual void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) = 0;
   virtual void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) = 0;

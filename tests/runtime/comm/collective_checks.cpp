@@ -1,0 +1,210 @@
+#include "tests/runtime/comm/collective_checks.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/zero_groups.h"
+#include "runtime/error.h"
+
+namespace zrt::test {
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A value no collective here produces (inputs are in [1, 11], sums <= 44).
+constexpr double kPoison = 123.0;
+
+Tensor input_tensor(std::uint64_t seed, int rank, std::int64_t n, DType dtype) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[i] = input_value(seed, rank, i);
+  return Tensor::from_doubles(v, dtype);
+}
+
+// The reduction of every rank's element i, as the backend must compute it
+// (avg: integer division for integer dtypes; floating avg compared with a
+// tolerance of the dtype's rounding).
+double expected_reduction(std::uint64_t seed, int size, std::int64_t i, ReduceOp op, DType dtype) {
+  double acc = input_value(seed, 0, i);
+  for (int r = 1; r < size; ++r) {
+    const double v = input_value(seed, r, i);
+    if (op == ReduceOp::max) acc = std::max(acc, v);
+    else if (op == ReduceOp::min) acc = std::min(acc, v);
+    else acc += v;
+  }
+  if (op == ReduceOp::avg) acc = is_floating(dtype) ? acc / size : std::trunc(acc / size);
+  return acc;
+}
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 1.0 / 128;
+    case DType::f16: return 1.0 / 1024;
+    case DType::f32: return 1e-6;
+    case DType::f64: return 1e-14;
+    default: return 0.0;
+  }
+}
+
+// Compares `got` with expected(i) for every element; throws naming the first miss.
+template <class Expected>
+void expect_elements(const Communicator& comm, const char* what, const Tensor& got,
+                     const Expected& expected, double rel_tol = 0.0) {
+  const std::vector<double> v = got.to_doubles();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double e = expected(static_cast<std::int64_t>(i));
+    if (std::fabs(v[i] - e) > rel_tol * std::fabs(e))
+      throw std::runtime_error(detail::concat(what, " on ", comm.name(), " rank ", comm.rank(),
+                                              " of ", comm.size(), ", ", got.str(), ": element ",
+                                              i, " is ", v[i], ", expected ", e));
+  }
+}
+
+void expect(bool cond, const std::string& msg) {
+  if (!cond) throw std::runtime_error(msg);
+}
+
+}  // namespace
+
+double input_value(std::uint64_t seed, int rank, std::int64_t i) {
+  return 1.0 + static_cast<double>(
+                   mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 1000003ULL +
+                                  static_cast<std::uint64_t>(i))) %
+                   11);
+}
+
+void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed) {
+  const int size = comm.size();
+  Tensor in = input_tensor(seed, comm.rank(), n, dtype);
+  Tensor out = Tensor::full({size * n}, kPoison, dtype);
+  comm.all_gather_into_tensor(out, in);
+  auto expected = [&](std::int64_t i) { return input_value(seed, static_cast<int>(i / n), i % n); };
+  expect_elements(comm, "all_gather_into_tensor", out, expected);
+  // In place: this rank's chunk of the output is the input.
+  Tensor whole = Tensor::full({size * n}, kPoison, dtype);
+  Tensor mine = whole.slice(comm.rank() * n, n);
+  mine.copy_(in);
+  comm.all_gather_into_tensor(whole, mine);
+  expect_elements(comm, "in-place all_gather_into_tensor", whole, expected);
+}
+
+void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
+                          std::uint64_t seed) {
+  const int size = comm.size(), rank = comm.rank();
+  Tensor in = input_tensor(seed, rank, size * n, dtype);
+  Tensor out = Tensor::full({n}, kPoison, dtype);
+  comm.reduce_scatter_tensor(out, in, op);
+  auto expected = [&](std::int64_t i) {
+    return expected_reduction(seed, size, rank * n + i, op, dtype);
+  };
+  const double tol = op == ReduceOp::avg ? tolerance(dtype) : 0.0;
+  expect_elements(comm, reduce_op_name(op), out, expected, tol);
+  // In place: the output is this rank's chunk of the input.
+  Tensor in2 = input_tensor(seed, rank, size * n, dtype);
+  comm.reduce_scatter_tensor(in2.slice(rank * n, n), in2, op);
+  expect_elements(comm, "in-place reduce_scatter_tensor", in2.slice(rank * n, n), expected, tol);
+}
+
+void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
+                      std::uint64_t seed) {
+  Tensor t = input_tensor(seed, comm.rank(), n, dtype);
+  comm.all_reduce(t, op);
+  expect_elements(
+      comm, reduce_op_name(op), t,
+      [&](std::int64_t i) { return expected_reduction(seed, comm.size(), i, op, dtype); },
+      op == ReduceOp::avg ? tolerance(dtype) : 0.0);
+}
+
+void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
+                     std::uint64_t seed) {
+  Tensor t = comm.rank() == root ? input_tensor(seed, root, n, dtype)
+                                 : Tensor::full({n}, kPoison, dtype);
+  comm.broadcast(t, root);
+  expect_elements(comm, "broadcast", t, [&](std::int64_t i) { return input_value(seed, root, i); });
+}
+
+void check_all_gather_bytes(Communicator& comm, std::uint64_t seed) {
+  auto bytes_of_rank = [&](int r) {
+    std::vector<std::byte> b(static_cast<std::size_t>(r * 3));  // rank 0 sends nothing
+    for (std::size_t i = 0; i < b.size(); ++i)
+      b[i] = static_cast<std::byte>(input_value(seed, r, static_cast<std::int64_t>(i)));
+    return b;
+  };
+  const auto all = comm.all_gather_bytes(bytes_of_rank(comm.rank()));
+  expect(static_cast<int>(all.size()) == comm.size(), "all_gather_bytes: wrong number of ranks");
+  for (int r = 0; r < comm.size(); ++r)
+    expect(all[r] == bytes_of_rank(r),
+           detail::concat("all_gather_bytes on rank ", comm.rank(), ": rank ", r, "'s bytes differ"));
+}
+
+void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed) {
+  check_all_gather(comm, dtype, n, seed);
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
+    check_reduce_scatter(comm, dtype, n, op, seed + 1);
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
+    check_all_reduce(comm, dtype, n, op, seed + 2);
+  for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, dtype, n, root, seed + 3);
+}
+
+void check_split(Communicator& comm, std::uint64_t seed) {
+  const int color = comm.rank() % 2;
+  // Key reverses the order inside each group.
+  auto child = comm.split(color, -comm.rank());
+  const int members = (comm.size() - color + 1) / 2;
+  expect(child->size() == members,
+         detail::concat("split: group ", child->name(), " has size ", child->size(), ", expected ",
+                        members));
+  expect(child->rank() == members - 1 - comm.rank() / 2,
+         detail::concat("split: parent rank ", comm.rank(), " got child rank ", child->rank()));
+  expect(child->name() == detail::concat(comm.name(), "/split(", color, ")"),
+         "split: unexpected child name " + child->name());
+  expect(child->timeout() == comm.timeout(), "split: the child did not inherit the timeout");
+  // The sum over the child of the parent ranks.
+  Tensor t = Tensor::from_doubles({static_cast<double>(comm.rank())}, DType::i64);
+  child->all_reduce(t, ReduceOp::sum);
+  double want = 0;
+  for (int r = color; r < comm.size(); r += 2) want += r;
+  expect(t.item(0) == want, detail::concat("split: sum over ", child->name(), " is ", t.item(0),
+                                           ", expected ", want));
+  check_all_collectives(*child, DType::f32, 7, seed);
+  // Collectives on the parent still work after the split.
+  check_all_reduce(comm, DType::i32, 3, ReduceOp::sum, seed);
+}
+
+void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed) {
+  const int w = world->size(), r = world->rank();
+  ZeroGroups g = make_zero_groups(world, zero3_size);
+  expect(g.zero1 == world, "zero groups: zero1 is not the world");
+  expect(g.zero3->size() == zero3_size && g.zero3->rank() == r % zero3_size,
+         detail::concat("zero groups: zero3 rank/size ", g.zero3->rank(), "/", g.zero3->size()));
+  expect(g.replica->size() == w / zero3_size && g.replica->rank() == r / zero3_size,
+         detail::concat("zero groups: replica rank/size ", g.replica->rank(), "/",
+                        g.replica->size()));
+  // Gathering world ranks tells who is in each group.
+  auto members = [&](Communicator& c) {
+    Tensor in = Tensor::from_doubles({static_cast<double>(r)}, DType::i32);
+    Tensor out = Tensor::full({c.size()}, -1, DType::i32);
+    c.all_gather_into_tensor(out, in);
+    return out.to_doubles();
+  };
+  const auto z3 = members(*g.zero3);
+  for (int i = 0; i < zero3_size; ++i)
+    expect(z3[i] == (r / zero3_size) * zero3_size + i,
+           detail::concat("zero groups: zero3 member ", i, " of rank ", r, " is ", z3[i]));
+  const auto rep = members(*g.replica);
+  for (int i = 0; i < w / zero3_size; ++i)
+    expect(rep[i] == i * zero3_size + r % zero3_size,
+           detail::concat("zero groups: replica member ", i, " of rank ", r, " is ", rep[i]));
+  check_reduce_scatter(*g.zero3, DType::bf16, 5, ReduceOp::avg, seed);
+  check_all_gather(*g.replica, DType::f16, 3, seed);
+}
+
+}  // namespace zrt::test

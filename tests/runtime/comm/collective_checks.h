@@ -1,0 +1,37 @@
+// Collective checks shared by the local-backend and MPI suites. Each function
+// is called by every rank of `comm` and throws std::runtime_error naming the
+// first wrong element (Boost.Test assertions are not thread-safe, so the
+// local suite turns the exceptions into failures on the main thread).
+//
+// Inputs are small positive integers drawn from `seed` (every rank can
+// compute every rank's input), so sums over 4 ranks are exact in every dtype
+// and the expected values are exact too.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/comm/communicator.h"
+
+namespace zrt::test {
+
+// Rank r's input element i for a given seed: an integer in [1, 11].
+double input_value(std::uint64_t seed, int rank, std::int64_t i);
+
+void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed);
+void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
+                          std::uint64_t seed);
+void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
+                      std::uint64_t seed);
+void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
+                     std::uint64_t seed);
+// all_gather_bytes with a different length on every rank (including empty).
+void check_all_gather_bytes(Communicator& comm, std::uint64_t seed);
+// Every collective above for one dtype and size (avg, max, min included).
+void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed);
+// Splits into (rank % 2) groups and runs collectives inside each, checking
+// the members and sizes against the parent's ranks.
+void check_split(Communicator& comm, std::uint64_t seed);
+// make_zero_groups(world, z): sizes, ranks and a sum inside each group.
+void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed);
+
+}  // namespace zrt::test

@@ -1,0 +1,191 @@
+// The local backend (ranks as threads): every collective x dtype x size for
+// 1-4 ranks, split, ZeRO groups, argument validation and timeouts.
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "runtime/comm/local_comm.h"
+#include "runtime/comm/zero_groups.h"
+#include "tests/runtime/comm/collective_checks.h"
+
+using namespace zrt;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::uint64_t fresh_seed() { return std::random_device{}() * 0x100000001ULL + std::random_device{}(); }
+
+// Runs fn on n local ranks; a failure on any rank fails the test case here,
+// on the main thread.
+void on_ranks(int n, const std::function<void(const CommPtr&)>& fn,
+              std::chrono::milliseconds timeout = 20s) {
+  try {
+    run_local_ranks(n, fn, timeout);
+  } catch (const std::exception& e) {
+    BOOST_ERROR("world of " << n << ": " << e.what());
+  }
+}
+
+// Expects `call` to throw E with `needle` in its message.
+template <class E, class F>
+void expect_throw(F&& call, const std::string& needle) {
+  try {
+    call();
+    BOOST_ERROR("expected an error mentioning '" << needle << "'");
+  } catch (const E& e) {
+    BOOST_CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos,
+                        "message '" << e.what() << "' lacks '" << needle << "'");
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(comm_local)
+
+BOOST_AUTO_TEST_CASE(every_collective_dtype_and_size) {
+  const std::uint64_t seed = fresh_seed();
+  BOOST_TEST_MESSAGE("seed " << seed);
+  for (int n = 1; n <= 4; ++n)
+    for (DType dtype : kAllDTypes)
+      for (std::int64_t numel : {0, 1, 7})
+        on_ranks(n, [&](const CommPtr& c) { test::check_all_collectives(*c, dtype, numel, seed); });
+}
+
+BOOST_AUTO_TEST_CASE(large_f32) {
+  const std::uint64_t seed = fresh_seed();
+  for (int n : {2, 3})
+    on_ranks(n, [&](const CommPtr& c) {
+      test::check_all_gather(*c, DType::f32, 1000003, seed);
+      test::check_reduce_scatter(*c, DType::f32, 1000003 / n, ReduceOp::avg, seed);
+      test::check_all_reduce(*c, DType::f32, 1000003, ReduceOp::sum, seed);
+    });
+}
+
+BOOST_AUTO_TEST_CASE(all_gather_bytes_of_different_lengths) {
+  const std::uint64_t seed = fresh_seed();
+  for (int n = 1; n <= 4; ++n)
+    on_ranks(n, [&](const CommPtr& c) { test::check_all_gather_bytes(*c, seed); });
+}
+
+BOOST_AUTO_TEST_CASE(split_into_subgroups) {
+  const std::uint64_t seed = fresh_seed();
+  for (int n = 1; n <= 4; ++n) on_ranks(n, [&](const CommPtr& c) { test::check_split(*c, seed); });
+}
+
+BOOST_AUTO_TEST_CASE(zero_groups) {
+  const std::uint64_t seed = fresh_seed();
+  for (int z : {1, 2, 4}) on_ranks(4, [&](const CommPtr& c) { test::check_zero_groups(c, z, seed); });
+  auto world = make_local_world(4);
+  expect_throw<InvalidArgument>([&] { make_zero_groups(world[0], 3); }, "does not divide");
+  expect_throw<InvalidArgument>([&] { make_zero_groups(world[0], 0); }, "zero3 size 0");
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_throw_before_any_data_moves) {
+  // A single communicator of a world of 2: if validation let a call through,
+  // it would wait for rank 1 and time out with CommError instead.
+  auto world = make_local_world(2, 5000ms);
+  Communicator& c = *world[0];
+  Tensor in = Tensor::full({3}, 1.0, DType::f32);
+  expect_throw<InvalidArgument>(
+      [&] { c.all_gather_into_tensor(Tensor::empty({5}, DType::f32), in); }, "must have 2 x 3");
+  expect_throw<InvalidArgument>(
+      [&] { c.all_gather_into_tensor(Tensor::empty({6}, DType::bf16), in); }, "different dtypes");
+  expect_throw<InvalidArgument>(
+      [&] { c.reduce_scatter_tensor(Tensor::empty({2}, DType::f32), in, ReduceOp::sum); },
+      "must have 2 x 2");
+  expect_throw<InvalidArgument>(
+      [&] { c.reduce_scatter_tensor(Tensor::empty({3}, DType::f32), Tensor::empty({6}, DType::f32),
+                                    ReduceOp::max); },
+      "max is not supported");
+  expect_throw<InvalidArgument>([&] { c.broadcast(in, 2); }, "root 2");
+  expect_throw<InvalidArgument>([&] { c.broadcast(in, -1); }, "root -1");
+  Tensor freed = Tensor::full({4}, 1.0, DType::f32);
+  free_storage(freed);
+  expect_throw<InvalidArgument>([&] { c.all_reduce(freed, ReduceOp::sum); }, "freed storage");
+  expect_throw<InvalidArgument>(
+      [&] { c.all_gather_into_tensor(Tensor::empty({8}, DType::f32), freed); }, "freed storage");
+  // Overlap that is not this rank's chunk.
+  Tensor whole = Tensor::full({6}, 1.0, DType::f32);
+  expect_throw<InvalidArgument>([&] { c.all_gather_into_tensor(whole, whole.slice(1, 3)); },
+                                "not this rank's chunk");
+  expect_throw<InvalidArgument>([&] { c.split(-1, 0); }, "color -1");
+  BOOST_CHECK_EQUAL(c.sequence_number(), 0u);  // nothing was counted
+}
+
+BOOST_AUTO_TEST_CASE(sequence_numbers_and_where) {
+  on_ranks(2, [](const CommPtr& c) {
+    Tensor t = Tensor::full({2}, 1.0, DType::f32);
+    c->all_reduce(t, ReduceOp::sum);
+    c->barrier();
+    if (c->sequence_number() != 2) throw std::runtime_error("sequence number is not 2");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(missing_rank_times_out_naming_it) {
+  auto world = make_local_world(3, 200ms);
+  std::vector<std::string> messages(3);
+  std::vector<double> waited(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)  // rank 2 never arrives
+    threads.emplace_back([&, r] {
+      auto t0 = std::chrono::steady_clock::now();
+      Tensor t = Tensor::full({5}, 1.0, DType::f32);
+      try {
+        world[r]->all_reduce(t, ReduceOp::sum);
+      } catch (const CommError& e) {
+        messages[r] = e.what();
+      }
+      waited[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    BOOST_TEST_MESSAGE(messages[r]);
+    BOOST_CHECK_MESSAGE(messages[r].find("[2]") != std::string::npos, messages[r]);
+    BOOST_CHECK_MESSAGE(messages[r].find("all_reduce #1 on group world") != std::string::npos,
+                        messages[r]);
+    BOOST_CHECK_LT(waited[r], 2.0);
+  }
+  // The group is broken now: a late rank fails at once instead of hanging.
+  Tensor t = Tensor::full({5}, 1.0, DType::f32);
+  expect_throw<CommError>([&] { world[2]->all_reduce(t, ReduceOp::sum); }, "failed earlier");
+}
+
+BOOST_AUTO_TEST_CASE(rank_that_throws_does_not_hang_the_others) {
+  auto t0 = std::chrono::steady_clock::now();
+  BOOST_CHECK_THROW(run_local_ranks(
+                        3,
+                        [](const CommPtr& c) {
+                          if (c->rank() == 1) throw std::runtime_error("rank 1 fails");
+                          c->barrier();
+                        },
+                        200ms),
+                    std::exception);
+  BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_collectives_are_reported) {
+  std::atomic<int> errors = 0;
+  run_local_ranks(2, [&](const CommPtr& c) {
+    Tensor t = Tensor::full({c->rank() + 1}, 1.0, DType::f32);
+    try {
+      c->all_reduce(t, ReduceOp::sum);
+    } catch (const CommError& e) {
+      if (std::string(e.what()).find("ranks disagree") != std::string::npos) ++errors;
+    }
+  }, 5000ms);
+  BOOST_CHECK_EQUAL(errors.load(), 2);
+}
+
+BOOST_AUTO_TEST_CASE(default_timeout_reads_the_environment) {
+  ::setenv("ZRT_COMM_TIMEOUT_S", "0.25", 1);
+  BOOST_CHECK_EQUAL(default_comm_timeout().count(), 250);
+  ::setenv("ZRT_COMM_TIMEOUT_S", "soon", 1);
+  BOOST_CHECK_THROW(default_comm_timeout(), InvalidArgument);
+  ::unsetenv("ZRT_COMM_TIMEOUT_S");
+  BOOST_CHECK_EQUAL(default_comm_timeout().count(), 300000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
