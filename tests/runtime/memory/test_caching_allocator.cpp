@@ -305,32 +305,34 @@ BOOST_AUTO_TEST_CASE(cross_stream_block_waits_for_its_events) {
   a->deallocate(r);
 }
 
+// Frees both halves of one small segment allocated on s1; the first half was
+// also used on s2, so it is held until s2's event completes.
+void free_segment_with_one_half_held(FakeAllocator& a, Stream s1, Stream s2) {
+  void* held = a->allocate(MiB, s1);
+  a->record_use(held, s2);
+  a->deallocate(held);
+  void* other = a->allocate(MiB, s1);
+  BOOST_TEST(bytes(other) == bytes(held) + MiB);
+  a->deallocate(other);
+  BOOST_TEST(a.events->num_incomplete() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(held_blocks_merge_once_their_events_complete) {
   FakeAllocator a;
-  Stream s1 = fake_stream(1), s2 = fake_stream(2);
-  void* p = a->allocate(MiB, s1);
-  a->record_use(p, s2);
-  a->deallocate(p);
-  void* other = a->allocate(MiB, s1);  // the other half of the small segment
-  BOOST_TEST(bytes(other) == bytes(p) + MiB);
-  a->deallocate(other);
+  free_segment_with_one_half_held(a, fake_stream(1), fake_stream(2));
   a.events->complete_all();
-  // The next call sees the event done: both halves are one free block again.
-  void* both = a->allocate(2 * MiB - 512, s1);
-  BOOST_TEST(a->stats().num_raw_allocs == 2u);  // large pool: its own segment
-  a->deallocate(both);
+  // The next call sees the event done and merges the halves: the segment is
+  // whole again, so empty_cache can release it without waiting.
+  a->deallocate(a->allocate(2 * MiB - 512, fake_stream(1)));
   a->empty_cache();
+  BOOST_TEST(a->stats().num_raw_frees == 2u);
   BOOST_TEST(a->stats().reserved == 0u);
   BOOST_TEST(a.events->synchronizations == 0);
 }
 
 BOOST_AUTO_TEST_CASE(empty_cache_waits_for_held_blocks) {
   FakeAllocator a;
-  Stream s1 = fake_stream(1), s2 = fake_stream(2);
-  void* p = a->allocate(MiB, s1);
-  a->record_use(p, s2);
-  a->deallocate(p);
-  a->deallocate(a->allocate(MiB, s1));
+  free_segment_with_one_half_held(a, fake_stream(1), fake_stream(2));
   // On a GPU this synchronizes the event; then the segment is whole and goes.
   a->empty_cache();
   BOOST_TEST(a.events->synchronizations == 1);
