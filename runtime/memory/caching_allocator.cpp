@@ -256,6 +256,11 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
   ZRT_CHECK_ARG(nbytes > 0, "CachingAllocator::allocate: 0 bytes requested (a freed storage needs no memory)");
   ZRT_CHECK_ARG(nbytes <= kMaxRequest, "CachingAllocator::allocate: request of ", nbytes,
                 " bytes exceeds the limit of ", kMaxRequest, " bytes (an overflowed size?)");
+  // A device's memory is used on that device's streams (or the cpu stream
+  // handle); host memory, pinned for copies, on any device's streams.
+  ZRT_CHECK_ARG(device().is_cpu() || stream.is_cpu() || stream.device() == device(),
+                "CachingAllocator::allocate: memory on ", device().str(), " requested on a stream of ",
+                stream.device().str());
   State& s = *state_;
   std::lock_guard lock(s.mu);
   s.process_events();

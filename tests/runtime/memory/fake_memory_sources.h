@@ -22,6 +22,7 @@ namespace zrt::test {
 inline Stream fake_stream(std::uintptr_t id) { return Stream::cuda(0, reinterpret_cast<void*>(id)); }
 
 struct FakeSourceState {
+  Device device = Device::cpu();    // what the source claims its memory is
   std::size_t capacity = SIZE_MAX;  // bytes the source can hand out in all
   int fail_next = 0;                // this many allocate() calls return nullptr
   std::size_t in_use = 0;
@@ -56,7 +57,7 @@ class FakeMemorySource final : public RawMemorySource {
     state_->live.erase(it);
     host_->free(ptr);
   }
-  Device device() const override { return Device::cpu(); }
+  Device device() const override { return state_->device; }
   std::optional<std::size_t> free_bytes() const override {
     if (state_->capacity == SIZE_MAX) return std::nullopt;
     return state_->capacity - state_->in_use;

@@ -448,6 +448,21 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_typed_errors) {
   BOOST_CHECK_THROW(CachingAllocator(nullptr, nullptr), InvalidArgument);
 }
 
+BOOST_AUTO_TEST_CASE(device_memory_only_on_its_devices_streams) {
+  auto source = std::make_shared<zrt::test::FakeSourceState>();
+  source->device = Device::cuda(0);
+  CachingAllocator a(std::make_unique<zrt::test::FakeMemorySource>(source),
+                     std::make_unique<zrt::test::FakeEventSource>(std::make_shared<zrt::test::FakeEventState>()));
+  BOOST_TEST((a.device() == Device::cuda(0)));
+  BOOST_CHECK_THROW(a.allocate(100, Stream::cuda(1, reinterpret_cast<void*>(1))), InvalidArgument);
+  a.deallocate(a.allocate(100, Stream::cuda(0, reinterpret_cast<void*>(1))));
+  a.deallocate(a.allocate(100, Stream{}));
+  // Host memory may serve any device's streams (pinned buffers for copies).
+  FakeAllocator host;
+  host->deallocate(host->allocate(100, Stream::cuda(3, reinterpret_cast<void*>(1))));
+  BOOST_TEST(host->stats().num_frees == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(destructor_releases_everything) {
   FakeAllocator a;
   a->allocate(100, Stream{});  // never freed
