@@ -1,0 +1,137 @@
+// Every CUDA runtime kernel against its CPU twin on the same inputs: bit for
+// bit for cast (stochastic too), fill, flatten, accumulate and scale; within
+// one ulp for AdamW and the norm. Device outputs are poisoned first.
+#include <boost/test/unit_test.hpp>
+#include <bit>
+
+#include "kernels/ops/adamw.h"
+#include "kernels/ops/cast.h"
+#include "kernels/ops/fill.h"
+#include "kernels/ops/flatten.h"
+#include "kernels/ops/grad_accumulate.h"
+#include "kernels/ops/norm.h"
+#include "kernels/ops/scale.h"
+#include "tests/kernels/adamw_reference.h"
+#include "tests/kernels/kernel_test_util.h"
+
+using namespace zrt;
+using namespace zrt::test;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+// A device copy of `t` at an odd element offset.
+Tensor on_gpu(const Tensor& t) {
+  Tensor d = Tensor::empty({t.numel() + 5}, t.dtype(), kGpu).slice(5, t.numel());
+  d.copy_(t);
+  return d;
+}
+
+Tensor poisoned_gpu(std::int64_t n, DType t) {
+  Tensor d = Tensor::empty({n + 5}, t, kGpu).slice(5, n);
+  kernels::fill(d, NAN);
+  return d;
+}
+
+void require_same_bits(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(bytes_of(gpu) == bytes_of(cpu), what << ": CUDA and CPU results differ");
+}
+
+// Within one unit in the last place of f32.
+void require_within_ulp(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
+  const std::vector<double> g = gpu.to(Device::cpu()).to_doubles(), c = cpu.to_doubles();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const float a = static_cast<float>(g[i]), b = static_cast<float>(c[i]);
+    const auto ia = std::bit_cast<std::int32_t>(a), ib = std::bit_cast<std::int32_t>(b);
+    BOOST_REQUIRE_MESSAGE(std::abs(std::int64_t(ia) - std::int64_t(ib)) <= 1,
+                          what << "[" << i << "]: " << a << " vs " << b);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(kernels_gpu)
+
+BOOST_AUTO_TEST_CASE(cast_fill_scale_accumulate_bit_exact) {
+  auto gen = fresh_generator();
+  for (std::int64_t n : kSizes) {
+    for (DType from : {DType::f32, DType::bf16, DType::f16}) {
+      const Tensor src = random_tensor(n, from, gen, -70000, 70000);
+      for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+        Tensor cpu = odd_offset_view(n, to), gpu = poisoned_gpu(n, to);
+        kernels::cast(cpu, src);
+        kernels::cast(gpu, on_gpu(src));
+        require_same_bits(gpu, cpu, std::string("cast ") + dtype_name(from) + "->" + dtype_name(to));
+      }
+      Tensor cpu = src.clone(), gpu = on_gpu(src);
+      kernels::scale_(cpu, 0.37);
+      kernels::scale_(gpu, 0.37);
+      require_same_bits(gpu, cpu, "scale_");
+      Tensor acc_cpu = random_tensor(n, DType::f32, gen), acc_gpu = on_gpu(acc_cpu);
+      kernels::accumulate_grad(acc_cpu, src, 0.25f);
+      kernels::accumulate_grad(acc_gpu, on_gpu(src), 0.25f);
+      require_same_bits(acc_gpu, acc_cpu, "accumulate_grad");
+    }
+    const Tensor f32 = random_tensor(n, DType::f32, gen);
+    Tensor cpu = odd_offset_view(n, DType::bf16), gpu = poisoned_gpu(n, DType::bf16);
+    kernels::cast_stochastic(cpu, f32, 1234);
+    kernels::cast_stochastic(gpu, on_gpu(f32), 1234);
+    require_same_bits(gpu, cpu, "cast_stochastic");
+    for (DType t : kAllDTypes) {
+      Tensor fc = odd_offset_view(n, t), fg = poisoned_gpu(n, t);
+      kernels::fill(fc, 3.0);
+      kernels::fill(fg, 3.0);
+      require_same_bits(fg, fc, std::string("fill ") + dtype_name(t));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(flatten_bit_exact) {
+  auto gen = fresh_generator();
+  std::vector<Tensor> parts_cpu, parts_gpu;
+  const std::vector<std::int64_t> offsets = {0, 8, 4112};
+  for (std::int64_t n : {std::int64_t(3), std::int64_t(4097), std::int64_t(1)}) {
+    parts_cpu.push_back(random_tensor(n, DType::f32, gen));
+    parts_gpu.push_back(on_gpu(parts_cpu.back()));
+  }
+  Tensor flat_cpu = odd_offset_view(4200, DType::bf16), flat_gpu = poisoned_gpu(4200, DType::bf16);
+  poison(flat_cpu);
+  kernels::flatten_into(flat_cpu, parts_cpu, offsets);
+  kernels::flatten_into(flat_gpu, parts_gpu, offsets);
+  require_same_bits(flat_gpu, flat_cpu, "flatten_into");
+  for (std::size_t k = 0; k < parts_cpu.size(); ++k) kernels::fill(parts_gpu[k], NAN), poison(parts_cpu[k]);
+  kernels::unflatten_from(parts_cpu, flat_cpu, offsets);
+  kernels::unflatten_from(parts_gpu, flat_gpu, offsets);
+  for (std::size_t k = 0; k < parts_cpu.size(); ++k) require_same_bits(parts_gpu[k], parts_cpu[k], "unflatten_from");
+}
+
+BOOST_AUTO_TEST_CASE(adamw_and_norm_within_one_ulp) {
+  auto gen = fresh_generator();
+  const kernels::AdamWHyperparams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  for (std::int64_t n : kSizes) {
+    for (DType gt : {DType::f32, DType::bf16}) {
+      const auto ranges = random_decay_ranges(n, gen);
+      Tensor p = random_tensor(n, DType::f32, gen), m = random_tensor(n, DType::f32, gen, -0.1, 0.1),
+             v = random_tensor(n, DType::f32, gen, 0, 0.01), g = random_tensor(n, gt, gen);
+      Tensor pg = on_gpu(p), mg = on_gpu(m), vg = on_gpu(v), gg = on_gpu(g);
+      Tensor out_cpu = odd_offset_view(n, DType::bf16), out_gpu = poisoned_gpu(n, DType::bf16);
+      kernels::fused_adamw(p, m, v, g, 3, hp, ranges, {.grad_scale = 0.5, .param_out = out_cpu});
+      kernels::fused_adamw(pg, mg, vg, gg, 3, hp, ranges, {.grad_scale = 0.5, .param_out = out_gpu});
+      require_within_ulp(pg, p, "param");
+      require_within_ulp(mg, m, "exp_avg");
+      require_within_ulp(vg, v, "exp_avg_sq");
+      const std::vector<double> oc = out_cpu.to_doubles(), og = out_gpu.to(Device::cpu()).to_doubles();
+      const std::vector<double> pc = pg.to(Device::cpu()).to_doubles();
+      for (std::int64_t i = 0; i < n; ++i) BOOST_REQUIRE(same_value(og[i], round_to_bf16(pc[i])));
+
+      const kernels::NormResult rc = kernels::squared_norm(g), rg = kernels::squared_norm(gg);
+      BOOST_TEST(std::fabs(rc.squared_norm - rg.squared_norm) <= 0x1p-23 * rc.squared_norm);
+      BOOST_TEST(rc.non_finite == rg.non_finite);
+    }
+  }
+  Tensor bad = on_gpu(Tensor::from_doubles({1, 2, INFINITY, 4}, DType::bf16));
+  BOOST_TEST(kernels::has_non_finite(bad));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
