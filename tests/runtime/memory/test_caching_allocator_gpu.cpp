@@ -6,6 +6,7 @@
 #ifdef ZRT_WITH_CUDA
 #include <atomic>
 #include <chrono>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -112,11 +113,18 @@ BOOST_AUTO_TEST_CASE(tensors_and_pinned_memory) {
   AllocatorPtr alloc = make_caching_allocator(Device::cuda(0));
   Tensor t = Tensor::empty({1025, 7}, DType::bf16, Device::cuda(0), alloc);
   void* first = t.data_ptr();
-  t.fill_(1.5);
-  BOOST_TEST(t.item(1025 * 7 - 1) == 1.5);
-  free_storage(t);
-  alloc_storage(t);
-  BOOST_TEST(t.data_ptr() == first);
+  std::mt19937 gen(std::random_device{}());
+  std::vector<double> values(1025 * 7);
+  for (auto& v : values) v = std::uniform_int_distribution<int>(-100, 100)(gen);  // exact in bf16
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    t.fill_(-999.0);  // poison
+    t.copy_(Tensor::from_doubles(values, DType::f32, Device::cpu(), {1025, 7}));
+    BOOST_TEST(t.to(Device::cpu()).to_doubles() == values);
+    free_storage(t);
+    BOOST_TEST(alloc->stats().allocated == 0u);
+    alloc_storage(t);
+    BOOST_TEST(t.data_ptr() == first);  // the cached block comes back
+  }
   BOOST_TEST(alloc->stats().num_raw_allocs == 1u);
 
   AllocatorPtr pinned = make_pinned_host_allocator();
