@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/comm/host_reduce.h"
+#include "runtime/comm/host_staging.h"
 #include "runtime/error.h"
 
 namespace zrt {
@@ -86,30 +87,6 @@ class LocalGroup {
   std::string broken_;
   std::vector<Post> posts_;
 };
-
-// A host view of `t`: itself on cpu, else a host copy (after `stream`'s work).
-Tensor host_input(const Tensor& t, Stream stream) {
-  if (t.device().is_cpu()) return t;
-  stream.synchronize();
-  return t.to(Device::cpu());
-}
-
-// Host memory to write `t`'s result into: itself on cpu, else a staging tensor.
-Tensor host_output(const Tensor& t) {
-  return t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype(), Device::cpu());
-}
-
-// Copies a staged result back to its device tensor (nothing to do on cpu).
-void finish_output(const Tensor& t, const Tensor& host, Stream stream) {
-  if (!t.device().is_cpu()) Tensor(t).copy_(host, stream);
-}
-
-const std::byte* bytes_of(const Tensor& t) {
-  return t.numel() == 0 ? nullptr : static_cast<const std::byte*>(t.data_ptr());
-}
-std::byte* mutable_bytes_of(const Tensor& t) {
-  return t.numel() == 0 ? nullptr : static_cast<std::byte*>(t.data_ptr());
-}
 
 class LocalCommunicator final : public Communicator {
  public:

@@ -1,0 +1,84 @@
+#include "runtime/comm/launch.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "runtime/comm/local_comm.h"
+#include "runtime/comm/mpi_comm.h"
+#include "runtime/error.h"
+
+namespace zrt {
+
+const char* launcher_name(Launcher l) {
+  switch (l) {
+    case Launcher::single: return "single process";
+    case Launcher::mpirun: return "mpirun";
+    case Launcher::slurm: return "slurm";
+    case Launcher::torchrun: return "torchrun";
+  }
+  return "?";
+}
+
+namespace {
+
+int env_int(const EnvLookup& env, const char* name, int fallback) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v, &end, 10);
+  ZRT_CHECK_ARG(errno == 0 && *end == '\0' && x >= 0 && x <= 1 << 24, "launch environment: ", name,
+                "='", v, "' is not a non-negative integer");
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+LaunchInfo detect_launch(const EnvLookup& lookup) {
+  const EnvLookup env = lookup ? lookup : EnvLookup([](const char* n) { return std::getenv(n); });
+  LaunchInfo info;
+  if (env("OMPI_COMM_WORLD_SIZE")) {
+    info.launcher = Launcher::mpirun;
+    info.rank = env_int(env, "OMPI_COMM_WORLD_RANK", 0);
+    info.size = env_int(env, "OMPI_COMM_WORLD_SIZE", 1);
+    info.local_rank = env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    info.launcher = Launcher::slurm;
+    info.rank = env_int(env, "SLURM_PROCID", 0);
+    info.size = env_int(env, "SLURM_NTASKS", 1);
+    info.local_rank = env_int(env, "SLURM_LOCALID", 0);
+  } else if (env("RANK") && env("WORLD_SIZE")) {
+    info.launcher = Launcher::torchrun;
+    info.rank = env_int(env, "RANK", 0);
+    info.size = env_int(env, "WORLD_SIZE", 1);
+    info.local_rank = env_int(env, "LOCAL_RANK", 0);
+    if (const char* a = env("MASTER_ADDR")) info.master_addr = a;
+    info.master_port = env_int(env, "MASTER_PORT", 0);
+  }
+  ZRT_CHECK_ARG(info.size >= 1 && info.rank < info.size, "launch environment (",
+                launcher_name(info.launcher), "): rank ", info.rank, " is not in a world of size ",
+                info.size);
+  return info;
+}
+
+World init_world(std::chrono::milliseconds timeout) {
+  World w;
+  w.launch = detect_launch();
+  w.local_rank = w.launch.local_rank;
+  if (w.launch.size == 1) {
+    w.comm = make_local_world(1, timeout)[0];
+  } else if (w.launch.launcher == Launcher::torchrun) {
+    ZRT_THROW(InvalidState, "init_world: a torchrun-style launch of ", w.launch.size,
+              " ranks has no CPU communicator in zrt; launch with mpirun or srun");
+  } else {
+    w.comm = make_mpi_world("world");
+    w.comm->set_timeout(timeout);
+    ZRT_CHECK_STATE(w.comm->size() == w.launch.size && w.comm->rank() == w.launch.rank,
+                    "init_world: MPI says rank ", w.comm->rank(), " of ", w.comm->size(), " but ",
+                    launcher_name(w.launch.launcher), " says rank ", w.launch.rank, " of ",
+                    w.launch.size);
+  }
+  return w;
+}
+
+}  // namespace zrt

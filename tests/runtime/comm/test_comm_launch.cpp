@@ -1,0 +1,67 @@
+// Launch-environment detection with a fake environment, and the
+// single-process world.
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <string>
+
+#include "runtime/comm/launch.h"
+#include "tests/runtime/comm/collective_checks.h"
+
+using namespace zrt;
+
+namespace {
+
+EnvLookup fake(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(comm_launch)
+
+BOOST_AUTO_TEST_CASE(each_launcher) {
+  auto m = detect_launch(fake({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"RANK", "0"},
+                               {"WORLD_SIZE", "2"}}));
+  BOOST_CHECK(m.launcher == Launcher::mpirun);
+  BOOST_CHECK_EQUAL(m.rank, 3);
+  BOOST_CHECK_EQUAL(m.size, 8);
+  BOOST_CHECK_EQUAL(m.local_rank, 1);
+  auto s = detect_launch(fake({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}}));
+  BOOST_CHECK(s.launcher == Launcher::slurm);
+  BOOST_CHECK_EQUAL(s.rank, 5);
+  BOOST_CHECK_EQUAL(s.size, 6);
+  BOOST_CHECK_EQUAL(s.local_rank, 2);
+  auto t = detect_launch(fake({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+                               {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}));
+  BOOST_CHECK(t.launcher == Launcher::torchrun);
+  BOOST_CHECK_EQUAL(t.rank, 1);
+  BOOST_CHECK_EQUAL(t.size, 4);
+  BOOST_CHECK_EQUAL(t.master_addr, "10.0.0.1");
+  BOOST_CHECK_EQUAL(t.master_port, 29500);
+  auto one = detect_launch(fake({}));
+  BOOST_CHECK(one.launcher == Launcher::single);
+  BOOST_CHECK_EQUAL(one.size, 1);
+}
+
+BOOST_AUTO_TEST_CASE(bad_values_are_named) {
+  BOOST_CHECK_EXCEPTION(detect_launch(fake({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
+                        InvalidArgument, [](const InvalidArgument& e) {
+                          return std::string(e.what()).find("RANK='x1'") != std::string::npos;
+                        });
+  BOOST_CHECK_THROW(detect_launch(fake({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(single_process_world_copies) {
+  // Under ctest no launcher variables are set: a size-1 world.
+  World w = init_world();
+  BOOST_REQUIRE_EQUAL(w.comm->size(), 1);
+  for (DType dtype : kAllDTypes)
+    BOOST_CHECK_NO_THROW(test::check_all_collectives(*w.comm, dtype, 7, 99));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
