@@ -23,10 +23,10 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64
 // A value no collective here produces (inputs are in [1, 11], sums <= 44).
 constexpr double kPoison = 123.0;
 
-Tensor input_tensor(std::uint64_t seed, int rank, std::int64_t n, DType dtype) {
+Tensor input_tensor(std::uint64_t seed, int rank, std::int64_t n, DType dtype, Device device) {
   std::vector<double> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) v[i] = input_value(seed, rank, i);
-  return Tensor::from_doubles(v, dtype);
+  return Tensor::from_doubles(v, dtype, device);
 }
 
 // The reduction of every rank's element i, as the backend must compute it
@@ -81,15 +81,16 @@ double input_value(std::uint64_t seed, int rank, std::int64_t i) {
                    11);
 }
 
-void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed) {
+void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
+                      Device device) {
   const int size = comm.size();
-  Tensor in = input_tensor(seed, comm.rank(), n, dtype);
-  Tensor out = Tensor::full({size * n}, kPoison, dtype);
+  Tensor in = input_tensor(seed, comm.rank(), n, dtype, device);
+  Tensor out = Tensor::full({size * n}, kPoison, dtype, device);
   comm.all_gather_into_tensor(out, in);
   auto expected = [&](std::int64_t i) { return input_value(seed, static_cast<int>(i / n), i % n); };
   expect_elements(comm, "all_gather_into_tensor", out, expected);
   // In place: this rank's chunk of the output is the input.
-  Tensor whole = Tensor::full({size * n}, kPoison, dtype);
+  Tensor whole = Tensor::full({size * n}, kPoison, dtype, device);
   Tensor mine = whole.slice(comm.rank() * n, n);
   mine.copy_(in);
   comm.all_gather_into_tensor(whole, mine);
@@ -97,10 +98,10 @@ void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint
 }
 
 void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
-                          std::uint64_t seed) {
+                          std::uint64_t seed, Device device) {
   const int size = comm.size(), rank = comm.rank();
-  Tensor in = input_tensor(seed, rank, size * n, dtype);
-  Tensor out = Tensor::full({n}, kPoison, dtype);
+  Tensor in = input_tensor(seed, rank, size * n, dtype, device);
+  Tensor out = Tensor::full({n}, kPoison, dtype, device);
   comm.reduce_scatter_tensor(out, in, op);
   auto expected = [&](std::int64_t i) {
     return expected_reduction(seed, size, rank * n + i, op, dtype);
@@ -108,14 +109,14 @@ void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, Reduc
   const double tol = op == ReduceOp::avg ? tolerance(dtype) : 0.0;
   expect_elements(comm, reduce_op_name(op), out, expected, tol);
   // In place: the output is this rank's chunk of the input.
-  Tensor in2 = input_tensor(seed, rank, size * n, dtype);
+  Tensor in2 = input_tensor(seed, rank, size * n, dtype, device);
   comm.reduce_scatter_tensor(in2.slice(rank * n, n), in2, op);
   expect_elements(comm, "in-place reduce_scatter_tensor", in2.slice(rank * n, n), expected, tol);
 }
 
 void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
-                      std::uint64_t seed) {
-  Tensor t = input_tensor(seed, comm.rank(), n, dtype);
+                      std::uint64_t seed, Device device) {
+  Tensor t = input_tensor(seed, comm.rank(), n, dtype, device);
   comm.all_reduce(t, op);
   expect_elements(
       comm, reduce_op_name(op), t,
@@ -124,9 +125,9 @@ void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp 
 }
 
 void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
-                     std::uint64_t seed) {
-  Tensor t = comm.rank() == root ? input_tensor(seed, root, n, dtype)
-                                 : Tensor::full({n}, kPoison, dtype);
+                     std::uint64_t seed, Device device) {
+  Tensor t = comm.rank() == root ? input_tensor(seed, root, n, dtype, device)
+                                 : Tensor::full({n}, kPoison, dtype, device);
   comm.broadcast(t, root);
   expect_elements(comm, "broadcast", t, [&](std::int64_t i) { return input_value(seed, root, i); });
 }
@@ -145,13 +146,14 @@ void check_all_gather_bytes(Communicator& comm, std::uint64_t seed) {
            detail::concat("all_gather_bytes on rank ", comm.rank(), ": rank ", r, "'s bytes differ"));
 }
 
-void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed) {
-  check_all_gather(comm, dtype, n, seed);
+void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
+                           Device device) {
+  check_all_gather(comm, dtype, n, seed, device);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
-    check_reduce_scatter(comm, dtype, n, op, seed + 1);
+    check_reduce_scatter(comm, dtype, n, op, seed + 1, device);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
-    check_all_reduce(comm, dtype, n, op, seed + 2);
-  for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, dtype, n, root, seed + 3);
+    check_all_reduce(comm, dtype, n, op, seed + 2, device);
+  for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, dtype, n, root, seed + 3, device);
 }
 
 void check_split(Communicator& comm, std::uint64_t seed) {

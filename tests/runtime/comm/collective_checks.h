@@ -17,17 +17,20 @@ namespace zrt::test {
 // Rank r's input element i for a given seed: an integer in [1, 11].
 double input_value(std::uint64_t seed, int rank, std::int64_t i);
 
-void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed);
+void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
+                      Device device = Device::cpu());
 void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
-                          std::uint64_t seed);
+                          std::uint64_t seed, Device device = Device::cpu());
 void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
-                      std::uint64_t seed);
+                      std::uint64_t seed, Device device = Device::cpu());
 void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
-                     std::uint64_t seed);
+                     std::uint64_t seed, Device device = Device::cpu());
 // all_gather_bytes with a different length on every rank (including empty).
 void check_all_gather_bytes(Communicator& comm, std::uint64_t seed);
-// Every collective above for one dtype and size (avg, max, min included).
-void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed);
+// Every collective above for one dtype and size (avg, max, min included),
+// on tensors of `device`.
+void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
+                           Device device = Device::cpu());
 // Splits into (rank % 2) groups and runs collectives inside each, checking
 // the members and sizes against the parent's ranks.
 void check_split(Communicator& comm, std::uint64_t seed);
