@@ -1,0 +1,133 @@
+// zrt-bench kernels [--device cpu|cuda] [--size N] [--reps R] [--json]
+//
+// Times each runtime kernel on N elements (median after warm-up; CUDA events
+// on the GPU) and reports the bytes it moves, its GB/s, and the ratio to a
+// plain copy of the same number of bytes measured in the same run.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/ops/adamw.h"
+#include "kernels/ops/cast.h"
+#include "kernels/ops/fill.h"
+#include "kernels/ops/flatten.h"
+#include "kernels/ops/grad_accumulate.h"
+#include "kernels/ops/norm.h"
+#include "kernels/ops/scale.h"
+#include "runtime/stream.h"
+#include "runtime/tensor.h"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/suites.h"
+
+namespace zrt::bench {
+namespace {
+
+struct Options {
+  Device device = Device::cpu();
+  std::int64_t size = std::int64_t(1) << 24;  // 64 MiB of f32
+  int reps = 10;
+  bool json = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      ZRT_CHECK_ARG(i + 1 < argc, "kernels: ", a, " needs a value");
+      return argv[++i];
+    };
+    if (a == "--device") o.device = Device::parse(value());
+    else if (a == "--size") o.size = std::stoll(value());
+    else if (a == "--reps") o.reps = std::stoi(value());
+    else if (a == "--json") o.json = true;
+    else if (a == "--help" || a == "-h") {
+      std::printf("usage: zrt-bench kernels [--device cpu|cuda] [--size N] [--reps R] [--json]\n");
+      std::exit(0);
+    } else {
+      ZRT_THROW(InvalidArgument, "kernels: unknown option ", a);
+    }
+  }
+  ZRT_CHECK_ARG(o.size > 0 && o.reps > 0, "kernels: --size and --reps must be positive");
+  return o;
+}
+
+// Median seconds of `fn` on `stream`: CUDA events on the GPU, wall clock on the CPU.
+double time_it(const std::function<void()>& fn, const Options& o, Stream stream) {
+  if (o.device.is_cpu()) return median_seconds(fn, 2, o.reps);
+  std::vector<double> times;
+  for (int i = 0; i < 2 + o.reps; ++i) {
+    Event start(o.device, true), end(o.device, true);
+    start.record(stream);
+    fn();
+    end.record(stream);
+    end.synchronize();
+    if (i >= 2) times.push_back(Event::elapsed_ms(start, end) / 1e3);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int bench_kernels(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  OwnedStream owned(o.device);
+  const Stream s = owned.get();
+  const std::int64_t n = o.size;
+  auto f32 = [&](double v) { return Tensor::full({n}, v, DType::f32, o.device); };
+  auto bf16 = [&](double v) { return Tensor::full({n}, v, DType::bf16, o.device); };
+  Tensor a = f32(0.5), b = f32(0.25), p = f32(0.1), m = f32(0.01), v = f32(0.001), g = f32(0.02);
+  Tensor lo = bf16(0.5), glo = bf16(0.02), plo = bf16(0.0);
+  const std::vector<kernels::ElementRange> decay = {{0, n / 2}, {n / 2 + 1000, n}};
+  std::vector<Tensor> parts;
+  std::vector<std::int64_t> offsets;
+  for (std::int64_t k = 0, pos = 0; k < 8; ++k) {  // eight parts, 16-element aligned
+    const std::int64_t len = std::max<std::int64_t>((n / 8 - 16) / 16 * 16, 1);
+    parts.push_back(a.slice(k * (n / 8), std::min(len, n - k * (n / 8))));
+    offsets.push_back(pos);
+    pos += (parts.back().numel() + 15) / 16 * 16;
+  }
+
+  struct Kernel {
+    const char* name;
+    double bytes_per_element;
+    std::function<void()> run;
+  };
+  const kernels::AdamWHyperparams hp{.lr = 1e-3, .weight_decay = 0.1};
+  const std::vector<Kernel> kernels_to_time = {
+      {"fill f32", 4, [&] { kernels::fill(b, 1.0, s); }},
+      {"cast f32->bf16", 6, [&] { kernels::cast(lo, a, s); }},
+      {"cast bf16->f32", 6, [&] { kernels::cast(b, lo, s); }},
+      {"cast f32->bf16 stochastic", 6, [&] { kernels::cast_stochastic(lo, a, 7, s); }},
+      {"flatten 8 parts f32->bf16", 6, [&] { kernels::flatten_into(lo, parts, offsets, s); }},
+      {"accumulate f32+=bf16", 10, [&] { kernels::accumulate_grad(b, glo, 0.5f, s); }},
+      {"scale f32", 8, [&] { kernels::scale_(b, 1.0, s); }},
+      {"squared_norm f32", 4, [&] { kernels::squared_norm(a, s); }},
+      {"adamw f32 grad, bf16 out", 30,
+       [&] { kernels::fused_adamw(p, m, v, g, 10, hp, decay, {.param_out = plo}, s); }},
+      {"adamw bf16 grad", 26, [&] { kernels::fused_adamw(p, m, v, glo, 10, hp, decay, {}, s); }},
+  };
+
+  const double copy_s = time_it([&] { kernels::cast(b, a, s); }, o, s);
+  const double copy_gbs = 8.0 * double(n) / copy_s / 1e9;
+  Table table({"kernel", "elements", "MB_moved", "ms", "GB_s", "vs_copy"});
+  table.add({"copy f32 (baseline)", std::to_string(n), Table::num(8.0 * n / 1e6, 1), Table::num(copy_s * 1e3),
+             Table::num(copy_gbs, 2), Table::num(1.0, 2)});
+  for (const Kernel& k : kernels_to_time) {
+    const double secs = time_it(k.run, o, s);
+    const double bytes = k.bytes_per_element * double(n);
+    const double gbs = bytes / secs / 1e9;
+    table.add({k.name, std::to_string(n), Table::num(bytes / 1e6, 1), Table::num(secs * 1e3),
+               Table::num(gbs, 2), Table::num(gbs / copy_gbs, 2)});
+  }
+  if (!o.json) std::printf("zrt-bench kernels on %s, %lld elements\n", o.device.str().c_str(), (long long)n);
+  table.print(o.json);
+  return 0;
+}
+
+}  // namespace zrt::bench
