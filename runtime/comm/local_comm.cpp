@@ -41,6 +41,9 @@ class LocalGroup {
   // until this rank arrives at its next barrier.
   std::shared_ptr<void> shared;
   std::string disagreement;  // empty when every rank posted the same collective
+  // all_reduce's result buffer, kept between calls (resized by the last
+  // arriver, read by every rank before it arrives at its next barrier).
+  std::vector<std::byte> scratch;
 
   // Blocks until every rank of the group has arrived at this barrier; the
   // last one to arrive runs `on_last` under the lock before releasing the
@@ -139,15 +142,15 @@ class LocalCommunicator final : public Communicator {
     // buffer; after the second barrier every rank copies the whole result.
     post_and_arrive({.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op,
                      .src = bytes_of(h)},
-                    [&] { group_->shared = std::shared_ptr<std::byte[]>(new std::byte[nbytes]); });
-    auto scratch = std::static_pointer_cast<std::byte[]>(group_->shared);
+                    [&] { group_->scratch.resize(nbytes); });
+    std::byte* scratch = group_->scratch.data();
     const std::int64_t per = (t.numel() + size() - 1) / size();
     const std::int64_t begin = std::min<std::int64_t>(per * rank(), t.numel());
     const std::int64_t count = std::min<std::int64_t>(per, t.numel() - begin);
     const std::size_t offset = static_cast<std::size_t>(begin) * t.itemsize();
-    reduce_from_posts(scratch.get() + offset, offset, count, t.dtype(), op);
+    reduce_from_posts(scratch + offset, offset, count, t.dtype(), op);
     depart("all_reduce");
-    if (nbytes > 0) std::memcpy(mutable_bytes_of(h), scratch.get(), nbytes);
+    if (nbytes > 0) std::memcpy(mutable_bytes_of(h), scratch, nbytes);
     finish_output(t, h, stream);
   }
 

@@ -269,7 +269,7 @@ class MpiCommunicator final : public Communicator {
       if (done) return;
       // Spin first (latency), then back off so waiting ranks leave the CPU
       // to the ranks still computing.
-      if (polls > 10000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (polls > 10000) std::this_thread::yield();
       if ((polls & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
         broken_ = true;
         ZRT_THROW(CommError, where(op), ": timed out after ", timeout().count(),
