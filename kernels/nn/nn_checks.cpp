@@ -42,8 +42,9 @@ std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64
 DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 std::int64_t matrix_rows(const Tensor& t) {
-  if (t.dim() == 0) return 1;
-  return t.size(-1) == 0 ? 0 : t.numel() / t.size(-1);
+  std::int64_t rows = 1;
+  for (int d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);  // right even when the last dim is 0
+  return rows;
 }
 
 }  // namespace zrt::kernels
