@@ -34,4 +34,20 @@ void Storage::record_use(Stream stream) {
   allocator_->record_use(data_, stream);
 }
 
+void Storage::claim(std::size_t offset, std::size_t nbytes, const void* owner, const std::string& owner_name,
+                    const std::string& param) {
+  if (nbytes == 0) return;
+  std::lock_guard lock(claims_mutex_);
+  for (const auto& c : claims_)
+    ZRT_CHECK_ARG(c.owner == owner || offset + nbytes <= c.begin || c.end <= offset, "parameter '", param,
+                  "' cannot join flat parameter '", owner_name, "': its memory is already parameter '",
+                  c.param, "' of flat parameter '", c.owner_name, "'");
+  claims_.push_back({offset, offset + nbytes, owner, owner_name, param});
+}
+
+void Storage::release_claims(const void* owner) noexcept {
+  std::lock_guard lock(claims_mutex_);
+  std::erase_if(claims_, [&](const Claim& c) { return c.owner == owner; });
+}
+
 }  // namespace zrt

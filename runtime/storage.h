@@ -13,6 +13,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "runtime/device.h"
 #include "runtime/memory/allocator.h"
@@ -47,11 +50,27 @@ class Storage {
   // See Allocator::record_use.
   void record_use(Stream stream);
 
+  // Records that bytes [offset, offset+nbytes) hold parameter `param` of flat
+  // parameter `owner_name` (identified by `owner`). Throws InvalidArgument if
+  // another owner already claimed an overlapping range: a parameter belongs
+  // to one flat parameter. Empty ranges never conflict.
+  void claim(std::size_t offset, std::size_t nbytes, const void* owner, const std::string& owner_name,
+             const std::string& param);
+  void release_claims(const void* owner) noexcept;
+
  private:
   AllocatorPtr allocator_;
   Stream stream_;
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+
+  struct Claim {
+    std::size_t begin, end;
+    const void* owner;
+    std::string owner_name, param;
+  };
+  std::mutex claims_mutex_;
+  std::vector<Claim> claims_;
 };
 
 }  // namespace zrt

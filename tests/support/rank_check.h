@@ -1,0 +1,17 @@
+// Checks for code that runs on rank threads or in MPI ranks: Boost.Test's
+// assertions are not thread-safe, so a failed check throws instead, and the
+// main thread (run_local_ranks rethrows) or the MPI main reports it.
+#pragma once
+
+#include "runtime/error.h"
+
+namespace zrt::testing {
+
+class CheckFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace zrt::testing
+
+#define ZRT_EXPECT(cond, ...) ZRT_CHECK_AS(::zrt::testing::CheckFailed, cond, __VA_ARGS__)
