@@ -1,0 +1,180 @@
+// safetensors: round trips of every dtype (odd and empty shapes, metadata),
+// the f32 default for floating tensors, byte layout, typed errors for bad
+// files, atomic writes; model parameter loading with the GPT-2 key mapping.
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "model_zoo/io/param_loader.h"
+#include "model_zoo/io/safetensors.h"
+#include "tests/model_zoo/layers/layer_test_util.h"
+#include "tests/model_zoo/models/temp_dir.h"
+
+using namespace zrt;
+using namespace zrt::model_zoo;
+using namespace zrt::model_zoo::test;
+
+namespace {
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A file with the given JSON header and `data_bytes` bytes of data.
+std::vector<std::uint8_t> file_with_header(const std::string& header, std::size_t data_bytes) {
+  std::vector<std::uint8_t> b(8 + header.size() + data_bytes, 0x5a);
+  const std::uint64_t n = header.size();
+  std::memcpy(b.data(), &n, 8);
+  std::memcpy(b.data() + 8, header.data(), header.size());
+  return b;
+}
+
+void check_checkpoint_error(const std::vector<std::uint8_t>& bytes, const std::string& needle) {
+  try {
+    parse_safetensors(bytes, "case.safetensors");
+    BOOST_ERROR("expected a CheckpointError naming '" << needle << "'");
+  } catch (const CheckpointError& e) {
+    BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos,
+               "'" << e.what() << "' does not name '" << needle << "'");
+  }
+}
+
+std::vector<UnitDef> gpt_units(std::int64_t n_layer) {
+  ModelConfig c;
+  c.n_layer = n_layer;
+  c.n_embd = 8;
+  c.n_head = 2;
+  c.vocab_size = 11;
+  c.block_size = 5;
+  return make_model(c)->units();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(round_trip_every_dtype) {
+  std::mt19937 gen(1);
+  TempDir dir("st");
+  std::map<std::string, Tensor> t;
+  for (DType d : kAllDTypes) {
+    const double lo = is_floating(d) ? -3.0 : 0.0, hi = is_floating(d) ? 3.0 : 200.0;
+    Tensor x = random_tensor({3, 2 * 8 + 7}, DType::f64, gen, lo, hi);
+    Tensor y = Tensor::empty(x.shape(), d);
+    y.copy_(is_floating(d) ? x : x.to(DType::i64));  // integers: truncated values
+    t[std::string("t_") + dtype_name(d)] = y;
+  }
+  t["empty"] = Tensor::empty({0, 3}, DType::f32);
+  t["scalar1"] = Tensor::full({1}, 2.5, DType::f32);
+  const std::string path = dir.file("a.safetensors");
+  write_safetensors(path, t, {{"format", "pt"}, {"step", "12"}}, {.keep_float_dtypes = true});
+  const SafetensorsFile f = read_safetensors(path);
+  BOOST_TEST(f.metadata.at("step") == "12");
+  BOOST_REQUIRE_EQUAL(f.tensors.size(), t.size());
+  for (const auto& [k, v] : t) {
+    const Tensor& r = f.tensors.at(k);
+    BOOST_TEST((r.dtype() == v.dtype()), k);
+    BOOST_TEST((r.shape() == v.shape()), k);
+    BOOST_TEST(max_abs_diff(r, v) == 0.0, k);
+  }
+  // Data starts 8-byte aligned after the header.
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  BOOST_TEST(n % 8 == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(floating_tensors_default_to_f32) {
+  std::mt19937 gen(2);
+  Tensor b = random_tensor({9}, DType::bf16, gen);
+  Tensor i = Tensor::from_doubles({1, -2, 3}, DType::i64);
+  const auto f = parse_safetensors(serialize_safetensors({{"b", b}, {"i", i}}));
+  BOOST_TEST((f.tensors.at("b").dtype() == DType::f32));
+  BOOST_TEST((f.tensors.at("i").dtype() == DType::i64));
+  BOOST_TEST(max_abs_diff(f.tensors.at("b"), b) == 0.0);  // bf16 → f32 is exact
+  BOOST_TEST(max_abs_diff(f.tensors.at("i"), i) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_files_give_checkpoint_errors) {
+  const std::string ok = R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})";
+  BOOST_CHECK_NO_THROW(parse_safetensors(file_with_header(ok, 24)));
+  check_checkpoint_error({1, 2, 3}, "truncated");
+  std::vector<std::uint8_t> cut = file_with_header(ok, 24);
+  cut.resize(20);
+  check_checkpoint_error(cut, "truncated");
+  check_checkpoint_error(file_with_header(ok, 23), "outside the data section");
+  check_checkpoint_error(file_with_header(R"({"a":{"dtype":"F32","shape":[2,3]})", 24), "JSON");
+  check_checkpoint_error(
+      file_with_header(R"({"a":{"dtype":"Q4","shape":[2,3],"data_offsets":[0,24]}})", 24), "Q4");
+  check_checkpoint_error(
+      file_with_header(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,24]}})", 24),
+      "needs 16");
+  check_checkpoint_error(
+      file_with_header(R"({"a":{"dtype":"F32","shape":[-2,3],"data_offsets":[0,24]}})", 24),
+      "non-negative");
+  check_checkpoint_error(
+      file_with_header(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[24,0]}})", 24),
+      "outside the data section");
+  check_checkpoint_error(file_with_header("[1,2]", 0), "JSON object");
+  BOOST_CHECK_THROW(read_safetensors("/nonexistent/x.safetensors"), CheckpointError);
+}
+
+BOOST_AUTO_TEST_CASE(failed_write_leaves_nothing) {
+  TempDir dir("st_atomic");
+  const std::string path = dir.file("keep.safetensors");
+  write_safetensors(path, {{"a", Tensor::full({3}, 1.0, DType::f32)}});
+  BOOST_CHECK_THROW(write_safetensors(dir.file("no_dir/x.safetensors"),
+                                      {{"a", Tensor::full({3}, 2.0, DType::f32)}}),
+                    CheckpointError);
+  BOOST_CHECK_THROW(write_safetensors(path, {{"__metadata__", Tensor::full({3}, 2.0, DType::f32)}}),
+                    InvalidArgument);
+  BOOST_TEST(read_safetensors(path).tensors.at("a").item(2) == 1.0);  // old file untouched
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+    files += e.is_regular_file();
+  BOOST_TEST(files == 1);  // no temporary left behind
+}
+
+BOOST_AUTO_TEST_CASE(gpt2_keys_map_with_transformer_prefix) {
+  const auto units = gpt_units(2);
+  std::mt19937 gen(3);
+  std::map<std::string, Tensor> hf;
+  for (const ParamDef& p : all_param_defs(units))
+    hf["transformer." + p.fqn()] = random_tensor(p.shape, DType::f32, gen);
+  hf["transformer.h.0.attn.bias"] = Tensor::full({1, 1, 5, 5}, 1.0, DType::f32);
+  hf["transformer.h.1.attn.masked_bias"] = Tensor::full({1}, -1e4, DType::f32);
+  hf["lm_head.weight"] = hf.at("transformer.wte.weight");
+  const auto p = match_model_params(units, hf, "hf");
+  BOOST_TEST(p.size() == all_param_defs(units).size());
+  BOOST_TEST(max_abs_diff(p.at("h.1.mlp.c_fc.weight"), hf.at("transformer.h.1.mlp.c_fc.weight")) == 0.0);
+
+  auto missing = hf;
+  missing.erase("transformer.h.1.ln_2.bias");
+  try {
+    match_model_params(units, missing, "hf");
+    BOOST_ERROR("missing key accepted");
+  } catch (const CheckpointError& e) {
+    BOOST_TEST(std::string(e.what()).find("missing parameter h.1.ln_2.bias") != std::string::npos);
+  }
+  auto bad_shape = hf;
+  bad_shape["transformer.h.0.attn.c_attn.weight"] = Tensor::zeros({24, 8}, DType::f32);
+  try {
+    match_model_params(units, bad_shape, "hf");
+    BOOST_ERROR("mis-shaped key accepted");
+  } catch (const CheckpointError& e) {
+    const std::string w = e.what();
+    BOOST_TEST(w.find("transformer.h.0.attn.c_attn.weight") != std::string::npos);
+    BOOST_TEST(w.find("[24, 8]") != std::string::npos, w);
+    BOOST_TEST(w.find("[8, 24]") != std::string::npos, w);
+  }
+  // A deeper model's checkpoint must not half-load into a shallower one.
+  BOOST_CHECK_THROW(match_model_params(gpt_units(1), hf, "hf"), CheckpointError);
+  auto twice = hf;
+  twice["wte.weight"] = hf.at("transformer.wte.weight");
+  BOOST_CHECK_THROW(match_model_params(units, twice, "hf"), CheckpointError);
+
+  TempDir dir("st_load");
+  write_safetensors(dir.file("m.safetensors"), hf, {}, {.keep_float_dtypes = true});
+  BOOST_TEST(load_model_params(units, dir.file("m.safetensors")).size() == p.size());
+}
