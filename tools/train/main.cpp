@@ -1,0 +1,170 @@
+// zrt-train: trains a model-zoo model under ZeRO-3 as one process, under
+// `mpirun -np N`, or as N local ranks (--ranks N). See README.md for flags.
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <mutex>
+
+#include "model_zoo/data/data_files.h"
+#include "model_zoo/data/synthetic_data.h"
+#include "model_zoo/engine/trainer.h"
+#include "model_zoo/io/param_loader.h"
+#include "model_zoo/io/safetensors.h"
+#include "runtime/comm/launch.h"
+#include "runtime/comm/local_comm.h"
+#include "runtime/flat_param/sharding_strategy.h"
+#include "tools/train/train_options.h"
+
+namespace zrt::train {
+namespace {
+
+using model_zoo::Dataset;
+using model_zoo::TrainerConfig;
+
+TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
+  TrainerConfig c;
+  auto& m = c.model;
+  m.kind = o.model;
+  m.preset = o.preset;
+  auto set = [](std::optional<std::int64_t>& field, int v) {
+    if (v > 0) field = v;
+  };
+  set(m.n_layer, o.n_layer);
+  set(m.n_head, o.n_head);
+  set(m.n_embd, o.n_embd);
+  set(m.vocab_size, o.vocab_size);
+  if (o.model == "gpt") {
+    // Position embeddings must cover the sequence length.
+    auto dims = model_zoo::resolve_gpt_dims(m);
+    if (dims.block_size < o.seq_len) m.block_size = o.seq_len;
+  }
+  if (!o.hidden.empty()) m.hidden = std::vector<std::int64_t>(o.hidden.begin(), o.hidden.end());
+  if (o.model == "mlp") m.activation = o.activation;
+
+  auto& e = c.engine;
+  e.strategy = *parse_strategy(o.strategy);
+  e.zero3_size = o.zero3_size;
+  e.dtype = *parse_dtype(o.dtype);
+  e.device = o.device == "cuda" ? Device::cuda(cuda_device_count() > 0 ? local_rank % cuda_device_count() : 0)
+                                : Device::cpu();
+  e.offload_grads = o.offload_grads;
+  e.seed = o.seed;
+  e.adamw.beta1 = o.beta1;
+  e.adamw.beta2 = o.beta2;
+  e.adamw.eps = o.eps;
+  e.adamw.weight_decay = o.weight_decay;
+  e.adamw.max_grad_norm = o.clip;
+  c.batch_size = o.batch_size;
+  c.seq_len = o.seq_len;
+  c.micro_batches = o.micro_batches;
+  c.steps = o.steps;
+  c.schedule.max_lr = o.lr;
+  c.schedule.min_lr = o.min_lr;
+  c.schedule.warmup_steps = std::min(o.warmup, o.steps);
+  return c;
+}
+
+Dataset load_data(const TrainOptions& o, const TrainerConfig& c) {
+  if (!o.data.empty()) return model_zoo::load_dataset(o.data);
+  if (o.model == "mlp") {
+    auto dims = model_zoo::resolve_mlp_dims(c.model);
+    return model_zoo::synthetic_cluster_dataset(0, 4096, dims.d_in, dims.n_classes);
+  }
+  return model_zoo::synthetic_text_dataset();
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex& io) {
+  TrainerConfig config = trainer_config(o, local_rank);
+  Dataset data = load_data(o, config);
+  std::map<std::string, Tensor> initial;
+  if (!o.init_from.empty()) {
+    auto model = model_zoo::make_model(config.model);
+    initial = model_zoo::load_model_params(model->units(), o.init_from);
+  }
+  model_zoo::Trainer trainer(world, config, std::move(data), o.init_from.empty() ? nullptr : &initial);
+  const bool lead = world->rank() == 0;
+  // Files are opened only after every input was validated: bad input writes nothing.
+  std::ofstream metrics;
+  if (lead && !o.metrics.empty()) {
+    metrics.open(o.metrics);
+    ZRT_CHECK_ARG(metrics.good(), "cannot write metrics file '", o.metrics, "'");
+  }
+  const bool tty = lead && isatty(fileno(stdout));
+  if (lead) {
+    std::lock_guard lock(io);
+    std::printf("zrt-train: %s/%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n", o.model.c_str(),
+                o.preset.c_str(), world->size(), o.strategy.c_str(), o.dtype.c_str(),
+                config.engine.device.str().c_str(), trainer.engine().handles().size());
+  }
+  double elapsed = 0;
+  for (std::int64_t s = 0; s < o.steps; ++s) {
+    auto r = trainer.step();
+    elapsed += r.seconds;
+    if (!lead) continue;
+    const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
+    if (metrics.is_open()) {
+      metrics << "{\"step\": " << r.step << ", \"loss\": " << r.stats.loss << ", \"lr\": " << r.lr
+              << ", \"grad_norm\": " << r.stats.grad_norm << ", \"skipped\": " << (r.stats.skipped ? "true" : "false")
+              << ", \"tokens_per_s\": " << per_s << ", \"mem_allocated\": " << r.memory.allocated
+              << ", \"mem_reserved\": " << r.memory.reserved << "}\n";
+      metrics.flush();
+    }
+    const bool last = s + 1 == o.steps;
+    if (tty || last || r.step % o.log_every == 0) {
+      const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(o.steps - s - 1);
+      std::lock_guard lock(io);
+      std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s  eta %.0fs%s",
+                  tty ? "\r" : "", static_cast<long long>(r.step + 1), o.steps, r.stats.loss, r.lr,
+                  r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
+                  o.model == "gpt" ? "tok" : "rows", human_bytes(static_cast<double>(r.memory.allocated)).c_str(), eta,
+                  tty && !last ? "" : "\n");
+      std::fflush(stdout);
+    }
+  }
+  if (!o.save.empty()) {
+    auto params = trainer.engine().full_params();  // collective
+    if (lead) {
+      model_zoo::write_safetensors(o.save, params);
+      std::lock_guard lock(io);
+      std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zrt::train
+
+int main(int argc, char** argv) {
+  using namespace zrt;
+  train::TrainOptions o;
+  try {
+    if (!train::parse_train_options(argc, argv, o)) return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+    return 2;
+  }
+  std::mutex io;
+  try {
+    if (o.ranks > 0) {
+      run_local_ranks(o.ranks, [&](const CommPtr& world) { train::run(world, o, world->rank(), io); });
+    } else {
+      World w = init_world();
+      train::run(w.comm, o, w.local_rank, io);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

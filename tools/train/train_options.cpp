@@ -1,0 +1,64 @@
+#include "tools/train/train_options.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "runtime/error.h"
+
+namespace zrt::train {
+
+bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  CLI::App app{"zrt-train: train a model-zoo model under ZeRO-3 (one process, mpirun -np N, or --ranks N)"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", o.model, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
+  app.add_option("--preset", o.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
+  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (0: preset)")->check(CLI::NonNegativeNumber);
+  app.add_option("--n-head", o.n_head, "gpt: attention heads (0: preset)")->check(CLI::NonNegativeNumber);
+  app.add_option("--n-embd", o.n_embd, "gpt: embedding width (0: preset)")->check(CLI::NonNegativeNumber);
+  app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (0: preset)")->check(CLI::NonNegativeNumber);
+  app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
+  app.add_option("--activation", o.activation, "mlp: activation")->check(CLI::IsMember({"gelu", "relu"}));
+  app.add_option("--data", o.data,
+                 "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 and y [N] i64; "
+                 "empty: the embedded default dataset");
+  app.add_option("--steps", o.steps, "optimizer steps")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch_size, "global sequences (gpt) or rows (mlp) per step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", o.micro_batches, "micro-batches per rank per step")->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", o.seq_len, "gpt: tokens per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "peak learning rate")->check(CLI::NonNegativeNumber);
+  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D+ parameters only)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)")->check(CLI::NonNegativeNumber);
+  app.add_option("--beta1", o.beta1, "AdamW beta1")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--beta2", o.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--eps", o.eps, "AdamW epsilon")->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "initialisation seed");
+  app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--strategy", o.strategy, "sharding strategy")
+      ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
+  app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
+  app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
+  app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
+  app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
+  app.add_option("--log-every", o.log_every, "print a line every N steps")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    return false;
+  } catch (const CLI::ParseError& e) {
+    ZRT_THROW(InvalidArgument, e.what());
+  }
+  return true;
+}
+
+}  // namespace zrt::train

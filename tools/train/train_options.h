@@ -1,0 +1,44 @@
+// zrt-train's command line: every flag, its default, and its validation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt::train {
+
+struct TrainOptions {
+  // model
+  std::string model = "gpt";   // gpt | mlp
+  std::string preset = "tiny";
+  int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
+  std::vector<int> hidden;      // mlp hidden widths (empty: the preset's)
+  std::string activation = "gelu";
+  // data
+  std::string data;             // empty: the embedded default dataset
+  int steps = 40;
+  int batch_size = 8;           // global sequences (gpt) or rows (mlp) per step
+  int micro_batches = 1;
+  int seq_len = 64;
+  // optimisation
+  double lr = 3e-3, min_lr = 3e-4;
+  int warmup = 5;
+  double weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  std::uint64_t seed = 1337;
+  // runtime
+  std::string dtype = "fp32";   // fp32 | bf16 | fp16
+  std::string device = "cpu";   // cpu | cuda
+  std::string strategy = "full";
+  int zero3_size = 0;           // 0: the whole world
+  bool offload_grads = false;
+  int ranks = 0;                // >0: that many local ranks (threads) in this process
+  // files
+  std::string init_from, save, metrics;
+  int log_every = 1;
+};
+
+// Parses argv; returns false (after printing help) when the program should
+// exit 0 without training, throws InvalidArgument naming a bad flag value.
+bool parse_train_options(int argc, char** argv, TrainOptions& out);
+
+}  // namespace zrt::train
