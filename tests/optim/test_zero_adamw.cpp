@@ -1,0 +1,146 @@
+// ZeroAdamW on the local backend (ranks as threads, 1-4 ranks, several
+// strategies) against single-process torch.optim.AdamW, plus skip limits,
+// decay ranges and argument/state errors.
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <random>
+
+#include "optim/zero_adamw.h"
+#include "runtime/comm/local_comm.h"
+#include "runtime/flat_param/sharding_groups.h"
+#include "tests/optim/zero_adamw_checks.h"
+#include "tests/support/rank_check.h"
+
+using namespace zrt;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Case {
+  ShardingStrategy strategy;
+  int world;
+  int zero3;
+};
+
+const Case kCases[] = {
+    {ShardingStrategy::full_shard, 1, 1},   {ShardingStrategy::full_shard, 2, 2},
+    {ShardingStrategy::no_shard, 2, 1},     {ShardingStrategy::hybrid_shard, 2, 1},
+    {ShardingStrategy::full_shard, 3, 3},   {ShardingStrategy::layer_zero, 3, 1},
+    {ShardingStrategy::full_shard, 4, 4},   {ShardingStrategy::hybrid_shard, 4, 2},
+    {ShardingStrategy::layer_zero, 4, 2},   {ShardingStrategy::no_shard, 4, 1},
+};
+
+void on_ranks(int n, const std::string& what, const std::function<void(const CommPtr&)>& fn) {
+  try {
+    run_local_ranks(n, fn, std::chrono::seconds(30));
+  } catch (const std::exception& e) {
+    BOOST_ERROR(what << " on " << n << " ranks: " << e.what());
+  }
+}
+
+std::string describe(const Case& c) { return std::string(strategy_name(c.strategy)) + " zero3=" + std::to_string(c.zero3); }
+
+std::vector<NamedParam> small_params() {
+  return {{"fc", "weight", Tensor::from_doubles({0.5, -1, 2, 0.25, 3, -0.75}, DType::f32, Device::cpu(), {2, 3})},
+          {"fc", "bias", Tensor::from_doubles({0.1, -0.2}, DType::f32)},
+          {"ln", "weight", Tensor::from_doubles({1, 1.5, 0.5, 2, -1}, DType::f32)},
+          {"proj", "weight", Tensor::from_doubles({0.3, 0.6, -0.9, 1.2}, DType::f32, Device::cpu(), {4, 1})}};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(zero_adamw)
+
+BOOST_AUTO_TEST_CASE(matches_torch_adamw_with_clipping_skips_and_loss_scale) {
+  const std::uint64_t seed = std::random_device{}();
+  BOOST_TEST_MESSAGE("random seed " << seed);
+  const testing::AdamWScenario s = testing::make_adamw_scenario(seed);
+  const fs::path dir = fs::temp_directory_path() / ("zrt_zero_adamw_" + std::to_string(getpid()) + "_" +
+                                                    std::to_string(seed % 1000000));
+  fs::create_directories(dir);
+  testing::AdamWExpected expected;
+  try {
+    testing::run_torch_reference(s, dir);
+    expected = testing::read_torch_reference(s, dir);
+  } catch (const std::exception& e) {
+    fs::remove_all(dir);
+    BOOST_FAIL(e.what());
+  }
+  fs::remove_all(dir);
+  for (const Case& c : kCases)
+    on_ranks(c.world, describe(c), [&](const CommPtr& world) {
+      testing::check_zero_adamw(world, c.strategy, c.zero3, s, expected);
+    });
+}
+
+BOOST_AUTO_TEST_CASE(consecutive_skips_throw_on_every_rank) {
+  for (const Case& c : {kCases[1], kCases[7]})
+    on_ranks(c.world, describe(c), [&](const CommPtr& world) { testing::check_skip_limit(world, c.strategy, c.zero3); });
+}
+
+BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
+  on_ranks(3, "decay ranges", [](const CommPtr& world) {
+    StrategyPlan plan = plan_strategy(ShardingStrategy::full_shard, world, 3);
+    FlatParamHandle h(small_params(), plan.groups, {});
+    const auto want = [&](const optim::DecayPolicy& policy) {
+      // Elementwise: does shard element e belong to a decaying parameter?
+      std::vector<bool> mask(static_cast<std::size_t>(h.zero1_shard().numel()), false);
+      for (std::size_t i = 0; i < h.num_params(); ++i) {
+        const auto& info = h.zero1_shard_infos()[i];
+        if (policy(h.fqn(i), h.layout().params()[i].shape))
+          for (std::int64_t e = 0; e < info.numel_in_shard; ++e) mask[info.offset_in_shard + e] = true;
+      }
+      return mask;
+    };
+    const optim::DecayPolicy only_ln = [](const std::string& fqn, const Shape&) { return fqn == "ln.weight"; };
+    for (const optim::DecayPolicy& policy : {optim::DecayPolicy(optim::decay_matrices), only_ln}) {
+      std::vector<bool> got(static_cast<std::size_t>(h.zero1_shard().numel()), false);
+      std::int64_t last_end = -1;
+      for (const auto& r : optim::shard_decay_ranges(h, policy)) {
+        if (r.begin <= last_end || r.end <= r.begin)
+          throw testing::CheckFailed("ranges not sorted, disjoint, merged and non-empty");
+        for (std::int64_t e = r.begin; e < r.end; ++e) got[e] = true;
+        last_end = r.end;
+      }
+      if (got != want(policy)) throw testing::CheckFailed("decay ranges differ from the elementwise mask");
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_and_states_are_named) {
+  on_ranks(2, "errors", [](const CommPtr& world) {
+    StrategyPlan full = plan_strategy(ShardingStrategy::full_shard, world, 2);
+    StrategyPlan hybrid = plan_strategy(ShardingStrategy::hybrid_shard, world, 1);
+    FlatParamHandle a(small_params(), full.groups, {});
+    FlatParamHandle b(small_params(), hybrid.groups, {});
+    auto throws = [](auto&& fn, const char* needle) {
+      try {
+        fn();
+      } catch (const InvalidArgument& e) {
+        return std::string(e.what()).find(needle) != std::string::npos;
+      } catch (const InvalidState& e) {
+        return std::string(e.what()).find(needle) != std::string::npos;
+      }
+      return false;
+    };
+    ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a, &b}); }, "other zero1/replica groups"), "mixed groups");
+    ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a, &a}); }, "passed twice"), "duplicate handle");
+    ZRT_EXPECT(throws([&] { optim::ZeroAdamW(std::vector<FlatParamHandle*>{}); }, "no handles"), "no handles");
+    ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a}, {.beta2 = 1.0}); }, "beta2"), "beta2");
+    optim::ZeroAdamW opt({&a});
+    ZRT_EXPECT(throws([&] { opt.step(-1e-3); }, "lr must be"), "negative lr");
+    ZRT_EXPECT(throws([&] { opt.step(1e-3, 0.0); }, "inverse loss scale"), "zero inverse scale");
+    a.pre_forward();
+    ZRT_EXPECT(throws([&] { opt.step(1e-3); }, "expected idle"), "step during forward");
+    a.post_forward();
+    ZRT_EXPECT(throws([&] { opt.exp_avg(1, 0); }, "out of range"), "handle index");
+    ZRT_EXPECT(throws([&] { opt.exp_avg(0, 9); }, "out of range"), "param index");
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
