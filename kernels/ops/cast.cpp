@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/ops/cast_math.h"
+#include "kernels/ops/cpu_clones.h"
 #include "kernels/ops/float_storage.h"
 #include "kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
@@ -16,17 +17,28 @@ namespace {
 
 constexpr std::int64_t kGrain = 256;
 
+// One thread's chunk; a function of its own so it can be cloned per vector
+// ISA (Note [CPU vector clones]) and see non-aliased pointers.
+template <class D, class S>
+ZRT_CPU_CLONES void cast_chunk(D* __restrict dst, const S* __restrict src, std::int64_t b,
+                               std::int64_t e) {
+  for (std::int64_t i = b; i < e; ++i) dst[i] = cast_element<D>(src[i]);
+}
+
 template <class D, class S>
 void cast_cpu(D* dst, const S* src, std::int64_t n) {
-  parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) dst[i] = cast_element<D>(src[i]);
-  });
+  parallel_for(n, kGrain, [=](std::int64_t b, std::int64_t e) { cast_chunk(dst, src, b, e); });
+}
+
+ZRT_CPU_CLONES void cast_stochastic_chunk(std::uint16_t* __restrict dst, const float* __restrict src,
+                                          std::uint64_t seed, std::int64_t b, std::int64_t e) {
+  for (std::int64_t i = b; i < e; ++i)
+    dst[i] = f32_to_bf16_stochastic(src[i], seed, static_cast<std::uint64_t>(i));
 }
 
 void cast_stochastic_cpu(std::uint16_t* dst, const float* src, std::int64_t n, std::uint64_t seed) {
-  parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i)
-      dst[i] = f32_to_bf16_stochastic(src[i], seed, static_cast<std::uint64_t>(i));
+  parallel_for(n, kGrain, [=](std::int64_t b, std::int64_t e) {
+    cast_stochastic_chunk(dst, src, seed, b, e);
   });
 }
 

@@ -1,11 +1,11 @@
 #include "kernels/ops/fill.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu_parallel.h"
+#include "kernels/ops/cpu_clones.h"
 #include "kernels/ops/float_bits.h"
 #include "kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
@@ -44,10 +44,28 @@ std::uint64_t element_bits(double value, DType t) {
 }
 
 template <class U>
+ZRT_CPU_CLONES void fill_chunk(U* __restrict p, U v, std::int64_t b, std::int64_t e) {
+  for (std::int64_t i = b; i < e; ++i) p[i] = v;
+}
+
+// A pattern whose bytes are all equal (zero above all) is a memset, which
+// libc streams past the cache for large buffers; others are a vector store
+// loop (Note [CPU vector clones]).
+template <class U>
 void fill_cpu(void* dst, std::int64_t n, std::uint64_t pattern) {
   U* p = static_cast<U*>(dst);
   const U v = static_cast<U>(pattern);
-  parallel_for(n, 64, [&](std::int64_t b, std::int64_t e) { std::fill(p + b, p + e, v); });
+  const auto byte = static_cast<unsigned char>(pattern);
+  bool one_byte = true;
+  for (std::size_t k = 1; k < sizeof(U); ++k)
+    one_byte = one_byte && static_cast<unsigned char>(pattern >> (8 * k)) == byte;
+  if (one_byte) {
+    parallel_for(n, 64, [=](std::int64_t b, std::int64_t e) {
+      std::memset(p + b, byte, static_cast<std::size_t>(e - b) * sizeof(U));
+    });
+  } else {
+    parallel_for(n, 64, [=](std::int64_t b, std::int64_t e) { fill_chunk(p, v, b, e); });
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu_parallel.h"
+#include "kernels/ops/cpu_clones.h"
 #include "kernels/ops/float_storage.h"
 #include "kernels/ops/norm_math.h"
 #include "kernels/ops/op_checks.h"
@@ -26,7 +27,7 @@ A tree_reduce(std::array<A, kNormLanes>& lanes) {
 
 // CPU twin of one norm block; the lane loop is innermost so it vectorises.
 template <class T>
-void norm_block_cpu(const T* x, std::int64_t block, std::int64_t n, float& sum_sq, float& non_finite) {
+ZRT_CPU_CLONES void norm_block_cpu(const T* x, std::int64_t block, std::int64_t n, float& sum_sq, float& non_finite) {
   std::array<float, kNormLanes> sq{}, nf{};
   const std::int64_t begin = block * kNormBlock;
   if (begin + kNormBlock <= n) {
