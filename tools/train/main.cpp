@@ -114,6 +114,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     if (!lead) continue;
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
     if (metrics.is_open()) {
+      metrics.precision(10);
       metrics << "{\"step\": " << r.step << ", \"loss\": " << r.stats.loss << ", \"lr\": " << r.lr
               << ", \"grad_norm\": " << r.stats.grad_norm << ", \"skipped\": " << (r.stats.skipped ? "true" : "false")
               << ", \"tokens_per_s\": " << per_s << ", \"mem_allocated\": " << r.memory.allocated

@@ -1,0 +1,95 @@
+#include "tests/model_zoo/engine/engine_checks.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model_zoo/data/synthetic_data.h"
+#include "model_zoo/engine/trainer.h"
+#include "runtime/comm/local_comm.h"
+#include "tests/support/rank_check.h"
+
+namespace zrt::testing {
+
+TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
+  model_zoo::TrainerConfig c;
+  c.model.kind = setup.model;
+  c.model.preset = "tiny";
+  c.engine.strategy = setup.strategy;
+  c.engine.zero3_size = setup.zero3_size;
+  c.engine.dtype = setup.dtype;
+  c.engine.offload_grads = setup.offload_grads;
+  c.engine.adamw.beta2 = 0.95;
+  c.engine.adamw.weight_decay = 0.1;
+  c.engine.adamw.max_grad_norm = 1.0;
+  c.batch_size = 16;
+  c.seq_len = 16;
+  c.micro_batches = setup.micro_batches;
+  c.steps = setup.steps;
+  c.schedule.max_lr = 3e-3;
+  c.schedule.min_lr = 3e-4;
+  c.schedule.warmup_steps = 2;
+  auto data = setup.model == "gpt" ? model_zoo::synthetic_text_dataset()
+                                   : model_zoo::synthetic_cluster_dataset(0, 4096, 16, 8);
+  model_zoo::Trainer trainer(world, c, std::move(data));
+  TrainOutput out;
+  for (int s = 0; s < setup.steps; ++s) out.losses.push_back(trainer.step().stats.loss);
+  for (auto& [name, t] : trainer.engine().full_params()) out.params[name] = t.to_doubles();
+  return out;
+}
+
+void expect_same_training(const TrainOutput& got, const TrainOutput& want, const Tolerance& tol,
+                          const std::string& what) {
+  ZRT_EXPECT(got.losses.size() == want.losses.size(), what, ": step counts differ");
+  for (std::size_t s = 0; s < want.losses.size(); ++s)
+    ZRT_EXPECT(std::abs(got.losses[s] - want.losses[s]) <= tol.loss_rtol * std::abs(want.losses[s]), what,
+               ": loss of step ", s, " is ", got.losses[s], ", the reference ", want.losses[s]);
+  ZRT_EXPECT(got.params.size() == want.params.size(), what, ": parameter sets differ");
+  for (const auto& [name, ref] : want.params) {
+    auto it = got.params.find(name);
+    ZRT_EXPECT(it != got.params.end(), what, ": no parameter ", name);
+    ZRT_EXPECT(it->second.size() == ref.size(), what, ": ", name, " has another size");
+    double diff2 = 0, ref2 = 0;
+    for (std::size_t e = 0; e < ref.size(); ++e) {
+      const double d = it->second[e] - ref[e];
+      ZRT_EXPECT(std::abs(d) <= tol.param_atol, what, ": ", name, "[", e, "] is ", it->second[e],
+                 ", the reference ", ref[e]);
+      diff2 += d * d;
+      ref2 += ref[e] * ref[e];
+    }
+    ZRT_EXPECT(diff2 <= tol.param_rl2 * tol.param_rl2 * std::max(ref2, 1e-30), what, ": ", name,
+               " differs by relative L2 ", std::sqrt(diff2 / std::max(ref2, 1e-30)));
+  }
+}
+
+std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
+  std::vector<TrainSetup> out;
+  for (int micro : {1, 4}) {
+    auto add = [&](ShardingStrategy s, int z) { out.push_back({model, s, z, micro}); };
+    add(ShardingStrategy::full_shard, w);
+    add(ShardingStrategy::shard_grad_op, w);
+    add(ShardingStrategy::no_shard, 1);
+    for (int z : {1, 2, w}) {
+      if (w % z) continue;
+      add(ShardingStrategy::hybrid_shard, z);
+      add(ShardingStrategy::layer_zero, z);
+    }
+  }
+  // zero3 sizes {1, 2, W} may repeat for small W.
+  std::sort(out.begin(), out.end(), [](const TrainSetup& a, const TrainSetup& b) {
+    return std::tie(a.micro_batches, a.strategy, a.zero3_size) < std::tie(b.micro_batches, b.strategy, b.zero3_size);
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const TrainSetup& a, const TrainSetup& b) {
+                          return a.micro_batches == b.micro_batches && a.strategy == b.strategy &&
+                                 a.zero3_size == b.zero3_size;
+                        }),
+            out.end());
+  return out;
+}
+
+std::string describe(const TrainSetup& s) {
+  return s.model + " " + strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
+         " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "");
+}
+
+}  // namespace zrt::testing

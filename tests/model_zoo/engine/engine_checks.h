@@ -1,0 +1,54 @@
+// End-to-end training runs compared across world sizes, zero3 sizes,
+// strategies and micro-batch counts; shared by the local and mpirun suites.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/flat_param/sharding_strategy.h"
+
+namespace zrt::testing {
+
+struct TrainSetup {
+  std::string model = "gpt";  // gpt | mlp
+  ShardingStrategy strategy = ShardingStrategy::full_shard;
+  int zero3_size = 0;
+  int micro_batches = 1;
+  DType dtype = DType::f32;
+  int steps = 10;
+  bool offload_grads = false;
+};
+
+struct TrainOutput {
+  std::vector<double> losses;                            // per step, global mean
+  std::map<std::string, std::vector<double>> params;     // final, fp32
+};
+
+// Trains the tiny preset of `setup.model` on the embedded dataset.
+TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup);
+
+// Note [Comparing training runs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// N ranks and M micro-batches sum the same gradients in another order, so
+// runs differ by fp32 rounding only. Losses stay within ~5e-7 relative. AdamW
+// divides by sqrt(v): for an element whose gradient is near zero the update
+// is ~lr * sign(g) and rounding noise in g moves it by up to ~1e-5 after ten
+// steps (one element in ~30k in tiny GPT). Parameters are therefore compared
+// element-wise in absolute terms and per tensor in relative L2.
+struct Tolerance {
+  double loss_rtol = 1e-5;    // per step, relative
+  double param_atol = 5e-5;   // per element, absolute
+  double param_rl2 = 1e-4;    // per tensor, ||got - want|| / ||want||
+};
+
+// Throws CheckFailed naming the first loss or parameter outside `tol`.
+void expect_same_training(const TrainOutput& got, const TrainOutput& want, const Tolerance& tol,
+                          const std::string& what);
+
+// Every strategy / zero3 size / micro-batch count for a world of `w` ranks.
+std::vector<TrainSetup> equivalence_setups(const std::string& model, int w);
+std::string describe(const TrainSetup& s);
+
+}  // namespace zrt::testing
