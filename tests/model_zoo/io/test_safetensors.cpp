@@ -18,11 +18,6 @@ using namespace zrt::model_zoo::test;
 
 namespace {
 
-void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
 // A file with the given JSON header and `data_bytes` bytes of data.
 std::vector<std::uint8_t> file_with_header(const std::string& header, std::size_t data_bytes) {
   std::vector<std::uint8_t> b(8 + header.size() + data_bytes, 0x5a);
