@@ -64,4 +64,11 @@ Batch make_micro_batch(const Dataset& data, std::int64_t step, const BatchGeomet
   return out;
 }
 
+Batch make_micro_batch(const Dataset& data, std::int64_t step, std::int64_t batch,
+                       std::int64_t seq_len, int world, int rank, int micro, int micro_index,
+                       Device device) {
+  return make_micro_batch(data, step, BatchGeometry{batch, seq_len, world, micro}, rank,
+                          micro_index, device);
+}
+
 }  // namespace zrt::model_zoo

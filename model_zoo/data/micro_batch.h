@@ -40,4 +40,9 @@ std::int64_t sequence_start(std::int64_t step, std::int64_t j, std::int64_t batc
 Batch make_micro_batch(const Dataset& data, std::int64_t step, const BatchGeometry& g, int rank,
                        int micro_index, Device device = Device::cpu());
 
+// The same with the geometry spelled out: B, T, W, rank r, M, micro-batch m.
+Batch make_micro_batch(const Dataset& data, std::int64_t step, std::int64_t batch,
+                       std::int64_t seq_len, int world, int rank, int micro, int micro_index,
+                       Device device = Device::cpu());
+
 }  // namespace zrt::model_zoo

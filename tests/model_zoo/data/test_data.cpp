@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(token_order_is_hand_worked) {
              boost::test_tools::per_element());
   BOOST_TEST(b.normaliser == 12.0);
   // W 1, M 2: micro 1 holds j = 2, 3 → starts 2 and 5 at step 1.
-  const Batch m = make_micro_batch(d, 1, {4, 3, 1, 2}, 0, 1);
+  const Batch m = make_micro_batch(d, 1, 4, 3, 1, 0, 2, 1);
   BOOST_TEST(row(m.inputs, 0) == std::vector<double>({102, 103, 104}), boost::test_tools::per_element());
   BOOST_TEST(row(m.inputs, 1) == std::vector<double>({105, 106, 107}), boost::test_tools::per_element());
   // Shortest legal data: len = T + 2, every sequence starts at 0.
