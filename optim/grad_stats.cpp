@@ -16,13 +16,18 @@ GradStats global_grad_stats(std::span<FlatParamHandle* const> handles) {
     if (r.non_finite) local_bad += 1;
   }
   // See Note [Global gradient norm over zero1 shards].
+  // The two numbers travel on the handles' device and stream (NCCL needs
+  // device memory), ordered with the collectives on that stream.
+  const FlatParamOptions& o = handles.front()->options();
   const HandleGroups& groups = handles.front()->groups();
-  const Stream stream = handles.front()->options().stream;
-  Tensor stats = Tensor::from_doubles({local_sq, local_bad}, DType::f64, handles.front()->options().device);
-  groups.zero1->all_reduce(stats, ReduceOp::sum, stream);
-  if (groups.replica && groups.replica->size() > 1) groups.replica->all_reduce(stats, ReduceOp::max, stream);
-  stream.synchronize();
-  const std::vector<double> agreed = stats.to(Device::cpu()).to_doubles();
+  Tensor host = Tensor::from_doubles({local_sq, local_bad}, DType::f64);
+  Tensor stats = Tensor::empty({2}, DType::f64, o.device, o.allocator, o.stream);
+  stats.copy_(host, o.stream);
+  groups.zero1->all_reduce(stats, ReduceOp::sum, o.stream);
+  if (groups.replica && groups.replica->size() > 1) groups.replica->all_reduce(stats, ReduceOp::max, o.stream);
+  host.copy_(stats, o.stream);
+  o.stream.synchronize();
+  const std::vector<double> agreed = host.to_doubles();
   GradStats out;
   out.squared_norm = agreed[0];
   out.non_finite = agreed[1] > 0 || !std::isfinite(agreed[0]);
