@@ -16,7 +16,7 @@ struct TrainOptions {
   std::string activation = "gelu";
   // data
   std::string data;             // empty: the embedded default dataset
-  int steps = 40;
+  int steps = 200;
   int batch_size = 8;           // global sequences (gpt) or rows (mlp) per step
   int micro_batches = 1;
   int seq_len = 64;
@@ -34,7 +34,7 @@ struct TrainOptions {
   int ranks = 0;                // >0: that many local ranks (threads) in this process
   // files
   std::string init_from, save, metrics;
-  int log_every = 1;
+  int log_every = 10;
 };
 
 // Parses argv; returns false (after printing help) when the program should
