@@ -136,12 +136,6 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   return stats;
 }
 
-double TrainingEngine::evaluate(const std::vector<Batch>& micro_batches) {
-  double local = 0;
-  for (const auto& b : micro_batches) local += forward(b);
-  return all_reduce_sum(local);
-}
-
 std::map<std::string, Tensor> TrainingEngine::full_params() {
   std::map<std::string, Tensor> out;
   for (auto& h : handles_) {

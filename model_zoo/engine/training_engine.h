@@ -58,8 +58,6 @@ class TrainingEngine {
 
   // One optimizer step over this rank's micro-batches of the global batch.
   StepStats step(const std::vector<Batch>& micro_batches, double lr);
-  // Forward only (no gradients): the global mean loss of the given batches.
-  double evaluate(const std::vector<Batch>& micro_batches);
 
   // Collective: every primary parameter in fp32 on cpu, by name.
   std::map<std::string, Tensor> full_params();
