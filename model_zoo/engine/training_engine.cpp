@@ -29,6 +29,10 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   ZRT_CHECK_ARG(config_.dtype == DType::f32 || config_.dtype == DType::bf16 || config_.dtype == DType::f16,
                 "compute dtype must be f32, bf16 or f16, not ", dtype_name(config_.dtype));
   allocator_ = make_caching_allocator(config_.device);
+  if (config_.device.is_cuda()) {
+    compute_stream_ = std::make_unique<OwnedStream>(config_.device);
+    comm_stream_ = std::make_unique<OwnedStream>(config_.device);
+  }
   const int zero3 = config_.zero3_size > 0 ? config_.zero3_size : world_->size();
   StrategyPlan plan = plan_strategy(config_.strategy, world_, zero3);
 
@@ -58,6 +62,10 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
     o.offload_grads = config_.offload_grads;
     o.device = config_.device;
     o.allocator = allocator_;
+    if (compute_stream_) {
+      o.stream = compute_stream_->get();
+      o.comm_stream = comm_stream_->get();
+    }
     handles_.push_back(std::make_unique<FlatParamHandle>(std::move(params), plan.groups, o));
   }
 
@@ -87,24 +95,33 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
 
 TrainingEngine::~TrainingEngine() = default;
 
+void TrainingEngine::prefetch(int stage) {
+  if (!config_.prefetch || stage < 0 || stage >= model_->num_stages()) return;
+  handles_[model_->stage_unit(stage)]->unshard();
+}
+
 double TrainingEngine::forward(const Batch& batch) {
+  const Stream stream = compute_stream_ ? compute_stream_->get() : Stream();
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
     FlatParamHandle& h = *handles_[model_->stage_unit(s)];
     h.pre_forward();
-    x = model_->stage_forward(s, x, batch, {});
+    prefetch(s + 1);
+    x = model_->stage_forward(s, x, batch, stream);
     h.post_forward();
   }
   return x.item(0);
 }
 
 void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
+  const Stream stream = compute_stream_ ? compute_stream_->get() : Stream();
   Tensor dy = dloss;
   for (int s = model_->num_stages() - 1; s >= 0; --s) {
     const int u = model_->stage_unit(s);
     FlatParamHandle& h = *handles_[u];
     h.pre_backward();
-    dy = model_->stage_backward(s, dy, {});
+    prefetch(s - 1);
+    dy = model_->stage_backward(s, dy, stream);
     h.post_backward(sync_grads && s == last_backward_stage_[u]);
   }
 }

@@ -14,6 +14,11 @@
 // micro-batch's loss is its sum divided by the global target count, and
 // gradients are summed (not averaged) across ranks, so every world size,
 // zero3 size, strategy and micro-batch count computes the same update.
+// With prefetch, the unit of the next stage (forward) or previous stage
+// (backward) is unsharded before the current stage computes; on CUDA its
+// all-gather runs on the communication stream, overlapping the compute
+// (Note [Unshard on the communication stream]), at the price of two
+// unsharded units at a time instead of one.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +41,7 @@ struct EngineConfig {
   DType dtype = DType::f32;        // compute dtype (f32, bf16, f16)
   Device device = Device::cpu();
   bool offload_grads = false;
+  bool prefetch = true;            // unshard the next stage's unit before computing this one
   optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
   std::uint64_t seed = 1337;
 };
@@ -72,8 +78,11 @@ class TrainingEngine {
   void backward(const Tensor& dloss, bool sync_grads);
   double all_reduce_sum(double local);
 
+  void prefetch(int stage);
+
   std::unique_ptr<Model> model_;
   CommPtr world_;
+  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
   EngineConfig config_;
   AllocatorPtr allocator_;
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;  // one per unit

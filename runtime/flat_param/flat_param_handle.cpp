@@ -8,6 +8,7 @@
 #include "kernels/ops/grad_accumulate.h"
 #include "kernels/ops/cast.h"
 #include "kernels/ops/fill.h"
+#include "runtime/memory/caching_allocator.h"
 
 namespace zrt {
 
@@ -102,7 +103,9 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, HandleGroups gr
                                  FlatParamOptions options)
     : options_(std::move(options)),
       groups_(std::move(groups)),
-      layout_(checked_layout(params, groups_, options_, &shared_)) {
+      layout_(checked_layout(params, groups_, options_, &shared_)),
+      compute_ready_(options_.device),
+      gathered_(options_.device) {
   ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::sum || options_.grad_reduce == ReduceOp::avg,
                 "flat parameter '", options_.name, "': gradients reduce with sum or avg, not ",
                 reduce_op_name(options_.grad_reduce));
@@ -111,7 +114,8 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, HandleGroups gr
   if (!options_.allocator) options_.allocator = default_allocator(options_.device);
   ZRT_CHECK_ARG(options_.allocator->device() == options_.device, "flat parameter '", options_.name,
                 "': allocator is for ", options_.allocator->device().str(), ", not ", options_.device.str());
-  if (!options_.host_allocator) options_.host_allocator = default_allocator(Device::cpu());
+  if (!options_.host_allocator)  // offload copies from a device stream need pinned memory
+    options_.host_allocator = options_.device.is_cuda() ? make_pinned_host_allocator() : default_allocator(Device::cpu());
   for (const auto& p : params) {
     p.tensor.storage().claim(p.tensor.offset() * p.tensor.itemsize(), p.tensor.nbytes(), this, options_.name,
                              p.fqn());
@@ -158,9 +162,9 @@ FlatParamHandle::~FlatParamHandle() {
     if (auto storage = weak.lock()) storage->release_claims(this);
 }
 
-Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed) const {
+Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const {
   auto storage = std::make_shared<Storage>(freed ? 0 : static_cast<std::size_t>(numel) * dtype_size(dtype),
-                                           options_.allocator, options_.stream);
+                                           options_.allocator, stream);
   return Tensor::from_storage(std::move(storage), {numel}, dtype);
 }
 
@@ -229,17 +233,24 @@ void FlatParamHandle::unshard() {
   const bool allocated = !full_param_.is_freed();
   if (allocated && !needs_param_sync_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
   if (!allocated) alloc_storage(full_param_);
+  const Stream comm = comm_stream();
+  if (comm != options_.stream) {  // Note [Unshard on the communication stream]
+    full_param_.storage().record_use(comm);
+    compute_ready_.record(options_.stream);
+    compute_ready_.wait(comm);
+  }
   if (needs_param_sync_) {
     // First unshard after an update: cast the fp32 master and gather it over zero1.
     Tensor src = zero1_shard_;
     if (options_.param_dtype != DType::f32) {
-      src = new_buffer(zero1_shard_.numel(), options_.param_dtype, false);
-      kernels::cast(src, zero1_shard_, options_.stream);
+      src = new_buffer(zero1_shard_.numel(), options_.param_dtype, false, comm);
+      kernels::cast(src, zero1_shard_, comm);
     }
-    groups_.zero1->all_gather_into_tensor(full_param_, src, options_.stream);
+    groups_.zero1->all_gather_into_tensor(full_param_, src, comm);
   } else {
-    groups_.zero3->all_gather_into_tensor(full_param_, zero3_shard_, options_.stream);
+    groups_.zero3->all_gather_into_tensor(full_param_, zero3_shard_, comm);
   }
+  gathered_.record(comm);
 }
 
 void FlatParamHandle::reshard(bool free_unsharded) {
@@ -256,6 +267,7 @@ void FlatParamHandle::reshard(bool free_unsharded) {
 void FlatParamHandle::pre_forward() {
   expect_state(HandleState::idle, "pre_forward");
   unshard();
+  wait_unsharded();
   state_ = HandleState::forward;
 }
 
@@ -268,6 +280,7 @@ void FlatParamHandle::post_forward() {
 void FlatParamHandle::pre_backward() {
   expect_state(HandleState::idle, "pre_backward");
   unshard();
+  wait_unsharded();
   if (full_grad_.is_freed()) {
     alloc_storage(full_grad_);
     kernels::zero(full_grad_, options_.stream);

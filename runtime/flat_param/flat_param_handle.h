@@ -23,6 +23,18 @@
 // gradient shard (optionally in a lower reduce dtype), all-reduced across
 // replica groups for hybrid sharding, and freed.
 //
+// Note [Unshard on the communication stream]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// unshard() may run ahead of compute (prefetch): its all-gather is issued on
+// comm_stream after an event makes that stream wait for the work issued to
+// the compute stream so far (the zero1 shard the optimizer wrote, earlier
+// readers of recycled memory). pre_forward / pre_backward make the compute
+// stream wait for the gather's event before the layers read the parameters.
+// The unsharded buffer, allocated on the compute stream, is declared used on
+// comm_stream (Allocator::record_use), so its memory is not recycled before
+// the gather is done. On cpu all of this is a no-op: collectives finish
+// before they return.
+//
 // Note [Flat parameters build on kernels]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The handle casts, accumulates and flattens with zrt's kernels, so its
@@ -70,8 +82,9 @@ struct FlatParamOptions {
   bool offload_grads = false;              // fp32 grads to pinned host between micro-batches
   Device device = Device::cpu();
   AllocatorPtr allocator;                  // device memory; null = default_allocator(device)
-  AllocatorPtr host_allocator;             // host memory for offload; null = plain host
-  Stream stream;                           // where copies, kernels and collectives are ordered
+  AllocatorPtr host_allocator;             // host memory for offload; null = pinned (cuda) or plain host
+  Stream stream;                           // compute: kernels, copies, gradient collectives
+  Stream comm_stream;                      // parameter all-gathers (prefetch); cpu stream = `stream`
 };
 
 class FlatParamHandle {
@@ -141,7 +154,12 @@ class FlatParamHandle {
                                        const FlatParamOptions& options, std::vector<SharedParamSpec>* shared);
   void expect_state(HandleState expected, const char* call) const;
   void validate_across_ranks(const std::vector<NamedParam>& params) const;
-  Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const;
+  Tensor new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const;
+  Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const {
+    return new_buffer(numel, dtype, freed, options_.stream);
+  }
+  Stream comm_stream() const { return options_.comm_stream.is_cpu() ? options_.stream : options_.comm_stream; }
+  void wait_unsharded() const { gathered_.wait(options_.stream); }
   void accumulate_runtime_grad();
   void reduce_grads();
 
@@ -158,6 +176,7 @@ class FlatParamHandle {
   Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
   Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
   std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
+  Event compute_ready_, gathered_;                  // Note [Unshard on the communication stream]
 };
 
 // Builds the layout's parameter list from named parameters: primaries in
