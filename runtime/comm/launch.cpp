@@ -5,6 +5,8 @@
 
 #include "runtime/comm/local_comm.h"
 #include "runtime/comm/mpi_comm.h"
+#include "runtime/comm/nccl_comm.h"
+#include "runtime/comm/tcp_rendezvous.h"
 #include "runtime/error.h"
 
 namespace zrt {
@@ -68,8 +70,22 @@ World init_world(std::chrono::milliseconds timeout) {
   if (w.launch.size == 1) {
     w.comm = make_local_world(1, timeout)[0];
   } else if (w.launch.launcher == Launcher::torchrun) {
+#ifdef ZRT_WITH_NCCL
+    // No MPI here: a TCP rendezvous on MASTER_ADDR:MASTER_PORT shares the
+    // NCCL unique id, and the world is NCCL on cuda:LOCAL_RANK.
+    ZRT_CHECK_ARG(w.launch.master_port > 0, "init_world: a torchrun-style launch of ",
+                  w.launch.size, " ranks needs MASTER_PORT (and MASTER_ADDR)");
+    TcpRendezvous rendezvous(w.launch.master_addr, w.launch.master_port, w.launch.rank,
+                             w.launch.size, timeout);
+    w.comm = make_nccl_communicator(
+        [&](std::span<const std::byte> mine) { return rendezvous.all_gather_bytes(mine); },
+        w.launch.rank, w.launch.size, w.launch.local_rank, timeout, "world");
+#else
     ZRT_THROW(InvalidState, "init_world: a torchrun-style launch of ", w.launch.size,
-              " ranks has no CPU communicator in zrt; launch with mpirun or srun");
+              " ranks needs a zrt built with CUDA and NCCL (its world is NCCL, bootstrapped over "
+              "TCP on MASTER_ADDR:MASTER_PORT); this build has no NCCL: launch with mpirun or "
+              "srun instead");
+#endif
   } else {
     w.comm = make_mpi_world("world");
     w.comm->set_timeout(timeout);

@@ -36,10 +36,12 @@ struct World {
   LaunchInfo launch;
 };
 
-// The CPU world communicator for this process: a size-1 world whose
-// collectives are copies for a single process, the MPI world under mpirun or
-// Slurm (MPI is initialised if needed). A torchrun-style launch of more than
-// one rank has no CPU backend and throws InvalidState.
+// The world communicator for this process: a size-1 world whose collectives
+// are copies for a single process, the MPI world under mpirun or Slurm (MPI
+// is initialised if needed). A torchrun-style launch of more than one rank
+// gets an NCCL world on cuda:LOCAL_RANK (CUDA tensors only), bootstrapped by
+// a TcpRendezvous on MASTER_ADDR:MASTER_PORT; in a build without NCCL it
+// throws InvalidState saying to use mpirun or srun.
 World init_world(std::chrono::milliseconds timeout = default_comm_timeout());
 
 }  // namespace zrt

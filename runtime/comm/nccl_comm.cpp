@@ -19,7 +19,8 @@ namespace zrt {
 
 #ifndef ZRT_WITH_NCCL
 
-CommPtr make_nccl_communicator(Communicator&, int, std::string) {
+CommPtr make_nccl_communicator(const BytesAllGather&, int, int, int, std::chrono::milliseconds,
+                               std::string) {
   ZRT_THROW(InvalidState, "make_nccl_communicator: this build of zrt has no NCCL "
                           "(configure with ZRT_CUDA=ON where NCCL is installed)");
 }
@@ -254,22 +255,29 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-CommPtr make_nccl_communicator(Communicator& bootstrap, int device, std::string name) {
+CommPtr make_nccl_communicator(const BytesAllGather& all_gather_bytes, int rank, int size,
+                               int device, std::chrono::milliseconds timeout, std::string name) {
   ZRT_CHECK_ARG(device >= 0 && device < cuda_device_count(), "make_nccl_communicator: cuda:",
                 device, " is not a usable device (", cuda_device_count(), " present)");
   ncclUniqueId id{};
-  if (bootstrap.rank() == 0) {
+  if (rank == 0) {
     ncclResult_t rc = ncclGetUniqueId(&id);
     ZRT_CHECK_AS(NcclError, rc == ncclSuccess, "ncclGetUniqueId: ", ncclGetErrorString(rc));
   }
-  auto all = bootstrap.all_gather_bytes(std::as_bytes(std::span(&id, 1)));
-  ZRT_CHECK_STATE(all[0].size() == sizeof id, "make_nccl_communicator: rank 0 sent ",
-                  all[0].size(), " bytes for the NCCL unique id");
+  auto all = all_gather_bytes(std::as_bytes(std::span(&id, 1)));
+  ZRT_CHECK_STATE(all.size() == static_cast<std::size_t>(size) && all[0].size() == sizeof id,
+                  "make_nccl_communicator: rank 0 sent ", all.empty() ? 0 : all[0].size(),
+                  " bytes for the NCCL unique id");
   std::memcpy(&id, all[0].data(), sizeof id);
-  return NcclCommunicator::init(id, bootstrap.rank(), bootstrap.size(), device, std::move(name),
-                                bootstrap.timeout());
+  return NcclCommunicator::init(id, rank, size, device, std::move(name), timeout);
 }
 
 #endif  // ZRT_WITH_NCCL
+
+CommPtr make_nccl_communicator(Communicator& bootstrap, int device, std::string name) {
+  return make_nccl_communicator(
+      [&](std::span<const std::byte> mine) { return bootstrap.all_gather_bytes(mine); },
+      bootstrap.rank(), bootstrap.size(), device, bootstrap.timeout(), std::move(name));
+}
 
 }  // namespace zrt

@@ -9,7 +9,12 @@
 // poll their stream with the same deadline.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/communicator.h"
 
@@ -20,5 +25,15 @@ namespace zrt {
 // joins a new NCCL communicator of bootstrap.size() ranks on cuda:`device`
 // with bootstrap's rank and timeout. Throws InvalidState in a build without NCCL.
 CommPtr make_nccl_communicator(Communicator& bootstrap, int device, std::string name = "world");
+
+// Every rank's bytes in rank order: the exchange that shares the unique id.
+using BytesAllGather =
+    std::function<std::vector<std::vector<std::byte>>(std::span<const std::byte>)>;
+
+// The same over any bootstrap exchange (e.g. TcpRendezvous::all_gather_bytes
+// for a torchrun-style launch): rank `rank` of `size` on cuda:`device`.
+CommPtr make_nccl_communicator(const BytesAllGather& all_gather_bytes, int rank, int size,
+                               int device, std::chrono::milliseconds timeout,
+                               std::string name = "world");
 
 }  // namespace zrt
