@@ -1,15 +1,34 @@
 #include "runtime/comm/host_staging.h"
 
+#ifdef ZRT_WITH_CUDA
+#include "runtime/memory/caching_allocator.h"
+#endif
+
 namespace zrt {
 
-Tensor host_input(const Tensor& t, Stream stream) {
-  if (t.device().is_cpu()) return t;
-  stream.synchronize();
-  return t.to(Device::cpu());
+AllocatorPtr HostStagingPool::allocator() {
+#ifdef ZRT_WITH_CUDA
+  std::call_once(once_, [this] { allocator_ = make_pinned_host_allocator(); });
+#endif
+  return allocator_;
 }
 
-Tensor host_output(const Tensor& t) {
-  return t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+Tensor host_staging_like(const Tensor& t, HostStagingPool* pool) {
+  // An empty tensor holds no memory: nothing to pin.
+  AllocatorPtr alloc = pool != nullptr && t.numel() > 0 ? pool->allocator() : nullptr;
+  return Tensor::empty(t.shape(), t.dtype(), Device::cpu(), std::move(alloc));
+}
+
+Tensor host_input(const Tensor& t, Stream stream, HostStagingPool* pool) {
+  if (t.device().is_cpu()) return t;
+  // A device-to-host copy_ is ordered after the stream's work and waits for it.
+  Tensor h = host_staging_like(t, pool);
+  h.copy_(t, stream);
+  return h;
+}
+
+Tensor host_output(const Tensor& t, HostStagingPool* pool) {
+  return t.device().is_cpu() ? t : host_staging_like(t, pool);
 }
 
 void finish_output(const Tensor& t, const Tensor& host, Stream stream) {

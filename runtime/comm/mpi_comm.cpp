@@ -124,10 +124,11 @@ MPI_Datatype mpi_type(DType t) {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<MpiSession> session,
-                  std::shared_ptr<HalfOps> ops)
+                  std::shared_ptr<HalfOps> ops, std::shared_ptr<HostStagingPool> staging)
       : Communicator(comm_rank(comm), comm_size(comm), std::move(name)),
         session_(std::move(session)),
         ops_(std::move(ops)),
+        staging_(std::move(staging)),
         comm_(comm) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   }
@@ -151,7 +152,7 @@ class MpiCommunicator final : public Communicator {
 
   void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) override {
     const char* op = "all_gather_into_tensor";
-    Tensor hin = host_input(in, stream), hout = host_output(out);
+    Tensor hin = host_input(in, stream, staging_.get()), hout = host_output(out, staging_.get());
     const bool in_place = out.device().is_cpu() && in.numel() > 0 &&
                           bytes_of(in) == bytes_of(out) + rank() * in.nbytes();
     const int n = count(op, in.numel());
@@ -166,12 +167,12 @@ class MpiCommunicator final : public Communicator {
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp rop,
                          Stream stream) override {
     const char* op = "reduce_scatter_tensor";
-    Tensor hin = host_input(in, stream);
+    Tensor hin = host_input(in, stream, staging_.get());
     // MPI's in-place form keeps the result at the front of the input, not at
     // this rank's chunk, so an aliased output gets its own buffer.
     Tensor hout = out.device().is_cpu() && !out.shares_storage(in)
                       ? out
-                      : Tensor::empty(out.shape(), out.dtype(), Device::cpu());
+                      : host_staging_like(out, staging_.get());
     const int n = count(op, out.numel());
     MPI_Request req;
     ZRT_MPI_CHECK(MPI_Ireduce_scatter_block(bytes_of(hin), mutable_bytes_of(hout), n,
@@ -185,7 +186,7 @@ class MpiCommunicator final : public Communicator {
 
   void do_all_reduce(const Tensor& t, ReduceOp rop, Stream stream) override {
     const char* op = "all_reduce";
-    Tensor h = host_input(t, stream);
+    Tensor h = host_input(t, stream, staging_.get());
     // Blocking MPI_Allreduce behind an entry barrier: Note [Entry barrier].
     barrier_with_timeout(op);
     ZRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
@@ -197,7 +198,7 @@ class MpiCommunicator final : public Communicator {
 
   void do_broadcast(const Tensor& t, int root, Stream stream) override {
     const char* op = "broadcast";
-    Tensor h = host_input(t, stream);
+    Tensor h = host_input(t, stream, staging_.get());
     MPI_Request req;
     ZRT_MPI_CHECK(MPI_Ibcast(mutable_bytes_of(h), count(op, t.numel()), mpi_type(t.dtype()), root,
                              comm_, &req),
@@ -240,7 +241,8 @@ class MpiCommunicator final : public Communicator {
     barrier_with_timeout("split");
     MPI_Comm child;
     ZRT_MPI_CHECK(MPI_Comm_split(comm_, color, key, &child), where("split"));
-    return std::make_unique<MpiCommunicator>(child, std::move(child_name), session_, ops_);
+    return std::make_unique<MpiCommunicator>(child, std::move(child_name), session_, ops_,
+                                             staging_);
   }
 
  private:
@@ -295,6 +297,7 @@ class MpiCommunicator final : public Communicator {
 
   std::shared_ptr<MpiSession> session_;
   std::shared_ptr<HalfOps> ops_;
+  std::shared_ptr<HostStagingPool> staging_;  // pinned buffers for CUDA tensors
   MPI_Comm comm_;
   bool broken_ = false;
 };
@@ -306,7 +309,8 @@ CommPtr make_mpi_world(std::string name) {
   MPI_Comm dup;
   ZRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_mpi_world");
   return std::make_shared<MpiCommunicator>(dup, std::move(name), std::move(session),
-                                           std::make_shared<HalfOps>());
+                                           std::make_shared<HalfOps>(),
+                                           std::make_shared<HostStagingPool>());
 }
 
 #endif  // ZRT_WITH_MPI
