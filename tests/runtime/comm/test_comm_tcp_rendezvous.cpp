@@ -29,6 +29,13 @@ Bytes payload(int rank, std::uint64_t seed) {
   return b;
 }
 
+// A port that was free a moment ago (the kernel picked it for a listener
+// that is closed again).
+int unused_port() {
+  TcpRendezvous probe("127.0.0.1", 0, 0, 2, 1s);
+  return probe.port();
+}
+
 bool message_has(const std::exception& e, const std::string& text) {
   const bool found = std::string(e.what()).find(text) != std::string::npos;
   if (!found) BOOST_TEST_MESSAGE("message lacks '" << text << "': " << e.what());
@@ -89,12 +96,8 @@ BOOST_AUTO_TEST_CASE(every_rank_gets_every_rank_bytes) {
 }
 
 BOOST_AUTO_TEST_CASE(peers_retry_until_rank0_listens) {
-  // Pick a free port, release it, start the peer first, then rank 0.
-  int port = 0;
-  {
-    TcpRendezvous probe("127.0.0.1", 0, 0, 2, 1s);
-    port = probe.port();
-  }
+  // The peer starts first, then rank 0 on the port it was told.
+  const int port = unused_port();
   std::vector<Bytes> got;
   std::exception_ptr error;
   std::thread peer([&] {
@@ -151,11 +154,7 @@ BOOST_AUTO_TEST_CASE(rank0_times_out_and_the_present_peer_fails_too) {
 }
 
 BOOST_AUTO_TEST_CASE(peer_times_out_when_rank0_never_listens) {
-  int port = 0;
-  {
-    TcpRendezvous probe("127.0.0.1", 0, 0, 2, 1s);
-    port = probe.port();
-  }
+  const int port = unused_port();  // nobody will listen there
   TcpRendezvous me("127.0.0.1", port, 1, 2, 300ms);
   const auto start = std::chrono::steady_clock::now();
   BOOST_CHECK_EXCEPTION(me.all_gather_bytes(payload(1, 0)), CommError,
