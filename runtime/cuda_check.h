@@ -21,14 +21,20 @@ class CudaDeviceGuard {
  public:
   explicit CudaDeviceGuard(int device) {
     ZRT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) ZRT_CUDA_CHECK(cudaSetDevice(device));
+    changed_ = previous_ != device;
+    if (changed_) ZRT_CUDA_CHECK(cudaSetDevice(device));
   }
-  ~CudaDeviceGuard() { cudaSetDevice(previous_); }
+  // Restores only a device it changed: setting an unused device would create
+  // a context there (CUDA 12+), e.g. on GPU 0 in every rank process.
+  ~CudaDeviceGuard() {
+    if (changed_) cudaSetDevice(previous_);
+  }
   CudaDeviceGuard(const CudaDeviceGuard&) = delete;
   CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
 
  private:
   int previous_ = 0;
+  bool changed_ = false;
 };
 
 }  // namespace zrt

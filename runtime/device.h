@@ -29,5 +29,8 @@ std::ostream& operator<<(std::ostream& os, Device d);
 bool cuda_available();
 // The number of usable CUDA devices (0 in a build without CUDA).
 int cuda_device_count();
+// Makes `device` the calling thread's current CUDA device (a no-op for cpu):
+// each rank calls it once, so no other device gets a context.
+void set_current_device(Device device);
 
 }  // namespace zrt

@@ -81,7 +81,8 @@ Event& Event::operator=(Event&& o) noexcept {
 void Event::record(Stream s) {
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
-  ZRT_CHECK_ARG(s.device() == device_, "Event::record: event on ", device_.str(),
+  // A cpu stream handle with a device event means the device's legacy default stream.
+  ZRT_CHECK_ARG(s.is_cpu() || s.device() == device_, "Event::record: event on ", device_.str(),
                 " cannot record stream on ", s.device().str());
   CudaDeviceGuard g(device_.index);
   ZRT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(native_), static_cast<cudaStream_t>(s.native())));
@@ -89,9 +90,9 @@ void Event::record(Stream s) {
 }
 
 void Event::wait(Stream s) const {
-  if (!native_ || s.is_cpu()) return;
+  if (!native_) return;
 #ifdef ZRT_WITH_CUDA
-  CudaDeviceGuard g(s.device().index);
+  CudaDeviceGuard g(s.is_cpu() ? device_.index : s.device().index);
   ZRT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.native()), static_cast<cudaEvent_t>(native_), 0));
 #endif
 }

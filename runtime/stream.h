@@ -10,7 +10,9 @@
 namespace zrt {
 
 // A non-owning handle to a stream. The default handle is the CPU stream, on
-// which all work is complete as soon as the call that issued it returns.
+// which all work is complete as soon as the call that issued it returns. Used
+// with CUDA tensors or events it stands for the device's legacy default
+// stream, on which work is asynchronous like on any other CUDA stream.
 class Stream {
  public:
   Stream() = default;

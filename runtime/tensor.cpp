@@ -212,7 +212,11 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
     host_cast(s, src.dtype(), d, dtype_, numel_);
   } else {
     // Casting copies that touch a device stage through the host; hot paths use kernels/cast.
-    Tensor src_host = src.device().is_cpu() ? src : src.to(Device::cpu());
+    Tensor src_host = src;
+    if (!src.device().is_cpu()) {
+      src_host = empty(src.shape(), src.dtype());
+      src_host.copy_(src, stream);
+    }
     Tensor dst_host = empty(shape_, dtype_);
     host_cast(src_host.data_ptr(), src.dtype(), dst_host.data_ptr(), dtype_, numel_);
     copy_bytes(d, device(), dst_host.data_ptr(), Device::cpu(), nbytes(), stream);

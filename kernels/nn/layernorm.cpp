@@ -1,5 +1,7 @@
 #include "kernels/nn/layernorm.h"
 
+#include "kernels/ops/fill.h"
+
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/layernorm_math.h"
 #include "kernels/nn/nn_checks.h"
@@ -131,8 +133,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   check_numel(op, dbias, c);
   if (rows == 0) {
     if (!accumulate_param_grads) {
-      Tensor(dweight).zero_();  // Tensor is a handle: the copy shares the memory
-      Tensor(dbias).zero_();
+      zero(dweight, stream);
+      zero(dbias, stream);
     }
     return;
   }

@@ -22,10 +22,22 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
 
 }  // namespace
 
+namespace {
+
+// One value of a device tensor, read in `stream` order.
+double read_scalar(const Tensor& t, Stream stream) {
+  Tensor host = Tensor::empty({1}, t.dtype());
+  host.copy_(t.slice(0, 1), stream);  // a copy to the host waits for the stream
+  return host.item(0);
+}
+
+}  // namespace
+
 TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
                                const std::map<std::string, Tensor>& initial)
     : model_(std::move(model)), world_(std::move(world)), config_(config) {
   ZRT_CHECK_ARG(model_ && world_, "TrainingEngine needs a model and a world communicator");
+  set_current_device(config_.device);
   ZRT_CHECK_ARG(config_.dtype == DType::f32 || config_.dtype == DType::bf16 || config_.dtype == DType::f16,
                 "compute dtype must be f32, bf16 or f16, not ", dtype_name(config_.dtype));
   allocator_ = make_caching_allocator(config_.device);
@@ -101,7 +113,7 @@ void TrainingEngine::prefetch(int stage) {
 }
 
 double TrainingEngine::forward(const Batch& batch) {
-  const Stream stream = compute_stream_ ? compute_stream_->get() : Stream();
+  const Stream stream = this->stream();
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
     FlatParamHandle& h = *handles_[model_->stage_unit(s)];
@@ -110,11 +122,11 @@ double TrainingEngine::forward(const Batch& batch) {
     x = model_->stage_forward(s, x, batch, stream);
     h.post_forward();
   }
-  return x.item(0);
+  return read_scalar(x, stream);
 }
 
 void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
-  const Stream stream = compute_stream_ ? compute_stream_->get() : Stream();
+  const Stream stream = this->stream();
   Tensor dy = dloss;
   for (int s = model_->num_stages() - 1; s >= 0; --s) {
     const int u = model_->stage_unit(s);
@@ -126,10 +138,12 @@ void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
   }
 }
 
-double TrainingEngine::all_reduce_sum(double local) {
-  Tensor t = Tensor::from_doubles({local}, DType::f64);
-  world_->all_reduce(t, ReduceOp::sum);
-  return t.item(0);
+std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
+  Tensor t = Tensor::from_doubles({a, b}, DType::f64, config_.device);  // NCCL needs device memory
+  world_->all_reduce(t, ReduceOp::sum, stream());
+  Tensor host = Tensor::empty({2}, DType::f64);
+  host.copy_(t, stream());
+  return {host.item(0), host.item(1)};
 }
 
 StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr) {
@@ -144,8 +158,9 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     backward(dloss, m + 1 == micro_batches.size());
   }
   StepStats stats;
-  stats.loss = all_reduce_sum(local_loss);
-  stats.tokens = static_cast<std::int64_t>(all_reduce_sum(static_cast<double>(local_tokens)));
+  const auto [loss, tokens] = all_reduce_sum(local_loss, static_cast<double>(local_tokens));
+  stats.loss = loss;
+  stats.tokens = static_cast<std::int64_t>(tokens);
   optim::StepResult r = scaler_ ? optimizer_->step(lr, *scaler_) : optimizer_->step(lr);
   stats.grad_norm = r.grad_norm;
   stats.skipped = r.skipped;

@@ -76,13 +76,16 @@ class TrainingEngine {
  private:
   double forward(const Batch& batch);
   void backward(const Tensor& dloss, bool sync_grads);
-  double all_reduce_sum(double local);
+  // Sums (loss, targets) over the world on the device, in stream order.
+  std::pair<double, double> all_reduce_sum(double a, double b);
+  Stream stream() const { return compute_stream_ ? compute_stream_->get() : Stream(); }
 
   void prefetch(int stage);
 
+  // Declared first, destroyed last: the model's views keep device memory alive.
+  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
   std::unique_ptr<Model> model_;
   CommPtr world_;
-  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
   EngineConfig config_;
   AllocatorPtr allocator_;
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;  // one per unit

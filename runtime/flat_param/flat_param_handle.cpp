@@ -231,7 +231,7 @@ Tensor FlatParamHandle::grad(std::size_t i) const {
 
 void FlatParamHandle::unshard() {
   const bool allocated = !full_param_.is_freed();
-  if (allocated && !needs_param_sync_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
+  if (allocated && unsharded_current_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
   if (!allocated) alloc_storage(full_param_);
   const Stream comm = comm_stream();
   if (comm != options_.stream) {  // Note [Unshard on the communication stream]
@@ -250,7 +250,8 @@ void FlatParamHandle::unshard() {
   } else {
     groups_.zero3->all_gather_into_tensor(full_param_, zero3_shard_, comm);
   }
-  gathered_.record(comm);
+  if (comm != options_.stream) gathered_.record(comm);
+  unsharded_current_ = true;
 }
 
 void FlatParamHandle::reshard(bool free_unsharded) {
@@ -261,7 +262,10 @@ void FlatParamHandle::reshard(bool free_unsharded) {
     zero3_shard_.copy_(full_param_.slice(groups_.zero3->rank() * n3, n3), options_.stream);
     needs_param_sync_ = false;
   }
-  if (free_unsharded) free_storage(full_param_);
+  if (free_unsharded) {
+    free_storage(full_param_);
+    unsharded_current_ = false;
+  }
 }
 
 void FlatParamHandle::pre_forward() {
@@ -350,6 +354,7 @@ std::vector<Tensor> FlatParamHandle::summon_full_params() {
   try {
     Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false);
     groups_.zero1->all_gather_into_tensor(full, zero1_shard_, options_.stream);
+    options_.stream.synchronize();  // the clones below copy on another stream
     for (std::size_t i = 0; i < num_params(); ++i) {
       const auto& p = layout_.params()[i];
       out.push_back(full.slice(layout_.param_offset(i), p.numel()).view(p.shape).clone().set_name(p.fqn));
@@ -377,7 +382,7 @@ void FlatParamHandle::load_full_params(const std::vector<Tensor>& values) {
     Tensor src = values[i].flatten().slice(info.intra_param_start, info.numel_in_shard);
     zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
   }
-  needs_param_sync_ = true;
+  mark_params_updated();
   state_ = HandleState::idle;
 }
 

@@ -137,7 +137,10 @@ class FlatParamHandle {
   void unshard();
   void reshard(bool free_unsharded);
   // After the optimizer updated the zero1 shard: the next unshard gathers it.
-  void mark_params_updated() { needs_param_sync_ = true; }
+  void mark_params_updated() {
+    needs_param_sync_ = true;
+    unsharded_current_ = false;
+  }
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
   void zero_grad();
@@ -159,7 +162,9 @@ class FlatParamHandle {
     return new_buffer(numel, dtype, freed, options_.stream);
   }
   Stream comm_stream() const { return options_.comm_stream.is_cpu() ? options_.stream : options_.comm_stream; }
-  void wait_unsharded() const { gathered_.wait(options_.stream); }
+  void wait_unsharded() const {
+    if (comm_stream() != options_.stream) gathered_.wait(options_.stream);
+  }
   void accumulate_runtime_grad();
   void reduce_grads();
 
@@ -169,7 +174,8 @@ class FlatParamHandle {
   FlatParamLayout layout_;
   std::vector<ShardParamInfo> zero1_infos_, zero3_infos_;
   HandleState state_ = HandleState::idle;
-  bool needs_param_sync_ = true;
+  bool needs_param_sync_ = true;     // the zero3 shard is stale: gather from zero1
+  bool unsharded_current_ = false;   // full_param_ holds the current parameters
   bool grad_offloaded_ = false;
 
   Tensor zero1_shard_, zero1_grad_, zero3_shard_;
