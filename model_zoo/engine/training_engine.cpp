@@ -112,8 +112,16 @@ void TrainingEngine::prefetch(int stage) {
   handles_[model_->stage_unit(stage)]->unshard();
 }
 
-double TrainingEngine::forward(const Batch& batch) {
+double TrainingEngine::forward(const Batch& given) {
   const Stream stream = this->stream();
+  // Layers allocate activations from their input's allocator: re-home the
+  // batch on the engine's caching allocator so every activation comes from it.
+  Batch batch = given;
+  for (Tensor* t : {&batch.inputs, &batch.targets}) {
+    Tensor homed = Tensor::empty(t->shape(), t->dtype(), config_.device, allocator_, stream);
+    homed.copy_(*t, stream);
+    *t = homed;
+  }
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
     FlatParamHandle& h = *handles_[model_->stage_unit(s)];
