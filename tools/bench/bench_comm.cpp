@@ -49,20 +49,14 @@ void usage() {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      ZRT_CHECK_ARG(i + 1 < argc, "zrt-bench comm: ", a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--op") o.op = value();
-    else if (a == "--backend") o.backend = value();
-    else if (a == "--size") o.bytes = std::stoll(value());
-    else if (a == "--ranks") o.ranks = std::stoi(value());
-    else if (a == "--reps") o.reps = std::stoi(value());
-    else if (a == "--json") o.json = true;
-    else ZRT_THROW(InvalidArgument, "zrt-bench comm: unknown option ", a);
-  }
+  OptionParser("zrt-bench comm")
+      .value("--op", o.op)
+      .value("--backend", o.backend)
+      .value("--size", o.bytes)
+      .value("--ranks", o.ranks)
+      .value("--reps", o.reps)
+      .flag("--json", o.json)
+      .parse(argc, argv);
   ZRT_CHECK_ARG(o.op == "all_gather" || o.op == "reduce_scatter" || o.op == "all_reduce",
                 "zrt-bench comm: unknown --op ", o.op);
   ZRT_CHECK_ARG(o.backend == "local" || o.backend == "mpi", "zrt-bench comm: unknown --backend ",

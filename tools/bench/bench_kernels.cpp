@@ -35,23 +35,12 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      ZRT_CHECK_ARG(i + 1 < argc, "kernels: ", a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--device") o.device = Device::parse(value());
-    else if (a == "--size") o.size = std::stoll(value());
-    else if (a == "--reps") o.reps = std::stoi(value());
-    else if (a == "--json") o.json = true;
-    else if (a == "--help" || a == "-h") {
-      std::printf("usage: zrt-bench kernels [--device cpu|cuda] [--size N] [--reps R] [--json]\n");
-      std::exit(0);
-    } else {
-      ZRT_THROW(InvalidArgument, "kernels: unknown option ", a);
-    }
-  }
+  OptionParser("kernels", "usage: zrt-bench kernels [--device cpu|cuda] [--size N] [--reps R] [--json]")
+      .value("--device", o.device)
+      .value("--size", o.size)
+      .value("--reps", o.reps)
+      .flag("--json", o.json)
+      .parse(argc, argv);
   ZRT_CHECK_ARG(o.size > 0 && o.reps > 0, "kernels: --size and --reps must be positive");
   return o;
 }

@@ -33,24 +33,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      ZRT_CHECK_ARG(i + 1 < argc, "optim: ", a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--params") o.params = std::stoll(value());
-    else if (a == "--handles") o.handles = std::stoi(value());
-    else if (a == "--device") o.device = Device::parse(value());
-    else if (a == "--reps") o.reps = std::stoi(value());
-    else if (a == "--json") o.json = true;
-    else if (a == "--help" || a == "-h") {
-      std::printf("usage: zrt-bench optim --params N [--handles H] [--device cpu|cuda] [--reps R] [--json]\n");
-      std::exit(0);
-    } else {
-      ZRT_THROW(InvalidArgument, "optim: unknown option ", a);
-    }
-  }
+  OptionParser("optim",
+               "usage: zrt-bench optim --params N [--handles H] [--device cpu|cuda] [--reps R] [--json]")
+      .value("--params", o.params)
+      .value("--handles", o.handles)
+      .value("--device", o.device)
+      .value("--reps", o.reps)
+      .flag("--json", o.json)
+      .parse(argc, argv);
   ZRT_CHECK_ARG(o.params >= 64 * o.handles && o.handles > 0 && o.reps > 0,
                 "optim: need --handles > 0, --reps > 0 and at least 64 params per handle");
   return o;

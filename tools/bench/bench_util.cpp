@@ -3,9 +3,58 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
+#include "runtime/error.h"
+
 namespace zrt::bench {
+
+OptionParser& OptionParser::value(std::string name, std::function<void(const std::string&)> set) {
+  options_.push_back({std::move(name), true, std::move(set)});
+  return *this;
+}
+
+OptionParser& OptionParser::value(std::string name, std::string& target) {
+  return value(std::move(name), [&target](const std::string& v) { target = v; });
+}
+
+OptionParser& OptionParser::value(std::string name, int& target) {
+  return value(std::move(name), [&target](const std::string& v) { target = std::stoi(v); });
+}
+
+OptionParser& OptionParser::value(std::string name, std::int64_t& target) {
+  return value(std::move(name), [&target](const std::string& v) { target = std::stoll(v); });
+}
+
+OptionParser& OptionParser::value(std::string name, Device& target) {
+  return value(std::move(name), [&target](const std::string& v) { target = Device::parse(v); });
+}
+
+OptionParser& OptionParser::flag(std::string name, bool& target) {
+  options_.push_back({std::move(name), false, [&target](const std::string&) { target = true; }});
+  return *this;
+}
+
+void OptionParser::parse(int argc, char** argv) const {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (!usage_.empty() && (a == "--help" || a == "-h")) {
+      std::printf("%s\n", usage_.c_str());
+      std::exit(0);
+    }
+    const Option* option = nullptr;
+    for (const Option& o : options_)
+      if (o.name == a) option = &o;
+    if (!option) ZRT_THROW(InvalidArgument, who_, ": unknown option ", a);
+    if (!option->takes_value) {
+      option->set({});
+      continue;
+    }
+    ZRT_CHECK_ARG(i + 1 < argc, who_, ": ", a, " needs a value");
+    option->set(argv[++i]);
+  }
+}
 
 double median_seconds(const std::function<void()>& fn, int warmup, int reps,
                       const std::function<void()>& sync) {

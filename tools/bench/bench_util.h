@@ -1,12 +1,42 @@
-// What every zrt-bench suite shares: median timing after warm-up and a table
-// printed as aligned text or as JSON lines.
+// What every zrt-bench suite shares: its option parser, median timing after
+// warm-up and a table printed as aligned text or as JSON lines.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "runtime/device.h"
+
 namespace zrt::bench {
+
+// A suite's command line: "--name value" options and "--name" switches,
+// applied in the order given. An unknown option, or a value option with
+// nothing after it, throws InvalidArgument naming it after `who` ("kernels:
+// ..."). With a `usage` line, --help / -h prints it and exits; without one
+// they are unknown options like any other.
+class OptionParser {
+ public:
+  explicit OptionParser(std::string who, std::string usage = {})
+      : who_(std::move(who)), usage_(std::move(usage)) {}
+  OptionParser& value(std::string name, std::function<void(const std::string&)> set);
+  OptionParser& value(std::string name, std::string& target);
+  OptionParser& value(std::string name, int& target);
+  OptionParser& value(std::string name, std::int64_t& target);
+  OptionParser& value(std::string name, Device& target);
+  OptionParser& flag(std::string name, bool& target);
+  void parse(int argc, char** argv) const;
+
+ private:
+  struct Option {
+    std::string name;
+    bool takes_value;
+    std::function<void(const std::string&)> set;
+  };
+  std::string who_, usage_;
+  std::vector<Option> options_;
+};
 
 // Runs `fn` `warmup` times, then `reps` times, calling `sync` (e.g. a device
 // synchronisation, or nothing on cpu) after each, and returns the median
