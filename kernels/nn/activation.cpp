@@ -1,6 +1,7 @@
 #include "kernels/nn/activation.h"
 
 #include "kernels/cpu_parallel.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -15,16 +16,10 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y, Stream
   check_numel(op, y, x.numel());
   if (x.numel() == 0) return;
   check_operands(op, {x, y}, stream);
-  if (x.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    activation_forward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), y.data_ptr(),
-                            x.device().index,
-                            static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      activation_forward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), y.data_ptr(),
+                              x.device().index,
+                              static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -44,16 +39,10 @@ void activation_backward(Activation act, const Tensor& x, const Tensor& dy, cons
   check_numel(op, dx, x.numel());
   if (x.numel() == 0) return;
   check_operands(op, {x, dy, dx}, stream);
-  if (x.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    activation_backward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), dy.data_ptr(),
-                             dx.data_ptr(), x.device().index,
-                             static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      activation_backward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), dy.data_ptr(),
+                               dx.data_ptr(), x.device().index,
+                               static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/attention_math.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -48,15 +49,9 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   const AttentionDims d = attention_dims(op, qkv, out, lse, n_head);
   if (qkv.numel() == 0) return;
   check_operands(op, {qkv, out, lse}, stream);
-  if (qkv.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    attention_forward_cuda(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                           qkv.device().index, static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
+      attention_forward_cuda(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                             qkv.device().index, static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(qkv.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -83,16 +78,10 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   // Row sums D of the query pass (Note [Attention without the T×T matrix]).
   Tensor dsum = Tensor::empty(lse.shape(), lse.dtype(), lse.device(),
                               lse.storage().allocator(), stream);
-  if (qkv.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    attention_backward_cuda(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(), out.data_ptr(),
-                            lse.data_ptr(), dsum.data_ptr(), dqkv.data_ptr(), qkv.device().index,
-                            static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
+      attention_backward_cuda(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(), out.data_ptr(),
+                              lse.data_ptr(), dsum.data_ptr(), dqkv.data_ptr(), qkv.device().index,
+                              static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(qkv.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/cross_entropy_math.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -52,20 +53,14 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   host_ids(op, targets, d.vocab, /*allow_negative=*/true);
   if (d.rows > 0) check_operands(op, {logits, targets, losses, lse, loss}, stream);
   else check_operands(op, {loss}, stream);
-  if (loss.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    cross_entropy_forward_cuda(logits.dtype(), d.rows, d.vocab,
-                               d.rows ? logits.data_ptr() : nullptr,
-                               d.rows ? targets.data_ptr() : nullptr,
-                               targets.dtype() == DType::i64, normaliser,
-                               d.rows ? losses.data_ptr() : nullptr,
-                               d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
-                               loss.device().index, static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(),
+      cross_entropy_forward_cuda(logits.dtype(), d.rows, d.vocab,
+                                 d.rows ? logits.data_ptr() : nullptr,
+                                 d.rows ? targets.data_ptr() : nullptr,
+                                 targets.dtype() == DType::i64, normaliser,
+                                 d.rows ? losses.data_ptr() : nullptr,
+                                 d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
+                                 loss.device().index, static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -110,17 +105,11 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   host_ids(op, targets, d.vocab, /*allow_negative=*/true);
   check_operands(op, {logits, targets, lse, dlogits}, stream);
   const double scale = dloss / normaliser;
-  if (logits.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    cross_entropy_backward_cuda(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
-                                targets.data_ptr(), targets.dtype() == DType::i64, lse.data_ptr(),
-                                scale, dlogits.data_ptr(), logits.device().index,
-                                static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(),
+      cross_entropy_backward_cuda(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
+                                  targets.data_ptr(), targets.dtype() == DType::i64, lse.data_ptr(),
+                                  scale, dlogits.data_ptr(), logits.device().index,
+                                  static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;

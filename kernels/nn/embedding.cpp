@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/embedding_math.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -50,17 +51,11 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
   host_ids(op, ids, d.vocab, /*allow_negative=*/false);
   if (wpe) check_operands(op, {ids, wte, *wpe, out}, stream);
   else check_operands(op, {ids, wte, out}, stream);
-  if (out.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    embedding_forward_cuda(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(),
-                           ids.dtype() == DType::i64, wte.data_ptr(),
-                           wpe ? wpe->data_ptr() : nullptr, out.data_ptr(), out.device().index,
-                           static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(),
+      embedding_forward_cuda(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(),
+                             ids.dtype() == DType::i64, wte.data_ptr(),
+                             wpe ? wpe->data_ptr() : nullptr, out.data_ptr(), out.device().index,
+                             static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(wte.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/element.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -85,16 +86,10 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   } else {
     check_operands(op, {a, b, c}, stream);
   }
-  if (c.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    gemm_cuda(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
-              k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
-              static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device(),
+      gemm_cuda(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
+                k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
+                static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     gemm_cpu<T>(trans_a, trans_b, m, n, k, alpha, k ? a.data<T>() : nullptr,

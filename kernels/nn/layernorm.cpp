@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/layernorm_math.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -102,16 +103,10 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   ZRT_CHECK_ARG(eps > 0, op, ": eps must be positive, got ", eps);
   if (rows == 0) return;
   check_operands(op, {x, weight, bias, y, mean, rstd}, stream);
-  if (x.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    layernorm_forward_cuda(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(), bias.data_ptr(),
-                           y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), eps, x.device().index,
-                           static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      layernorm_forward_cuda(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(), bias.data_ptr(),
+                             y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), eps, x.device().index,
+                             static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -139,17 +134,11 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     return;
   }
   check_operands(op, {dy, x, weight, mean, rstd, dx, dweight, dbias}, stream);
-  if (x.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    layernorm_backward_cuda(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(), weight.data_ptr(),
-                            mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dweight.data_ptr(),
-                            dbias.data_ptr(), accumulate_param_grads, x.device().index,
-                            static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      layernorm_backward_cuda(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(), weight.data_ptr(),
+                              mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dweight.data_ptr(),
+                              dbias.data_ptr(), accumulate_param_grads, x.device().index,
+                              static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu_parallel.h"
 #include "kernels/nn/element.h"
+#include "kernels/nn/cuda_launch.h"
 #include "kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -17,16 +18,10 @@ void residual_add(const Tensor& a, const Tensor& b, const Tensor& out, Stream st
   check_numel(op, out, a.numel());
   if (a.numel() == 0) return;
   check_operands(op, {a, b, out}, stream);
-  if (a.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    residual_add_cuda(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                      a.device().index,
-                      static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, a.device(),
+      residual_add_cuda(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                        a.device().index,
+                        static_cast<cudaStream_t>(stream.native())));
   dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
