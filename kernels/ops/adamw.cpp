@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu_parallel.h"
@@ -69,14 +68,7 @@ template <class G, class L>
 void adamw_range_cpu(float* __restrict p, float* __restrict m, float* __restrict v,
                      const G* __restrict g, L* __restrict out, std::int64_t b, std::int64_t e,
                      float decay, const AdamWCoefficients c) {
-  for (std::int64_t i = b; i < e; ++i) {
-    float pi = p[i], mi = m[i], vi = v[i];
-    adamw_element(pi, mi, vi, g[i], decay, c);
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-    if constexpr (!std::is_same_v<L, NoParamOut>) out[i] = from_f32<L>(pi);
-  }
+  for (std::int64_t i = b; i < e; ++i) adamw_element_at(p, m, v, g, out, i, decay, c);
 }
 
 // CPU twin: one pass over the shard split across threads; each thread walks

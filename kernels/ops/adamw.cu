@@ -14,14 +14,7 @@ struct AdamWBody {
   L* out;
   float decay;
   AdamWCoefficients c;
-  __device__ void operator()(std::int64_t i) const {
-    float pi = p[i], mi = m[i], vi = v[i];
-    adamw_element(pi, mi, vi, g[i], decay, c);
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-    if constexpr (!std::is_same_v<L, NoParamOut>) out[i] = from_f32<L>(pi);
-  }
+  __device__ void operator()(std::int64_t i) const { adamw_element_at(p, m, v, g, out, i, decay, c); }
 };
 
 template <class G, class L>

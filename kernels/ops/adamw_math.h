@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/ops/float_bits.h"
 
@@ -57,5 +58,19 @@ ZRT_HD inline void adamw_element(float& p, float& m, float& v, G grad, float dec
 // The low-precision copy of the updated parameter is optional; NoParamOut
 // stands for "not written".
 struct NoParamOut {};
+
+// Steps element i of a shard (param p, moments m and v, gradient g) in place
+// and writes the updated parameter to out[i] unless L is NoParamOut: the loop
+// body of the CUDA kernel and of the CPU twin.
+template <class G, class L>
+ZRT_HD inline void adamw_element_at(float* p, float* m, float* v, const G* g, L* out, std::int64_t i,
+                                    float decay, const AdamWCoefficients& c) {
+  float pi = p[i], mi = m[i], vi = v[i];
+  adamw_element(pi, mi, vi, g[i], decay, c);
+  p[i] = pi;
+  m[i] = mi;
+  v[i] = vi;
+  if constexpr (!std::is_same_v<L, NoParamOut>) out[i] = from_f32<L>(pi);
+}
 
 }  // namespace zrt::kernels
