@@ -122,7 +122,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, HandleGroups gr
     claimed_.push_back(p.tensor.storage_ptr());
   }
 
-  validate_across_ranks(params);
+  validate_across_ranks();
 
   zero1_infos_ = layout_.shard_infos(groups_.zero1->rank(), groups_.zero1->size());
   zero3_infos_ = layout_.shard_infos(groups_.zero3->rank(), groups_.zero3->size());
@@ -168,7 +168,7 @@ Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed, 
   return Tensor::from_storage(std::move(storage), {numel}, dtype);
 }
 
-void FlatParamHandle::validate_across_ranks(const std::vector<NamedParam>&) const {
+void FlatParamHandle::validate_across_ranks() const {
   const std::string mine = fingerprint(options_, layout_, groups_, shared_);
   auto all = groups_.zero1->all_gather_bytes(
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size()));

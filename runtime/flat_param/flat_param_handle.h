@@ -156,7 +156,7 @@ class FlatParamHandle {
   static FlatParamLayout checked_layout(const std::vector<NamedParam>& params, const HandleGroups& groups,
                                        const FlatParamOptions& options, std::vector<SharedParamSpec>* shared);
   void expect_state(HandleState expected, const char* call) const;
-  void validate_across_ranks(const std::vector<NamedParam>& params) const;
+  void validate_across_ranks() const;
   Tensor new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const;
   Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const {
     return new_buffer(numel, dtype, freed, options_.stream);
