@@ -1,5 +1,7 @@
 #include "runtime/comm/host_staging.h"
 
+#include "runtime/device.h"
+
 #ifdef ZRT_WITH_CUDA
 #include "runtime/memory/caching_allocator.h"
 #endif
@@ -8,7 +10,11 @@ namespace zrt {
 
 AllocatorPtr HostStagingPool::allocator() {
 #ifdef ZRT_WITH_CUDA
-  std::call_once(once_, [this] { allocator_ = make_pinned_host_allocator(); });
+  // Pinned memory needs a CUDA device; a CUDA build on a machine without one
+  // stages through plain host memory (the default allocator).
+  std::call_once(once_, [this] {
+    if (cuda_available()) allocator_ = make_pinned_host_allocator();
+  });
 #endif
   return allocator_;
 }
