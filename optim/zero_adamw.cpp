@@ -119,6 +119,15 @@ void ZeroAdamW::set_step_count(std::int64_t step) {
   step_ = step;
 }
 
+void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips) {
+  ZRT_CHECK_ARG(step >= 0 && skipped_total >= 0 && consecutive_skips >= 0 && consecutive_skips <= skipped_total,
+                "ZeroAdamW::load_counters: bad counters (step ", step, ", skipped ", skipped_total, ", in a row ",
+                consecutive_skips, ")");
+  step_ = step;
+  skipped_total_ = skipped_total;
+  consecutive_skips_ = consecutive_skips;
+}
+
 const Tensor& ZeroAdamW::exp_avg_shard(std::size_t k) const { return at(k).exp_avg; }
 const Tensor& ZeroAdamW::exp_avg_sq_shard(std::size_t k) const { return at(k).exp_avg_sq; }
 

@@ -81,6 +81,8 @@ class ZeroAdamW {
   void set_step_count(std::int64_t step);
   std::int64_t skipped_total() const { return skipped_total_; }
   std::int64_t consecutive_skips() const { return consecutive_skips_; }
+  // Restores the counters a checkpoint saved (all >= 0).
+  void load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips);
   // m / v of handle k's zero1 shard (same numel as zero1_shard()).
   const Tensor& exp_avg_shard(std::size_t k) const;
   const Tensor& exp_avg_sq_shard(std::size_t k) const;

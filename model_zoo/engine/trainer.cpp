@@ -34,4 +34,15 @@ StepReport Trainer::step() {
   return r;
 }
 
+std::string Trainer::save_checkpoint(const CheckpointSaveOptions& options) {
+  return model_zoo::save_checkpoint(*engine_, step_, options);
+}
+
+std::string Trainer::resume(const std::string& path) {
+  std::string run;
+  const TrainingState state = load_checkpoint(*engine_, path, &run);
+  step_ = state.next_step;
+  return run;
+}
+
 }  // namespace zrt::model_zoo

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "model_zoo/checkpoint/engine_checkpoint.h"
 #include "model_zoo/data/dataset.h"
 #include "model_zoo/data/micro_batch.h"
 #include "model_zoo/engine/training_engine.h"
@@ -45,6 +46,11 @@ class Trainer {
   // One optimizer step over this rank's micro-batches of step `next_step()`.
   StepReport step();
   std::int64_t next_step() const { return step_; }
+  // Collective: saves the run's state as step next_step() (engine_checkpoint.h).
+  std::string save_checkpoint(const CheckpointSaveOptions& options);
+  // Collective: loads a checkpoint of this model (any world size, strategy or
+  // dtype) and continues from the step it was saved at. Returns its run JSON.
+  std::string resume(const std::string& path);
   TrainingEngine& engine() { return *engine_; }
   const TrainerConfig& config() const { return config_; }
 

@@ -72,6 +72,9 @@ class TrainingEngine {
   const std::vector<std::unique_ptr<FlatParamHandle>>& handles() const { return handles_; }
   MemoryStats memory_stats() const { return allocator_->stats(); }
   const EngineConfig& config() const { return config_; }
+  const CommPtr& world() const { return world_; }
+  optim::ZeroAdamW& optimizer() { return *optimizer_; }
+  optim::DynamicLossScaler* loss_scaler() { return scaler_.get(); }  // f16 only, else null
 
  private:
   double forward(const Batch& batch);

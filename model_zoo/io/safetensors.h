@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,39 @@ std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tens
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {},
                        const SafetensorsWriteOptions& options = {});
+
+// One tensor's header entry: data_offsets are relative to the data section.
+struct SafetensorsEntry {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+};
+
+// Random access to a file's tensors: the header is read and checked (as
+// read_safetensors does) on construction; tensors are read one at a time.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(std::string path);
+  const std::string& path() const { return path_; }
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // CheckpointError naming the file for an unknown name or a short read.
+  const SafetensorsEntry& entry(const std::string& name) const;
+  Tensor read(const std::string& name);
+  void read_bytes(const std::string& name, void* dst);  // entry(name).end - begin bytes
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::uint64_t data_offset_ = 0;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// The 8-byte length and the padded JSON header for `tensors` written as they
+// are (their own dtypes), in name order, data offsets counted from 0.
+std::string safetensors_header(const std::map<std::string, Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
 
 // "F32", "BF16", ... and back (nullopt-free: CheckpointError for unknown names).
 const char* safetensors_dtype_name(DType dtype);

@@ -10,7 +10,7 @@
 
 namespace zrt::testing {
 
-TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
+std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const TrainSetup& setup) {
   model_zoo::TrainerConfig c;
   c.model.kind = setup.model;
   c.model.preset = "tiny";
@@ -21,7 +21,7 @@ TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
   c.engine.adamw.beta2 = 0.95;
   c.engine.adamw.weight_decay = 0.1;
   c.engine.adamw.max_grad_norm = 1.0;
-  c.batch_size = 16;
+  c.batch_size = setup.batch_size;
   c.seq_len = 16;
   c.micro_batches = setup.micro_batches;
   c.steps = setup.steps;
@@ -30,10 +30,24 @@ TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
   c.schedule.warmup_steps = 2;
   auto data = setup.model == "gpt" ? model_zoo::synthetic_text_dataset()
                                    : model_zoo::synthetic_cluster_dataset(0, 4096, 16, 8);
-  model_zoo::Trainer trainer(world, c, std::move(data));
+  return std::make_unique<model_zoo::Trainer>(world, c, std::move(data));
+}
+
+void train_until(model_zoo::Trainer& trainer, std::int64_t until, TrainOutput& out) {
+  while (trainer.next_step() < until) out.losses.push_back(trainer.step().stats.loss);
+}
+
+std::map<std::string, std::vector<double>> full_params(model_zoo::Trainer& trainer) {
+  std::map<std::string, std::vector<double>> out;
+  for (auto& [name, t] : trainer.engine().full_params()) out[name] = t.to_doubles();
+  return out;
+}
+
+TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
+  auto trainer = tiny_trainer(world, setup);
   TrainOutput out;
-  for (int s = 0; s < setup.steps; ++s) out.losses.push_back(trainer.step().stats.loss);
-  for (auto& [name, t] : trainer.engine().full_params()) out.params[name] = t.to_doubles();
+  train_until(*trainer, setup.steps, out);
+  out.params = full_params(*trainer);
   return out;
 }
 

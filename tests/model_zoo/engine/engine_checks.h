@@ -3,9 +3,11 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model_zoo/engine/trainer.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/flat_param/sharding_strategy.h"
 
@@ -19,6 +21,7 @@ struct TrainSetup {
   DType dtype = DType::f32;
   int steps = 10;
   bool offload_grads = false;
+  int batch_size = 16;  // global sequences or rows per step
 };
 
 struct TrainOutput {
@@ -28,6 +31,12 @@ struct TrainOutput {
 
 // Trains the tiny preset of `setup.model` on the embedded dataset.
 TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup);
+// The trainer train_tiny uses, before its first step (schedule over setup.steps).
+std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const TrainSetup& setup);
+// Steps `trainer` until next_step() == until, appending the losses.
+void train_until(model_zoo::Trainer& trainer, std::int64_t until, TrainOutput& out);
+// Every parameter, fp32 (collective).
+std::map<std::string, std::vector<double>> full_params(model_zoo::Trainer& trainer);
 
 // Note [Comparing training runs]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -1,0 +1,50 @@
+// The file-system side of checkpoints: durable writes, the step directories
+// of a checkpoint root, `latest`, pruning and stale temporaries.
+//
+// Note [Atomic checkpoint steps]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A checkpoint root DIR holds one directory per saved step, `step-000120/`,
+// and a file `latest` naming the newest complete one. A step is written into
+// `step-000120.tmp/` (every file fsync'ed, then the directory), renamed to
+// `step-000120/` (then DIR fsync'ed), and only then is `latest` replaced by
+// renaming `latest.tmp` over it. A kill at any moment therefore leaves
+// `latest` naming a complete step (the old one or the new one); a step
+// directory without `.tmp` is complete by construction, and `index.json`,
+// written last inside it, is what a loader trusts. Leftover `*.tmp` entries
+// are ours and are removed by the next save. Pruning (`keep_last`) runs only
+// after `latest` names the new step, and never removes the step it names.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zrt::model_zoo {
+
+// fsync of a file or a directory; CheckpointError naming the path.
+void fsync_path(const std::string& path);
+// Writes `bytes` to `path` through `path.tmp`: fsync, rename, fsync of the
+// parent directory. A failure leaves no temporary and `path` untouched.
+void write_file_durably(const std::string& path, std::string_view bytes);
+
+// "step-000120" (at least six digits) and back; nullopt for any other name.
+std::string step_dir_name(std::int64_t step);
+std::optional<std::int64_t> parse_step_dir_name(std::string_view name);
+
+// The complete steps under a checkpoint root, ascending (no `.tmp`).
+std::vector<std::int64_t> complete_steps(const std::string& root);
+// The step directory a path means: a step directory itself (it holds
+// index.json), or a root whose `latest` names one. CheckpointError otherwise,
+// naming what is missing.
+std::string resolve_checkpoint(const std::string& path);
+// Points `latest` at step (atomically, Note [Atomic checkpoint steps]).
+void publish_latest(const std::string& root, std::int64_t step);
+// Removes all but the newest `keep_last` complete steps (0: keep all); the
+// step `latest` names is always kept.
+void prune_steps(const std::string& root, int keep_last);
+// Removes `*.tmp` entries of our naming (step-N.tmp, latest.tmp) under root.
+void remove_stale_temporaries(const std::string& root);
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,279 @@
+// Checkpoints of training runs on local ranks: a run interrupted by save +
+// resume equals the never-stopped run bit for bit (same world, strategy and
+// dtype) or within the usual tolerance (another world size or strategy);
+// bad checkpoints and failed saves raise on every rank and change nothing.
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "model_zoo/checkpoint/checkpoint_writer.h"
+#include "model_zoo/checkpoint/durable_files.h"
+#include "runtime/comm/local_comm.h"
+#include "tests/model_zoo/engine/engine_checks.h"
+#include "tests/support/rank_check.h"
+
+using namespace zrt;
+using namespace zrt::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kSteps = 20, kSaveAt = 10;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("zrt-ckpt-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
+
+// Rank 0's view of a run on `w` local ranks.
+TrainOutput on_ranks(int w, const std::function<TrainOutput(const CommPtr&)>& fn) {
+  TrainOutput out;
+  run_local_ranks(w, [&](const CommPtr& world) {
+    TrainOutput o = fn(world);
+    if (world->rank() == 0) out = std::move(o);
+  }, std::chrono::seconds(120));
+  return out;
+}
+
+TrainOutput never_stopped(int w, TrainSetup s) {
+  s.steps = kSteps;
+  return on_ranks(w, [&](const CommPtr& world) { return train_tiny(world, s); });
+}
+
+// Trains kSaveAt steps on `w` ranks under `a`, saves, and continues on `w2`
+// ranks under `b` from the checkpoint in fresh trainers.
+TrainOutput interrupted(int w, TrainSetup a, int w2, TrainSetup b, const std::string& dir) {
+  a.steps = b.steps = kSteps;
+  TrainOutput first = on_ranks(w, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, a);
+    TrainOutput o;
+    train_until(*t, kSaveAt, o);
+    t->save_checkpoint({.root = dir});
+    return o;
+  });
+  TrainOutput second = on_ranks(w2, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, b);
+    t->resume(dir);
+    ZRT_EXPECT(t->next_step() == kSaveAt, "resumed at step ", t->next_step());
+    TrainOutput o;
+    train_until(*t, kSteps, o);
+    o.params = full_params(*t);
+    return o;
+  });
+  first.losses.insert(first.losses.end(), second.losses.begin(), second.losses.end());
+  first.params = second.params;
+  return first;
+}
+
+void expect_bitwise(const TrainOutput& got, const TrainOutput& want, const std::string& what) {
+  BOOST_REQUIRE_EQUAL(got.losses.size(), want.losses.size());
+  for (std::size_t s = 0; s < want.losses.size(); ++s)
+    BOOST_CHECK_MESSAGE(got.losses[s] == want.losses[s], what << ": loss of step " << s << " is " << got.losses[s]
+                                                              << ", never stopped " << want.losses[s]);
+  BOOST_REQUIRE_EQUAL(got.params.size(), want.params.size());
+  for (const auto& [name, ref] : want.params) {
+    const auto& v = got.params.at(name);
+    std::size_t differ = 0;
+    for (std::size_t e = 0; e < ref.size(); ++e) differ += v[e] != ref[e];
+    BOOST_CHECK_MESSAGE(differ == 0, what << ": " << differ << " elements of " << name << " differ");
+  }
+}
+
+TrainSetup setup(ShardingStrategy s, int z, DType dtype) {
+  TrainSetup t;
+  t.strategy = s;
+  t.zero3_size = z;
+  t.dtype = dtype;
+  t.micro_batches = 2;
+  t.batch_size = 24;  // divisible by 1..4 ranks x 2 micro-batches
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(checkpoint)
+
+BOOST_AUTO_TEST_CASE(resume_is_bit_exact) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (auto [strategy, z] : {std::pair{ShardingStrategy::full_shard, 4}, {ShardingStrategy::hybrid_shard, 2},
+                              {ShardingStrategy::layer_zero, 2}}) {
+      const TrainSetup s = setup(strategy, z, dtype);
+      TempDir dir;
+      expect_bitwise(interrupted(4, s, 4, s, dir.str()), never_stopped(4, s), describe(s));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(resume_keeps_the_loss_scaler) {
+  // f16 scales the loss: the scaler's state must survive to stay bit-exact.
+  const TrainSetup s = setup(ShardingStrategy::full_shard, 2, DType::f16);
+  TempDir dir;
+  expect_bitwise(interrupted(2, s, 2, s, dir.str()), never_stopped(2, s), describe(s));
+}
+
+BOOST_AUTO_TEST_CASE(reshard_on_load) {
+  using S = ShardingStrategy;
+  struct Case {
+    int w;
+    TrainSetup a;
+    int w2;
+    TrainSetup b;
+  };
+  const Case cases[] = {
+      {4, setup(S::full_shard, 4, DType::f32), 2, setup(S::full_shard, 2, DType::f32)},
+      {2, setup(S::full_shard, 2, DType::f32), 4, setup(S::full_shard, 4, DType::f32)},
+      {4, setup(S::hybrid_shard, 2, DType::f32), 1, setup(S::full_shard, 1, DType::f32)},
+      {1, setup(S::full_shard, 1, DType::f32), 3, setup(S::full_shard, 3, DType::f32)},
+      {4, setup(S::full_shard, 4, DType::f32), 4, setup(S::layer_zero, 2, DType::f32)},
+      {2, setup(S::no_shard, 1, DType::f32), 3, setup(S::shard_grad_op, 3, DType::f32)},
+  };
+  const TrainOutput ref = never_stopped(1, setup(S::full_shard, 1, DType::f32));
+  for (const Case& c : cases) {
+    TempDir dir;
+    const std::string what = std::to_string(c.w) + " ranks " + describe(c.a) + " -> " + std::to_string(c.w2) +
+                             " ranks " + describe(c.b);
+    try {
+      expect_same_training(interrupted(c.w, c.a, c.w2, c.b, dir.str()), ref, {}, what);
+    } catch (const std::exception& e) {
+      BOOST_ERROR(what << ": " << e.what());
+    }
+  }
+}
+
+namespace {
+
+// Saves step 3 of a 2-rank run into `dir`, then applies `damage` to it; a
+// fresh 2-rank run at step 2 must fail to load it on every rank with a
+// message matching every word of `expect`, its parameters and step untouched.
+void expect_load_refused(const std::string& name, const std::function<void(const fs::path&)>& damage,
+                         const std::vector<std::string>& expect, TrainSetup loader = setup(ShardingStrategy::full_shard, 2, DType::f32)) {
+  TempDir dir;
+  const TrainSetup s = setup(ShardingStrategy::full_shard, 2, DType::f32);
+  on_ranks(2, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, s);
+    TrainOutput o;
+    train_until(*t, 3, o);
+    t->save_checkpoint({.root = dir.str()});
+    return o;
+  });
+  damage(dir.path / "step-000003");
+  const auto errors = std::make_shared<std::vector<std::string>>(2);
+  on_ranks(2, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, loader);
+    TrainOutput o;
+    train_until(*t, 2, o);
+    const auto before = full_params(*t);
+    try {
+      t->resume(dir.str());
+      ZRT_EXPECT(false, name, ": the damaged checkpoint loaded");
+    } catch (const CheckpointError& e) {
+      (*errors)[world->rank()] = e.what();
+    }
+    ZRT_EXPECT(t->next_step() == 2, name, ": the step moved to ", t->next_step());
+    ZRT_EXPECT(full_params(*t) == before, name, ": parameters changed");
+    train_until(*t, 3, o);  // the run goes on
+    return o;
+  });
+  BOOST_TEST_MESSAGE(name << ": " << (*errors)[0]);
+  BOOST_CHECK_MESSAGE((*errors)[0] == (*errors)[1], name << ": ranks disagree: " << (*errors)[0] << " | " << (*errors)[1]);
+  for (const std::string& word : expect)
+    BOOST_CHECK_MESSAGE((*errors)[0].find(word) != std::string::npos,
+                        name << ": message lacks '" << word << "': " << (*errors)[0]);
+}
+
+void flip_byte(const fs::path& file, std::uint64_t from_end) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-static_cast<std::streamoff>(from_end), std::ios::end);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(-static_cast<std::streamoff>(from_end), std::ios::end);
+  c = static_cast<char>(c ^ 0x10);
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
+  // The data section ends with the last tensor in name order, h.1.zero1_shard (tiny GPT: units
+  // h.0, h.1, ln_f, wte/wpe).
+  expect_load_refused("flipped byte", [](const fs::path& d) { flip_byte(d / "rank-00001.safetensors", 5); },
+                      {"rank-00001.safetensors", "tensor h.1.zero1_shard", "checksum"});
+  expect_load_refused("truncated file",
+                      [](const fs::path& d) {
+                        fs::resize_file(d / "rank-00000.safetensors", fs::file_size(d / "rank-00000.safetensors") - 100);
+                      },
+                      {"rank-00000.safetensors", "truncated"});
+  expect_load_refused("missing rank file", [](const fs::path& d) { fs::remove(d / "rank-00001.safetensors"); },
+                      {"rank-00001.safetensors", "missing"});
+  expect_load_refused("bad index", [](const fs::path& d) { std::ofstream(d / "index.json") << "{\"format\": "; },
+                      {"index.json", "JSON"});
+  expect_load_refused("missing latest target", [](const fs::path& d) { fs::remove_all(d); }, {"latest", "index.json"});
+  TrainSetup wider = setup(ShardingStrategy::full_shard, 2, DType::f32);
+  wider.model = "mlp";
+  expect_load_refused("another model", [](const fs::path&) {}, {"another model"}, wider);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {
+  TempDir dir;
+  const TrainSetup s = setup(ShardingStrategy::full_shard, 3, DType::f32);
+  const auto errors = std::make_shared<std::vector<std::string>>(3);
+  on_ranks(3, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, s);
+    TrainOutput o;
+    train_until(*t, 1, o);
+    t->save_checkpoint({.root = dir.str()});
+    train_until(*t, 2, o);
+    model_zoo::CheckpointSaveOptions failing{.root = dir.str()};
+    failing.before_write = [](int rank) {
+      if (rank == 1) ZRT_THROW(CheckpointError, "disk full (injected)");
+    };
+    try {
+      t->save_checkpoint(failing);
+    } catch (const CheckpointError& e) {
+      (*errors)[world->rank()] = e.what();
+    }
+    train_until(*t, 3, o);  // training goes on after a failed save
+    return o;
+  });
+  for (int r = 0; r < 3; ++r) {
+    BOOST_CHECK_MESSAGE((*errors)[r].find("rank 1") != std::string::npos &&
+                            (*errors)[r].find("disk full (injected)") != std::string::npos,
+                        "rank " << r << ": " << (*errors)[r]);
+    BOOST_CHECK_EQUAL((*errors)[r], (*errors)[0]);
+  }
+  BOOST_CHECK(!fs::exists(dir.path / "step-000002"));
+  BOOST_CHECK(!fs::exists(dir.path / "step-000002.tmp"));
+  BOOST_CHECK_EQUAL(model_zoo::resolve_checkpoint(dir.str()), (dir.path / "step-000001").string());
+}
+
+BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
+  TempDir dir;
+  fs::create_directories(dir.path / "step-000009.tmp");  // a killed save's leftovers
+  std::ofstream(dir.path / "latest.tmp") << "step-000009\n";
+  const TrainSetup s = setup(ShardingStrategy::full_shard, 2, DType::f32);
+  on_ranks(2, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, s);
+    TrainOutput o;
+    for (int step = 1; step <= 4; ++step) {
+      train_until(*t, step, o);
+      t->save_checkpoint({.root = dir.str(), .keep_last = 2});
+    }
+    return o;
+  });
+  BOOST_CHECK(model_zoo::complete_steps(dir.str()) == (std::vector<std::int64_t>{3, 4}));
+  BOOST_CHECK_EQUAL(model_zoo::resolve_checkpoint(dir.str()), (dir.path / "step-000004").string());
+  BOOST_CHECK(!fs::exists(dir.path / "step-000009.tmp"));
+  BOOST_CHECK(!fs::exists(dir.path / "latest.tmp"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
