@@ -1,8 +1,11 @@
 // zrt-train: trains a model-zoo model under ZeRO-3 as one process, under
 // `mpirun -np N`, or as N local ranks (--ranks N). See README.md for flags.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -22,6 +25,39 @@ namespace {
 
 using model_zoo::Dataset;
 using model_zoo::TrainerConfig;
+
+// Note [Stopping on a signal]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// SIGTERM (Slurm preemption, `kill`) and SIGINT (Ctrl-C) ask the run to stop:
+// the current step finishes, every rank learns of the request at the same
+// step (an all-gather of one byte per step, since a signal may reach ranks at
+// different moments or only some of them), a checkpoint is written when
+// --checkpoint-dir is set, and zrt-train exits 0. A second signal exits at
+// once with 128 + the signal number. The counter is the one process-wide
+// variable of zrt-train: a signal handler can reach nothing else.
+std::atomic<int> stop_signals{0};
+
+extern "C" void on_stop_signal(int sig) {
+  if (stop_signals.fetch_add(1) >= 1) _exit(128 + sig);
+  const char msg[] = "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
+  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// Whether any rank saw a stop signal (collective, once per step).
+bool stop_agreed(Communicator& world) {
+  const std::byte mine{static_cast<unsigned char>(stop_signals.load() > 0)};
+  for (const auto& b : world.all_gather_bytes(std::span<const std::byte>(&mine, 1)))
+    if (!b.empty() && b[0] != std::byte{0}) return true;
+  return false;
+}
 
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   TrainerConfig c;
@@ -94,10 +130,40 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
   }
   model_zoo::Trainer trainer(world, config, std::move(data), o.init_from.empty() ? nullptr : &initial);
   const bool lead = world->rank() == 0;
+  if (o.resume) {
+    const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
+    const bool fresh = o.resume_from.empty() && !std::filesystem::exists(std::filesystem::path(path) / "latest");
+    if (fresh) {
+      if (lead) std::printf("zrt-train: no checkpoint under %s yet: starting at step 0\n", path.c_str());
+    } else {
+      const std::string saved = trainer.resume(path);
+      if (lead) {
+        std::lock_guard lock(io);
+        std::printf("zrt-train: resumed from %s at step %lld\n", path.c_str(),
+                    static_cast<long long>(trainer.next_step()));
+        std::string flags;
+        for (const auto& f : train::differing_run_flags(saved, o)) flags += " " + f;
+        if (!flags.empty())
+          std::fprintf(stderr, "zrt-train: warning: these flags differ from the checkpoint's run:%s\n", flags.c_str());
+      }
+    }
+  }
+  model_zoo::CheckpointSaveOptions save_options{
+      .root = o.checkpoint_dir, .keep_last = o.keep_last, .run_json = train::run_flags_json(o)};
+  std::int64_t saved_at = o.resume ? trainer.next_step() : -1;
+  auto checkpoint = [&] {
+    if (o.checkpoint_dir.empty() || saved_at == trainer.next_step()) return;
+    const std::string dir = trainer.save_checkpoint(save_options);  // collective
+    saved_at = trainer.next_step();
+    if (lead) {
+      std::lock_guard lock(io);
+      std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "", dir.c_str());
+    }
+  };
   // Files are opened only after every input was validated: bad input writes nothing.
   std::ofstream metrics;
   if (lead && !o.metrics.empty()) {
-    metrics.open(o.metrics);
+    metrics.open(o.metrics, o.resume ? std::ios::app : std::ios::trunc);  // a resumed run continues the file
     ZRT_CHECK_ARG(metrics.good(), "cannot write metrics file '", o.metrics, "'");
   }
   const bool tty = lead && isatty(fileno(stdout));
@@ -108,9 +174,20 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
                 config.engine.device.str().c_str(), trainer.engine().handles().size());
   }
   double elapsed = 0;
-  for (std::int64_t s = 0; s < o.steps; ++s) {
+  const std::int64_t first = trainer.next_step();
+  for (std::int64_t s = first; s < o.steps; ++s) {
     auto r = trainer.step();
     elapsed += r.seconds;
+    const bool stop = stop_agreed(*world);
+    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoint();
+    if (stop) {
+      checkpoint();
+      if (lead)
+        std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
+                    static_cast<long long>(trainer.next_step()), o.steps,
+                    o.checkpoint_dir.empty() ? "" : "; continue with --resume");
+      return;
+    }
     if (!lead) continue;
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
     if (metrics.is_open()) {
@@ -123,7 +200,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     }
     const bool last = s + 1 == o.steps;
     if (tty || last || r.step % o.log_every == 0) {
-      const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(o.steps - s - 1);
+      const double eta = elapsed / static_cast<double>(s + 1 - first) * static_cast<double>(o.steps - s - 1);
       std::lock_guard lock(io);
       std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s  eta %.0fs%s",
                   tty ? "\r" : "", static_cast<long long>(r.step + 1), o.steps, r.stats.loss, r.lr,
@@ -133,6 +210,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
       std::fflush(stdout);
     }
   }
+  checkpoint();
   if (!o.save.empty()) {
     auto params = trainer.engine().full_params();  // collective
     if (lead) {
@@ -156,6 +234,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::mutex io;
+  train::install_stop_handlers();
   try {
     if (o.ranks > 0) {
       run_local_ranks(o.ranks, [&](const CommPtr& world) { train::run(world, o, world->rank(), io); });

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
 
@@ -50,6 +51,16 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
   app.add_option("--log-every", o.log_every, "print a line every N steps")->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "save checkpoints under DIR/step-NNNNNN (at the end, every --checkpoint-every steps, on SIGTERM/SIGINT)");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "save a checkpoint every N steps (0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  auto* resume = app.add_option("--resume", o.resume_from,
+                                "continue from a checkpoint: a step directory, or (no value) `latest` under "
+                                "--checkpoint-dir, starting fresh if there is none yet")
+                     ->expected(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -58,7 +69,42 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   } catch (const CLI::ParseError& e) {
     ZRT_THROW(InvalidArgument, e.what());
   }
+  o.resume = resume->count() > 0;
+  if (o.checkpoint_dir.empty()) {
+    ZRT_CHECK_ARG(o.checkpoint_every == 0, "--checkpoint-every needs --checkpoint-dir");
+    ZRT_CHECK_ARG(o.keep_last == 0, "--keep-last needs --checkpoint-dir");
+    ZRT_CHECK_ARG(!o.resume || !o.resume_from.empty(),
+                  "--resume without a path needs --checkpoint-dir (where `latest` names the step)");
+  }
   return true;
+}
+
+namespace {
+
+nlohmann::json run_flags(const TrainOptions& o) {
+  return {{"model", o.model},   {"preset", o.preset},       {"n_layer", o.n_layer},
+          {"n_head", o.n_head}, {"n_embd", o.n_embd},       {"vocab_size", o.vocab_size},
+          {"hidden", o.hidden}, {"activation", o.activation}, {"data", o.data},
+          {"steps", o.steps},   {"batch_size", o.batch_size}, {"seq_len", o.seq_len},
+          {"lr", o.lr},         {"min_lr", o.min_lr},       {"warmup", o.warmup},
+          {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"beta1", o.beta1},
+          {"beta2", o.beta2},   {"eps", o.eps},             {"seed", o.seed}};
+}
+
+}  // namespace
+
+std::string run_flags_json(const TrainOptions& o) { return run_flags(o).dump(); }
+
+std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o) {
+  std::vector<std::string> out;
+  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
+  const nlohmann::json ours = run_flags(o);
+  for (const auto& [key, value] : ours.items())
+    if (!saved.is_object() || !saved.contains(key) || saved[key] != value) out.push_back("--" + key);
+  for (std::string& f : out)
+    for (char& c : f)
+      if (c == '_') c = '-';
+  return out;
 }
 
 }  // namespace zrt::train

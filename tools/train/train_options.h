@@ -35,7 +35,19 @@ struct TrainOptions {
   // files
   std::string init_from, save, metrics;
   int log_every = 10;
+  // checkpoints (Note [Checkpoint format])
+  std::string checkpoint_dir;   // empty: no checkpoints
+  int checkpoint_every = 0;     // > 0: save every N steps (and at the end, and on SIGTERM/SIGINT)
+  int keep_last = 0;            // > 0: keep only the newest K steps
+  bool resume = false;          // --resume given
+  std::string resume_from;      // its value; empty: `latest` under checkpoint_dir
 };
+
+// The flags that define a run (model, data, schedule, optimiser, seed) as a
+// JSON object, stored in checkpoints.
+std::string run_flags_json(const TrainOptions& o);
+// Names of the run-defining flags whose values differ from a checkpoint's.
+std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o);
 
 // Parses argv; returns false (after printing help) when the program should
 // exit 0 without training, throws InvalidArgument naming a bad flag value.

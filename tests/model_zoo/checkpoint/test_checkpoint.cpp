@@ -204,8 +204,8 @@ void flip_byte(const fs::path& file, std::uint64_t from_end) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
-  // The data section ends with the last tensor in name order, h.1.zero1_shard (tiny GPT: units
-  // h.0, h.1, ln_f, wte/wpe).
+  // The data section ends with the last tensor in name order: tiny GPT's
+  // units are embed_head, h.0, h.1 (and ln_f's), so h.1.zero1_shard.
   expect_load_refused("flipped byte", [](const fs::path& d) { flip_byte(d / "rank-00001.safetensors", 5); },
                       {"rank-00001.safetensors", "tensor h.1.zero1_shard", "checksum"});
   expect_load_refused("truncated file",
