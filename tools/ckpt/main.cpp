@@ -1,0 +1,105 @@
+// zrt-ckpt: look into, verify, consolidate and reshard zrt checkpoints
+// (Note [Checkpoint format]). See docs/zrt-ckpt.md.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "model_zoo/checkpoint/checkpoint_reader.h"
+#include "model_zoo/checkpoint/offline_tools.h"
+#include "model_zoo/io/safetensors.h"
+
+namespace zrt::ckpt {
+namespace {
+
+using namespace model_zoo;
+
+int info(const std::string& path) {
+  CheckpointReader reader(path);
+  const CheckpointIndex& x = reader.index();
+  std::int64_t params = 0, tensors = 0;
+  for (const HandleRecord& h : x.handles)
+    for (const ParamRecord& p : h.params) params += shape_numel(p.shape), ++tensors;
+  int files = 0;
+  for (const RankRecord& r : x.ranks) files += !r.file.empty();
+  std::printf("checkpoint   %s\n", reader.step_dir().c_str());
+  std::printf("format       zrt-checkpoint v%d\n", x.version);
+  std::printf("step         %lld (the next step to train)\n", static_cast<long long>(x.step));
+  std::printf("layout       %d rank(s), strategy %s, zero3 size %d, compute dtype %s\n", x.world_size,
+              x.strategy.c_str(), x.zero3_size, x.dtype.c_str());
+  std::printf("parameters   %lld elements in %lld tensors, %zu handles\n", static_cast<long long>(params),
+              static_cast<long long>(tensors), x.handles.size());
+  for (const HandleRecord& h : x.handles)
+    std::printf("  %-14s %zu params, %lld elements padded, %d zero1 shards of %lld\n", h.name.c_str(),
+                h.params.size(), static_cast<long long>(h.numel_padded), h.zero1_size,
+                static_cast<long long>(h.shard_numel()));
+  std::printf("files        %d rank files, %.3f MB\n", files, static_cast<double>(x.total_bytes()) / 1e6);
+  std::printf("optimizer    step %lld, %lld skipped (%lld in a row)\n", static_cast<long long>(x.state.optimizer_step),
+              static_cast<long long>(x.state.skipped_total), static_cast<long long>(x.state.consecutive_skips));
+  if (x.state.loss_scaler)
+    std::printf("loss scaler  scale %g, growth tracker %lld, hysteresis left %d\n", x.state.loss_scaler->scale,
+                static_cast<long long>(x.state.loss_scaler->growth_tracker), x.state.loss_scaler->hysteresis_left);
+  std::printf("run          %s\n", x.run_json.c_str());
+  return 0;
+}
+
+int verify(const std::string& path) {
+  CheckpointReader reader(path);
+  const std::uint64_t bytes = reader.verify_all();
+  std::printf("zrt-ckpt: %s is intact: every tensor of %d rank(s) matches its checksum (%.3f MB)\n",
+              reader.step_dir().c_str(), reader.index().world_size, static_cast<double>(bytes) / 1e6);
+  return 0;
+}
+
+}  // namespace
+}  // namespace zrt::ckpt
+
+int main(int argc, char** argv) {
+  using namespace zrt;
+  CLI::App app{"zrt-ckpt: inspect, verify, export and reshard zrt checkpoints"};
+  app.require_subcommand(1);
+  std::string path, out, strategy = "";
+  int ranks = 0, zero3 = 0;
+  auto* info = app.add_subcommand("info", "step, layout, sizes, training state and run flags");
+  info->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
+  auto* verify = app.add_subcommand("verify", "read every tensor and check its checksum; non-zero exit if any fails");
+  verify->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
+  auto* exp = app.add_subcommand("export", "write the whole fp32 parameters as one safetensors file");
+  exp->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
+  exp->add_option("--out", out, "the safetensors file to write (Hugging Face GPT-2 names for gpt)")->required();
+  auto* resh = app.add_subcommand("reshard", "rewrite a checkpoint for another world size or strategy");
+  resh->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
+  resh->add_option("--ranks", ranks, "the new world size")->required()->check(CLI::PositiveNumber);
+  resh->add_option("--out", out, "the checkpoint directory to write the step into")->required();
+  resh->add_option("--strategy", strategy, "the new strategy (default: the checkpoint's)")
+      ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
+  resh->add_option("--zero3-size", zero3, "hybrid / layer-zero group size (0: the world)")
+      ->check(CLI::NonNegativeNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*info) return ckpt::info(path);
+    if (*verify) return ckpt::verify(path);
+    if (*exp) {
+      const auto params = model_zoo::consolidated_params(path);
+      model_zoo::write_safetensors(out, params);
+      std::printf("zrt-ckpt: wrote %zu parameters to %s\n", params.size(), out.c_str());
+      return 0;
+    }
+    if (*resh) {
+      if (strategy.empty()) strategy = model_zoo::CheckpointReader(path).index().strategy;
+      const auto s = parse_strategy(strategy);
+      ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
+      const std::string dir = model_zoo::reshard_checkpoint(path, out, ranks, *s, zero3);
+      std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks, strategy_name(*s));
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt-ckpt: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
