@@ -111,8 +111,7 @@ std::string commit_step(const std::string& root, const CheckpointIndex& index, i
       if (s != index.step) previous = s;
     if (previous >= 0) publish_latest(root, previous);
     else fs::remove(fs::path(root) / "latest", ec);
-    fs::remove_all(final_dir, ec);
-    if (ec) ZRT_THROW(CheckpointError, final_dir, ": cannot replace: ", ec.message());
+    retire_step(root, index.step);
   }
   fs::rename(tmp, final_dir, ec);
   if (ec) ZRT_THROW(CheckpointError, final_dir, ": cannot rename ", tmp, " into place: ", ec.message());

@@ -123,13 +123,20 @@ void prune_steps(const std::string& root, int keep_last) {
     return;  // nothing is published: prune nothing
   }
   const std::size_t keep = static_cast<std::size_t>(keep_last);
-  for (std::size_t i = 0; i + keep < steps.size(); ++i) {
-    if (latest && steps[i] == *latest) continue;
-    std::error_code ec;
-    fs::remove_all(fs::path(root) / step_dir_name(steps[i]), ec);
-    if (ec) ZRT_THROW(CheckpointError, root, ": cannot prune ", step_dir_name(steps[i]), ": ", ec.message());
-  }
+  for (std::size_t i = 0; i + keep < steps.size(); ++i)
+    if (!latest || steps[i] != *latest) retire_step(root, steps[i]);
+}
+
+void retire_step(const std::string& root, std::int64_t step) {
+  const fs::path dir = fs::path(root) / step_dir_name(step);
+  const fs::path gone = fs::path(root) / (step_dir_name(step) + ".retired.tmp");
+  std::error_code ec;
+  fs::remove_all(gone, ec);
+  fs::rename(dir, gone, ec);
+  if (ec) ZRT_THROW(CheckpointError, dir.string(), ": cannot retire: ", ec.message());
   fsync_path(root);
+  fs::remove_all(gone, ec);
+  if (ec) ZRT_THROW(CheckpointError, gone.string(), ": cannot remove: ", ec.message());
 }
 
 void remove_stale_temporaries(const std::string& root) {
@@ -139,7 +146,10 @@ void remove_stale_temporaries(const std::string& root) {
     constexpr std::string_view suffix = ".tmp";
     if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
-    const std::string stem = name.substr(0, name.size() - suffix.size());
+    std::string stem = name.substr(0, name.size() - suffix.size());
+    constexpr std::string_view retired = ".retired";
+    if (stem.size() > retired.size() && stem.compare(stem.size() - retired.size(), retired.size(), retired) == 0)
+      stem.resize(stem.size() - retired.size());
     if (stem != "latest" && !parse_step_dir_name(stem)) continue;
     std::error_code ignored;
     fs::remove_all(e.path(), ignored);

@@ -12,7 +12,9 @@
 // directory without `.tmp` is complete by construction, and `index.json`,
 // written last inside it, is what a loader trusts. Leftover `*.tmp` entries
 // are ours and are removed by the next save. Pruning (`keep_last`) runs only
-// after `latest` names the new step, and never removes the step it names.
+// after `latest` names the new step, never removes the step it names, and
+// renames a step out of the way before deleting it, so a kill mid-delete
+// leaves a `.tmp` entry, not a half step.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +46,11 @@ void publish_latest(const std::string& root, std::int64_t step);
 // Removes all but the newest `keep_last` complete steps (0: keep all); the
 // step `latest` names is always kept.
 void prune_steps(const std::string& root, int keep_last);
-// Removes `*.tmp` entries of our naming (step-N.tmp, latest.tmp) under root.
+// Removes a complete step without ever leaving a half-deleted step-N: it is
+// renamed to step-N.retired.tmp first, then deleted.
+void retire_step(const std::string& root, std::int64_t step);
+// Removes `*.tmp` entries of our naming (step-N.tmp, step-N.retired.tmp,
+// latest.tmp) under root.
 void remove_stale_temporaries(const std::string& root);
 
 }  // namespace zrt::model_zoo

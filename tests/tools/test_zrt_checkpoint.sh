@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# zrt-train checkpoints end to end: resume is bit-exact (local ranks and
+# mpirun), resharding a checkpoint of one world size into another continues
+# the run, SIGTERM saves and exits 0, SIGKILL at random moments never leaves
+# a `latest` that fails to verify, zrt-ckpt info/verify/export/reshard work
+# and the export loads in PyTorch; bad input is a named error changing nothing.
+# usage: test_zrt_checkpoint.sh ZRT-TRAIN ZRT-CKPT PYTHON [MPIEXEC]
+set -u
+train=$1 ckpt=$2 python=$3 mpiexec=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+ok() { echo "ok   $*"; }
+run() { "$train" --log-every 1000 "$@" > "$dir/out.txt" 2>&1 || { cat "$dir/out.txt"; return 1; }; }
+common=(--steps 20 --batch-size 8 --seq-len 32)
+
+# 1. Resume is bit-exact: 20 steps == 10 + save + resume + 10 (weights byte for byte, losses).
+bit_exact() {
+  local name=$1; shift
+  local launch=("$@")
+  rm -rf "$dir/ck" "$dir"/*.jsonl
+  "${launch[@]}" "${common[@]}" --save "$dir/full.st" --metrics "$dir/full.jsonl" > /dev/null 2>&1 &&
+  "${launch[@]}" "${common[@]}" --checkpoint-dir "$dir/ck" --checkpoint-every 10 > /dev/null 2>&1 &&
+  "${launch[@]}" "${common[@]}" --checkpoint-dir "$dir/ck" --resume "$dir/ck/step-000010" --save "$dir/resumed.st" \
+    --metrics "$dir/resumed.jsonl" > /dev/null 2>&1 || { fail "$name: a run failed"; return; }
+  cmp -s "$dir/full.st" "$dir/resumed.st" || { fail "$name: final weights differ"; return; }
+  diff <(tail -n 10 "$dir/full.jsonl" | sed 's/"tokens_per_s.*//') <(sed 's/"tokens_per_s.*//' "$dir/resumed.jsonl") \
+    > /dev/null || { fail "$name: losses of steps 11-20 differ"; return; }
+  ok "$name: resumed run is bit-exact"
+}
+bit_exact "local ranks, layer-zero bf16 micro-batches" "$train" --ranks 4 --strategy layer-zero --zero3-size 2 \
+  --dtype bf16 --micro-batches 2
+if [ -n "$mpiexec" ]; then
+  bit_exact "mpirun -np 2, hybrid" "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$train" --strategy hybrid \
+    --zero3-size 1
+  # 2. The mpirun checkpoint of 2 ranks continues on 4 local ranks, and offline-resharded to 3.
+  final_loss() { tail -n 1 "$1" | sed 's/.*"loss": \([^,]*\),.*/\1/'; }
+  close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (b < 0 ? -b : b)) }'; }
+  if run "${common[@]}" --ranks 4 --resume "$dir/ck/step-000010" --metrics "$dir/r4.jsonl" &&
+     close "$(final_loss "$dir/r4.jsonl")" "$(final_loss "$dir/full.jsonl")"; then
+    ok "2 mpirun ranks -> 4 local ranks: final loss $(final_loss "$dir/r4.jsonl") vs $(final_loss "$dir/full.jsonl")"
+  else fail "2 mpirun ranks -> 4 local ranks"; fi
+  if "$ckpt" reshard "$dir/ck/step-000010" --ranks 3 --strategy full --out "$dir/ck3" > /dev/null &&
+     run --steps 20 --batch-size 6 --seq-len 32 --ranks 3 --resume "$dir/ck3/step-000010" > /dev/null; then
+    ok "zrt-ckpt reshard to 3 ranks resumes"
+  else fail "zrt-ckpt reshard to 3 ranks"; fi
+fi
+
+# 3. zrt-ckpt info / verify / export; the export loads in PyTorch and into zrt-train.
+rm -rf "$dir/ck"
+run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/ck" --save "$dir/final.st" || fail "training for zrt-ckpt"
+"$ckpt" info "$dir/ck" | grep -q "step         20" && ok "info names the step" || fail "info"
+"$ckpt" verify "$dir/ck" > /dev/null && ok "verify passes" || fail "verify of an intact checkpoint"
+"$ckpt" export "$dir/ck" --out "$dir/export.st" > /dev/null && cmp -s "$dir/export.st" "$dir/final.st" &&
+  ok "export equals --save of the same step" || fail "export"
+if out=$("$python" "$here/load_export_torch.py" "$dir/export.st" 2>&1); then ok "PyTorch: $out"; else fail "PyTorch load: $out"; fi
+run --steps 2 --init-from "$dir/export.st" && ok "export loads with --init-from" || fail "--init-from export"
+
+# 4. SIGTERM: finish the step, save, exit 0; the checkpoint resumes.
+rm -rf "$dir/sig"
+"$train" --steps 100000 --checkpoint-dir "$dir/sig" --log-every 100000 > "$dir/sig.txt" 2>&1 &
+pid=$!
+sleep 1.5
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" verify "$dir/sig" > /dev/null; then
+  ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt")"
+else fail "SIGTERM: rc $rc: $(cat "$dir/sig.txt")"; fi
+
+# 5. Random SIGKILLs during saves never leave a bad `latest`.
+"$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" 20 && ok "20 kill trials" || fail "kill trials"
+
+# 6. Bad input: a named error, non-zero exit, nothing changed.
+expect_error() {
+  local name=$1 pattern=$2; shift 2
+  local before after out
+  before=$(ls -lR "$dir/ck" 2>&1 | md5sum)
+  if out=$("$@" 2>&1); then fail "$name: exit code 0"; return; fi
+  grep -qiE "$pattern" <<<"$out" || { fail "$name: message does not match /$pattern/: $out"; return; }
+  after=$(ls -lR "$dir/ck" 2>&1 | md5sum)
+  [ "$before" = "$after" ] || { fail "$name: the checkpoint directory changed"; return; }
+  ok "$name: $(grep -m1 -i error <<<"$out")"
+}
+expect_error "--checkpoint-every without a directory" "checkpoint-dir" "$train" --checkpoint-every 5
+expect_error "--keep-last without a directory" "checkpoint-dir" "$train" --keep-last 2
+expect_error "--resume without a path or directory" "checkpoint-dir" "$train" --resume
+expect_error "--resume of a missing step" "step-000999.*no such checkpoint" "$train" --resume "$dir/ck/step-000999"
+expect_error "--resume into another model" "another model" "$train" --model mlp --resume "$dir/ck"
+expect_error "--resume into another width" "wte.weight was saved as \\[256, 32\\] but the model has \\[256, 64\\]" "$train" --n-embd 64 --checkpoint-dir "$dir/ck" --resume
+expect_error "--checkpoint-every negative" "checkpoint-every" "$train" --checkpoint-dir "$dir/x" --checkpoint-every -1
+expect_error "info of a non-checkpoint" "not a checkpoint" "$ckpt" info "$dir"
+expect_error "reshard to 0 ranks" "ranks" "$ckpt" reshard "$dir/ck" --ranks 0 --out "$dir/x"
+expect_error "reshard with a zero3 size not dividing" "divide" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \
+  --zero3-size 3 --out "$dir/x"
+expect_error "reshard into the checkpoint itself" "contain" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
+cp -r "$dir/ck" "$dir/bad"
+printf '\x55' | dd of="$dir/bad/step-000020/rank-00001.safetensors" bs=1 seek=2000 conv=notrunc status=none
+expect_error "verify of a flipped byte" "rank-00001.safetensors.*checksum" "$ckpt" verify "$dir/bad"
+expect_error "resume of a flipped byte" "rank-00001.safetensors.*checksum" "$train" --ranks 2 --resume "$dir/bad"
+truncate -s 100 "$dir/bad/step-000020/rank-00000.safetensors"
+expect_error "verify of a truncated file" "rank-00000.safetensors.*truncated" "$ckpt" verify "$dir/bad"
+rm "$dir/bad/step-000020/rank-00000.safetensors"
+expect_error "verify of a missing rank file" "rank-00000.safetensors.*missing" "$ckpt" verify "$dir/bad"
+
+echo "$failures failed"
+[ $failures -eq 0 ]
