@@ -123,14 +123,19 @@ void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
                 const std::vector<ShardParamInfo>& infos, ShardKind kind, Tensor& out) {
   ZRT_CHECK_ARG(fqns.size() == infos.size(), "fill_shard: ", fqns.size(), " names for ", infos.size(), " infos");
   ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "fill_shard: ", out.str(), " must be f32 cpu");
-  out.zero_();
   float* dst = out.data<float>();
+  // Parameters lie in flat order: zero only the padding between and after them.
+  std::int64_t filled = 0;
   for (std::size_t i = 0; i < fqns.size(); ++i) {
     const ShardParamInfo& info = infos[i];
     if (!info.in_shard || info.numel_in_shard == 0) continue;
+    ZRT_CHECK_ARG(info.offset_in_shard >= filled, "fill_shard: parameters out of flat order at ", fqns[i]);
+    std::fill(dst + filled, dst + info.offset_in_shard, 0.0f);
     reader.read_param_range(fqns[i], kind, info.intra_param_start, info.intra_param_end,
                             dst + info.offset_in_shard);
+    filled = info.offset_in_shard + info.numel_in_shard;
   }
+  std::fill(dst + filled, dst + out.numel(), 0.0f);
 }
 
 }  // namespace zrt::model_zoo

@@ -26,6 +26,9 @@ constexpr Suite kSuites[] = {
 #ifdef ZRT_BENCH_OPTIM
     {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
 #endif
+#ifdef ZRT_BENCH_CKPT
+    {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},
+#endif
 #ifdef ZRT_BENCH_TRAIN
     {"train", zrt::bench::bench_train, "training-step throughput and memory"},
 #endif

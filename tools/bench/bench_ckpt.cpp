@@ -1,0 +1,171 @@
+// zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]
+//
+// Saves and loads the checkpoint of a GPT of about N parameters (n_embd 512,
+// as many layers as N allows) trained one step on R local ranks, and
+// compares, in the same run and directory:
+//   save  vs writing the same bytes, one file per rank, with write + fsync;
+//   load  vs reading those plain files back with read;
+//   the pause a save adds to a training step (step + save vs step alone).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "model_zoo/checkpoint/checkpoint_reader.h"
+#include "model_zoo/data/synthetic_data.h"
+#include "model_zoo/engine/trainer.h"
+#include "runtime/comm/local_comm.h"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/suites.h"
+
+namespace zrt::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::int64_t params = std::int64_t(1) << 24;
+  int ranks = 1;
+  int reps = 5;
+  std::string dir;
+  bool json = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The baseline: `bytes` written to `path` with write + fsync.
+void plain_write(const std::string& path, const std::vector<char>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ZRT_CHECK_ARG(fd >= 0, "ckpt: cannot create ", path);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    ZRT_CHECK_ARG(n > 0, "ckpt: write to ", path, " failed");
+    done += static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void plain_read(const std::string& path, std::vector<char>& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ZRT_CHECK_ARG(fd >= 0, "ckpt: cannot open ", path);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    ZRT_CHECK_ARG(n > 0, "ckpt: read of ", path, " failed");
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int bench_ckpt(int argc, char** argv) {
+  Options o;
+  OptionParser("ckpt", "usage: zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]")
+      .value("--params", o.params)
+      .value("--ranks", o.ranks)
+      .value("--reps", o.reps)
+      .value("--dir", o.dir)
+      .flag("--json", o.json)
+      .parse(argc, argv);
+  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0 && o.reps > 0, "ckpt: --params, --ranks and --reps must be positive");
+  const fs::path dir = o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
+                                     : fs::path(o.dir);
+  fs::create_directories(dir);
+  const std::int64_t width = 512;
+  const int layers = static_cast<int>(std::max<std::int64_t>(1, o.params / (12 * width * width)));
+
+  std::vector<double> save_s, write_s, load_s, read_s, step_s, step_save_s;
+  std::int64_t numel = 0;
+  std::uint64_t bytes = 0;
+  std::mutex mu;
+  run_local_ranks(o.ranks, [&](const CommPtr& world) {
+    model_zoo::TrainerConfig c;
+    c.model.n_layer = layers;
+    c.model.n_head = 8;
+    c.model.n_embd = width;
+    c.batch_size = o.ranks;
+    c.seq_len = 16;
+    c.steps = 2 * o.reps + 2;
+    model_zoo::Trainer trainer(world, c, model_zoo::synthetic_text_dataset());
+    trainer.step();
+    const std::string root = (dir / "ckpt").string();
+    const fs::path plain = dir / ("plain-" + std::to_string(world->rank()));
+    for (int r = 0; r < o.reps; ++r) {
+      world->barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      const std::string step = trainer.save_checkpoint({.root = root, .keep_last = 1});
+      const double save = seconds_since(t0);
+      model_zoo::CheckpointReader reader(step);  // sizes of every rank's file
+      const auto& me = reader.index().ranks[world->rank()];
+      std::vector<char> blob(me.bytes, 1);
+      world->barrier();
+      t0 = std::chrono::steady_clock::now();
+      plain_write(plain.string(), blob);
+      world->barrier();
+      const double write = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      trainer.resume(step);
+      const double load = seconds_since(t0);
+      world->barrier();
+      t0 = std::chrono::steady_clock::now();
+      plain_read(plain.string(), blob);
+      world->barrier();
+      const double read = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      trainer.step();
+      const double step_alone = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      trainer.step();
+      trainer.save_checkpoint({.root = root, .keep_last = 1});
+      const double step_and_save = seconds_since(t0);
+      if (world->rank() == 0) {
+        std::lock_guard lock(mu);
+        save_s.push_back(save), write_s.push_back(write), load_s.push_back(load), read_s.push_back(read);
+        step_s.push_back(step_alone), step_save_s.push_back(step_and_save);
+        bytes = reader.index().total_bytes();
+        numel = 0;
+        for (const auto& h : reader.index().handles)
+          for (const auto& p : h.params) numel += shape_numel(p.shape);
+      }
+    }
+  });
+  std::error_code ec;
+  if (o.dir.empty()) fs::remove_all(dir, ec);
+
+  const double gb = static_cast<double>(bytes) / 1e9;
+  Table table({"what", "ms", "GB_s", "vs_plain"});
+  table.add({"save (write+fsync, index, rename)", Table::num(median(save_s) * 1e3), Table::num(gb / median(save_s)),
+             Table::num(median(write_s) / median(save_s))});
+  table.add({"plain write + fsync", Table::num(median(write_s) * 1e3), Table::num(gb / median(write_s)), "1"});
+  table.add({"load (verify + reshard + apply)", Table::num(median(load_s) * 1e3), Table::num(gb / median(load_s)),
+             Table::num(median(read_s) / median(load_s))});
+  table.add({"plain read", Table::num(median(read_s) * 1e3), Table::num(gb / median(read_s)), "1"});
+  table.add({"training step", Table::num(median(step_s) * 1e3), "", ""});
+  table.add({"training step + save", Table::num(median(step_save_s) * 1e3), "",
+             Table::num(median(step_s) / median(step_save_s))});
+  if (!o.json)
+    std::printf("zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %.1f MB per checkpoint, "
+                "median of %d, in %s\n",
+                static_cast<long long>(numel), layers, static_cast<long long>(width), o.ranks, gb * 1e3, o.reps,
+                dir.c_str());
+  table.print(o.json);
+  return 0;
+}
+
+}  // namespace zrt::bench
