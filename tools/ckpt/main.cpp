@@ -1,5 +1,5 @@
 // zrt-ckpt: look into, verify, consolidate and reshard zrt checkpoints
-// (Note [Checkpoint format]). See docs/zrt-ckpt.md.
+// (Note [Checkpoint format]). See docs/checkpoints.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
