@@ -139,25 +139,22 @@ RankRecord parse_rank_record(const Reader& r, const json& rj) {
   return rr;
 }
 
+json parse_json(const std::string& text, const std::string& source, const char* what) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    ZRT_THROW(CheckpointError, source, ": ", what, " is not valid JSON: ", e.what());
+  }
+}
+
 }  // namespace
 
 RankRecord rank_record_from_json(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    ZRT_THROW(CheckpointError, source, ": rank record is not valid JSON: ", e.what());
-  }
-  return parse_rank_record(Reader{source}, j);
+  return parse_rank_record(Reader{source}, parse_json(text, source, "rank record"));
 }
 
 CheckpointIndex index_from_json(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    ZRT_THROW(CheckpointError, source, ": index is not valid JSON: ", e.what());
-  }
+  const json j = parse_json(text, source, "index");
   const Reader r{source};
   if (!j.is_object() || !j.contains("format") || j["format"] != "zrt-checkpoint")
     ZRT_THROW(CheckpointError, source, ": not a zrt checkpoint index (format is not \"zrt-checkpoint\")");

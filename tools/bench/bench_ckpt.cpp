@@ -41,29 +41,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The baseline: `bytes` written to `path` with write + fsync.
-void plain_write(const std::string& path, const std::vector<char>& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ZRT_CHECK_ARG(fd >= 0, "ckpt: cannot create ", path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    ZRT_CHECK_ARG(n > 0, "ckpt: write to ", path, " failed");
-    done += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-}
-
-void plain_read(const std::string& path, std::vector<char>& bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// The baselines: all of `bytes` written with write + fsync, or read with read.
+void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
+  const int fd = write ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                       : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ZRT_CHECK_ARG(fd >= 0, "ckpt: cannot open ", path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    ZRT_CHECK_ARG(n > 0, "ckpt: read of ", path, " failed");
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n = write ? ::write(fd, bytes.data() + done, bytes.size() - done)
+                            : ::read(fd, bytes.data() + done, bytes.size() - done);
+    ZRT_CHECK_ARG(n > 0, "ckpt: ", write ? "write to " : "read of ", path, " failed");
     done += static_cast<std::size_t>(n);
   }
+  if (write) ::fsync(fd);
   ::close(fd);
 }
 
@@ -116,7 +105,7 @@ int bench_ckpt(int argc, char** argv) {
       std::vector<char> blob(me.bytes, 1);
       world->barrier();
       t0 = std::chrono::steady_clock::now();
-      plain_write(plain.string(), blob);
+      plain_io(plain.string(), blob, true);
       world->barrier();
       const double write = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
@@ -124,7 +113,7 @@ int bench_ckpt(int argc, char** argv) {
       const double load = seconds_since(t0);
       world->barrier();
       t0 = std::chrono::steady_clock::now();
-      plain_read(plain.string(), blob);
+      plain_io(plain.string(), blob, false);
       world->barrier();
       const double read = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
