@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/ops/adamw.h"
+#include "zrt/kernels/ops/adamw.h"
 
 namespace zrt::test {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "zrt/runtime/tensor.h"
 
 namespace zrt::test {
 

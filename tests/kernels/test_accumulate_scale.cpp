@@ -2,8 +2,8 @@
 // float64 with a bound of one rounding per f32 operation.
 #include <boost/test/unit_test.hpp>
 
-#include "kernels/ops/grad_accumulate.h"
-#include "kernels/ops/scale.h"
+#include "zrt/kernels/ops/grad_accumulate.h"
+#include "zrt/kernels/ops/scale.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;

@@ -3,7 +3,7 @@
 // copy of the param written in the same pass.
 #include <boost/test/unit_test.hpp>
 
-#include "kernels/ops/adamw.h"
+#include "zrt/kernels/ops/adamw.h"
 #include "tests/kernels/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 

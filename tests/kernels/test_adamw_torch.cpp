@@ -6,7 +6,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "kernels/ops/adamw.h"
+#include "zrt/kernels/ops/adamw.h"
 #include "tests/kernels/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 

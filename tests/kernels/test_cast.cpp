@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/ops/cast.h"
+#include "zrt/kernels/ops/cast.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;

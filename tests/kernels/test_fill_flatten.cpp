@@ -2,8 +2,8 @@
 // zeroed gaps and tail, casting on the way.
 #include <boost/test/unit_test.hpp>
 
-#include "kernels/ops/fill.h"
-#include "kernels/ops/flatten.h"
+#include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/flatten.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;

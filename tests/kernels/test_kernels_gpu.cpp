@@ -4,13 +4,13 @@
 #include <boost/test/unit_test.hpp>
 #include <bit>
 
-#include "kernels/ops/adamw.h"
-#include "kernels/ops/cast.h"
-#include "kernels/ops/fill.h"
-#include "kernels/ops/flatten.h"
-#include "kernels/ops/grad_accumulate.h"
-#include "kernels/ops/norm.h"
-#include "kernels/ops/scale.h"
+#include "zrt/kernels/ops/adamw.h"
+#include "zrt/kernels/ops/cast.h"
+#include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/flatten.h"
+#include "zrt/kernels/ops/grad_accumulate.h"
+#include "zrt/kernels/ops/norm.h"
+#include "zrt/kernels/ops/scale.h"
 #include "tests/kernels/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 

@@ -2,7 +2,7 @@
 // does not depend on the thread count.
 #include <boost/test/unit_test.hpp>
 
-#include "kernels/ops/norm.h"
+#include "zrt/kernels/ops/norm.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;

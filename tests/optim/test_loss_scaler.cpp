@@ -2,8 +2,8 @@
 // disabled scaler of bf16/f32, checkpoint state and bad options.
 #include <boost/test/unit_test.hpp>
 
-#include "optim/loss_scaler.h"
-#include "runtime/error.h"
+#include "zrt/optim/loss_scaler.h"
+#include "zrt/runtime/error.h"
 
 using namespace zrt;
 using namespace zrt::optim;

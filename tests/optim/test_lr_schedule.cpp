@@ -1,8 +1,8 @@
 // Learning-rate schedules against values worked out by hand.
 #include <boost/test/unit_test.hpp>
 
-#include "optim/lr_schedule.h"
-#include "runtime/error.h"
+#include "zrt/optim/lr_schedule.h"
+#include "zrt/runtime/error.h"
 
 using namespace zrt;
 using namespace zrt::optim;

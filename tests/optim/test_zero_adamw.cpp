@@ -10,9 +10,9 @@
 #include <functional>
 #include <random>
 
-#include "optim/zero_adamw.h"
-#include "runtime/comm/local_comm.h"
-#include "runtime/flat_param/sharding_groups.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/flat_param/sharding_groups.h"
 #include "tests/optim/zero_adamw_checks.h"
 #include "tests/support/rank_check.h"
 

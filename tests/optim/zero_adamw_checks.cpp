@@ -11,10 +11,10 @@
 #include <random>
 #include <string>
 
-#include "optim/lr_schedule.h"
-#include "optim/zero_adamw.h"
-#include "runtime/flat_param/flat_param_handle.h"
-#include "runtime/flat_param/sharding_groups.h"
+#include "zrt/optim/lr_schedule.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/flat_param/flat_param_handle.h"
+#include "zrt/runtime/flat_param/sharding_groups.h"
 #include "tests/support/rank_check.h"
 
 namespace zrt::testing {

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "runtime/comm/communicator.h"
-#include "runtime/flat_param/sharding_strategy.h"
-#include "runtime/tensor.h"
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/flat_param/sharding_strategy.h"
+#include "zrt/runtime/tensor.h"
 
 namespace zrt::testing {
 

@@ -1,7 +1,7 @@
 #include <boost/test/unit_test.hpp>
 #include <string>
 
-#include "runtime/error.h"
+#include "zrt/runtime/error.h"
 
 using namespace zrt;
 

@@ -2,7 +2,7 @@
 // access while freed throws, re-sizing only through the explicit call.
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/tensor.h"
+#include "zrt/runtime/tensor.h"
 
 using namespace zrt;
 

@@ -3,7 +3,7 @@
 #include <limits>
 #include <random>
 
-#include "runtime/tensor.h"
+#include "zrt/runtime/tensor.h"
 
 using namespace zrt;
 

@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 #include <random>
 
-#include "runtime/tensor.h"
+#include "zrt/runtime/tensor.h"
 
 using namespace zrt;
 

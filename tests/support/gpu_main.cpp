@@ -5,7 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
 
-#include "runtime/device.h"
+#include "zrt/runtime/device.h"
 
 int main(int argc, char* argv[]) {
 #ifndef ZRT_WITH_CUDA

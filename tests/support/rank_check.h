@@ -3,7 +3,7 @@
 // main thread (run_local_ranks rethrows) or the MPI main reports it.
 #pragma once
 
-#include "runtime/error.h"
+#include "zrt/runtime/error.h"
 
 namespace zrt::testing {
 

@@ -17,10 +17,10 @@
 #include <mutex>
 #include <vector>
 
-#include "model_zoo/checkpoint/checkpoint_reader.h"
-#include "model_zoo/data/synthetic_data.h"
-#include "model_zoo/engine/trainer.h"
-#include "runtime/comm/local_comm.h"
+#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/runtime/comm/local_comm.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
 

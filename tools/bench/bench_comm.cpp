@@ -17,9 +17,9 @@
 #include <string>
 #include <thread>
 
-#include "runtime/comm/host_reduce.h"
-#include "runtime/comm/local_comm.h"
-#include "runtime/comm/mpi_comm.h"
+#include "zrt/runtime/comm/host_reduce.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/mpi_comm.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
 

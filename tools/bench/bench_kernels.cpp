@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ops/adamw.h"
-#include "kernels/ops/cast.h"
-#include "kernels/ops/fill.h"
-#include "kernels/ops/flatten.h"
-#include "kernels/ops/grad_accumulate.h"
-#include "kernels/ops/norm.h"
-#include "kernels/ops/scale.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
+#include "zrt/kernels/ops/adamw.h"
+#include "zrt/kernels/ops/cast.h"
+#include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/flatten.h"
+#include "zrt/kernels/ops/grad_accumulate.h"
+#include "zrt/kernels/ops/norm.h"
+#include "zrt/kernels/ops/scale.h"
+#include "zrt/runtime/stream.h"
+#include "zrt/runtime/tensor.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
 

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ops/adamw.h"
-#include "kernels/ops/norm.h"
-#include "optim/zero_adamw.h"
-#include "runtime/comm/local_comm.h"
-#include "runtime/flat_param/sharding_groups.h"
-#include "runtime/stream.h"
+#include "zrt/kernels/ops/adamw.h"
+#include "zrt/kernels/ops/norm.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/flat_param/sharding_groups.h"
+#include "zrt/runtime/stream.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
 

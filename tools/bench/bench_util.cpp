@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "zrt/runtime/error.h"
 
 namespace zrt::bench {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
+#include "zrt/runtime/device.h"
 
 namespace zrt::bench {
 

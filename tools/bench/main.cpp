@@ -17,21 +17,10 @@ struct Suite {
 };
 
 constexpr Suite kSuites[] = {
-#ifdef ZRT_BENCH_KERNELS
     {"kernels", zrt::bench::bench_kernels, "bandwidth kernels vs a plain copy"},
-#endif
-#ifdef ZRT_BENCH_COMM
     {"comm", zrt::bench::bench_comm, "collectives: algbw/busbw vs the raw backend call"},
-#endif
-#ifdef ZRT_BENCH_OPTIM
     {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
-#endif
-#ifdef ZRT_BENCH_CKPT
     {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},
-#endif
-#ifdef ZRT_BENCH_TRAIN
-    {"train", zrt::bench::bench_train, "training-step throughput and memory"},
-#endif
 };
 
 void usage() {

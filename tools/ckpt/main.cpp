@@ -5,9 +5,9 @@
 #include <exception>
 #include <iostream>
 
-#include "model_zoo/checkpoint/checkpoint_reader.h"
-#include "model_zoo/checkpoint/offline_tools.h"
-#include "model_zoo/io/safetensors.h"
+#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+#include "zrt/model_zoo/checkpoint/offline_tools.h"
+#include "zrt/model_zoo/io/safetensors.h"
 
 namespace zrt::ckpt {
 namespace {

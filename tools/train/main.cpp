@@ -10,14 +10,14 @@
 #include <fstream>
 #include <mutex>
 
-#include "model_zoo/data/data_files.h"
-#include "model_zoo/data/synthetic_data.h"
-#include "model_zoo/engine/trainer.h"
-#include "model_zoo/io/param_loader.h"
-#include "model_zoo/io/safetensors.h"
-#include "runtime/comm/launch.h"
-#include "runtime/comm/local_comm.h"
-#include "runtime/flat_param/sharding_strategy.h"
+#include "zrt/model_zoo/data/data_files.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/io/param_loader.h"
+#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/flat_param/sharding_strategy.h"
 #include "tools/train/train_options.h"
 
 namespace zrt::train {

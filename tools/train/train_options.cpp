@@ -4,7 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
+#include "zrt/runtime/error.h"
 
 namespace zrt::train {
 

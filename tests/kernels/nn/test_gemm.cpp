@@ -6,7 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <random>
 
-#include "kernels/nn/gemm.h"
+#include "zrt/kernels/nn/gemm.h"
 
 using namespace zrt;
 

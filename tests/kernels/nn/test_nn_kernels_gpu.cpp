@@ -6,14 +6,14 @@
 #include <functional>
 #include <random>
 
-#include "kernels/nn/activation.h"
-#include "kernels/nn/attention.h"
-#include "kernels/nn/cross_entropy.h"
-#include "kernels/nn/embedding.h"
-#include "kernels/nn/gemm.h"
-#include "kernels/nn/layernorm.h"
-#include "kernels/nn/nn_checks.h"
-#include "kernels/nn/residual_add.h"
+#include "zrt/kernels/nn/activation.h"
+#include "zrt/kernels/nn/attention.h"
+#include "zrt/kernels/nn/cross_entropy.h"
+#include "zrt/kernels/nn/embedding.h"
+#include "zrt/kernels/nn/gemm.h"
+#include "zrt/kernels/nn/layernorm.h"
+#include "zrt/kernels/nn/nn_checks.h"
+#include "zrt/kernels/nn/residual_add.h"
 
 using namespace zrt;
 using namespace zrt::kernels;

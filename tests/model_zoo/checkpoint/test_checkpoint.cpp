@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model_zoo/checkpoint/checkpoint_writer.h"
-#include "model_zoo/checkpoint/durable_files.h"
-#include "runtime/comm/local_comm.h"
+#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/support/rank_check.h"
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <random>
 
-#include "model_zoo/checkpoint/checkpoint_reader.h"
-#include "model_zoo/checkpoint/checkpoint_writer.h"
-#include "model_zoo/checkpoint/durable_files.h"
-#include "runtime/flat_param/flat_param_layout.h"
+#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/runtime/flat_param/flat_param_layout.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model_zoo/data/synthetic_data.h"
-#include "model_zoo/engine/trainer.h"
-#include "runtime/comm/local_comm.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/runtime/comm/local_comm.h"
 #include "tests/support/rank_check.h"
 
 namespace zrt::testing {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "model_zoo/engine/trainer.h"
-#include "runtime/comm/communicator.h"
-#include "runtime/flat_param/sharding_strategy.h"
+#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/flat_param/sharding_strategy.h"
 
 namespace zrt::testing {
 

@@ -4,7 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 
-#include "runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 
 using namespace zrt;

@@ -2,8 +2,8 @@
 // size and micro-batch count match the same model trained by one rank.
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/comm/launch.h"
-#include "runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 
 using namespace zrt;

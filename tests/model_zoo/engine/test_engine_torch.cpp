@@ -7,12 +7,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model_zoo/data/data_files.h"
-#include "model_zoo/data/synthetic_data.h"
-#include "model_zoo/engine/trainer.h"
-#include "model_zoo/io/param_loader.h"
-#include "model_zoo/io/safetensors.h"
-#include "runtime/comm/local_comm.h"
+#include "zrt/model_zoo/data/data_files.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/io/param_loader.h"
+#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/models/temp_dir.h"
 
 using namespace zrt;

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "model_zoo/layers/layer.h"
+#include "zrt/model_zoo/layers/layer.h"
 
 namespace zrt::model_zoo::test {
 

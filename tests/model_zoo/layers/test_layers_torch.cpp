@@ -15,12 +15,12 @@
 #include <fstream>
 #include <map>
 
-#include "model_zoo/layers/activation_layer.h"
-#include "model_zoo/layers/causal_self_attention.h"
-#include "model_zoo/layers/cross_entropy.h"
-#include "model_zoo/layers/embedding.h"
-#include "model_zoo/layers/layer_norm.h"
-#include "model_zoo/layers/linear.h"
+#include "zrt/model_zoo/layers/activation_layer.h"
+#include "zrt/model_zoo/layers/causal_self_attention.h"
+#include "zrt/model_zoo/layers/cross_entropy.h"
+#include "zrt/model_zoo/layers/embedding.h"
+#include "zrt/model_zoo/layers/layer_norm.h"
+#include "zrt/model_zoo/layers/linear.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 
 using namespace zrt;

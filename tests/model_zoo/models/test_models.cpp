@@ -5,10 +5,10 @@
 #include <cmath>
 #include <random>
 
-#include "model_zoo/models/gpt.h"
-#include "model_zoo/models/mlp.h"
-#include "model_zoo/models/param_init.h"
-#include "model_zoo/models/plain_params.h"
+#include "zrt/model_zoo/models/gpt.h"
+#include "zrt/model_zoo/models/mlp.h"
+#include "zrt/model_zoo/models/param_init.h"
+#include "zrt/model_zoo/models/plain_params.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 
 using namespace zrt;

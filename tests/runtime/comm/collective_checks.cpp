@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/zero_groups.h"
-#include "runtime/error.h"
+#include "zrt/runtime/comm/zero_groups.h"
+#include "zrt/runtime/error.h"
 
 namespace zrt::test {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "runtime/comm/communicator.h"
+#include "zrt/runtime/comm/communicator.h"
 
 namespace zrt::test {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "runtime/comm/launch.h"
+#include "zrt/runtime/comm/launch.h"
 
 int main() {
   zrt::World w = zrt::init_world();

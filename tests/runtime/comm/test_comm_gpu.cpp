@@ -3,9 +3,9 @@
 // through host memory).
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/comm/local_comm.h"
-#include "runtime/comm/mpi_comm.h"
-#include "runtime/comm/nccl_comm.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/mpi_comm.h"
+#include "zrt/runtime/comm/nccl_comm.h"
 #include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/comm/launch.h"
+#include "zrt/runtime/comm/launch.h"
 #include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;

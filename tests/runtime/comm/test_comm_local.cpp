@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
-#include "runtime/comm/local_comm.h"
-#include "runtime/comm/zero_groups.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/zero_groups.h"
 #include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <random>
 
-#include "runtime/comm/launch.h"
-#include "runtime/comm/mpi_comm.h"
-#include "runtime/comm/zero_groups.h"
+#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/mpi_comm.h"
+#include "zrt/runtime/comm/zero_groups.h"
 #include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/comm/launch.h"
-#include "runtime/comm/tcp_rendezvous.h"
+#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/tcp_rendezvous.h"
 
 using namespace zrt;
 using namespace std::chrono_literals;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/memory/allocator.h"
+#include "zrt/runtime/memory/allocator.h"
 
 namespace zrt::testing {
 

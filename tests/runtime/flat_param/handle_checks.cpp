@@ -3,8 +3,8 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/flat_param/flat_param_handle.h"
-#include "runtime/flat_param/sharding_groups.h"
+#include "zrt/runtime/flat_param/flat_param_handle.h"
+#include "zrt/runtime/flat_param/sharding_groups.h"
 #include "tests/runtime/flat_param/counting_allocator.h"
 #include "tests/support/rank_check.h"
 

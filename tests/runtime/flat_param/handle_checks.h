@@ -2,8 +2,8 @@
 // the local backend (unit) and under mpirun (mpi).
 #pragma once
 
-#include "runtime/comm/communicator.h"
-#include "runtime/flat_param/sharding_strategy.h"
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/flat_param/sharding_strategy.h"
 
 namespace zrt::testing {
 

@@ -5,9 +5,9 @@
 #include <functional>
 #include <string>
 
-#include "runtime/comm/local_comm.h"
-#include "runtime/flat_param/flat_param_handle.h"
-#include "runtime/flat_param/sharding_groups.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/flat_param/flat_param_handle.h"
+#include "zrt/runtime/flat_param/sharding_groups.h"
 #include "tests/runtime/flat_param/handle_checks.h"
 
 using namespace zrt;

@@ -2,7 +2,7 @@
 // each rank a process.
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/comm/launch.h"
+#include "zrt/runtime/comm/launch.h"
 #include "tests/runtime/flat_param/handle_checks.h"
 
 using namespace zrt;

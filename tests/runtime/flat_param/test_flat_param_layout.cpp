@@ -3,7 +3,7 @@
 #include <boost/test/unit_test.hpp>
 #include <random>
 
-#include "runtime/flat_param/flat_param_layout.h"
+#include "zrt/runtime/flat_param/flat_param_layout.h"
 
 using namespace zrt;
 

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/memory/caching_allocator.h"
-#include "runtime/memory/raw_memory_source.h"
-#include "runtime/memory/stream_events.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+#include "zrt/runtime/memory/raw_memory_source.h"
+#include "zrt/runtime/memory/stream_events.h"
 
 namespace zrt::test {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/memory/block_sizes.h"
-#include "runtime/memory/caching_allocator.h"
+#include "zrt/runtime/error.h"
+#include "zrt/runtime/memory/block_sizes.h"
+#include "zrt/runtime/memory/caching_allocator.h"
 #include "tests/runtime/memory/fake_memory_sources.h"
 
 using namespace zrt;

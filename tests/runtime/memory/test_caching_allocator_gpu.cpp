@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda_check.h"
-#include "runtime/memory/caching_allocator.h"
-#include "runtime/tensor.h"
+#include "zrt/runtime/cuda_check.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+#include "zrt/runtime/tensor.h"
 
 using namespace zrt;
 

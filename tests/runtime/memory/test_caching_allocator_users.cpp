@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/memory/caching_allocator.h"
-#include "runtime/tensor.h"
+#include "zrt/runtime/device.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+#include "zrt/runtime/tensor.h"
 #include "tests/runtime/memory/fake_memory_sources.h"
 
 using namespace zrt;

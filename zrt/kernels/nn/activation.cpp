@@ -1,0 +1,59 @@
+#include "zrt/kernels/nn/activation.h"
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/nn/cuda_launch.h"
+#include "zrt/kernels/nn/nn_checks.h"
+
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/nn/activation.cuh"
+#endif
+
+namespace zrt::kernels {
+
+void activation_forward(Activation act, const Tensor& x, const Tensor& y, Stream stream) {
+  constexpr const char* op = "activation_forward";
+  check_nn_floats(op, {x, y});
+  check_numel(op, y, x.numel());
+  if (x.numel() == 0) return;
+  check_operands(op, {x, y}, stream);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      activation_forward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), y.data_ptr(),
+                              x.device().index,
+                              static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(x.numel(), 64, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) py[i] = store<T>(activation_forward(act, load<A>(px[i])));
+    });
+  });
+}
+
+void activation_backward(Activation act, const Tensor& x, const Tensor& dy, const Tensor& dx,
+                         Stream stream) {
+  constexpr const char* op = "activation_backward";
+  check_nn_floats(op, {x, dy, dx});
+  check_numel(op, dy, x.numel());
+  check_numel(op, dx, x.numel());
+  if (x.numel() == 0) return;
+  check_operands(op, {x, dy, dx}, stream);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      activation_backward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), dy.data_ptr(),
+                               dx.data_ptr(), x.device().index,
+                               static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T* px = x.data<T>();
+    const T* pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+    parallel_for(x.numel(), 64, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i)
+        pdx[i] = store<T>(activation_backward(act, load<A>(px[i]), load<A>(pdy[i])));
+    });
+  });
+}
+
+}  // namespace zrt::kernels

@@ -1,0 +1,133 @@
+#include "zrt/kernels/nn/cross_entropy.h"
+
+#include <algorithm>
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/nn/cross_entropy_math.h"
+#include "zrt/kernels/nn/cuda_launch.h"
+#include "zrt/kernels/nn/nn_checks.h"
+
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/nn/cross_entropy.cuh"
+#endif
+
+namespace zrt::kernels {
+namespace {
+
+struct CrossEntropyDims {
+  std::int64_t rows, vocab;
+};
+
+CrossEntropyDims cross_entropy_dims(const char* op, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& lse, double normaliser) {
+  check_nn_floats(op, {logits});
+  check_ids(op, targets);
+  ZRT_CHECK_ARG(logits.dim() >= 1 && logits.size(-1) > 0, op, ": ", logits.str(),
+                " must be [..., V] with V > 0");
+  CrossEntropyDims d{matrix_rows(logits), logits.size(-1)};
+  check_numel(op, targets, d.rows);
+  check_dtype(op, lse, acc_dtype(logits.dtype()));
+  check_numel(op, lse, d.rows);
+  ZRT_CHECK_ARG(normaliser > 0, op, ": normaliser must be positive, got ", normaliser);
+  return d;
+}
+
+// Calls f(typed targets pointer) for i32 or i64 targets.
+template <class F>
+void with_targets(const Tensor& targets, F&& f) {
+  if (targets.dtype() == DType::i64) f(targets.data<std::int64_t>());
+  else f(targets.data<std::int32_t>());
+}
+
+}  // namespace
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normaliser,
+                           const Tensor& losses, const Tensor& lse, const Tensor& loss,
+                           Stream stream) {
+  constexpr const char* op = "cross_entropy_forward";
+  const CrossEntropyDims d = cross_entropy_dims(op, logits, targets, lse, normaliser);
+  check_dtype(op, losses, lse.dtype());
+  check_numel(op, losses, d.rows);
+  check_dtype(op, loss, lse.dtype());
+  check_numel(op, loss, 1);
+  host_ids(op, targets, d.vocab, /*allow_negative=*/true);
+  if (d.rows > 0) check_operands(op, {logits, targets, losses, lse, loss}, stream);
+  else check_operands(op, {loss}, stream);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(),
+      cross_entropy_forward_cuda(logits.dtype(), d.rows, d.vocab,
+                                 d.rows ? logits.data_ptr() : nullptr,
+                                 d.rows ? targets.data_ptr() : nullptr,
+                                 targets.dtype() == DType::i64, normaliser,
+                                 d.rows ? losses.data_ptr() : nullptr,
+                                 d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
+                                 loss.device().index, static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(logits.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    A* ploss = loss.data<A>();
+    if (d.rows == 0) {
+      *ploss = A(0);
+      return;
+    }
+    const T* x = logits.data<T>();
+    A* plosses = losses.data<A>();
+    A* plse = lse.data<A>();
+    with_targets(targets, [&](const auto* t) {
+      parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
+          const T* xr = x + r * d.vocab;
+          A m = load<A>(xr[0]);
+          for (std::int64_t i = 1; i < d.vocab; ++i) m = std::max(m, load<A>(xr[i]));
+          A s = 0;
+          for (std::int64_t i = 0; i < d.vocab; ++i) s += exp_(load<A>(xr[i]) - m);
+          const A row_lse = m + log_(s);
+          const std::int64_t target = static_cast<std::int64_t>(t[r]);
+          plse[r] = row_lse;
+          plosses[r] = target < 0 ? A(0) : row_lse - load<A>(xr[target]);
+        }
+      });
+    });
+    A sum = 0;
+    for (std::int64_t r = 0; r < d.rows; ++r) sum += plosses[r];
+    *ploss = sum / A(normaliser);
+  });
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            double dloss, double normaliser, const Tensor& dlogits,
+                            Stream stream) {
+  constexpr const char* op = "cross_entropy_backward";
+  const CrossEntropyDims d = cross_entropy_dims(op, logits, targets, lse, normaliser);
+  check_nn_floats(op, {logits, dlogits});
+  ZRT_CHECK_ARG(dlogits.shape() == logits.shape(), op, ": ", dlogits.str(), " must match ",
+                logits.str());
+  if (d.rows == 0) return;
+  host_ids(op, targets, d.vocab, /*allow_negative=*/true);
+  check_operands(op, {logits, targets, lse, dlogits}, stream);
+  const double scale = dloss / normaliser;
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(),
+      cross_entropy_backward_cuda(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
+                                  targets.data_ptr(), targets.dtype() == DType::i64, lse.data_ptr(),
+                                  scale, dlogits.data_ptr(), logits.device().index,
+                                  static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(logits.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T* x = logits.data<T>();
+    const A* plse = lse.data<A>();
+    T* dx = dlogits.data<T>();
+    with_targets(targets, [&](const auto* t) {
+      parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t idx = lo; idx < hi; ++idx) {
+          const std::int64_t r = idx / d.vocab, i = idx % d.vocab;
+          const std::int64_t target = static_cast<std::int64_t>(t[r]);
+          dx[idx] = target < 0 ? store<T>(A(0))
+                               : store<T>(cross_entropy_dlogit(load<A>(x[idx]), plse[r],
+                                                               i == target, A(scale)));
+        }
+      });
+    });
+  });
+}
+
+}  // namespace zrt::kernels

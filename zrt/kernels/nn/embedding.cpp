@@ -1,0 +1,143 @@
+#include "zrt/kernels/nn/embedding.h"
+
+#include <algorithm>
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/nn/embedding_math.h"
+#include "zrt/kernels/nn/cuda_launch.h"
+#include "zrt/kernels/nn/nn_checks.h"
+
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/nn/embedding.cuh"
+#include "zrt/runtime/cuda_check.h"
+#endif
+
+namespace zrt::kernels {
+namespace {
+
+struct EmbeddingDims {
+  std::int64_t n, batch, seq, vocab, channels, positions;
+};
+
+// Checks ids, the table, the optional position table and the activation.
+EmbeddingDims embedding_dims(const char* op, const Tensor& ids, const Tensor& wte,
+                             const Tensor* wpe, const Tensor& act) {
+  check_ids(op, ids);
+  ZRT_CHECK_ARG(ids.dim() >= 1, op, ": ", ids.str(), " must be [..., T]");
+  ZRT_CHECK_ARG(wte.dim() == 2, op, ": ", wte.str(), " must be [V, C]");
+  EmbeddingDims d{ids.numel(), 0, ids.size(-1), wte.size(0), wte.size(1), 0};
+  d.batch = d.seq ? d.n / d.seq : 0;
+  Shape act_shape = ids.shape();
+  act_shape.push_back(d.channels);
+  ZRT_CHECK_ARG(act.shape() == act_shape, op, ": ", act.str(), " must be ", shape_str(act_shape));
+  if (wpe) {
+    check_nn_floats(op, {wte, *wpe, act});
+    ZRT_CHECK_ARG(wpe->dim() == 2 && wpe->size(1) == d.channels && wpe->size(0) >= d.seq, op,
+                  ": ", wpe->str(), " must be [P, ", d.channels, "] with P >= ", d.seq);
+    d.positions = wpe->size(0);
+  } else {
+    check_nn_floats(op, {wte, act});
+  }
+  return d;
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, const Tensor& out,
+                       Stream stream) {
+  constexpr const char* op = "embedding_forward";
+  const EmbeddingDims d = embedding_dims(op, ids, wte, wpe, out);
+  if (d.n * d.channels == 0) return;
+  host_ids(op, ids, d.vocab, /*allow_negative=*/false);
+  if (wpe) check_operands(op, {ids, wte, *wpe, out}, stream);
+  else check_operands(op, {ids, wte, out}, stream);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(),
+      embedding_forward_cuda(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(),
+                             ids.dtype() == DType::i64, wte.data_ptr(),
+                             wpe ? wpe->data_ptr() : nullptr, out.data_ptr(), out.device().index,
+                             static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(wte.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    dispatch_dtype(ids.dtype(), op, [&](auto id_tag) {
+      using I = typename decltype(id_tag)::type;
+      if constexpr (std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>) {
+        const I* pids = ids.data<I>();
+        const T* pwte = wte.data<T>();
+        const T* pwpe = wpe ? wpe->data<T>() : nullptr;
+        T* pout = out.data<T>();
+        parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t idx = lo; idx < hi; ++idx)
+            embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
+        });
+      }
+    });
+  });
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwte,
+                        const Tensor* dwpe, bool accumulate, Stream stream) {
+  constexpr const char* op = "embedding_backward";
+  const EmbeddingDims d = embedding_dims(op, ids, dwte, dwpe, dout);
+  if (d.n > 0) check_operands(op, {ids, dout}, stream);
+  for (const Tensor* grad : {&dwte, dwpe}) {
+    if (!grad || grad->numel() == 0) continue;
+    check_operands(op, {*grad}, stream);
+    ZRT_CHECK_ARG(grad->device() == dout.device(), op, ": ", grad->str(), " is not on ",
+                  dout.device(), " like ", dout.str());
+  }
+  // The grouping of positions by token (Note [Deterministic embedding gradient]).
+  const std::vector<std::int64_t> tokens = host_ids(op, ids, d.vocab, /*allow_negative=*/false);
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(d.vocab) + 1, 0), rows(tokens.size());
+  for (std::int64_t t : tokens) ++offsets[static_cast<std::size_t>(t) + 1];
+  for (std::size_t v = 0; v < static_cast<std::size_t>(d.vocab); ++v) offsets[v + 1] += offsets[v];
+  {
+    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] =
+          static_cast<std::int64_t>(i);
+  }
+  if (dout.device().is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    auto upload = [&](const std::vector<std::int64_t>& v) {
+      Tensor host = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
+      if (!v.empty()) std::copy(v.begin(), v.end(), host.data<std::int64_t>());
+      Tensor dev = Tensor::empty(host.shape(), DType::i64, dout.device(),
+                                 dout.storage().allocator(), stream);
+      dev.copy_(host, stream);
+      return dev;
+    };
+    Tensor dev_offsets = upload(offsets), dev_rows = upload(rows);
+    embedding_backward_cuda(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
+                            dev_offsets.data<std::int64_t>(),
+                            rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
+                            d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(),
+                            dwpe ? dwpe->data_ptr() : nullptr, accumulate, dout.device().index,
+                            static_cast<cudaStream_t>(stream.native()));
+    // The uploads are stream-ordered; keep them alive until the kernels ran.
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.native())));
+    return;
+#else
+    throw_no_cuda(op);
+#endif
+  }
+  dispatch_floating(dwte.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T* pdout = d.n ? dout.data<T>() : nullptr;
+    T* pdwte = dwte.numel() > 0 ? dwte.data<T>() : nullptr;
+    parallel_for(d.vocab * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t idx = lo; idx < hi; ++idx)
+        token_grad_element<T, A>(idx, d.channels, offsets.data(), rows.data(), pdout, pdwte,
+                                 accumulate);
+    });
+    if (!dwpe || d.positions * d.channels == 0) return;
+    T* pdwpe = dwpe->data<T>();
+    parallel_for(d.positions * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t idx = lo; idx < hi; ++idx)
+        position_grad_element<T, A>(idx, d.channels, d.batch, d.seq, pdout, pdwpe, accumulate);
+    });
+  });
+}
+
+}  // namespace zrt::kernels

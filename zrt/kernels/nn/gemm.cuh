@@ -1,0 +1,18 @@
+// cuBLAS launcher for kernels/nn/gemm.h (raw pointers, row-major operands).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "zrt/runtime/dtype.h"
+
+namespace zrt::kernels {
+
+// c[m, n] = alpha * op(a) · op(b) + beta * c, row-major, fp32 accumulation
+// for f32/bf16/f16 and fp64 for f64.
+void gemm_cuda(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+               std::int64_t k, double alpha, const void* a, const void* b, double beta, void* c,
+               int device, cudaStream_t stream);
+
+}  // namespace zrt::kernels

@@ -1,0 +1,151 @@
+#include "zrt/kernels/nn/layernorm.h"
+
+#include "zrt/kernels/ops/fill.h"
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/nn/layernorm_math.h"
+#include "zrt/kernels/nn/cuda_launch.h"
+#include "zrt/kernels/nn/nn_checks.h"
+
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/nn/layernorm.cuh"
+#endif
+
+namespace zrt::kernels {
+namespace {
+
+template <class T, class A>
+void layernorm_forward_cpu(std::int64_t rows, std::int64_t c, const T* x, const T* w, const T* b,
+                           T* y, A* mean, A* rstd, A eps) {
+  parallel_for(rows * c, c, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t r = lo / c; r < hi / c; ++r) {
+      const T* xr = x + r * c;
+      A sum = 0;
+      for (std::int64_t i = 0; i < c; ++i) sum += load<A>(xr[i]);
+      const A mu = sum / A(c);
+      A sq = 0;
+      for (std::int64_t i = 0; i < c; ++i) {
+        const A d = load<A>(xr[i]) - mu;
+        sq += d * d;
+      }
+      const A rs = layernorm_rstd(sq, c, eps);
+      for (std::int64_t i = 0; i < c; ++i)
+        y[r * c + i] = store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  });
+}
+
+template <class T, class A>
+void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, const T* x,
+                            const T* w, const A* mean, const A* rstd, T* dx, T* dw, T* db,
+                            bool accumulate) {
+  // Parameter gradients first (dx may overwrite dy): features split over
+  // threads, rows summed in order, so the result does not depend on threads.
+  parallel_for(c * rows, rows, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo / rows; i < hi / rows; ++i) {
+      A gw = 0, gb = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const A d = load<A>(dy[r * c + i]);
+        gw += d * (load<A>(x[r * c + i]) - mean[r]) * rstd[r];
+        gb += d;
+      }
+      dw[i] = store<T>((accumulate ? load<A>(dw[i]) : A(0)) + gw);
+      db[i] = store<T>((accumulate ? load<A>(db[i]) : A(0)) + gb);
+    }
+  });
+  parallel_for(rows * c, c, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t r = lo / c; r < hi / c; ++r) {
+      const T* xr = x + r * c;
+      const T* dyr = dy + r * c;
+      const A mu = mean[r], rs = rstd[r];
+      A sum_g = 0, sum_gx = 0;
+      for (std::int64_t i = 0; i < c; ++i) {
+        const A g = load<A>(dyr[i]) * load<A>(w[i]);
+        sum_g += g;
+        sum_gx += g * (load<A>(xr[i]) - mu) * rs;
+      }
+      const A mean_g = sum_g / A(c), mean_gx = sum_gx / A(c);
+      for (std::int64_t i = 0; i < c; ++i) {
+        const A g = load<A>(dyr[i]) * load<A>(w[i]);
+        dx[r * c + i] = store<T>(layernorm_dx(g, (load<A>(xr[i]) - mu) * rs, mean_g, mean_gx, rs));
+      }
+    }
+  });
+}
+
+// Checks shapes shared by forward and backward; returns {rows, C}.
+std::pair<std::int64_t, std::int64_t> layernorm_dims(const char* op, const Tensor& x,
+                                                     const Tensor& weight, const Tensor& mean,
+                                                     const Tensor& rstd) {
+  ZRT_CHECK_ARG(x.dim() >= 1, op, ": ", x.str(), " must have a feature dim");
+  const std::int64_t c = x.size(-1), rows = matrix_rows(x);
+  ZRT_CHECK_ARG(c > 0, op, ": ", x.str(), " has no features to normalise");
+  check_numel(op, weight, c);
+  check_numel(op, mean, rows);
+  check_numel(op, rstd, rows);
+  const DType acc = acc_dtype(x.dtype());
+  check_dtype(op, mean, acc);
+  check_dtype(op, rstd, acc);
+  return {rows, c};
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd, double eps, Stream stream) {
+  constexpr const char* op = "layernorm_forward";
+  check_nn_floats(op, {x, weight, bias, y});
+  auto [rows, c] = layernorm_dims(op, x, weight, mean, rstd);
+  check_numel(op, bias, c);
+  check_numel(op, y, x.numel());
+  ZRT_CHECK_ARG(eps > 0, op, ": eps must be positive, got ", eps);
+  if (rows == 0) return;
+  check_operands(op, {x, weight, bias, y, mean, rstd}, stream);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      layernorm_forward_cuda(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(), bias.data_ptr(),
+                             y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), eps, x.device().index,
+                             static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    layernorm_forward_cpu<T, A>(rows, c, x.data<T>(), weight.data<T>(), bias.data<T>(),
+                                y.data<T>(), mean.data<A>(), rstd.data<A>(), A(eps));
+  });
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                        const Tensor& dweight, const Tensor& dbias, bool accumulate_param_grads,
+                        Stream stream) {
+  constexpr const char* op = "layernorm_backward";
+  check_nn_floats(op, {x, dy, weight, dx, dweight, dbias});
+  auto [rows, c] = layernorm_dims(op, x, weight, mean, rstd);
+  check_numel(op, dy, x.numel());
+  check_numel(op, dx, x.numel());
+  check_numel(op, dweight, c);
+  check_numel(op, dbias, c);
+  if (rows == 0) {
+    if (!accumulate_param_grads) {
+      zero(dweight, stream);
+      zero(dbias, stream);
+    }
+    return;
+  }
+  check_operands(op, {dy, x, weight, mean, rstd, dx, dweight, dbias}, stream);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+      layernorm_backward_cuda(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(), weight.data_ptr(),
+                              mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dweight.data_ptr(),
+                              dbias.data_ptr(), accumulate_param_grads, x.device().index,
+                              static_cast<cudaStream_t>(stream.native())));
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    layernorm_backward_cpu<T, A>(rows, c, dy.data<T>(), x.data<T>(), weight.data<T>(),
+                                 mean.data<A>(), rstd.data<A>(), dx.data<T>(), dweight.data<T>(),
+                                 dbias.data<T>(), accumulate_param_grads);
+  });
+}
+
+}  // namespace zrt::kernels

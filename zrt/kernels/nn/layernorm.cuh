@@ -1,0 +1,22 @@
+// CUDA launchers for kernels/nn/layernorm.h (raw pointers; mean/rstd are
+// float, or double when dtype is f64).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "zrt/runtime/dtype.h"
+
+namespace zrt::kernels {
+
+void layernorm_forward_cuda(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
+                            const void* weight, const void* bias, void* y, void* mean, void* rstd,
+                            double eps, int device, cudaStream_t stream);
+
+void layernorm_backward_cuda(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
+                             const void* x, const void* weight, const void* mean,
+                             const void* rstd, void* dx, void* dweight, void* dbias,
+                             bool accumulate_param_grads, int device, cudaStream_t stream);
+
+}  // namespace zrt::kernels

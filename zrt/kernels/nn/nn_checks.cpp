@@ -1,0 +1,50 @@
+#include "zrt/kernels/nn/nn_checks.h"
+
+namespace zrt::kernels {
+
+void check_nn_floats(const char* op, TensorRefs tensors) {
+  const Tensor& first = tensors.begin()->get();
+  ZRT_CHECK_ARG(is_floating(first.dtype()), op, ": ", first.str(),
+                " must be f32, bf16, f16 or f64");
+  for (const Tensor& t : tensors) {
+    ZRT_CHECK_ARG(t.dtype() == first.dtype(), op, ": ", t.str(), " must have dtype ",
+                  dtype_name(first.dtype()), " like ", first.str());
+  }
+}
+
+void check_numel(const char* op, const Tensor& t, std::int64_t numel) {
+  ZRT_CHECK_ARG(t.numel() == numel, op, ": ", t.str(), " must have ", numel, " elements");
+}
+
+void check_ids(const char* op, const Tensor& t) {
+  ZRT_CHECK_ARG(t.dtype() == DType::i32 || t.dtype() == DType::i64, op, ": ", t.str(),
+                " must hold i32 or i64 ids");
+}
+
+std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64_t limit,
+                                   bool allow_negative) {
+  check_ids(op, ids);
+  std::vector<std::int64_t> out(static_cast<std::size_t>(ids.numel()));
+  if (ids.numel() == 0) return out;
+  Tensor host = ids.device().is_cpu() ? ids : ids.to(Device::cpu());
+  dispatch_dtype(ids.dtype(), op, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    const I* p = static_cast<const I*>(host.data_ptr());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);
+  });
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    ZRT_CHECK_ARG(out[i] < limit && (allow_negative || out[i] >= 0), op, ": id ", out[i],
+                  " at position ", i, " of ", ids.str(), " is outside [0, ", limit, ")");
+  }
+  return out;
+}
+
+DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+std::int64_t matrix_rows(const Tensor& t) {
+  std::int64_t rows = 1;
+  for (int d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);  // right even when the last dim is 0
+  return rows;
+}
+
+}  // namespace zrt::kernels

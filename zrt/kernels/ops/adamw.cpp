@@ -1,0 +1,139 @@
+#include "zrt/kernels/ops/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/ops/adamw_math.h"
+#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/ops/op_checks.h"
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/ops/adamw.cuh"
+#include "zrt/runtime/cuda_check.h"
+#endif
+
+namespace zrt::kernels {
+namespace {
+
+constexpr const char* kOp = "fused_adamw";
+
+void check_hyperparams(const AdamWHyperparams& hp, std::int64_t step, double grad_scale) {
+  ZRT_CHECK_ARG(step >= 1, kOp, ": step must be >= 1 (got ", step, ")");
+  ZRT_CHECK_ARG(std::isfinite(hp.lr) && hp.lr >= 0, kOp, ": invalid lr ", hp.lr);
+  ZRT_CHECK_ARG(hp.beta1 >= 0 && hp.beta1 < 1, kOp, ": invalid beta1 ", hp.beta1);
+  ZRT_CHECK_ARG(hp.beta2 >= 0 && hp.beta2 < 1, kOp, ": invalid beta2 ", hp.beta2);
+  ZRT_CHECK_ARG(std::isfinite(hp.eps) && hp.eps >= 0, kOp, ": invalid eps ", hp.eps);
+  ZRT_CHECK_ARG(std::isfinite(hp.weight_decay) && hp.weight_decay >= 0, kOp,
+                ": invalid weight_decay ", hp.weight_decay);
+  ZRT_CHECK_ARG(std::isfinite(grad_scale), kOp, ": grad_scale must be finite (got ", grad_scale, ")");
+}
+
+// See Note [AdamW order of operations]: scalars in double, rounded once.
+AdamWCoefficients coefficients(const AdamWHyperparams& hp, std::int64_t step, double grad_scale) {
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1.0 - std::pow(hp.beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(hp.beta2, t);
+  AdamWCoefficients c;
+  c.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
+  c.beta1 = static_cast<float>(hp.beta1);
+  c.one_minus_beta1 = static_cast<float>(1.0 - hp.beta1);
+  c.beta2 = static_cast<float>(hp.beta2);
+  c.one_minus_beta2 = static_cast<float>(1.0 - hp.beta2);
+  c.neg_step_size = static_cast<float>(-(hp.lr / bias_correction1));
+  c.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  c.eps = static_cast<float>(hp.eps);
+  c.grad_scale = static_cast<float>(grad_scale);
+  return c;
+}
+
+// Tiles [0, n) with pieces alternating between decayed and not.
+std::vector<AdamWPiece> make_pieces(std::int64_t n, std::span<const ElementRange> decay_ranges) {
+  std::vector<AdamWPiece> pieces;
+  std::int64_t pos = 0;
+  for (std::size_t k = 0; k < decay_ranges.size(); ++k) {
+    const ElementRange r = decay_ranges[k];
+    ZRT_CHECK_ARG(r.begin >= pos && r.begin <= r.end && r.end <= n, kOp, ": decay range ", k, " [",
+                  r.begin, ", ", r.end, ") is not sorted, disjoint and inside the shard of ", n,
+                  " elements");
+    if (r.begin > pos) pieces.push_back({pos, r.begin, false});
+    if (r.end > r.begin) pieces.push_back({r.begin, r.end, true});
+    pos = r.end;
+  }
+  if (n > pos) pieces.push_back({pos, n, false});
+  return pieces;
+}
+
+template <class G, class L>
+void adamw_range_cpu(float* __restrict p, float* __restrict m, float* __restrict v,
+                     const G* __restrict g, L* __restrict out, std::int64_t b, std::int64_t e,
+                     float decay, const AdamWCoefficients c) {
+  for (std::int64_t i = b; i < e; ++i) adamw_element_at(p, m, v, g, out, i, decay, c);
+}
+
+// CPU twin: one pass over the shard split across threads; each thread walks
+// the pieces its chunk overlaps.
+template <class G, class L>
+void adamw_cpu(float* p, float* m, float* v, const G* g, L* out, std::int64_t n,
+               const std::vector<AdamWPiece>& pieces, const AdamWCoefficients& c) {
+  parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), b,
+                               [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
+    for (; it != pieces.end() && it->begin < e; ++it) {
+      adamw_range_cpu(p, m, v, g, out, std::max(b, it->begin), std::min(e, it->end),
+                      it->decayed ? c.decay : 1.0f, c);
+    }
+  });
+}
+
+}  // namespace
+
+void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& grad, std::int64_t step, const AdamWHyperparams& hp,
+                 std::span<const ElementRange> decay_ranges, const AdamWStepOptions& options,
+                 Stream stream) {
+  const Device device = check_operands(kOp, {param, exp_avg, exp_avg_sq, grad}, stream);
+  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) {
+    check_dtype(kOp, *t, DType::f32);
+    check_same_numel(kOp, *t, grad);
+  }
+  check_kernel_float(kOp, grad);
+  const Tensor* out = options.param_out ? &*options.param_out : nullptr;
+  if (out) {
+    check_operands(kOp, {param, *out}, stream);
+    check_same_numel(kOp, param, *out);
+    ZRT_CHECK_ARG(out->dtype() == DType::bf16 || out->dtype() == DType::f16, kOp, ": param_out ",
+                  out->str(), " must be bf16 or f16");
+  }
+  check_hyperparams(hp, step, options.grad_scale);
+  const std::int64_t n = param.numel();
+  const std::vector<AdamWPiece> pieces = make_pieces(n, decay_ranges);
+  const AdamWCoefficients c = coefficients(hp, step, options.grad_scale);
+  if (n == 0) return;
+
+  float* p = static_cast<float*>(param.data_ptr());
+  float* m = static_cast<float*>(exp_avg.data_ptr());
+  float* v = static_cast<float*>(exp_avg_sq.data_ptr());
+  if (device.is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    CudaDeviceGuard guard(device.index);
+    cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(), out ? out->data_ptr() : nullptr,
+                       out ? out->dtype() : DType::f32, pieces, c,
+                       static_cast<cudaStream_t>(stream.native()));
+    return;
+#else
+    throw_no_cuda(kOp);
+#endif
+  }
+  dispatch_float_storage(grad.dtype(), kOp, [&](auto gt) {
+    using G = typename decltype(gt)::type;
+    const G* g = static_cast<const G*>(grad.data_ptr());
+    if (!out) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
+    dispatch_float_storage(out->dtype(), kOp, [&](auto lt) {
+      using L = typename decltype(lt)::type;
+      adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(out->data_ptr()), n, pieces, c);
+    });
+  });
+}
+
+}  // namespace zrt::kernels

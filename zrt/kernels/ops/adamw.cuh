@@ -1,0 +1,20 @@
+// CUDA launcher of the fused AdamW step (see adamw_math.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <span>
+
+#include "zrt/kernels/ops/adamw_math.h"
+#include "zrt/runtime/dtype.h"
+
+namespace zrt::kernels::cuda {
+
+// `param_out` may be nullptr (then `param_out_dtype` is ignored); otherwise
+// bf16 or f16. One launch per piece.
+void launch_adamw(float* param, float* exp_avg, float* exp_avg_sq, const void* grad,
+                  DType grad_dtype, void* param_out, DType param_out_dtype,
+                  std::span<const AdamWPiece> pieces, const AdamWCoefficients& coefficients,
+                  cudaStream_t stream);
+
+}  // namespace zrt::kernels::cuda

@@ -1,0 +1,114 @@
+#include "zrt/kernels/ops/cast.h"
+
+#include <cstring>
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/ops/cast_math.h"
+#include "zrt/kernels/ops/cpu_clones.h"
+#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/ops/op_checks.h"
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/ops/cast.cuh"
+#include "zrt/runtime/cuda_check.h"
+#endif
+
+namespace zrt::kernels {
+namespace {
+
+constexpr std::int64_t kGrain = 256;
+
+// One thread's chunk; a function of its own so it can be cloned per vector
+// ISA (Note [CPU vector clones]) and see non-aliased pointers.
+template <class D, class S>
+ZRT_CPU_CLONES void cast_chunk(D* __restrict dst, const S* __restrict src, std::int64_t b,
+                               std::int64_t e) {
+  for (std::int64_t i = b; i < e; ++i) dst[i] = cast_element<D>(src[i]);
+}
+
+template <class D, class S>
+void cast_cpu(D* dst, const S* src, std::int64_t n) {
+  parallel_for(n, kGrain, [=](std::int64_t b, std::int64_t e) { cast_chunk(dst, src, b, e); });
+}
+
+ZRT_CPU_CLONES void cast_stochastic_chunk(std::uint16_t* __restrict dst, const float* __restrict src,
+                                          std::uint64_t seed, std::int64_t b, std::int64_t e) {
+  for (std::int64_t i = b; i < e; ++i)
+    dst[i] = f32_to_bf16_stochastic(src[i], seed, static_cast<std::uint64_t>(i));
+}
+
+void cast_stochastic_cpu(std::uint16_t* dst, const float* src, std::int64_t n, std::uint64_t seed) {
+  parallel_for(n, kGrain, [=](std::int64_t b, std::int64_t e) {
+    cast_stochastic_chunk(dst, src, seed, b, e);
+  });
+}
+
+// Same dtype: a byte copy, on the host or the device.
+void copy_same_dtype(const Tensor& dst, const Tensor& src, Stream stream) {
+  if (dst.data_ptr() == src.data_ptr()) return;
+  if (dst.device().is_cpu()) {
+    auto* d = static_cast<char*>(dst.data_ptr());
+    const auto* s = static_cast<const char*>(src.data_ptr());
+    const std::int64_t item = static_cast<std::int64_t>(dst.itemsize());
+    parallel_for(dst.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
+      std::memcpy(d + b * item, s + b * item, static_cast<std::size_t>((e - b) * item));
+    });
+    return;
+  }
+#ifdef ZRT_WITH_CUDA
+  CudaDeviceGuard guard(dst.device().index);
+  ZRT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                 cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream.native())));
+#else
+  throw_no_cuda("cast");
+#endif
+}
+
+}  // namespace
+
+void cast(const Tensor& dst, const Tensor& src, Stream stream) {
+  const Device device = check_operands("cast", {dst, src}, stream);
+  check_same_numel("cast", dst, src);
+  if (dst.dtype() == src.dtype()) return copy_same_dtype(dst, src, stream);
+  check_kernel_float("cast", dst);
+  check_kernel_float("cast", src);
+  if (dst.numel() == 0) return;
+  if (device.is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    CudaDeviceGuard guard(device.index);
+    cuda::launch_cast(dst.data_ptr(), dst.dtype(), src.data_ptr(), src.dtype(), dst.numel(),
+                      static_cast<cudaStream_t>(stream.native()));
+    return;
+#else
+    throw_no_cuda("cast");
+#endif
+  }
+  dispatch_float_storage(dst.dtype(), "cast", [&](auto dt) {
+    using D = typename decltype(dt)::type;
+    dispatch_float_storage(src.dtype(), "cast", [&](auto st) {
+      using S = typename decltype(st)::type;
+      cast_cpu(static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr()), dst.numel());
+    });
+  });
+}
+
+void cast_stochastic(const Tensor& dst, const Tensor& src, std::uint64_t seed, Stream stream) {
+  const Device device = check_operands("cast_stochastic", {dst, src}, stream);
+  check_same_numel("cast_stochastic", dst, src);
+  check_dtype("cast_stochastic", dst, DType::bf16);
+  check_dtype("cast_stochastic", src, DType::f32);
+  if (dst.numel() == 0) return;
+  auto* d = static_cast<std::uint16_t*>(dst.data_ptr());
+  const auto* s = static_cast<const float*>(src.data_ptr());
+  if (device.is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    CudaDeviceGuard guard(device.index);
+    cuda::launch_cast_stochastic_bf16(d, s, dst.numel(), seed, static_cast<cudaStream_t>(stream.native()));
+    return;
+#else
+    throw_no_cuda("cast_stochastic");
+#endif
+  }
+  cast_stochastic_cpu(d, s, dst.numel(), seed);
+}
+
+}  // namespace zrt::kernels

@@ -1,0 +1,18 @@
+// CUDA launchers of cast (see cast_math.h for the per-element arithmetic).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "zrt/runtime/dtype.h"
+
+namespace zrt::kernels::cuda {
+
+// dst/src dtypes in {f32, bf16, f16}.
+void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n,
+                 cudaStream_t stream);
+void launch_cast_stochastic_bf16(std::uint16_t* dst, const float* src, std::int64_t n,
+                                 std::uint64_t seed, cudaStream_t stream);
+
+}  // namespace zrt::kernels::cuda

@@ -1,0 +1,41 @@
+#include "zrt/kernels/ops/grad_accumulate.h"
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/ops/grad_accumulate_math.h"
+#include "zrt/kernels/ops/op_checks.h"
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/ops/grad_accumulate.cuh"
+#include "zrt/runtime/cuda_check.h"
+#endif
+
+namespace zrt::kernels {
+
+void accumulate_grad(const Tensor& acc, const Tensor& grad, float scale, Stream stream) {
+  const Device device = check_operands("accumulate_grad", {acc, grad}, stream);
+  check_same_numel("accumulate_grad", acc, grad);
+  check_dtype("accumulate_grad", acc, DType::f32);
+  check_kernel_float("accumulate_grad", grad);
+  const std::int64_t n = acc.numel();
+  if (n == 0) return;
+  float* a = static_cast<float*>(acc.data_ptr());
+  if (device.is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    CudaDeviceGuard guard(device.index);
+    cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n, scale,
+                                 static_cast<cudaStream_t>(stream.native()));
+    return;
+#else
+    throw_no_cuda("accumulate_grad");
+#endif
+  }
+  dispatch_float_storage(grad.dtype(), "accumulate_grad", [&](auto gt) {
+    using G = typename decltype(gt)::type;
+    const G* g = static_cast<const G*>(grad.data_ptr());
+    parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) a[i] = accumulate_element(a[i], g[i], scale);
+    });
+  });
+}
+
+}  // namespace zrt::kernels

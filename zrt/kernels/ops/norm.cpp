@@ -1,0 +1,96 @@
+#include "zrt/kernels/ops/norm.h"
+
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/ops/cpu_clones.h"
+#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/ops/norm_math.h"
+#include "zrt/kernels/ops/op_checks.h"
+#ifdef ZRT_WITH_CUDA
+#include "zrt/kernels/ops/norm.cuh"
+#include "zrt/runtime/cuda_check.h"
+#endif
+
+namespace zrt::kernels {
+namespace {
+
+// The halving tree of Note [Deterministic norm].
+template <class A>
+A tree_reduce(std::array<A, kNormLanes>& lanes) {
+  for (int s = kNormLanes / 2; s > 0; s /= 2)
+    for (int j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
+  return lanes[0];
+}
+
+// CPU twin of one norm block; the lane loop is innermost so it vectorises.
+template <class T>
+ZRT_CPU_CLONES void norm_block_cpu(const T* x, std::int64_t block, std::int64_t n, float& sum_sq, float& non_finite) {
+  std::array<float, kNormLanes> sq{}, nf{};
+  const std::int64_t begin = block * kNormBlock;
+  if (begin + kNormBlock <= n) {
+    for (int k = 0; k < kNormPerLane; ++k) {
+      const T* row = x + begin + std::int64_t(k) * kNormLanes;
+      for (int j = 0; j < kNormLanes; ++j) {
+        const float v = to_f32(row[j]);
+        sq[j] = sq[j] + v * v;
+        nf[j] = nf[j] + (v - v);
+      }
+    }
+  } else {  // the last, partial block: the shared per-lane code with bounds checks
+    for (int j = 0; j < kNormLanes; ++j) norm_lane(x, begin, n, j, sq[j], nf[j]);
+  }
+  sum_sq = tree_reduce(sq);
+  non_finite = tree_reduce(nf);
+}
+
+template <class T>
+NormResult squared_norm_cpu(const T* x, std::int64_t n) {
+  const std::int64_t blocks = norm_blocks(n);
+  std::vector<float> partials(static_cast<std::size_t>(2 * blocks));
+  // parallel_for counts in elements; one task per norm block.
+  parallel_for(blocks * kNormBlock, kNormBlock, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t blk = b / kNormBlock; blk < e / kNormBlock; ++blk)
+      norm_block_cpu(x, blk, n, partials[2 * blk], partials[2 * blk + 1]);
+  });
+  std::array<double, kNormLanes> sq{}, nf{};
+  for (int j = 0; j < kNormLanes; ++j)
+    for (std::int64_t blk = j; blk < blocks; blk += kNormLanes) {
+      sq[j] = sq[j] + double(partials[2 * blk]);
+      nf[j] = nf[j] + double(partials[2 * blk + 1]);
+    }
+  const double sum = tree_reduce(sq);
+  return {sum, std::isnan(tree_reduce(nf))};
+}
+
+}  // namespace
+
+NormResult squared_norm(const Tensor& x, Stream stream) {
+  const Device device = check_operands("squared_norm", {x}, stream);
+  check_kernel_float("squared_norm", x);
+  const std::int64_t n = x.numel();
+  if (device.is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    CudaDeviceGuard guard(device.index);
+    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, nullptr, stream);
+    Tensor result = Tensor::empty({2}, DType::f64, device, nullptr, stream);
+    double host[2] = {0, 0};
+    cuda::launch_squared_norm(x.data_ptr(), x.dtype(), n, static_cast<float*>(partials.data_ptr()),
+                              static_cast<double*>(result.data_ptr()), host,
+                              static_cast<cudaStream_t>(stream.native()));
+    return {host[0], std::isnan(host[1])};
+#else
+    throw_no_cuda("squared_norm");
+#endif
+  }
+  return dispatch_float_storage(x.dtype(), "squared_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return squared_norm_cpu(static_cast<const T*>(x.data_ptr()), n);
+  });
+}
+
+bool has_non_finite(const Tensor& x, Stream stream) { return squared_norm(x, stream).non_finite; }
+
+}  // namespace zrt::kernels

@@ -1,0 +1,30 @@
+// Validation shared by the Tensor-level entry points of the runtime kernels:
+// every operand on one device, the stream able to run there, and typed errors
+// that name the op and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+
+#include "zrt/runtime/tensor.h"
+
+namespace zrt::kernels {
+
+using TensorRefs = std::initializer_list<std::reference_wrapper<const Tensor>>;
+
+// Checks that all tensors live on one device, that none has freed storage,
+// and that `stream` is the CPU stream or a CUDA stream of that device (the
+// CPU stream with CUDA tensors means CUDA's default stream). Returns the
+// device. Throws InvalidArgument (InvalidState for freed storage).
+Device check_operands(const char* op, TensorRefs tensors, Stream stream);
+
+void check_same_numel(const char* op, const Tensor& a, const Tensor& b);
+void check_dtype(const char* op, const Tensor& t, DType expected);
+// f32, bf16 or f16.
+void check_kernel_float(const char* op, const Tensor& t);
+
+// Thrown for a CUDA tensor in a build without CUDA.
+[[noreturn]] void throw_no_cuda(const char* op);
+
+}  // namespace zrt::kernels

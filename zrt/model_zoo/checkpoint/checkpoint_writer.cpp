@@ -1,0 +1,124 @@
+#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "zrt/model_zoo/checkpoint/checksum.h"
+#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/model_zoo/io/safetensors.h"
+
+namespace zrt::model_zoo {
+
+namespace fs = std::filesystem;
+
+std::string step_dir(const std::string& root, std::int64_t step) {
+  return (fs::path(root) / step_dir_name(step)).string();
+}
+
+std::string step_tmp_dir(const std::string& root, std::int64_t step) { return step_dir(root, step) + ".tmp"; }
+
+void begin_step(const std::string& root, std::int64_t step) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) ZRT_THROW(CheckpointError, root, ": cannot create the checkpoint directory: ", ec.message());
+  if (!fs::is_directory(root)) ZRT_THROW(CheckpointError, root, ": is not a directory");
+  remove_stale_temporaries(root);
+  const std::string tmp = step_tmp_dir(root, step);
+  if (!fs::create_directory(tmp, ec) || ec)
+    ZRT_THROW(CheckpointError, tmp, ": cannot create: ", ec ? ec.message() : "it exists");
+}
+
+namespace {
+
+// A file descriptor that writes everything or throws naming the path.
+class OutFile {
+ public:
+  explicit OutFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) ZRT_THROW(CheckpointError, path, ": cannot create: ", std::strerror(errno));
+  }
+  ~OutFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const void* data, std::size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+      const ssize_t n = ::write(fd_, p, bytes);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        ZRT_THROW(CheckpointError, path_, ": write failed after ", written_, " bytes: ",
+                  n < 0 ? std::strerror(errno) : "no progress");
+      p += n;
+      bytes -= static_cast<std::size_t>(n);
+      written_ += static_cast<std::uint64_t>(n);
+    }
+  }
+  std::uint64_t sync_and_close() {
+    if (::fsync(fd_) != 0) ZRT_THROW(CheckpointError, path_, ": fsync failed: ", std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) ZRT_THROW(CheckpointError, path_, ": close failed: ", std::strerror(errno));
+    return written_;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t written_ = 0;
+};
+
+}  // namespace
+
+void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors, RankRecord& record) {
+  // Host copies only for device tensors: a cpu shard is written from its own memory.
+  std::map<std::string, Tensor> host;
+  for (const auto& [name, t] : tensors) {
+    if (t.device().is_cpu()) {
+      host[name] = t;
+    } else {
+      Tensor h = Tensor::empty(t.shape(), t.dtype());
+      h.copy_(t);
+      host[name] = h;
+    }
+  }
+  OutFile out(path);
+  const std::string header = safetensors_header(host);
+  out.write(header.data(), header.size());
+  record.tensors.clear();
+  for (const auto& [name, t] : host) {
+    const void* data = t.numel() ? t.data_ptr() : nullptr;
+    if (t.nbytes()) out.write(data, t.nbytes());
+    record.tensors[name] = {t.dtype(), t.shape(), checksum_hex(xxh64(data, t.nbytes()))};
+  }
+  record.bytes = out.sync_and_close();
+}
+
+std::string commit_step(const std::string& root, const CheckpointIndex& index, int keep_last) {
+  const std::string tmp = step_tmp_dir(root, index.step);
+  const std::string final_dir = step_dir(root, index.step);
+  write_file_durably((fs::path(tmp) / "index.json").string(), index_to_json(index));
+  fsync_path(tmp);
+  std::error_code ec;
+  if (fs::exists(final_dir, ec)) {
+    // Saving a step again (a run resumed from an older step): `latest` moves
+    // to the newest other step first, so it never names a missing directory.
+    std::int64_t previous = -1;
+    for (std::int64_t s : complete_steps(root))
+      if (s != index.step) previous = s;
+    if (previous >= 0) publish_latest(root, previous);
+    else fs::remove(fs::path(root) / "latest", ec);
+    retire_step(root, index.step);
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) ZRT_THROW(CheckpointError, final_dir, ": cannot rename ", tmp, " into place: ", ec.message());
+  fsync_path(root);
+  publish_latest(root, index.step);
+  prune_steps(root, keep_last);
+  return final_dir;
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,33 @@
+// Writing a checkpoint step (Note [Atomic checkpoint steps]): the step's
+// temporary directory, each rank's file with its checksums, and the commit
+// that makes the step visible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "zrt/model_zoo/checkpoint/checkpoint_index.h"
+#include "zrt/runtime/tensor.h"
+
+namespace zrt::model_zoo {
+
+std::string step_dir(const std::string& root, std::int64_t step);      // root/step-000120
+std::string step_tmp_dir(const std::string& root, std::int64_t step);  // root/step-000120.tmp
+
+// Creates root (and parents), removes stale temporaries of ours, and creates
+// an empty step_tmp_dir. CheckpointError naming the path.
+void begin_step(const std::string& root, std::int64_t step);
+
+// Writes `tensors` (any device; stored as they are) to `path` as plain
+// safetensors and fsyncs it. Fills `record.tensors` (dtype, shape, xxh64 of
+// the stored bytes) and `record.bytes`.
+void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors, RankRecord& record);
+
+// Once every rank file is in the step's temporary directory: writes
+// index.json, fsyncs the directory, renames it into place, publishes
+// `latest`, then prunes to `keep_last` steps (0: keep all). Returns the
+// step directory.
+std::string commit_step(const std::string& root, const CheckpointIndex& index, int keep_last);
+
+}  // namespace zrt::model_zoo

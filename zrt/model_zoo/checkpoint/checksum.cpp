@@ -1,0 +1,27 @@
+#include "zrt/model_zoo/checkpoint/checksum.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+
+namespace zrt::model_zoo {
+
+std::uint64_t xxh64(const void* data, std::size_t bytes) { return XXH64(data, bytes, 0); }
+
+std::string checksum_hex(std::uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+struct StreamingXxh64::State {
+  XXH64_state_t* s = XXH64_createState();
+  ~State() { XXH64_freeState(s); }
+};
+
+StreamingXxh64::StreamingXxh64() : state_(std::make_unique<State>()) { XXH64_reset(state_->s, 0); }
+StreamingXxh64::~StreamingXxh64() = default;
+void StreamingXxh64::update(const void* data, std::size_t bytes) { XXH64_update(state_->s, data, bytes); }
+std::uint64_t StreamingXxh64::digest() const { return XXH64_digest(state_->s); }
+
+}  // namespace zrt::model_zoo

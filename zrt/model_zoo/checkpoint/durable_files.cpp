@@ -1,0 +1,159 @@
+#include "zrt/model_zoo/checkpoint/durable_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "zrt/runtime/error.h"
+
+namespace zrt::model_zoo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string parent_of(const std::string& path) {
+  const fs::path p = fs::path(path).parent_path();
+  return p.empty() ? "." : p.string();
+}
+
+}  // namespace
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) ZRT_THROW(CheckpointError, path, ": cannot open to fsync: ", errno_text());
+  const int rc = ::fsync(fd);
+  const std::string why = rc != 0 ? errno_text() : "";
+  ::close(fd);
+  if (rc != 0) ZRT_THROW(CheckpointError, path, ": fsync failed: ", why);
+}
+
+void write_file_durably(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  try {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) ZRT_THROW(CheckpointError, tmp, ": cannot create: ", errno_text());
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = errno_text();
+        ::close(fd);
+        ZRT_THROW(CheckpointError, tmp, ": write failed after ", done, " of ", bytes.size(), " bytes: ", why);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    const bool synced = ::fsync(fd) == 0;
+    const std::string why = synced ? "" : errno_text();
+    if (::close(fd) != 0 || !synced) ZRT_THROW(CheckpointError, tmp, ": fsync/close failed: ", why);
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      ZRT_THROW(CheckpointError, path, ": cannot rename ", tmp, " into place: ", errno_text());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+  fsync_path(parent_of(path));
+}
+
+std::string step_dir_name(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%06lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::optional<std::int64_t> parse_step_dir_name(std::string_view name) {
+  constexpr std::string_view prefix = "step-";
+  if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(std::string(digits));
+}
+
+std::vector<std::int64_t> complete_steps(const std::string& root) {
+  std::vector<std::int64_t> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory()) continue;
+    if (auto s = parse_step_dir_name(e.path().filename().string())) steps.push_back(*s);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) ZRT_THROW(CheckpointError, path, ": no such checkpoint");
+  if (fs::exists(fs::path(path) / "index.json", ec)) return path;
+  const fs::path latest = fs::path(path) / "latest";
+  if (!fs::exists(latest, ec))
+    ZRT_THROW(CheckpointError, path,
+              ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is there)");
+  std::ifstream in(latest);
+  std::string name;
+  std::getline(in, name);
+  if (!parse_step_dir_name(name))
+    ZRT_THROW(CheckpointError, latest.string(), ": does not name a step directory (holds '", name, "')");
+  const fs::path step = fs::path(path) / name;
+  if (!fs::exists(step / "index.json", ec))
+    ZRT_THROW(CheckpointError, latest.string(), ": names ", name, ", which has no index.json");
+  return step.string();
+}
+
+void publish_latest(const std::string& root, std::int64_t step) {
+  write_file_durably((fs::path(root) / "latest").string(), step_dir_name(step) + "\n");
+}
+
+void prune_steps(const std::string& root, int keep_last) {
+  if (keep_last <= 0) return;
+  const std::vector<std::int64_t> steps = complete_steps(root);
+  std::optional<std::int64_t> latest;
+  try {
+    latest = parse_step_dir_name(fs::path(resolve_checkpoint(root)).filename().string());
+  } catch (const CheckpointError&) {
+    return;  // nothing is published: prune nothing
+  }
+  const std::size_t keep = static_cast<std::size_t>(keep_last);
+  for (std::size_t i = 0; i + keep < steps.size(); ++i)
+    if (!latest || steps[i] != *latest) retire_step(root, steps[i]);
+}
+
+void retire_step(const std::string& root, std::int64_t step) {
+  const fs::path dir = fs::path(root) / step_dir_name(step);
+  const fs::path gone = fs::path(root) / (step_dir_name(step) + ".retired.tmp");
+  std::error_code ec;
+  fs::remove_all(gone, ec);
+  fs::rename(dir, gone, ec);
+  if (ec) ZRT_THROW(CheckpointError, dir.string(), ": cannot retire: ", ec.message());
+  fsync_path(root);
+  fs::remove_all(gone, ec);
+  if (ec) ZRT_THROW(CheckpointError, gone.string(), ": cannot remove: ", ec.message());
+}
+
+void remove_stale_temporaries(const std::string& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    constexpr std::string_view suffix = ".tmp";
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string stem = name.substr(0, name.size() - suffix.size());
+    constexpr std::string_view retired = ".retired";
+    if (stem.size() > retired.size() && stem.compare(stem.size() - retired.size(), retired.size(), retired) == 0)
+      stem.resize(stem.size() - retired.size());
+    if (stem != "latest" && !parse_step_dir_name(stem)) continue;
+    std::error_code ignored;
+    fs::remove_all(e.path(), ignored);
+  }
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,43 @@
+// Saving and loading a TrainingEngine's whole state, collectively over its
+// world (Note [Checkpoint format], Note [Atomic checkpoint steps]).
+//
+// Note [Ranks agree on checkpoints]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every phase that can fail on one rank (creating the step directory, writing
+// a rank file, committing the index; reading, verifying and staging on load)
+// ends in an exchange of each rank's error text (all_gather_bytes). If any
+// rank failed, every rank throws the same CheckpointError naming the first
+// failing rank and its message, so no rank reports a save alone, and a
+// failed save leaves no step directory behind. A load stages everything on
+// the host first and changes live state only after every rank agreed that
+// its staging succeeded: a bad checkpoint leaves the engine untouched.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "zrt/model_zoo/checkpoint/checkpoint_index.h"
+#include "zrt/model_zoo/engine/training_engine.h"
+
+namespace zrt::model_zoo {
+
+struct CheckpointSaveOptions {
+  std::string root;              // DIR: steps go to DIR/step-NNNNNN
+  int keep_last = 0;             // > 0: prune to this many steps after the save
+  std::string run_json = "{}";   // the run's flags and model config, stored as given
+  // Called on every rank just before it writes its file (fault injection).
+  std::function<void(int rank)> before_write;
+};
+
+// Collective over engine.world(): saves the engine's state as step
+// `next_step` (the step a resumed run trains next). Returns the step
+// directory on every rank; CheckpointError alike on every rank on failure.
+std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, const CheckpointSaveOptions& options);
+
+// Collective: loads a checkpoint (a step directory, or a root's `latest`)
+// saved under any world size, strategy or dtype of the same model, into the
+// engine; returns its training state (and the run's JSON when asked).
+TrainingState load_checkpoint(TrainingEngine& engine, const std::string& path, std::string* run_json = nullptr);
+
+}  // namespace zrt::model_zoo

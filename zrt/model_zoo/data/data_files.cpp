@@ -1,0 +1,108 @@
+#include "zrt/model_zoo/data/data_files.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "zrt/model_zoo/io/safetensors.h"
+
+namespace zrt::model_zoo {
+namespace {
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ZRT_CHECK_ARG(in.good(), "data file ", path, " cannot be opened (missing?)");
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  ZRT_CHECK_ARG(!bytes.empty(), "data file ", path, " is empty");
+  return bytes;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+Dataset load_text_tokens(const std::string& path) {
+  const std::vector<std::uint8_t> bytes = read_bytes(path);
+  Dataset d;
+  d.kind = Dataset::Kind::tokens;
+  d.tokens = Tensor::empty({static_cast<std::int64_t>(bytes.size())}, DType::i32);
+  std::copy(bytes.begin(), bytes.end(), d.tokens.data<std::int32_t>());
+  d.vocab_size = 256;
+  d.source = path;
+  return d;
+}
+
+Dataset load_llmc_tokens(const std::string& path) {
+  constexpr std::int32_t kMagic = 20240520, kVersion = 1;
+  constexpr std::size_t kHeaderBytes = 256 * sizeof(std::int32_t);
+  const std::vector<std::uint8_t> bytes = read_bytes(path);
+  ZRT_CHECK_ARG(bytes.size() >= kHeaderBytes, "llm.c token file ", path, " is truncated: ",
+                bytes.size(), " bytes, the header alone takes ", kHeaderBytes);
+  std::int32_t header[3];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  ZRT_CHECK_ARG(header[0] == kMagic, "llm.c token file ", path, " has magic ", header[0],
+                ", expected ", kMagic);
+  ZRT_CHECK_ARG(header[1] == kVersion, "llm.c token file ", path, " has version ", header[1],
+                ", expected ", kVersion);
+  const std::int64_t count = header[2];
+  ZRT_CHECK_ARG(count > 0, "llm.c token file ", path, " declares ", count, " tokens");
+  const std::size_t want = kHeaderBytes + static_cast<std::size_t>(count) * 2;
+  ZRT_CHECK_ARG(bytes.size() == want, "llm.c token file ", path, " declares ", count,
+                " tokens (", want, " bytes) but has ", bytes.size(), " bytes");
+  Dataset d;
+  d.kind = Dataset::Kind::tokens;
+  d.tokens = Tensor::empty({count}, DType::i32);
+  std::int32_t* out = d.tokens.data<std::int32_t>();
+  std::int32_t max_token = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::uint16_t t;
+    std::memcpy(&t, bytes.data() + kHeaderBytes + 2 * i, 2);
+    out[i] = t;
+    max_token = std::max<std::int32_t>(max_token, t);
+  }
+  d.vocab_size = max_token + 1;
+  d.source = path;
+  return d;
+}
+
+Dataset load_row_dataset(const std::string& path) {
+  SafetensorsFile f;
+  try {
+    f = read_safetensors(path);
+  } catch (const CheckpointError& e) {
+    ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());
+  }
+  auto x = f.tensors.find("x"), y = f.tensors.find("y");
+  ZRT_CHECK_ARG(x != f.tensors.end() && y != f.tensors.end(), "data file ", path,
+                " must hold tensors 'x' and 'y'");
+  ZRT_CHECK_ARG(x->second.dim() == 2 && x->second.dtype() == DType::f32, "data file ", path,
+                ": x ", x->second.str(), " must be f32 [N, d_in]");
+  ZRT_CHECK_ARG(y->second.dim() == 1 && y->second.dtype() == DType::i64 &&
+                    y->second.size(0) == x->second.size(0),
+                "data file ", path, ": y ", y->second.str(), " must be i64 [", x->second.size(0),
+                "]");
+  ZRT_CHECK_ARG(y->second.numel() > 0, "data file ", path, " has no rows");
+  Dataset d;
+  d.kind = Dataset::Kind::rows;
+  d.x = x->second;
+  d.y = y->second;
+  const std::int64_t* labels = d.y.data<std::int64_t>();
+  for (std::int64_t i = 0; i < d.y.numel(); ++i) {
+    ZRT_CHECK_ARG(labels[i] >= 0, "data file ", path, ": label ", labels[i], " of row ", i,
+                  " is negative");
+    d.n_classes = std::max(d.n_classes, labels[i] + 1);
+  }
+  d.source = path;
+  return d;
+}
+
+Dataset load_dataset(const std::string& path) {
+  if (ends_with(path, ".bin")) return load_llmc_tokens(path);
+  if (ends_with(path, ".safetensors")) return load_row_dataset(path);
+  return load_text_tokens(path);
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,24 @@
+// Data sets from files. Errors are InvalidArgument naming the file and the
+// problem (missing, empty, malformed).
+#pragma once
+
+#include <string>
+
+#include "zrt/model_zoo/data/dataset.h"
+
+namespace zrt::model_zoo {
+
+// Any file read as bytes: one token per byte, vocab 256.
+Dataset load_text_tokens(const std::string& path);
+
+// llm.c's token file: a header of 256 little-endian int32 (magic 20240520,
+// version 1, token count, rest unused) then `count` uint16 tokens.
+Dataset load_llmc_tokens(const std::string& path);
+
+// A safetensors file with `x` f32 [N, d_in] and `y` i64 [N] (labels ≥ 0).
+Dataset load_row_dataset(const std::string& path);
+
+// By extension: .bin → llm.c tokens, .safetensors → rows, anything else → text bytes.
+Dataset load_dataset(const std::string& path);
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,67 @@
+// The training loop: a model, a dataset in the fixed data order, the engine
+// and an LR schedule, one step at a time. zrt-train and the end-to-end tests
+// both drive training through it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "zrt/model_zoo/checkpoint/engine_checkpoint.h"
+#include "zrt/model_zoo/data/dataset.h"
+#include "zrt/model_zoo/data/micro_batch.h"
+#include "zrt/model_zoo/engine/training_engine.h"
+#include "zrt/model_zoo/models/model_config.h"
+#include "zrt/optim/lr_schedule.h"
+
+namespace zrt::model_zoo {
+
+struct TrainerConfig {
+  ModelConfig model;
+  EngineConfig engine;
+  std::int64_t batch_size = 8;   // global sequences (gpt) or rows (mlp) per step
+  std::int64_t seq_len = 64;     // gpt only
+  int micro_batches = 1;         // per rank per step
+  std::int64_t steps = 10;
+  optim::WarmupCosineOptions schedule;  // total_steps is set to `steps`
+};
+
+struct StepReport {
+  std::int64_t step = 0;  // 0-based
+  double lr = 0;
+  StepStats stats;
+  double seconds = 0;     // wall time of the step on this rank
+  MemoryStats memory;     // this rank's allocator after the step
+};
+
+class Trainer {
+ public:
+  // Collective over `world`. Validates the model config, the dataset against
+  // the model and the batch geometry (typed errors naming the problem).
+  // `initial` (by parameter name) defaults to the model's seeded init.
+  Trainer(CommPtr world, TrainerConfig config, Dataset data,
+          const std::map<std::string, Tensor>* initial = nullptr);
+
+  // One optimizer step over this rank's micro-batches of step `next_step()`.
+  StepReport step();
+  std::int64_t next_step() const { return step_; }
+  // Collective: saves the run's state as step next_step() (engine_checkpoint.h).
+  std::string save_checkpoint(const CheckpointSaveOptions& options);
+  // Collective: loads a checkpoint of this model (any world size, strategy or
+  // dtype) and continues from the step it was saved at. Returns its run JSON.
+  std::string resume(const std::string& path);
+  TrainingEngine& engine() { return *engine_; }
+  const TrainerConfig& config() const { return config_; }
+
+ private:
+  CommPtr world_;
+  TrainerConfig config_;
+  Dataset data_;
+  BatchGeometry geometry_;
+  std::unique_ptr<optim::WarmupCosineLr> schedule_;
+  std::unique_ptr<TrainingEngine> engine_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace zrt::model_zoo

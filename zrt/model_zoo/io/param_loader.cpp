@@ -1,0 +1,72 @@
+#include "zrt/model_zoo/io/param_loader.h"
+
+#include <iostream>
+
+#include "zrt/model_zoo/io/safetensors.h"
+
+namespace zrt::model_zoo {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Attention-mask buffers of Hugging Face GPT-2 (Note [Checkpoint key mapping]).
+bool is_mask_buffer(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& units,
+                                                 const std::map<std::string, Tensor>& tensors,
+                                                 const std::string& source) {
+  std::map<std::string, Shape> expected;
+  std::map<std::string, std::string> tied;  // second → primary
+  for (const ParamDef& p : all_param_defs(units)) expected[p.fqn()] = p.shape;
+  for (const UnitDef& u : units)
+    for (const auto& [second, primary] : u.tied) tied[second] = primary;
+
+  const std::string prefix = "transformer.";
+  std::map<std::string, Tensor> out;
+  std::map<std::string, std::string> origin;  // fqn → key it came from
+  for (const auto& [key, t] : tensors) {
+    const std::string name = key.starts_with(prefix) ? key.substr(prefix.size()) : key;
+    if (auto e = expected.find(name); e != expected.end()) {
+      if (auto o = origin.find(name); o != origin.end())
+        ZRT_THROW(CheckpointError, source, ": parameter ", name, " is given twice, as '",
+                  o->second, "' and '", key, "'");
+      if (t.shape() != e->second)
+        ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape()),
+                  " but the model's ", name, " is ", shape_str(e->second));
+      if (!is_floating(t.dtype()))
+        ZRT_THROW(CheckpointError, source, ": '", key, "' has non-floating dtype ",
+                  dtype_name(t.dtype()));
+      out[name] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+      origin[name] = key;
+    } else if (auto s = tied.find(name); s != tied.end()) {
+      const Shape& primary = expected.at(s->second);
+      if (t.shape() != primary)
+        ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape()),
+                  " but is tied to ", s->second, " of shape ", shape_str(primary));
+    } else if (is_mask_buffer(name)) {
+      std::cerr << "zrt: " << source << ": skipping non-parameter key '" << key << "'\n";
+    } else {
+      ZRT_THROW(CheckpointError, source, ": unexpected key '", key,
+                "' is not a parameter of the model");
+    }
+  }
+  for (const auto& [fqn, shape] : expected) {
+    if (!out.count(fqn))
+      ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ",
+                shape_str(shape), ")");
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> load_model_params(const std::vector<UnitDef>& units,
+                                                const std::string& path) {
+  return match_model_params(units, read_safetensors(path).tensors, path);
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,253 @@
+#include "zrt/model_zoo/io/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace zrt::model_zoo {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; zrt reads and writes it by memcpy");
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
+
+std::int64_t json_int(const json& v, const std::string& what, const std::string& source) {
+  if (!v.is_number_integer() || (v.is_number_integer() && v.get<std::int64_t>() < 0))
+    ZRT_THROW(CheckpointError, source, ": ", what, " must be a non-negative integer, got ",
+              v.dump());
+  return v.get<std::int64_t>();
+}
+
+SafetensorsEntry parse_entry(const std::string& key, const json& e, std::uint64_t data_bytes,
+                             const std::string& source) {
+  const std::string where = "tensor '" + key + "'";
+  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+    ZRT_THROW(CheckpointError, source, ": ", where,
+              " must be an object with dtype, shape and data_offsets");
+  if (!e["dtype"].is_string()) ZRT_THROW(CheckpointError, source, ": ", where, " has a non-string dtype");
+  SafetensorsEntry out;
+  out.dtype = parse_safetensors_dtype(e["dtype"].get<std::string>(), source + ": " + where);
+  if (!e["shape"].is_array()) ZRT_THROW(CheckpointError, source, ": ", where, " has a non-array shape");
+  for (const json& d : e["shape"]) out.shape.push_back(json_int(d, where + " shape dim", source));
+  const json& off = e["data_offsets"];
+  if (!off.is_array() || off.size() != 2)
+    ZRT_THROW(CheckpointError, source, ": ", where, " data_offsets must be [begin, end]");
+  out.begin = static_cast<std::uint64_t>(json_int(off[0], where + " data offset", source));
+  out.end = static_cast<std::uint64_t>(json_int(off[1], where + " data offset", source));
+  if (out.begin > out.end || out.end > data_bytes)
+    ZRT_THROW(CheckpointError, source, ": ", where, " data_offsets [", out.begin, ", ", out.end,
+              ") are outside the data section of ", data_bytes, " bytes");
+  std::int64_t numel = 0;
+  try {
+    numel = shape_numel(out.shape);
+  } catch (const InvalidArgument&) {
+    ZRT_THROW(CheckpointError, source, ": ", where, " has an impossible shape ", shape_str(out.shape));
+  }
+  if (static_cast<std::uint64_t>(numel) * dtype_size(out.dtype) != out.end - out.begin)
+    ZRT_THROW(CheckpointError, source, ": ", where, " holds ", out.end - out.begin, " bytes but ",
+              dtype_name(out.dtype), shape_str(out.shape), " needs ", numel * dtype_size(out.dtype));
+  return out;
+}
+
+// Header length from the first 8 bytes, checked against what follows them.
+std::uint64_t header_length(const std::uint8_t* first8, std::uint64_t file_bytes, const std::string& source) {
+  if (file_bytes < 8)
+    ZRT_THROW(CheckpointError, source, ": truncated safetensors file (", file_bytes,
+              " bytes, the header length alone takes 8)");
+  std::uint64_t header_len = 0;
+  std::memcpy(&header_len, first8, 8);
+  if (header_len > kMaxHeaderBytes || header_len > file_bytes - 8)
+    ZRT_THROW(CheckpointError, source, ": truncated safetensors file: header of ", header_len,
+              " bytes but only ", file_bytes - 8, " follow the length");
+  return header_len;
+}
+
+// The JSON header's entries and metadata, every entry checked against a data
+// section of `data_bytes` bytes.
+void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes, const std::string& source,
+                  std::map<std::string, SafetensorsEntry>& entries, std::map<std::string, std::string>& metadata) {
+  json header;
+  try {
+    header = json::parse(text, text + len);
+  } catch (const json::exception& e) {
+    ZRT_THROW(CheckpointError, source, ": bad safetensors JSON header: ", e.what());
+  }
+  if (!header.is_object())
+    ZRT_THROW(CheckpointError, source, ": the safetensors header must be a JSON object");
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) ZRT_THROW(CheckpointError, source, ": __metadata__ must be an object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string())
+          ZRT_THROW(CheckpointError, source, ": __metadata__ value of '", k, "' is not a string");
+        metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    entries[key] = parse_entry(key, value, data_bytes, source);
+  }
+}
+
+}  // namespace
+
+const char* safetensors_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+  }
+  return "?";
+}
+
+DType parse_safetensors_dtype(const std::string& name, const std::string& source) {
+  for (DType t : kAllDTypes)
+    if (name == safetensors_dtype_name(t)) return t;
+  ZRT_THROW(CheckpointError, source, ": unknown safetensors dtype '", name,
+            "' (F32, BF16, F16, F64, I32, I64, U8)");
+}
+
+SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const std::string& source) {
+  const std::uint64_t header_len = header_length(bytes.data(), bytes.size(), source);
+  const std::uint8_t* data = bytes.data() + 8 + header_len;
+  std::map<std::string, SafetensorsEntry> entries;
+  SafetensorsFile file;
+  parse_header(reinterpret_cast<const char*>(bytes.data()) + 8, header_len, bytes.size() - 8 - header_len, source,
+               entries, file.metadata);
+  for (const auto& [key, e] : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
+    file.tensors[key] = t.set_name(key);
+  }
+  return file;
+}
+
+SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
+  in_.open(path_, std::ios::binary);
+  if (!in_) ZRT_THROW(CheckpointError, path_, ": cannot open safetensors file");
+  in_.seekg(0, std::ios::end);
+  const auto file_bytes = static_cast<std::uint64_t>(in_.tellg());
+  in_.seekg(0);
+  std::uint8_t first8[8] = {};
+  in_.read(reinterpret_cast<char*>(first8), std::min<std::uint64_t>(8, file_bytes));
+  const std::uint64_t header_len = header_length(first8, file_bytes, path_);
+  std::string text(header_len, '\0');
+  in_.read(text.data(), static_cast<std::streamsize>(header_len));
+  if (!in_) ZRT_THROW(CheckpointError, path_, ": read error in the safetensors header");
+  data_offset_ = 8 + header_len;
+  parse_header(text.data(), header_len, file_bytes - data_offset_, path_, entries_, metadata_);
+}
+
+const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) ZRT_THROW(CheckpointError, path_, ": no tensor '", name, "'");
+  return it->second;
+}
+
+void SafetensorsReader::read_bytes(const std::string& name, void* dst) {
+  const SafetensorsEntry& e = entry(name);
+  in_.clear();
+  in_.seekg(static_cast<std::streamoff>(data_offset_ + e.begin));
+  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+  if (!in_) ZRT_THROW(CheckpointError, path_, ": read error in tensor '", name, "'");
+}
+
+Tensor SafetensorsReader::read(const std::string& name) {
+  const SafetensorsEntry& e = entry(name);
+  Tensor t = Tensor::empty(e.shape, e.dtype);
+  if (e.end > e.begin) read_bytes(name, t.data_ptr());
+  return t.set_name(name);
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) ZRT_THROW(CheckpointError, path, ": cannot open safetensors file");
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  if (in.bad()) ZRT_THROW(CheckpointError, path, ": read error");
+  return parse_safetensors(bytes, path);
+}
+
+std::string safetensors_header(const std::map<std::string, Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const auto& [key, t] : tensors) {
+    ZRT_CHECK_ARG(!key.empty() && key != "__metadata__", "safetensors: invalid tensor name '", key, "'");
+    header[key] = {{"dtype", safetensors_dtype_name(t.dtype())},
+                   {"shape", t.shape()},
+                   {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  const std::uint64_t n = text.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out + text;
+}
+
+std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tensor>& tensors,
+                                                const std::map<std::string, std::string>& metadata,
+                                                const SafetensorsWriteOptions& options) {
+  std::map<std::string, Tensor> host;
+  std::uint64_t data_bytes = 0;
+  for (const auto& [key, t] : tensors) {
+    const DType out = is_floating(t.dtype()) && !options.keep_float_dtypes ? DType::f32 : t.dtype();
+    Tensor h = Tensor::empty(t.shape(), out);
+    h.copy_(t);
+    data_bytes += h.nbytes();
+    host[key] = std::move(h);
+  }
+  const std::string header = safetensors_header(host, metadata);
+  std::vector<std::uint8_t> bytes(header.size() + data_bytes);
+  std::memcpy(bytes.data(), header.data(), header.size());
+  std::uint8_t* p = bytes.data() + header.size();
+  for (const auto& [key, h] : host) {
+    if (h.nbytes()) std::memcpy(p, h.data_ptr(), h.nbytes());
+    p += h.nbytes();
+  }
+  return bytes;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       const SafetensorsWriteOptions& options) {
+  const std::vector<std::uint8_t> bytes = serialize_safetensors(tensors, metadata, options);
+  namespace fs = std::filesystem;
+  std::random_device rd;
+  const std::string tmp = path + ".tmp" + std::to_string(rd());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) ZRT_THROW(CheckpointError, path, ": cannot create temporary file ", tmp);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      ZRT_THROW(CheckpointError, path, ": writing ", bytes.size(), " bytes failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    ZRT_THROW(CheckpointError, path, ": cannot rename the temporary file into place: ", ec.message());
+  }
+}
+
+}  // namespace zrt::model_zoo

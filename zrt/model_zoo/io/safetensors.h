@@ -1,0 +1,85 @@
+// The safetensors file format: an 8-byte little-endian header length N, N
+// bytes of JSON mapping each tensor name to {"dtype", "shape",
+// "data_offsets": [begin, end)} (offsets relative to the data section) and an
+// optional "__metadata__" string map, then the raw little-endian data.
+// Dtypes: F32, BF16, F16, F64, I32, I64, U8.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "zrt/runtime/tensor.h"
+
+namespace zrt::model_zoo {
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;  // cpu tensors, named
+  std::map<std::string, std::string> metadata;
+};
+
+// Parses a whole file; CheckpointError naming the file and the problem for a
+// missing or truncated file, bad JSON, an unknown dtype, a bad shape or
+// offsets outside the data section or not matching the shape.
+SafetensorsFile read_safetensors(const std::string& path);
+SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes,
+                                  const std::string& source = "<memory>");
+
+struct SafetensorsWriteOptions {
+  // Floating tensors are written as F32 unless this is set (then each keeps
+  // its dtype). Integer tensors always keep theirs.
+  bool keep_float_dtypes = false;
+};
+
+// The file's bytes (header padded with spaces to a multiple of 8, tensors in
+// name order). Tensors may live on any device.
+std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tensor>& tensors,
+                                                const std::map<std::string, std::string>& metadata = {},
+                                                const SafetensorsWriteOptions& options = {});
+
+// Writes atomically: into a temporary file beside `path`, renamed over it
+// once complete, so a failure leaves no file (and an older one untouched).
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {},
+                       const SafetensorsWriteOptions& options = {});
+
+// One tensor's header entry: data_offsets are relative to the data section.
+struct SafetensorsEntry {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+};
+
+// Random access to a file's tensors: the header is read and checked (as
+// read_safetensors does) on construction; tensors are read one at a time.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(std::string path);
+  const std::string& path() const { return path_; }
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // CheckpointError naming the file for an unknown name or a short read.
+  const SafetensorsEntry& entry(const std::string& name) const;
+  Tensor read(const std::string& name);
+  void read_bytes(const std::string& name, void* dst);  // entry(name).end - begin bytes
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::uint64_t data_offset_ = 0;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// The 8-byte length and the padded JSON header for `tensors` written as they
+// are (their own dtypes), in name order, data offsets counted from 0.
+std::string safetensors_header(const std::map<std::string, Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// "F32", "BF16", ... and back (nullopt-free: CheckpointError for unknown names).
+const char* safetensors_dtype_name(DType dtype);
+DType parse_safetensors_dtype(const std::string& name, const std::string& source);
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,33 @@
+#include "zrt/model_zoo/layers/cross_entropy.h"
+
+#include "zrt/kernels/nn/cross_entropy.h"
+#include "zrt/kernels/nn/nn_checks.h"
+
+namespace zrt::model_zoo {
+
+Tensor CrossEntropy::forward(const Tensor& logits, const Tensor& targets, double normaliser,
+                             Stream stream) {
+  ZRT_CHECK_ARG(logits.dim() >= 1, "CrossEntropy: logits ", logits.str(), " must be [..., V]");
+  const std::int64_t rows = kernels::matrix_rows(logits);
+  const DType acc = kernels::acc_dtype(logits.dtype());
+  Tensor losses = new_activation(logits, {rows}, acc, stream);
+  lse_ = new_activation(logits, {rows}, acc, stream);
+  Tensor loss = new_activation(logits, {1}, acc, stream);
+  kernels::cross_entropy_forward(logits, targets, normaliser, losses, lse_, loss, stream);
+  logits_ = logits;
+  targets_ = targets;
+  normaliser_ = normaliser;
+  has_cache_ = true;
+  return loss;
+}
+
+Tensor CrossEntropy::backward(double dloss, Stream stream) {
+  check_forward_ran("CrossEntropy", has_cache_);
+  Tensor dlogits = new_activation(logits_, logits_.shape(), logits_.dtype(), stream);
+  kernels::cross_entropy_backward(logits_, targets_, lse_, dloss, normaliser_, dlogits, stream);
+  logits_ = targets_ = lse_ = Tensor();
+  has_cache_ = false;
+  return dlogits;
+}
+
+}  // namespace zrt::model_zoo

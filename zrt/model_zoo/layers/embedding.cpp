@@ -1,0 +1,38 @@
+#include "zrt/model_zoo/layers/embedding.h"
+
+#include "zrt/kernels/nn/embedding.h"
+
+namespace zrt::model_zoo {
+
+Embedding::Embedding(Param wte, std::optional<Param> wpe)
+    : wte_(std::move(wte)), wpe_(std::move(wpe)) {
+  ZRT_CHECK_ARG(wte_.value.dim() == 2 && wte_.grad.shape() == wte_.value.shape(),
+                "Embedding: token table ", wte_.value.str(), " must be [V, C] like its gradient ",
+                wte_.grad.str());
+  if (wpe_) {
+    ZRT_CHECK_ARG(wpe_->value.dim() == 2 && wpe_->grad.shape() == wpe_->value.shape() &&
+                      wpe_->value.size(1) == wte_.value.size(1),
+                  "Embedding: position table ", wpe_->value.str(), " must be [P, C] like ",
+                  wpe_->grad.str(), " with C of ", wte_.value.str());
+  }
+}
+
+Tensor Embedding::forward(const Tensor& ids, Stream stream) {
+  Shape shape = ids.shape();
+  shape.push_back(wte_.value.size(1));
+  Tensor out = new_activation(wte_.value, shape, wte_.value.dtype(), stream);
+  kernels::embedding_forward(ids, wte_.value, wpe_ ? &wpe_->value : nullptr, out, stream);
+  ids_ = ids;
+  has_ids_ = true;
+  return out;
+}
+
+void Embedding::backward(const Tensor& dout, GradMode mode, Stream stream) {
+  check_forward_ran("Embedding", has_ids_);
+  kernels::embedding_backward(ids_, dout, wte_.grad, wpe_ ? &wpe_->grad : nullptr,
+                              mode == GradMode::accumulate, stream);
+  ids_ = Tensor();
+  has_ids_ = false;
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,28 @@
+// Token + position embedding: out[b, t] = wte[ids[b, t]] + wpe[t].
+#pragma once
+
+#include <optional>
+
+#include "zrt/model_zoo/layers/layer.h"
+
+namespace zrt::model_zoo {
+
+class Embedding {
+ public:
+  // wte: [V, C]; wpe: [P, C] (P = the longest sequence) or none.
+  Embedding(Param wte, std::optional<Param> wpe);
+
+  // ids: [B, T] (or [..., T]) i32/i64 in [0, V) -> [..., T, C]. Caches ids.
+  Tensor forward(const Tensor& ids, Stream stream = {});
+  // Scatter-adds dout into the table gradients (deterministic), written or
+  // accumulated per `mode`. Embeddings have no input gradient.
+  void backward(const Tensor& dout, GradMode mode, Stream stream = {});
+
+ private:
+  Param wte_;
+  std::optional<Param> wpe_;
+  Tensor ids_;
+  bool has_ids_ = false;
+};
+
+}  // namespace zrt::model_zoo

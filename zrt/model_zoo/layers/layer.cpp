@@ -1,0 +1,19 @@
+#include "zrt/model_zoo/layers/layer.h"
+
+namespace zrt::model_zoo {
+
+Tensor new_activation(const Tensor& like, const Shape& shape, DType dtype, Stream stream) {
+  return Tensor::empty(shape, dtype, like.device(), like.storage().allocator(), stream);
+}
+
+Shape with_last_dim(Shape shape, std::int64_t last) {
+  ZRT_CHECK_ARG(!shape.empty(), "a layer input must have at least one dim");
+  shape.back() = last;
+  return shape;
+}
+
+void check_forward_ran(const char* layer, bool cached) {
+  ZRT_CHECK_STATE(cached, layer, ": backward called without a forward since the last backward");
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,75 @@
+#include "zrt/model_zoo/layers/linear.h"
+
+#include "zrt/kernels/nn/gemm.h"
+
+namespace zrt::model_zoo {
+
+using kernels::gemm;
+
+Linear::Linear(Param weight, std::optional<Param> bias, WeightLayout layout)
+    : weight_(std::move(weight)), bias_(std::move(bias)), layout_(layout) {
+  const Tensor& w = weight_.value;
+  ZRT_CHECK_ARG(w.dim() == 2, "Linear: weight ", w.str(), " must be 2-D");
+  out_ = layout_ == WeightLayout::out_in ? w.size(0) : w.size(1);
+  in_ = layout_ == WeightLayout::out_in ? w.size(1) : w.size(0);
+  ZRT_CHECK_ARG(weight_.grad.shape() == w.shape(), "Linear: weight gradient ",
+                weight_.grad.str(), " must match ", w.str());
+  if (bias_) {
+    ZRT_CHECK_ARG(bias_->value.numel() == out_ && bias_->grad.numel() == out_, "Linear: bias ",
+                  bias_->value.str(), " and its gradient ", bias_->grad.str(), " must have ",
+                  out_, " elements");
+  }
+}
+
+Tensor Linear::ones(std::int64_t n, Stream stream) {
+  if (ones_.numel() < n || ones_.dtype() != weight_.value.dtype() ||
+      ones_.device() != weight_.value.device()) {
+    ones_ = Tensor::full({n}, 1.0, weight_.value.dtype(), weight_.value.device());
+  }
+  return ones_.slice(0, n);
+}
+
+Tensor Linear::forward(const Tensor& x, Stream stream) {
+  ZRT_CHECK_ARG(x.dim() >= 1 && x.size(-1) == in_, "Linear: input ", x.str(), " must be [..., ",
+                in_, "]");
+  const Tensor& w = weight_.value;
+  Tensor y = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
+  const std::int64_t rows = y.numel() / std::max<std::int64_t>(out_, 1);
+  double beta = 0.0;
+  if (bias_ && rows > 0) {
+    // y = ones[rows, 1] · b[1, out], then the main GEMM adds x·W to it.
+    gemm(ones(rows, stream).view({rows, 1}), false, bias_->value.view({1, out_}), false, y, 1.0,
+         0.0, stream);
+    beta = 1.0;
+  }
+  gemm(x, false, w, layout_ == WeightLayout::out_in, y, 1.0, beta, stream);
+  x_ = x;
+  has_x_ = true;
+  return y;
+}
+
+Tensor Linear::backward(const Tensor& dy, GradMode mode, Stream stream) {
+  check_forward_ran("Linear", has_x_);
+  ZRT_CHECK_ARG(dy.shape() == with_last_dim(x_.shape(), out_), "Linear: output gradient ",
+                dy.str(), " must be ", shape_str(with_last_dim(x_.shape(), out_)));
+  const Tensor& w = weight_.value;
+  const double beta = mode == GradMode::accumulate ? 1.0 : 0.0;
+  Tensor dx = new_activation(dy, x_.shape(), x_.dtype(), stream);
+  if (layout_ == WeightLayout::out_in) {
+    gemm(dy, false, w, false, dx, 1.0, 0.0, stream);                 // dx = dy·W
+    gemm(dy, true, x_, false, weight_.grad, 1.0, beta, stream);      // dW = dyᵀ·x
+  } else {
+    gemm(dy, false, w, true, dx, 1.0, 0.0, stream);                  // dx = dy·Wᵀ
+    gemm(x_, true, dy, false, weight_.grad, 1.0, beta, stream);      // dW = xᵀ·dy
+  }
+  if (bias_) {
+    const std::int64_t rows = dy.numel() / std::max<std::int64_t>(out_, 1);
+    gemm(ones(rows, stream).view({1, rows}), false, dy, false, bias_->grad.view({1, out_}), 1.0,
+         beta, stream);                                              // db = 1ᵀ·dy
+  }
+  x_ = Tensor();
+  has_x_ = false;
+  return dx;
+}
+
+}  // namespace zrt::model_zoo

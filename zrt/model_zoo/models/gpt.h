@@ -1,0 +1,64 @@
+// GPT-2: token + position embedding, n_layer pre-LayerNorm transformer
+// blocks (x + attn(ln_1(x)); x + mlp(ln_2(x)), GELU tanh, no dropout, LN eps
+// 1e-5), a final LayerNorm and an LM head tied to the token embedding.
+// Parameter names and shapes are Hugging Face GPT-2's (Conv1D weights [in, out]).
+#pragma once
+
+#include <optional>
+
+#include "zrt/model_zoo/layers/activation_layer.h"
+#include "zrt/model_zoo/layers/causal_self_attention.h"
+#include "zrt/model_zoo/layers/cross_entropy.h"
+#include "zrt/model_zoo/layers/embedding.h"
+#include "zrt/model_zoo/layers/layer_norm.h"
+#include "zrt/model_zoo/layers/linear.h"
+#include "zrt/model_zoo/layers/residual_add.h"
+#include "zrt/model_zoo/models/model.h"
+
+namespace zrt::model_zoo {
+
+class Gpt : public Model {
+ public:
+  Gpt(const GptDims& dims, DType dtype, Device device);
+
+  const GptDims& dims() const { return dims_; }
+  std::string kind() const override { return "gpt"; }
+  // unit 0 "embed_head" = wte, wpe, ln_f (+ tied lm_head.weight); unit i+1 = h.i.
+  std::vector<UnitDef> units() const override;
+  // normal(0, 0.02) weights and embeddings; residual projections
+  // (attn.c_proj.weight, mlp.c_proj.weight) normal(0, 0.02/sqrt(2·n_layer));
+  // zero biases; LayerNorm weight 1, bias 0 (Note [Parameter init stream]).
+  std::map<std::string, Tensor> init_params(std::uint64_t seed) const override;
+  void bind(const ParamLookup& lookup) override;
+  // [embed (unit 0), h.0 .. h.{L-1} (units 1..L), ln_f + tied head + loss (unit 0)].
+  int num_stages() const override { return static_cast<int>(dims_.n_layer) + 2; }
+  int stage_unit(int s) const override;
+  Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) override;
+  Tensor stage_backward(int s, const Tensor& dy, Stream stream) override;
+
+ private:
+  struct Block {
+    LayerNorm ln_1;
+    CausalSelfAttention attn;
+    LayerNorm ln_2;
+    Linear c_fc;
+    Gelu gelu;
+    Linear c_proj;
+    ResidualAdd add;
+  };
+  Tensor block_forward(Block& b, const Tensor& x, Stream stream);
+  Tensor block_backward(Block& b, const Tensor& dy, Stream stream);
+  void check_stage(int s, const char* what) const;
+  void check_bound(const char* what) const;
+
+  GptDims dims_;
+  DType dtype_;
+  Device device_;
+  std::optional<Embedding> embed_;
+  std::vector<Block> blocks_;
+  std::optional<LayerNorm> ln_f_;
+  std::optional<Linear> lm_head_;
+  CrossEntropy loss_;
+};
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,25 @@
+#include "zrt/model_zoo/models/model.h"
+
+#include "zrt/model_zoo/models/gpt.h"
+#include "zrt/model_zoo/models/mlp.h"
+
+namespace zrt::model_zoo {
+
+std::string ParamDef::fqn() const {
+  return module_path.empty() ? name : module_path + "." + name;
+}
+
+std::unique_ptr<Model> make_model(const ModelConfig& config) {
+  validate_model_config(config);
+  if (config.kind == "gpt")
+    return std::make_unique<Gpt>(resolve_gpt_dims(config), config.dtype, config.device);
+  return std::make_unique<Mlp>(resolve_mlp_dims(config), config.dtype, config.device);
+}
+
+std::vector<ParamDef> all_param_defs(const std::vector<UnitDef>& units) {
+  std::vector<ParamDef> defs;
+  for (const UnitDef& u : units) defs.insert(defs.end(), u.params.begin(), u.params.end());
+  return defs;
+}
+
+}  // namespace zrt::model_zoo

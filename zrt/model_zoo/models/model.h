@@ -1,0 +1,70 @@
+// The model interface the training engine drives: parameters grouped into wrap
+// units, initial values from a seed, binding to engine-owned parameter views,
+// and the forward and backward passes as stages, each of which uses the
+// parameters of one unit (so the engine can unshard one unit at a time).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zrt/model_zoo/layers/layer.h"
+#include "zrt/model_zoo/models/model_config.h"
+
+namespace zrt::model_zoo {
+
+struct ParamDef {
+  std::string module_path;  // e.g. "h.3.attn.c_attn" ("" at top level)
+  std::string name;         // e.g. "weight"
+  Shape shape;
+  std::string fqn() const;  // "h.3.attn.c_attn.weight"
+};
+
+struct UnitDef {
+  std::string name;                                       // e.g. "h.3", "embed_head", "layers.0"
+  std::vector<ParamDef> params;                           // module order
+  std::vector<std::pair<std::string, std::string>> tied;  // (second fqn, primary fqn)
+};
+
+struct Batch {                 // one micro-batch on one rank
+  Tensor inputs;               // gpt: [b, T] i32 token ids; mlp: [b, d_in] f32
+  Tensor targets;              // gpt: [b, T] i32; mlp: [b] i64
+  double normaliser = 1.0;     // target tokens/rows in the GLOBAL batch (loss = sum / normaliser)
+};
+
+// Value/grad views (compute dtype) of a parameter by its fqn.
+using ParamLookup = std::function<Param(const std::string& fqn)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string kind() const = 0;            // "gpt" | "mlp"
+  virtual std::vector<UnitDef> units() const = 0;  // wrap units, in order
+  // Initial values for every primary parameter (fp32, cpu) from a seed,
+  // identical on all ranks (Note [Parameter init stream] in param_init.h).
+  virtual std::map<std::string, Tensor> init_params(std::uint64_t seed) const = 0;
+  // Binds layers to parameter views; called once (the views stay valid while
+  // their storage is freed and re-allocated).
+  virtual void bind(const ParamLookup& lookup) = 0;
+  // The forward pass as stages; stage s computes with the parameters of unit stage_unit(s).
+  virtual int num_stages() const = 0;
+  virtual int stage_unit(int s) const = 0;
+  // Stage 0 takes the batch inputs (x ignored); the last stage returns the
+  // micro-batch loss as a 1-element f32 tensor = Σ per-target losses / batch.normaliser.
+  virtual Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) = 0;
+  // The last stage takes dloss (1-element f32 tensor) as dy. Stage 0 returns
+  // an empty tensor. Gradients are ACCUMULATED into the bound grad views.
+  virtual Tensor stage_backward(int s, const Tensor& dy, Stream stream) = 0;
+};
+
+// Builds the model of a validated config (InvalidArgument naming the problem).
+std::unique_ptr<Model> make_model(const ModelConfig& config);
+
+// Every parameter of `units` by fqn, in unit and module order (tied names excluded).
+std::vector<ParamDef> all_param_defs(const std::vector<UnitDef>& units);
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,45 @@
+#include "zrt/model_zoo/models/param_init.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace zrt::model_zoo {
+
+double ParamInitStream::uniform01() {
+  return static_cast<double>(gen_() >> 11) * 0x1.0p-53;
+}
+
+double ParamInitStream::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  const double u1 = 1.0 - uniform01();  // (0, 1]: log stays finite
+  const double u2 = uniform01();
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double a = 2.0 * std::numbers::pi * u2;
+  spare_ = r * std::sin(a);
+  has_spare_ = true;
+  return r * std::cos(a);
+}
+
+Tensor ParamInitStream::normal_tensor(const Shape& shape, double std) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(std * normal());
+  return t;
+}
+
+Tensor ParamInitStream::uniform_tensor(const Shape& shape, double lo, double hi) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<float>(lo + (hi - lo) * uniform01());
+  return t;
+}
+
+Tensor ParamInitStream::constant_tensor(const Shape& shape, double value) {
+  return Tensor::full(shape, value, DType::f32);
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,161 @@
+// The Communicator base: argument validation and sequence numbering shared by
+// every backend (see Note [Collective contract] in communicator.h).
+#include "zrt/runtime/comm/communicator.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+std::chrono::milliseconds default_comm_timeout() {
+  const char* env = std::getenv("ZRT_COMM_TIMEOUT_S");
+  if (env == nullptr || *env == '\0') return std::chrono::seconds(300);
+  char* end = nullptr;
+  errno = 0;
+  double seconds = std::strtod(env, &end);
+  ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && std::isfinite(seconds) && seconds > 0,
+                "ZRT_COMM_TIMEOUT_S='", env, "' is not a positive number of seconds");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+Communicator::Communicator(int rank, int size, std::string name)
+    : rank_(rank), size_(size), name_(std::move(name)), timeout_(default_comm_timeout()) {
+  ZRT_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "communicator '", name_, "': rank ", rank,
+                " is not in a group of size ", size);
+}
+
+std::string Communicator::where(const char* op) const {
+  return detail::concat(op, " #", seq_, " on group ", name_, " (rank ", rank_, " of ", size_, ")");
+}
+
+namespace {
+
+// Checks what every tensor argument of a collective needs: live storage large
+// enough for the view, and a device (and stream) this backend can move.
+void check_tensor(const Communicator& c, bool device_ok, const char* op, const char* role,
+                  const Tensor& t, Stream stream) {
+  ZRT_CHECK_ARG(t.numel() == 0 || !t.is_freed(), op, " on group ", c.name(), ": ", role, " ",
+                t.str(), " has freed storage");
+  ZRT_CHECK_ARG(t.numel() == 0 || t.storage().nbytes() >= (static_cast<std::size_t>(t.offset()) +
+                                                           static_cast<std::size_t>(t.numel())) *
+                                                              t.itemsize(),
+                op, " on group ", c.name(), ": ", role, " ", t.str(),
+                " is larger than its storage");
+  ZRT_CHECK_ARG(device_ok, op, " on group ", c.name(), ": the ", c.backend_name(),
+                " backend does not move tensors on ", t.device().str(), " (", role, " ", t.str(),
+                ")");
+  ZRT_CHECK_ARG(stream.is_cpu() || stream.device() == t.device(), op, " on group ", c.name(),
+                ": stream on ", stream.device().str(), " but ", role, " ", t.str(), " is on ",
+                t.device().str());
+}
+
+// An input that shares memory with the output must be exactly this rank's
+// chunk of it (the in-place form); any other overlap would read what it writes.
+void check_chunk_alias(const Communicator& c, const char* op, const Tensor& whole,
+                       const Tensor& chunk) {
+  if (!whole.shares_storage(chunk) || whole.numel() == 0 || chunk.numel() == 0) return;
+  const std::int64_t w0 = whole.offset(), w1 = w0 + whole.numel();
+  const std::int64_t c0 = chunk.offset(), c1 = c0 + chunk.numel();
+  if (c1 <= w0 || w1 <= c0) return;
+  ZRT_CHECK_ARG(c0 == w0 + c.rank() * chunk.numel(), op, " on group ", c.name(), ": ",
+                chunk.str(), " overlaps ", whole.str(),
+                " but is not this rank's chunk of it (the only in-place form allowed)");
+}
+
+void check_same_dtype_device(const Communicator& c, const char* op, const Tensor& out,
+                             const Tensor& in) {
+  ZRT_CHECK_ARG(out.dtype() == in.dtype(), op, " on group ", c.name(), ": output ", out.str(),
+                " and input ", in.str(), " have different dtypes");
+  ZRT_CHECK_ARG(out.device() == in.device(), op, " on group ", c.name(), ": output ", out.str(),
+                " and input ", in.str(), " are on different devices");
+}
+
+}  // namespace
+
+void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream) {
+  const char* op = "all_gather_into_tensor";
+  check_tensor(*this, accepts_device(out.device()), op, "output", out, stream);
+  check_tensor(*this, accepts_device(in.device()), op, "input", in, stream);
+  check_same_dtype_device(*this, op, out, in);
+  ZRT_CHECK_ARG(out.numel() == static_cast<std::int64_t>(size_) * in.numel(), op, " on group ",
+                name_, ": output ", out.str(), " must have ", size_, " x ", in.numel(),
+                " elements (group size x input)");
+  check_chunk_alias(*this, op, out, in);
+  ++seq_;
+  do_all_gather(out, in, stream);
+}
+
+void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp rop,
+                                         Stream stream) {
+  const char* op = "reduce_scatter_tensor";
+  check_tensor(*this, accepts_device(out.device()), op, "output", out, stream);
+  check_tensor(*this, accepts_device(in.device()), op, "input", in, stream);
+  check_same_dtype_device(*this, op, out, in);
+  ZRT_CHECK_ARG(in.numel() == static_cast<std::int64_t>(size_) * out.numel(), op, " on group ",
+                name_, ": input ", in.str(), " must have ", size_, " x ", out.numel(),
+                " elements (group size x output)");
+  ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg, op, " on group ", name_,
+                ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
+  check_chunk_alias(*this, op, in, out);
+  ++seq_;
+  do_reduce_scatter(out, in, rop, stream);
+}
+
+void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
+  const char* op = "all_reduce";
+  check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
+  ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max ||
+                    rop == ReduceOp::min,
+                op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
+  ++seq_;
+  do_all_reduce(t, rop, stream);
+}
+
+void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
+  const char* op = "broadcast";
+  check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
+  ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
+                " is not a rank of this group of size ", size_);
+  ++seq_;
+  do_broadcast(t, root, stream);
+}
+
+void Communicator::barrier() {
+  ++seq_;
+  do_barrier();
+}
+
+std::vector<std::vector<std::byte>> Communicator::all_gather_bytes(
+    std::span<const std::byte> mine) {
+  ++seq_;
+  return do_all_gather_bytes(mine);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  return split(color, key, detail::concat(name_, "/split(", color, ")"));
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string child_name) {
+  ZRT_CHECK_ARG(color >= 0, "split on group ", name_, ": color ", color, " must be >= 0");
+  ++seq_;
+  auto child = do_split(color, key, std::move(child_name));
+  ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
+                  " backend returned no group");
+  child->set_timeout(timeout_);
+  return child;
+}
+
+}  // namespace zrt

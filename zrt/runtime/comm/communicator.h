@@ -1,0 +1,93 @@
+// One Communicator interface over zrt tensors; backends: NCCL (CUDA tensors),
+// MPI (CPU tensors, multi-process), Local (ranks as threads of one process).
+//
+// Note [Collective contract]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The public methods are non-virtual: they validate arguments (sizes, dtypes,
+// devices, freed storage) and throw InvalidArgument before any data moves,
+// count the collective's sequence number, then call the backend's do_*.
+// Every rank of the group must call the same collectives in the same order.
+// `stream` is where the collective is ordered: CPU backends finish before
+// returning; NCCL enqueues on it (the caller orders other streams with
+// events). Every blocking wait honours timeout(); on expiry the backend throws
+// CommError naming the op, the group, the sequence number and, where known,
+// the ranks that did not arrive.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "zrt/runtime/stream.h"
+#include "zrt/runtime/tensor.h"
+
+namespace zrt {
+
+enum class ReduceOp { sum, avg, max, min };
+const char* reduce_op_name(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The group's name in messages, e.g. "world", "world/split(1)".
+  const std::string& name() const { return name_; }
+  std::uint64_t sequence_number() const { return seq_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+
+  // out.numel() == size() * in.numel(); rank r's input lands at [r*n, (r+1)*n).
+  void all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream = {});
+  // in.numel() == size() * out.numel(); rank r receives the reduction of
+  // every rank's [r*n, (r+1)*n). ops: sum, avg.
+  void reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream = {});
+  // ops: sum, avg, max, min.
+  void all_reduce(const Tensor& t, ReduceOp op, Stream stream = {});
+  void broadcast(const Tensor& t, int root, Stream stream = {});
+  void barrier();
+  // Small host metadata (fingerprints, sizes): every rank's bytes, by rank.
+  std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> mine);
+  // Ranks with equal color form a new group, ordered by (key, rank).
+  // Collective over this group. The child inherits the timeout.
+  std::unique_ptr<Communicator> split(int color, int key);
+  // The same, naming the child group (e.g. "world/zero3(1)") for messages.
+  std::unique_ptr<Communicator> split(int color, int key, std::string child_name);
+
+  // "local", "mpi", "nccl": names the backend in messages.
+  virtual const char* backend_name() const { return "custom"; }
+
+ protected:
+  Communicator(int rank, int size, std::string name);
+  // A CommError message prefix: "<op> #<seq> on group <name> (rank r of n)".
+  std::string where(const char* op) const;
+  // Whether the backend moves tensors on `device` (checked before any data moves).
+  virtual bool accepts_device(Device device) const { return true; }
+
+  virtual void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) = 0;
+  virtual void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) = 0;
+  virtual void do_all_reduce(const Tensor& t, ReduceOp op, Stream stream) = 0;
+  virtual void do_broadcast(const Tensor& t, int root, Stream stream) = 0;
+  virtual void do_barrier() = 0;
+  virtual std::vector<std::vector<std::byte>> do_all_gather_bytes(std::span<const std::byte> mine) = 0;
+  virtual std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) = 0;
+
+ private:
+  int rank_;
+  int size_;
+  std::string name_;
+  std::uint64_t seq_ = 0;
+  std::chrono::milliseconds timeout_;
+};
+
+using CommPtr = std::shared_ptr<Communicator>;
+
+// The default timeout: ZRT_COMM_TIMEOUT_S from the environment, else 300 s.
+std::chrono::milliseconds default_comm_timeout();
+
+}  // namespace zrt

@@ -1,0 +1,295 @@
+// See Note [Local rendezvous] in local_comm.h.
+#include "zrt/runtime/comm/local_comm.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "zrt/runtime/comm/host_reduce.h"
+#include "zrt/runtime/comm/host_staging.h"
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+namespace {
+
+// What a rank posts at a collective's first barrier; the others read it
+// until the collective's last barrier.
+struct Post {
+  const char* op = "";
+  std::uint64_t seq = 0;
+  DType dtype = DType::f32;
+  std::int64_t numel = 0;
+  int root = 0;
+  ReduceOp rop = ReduceOp::sum;
+  const std::byte* src = nullptr;
+  std::span<const std::byte> bytes = {};
+  int color = 0;
+  int key = 0;
+};
+
+class LocalGroup {
+ public:
+  explicit LocalGroup(int size) : present_(size, 0), posts_(size) {}
+
+  Post& post(int rank) { return posts_[rank]; }
+  // Per-collective data the last arriver of the first barrier set up; valid
+  // until this rank arrives at its next barrier.
+  std::shared_ptr<void> shared;
+  std::string disagreement;  // empty when every rank posted the same collective
+  // all_reduce's result buffer, kept between calls (resized by the last
+  // arriver, read by every rank before it arrives at its next barrier).
+  std::vector<std::byte> scratch;
+
+  // Blocks until every rank of the group has arrived at this barrier; the
+  // last one to arrive runs `on_last` under the lock before releasing the
+  // others. Throws CommError (prefixed by where()) on timeout or when the
+  // group is broken.
+  template <class Where>
+  void arrive(int rank, std::chrono::milliseconds timeout, const Where& where,
+              const std::function<void()>& on_last = {}) {
+    std::unique_lock lock(mu_);
+    if (!broken_.empty())
+      ZRT_THROW(CommError, where(), ": the group failed earlier: ", broken_);
+    const std::uint64_t gen = generation_;
+    present_[rank] = 1;
+    if (++arrived_ == static_cast<int>(present_.size())) {
+      if (on_last) on_last();
+      arrived_ = 0;
+      std::fill(present_.begin(), present_.end(), 0);
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const bool released = cv_.wait_until(
+        lock, deadline, [&] { return generation_ != gen || !broken_.empty(); });
+    if (released && generation_ != gen) return;
+    if (!released) {
+      std::string missing;
+      for (std::size_t r = 0; r < present_.size(); ++r)
+        if (!present_[r]) missing += detail::concat(missing.empty() ? "" : ", ", r);
+      broken_ = detail::concat(where(), ": timed out after ", timeout.count(),
+                               " ms waiting for rank(s) [", missing, "] (local backend)");
+      cv_.notify_all();
+      throw CommError(broken_, __FILE__, __LINE__);
+    }
+    ZRT_THROW(CommError, where(), ": the group failed while waiting: ", broken_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t generation_ = 0;
+  int arrived_ = 0;
+  std::vector<char> present_;
+  std::string broken_;
+  std::vector<Post> posts_;
+};
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(int rank, int size, std::string name, std::shared_ptr<LocalGroup> group)
+      : Communicator(rank, size, std::move(name)), group_(std::move(group)) {}
+
+  const char* backend_name() const override { return "local"; }
+
+ protected:
+  bool accepts_device(Device) const override { return true; }
+
+  void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) override {
+    if (size() == 1) {
+      if (!out.shares_storage(in) || out.offset() != in.offset()) Tensor(out).copy_(in, stream);
+      return;
+    }
+    Tensor hin = host_input(in, stream), hout = host_output(out);
+    const auto n = static_cast<std::size_t>(in.nbytes());
+    post_and_arrive({.op = "all_gather_into_tensor", .dtype = in.dtype(), .numel = in.numel(),
+                     .src = bytes_of(hin)});
+    std::byte* dst = mutable_bytes_of(hout);
+    for (int r = 0; r < size() && n > 0; ++r) {
+      const std::byte* src = group_->post(r).src;
+      if (dst + r * n != src) std::memcpy(dst + r * n, src, n);
+    }
+    depart("all_gather_into_tensor");
+    finish_output(out, hout, stream);
+  }
+
+  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                         Stream stream) override {
+    if (size() == 1) {
+      if (!out.shares_storage(in) || out.offset() != in.offset()) Tensor(out).copy_(in, stream);
+      return;
+    }
+    Tensor hin = host_input(in, stream), hout = host_output(out);
+    post_and_arrive({.op = "reduce_scatter_tensor", .dtype = in.dtype(), .numel = out.numel(),
+                     .rop = op, .src = bytes_of(hin)});
+    const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
+    reduce_from_posts(mutable_bytes_of(hout), chunk, out.numel(), out.dtype(), op);
+    depart("reduce_scatter_tensor");
+    finish_output(out, hout, stream);
+  }
+
+  void do_all_reduce(const Tensor& t, ReduceOp op, Stream stream) override {
+    if (size() == 1) return;  // the sum, max, min and avg of one value is itself
+    Tensor h = host_input(t, stream);
+    const std::size_t nbytes = t.nbytes();
+    // Each rank reduces its share of the elements into a shared scratch
+    // buffer; after the second barrier every rank copies the whole result.
+    post_and_arrive({.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op,
+                     .src = bytes_of(h)},
+                    [&] { group_->scratch.resize(nbytes); });
+    std::byte* scratch = group_->scratch.data();
+    const std::int64_t per = (t.numel() + size() - 1) / size();
+    const std::int64_t begin = std::min<std::int64_t>(per * rank(), t.numel());
+    const std::int64_t count = std::min<std::int64_t>(per, t.numel() - begin);
+    const std::size_t offset = static_cast<std::size_t>(begin) * t.itemsize();
+    reduce_from_posts(scratch + offset, offset, count, t.dtype(), op);
+    depart("all_reduce");
+    if (nbytes > 0) std::memcpy(mutable_bytes_of(h), scratch, nbytes);
+    finish_output(t, h, stream);
+  }
+
+  void do_broadcast(const Tensor& t, int root, Stream stream) override {
+    if (size() == 1) return;
+    Tensor h = host_input(t, stream);
+    post_and_arrive({.op = "broadcast", .dtype = t.dtype(), .numel = t.numel(), .root = root,
+                     .src = bytes_of(h)});
+    if (rank() != root && t.numel() > 0)
+      std::memcpy(mutable_bytes_of(h), group_->post(root).src, t.nbytes());
+    depart("broadcast");
+    if (rank() != root) finish_output(t, h, stream);
+  }
+
+  void do_barrier() override {
+    post_and_arrive({.op = "barrier"});
+  }
+
+  std::vector<std::vector<std::byte>> do_all_gather_bytes(
+      std::span<const std::byte> mine) override {
+    post_and_arrive({.op = "all_gather_bytes", .bytes = mine});
+    std::vector<std::vector<std::byte>> all(size());
+    for (int r = 0; r < size(); ++r) {
+      auto b = group_->post(r).bytes;
+      all[r].assign(b.begin(), b.end());
+    }
+    depart("all_gather_bytes");
+    return all;
+  }
+
+  std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) override {
+    // The last arriver forms the groups: ranks of equal color, ordered by (key, rank).
+    struct Placement {
+      std::shared_ptr<LocalGroup> group;
+      int rank = 0;
+      int size = 0;
+    };
+    using Placements = std::vector<Placement>;
+    post_and_arrive({.op = "split", .color = color, .key = key}, [&] {
+      std::map<int, std::vector<std::pair<int, int>>> members;  // color -> (key, rank)
+      for (int r = 0; r < size(); ++r)
+        members[group_->post(r).color].emplace_back(group_->post(r).key, r);
+      auto placements = std::make_shared<Placements>(size());
+      for (auto& [c, list] : members) {
+        std::sort(list.begin(), list.end());
+        auto g = std::make_shared<LocalGroup>(static_cast<int>(list.size()));
+        for (std::size_t i = 0; i < list.size(); ++i)
+          (*placements)[list[i].second] = {g, static_cast<int>(i), static_cast<int>(list.size())};
+      }
+      group_->shared = placements;
+    });
+    Placement mine = (*std::static_pointer_cast<Placements>(group_->shared))[rank()];
+    return std::make_unique<LocalCommunicator>(mine.rank, mine.size, std::move(child_name),
+                                               std::move(mine.group));
+  }
+
+ private:
+  // Posts this rank's arguments, waits for every rank, and checks that all of
+  // them entered the same collective with the same sizes. The last arriver
+  // compares the posts (a fast rank may overwrite its post for the next
+  // collective as soon as it is released), and every rank throws alike.
+  void post_and_arrive(Post p, const std::function<void()>& on_last = {}) {
+    p.seq = sequence_number();
+    const char* op = p.op;
+    group_->post(rank()) = p;
+    group_->arrive(rank(), timeout(), [&] { return where(op); }, [&] {
+      group_->disagreement = find_disagreement();
+      if (group_->disagreement.empty() && on_last) on_last();
+    });
+    if (!group_->disagreement.empty())
+      ZRT_THROW(CommError, where(op), ": ranks disagree on the collective: ",
+                group_->disagreement);
+  }
+
+  std::string find_disagreement() {
+    const Post& first = group_->post(0);
+    for (int r = 1; r < size(); ++r) {
+      const Post& other = group_->post(r);
+      if (std::strcmp(other.op, first.op) != 0 || other.seq != first.seq ||
+          other.dtype != first.dtype || other.numel != first.numel || other.root != first.root ||
+          other.rop != first.rop)
+        return detail::concat("rank 0 called ", first.op, " #", first.seq, " (",
+                              dtype_name(first.dtype), " x ", first.numel, ", root ", first.root,
+                              ", ", reduce_op_name(first.rop), ") but rank ", r, " called ",
+                              other.op, " #", other.seq, " (", dtype_name(other.dtype), " x ",
+                              other.numel, ", root ", other.root, ", ",
+                              reduce_op_name(other.rop), ")");
+    }
+    return {};
+  }
+
+  // The barrier after which no rank reads another's posted buffers.
+  void depart(const char* op) {
+    group_->arrive(rank(), timeout(), [&] { return where(op); });
+  }
+
+  // dst = reduction over ranks of (posted src + byte_offset), `count` elements.
+  void reduce_from_posts(std::byte* dst, std::size_t byte_offset, std::int64_t count, DType dtype,
+                         ReduceOp op) {
+    if (count <= 0) return;
+    std::vector<const void*> srcs(size());
+    for (int r = 0; r < size(); ++r) srcs[r] = group_->post(r).src + byte_offset;
+    host_reduce(dst, srcs, count, dtype, op);
+  }
+
+  std::shared_ptr<LocalGroup> group_;
+};
+
+}  // namespace
+
+std::vector<CommPtr> make_local_world(int n, std::chrono::milliseconds timeout) {
+  ZRT_CHECK_ARG(n >= 1, "make_local_world: the world needs at least one rank, got ", n);
+  auto group = std::make_shared<LocalGroup>(n);
+  std::vector<CommPtr> comms;
+  comms.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    comms.push_back(std::make_shared<LocalCommunicator>(r, n, "world", group));
+    comms.back()->set_timeout(timeout);
+  }
+  return comms;
+}
+
+void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
+                     std::chrono::milliseconds timeout) {
+  auto comms = make_local_world(n, timeout);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(comms[r]);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace zrt

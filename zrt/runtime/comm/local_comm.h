@@ -1,0 +1,38 @@
+// The local backend: N ranks as threads of one process sharing memory. For
+// tests, and for simulating N ranks on one CPU or one GPU (NCCL refuses two
+// ranks on one GPU).
+//
+// Note [Local rendezvous]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Each collective is two (all_reduce: three) barriers of the group's shared
+// state. At the first, every rank posts where its buffers are; a generation
+// counter tells this collective's barrier from the next one. Between
+// barriers each rank writes only its own outputs, reading the others'
+// inputs, so no locks are held while data moves. The last barrier makes
+// sure nobody returns (and reuses its input) while another rank still reads
+// it. Every wait honours the timeout; a rank that times out marks the group
+// broken with a message naming the ranks that never arrived, which wakes
+// the other waiters at once and fails every later collective of the group.
+// CUDA tensors are staged through host memory (cudaMemcpy), so the same
+// host arithmetic (Note [Deterministic reduction order]) serves both.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "zrt/runtime/comm/communicator.h"
+
+namespace zrt {
+
+// The communicators of a new local group of `n` ranks named "world";
+// communicator r is for the thread acting as rank r.
+std::vector<CommPtr> make_local_world(int n,
+                                      std::chrono::milliseconds timeout = default_comm_timeout());
+
+// Runs fn(comm) on `n` threads, one per rank of a new local world, joins them
+// all and rethrows the exception of the lowest rank that threw, if any.
+void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
+                     std::chrono::milliseconds timeout = default_comm_timeout());
+
+}  // namespace zrt

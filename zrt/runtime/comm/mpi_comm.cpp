@@ -1,0 +1,318 @@
+// See mpi_comm.h.
+#include "zrt/runtime/comm/mpi_comm.h"
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include "zrt/runtime/comm/host_reduce.h"
+#include "zrt/runtime/comm/host_staging.h"
+#include "zrt/runtime/error.h"
+
+#ifdef ZRT_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace zrt {
+
+#ifndef ZRT_WITH_MPI
+
+CommPtr make_mpi_world(std::string) {
+  ZRT_THROW(InvalidState, "make_mpi_world: this build of zrt has no MPI (configure with ZRT_MPI=ON)");
+}
+
+#else
+
+namespace {
+
+std::string mpi_error_string(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, buf, &len);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+#define ZRT_MPI_CHECK(expr, where)                                                          \
+  do {                                                                                      \
+    int zrt_mpi_rc_ = (expr);                                                               \
+    if (zrt_mpi_rc_ != MPI_SUCCESS)                                                         \
+      ZRT_THROW(::zrt::MpiError, where, ": ", #expr, " failed: ", mpi_error_string(zrt_mpi_rc_)); \
+  } while (0)
+
+// MPI initialised by zrt, finalised when the last communicator that uses it
+// goes; a no-op when the application initialised MPI itself.
+class MpiSession {
+ public:
+  MpiSession() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      ZRT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI init");
+      owned_ = true;
+    }
+  }
+  ~MpiSession() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Finalize();
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+ private:
+  bool owned_ = false;
+};
+
+// MPI operators for the 16-bit floats: inout = in (op) inout, in rank order.
+template <DType D, ReduceOp Op>
+void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  host_accumulate(in, inout, *len, D, Op);
+}
+
+struct HalfOps {
+  HalfOps() {
+    // Not commutative: MPI then combines in rank order, the same on every run.
+    MPI_Op_create(&half_op<DType::bf16, ReduceOp::sum>, 0, &bf16_[0]);
+    MPI_Op_create(&half_op<DType::bf16, ReduceOp::max>, 0, &bf16_[1]);
+    MPI_Op_create(&half_op<DType::bf16, ReduceOp::min>, 0, &bf16_[2]);
+    MPI_Op_create(&half_op<DType::f16, ReduceOp::sum>, 0, &f16_[0]);
+    MPI_Op_create(&half_op<DType::f16, ReduceOp::max>, 0, &f16_[1]);
+    MPI_Op_create(&half_op<DType::f16, ReduceOp::min>, 0, &f16_[2]);
+  }
+  ~HalfOps() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (MPI_Op& op : bf16_) MPI_Op_free(&op);
+    for (MPI_Op& op : f16_) MPI_Op_free(&op);
+  }
+  HalfOps(const HalfOps&) = delete;
+  HalfOps& operator=(const HalfOps&) = delete;
+  MPI_Op bf16_[3];  // sum, max, min
+  MPI_Op f16_[3];
+};
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::bf16:
+    case DType::f16: return MPI_UINT16_T;  // combined by HalfOps
+  }
+  ZRT_THROW(InvalidArgument, "mpi: unknown dtype code ", static_cast<int>(t));
+}
+
+// Note [Entry barrier]
+// ~~~~~~~~~~~~~~~~~~~~
+// Every collective waits with a deadline, so a missing rank is a CommError,
+// not a hang. The non-blocking MPI_I* collectives give that directly, and
+// for all-gather and reduce-scatter they run as fast as the blocking calls.
+// OpenMPI's MPI_Iallreduce does not: its non-blocking schedule (libnbc) is
+// about 2.5x slower than the tuned MPI_Allreduce at tens of MiB. all_reduce
+// therefore first enters an MPI_Ibarrier polled against the timeout, then
+// calls the blocking MPI_Allreduce. A rank that never arrives is caught by
+// the barrier, which is the failure the timeout exists for (a rank stuck or
+// on another code path). The trade-off: a rank that dies after the barrier
+// and before or during the all-reduce leaves the others blocked in MPI,
+// bounded only by MPI's own failure detection (OpenMPI aborts the job when a
+// process exits abnormally). The barrier costs one latency, negligible
+// against the bandwidth-bound sizes ZeRO reduces.
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<MpiSession> session,
+                  std::shared_ptr<HalfOps> ops, std::shared_ptr<HostStagingPool> staging)
+      : Communicator(comm_rank(comm), comm_size(comm), std::move(name)),
+        session_(std::move(session)),
+        ops_(std::move(ops)),
+        staging_(std::move(staging)),
+        comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    // A request left pending by a timeout still refers to the communicator.
+    if (!finalized && !broken_) MPI_Comm_free(&comm_);
+  }
+
+  const char* backend_name() const override { return "mpi"; }
+
+ protected:
+  bool accepts_device(Device d) const override {
+#ifdef ZRT_WITH_CUDA
+    return true;
+#else
+    return d.is_cpu();
+#endif
+  }
+
+  void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) override {
+    const char* op = "all_gather_into_tensor";
+    Tensor hin = host_input(in, stream, staging_.get()), hout = host_output(out, staging_.get());
+    const bool in_place = out.device().is_cpu() && in.numel() > 0 &&
+                          bytes_of(in) == bytes_of(out) + rank() * in.nbytes();
+    const int n = count(op, in.numel());
+    MPI_Request req;
+    ZRT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : bytes_of(hin), n, mpi_type(in.dtype()),
+                                 mutable_bytes_of(hout), n, mpi_type(in.dtype()), comm_, &req),
+                  where(op));
+    wait(req, op);
+    finish_output(out, hout, stream);
+  }
+
+  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp rop,
+                         Stream stream) override {
+    const char* op = "reduce_scatter_tensor";
+    Tensor hin = host_input(in, stream, staging_.get());
+    // MPI's in-place form keeps the result at the front of the input, not at
+    // this rank's chunk, so an aliased output gets its own buffer.
+    Tensor hout = out.device().is_cpu() && !out.shares_storage(in)
+                      ? out
+                      : host_staging_like(out, staging_.get());
+    const int n = count(op, out.numel());
+    MPI_Request req;
+    ZRT_MPI_CHECK(MPI_Ireduce_scatter_block(bytes_of(hin), mutable_bytes_of(hout), n,
+                                            mpi_type(in.dtype()), mpi_op(in.dtype(), rop), comm_,
+                                            &req),
+                  where(op));
+    wait(req, op);
+    if (rop == ReduceOp::avg) host_divide(mutable_bytes_of(hout), out.numel(), out.dtype(), size());
+    if (hout.storage_ptr() != out.storage_ptr()) Tensor(out).copy_(hout, stream);
+  }
+
+  void do_all_reduce(const Tensor& t, ReduceOp rop, Stream stream) override {
+    const char* op = "all_reduce";
+    Tensor h = host_input(t, stream, staging_.get());
+    // Blocking MPI_Allreduce behind an entry barrier: Note [Entry barrier].
+    barrier_with_timeout(op);
+    ZRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
+                                mpi_type(t.dtype()), mpi_op(t.dtype(), rop), comm_),
+                  where(op));
+    if (rop == ReduceOp::avg) host_divide(mutable_bytes_of(h), t.numel(), t.dtype(), size());
+    finish_output(t, h, stream);
+  }
+
+  void do_broadcast(const Tensor& t, int root, Stream stream) override {
+    const char* op = "broadcast";
+    Tensor h = host_input(t, stream, staging_.get());
+    MPI_Request req;
+    ZRT_MPI_CHECK(MPI_Ibcast(mutable_bytes_of(h), count(op, t.numel()), mpi_type(t.dtype()), root,
+                             comm_, &req),
+                  where(op));
+    wait(req, op);
+    if (rank() != root) finish_output(t, h, stream);
+  }
+
+  void do_barrier() override { barrier_with_timeout("barrier"); }
+
+  std::vector<std::vector<std::byte>> do_all_gather_bytes(
+      std::span<const std::byte> mine) override {
+    const char* op = "all_gather_bytes";
+    std::vector<int> lengths(size());
+    int my_length = count(op, static_cast<std::int64_t>(mine.size()));
+    MPI_Request req;
+    ZRT_MPI_CHECK(MPI_Iallgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_, &req),
+                  where(op));
+    wait(req, op);
+    std::vector<int> displs(size());
+    std::int64_t total = 0;
+    for (int r = 0; r < size(); ++r) {
+      displs[r] = count(op, total);
+      total += lengths[r];
+    }
+    std::vector<std::byte> all(static_cast<std::size_t>(total));
+    ZRT_MPI_CHECK(MPI_Iallgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
+                                  displs.data(), MPI_BYTE, comm_, &req),
+                  where(op));
+    wait(req, op);
+    std::vector<std::vector<std::byte>> out(size());
+    for (int r = 0; r < size(); ++r)
+      out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + lengths[r]);
+    return out;
+  }
+
+  std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) override {
+    // MPI_Comm_split blocks without a deadline: a barrier with one first, so
+    // a missing rank is reported instead of hanging.
+    barrier_with_timeout("split");
+    MPI_Comm child;
+    ZRT_MPI_CHECK(MPI_Comm_split(comm_, color, key, &child), where("split"));
+    return std::make_unique<MpiCommunicator>(child, std::move(child_name), session_, ops_,
+                                             staging_);
+  }
+
+ private:
+  static int comm_rank(MPI_Comm c) {
+    int r = 0;
+    MPI_Comm_rank(c, &r);
+    return r;
+  }
+  static int comm_size(MPI_Comm c) {
+    int s = 0;
+    MPI_Comm_size(c, &s);
+    return s;
+  }
+
+  int count(const char* op, std::int64_t n) const {
+    ZRT_CHECK_ARG(n <= INT_MAX, where(op), ": ", n, " elements exceed MPI's int count");
+    return static_cast<int>(n);
+  }
+
+  MPI_Op mpi_op(DType t, ReduceOp op) const {
+    const int i = op == ReduceOp::max ? 1 : op == ReduceOp::min ? 2 : 0;  // avg sums
+    if (t == DType::bf16) return ops_->bf16_[i];
+    if (t == DType::f16) return ops_->f16_[i];
+    return i == 1 ? MPI_MAX : i == 2 ? MPI_MIN : MPI_SUM;
+  }
+
+  void barrier_with_timeout(const char* op) {
+    MPI_Request req;
+    ZRT_MPI_CHECK(MPI_Ibarrier(comm_, &req), where(op));
+    wait(req, op);
+  }
+
+  // Polls `req` until it completes or the timeout expires (then CommError).
+  void wait(MPI_Request& req, const char* op) {
+    ZRT_CHECK_AS(CommError, !broken_, where(op), ": the group failed earlier (a collective timed out)");
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout();
+    for (std::uint64_t polls = 0;; ++polls) {
+      int done = 0;
+      ZRT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), where(op));
+      if (done) return;
+      // Spin first (latency), then back off so waiting ranks leave the CPU
+      // to the ranks still computing.
+      if (polls > 10000) std::this_thread::yield();
+      if ((polls & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
+        broken_ = true;
+        ZRT_THROW(CommError, where(op), ": timed out after ", timeout().count(),
+                  " ms (mpi backend; some rank of the group did not enter the collective)");
+      }
+    }
+  }
+
+  std::shared_ptr<MpiSession> session_;
+  std::shared_ptr<HalfOps> ops_;
+  std::shared_ptr<HostStagingPool> staging_;  // pinned buffers for CUDA tensors
+  MPI_Comm comm_;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+CommPtr make_mpi_world(std::string name) {
+  auto session = std::make_shared<MpiSession>();
+  MPI_Comm dup;
+  ZRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_mpi_world");
+  return std::make_shared<MpiCommunicator>(dup, std::move(name), std::move(session),
+                                           std::make_shared<HalfOps>(),
+                                           std::make_shared<HostStagingPool>());
+}
+
+#endif  // ZRT_WITH_MPI
+
+}  // namespace zrt

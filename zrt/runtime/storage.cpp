@@ -1,0 +1,53 @@
+#include "zrt/runtime/storage.h"
+
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+Storage::Storage(std::size_t nbytes, AllocatorPtr allocator, Stream stream)
+    : allocator_(std::move(allocator)), stream_(stream) {
+  ZRT_CHECK_ARG(allocator_ != nullptr, "Storage needs an allocator");
+  if (nbytes > 0) allocate(nbytes);
+}
+
+Storage::~Storage() { free(); }
+
+void Storage::free() noexcept {
+  if (data_) allocator_->deallocate(data_);
+  data_ = nullptr;
+  nbytes_ = 0;
+}
+
+void Storage::allocate(std::size_t nbytes) { allocate(nbytes, stream_); }
+
+void Storage::allocate(std::size_t nbytes, Stream stream) {
+  ZRT_CHECK_STATE(is_freed(), "Storage::allocate: storage already holds ", nbytes_,
+                  " bytes; free it first (re-sizing live storage is not allowed)");
+  if (nbytes == 0) return;
+  data_ = allocator_->allocate(nbytes, stream);
+  nbytes_ = nbytes;
+  stream_ = stream;
+}
+
+void Storage::record_use(Stream stream) {
+  ZRT_CHECK_STATE(!is_freed(), "Storage::record_use on freed storage");
+  allocator_->record_use(data_, stream);
+}
+
+void Storage::claim(std::size_t offset, std::size_t nbytes, const void* owner, const std::string& owner_name,
+                    const std::string& param) {
+  if (nbytes == 0) return;
+  std::lock_guard lock(claims_mutex_);
+  for (const auto& c : claims_)
+    ZRT_CHECK_ARG(c.owner == owner || offset + nbytes <= c.begin || c.end <= offset, "parameter '", param,
+                  "' cannot join flat parameter '", owner_name, "': its memory is already parameter '",
+                  c.param, "' of flat parameter '", c.owner_name, "'");
+  claims_.push_back({offset, offset + nbytes, owner, owner_name, param});
+}
+
+void Storage::release_claims(const void* owner) noexcept {
+  std::lock_guard lock(claims_mutex_);
+  std::erase_if(claims_, [&](const Claim& c) { return c.owner == owner; });
+}
+
+}  // namespace zrt

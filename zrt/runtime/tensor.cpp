@@ -1,0 +1,283 @@
+#include "zrt/runtime/tensor.h"
+
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#ifdef ZRT_WITH_CUDA
+#include "zrt/runtime/cuda_check.h"
+#endif
+
+namespace zrt {
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    ZRT_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_str(shape));
+    ZRT_CHECK_ARG(d == 0 || n <= std::numeric_limits<std::int64_t>::max() / d,
+                  "shape ", shape_str(shape), " overflows 64-bit element count");
+    n *= d;
+  }
+  return n;
+}
+
+namespace {
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  std::int64_t s = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+// Converts one element; integers convert directly, anything else via double.
+template <class Dst, class Src>
+Dst convert(Src s) {
+  if constexpr (std::is_integral_v<Dst> && std::is_integral_v<Src>) return static_cast<Dst>(s);
+  else return static_cast<Dst>(static_cast<double>(s));
+}
+
+void host_cast(const void* src, DType src_t, void* dst, DType dst_t, std::int64_t n) {
+  dispatch_dtype(src_t, "copy_", [&](auto st) {
+    using S = typename decltype(st)::type;
+    dispatch_dtype(dst_t, "copy_", [&](auto dt) {
+      using D = typename decltype(dt)::type;
+      const S* s = static_cast<const S*>(src);
+      D* d = static_cast<D*>(dst);
+      for (std::int64_t i = 0; i < n; ++i) d[i] = convert<D>(s[i]);
+    });
+  });
+}
+
+// Copies raw bytes between any two devices; synchronous when the host is involved.
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t n,
+                Stream stream) {
+  if (n == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+#ifdef ZRT_WITH_CUDA
+  int dev = dst_dev.is_cuda() ? dst_dev.index : src_dev.index;
+  CudaDeviceGuard g(dev);
+  auto s = static_cast<cudaStream_t>(stream.native());
+  if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index)
+    ZRT_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, n, s));
+  else
+    ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
+  if (dst_dev.is_cpu() || src_dev.is_cpu() || stream.is_cpu()) ZRT_CUDA_CHECK(cudaStreamSynchronize(s));
+#else
+  ZRT_THROW(InvalidArgument, "copy between ", src_dev.str(), " and ", dst_dev.str(),
+            ": this build of zrt has no CUDA support");
+#endif
+}
+
+}  // namespace
+
+Tensor::Tensor() : Tensor(std::make_shared<Storage>(0, default_allocator(Device::cpu())), {0}, DType::f32, 0, {}) {}
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::int64_t offset,
+               std::string name)
+    : storage_(std::move(storage)),
+      shape_(std::move(shape)),
+      numel_(shape_numel(shape_)),
+      offset_(offset),
+      dtype_(dtype),
+      name_(std::move(name)) {
+  ZRT_CHECK_ARG(storage_ != nullptr, "tensor needs a storage");
+  ZRT_CHECK_ARG(offset_ >= 0, "negative element offset ", offset_);
+  strides_ = contiguous_strides(shape_);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, AllocatorPtr allocator,
+                     Stream stream) {
+  std::int64_t n = shape_numel(shape);
+  if (!allocator) allocator = default_allocator(device);
+  ZRT_CHECK_ARG(allocator->device() == device, "allocator for ", allocator->device().str(),
+                " cannot allocate a tensor on ", device.str());
+  ZRT_CHECK_ARG(static_cast<std::uint64_t>(n) <= std::numeric_limits<std::uint64_t>::max() / 8,
+                "shape ", shape_str(shape), " is too large");
+  auto storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(dtype),
+                                           std::move(allocator), stream);
+  return Tensor(std::move(storage), shape, dtype, 0, {});
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, AllocatorPtr allocator) {
+  return full(shape, 0.0, dtype, device, std::move(allocator));
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device,
+                    AllocatorPtr allocator) {
+  Tensor t = empty(shape, dtype, device, std::move(allocator));
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::from_doubles(const std::vector<double>& values, DType dtype, Device device,
+                            Shape shape) {
+  if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
+  ZRT_CHECK_ARG(shape_numel(shape) == static_cast<std::int64_t>(values.size()), "from_doubles: ",
+                values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor host = empty(shape, DType::f64);
+  if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(double));
+  Tensor out = empty(shape, dtype, device);
+  out.copy_(host);
+  return out;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
+                            std::int64_t offset, std::string name) {
+  return Tensor(std::move(storage), shape, dtype, offset, std::move(name));
+}
+
+std::int64_t Tensor::size(int d) const {
+  int nd = dim();
+  if (d < 0) d += nd;
+  ZRT_CHECK_ARG(d >= 0 && d < nd, "dimension ", d, " out of range for ", str());
+  return shape_[d];
+}
+
+std::string Tensor::str() const {
+  return (name_.empty() ? std::string("tensor") : name_) + shape_str(shape_) + " " +
+         dtype_name(dtype_) + " " + device().str();
+}
+
+Tensor Tensor::view(Shape shape) const {
+  int infer = -1;
+  std::int64_t known = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      ZRT_CHECK_ARG(infer < 0, "view of ", str(), ": more than one -1 in ", shape_str(shape));
+      infer = static_cast<int>(i);
+    } else {
+      ZRT_CHECK_ARG(shape[i] >= 0, "view of ", str(), ": negative dim in ", shape_str(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    ZRT_CHECK_ARG(known != 0 && numel_ % known == 0, "view of ", str(), ": cannot infer -1 in ",
+                  shape_str(shape));
+    shape[infer] = numel_ / known;
+  }
+  ZRT_CHECK_ARG(shape_numel(shape) == numel_, "view of ", str(), " as ", shape_str(shape),
+                ": element counts differ");
+  return Tensor(storage_, std::move(shape), dtype_, offset_, name_);
+}
+
+Tensor Tensor::slice(std::int64_t start, std::int64_t length) const {
+  ZRT_CHECK_ARG(start >= 0 && length >= 0 && start <= numel_ && length <= numel_ - start,
+                "slice [", start, ", ", start, "+", length, ") out of bounds of ", str());
+  return Tensor(storage_, {length}, dtype_, offset_ + start, name_);
+}
+
+Tensor Tensor::narrow(std::int64_t start, std::int64_t length) const {
+  ZRT_CHECK_ARG(dim() >= 1, "narrow of 0-d tensor ", str());
+  ZRT_CHECK_ARG(start >= 0 && length >= 0 && start <= shape_[0] && length <= shape_[0] - start,
+                "narrow [", start, ", ", start, "+", length, ") out of bounds of ", str());
+  Shape s = shape_;
+  s[0] = length;
+  std::int64_t row = shape_[0] == 0 ? 0 : numel_ / shape_[0];
+  return Tensor(storage_, std::move(s), dtype_, offset_ + start * row, name_);
+}
+
+void* Tensor::data_ptr() const {
+  if (storage_->is_freed()) {
+    if (numel_ == 0) return nullptr;
+    ZRT_THROW(InvalidState, "data access to ", str(), " whose storage is freed");
+  }
+  std::size_t end = static_cast<std::size_t>(offset_ + numel_) * itemsize();
+  ZRT_CHECK_STATE(end <= storage_->nbytes(), "tensor ", str(), " needs ", end,
+                  " bytes but its storage holds ", storage_->nbytes());
+  return static_cast<char*>(storage_->data()) + static_cast<std::size_t>(offset_) * itemsize();
+}
+
+Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
+  ZRT_CHECK_ARG(src.numel() == numel_, "copy_ into ", str(), " from ", src.str(),
+                ": element counts differ");
+  if (numel_ == 0) return *this;
+  void* d = data_ptr();
+  const void* s = src.data_ptr();
+  if (src.dtype() == dtype_) {
+    copy_bytes(d, device(), s, src.device(), nbytes(), stream);
+  } else if (device().is_cpu() && src.device().is_cpu()) {
+    host_cast(s, src.dtype(), d, dtype_, numel_);
+  } else {
+    // Casting copies that touch a device stage through the host; hot paths use kernels/cast.
+    Tensor src_host = src;
+    if (!src.device().is_cpu()) {
+      src_host = empty(src.shape(), src.dtype());
+      src_host.copy_(src, stream);
+    }
+    Tensor dst_host = empty(shape_, dtype_);
+    host_cast(src_host.data_ptr(), src.dtype(), dst_host.data_ptr(), dtype_, numel_);
+    copy_bytes(d, device(), dst_host.data_ptr(), Device::cpu(), nbytes(), stream);
+  }
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  if (numel_ == 0) return *this;
+  Tensor host = device().is_cpu() ? *this : empty(shape_, dtype_);
+  dispatch_dtype(dtype_, "fill_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v = convert<T>(value);
+    T* p = static_cast<T*>(host.data_ptr());
+    for (std::int64_t i = 0; i < numel_; ++i) p[i] = v;
+  });
+  if (!device().is_cpu()) copy_(host);
+  return *this;
+}
+
+Tensor Tensor::to(Device dev) const {
+  Tensor out = empty(shape_, dtype_, dev);
+  out.set_name(name_);
+  return out.copy_(*this);
+}
+
+Tensor Tensor::to(DType dt) const {
+  Tensor out = empty(shape_, dt, device());
+  out.set_name(name_);
+  return out.copy_(*this);
+}
+
+Tensor Tensor::clone() const { return to(dtype_); }
+
+double Tensor::item(std::int64_t i) const {
+  ZRT_CHECK_ARG(i >= 0 && i < numel_, "item ", i, " out of bounds of ", str());
+  Tensor one = slice(i, 1);
+  if (!device().is_cpu()) one = one.to(Device::cpu());
+  return dispatch_dtype(dtype_, "item", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(*static_cast<const T*>(one.data_ptr()));
+  });
+}
+
+void Tensor::set_item(std::int64_t i, double value) {
+  ZRT_CHECK_ARG(i >= 0 && i < numel_, "set_item ", i, " out of bounds of ", str());
+  slice(i, 1).copy_(from_doubles({value}, DType::f64));
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  std::vector<double> out(static_cast<std::size_t>(numel_));
+  if (numel_ == 0) return out;
+  Tensor host = to(Device::cpu()).to(DType::f64);
+  std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(double));
+  return out;
+}
+
+void free_storage(const Tensor& t) { t.storage().free(); }
+
+void alloc_storage(const Tensor& t) {
+  t.storage().allocate(static_cast<std::size_t>(t.offset() + t.numel()) * t.itemsize());
+}
+
+}  // namespace zrt
