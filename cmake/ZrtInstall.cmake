@@ -1,10 +1,11 @@
 # The installed package: headers under include/zrt/, the static libraries,
 # zrtConfig.cmake / zrtConfigVersion.cmake and the exported targets
-# zrt::runtime, zrt::flat_param, zrt::kernels, zrt::optim, zrt::model_zoo and
+# zrt::runtime, zrt::flat_param, zrt::kernels, zrt::optim, zrt::module,
+# zrt::model_zoo and
 # zrt::zrt (all of them). The same names exist as aliases for add_subdirectory.
 include(CMakePackageConfigHelpers)
 
-set(zrt_libraries runtime flat_param kernels optim model_zoo)
+set(zrt_libraries runtime flat_param kernels optim module model_zoo)
 add_library(zrt_all INTERFACE)
 foreach(lib ${zrt_libraries})
   set_target_properties(zrt_${lib} PROPERTIES EXPORT_NAME ${lib})
@@ -14,7 +15,7 @@ endforeach()
 set_target_properties(zrt_all PROPERTIES EXPORT_NAME zrt)
 add_library(zrt::zrt ALIAS zrt_all)
 
-install(TARGETS zrt_runtime zrt_flat_param zrt_kernels zrt_optim zrt_model_zoo zrt_all
+install(TARGETS zrt_runtime zrt_flat_param zrt_kernels zrt_optim zrt_module zrt_model_zoo zrt_all
         EXPORT zrtTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
