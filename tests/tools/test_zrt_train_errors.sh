@@ -47,6 +47,9 @@ expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safe
 expect_error "init file with mis-shaped keys" "shape" --init-from "$dir/wide.safetensors"
 expect_error "init file that does not exist" "nope" --init-from "$dir/nope.safetensors"
 expect_error "zero3 size not dividing the world" "divide" --ranks 2 --strategy hybrid --zero3-size 3
+expect_error "block size shorter than the sequence" "block-size 32 is shorter than --seq-len 64" --block-size 32
+expect_error "prefetch deeper than 2" "prefetch" --prefetch 3
+expect_error "unknown reduce dtype" "reduce-dtype" --reduce-dtype fp8
 
-echo "$(( 12 - failures )) passed, $failures failed"
+echo "$(( 15 - failures )) passed, $failures failed"
 [ $failures -eq 0 ]

@@ -71,7 +71,8 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   set(m.n_head, o.n_head);
   set(m.n_embd, o.n_embd);
   set(m.vocab_size, o.vocab_size);
-  if (o.model == "gpt") {
+  set(m.block_size, o.block_size);
+  if (o.model == "gpt" && o.block_size == 0) {
     // Position embeddings must cover the sequence length.
     auto dims = model_zoo::resolve_gpt_dims(m);
     if (dims.block_size < o.seq_len) m.block_size = o.seq_len;
@@ -83,6 +84,8 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   e.strategy = *parse_strategy(o.strategy);
   e.zero3_size = o.zero3_size;
   e.dtype = *parse_dtype(o.dtype);
+  e.reduce_dtype = *parse_dtype(o.reduce_dtype);
+  e.prefetch = o.prefetch;
   e.device = o.device == "cuda" ? Device::cuda(cuda_device_count() > 0 ? local_rank % cuda_device_count() : 0)
                                 : Device::cpu();
   e.offload_grads = o.offload_grads;

@@ -17,6 +17,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--n-head", o.n_head, "gpt: attention heads (0: preset)")->check(CLI::NonNegativeNumber);
   app.add_option("--n-embd", o.n_embd, "gpt: embedding width (0: preset)")->check(CLI::NonNegativeNumber);
   app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (0: preset)")->check(CLI::NonNegativeNumber);
+  app.add_option("--block-size", o.block_size,
+                 "gpt: positions of the position embedding, >= --seq-len (0: the preset's, raised to --seq-len)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
   app.add_option("--activation", o.activation, "mlp: activation")->check(CLI::IsMember({"gelu", "relu"}));
   app.add_option("--data", o.data,
@@ -38,6 +41,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--eps", o.eps, "AdamW epsilon")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "initialisation seed");
   app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--prefetch", o.prefetch, "units all-gathered ahead of their stage (0: none, less memory)")
+      ->check(CLI::Range(0, 2));
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--strategy", o.strategy, "sharding strategy")
@@ -70,6 +77,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ZRT_THROW(InvalidArgument, e.what());
   }
   o.resume = resume->count() > 0;
+  ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
+                " is shorter than --seq-len ", o.seq_len, ": every position of a sequence needs an embedding");
   if (o.checkpoint_dir.empty()) {
     ZRT_CHECK_ARG(o.checkpoint_every == 0, "--checkpoint-every needs --checkpoint-dir");
     ZRT_CHECK_ARG(o.keep_last == 0, "--keep-last needs --checkpoint-dir");
@@ -84,6 +93,7 @@ namespace {
 nlohmann::json run_flags(const TrainOptions& o) {
   return {{"model", o.model},   {"preset", o.preset},       {"n_layer", o.n_layer},
           {"n_head", o.n_head}, {"n_embd", o.n_embd},       {"vocab_size", o.vocab_size},
+          {"block_size", o.block_size},
           {"hidden", o.hidden}, {"activation", o.activation}, {"data", o.data},
           {"steps", o.steps},   {"batch_size", o.batch_size}, {"seq_len", o.seq_len},
           {"lr", o.lr},         {"min_lr", o.min_lr},       {"warmup", o.warmup},

@@ -12,6 +12,7 @@ struct TrainOptions {
   std::string model = "gpt";   // gpt | mlp
   std::string preset = "tiny";
   int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
+  int block_size = 0;           // gpt positions (0: the preset's, raised to --seq-len)
   std::vector<int> hidden;      // mlp hidden widths (empty: the preset's)
   std::string activation = "gelu";
   // data
@@ -28,6 +29,8 @@ struct TrainOptions {
   // runtime
   std::string dtype = "fp32";   // fp32 | bf16 | fp16
   std::string device = "cpu";   // cpu | cuda
+  std::string reduce_dtype = "fp32";  // gradient reduce-scatter dtype
+  int prefetch = 1;             // units gathered ahead: 0, 1 or 2
   std::string strategy = "full";
   int zero3_size = 0;           // 0: the whole world
   bool offload_grads = false;

@@ -18,6 +18,8 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.zero3_size = setup.zero3_size;
   c.engine.dtype = setup.dtype;
   c.engine.offload_grads = setup.offload_grads;
+  c.engine.prefetch = setup.prefetch;
+  c.engine.reduce_dtype = setup.reduce_dtype;
   c.engine.adamw.beta2 = 0.95;
   c.engine.adamw.weight_decay = 0.1;
   c.engine.adamw.max_grad_norm = 1.0;

@@ -22,6 +22,8 @@ struct TrainSetup {
   int steps = 10;
   bool offload_grads = false;
   int batch_size = 16;  // global sequences or rows per step
+  int prefetch = 1;
+  DType reduce_dtype = DType::f32;
 };
 
 struct TrainOutput {

@@ -40,6 +40,11 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   set_current_device(config_.device);
   ZRT_CHECK_ARG(config_.dtype == DType::f32 || config_.dtype == DType::bf16 || config_.dtype == DType::f16,
                 "compute dtype must be f32, bf16 or f16, not ", dtype_name(config_.dtype));
+  ZRT_CHECK_ARG(config_.reduce_dtype == DType::f32 || config_.reduce_dtype == DType::bf16 ||
+                    config_.reduce_dtype == DType::f16,
+                "gradient reduce dtype must be f32, bf16 or f16, not ", dtype_name(config_.reduce_dtype));
+  ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2, "prefetch depth must be 0, 1 or 2 (got ",
+                config_.prefetch, ")");
   allocator_ = make_caching_allocator(config_.device);
   if (config_.device.is_cuda()) {
     compute_stream_ = std::make_unique<OwnedStream>(config_.device);
@@ -68,6 +73,7 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
     FlatParamOptions o;
     o.name = unit.name;
     o.param_dtype = config_.dtype;
+    o.reduce_dtype = config_.reduce_dtype;
     o.grad_reduce = ReduceOp::sum;  // see Note [One step of the engine]
     o.reshard_after_forward = plan.reshard_after_forward;
     o.reshard_after_backward = plan.reshard_after_backward;
@@ -107,9 +113,12 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
 
 TrainingEngine::~TrainingEngine() = default;
 
-void TrainingEngine::prefetch(int stage) {
-  if (!config_.prefetch || stage < 0 || stage >= model_->num_stages()) return;
-  handles_[model_->stage_unit(stage)]->unshard();
+void TrainingEngine::prefetch(int stage, int step) {
+  for (int k = 1; k <= config_.prefetch; ++k) {
+    const int s = stage + k * step;
+    if (s < 0 || s >= model_->num_stages()) return;
+    handles_[model_->stage_unit(s)]->unshard();
+  }
 }
 
 double TrainingEngine::forward(const Batch& given) {
@@ -126,7 +135,7 @@ double TrainingEngine::forward(const Batch& given) {
   for (int s = 0; s < model_->num_stages(); ++s) {
     FlatParamHandle& h = *handles_[model_->stage_unit(s)];
     h.pre_forward();
-    prefetch(s + 1);
+    prefetch(s, +1);
     x = model_->stage_forward(s, x, batch, stream);
     h.post_forward();
   }
@@ -140,7 +149,7 @@ void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
     const int u = model_->stage_unit(s);
     FlatParamHandle& h = *handles_[u];
     h.pre_backward();
-    prefetch(s - 1);
+    prefetch(s, -1);
     dy = model_->stage_backward(s, dy, stream);
     h.post_backward(sync_grads && s == last_backward_stage_[u]);
   }

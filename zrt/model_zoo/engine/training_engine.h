@@ -14,11 +14,12 @@
 // micro-batch's loss is its sum divided by the global target count, and
 // gradients are summed (not averaged) across ranks, so every world size,
 // zero3 size, strategy and micro-batch count computes the same update.
-// With prefetch, the unit of the next stage (forward) or previous stage
-// (backward) is unsharded before the current stage computes; on CUDA its
-// all-gather runs on the communication stream, overlapping the compute
-// (Note [Unshard on the communication stream]), at the price of two
-// unsharded units at a time instead of one.
+// With prefetch depth d, the units of the next d stages (forward) or previous
+// d stages (backward) are unsharded before the current stage computes; on
+// CUDA their all-gathers run on the communication stream, overlapping the
+// compute (Note [Unshard on the communication stream]), at the price of up
+// to d + 1 unsharded units at a time instead of one. d = 0 gathers each unit
+// just before its stage (least memory, no overlap).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,8 @@ struct EngineConfig {
   DType dtype = DType::f32;        // compute dtype (f32, bf16, f16)
   Device device = Device::cpu();
   bool offload_grads = false;
-  bool prefetch = true;            // unshard the next stage's unit before computing this one
+  int prefetch = 1;                // stages whose units are unsharded ahead (0, 1 or 2)
+  DType reduce_dtype = DType::f32; // gradient reduce-scatter dtype
   optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
   std::uint64_t seed = 1337;
 };
@@ -83,7 +85,9 @@ class TrainingEngine {
   std::pair<double, double> all_reduce_sum(double a, double b);
   Stream stream() const { return compute_stream_ ? compute_stream_->get() : Stream(); }
 
-  void prefetch(int stage);
+  // Unshards the units of the `prefetch` stages after (forward, step +1) or
+  // before (backward, step -1) `stage`.
+  void prefetch(int stage, int step);
 
   // Declared first, destroyed last: the model's views keep device memory alive.
   std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
