@@ -1,6 +1,7 @@
 #include "zrt/model_zoo/layers/linear.h"
 
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/kernels/ops/fill.h"
 
 namespace zrt::model_zoo {
 
@@ -21,10 +22,12 @@ Linear::Linear(Param weight, std::optional<Param> bias, WeightLayout layout)
   }
 }
 
-Tensor Linear::ones(std::int64_t n, Stream stream) {
-  if (ones_.numel() < n || ones_.dtype() != weight_.value.dtype() ||
-      ones_.device() != weight_.value.device()) {
-    ones_ = Tensor::full({n}, 1.0, weight_.value.dtype(), weight_.value.device());
+Tensor Linear::ones(const Tensor& like, std::int64_t n, Stream stream) {
+  // From the activations' allocator, filled on `stream`: no raw allocation or
+  // legacy-stream work inside a step; kept and grown only when too short.
+  if (ones_.numel() < n || ones_.dtype() != weight_.value.dtype() || ones_.device() != like.device()) {
+    ones_ = new_activation(like, {n}, weight_.value.dtype(), stream);
+    kernels::fill(ones_, 1.0, stream);
   }
   return ones_.slice(0, n);
 }
@@ -38,7 +41,7 @@ Tensor Linear::forward(const Tensor& x, Stream stream) {
   double beta = 0.0;
   if (bias_ && rows > 0) {
     // y = ones[rows, 1] · b[1, out], then the main GEMM adds x·W to it.
-    gemm(ones(rows, stream).view({rows, 1}), false, bias_->value.view({1, out_}), false, y, 1.0,
+    gemm(ones(x, rows, stream).view({rows, 1}), false, bias_->value.view({1, out_}), false, y, 1.0,
          0.0, stream);
     beta = 1.0;
   }
@@ -64,7 +67,7 @@ Tensor Linear::backward(const Tensor& dy, GradMode mode, Stream stream) {
   }
   if (bias_) {
     const std::int64_t rows = dy.numel() / std::max<std::int64_t>(out_, 1);
-    gemm(ones(rows, stream).view({1, rows}), false, dy, false, bias_->grad.view({1, out_}), 1.0,
+    gemm(ones(dy, rows, stream).view({1, rows}), false, dy, false, bias_->grad.view({1, out_}), 1.0,
          beta, stream);                                              // db = 1ᵀ·dy
   }
   x_ = Tensor();

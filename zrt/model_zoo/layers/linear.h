@@ -29,8 +29,9 @@ class Linear {
   Tensor backward(const Tensor& dy, GradMode mode, Stream stream = {});
 
  private:
-  // A vector of at least n ones (bias broadcast and bias gradient as GEMMs).
-  Tensor ones(std::int64_t n, Stream stream);
+  // n ones (bias broadcast and bias gradient as GEMMs), on `like`'s device
+  // and allocator, written on `stream`.
+  Tensor ones(const Tensor& like, std::int64_t n, Stream stream);
 
   Param weight_;
   std::optional<Param> bias_;
