@@ -49,7 +49,7 @@ void usage() {
 
 Options parse(int argc, char** argv) {
   Options o;
-  OptionParser("zrt-bench comm")
+  OptionParser("comm", "zrt-bench comm: collectives against the raw backend call")
       .value("--op", o.op)
       .value("--backend", o.backend)
       .value("--size", o.bytes)

@@ -1,5 +1,8 @@
 #include "tools/bench/bench_util.h"
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,49 +13,45 @@
 
 namespace zrt::bench {
 
-OptionParser& OptionParser::value(std::string name, std::function<void(const std::string&)> set) {
-  options_.push_back({std::move(name), true, std::move(set)});
-  return *this;
-}
+OptionParser::OptionParser(std::string who, std::string usage)
+    : who_(std::move(who)), app_(std::make_unique<CLI::App>(usage.empty() ? "zrt-bench " + who_ : usage)) {}
+
+OptionParser::~OptionParser() = default;
 
 OptionParser& OptionParser::value(std::string name, std::string& target) {
-  return value(std::move(name), [&target](const std::string& v) { target = v; });
+  app_->add_option(name, target)->capture_default_str();
+  return *this;
 }
 
 OptionParser& OptionParser::value(std::string name, int& target) {
-  return value(std::move(name), [&target](const std::string& v) { target = std::stoi(v); });
-}
-
-OptionParser& OptionParser::value(std::string name, std::int64_t& target) {
-  return value(std::move(name), [&target](const std::string& v) { target = std::stoll(v); });
-}
-
-OptionParser& OptionParser::value(std::string name, Device& target) {
-  return value(std::move(name), [&target](const std::string& v) { target = Device::parse(v); });
-}
-
-OptionParser& OptionParser::flag(std::string name, bool& target) {
-  options_.push_back({std::move(name), false, [&target](const std::string&) { target = true; }});
+  app_->add_option(name, target)->capture_default_str();
   return *this;
 }
 
-void OptionParser::parse(int argc, char** argv) const {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (!usage_.empty() && (a == "--help" || a == "-h")) {
-      std::printf("%s\n", usage_.c_str());
-      std::exit(0);
-    }
-    const Option* option = nullptr;
-    for (const Option& o : options_)
-      if (o.name == a) option = &o;
-    if (!option) ZRT_THROW(InvalidArgument, who_, ": unknown option ", a);
-    if (!option->takes_value) {
-      option->set({});
-      continue;
-    }
-    ZRT_CHECK_ARG(i + 1 < argc, who_, ": ", a, " needs a value");
-    option->set(argv[++i]);
+OptionParser& OptionParser::value(std::string name, std::int64_t& target) {
+  app_->add_option(name, target)->capture_default_str();
+  return *this;
+}
+
+OptionParser& OptionParser::value(std::string name, Device& target) {
+  app_->add_option_function<std::string>(name, [&target](const std::string& v) { target = Device::parse(v); },
+                                         "cpu, cuda or cuda:N");
+  return *this;
+}
+
+OptionParser& OptionParser::flag(std::string name, bool& target) {
+  app_->add_flag(name, target);
+  return *this;
+}
+
+void OptionParser::parse(int argc, char** argv) {
+  try {
+    app_->parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app_->help().c_str());
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    ZRT_THROW(InvalidArgument, e.what(), " (zrt-bench ", who_, " --help lists the options)");
   }
 }
 
@@ -84,13 +83,15 @@ std::string Table::num(double v, int precision) {
 void Table::print(bool json) const {
   if (json) {
     for (const auto& row : rows_) {
-      std::string line = "{";
+      nlohmann::ordered_json line = nlohmann::ordered_json::object();
       for (std::size_t i = 0; i < columns_.size() && i < row.size(); ++i) {
         const std::string& c = row[i];
-        bool numeric = !c.empty() && c.find_first_not_of("0123456789.-+eE") == std::string::npos;
-        line += (i ? ", \"" : "\"") + columns_[i] + "\": " + (numeric ? c : "\"" + c + "\"");
+        const bool numeric = !c.empty() && c.find_first_not_of("0123456789.-+eE") == std::string::npos;
+        if (numeric && c.find_first_of(".eE") == std::string::npos) line[columns_[i]] = std::stoll(c);
+        else if (numeric) line[columns_[i]] = std::stod(c);
+        else line[columns_[i]] = c;
       }
-      std::printf("%s}\n", line.c_str());
+      std::printf("%s\n", line.dump().c_str());
     }
     return;
   }

@@ -4,38 +4,36 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "zrt/runtime/device.h"
 
+namespace CLI {
+class App;
+}
+
 namespace zrt::bench {
 
-// A suite's command line: "--name value" options and "--name" switches,
-// applied in the order given. An unknown option, or a value option with
-// nothing after it, throws InvalidArgument naming it after `who` ("kernels:
-// ..."). With a `usage` line, --help / -h prints it and exits; without one
-// they are unknown options like any other.
+// A suite's command line, parsed by CLI11 like zrt-train's: "--name value"
+// options and "--name" switches. An unknown option, a missing or malformed
+// value throws InvalidArgument naming it after `who` ("kernels: ..."); --help
+// prints the options (after `usage`) and exits 0.
 class OptionParser {
  public:
-  explicit OptionParser(std::string who, std::string usage = {})
-      : who_(std::move(who)), usage_(std::move(usage)) {}
-  OptionParser& value(std::string name, std::function<void(const std::string&)> set);
+  explicit OptionParser(std::string who, std::string usage = {});
+  ~OptionParser();
   OptionParser& value(std::string name, std::string& target);
   OptionParser& value(std::string name, int& target);
   OptionParser& value(std::string name, std::int64_t& target);
   OptionParser& value(std::string name, Device& target);
   OptionParser& flag(std::string name, bool& target);
-  void parse(int argc, char** argv) const;
+  void parse(int argc, char** argv);
 
  private:
-  struct Option {
-    std::string name;
-    bool takes_value;
-    std::function<void(const std::string&)> set;
-  };
-  std::string who_, usage_;
-  std::vector<Option> options_;
+  std::string who_;
+  std::unique_ptr<CLI::App> app_;
 };
 
 // Runs `fn` `warmup` times, then `reps` times, calling `sync` (e.g. a device
