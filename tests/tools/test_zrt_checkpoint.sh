@@ -36,7 +36,7 @@ if [ -n "$mpiexec" ]; then
   bit_exact "mpirun -np 2, hybrid" "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$train" --strategy hybrid \
     --zero3-size 1
   # 2. The mpirun checkpoint of 2 ranks continues on 4 local ranks, and offline-resharded to 3.
-  final_loss() { tail -n 1 "$1" | sed 's/.*"loss": \([^,]*\),.*/\1/'; }
+  final_loss() { tail -n 1 "$1" | sed 's/.*"loss": *\([^,]*\),.*/\1/'; }
   close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (b < 0 ? -b : b)) }'; }
   if run "${common[@]}" --ranks 4 --resume "$dir/ck/step-000010" --metrics "$dir/r4.jsonl" &&
      close "$(final_loss "$dir/r4.jsonl")" "$(final_loss "$dir/full.jsonl")"; then

@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
@@ -194,11 +195,15 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     if (!lead) continue;
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
     if (metrics.is_open()) {
-      metrics.precision(10);
-      metrics << "{\"step\": " << r.step << ", \"loss\": " << r.stats.loss << ", \"lr\": " << r.lr
-              << ", \"grad_norm\": " << r.stats.grad_norm << ", \"skipped\": " << (r.stats.skipped ? "true" : "false")
-              << ", \"tokens_per_s\": " << per_s << ", \"mem_allocated\": " << r.memory.allocated
-              << ", \"mem_reserved\": " << r.memory.reserved << "}\n";
+      const nlohmann::ordered_json line = {{"step", r.step},
+                                           {"loss", r.stats.loss},
+                                           {"lr", r.lr},
+                                           {"grad_norm", r.stats.grad_norm},
+                                           {"skipped", r.stats.skipped},
+                                           {"tokens_per_s", per_s},
+                                           {"mem_allocated", r.memory.allocated},
+                                           {"mem_reserved", r.memory.reserved}};
+      metrics << line.dump() << "\n";
       metrics.flush();
     }
     const bool last = s + 1 == o.steps;
