@@ -90,6 +90,9 @@ expect_error "--resume of a missing step" "step-000999.*no such checkpoint" "$tr
 expect_error "--resume into another model" "another model" "$train" --model mlp --resume "$dir/ck"
 expect_error "--resume into another width" "wte.weight was saved as \\[256, 32\\] but the model has \\[256, 64\\]" "$train" --n-embd 64 --checkpoint-dir "$dir/ck" --resume
 expect_error "--checkpoint-every negative" "checkpoint-every" "$train" --checkpoint-dir "$dir/x" --checkpoint-every -1
+: > "$dir/a-file"
+expect_error "--checkpoint-dir under a file" "checkpoint-dir .*a-file/ck cannot be created" "$train" \
+  --checkpoint-dir "$dir/a-file/ck"
 expect_error "info of a non-checkpoint" "not a checkpoint" "$ckpt" info "$dir"
 expect_error "reshard to 0 ranks" "ranks" "$ckpt" reshard "$dir/ck" --ranks 0 --out "$dir/x"
 expect_error "reshard with a zero3 size not dividing" "divide" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \

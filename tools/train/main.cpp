@@ -152,8 +152,8 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
       }
     }
   }
-  model_zoo::CheckpointSaveOptions save_options{
-      .root = o.checkpoint_dir, .keep_last = o.keep_last, .run_json = train::run_flags_json(o)};
+  model_zoo::CheckpointSaveOptions save_options = model_zoo::checkpoint_into(o.checkpoint_dir, o.keep_last);
+  save_options.run_json = train::run_flags_json(o);
   std::int64_t saved_at = o.resume ? trainer.next_step() : -1;
   auto checkpoint = [&] {
     if (o.checkpoint_dir.empty() || saved_at == trainer.next_step()) return;

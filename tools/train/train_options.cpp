@@ -1,12 +1,34 @@
 #include "tools/train/train_options.h"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "zrt/runtime/error.h"
 
 namespace zrt::train {
+
+namespace {
+
+// A checkpoint directory that cannot be written fails now, not after training.
+void check_checkpoint_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir, " cannot be created: ",
+                ec ? ec.message() : "it exists and is not a directory");
+  const fs::path probe = fs::path(dir) / (".zrt-write-probe-" + std::to_string(::getpid()));
+  std::ofstream(probe) << "probe";
+  const bool writable = fs::file_size(probe, ec) == 5 && !ec;
+  fs::remove(probe, ec);
+  ZRT_CHECK_ARG(writable, "--checkpoint-dir ", dir, " is not writable");
+}
+
+}  // namespace
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   CLI::App app{"zrt-train: train a model-zoo model under ZeRO-3 (one process, mpirun -np N, or --ranks N)"};
@@ -77,6 +99,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ZRT_THROW(InvalidArgument, e.what());
   }
   o.resume = resume->count() > 0;
+  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
   ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
                 " is shorter than --seq-len ", o.seq_len, ": every position of a sequence needs an embedding");
   if (o.checkpoint_dir.empty()) {

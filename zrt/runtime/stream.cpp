@@ -51,7 +51,7 @@ OwnedStream& OwnedStream::operator=(OwnedStream&& o) noexcept {
   return *this;
 }
 
-Event::Event(Device device, bool enable_timing) : device_(device) {
+Event::Event(Device device, [[maybe_unused]] bool enable_timing) : device_(device) {
   if (device.is_cpu()) return;
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(device.index);
@@ -78,7 +78,7 @@ Event& Event::operator=(Event&& o) noexcept {
   return *this;
 }
 
-void Event::record(Stream s) {
+void Event::record([[maybe_unused]] Stream s) {
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
   // A cpu stream handle with a device event means the device's legacy default stream.
@@ -89,7 +89,7 @@ void Event::record(Stream s) {
 #endif
 }
 
-void Event::wait(Stream s) const {
+void Event::wait([[maybe_unused]] Stream s) const {
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(s.is_cpu() ? device_.index : s.device().index);

@@ -60,7 +60,7 @@ void host_cast(const void* src, DType src_t, void* dst, DType dst_t, std::int64_
 
 // Copies raw bytes between any two devices; synchronous when the host is involved.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t n,
-                Stream stream) {
+                [[maybe_unused]] Stream stream) {
   if (n == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
     std::memcpy(dst, src, n);

@@ -30,6 +30,14 @@ struct CheckpointSaveOptions {
   std::function<void(int rank)> before_write;
 };
 
+// Options that save into `root`, pruning to `keep_last` steps (0: keep all).
+inline CheckpointSaveOptions checkpoint_into(std::string root, int keep_last = 0) {
+  CheckpointSaveOptions o;
+  o.root = std::move(root);
+  o.keep_last = keep_last;
+  return o;
+}
+
 // Collective over engine.world(): saves the engine's state as step
 // `next_step` (the step a resumed run trains next). Returns the step
 // directory on every rank; CheckpointError alike on every rank on failure.

@@ -67,7 +67,7 @@ class Communicator {
   // A CommError message prefix: "<op> #<seq> on group <name> (rank r of n)".
   std::string where(const char* op) const;
   // Whether the backend moves tensors on `device` (checked before any data moves).
-  virtual bool accepts_device(Device device) const { return true; }
+  virtual bool accepts_device(Device /*device*/) const { return true; }
 
   virtual void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) = 0;
   virtual void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) = 0;

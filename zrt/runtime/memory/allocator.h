@@ -37,7 +37,7 @@ class Allocator {
   // stream): a caching allocator will not hand the block out again until the
   // work issued to `stream` before the free has completed. Explicit, never
   // inferred; a no-op for allocators that free at once.
-  virtual void record_use(void* ptr, Stream stream) {}
+  virtual void record_use(void* /*ptr*/, Stream /*stream*/) {}
   virtual Device device() const = 0;
   virtual MemoryStats stats() const { return {}; }
   // Returns cached memory that no block uses to the raw source (a no-op for
