@@ -19,7 +19,7 @@ expect_error() {
   if [ $rc -eq 0 ]; then
     echo "FAIL $name: exit code 0"; failures=$((failures + 1)); return
   fi
-  if ! grep -qiE "$pattern" <<<"$out"; then
+  if ! grep -qiE -- "$pattern" <<<"$out"; then
     echo "FAIL $name: message does not match /$pattern/: $out"; failures=$((failures + 1)); return
   fi
   if [ -e "$dir/m.jsonl" ] || [ -e "$dir/w.safetensors" ]; then
@@ -51,5 +51,64 @@ expect_error "block size shorter than the sequence" "block-size 32 is shorter th
 expect_error "prefetch deeper than 2" "prefetch" --prefetch 3
 expect_error "unknown reduce dtype" "reduce-dtype" --reduce-dtype fp8
 
-echo "$(( 15 - failures )) passed, $failures failed"
+# Flags of the other model kind, strategy or launcher; nonsense values.
+expect_error "mlp flag with gpt" "--hidden is a flag of the other model kind" --hidden 8
+expect_error "gpt flag with mlp" "--n-layer is a flag of the other model kind" --model mlp --n-layer 2
+expect_error "zero3 size with full sharding" "zero3-size is read by --strategy hybrid and layer-zero" --zero3-size 2
+expect_error "too many local ranks" "ranks 100000 is more than" --ranks 100000
+OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 expect_error "--ranks under mpirun" "launched by mpirun" --ranks 2
+expect_error "zero layers" "n-layer: must be positive" --n-layer 0
+expect_error "width not divisible by heads" "n_embd 1 is not divisible by n_head" --n-embd 1
+expect_error "steps not a number" "steps: must be a positive number" --steps x
+expect_error "negative learning rate" "lr: must not be negative" --lr -1
+expect_error "beta1 of 2" "beta1" --beta1 2
+expect_error "zero batch" "batch-size: must be positive" --batch-size 0
+expect_error "unknown strategy" "strategy" --strategy zero4
+expect_error "unknown device" "device" --device tpu
+expect_error "unknown activation" "activation" --model mlp --activation tanh
+# Outputs that would destroy an input or cannot be written.
+printf 'some training text for the data file, long enough for a few sequences. %.0s' $(seq 40) > "$dir/data.txt"
+cp "$dir/data.txt" "$dir/data.orig"
+expect_error_raw() {  # like expect_error, with the caller's own output flags
+  local name=$1 pattern=$2; shift 2
+  local out rc
+  out=$("$train" "$@" --steps 2 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then echo "FAIL $name: exit code 0"; failures=$((failures + 1)); return; fi
+  if ! grep -qiE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: message does not match /$pattern/: $out"; failures=$((failures + 1)); return
+  fi
+  if ! cmp -s "$dir/data.txt" "$dir/data.orig"; then echo "FAIL $name: the data file changed"; failures=$((failures + 1)); return; fi
+  echo "ok   $name: $(grep -m1 -i error <<<"$out")"
+}
+expect_error_raw "--save onto --data" "save .* is the --data file" --data "$dir/data.txt" --save "$dir/data.txt"
+expect_error_raw "--metrics onto --data" "metrics .* is the --data file" --data "$dir/data.txt" --metrics "$dir/data.txt"
+expect_error_raw "--save into a missing directory" "directory .*no-dir does not exist" --save "$dir/no-dir/w.safetensors"
+expect_error_raw "--save onto a directory" "is a directory" --save "$dir"
+expect_error_raw "--metrics on a full disk" "writing the metrics file /dev/full failed" --metrics /dev/full
+# Malformed files of every format.
+python3 "$(dirname "$0")/make_bad_files.py" "$dir" || { echo "FAIL: cannot make the bad files"; exit 1; }
+expect_error "llm.c file with a wrong magic" "has magic 1234" --data "$dir/magic.bin"
+expect_error "llm.c file with a wrong version" "has version 7" --data "$dir/version.bin"
+expect_error "llm.c file with a wrong count" "declares 1000 tokens" --data "$dir/count.bin"
+expect_error "llm.c tokens beyond the vocabulary" "tokens up to 999" --data "$dir/vocab.bin" --seq-len 8
+expect_error "safetensors with overlapping tensors" "overlap" --init-from "$dir/overlap.safetensors"
+expect_error "safetensors with a hole" "hole" --init-from "$dir/hole.safetensors"
+expect_error "truncated safetensors" "outside the data section" --init-from "$dir/truncated.safetensors"
+expect_error "safetensors with a huge header" "header of 1099511627776 bytes" --init-from "$dir/huge-header.safetensors"
+expect_error "safetensors with bad JSON" "bad safetensors JSON" --init-from "$dir/bad-json.safetensors"
+expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"
+# Finite weights only: a NaN planted in valid weights is named with its index.
+python3 - "$dir/shallow.safetensors" "$dir/nan.safetensors" <<'PY' || { echo "FAIL: cannot plant a NaN"; exit 1; }
+import json, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+begin = header["ln_f.weight"]["data_offsets"][0]
+struct.pack_into("<f", data, 8 + n + begin + 4 * 3, float("nan"))
+open(sys.argv[2], "wb").write(data)
+PY
+expect_error "NaN in the initial weights" "ln_f.weight' holds nan at flat index 3" --init-from "$dir/nan.safetensors" --n-layer 1
+
+total=$(grep -cE '^(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 )?expect_error(_raw)? "' "$0")
+echo "$(( total - failures )) of $total passed, $failures failed"
 [ $failures -eq 0 ]

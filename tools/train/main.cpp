@@ -52,12 +52,20 @@ void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-// Whether any rank saw a stop signal (collective, once per step).
-bool stop_agreed(Communicator& world) {
-  const std::byte mine{static_cast<unsigned char>(stop_signals.load() > 0)};
-  for (const auto& b : world.all_gather_bytes(std::span<const std::byte>(&mine, 1)))
-    if (!b.empty() && b[0] != std::byte{0}) return true;
-  return false;
+// What every rank learns after a step (collective, one exchange per step):
+// whether any rank saw a stop signal, and whether any rank failed locally.
+struct StepAgreement {
+  bool stop = false, failed = false;
+};
+
+StepAgreement agree_after_step(Communicator& world, bool failed_here) {
+  const std::byte mine[2] = {std::byte(stop_signals.load() > 0), std::byte(failed_here)};
+  StepAgreement out;
+  for (const auto& b : world.all_gather_bytes(std::span<const std::byte>(mine, 2))) {
+    out.stop = out.stop || (b.size() == 2 && b[0] != std::byte{0});
+    out.failed = out.failed || (b.size() == 2 && b[1] != std::byte{0});
+  }
+  return out;
 }
 
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
@@ -179,20 +187,8 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
   }
   double elapsed = 0;
   const std::int64_t first = trainer.next_step();
-  for (std::int64_t s = first; s < o.steps; ++s) {
-    auto r = trainer.step();
-    elapsed += r.seconds;
-    const bool stop = stop_agreed(*world);
-    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoint();
-    if (stop) {
-      checkpoint();
-      if (lead)
-        std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
-                    static_cast<long long>(trainer.next_step()), o.steps,
-                    o.checkpoint_dir.empty() ? "" : "; continue with --resume");
-      return;
-    }
-    if (!lead) continue;
+  // The lead's metrics line and progress line of step s.
+  auto report = [&](const model_zoo::StepReport& r, std::int64_t s) {
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
     if (metrics.is_open()) {
       const nlohmann::ordered_json line = {{"step", r.step},
@@ -205,6 +201,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
                                            {"mem_reserved", r.memory.reserved}};
       metrics << line.dump() << "\n";
       metrics.flush();
+      ZRT_CHECK_STATE(metrics.good(), "writing the metrics file ", o.metrics, " failed (disk full?)");
     }
     const bool last = s + 1 == o.steps;
     if (tty || last || r.step % o.log_every == 0) {
@@ -216,6 +213,29 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
                   o.model == "gpt" ? "tok" : "rows", human_bytes(static_cast<double>(r.memory.allocated)).c_str(), eta,
                   tty && !last ? "" : "\n");
       std::fflush(stdout);
+    }
+  };
+  for (std::int64_t s = first; s < o.steps; ++s) {
+    auto r = trainer.step();
+    elapsed += r.seconds;
+    std::string report_error;  // the lead's metrics write may fail: every rank must learn of it
+    if (lead) {
+      try {
+        report(r, s);
+      } catch (const std::exception& e) {
+        report_error = e.what();
+      }
+    }
+    const StepAgreement agreed = agree_after_step(*world, !report_error.empty());
+    if (agreed.failed) ZRT_THROW(InvalidState, lead ? report_error : "rank 0 failed to write its metrics");
+    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoint();
+    if (agreed.stop) {
+      checkpoint();
+      if (lead)
+        std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
+                    static_cast<long long>(trainer.next_step()), o.steps,
+                    o.checkpoint_dir.empty() ? "" : "; continue with --resume");
+      return;
     }
   }
   checkpoint();

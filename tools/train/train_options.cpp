@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt::train {
@@ -28,6 +29,77 @@ void check_checkpoint_dir(const std::string& dir) {
   ZRT_CHECK_ARG(writable, "--checkpoint-dir ", dir, " is not writable");
 }
 
+// Validators whose messages name the rule, not a floating-point range.
+const CLI::Validator kPositive(
+    [](std::string& v) {
+      try {
+        return std::stod(v) > 0 ? std::string() : "must be positive (got " + v + ")";
+      } catch (const std::exception&) {
+        return "must be a positive number (got " + v + ")";
+      }
+    },
+    "POSITIVE");
+const CLI::Validator kNonNegative(
+    [](std::string& v) {
+      try {
+        return std::stod(v) >= 0 ? std::string() : "must not be negative (got " + v + ")";
+      } catch (const std::exception&) {
+        return "must be a number (got " + v + ")";
+      }
+    },
+    "NON-NEGATIVE");
+
+bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)->count() > 0; }
+
+// Flags that only one model kind, strategy or launcher reads are an error
+// elsewhere rather than silently ignored.
+void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
+  const std::vector<const char*> gpt_only = {"--n-layer", "--n-head", "--n-embd", "--vocab-size", "--block-size",
+                                             "--seq-len"};
+  const std::vector<const char*> mlp_only = {"--hidden", "--activation"};
+  for (const char* f : o.model == "gpt" ? mlp_only : gpt_only)
+    if (given(app, f)) ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
+  ZRT_CHECK_ARG(!given(app, "--zero3-size") || o.strategy == "hybrid" || o.strategy == "layer-zero",
+                "--zero3-size is read by --strategy hybrid and layer-zero only, not ", o.strategy);
+  if (o.ranks > 0) {
+    const LaunchInfo launch = detect_launch();
+    ZRT_CHECK_ARG(launch.launcher == Launcher::single, "--ranks ", o.ranks, " starts local ranks, but this process is ",
+                  "already one of ", launch.size, " ranks launched by ", launcher_name(launch.launcher),
+                  ": drop --ranks (the launcher sets the world size)");
+    ZRT_CHECK_ARG(o.ranks <= kMaxLocalRanks, "--ranks ", o.ranks, " is more than the ", kMaxLocalRanks,
+                  " local ranks one process runs; launch processes with mpirun instead");
+  }
+  if (o.lr > 1.0)
+    std::cerr << "zrt-train: warning: --lr " << o.lr << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
+}
+
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::weakly_canonical(path, ec).string();
+}
+
+// Output files must not overwrite an input, and their directory must be
+// writable now, before any training.
+void check_outputs(const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  const std::pair<const char*, const std::string*> outputs[] = {{"--save", &o.save}, {"--metrics", &o.metrics}};
+  const std::pair<const char*, const std::string*> inputs[] = {{"--data", &o.data}, {"--init-from", &o.init_from}};
+  for (const auto& [out_flag, out] : outputs) {
+    if (out->empty()) continue;
+    for (const auto& [in_flag, in] : inputs)
+      ZRT_CHECK_ARG(in->empty() || canonical(*in) != canonical(*out), out_flag, " ", *out, " is the ", in_flag,
+                    " file: it would be overwritten");
+    if (out->starts_with("/dev/")) continue;  // /dev/stdout, /dev/null, ...
+    const fs::path parent = fs::path(*out).parent_path().empty() ? fs::path(".") : fs::path(*out).parent_path();
+    ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(), " does not exist");
+    ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ", parent.string(),
+                  " is not writable");
+    ZRT_CHECK_ARG(!fs::is_directory(*out), out_flag, " ", *out, " is a directory");
+  }
+  ZRT_CHECK_ARG(o.save.empty() || o.metrics.empty() || canonical(o.save) != canonical(o.metrics),
+                "--save and --metrics name the same file ", o.save);
+}
+
 }  // namespace
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
@@ -35,32 +107,32 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.option_defaults()->always_capture_default();
   app.add_option("--model", o.model, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
   app.add_option("--preset", o.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
-  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (0: preset)")->check(CLI::NonNegativeNumber);
-  app.add_option("--n-head", o.n_head, "gpt: attention heads (0: preset)")->check(CLI::NonNegativeNumber);
-  app.add_option("--n-embd", o.n_embd, "gpt: embedding width (0: preset)")->check(CLI::NonNegativeNumber);
-  app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (0: preset)")->check(CLI::NonNegativeNumber);
+  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (default: the preset's)")->check(kPositive);
+  app.add_option("--n-head", o.n_head, "gpt: attention heads (default: the preset's)")->check(kPositive);
+  app.add_option("--n-embd", o.n_embd, "gpt: embedding width (default: the preset's)")->check(kPositive);
+  app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (default: the preset's)")->check(kPositive);
   app.add_option("--block-size", o.block_size,
-                 "gpt: positions of the position embedding, >= --seq-len (0: the preset's, raised to --seq-len)")
-      ->check(CLI::NonNegativeNumber);
+                 "gpt: positions of the position embedding, >= --seq-len (default: the preset's, raised to --seq-len)")
+      ->check(kPositive);
   app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
   app.add_option("--activation", o.activation, "mlp: activation")->check(CLI::IsMember({"gelu", "relu"}));
   app.add_option("--data", o.data,
                  "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 and y [N] i64; "
                  "empty: the embedded default dataset");
-  app.add_option("--steps", o.steps, "optimizer steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "optimizer steps")->check(kPositive);
   app.add_option("--batch-size", o.batch_size, "global sequences (gpt) or rows (mlp) per step")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--micro-batches", o.micro_batches, "micro-batches per rank per step")->check(CLI::PositiveNumber);
-  app.add_option("--seq-len", o.seq_len, "gpt: tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "peak learning rate")->check(CLI::NonNegativeNumber);
-  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+      ->check(kPositive);
+  app.add_option("--micro-batches", o.micro_batches, "micro-batches per rank per step")->check(kPositive);
+  app.add_option("--seq-len", o.seq_len, "gpt: tokens per sequence")->check(kPositive);
+  app.add_option("--lr", o.lr, "peak learning rate")->check(kNonNegative);
+  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->check(kNonNegative);
+  app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
   app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D+ parameters only)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)")->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
+  app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)")->check(kNonNegative);
   app.add_option("--beta1", o.beta1, "AdamW beta1")->check(CLI::Range(0.0, 1.0));
   app.add_option("--beta2", o.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--eps", o.eps, "AdamW epsilon")->check(CLI::PositiveNumber);
+  app.add_option("--eps", o.eps, "AdamW epsilon")->check(kPositive);
   app.add_option("--seed", o.seed, "initialisation seed");
   app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
@@ -72,20 +144,20 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--strategy", o.strategy, "sharding strategy")
       ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
   app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
-  app.add_option("--log-every", o.log_every, "print a line every N steps")->check(CLI::PositiveNumber);
+  app.add_option("--log-every", o.log_every, "print a line every N steps")->check(kPositive);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "save checkpoints under DIR/step-NNNNNN (at the end, every --checkpoint-every steps, on SIGTERM/SIGINT)");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "save a checkpoint every N steps (0: only at the end)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "save a checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)")
+      ->check(kNonNegative);
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   auto* resume = app.add_option("--resume", o.resume_from,
                                 "continue from a checkpoint: a step directory, or (no value) `latest` under "
                                 "--checkpoint-dir, starting fresh if there is none yet")
@@ -99,6 +171,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ZRT_THROW(InvalidArgument, e.what());
   }
   o.resume = resume->count() > 0;
+  ZRT_CHECK_ARG(o.beta1 < 1 && o.beta2 < 1, "--beta1 and --beta2 must be below 1 (got ", o.beta1, ", ", o.beta2, ")");
+  check_flag_combinations(app, o);
+  check_outputs(o);
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
   ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
                 " is shorter than --seq-len ", o.seq_len, ": every position of a sequence needs an embedding");

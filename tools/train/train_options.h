@@ -52,6 +52,9 @@ std::string run_flags_json(const TrainOptions& o);
 // Names of the run-defining flags whose values differ from a checkpoint's.
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o);
 
+// More local ranks than this in one process is a mistake, not a request.
+inline constexpr int kMaxLocalRanks = 1024;
+
 // Parses argv; returns false (after printing help) when the program should
 // exit 0 without training, throws InvalidArgument naming a bad flag value.
 bool parse_train_options(int argc, char** argv, TrainOptions& out);

@@ -1,5 +1,6 @@
 #include "zrt/model_zoo/io/param_loader.h"
 
+#include <cmath>
 #include <iostream>
 
 #include "zrt/model_zoo/io/safetensors.h"
@@ -14,6 +15,15 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // Attention-mask buffers of Hugging Face GPT-2 (Note [Checkpoint key mapping]).
 bool is_mask_buffer(const std::string& name) {
   return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+// Training from a NaN or Inf can only produce skipped steps: refuse it here.
+void check_finite(const Tensor& f32, const std::string& key, const std::string& source) {
+  const float* p = f32.data<float>();
+  for (std::int64_t i = 0; i < f32.numel(); ++i)
+    if (!std::isfinite(p[i]))
+      ZRT_THROW(CheckpointError, source, ": '", key, "' holds ", p[i], " at flat index ", i,
+                ": initial weights must be finite");
 }
 
 }  // namespace
@@ -44,6 +54,7 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
                   dtype_name(t.dtype()));
       out[name] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
       origin[name] = key;
+      check_finite(out[name], key, source);
     } else if (auto s = tied.find(name); s != tied.end()) {
       const Shape& primary = expected.at(s->second);
       if (t.shape() != primary)

@@ -22,7 +22,7 @@ namespace zrt::model_zoo {
 
 // The primary parameters of `units` from `tensors` as fp32 cpu tensors.
 // CheckpointError naming the missing, unexpected or mis-shaped key (with
-// both shapes) and `source`.
+// both shapes) and `source`, or a non-finite value (key and flat index).
 std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& units,
                                                  const std::map<std::string, Tensor>& tensors,
                                                  const std::string& source);

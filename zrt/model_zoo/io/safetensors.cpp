@@ -71,6 +71,32 @@ std::uint64_t header_length(const std::uint8_t* first8, std::uint64_t file_bytes
   return header_len;
 }
 
+// As the reference implementation: the tensors' byte ranges, in order, tile
+// the data section exactly — no overlap, no hole, nothing after the last.
+void check_data_covered(const std::map<std::string, SafetensorsEntry>& entries, std::uint64_t data_bytes,
+                        const std::string& source) {
+  std::vector<std::pair<std::uint64_t, const std::string*>> starts;
+  for (const auto& [key, e] : entries) starts.push_back({e.begin, &key});
+  std::sort(starts.begin(), starts.end(), [&](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : entries.at(*a.second).end < entries.at(*b.second).end;
+  });
+  std::uint64_t covered = 0;
+  const std::string* previous = nullptr;
+  for (const auto& [begin, key] : starts) {
+    if (begin < covered)
+      ZRT_THROW(CheckpointError, source, ": tensor '", *key, "' data_offsets start at ", begin,
+                ", inside tensor '", *previous, "' (which ends at ", covered, "): tensors overlap");
+    if (begin > covered)
+      ZRT_THROW(CheckpointError, source, ": ", begin - covered, " bytes before tensor '", *key,
+                "' (from ", covered, ") belong to no tensor: the data_offsets leave a hole");
+    covered = entries.at(*key).end;
+    previous = key;
+  }
+  if (covered != data_bytes)
+    ZRT_THROW(CheckpointError, source, ": the last ", data_bytes - covered,
+              " bytes of the data section belong to no tensor");
+}
+
 // The JSON header's entries and metadata, every entry checked against a data
 // section of `data_bytes` bytes.
 void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes, const std::string& source,
@@ -95,6 +121,7 @@ void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
     }
     entries[key] = parse_entry(key, value, data_bytes, source);
   }
+  check_data_covered(entries, data_bytes, source);
 }
 
 }  // namespace
@@ -228,8 +255,22 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
                        const SafetensorsWriteOptions& options) {
   const std::vector<std::uint8_t> bytes = serialize_safetensors(tensors, metadata, options);
   namespace fs = std::filesystem;
+  // Note [Partial files]
+  // ~~~~~~~~~~~~~~~~~~~~
+  // The bytes go to ".NAME.zrt-partial-N" beside the target: hidden, and
+  // never mistaken for a result. A write killed before its rename leaves one
+  // behind; the next write of NAME removes every such leftover first.
+  const fs::path target(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string partial_prefix = "." + target.filename().string() + ".zrt-partial-";
+  std::error_code list_ec;
+  for (const auto& e : fs::directory_iterator(dir, list_ec))
+    if (e.path().filename().string().starts_with(partial_prefix)) {
+      std::error_code ignored;
+      fs::remove(e.path(), ignored);
+    }
   std::random_device rd;
-  const std::string tmp = path + ".tmp" + std::to_string(rd());
+  const std::string tmp = (dir / (partial_prefix + std::to_string(rd()))).string();
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) ZRT_THROW(CheckpointError, path, ": cannot create temporary file ", tmp);

@@ -41,6 +41,8 @@ std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tens
 
 // Writes atomically: into a temporary file beside `path`, renamed over it
 // once complete, so a failure leaves no file (and an older one untouched).
+// The temporary is ".NAME.zrt-partial-N"; one left by a killed write is
+// removed by the next write of the same NAME (Note [Partial files]).
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {},
                        const SafetensorsWriteOptions& options = {});
