@@ -3,10 +3,10 @@
 //
 // Note [Global gradient norm over zero1 shards]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// After post_backward(sync_grads=true) each element of the averaged gradient
+// After post_backward(sync_grads=true) each element of the reduced gradient
 // lives in exactly one zero1 shard of a zero1 group, so summing the shards'
 // squared norms over the zero1 group gives the full norm; replica groups
-// (hybrid sharding) hold identical copies, which must not be counted again.
+// (hybrid sharding, no-shard) hold identical copies, which must not be counted again.
 // They are combined with `max` instead, which also makes every replica agree
 // on the same bits of the norm (and so on the same clip coefficient) and on
 // the non-finite flag. The flag travels as a count in the same all-reduce.

@@ -5,8 +5,10 @@
 // Note [One step of the engine]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Forward walks the model's stages; before a stage the handle of its unit is
-// unsharded (pre_forward) and after it resharded (post_forward), so only one
-// or two units are unsharded at a time. Backward walks the stages in reverse
+// unsharded (pre_forward) and after it resharded (post_forward), so under
+// full sharding only the current unit and the prefetched ones are unsharded
+// at a time (grad-op keeps each unit from its forward to its backward,
+// no-shard keeps all). Backward walks the stages in reverse
 // with pre_backward / post_backward. A unit used by several stages (the GPT
 // embedding and tied head) accumulates into its fp32 gradient at each use;
 // only the last use of the last micro-batch synchronises (reduce-scatter).

@@ -18,7 +18,7 @@ struct LaunchInfo {
   Launcher launcher = Launcher::single;
   int rank = 0;
   int size = 1;
-  int local_rank = 0;  // picks the GPU: cuda:local_rank
+  int local_rank = 0;  // picks the GPU: cuda:(local_rank % device count)
   std::string master_addr;  // torchrun only
   int master_port = 0;      // torchrun only
 };

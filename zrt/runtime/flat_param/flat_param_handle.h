@@ -21,7 +21,8 @@
 // accumulating with no communication. On the last micro-batch (sync_grads)
 // the fp32 gradient is reduce-scattered over the zero1 group into the zero1
 // gradient shard (optionally in a lower reduce dtype), all-reduced across
-// replica groups for hybrid sharding, and freed.
+// replica groups (hybrid sharding, and no-shard, whose replicas are the
+// whole world), and freed.
 //
 // Note [Unshard on the communication stream]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
