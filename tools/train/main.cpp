@@ -132,8 +132,29 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// T.json for one rank, T.rank-R.json for rank R of several.
+std::string trace_path(const std::string& path, int rank, int size) {
+  if (size == 1) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string())).string();
+}
+
 void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex& io) {
   TrainerConfig config = trainer_config(o, local_rank);
+  if (!o.trace.empty()) config.engine.tracer = std::make_shared<Tracer>(world->rank());
+  // The trace is written however the run ends (finished, stopped by a signal, failed).
+  struct TraceWriter {
+    const TracerPtr& tracer;
+    std::string path;
+    ~TraceWriter() {
+      if (!tracer) return;
+      try {
+        tracer->write(path);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+      }
+    }
+  } trace_writer{config.engine.tracer, trace_path(o.trace, world->rank(), world->size())};
   Dataset data = load_data(o, config);
   std::map<std::string, Tensor> initial;
   if (!o.init_from.empty()) {

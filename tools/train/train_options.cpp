@@ -82,7 +82,8 @@ std::string canonical(const std::string& path) {
 // writable now, before any training.
 void check_outputs(const TrainOptions& o) {
   namespace fs = std::filesystem;
-  const std::pair<const char*, const std::string*> outputs[] = {{"--save", &o.save}, {"--metrics", &o.metrics}};
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--save", &o.save}, {"--metrics", &o.metrics}, {"--trace", &o.trace}};
   const std::pair<const char*, const std::string*> inputs[] = {{"--data", &o.data}, {"--init-from", &o.init_from}};
   for (const auto& [out_flag, out] : outputs) {
     if (out->empty()) continue;
@@ -151,6 +152,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
+  app.add_option("--trace", o.trace,
+                 "write a Chrome/Perfetto trace of every step (T.json; T.rank-R.json per rank with several ranks)");
   app.add_option("--log-every", o.log_every, "print a line every N steps")->check(kPositive);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "save checkpoints under DIR/step-NNNNNN (at the end, every --checkpoint-every steps, on SIGTERM/SIGINT)");

@@ -37,6 +37,7 @@ struct TrainOptions {
   int ranks = 0;                // >0: that many local ranks (threads) in this process
   // files
   std::string init_from, save, metrics;
+  std::string trace;            // Chrome trace per rank (T.json, or T.rank-R.json with several ranks)
   int log_every = 10;
   // checkpoints (Note [Checkpoint format])
   std::string checkpoint_dir;   // empty: no checkpoints

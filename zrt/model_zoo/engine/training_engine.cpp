@@ -46,6 +46,7 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2, "prefetch depth must be 0, 1 or 2 (got ",
                 config_.prefetch, ")");
   allocator_ = make_caching_allocator(config_.device);
+  if (config_.tracer) world_->set_tracer(config_.tracer);  // before the groups are split from it
   if (config_.device.is_cuda()) {
     compute_stream_ = std::make_unique<OwnedStream>(config_.device);
     comm_stream_ = std::make_unique<OwnedStream>(config_.device);
@@ -113,6 +114,12 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
 
 TrainingEngine::~TrainingEngine() = default;
 
+Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit) const {
+  Tracer* t = config_.tracer.get();
+  return Tracer::Scope(t, t ? (unit.empty() ? std::string(what) : std::string(what) + " " + unit) : std::string(),
+                       "compute", Tracer::kComputeTrack, {});
+}
+
 void TrainingEngine::prefetch(int stage, int step) {
   for (int k = 1; k <= config_.prefetch; ++k) {
     const int s = stage + k * step;
@@ -134,6 +141,7 @@ double TrainingEngine::forward(const Batch& given) {
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
     FlatParamHandle& h = *handles_[model_->stage_unit(s)];
+    auto trace = traced("forward", h.name());
     h.pre_forward();
     prefetch(s, +1);
     x = model_->stage_forward(s, x, batch, stream);
@@ -148,6 +156,7 @@ void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
   for (int s = model_->num_stages() - 1; s >= 0; --s) {
     const int u = model_->stage_unit(s);
     FlatParamHandle& h = *handles_[u];
+    auto trace = traced("backward", h.name());
     h.pre_backward();
     prefetch(s, -1);
     dy = model_->stage_backward(s, dy, stream);
@@ -178,7 +187,16 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   const auto [loss, tokens] = all_reduce_sum(local_loss, static_cast<double>(local_tokens));
   stats.loss = loss;
   stats.tokens = static_cast<std::int64_t>(tokens);
-  optim::StepResult r = scaler_ ? optimizer_->step(lr, *scaler_) : optimizer_->step(lr);
+  optim::StepResult r;
+  {
+    auto trace = traced("optimizer step");
+    r = scaler_ ? optimizer_->step(lr, *scaler_) : optimizer_->step(lr);
+  }
+  if (config_.tracer) {
+    const MemoryStats m = allocator_->stats();
+    config_.tracer->counter("memory", {{"allocated", static_cast<double>(m.allocated)},
+                                       {"reserved", static_cast<double>(m.reserved)}});
+  }
   stats.grad_norm = r.grad_norm;
   stats.skipped = r.skipped;
   stats.loss_scale = scale;

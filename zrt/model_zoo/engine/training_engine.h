@@ -48,6 +48,7 @@ struct EngineConfig {
   DType reduce_dtype = DType::f32; // gradient reduce-scatter dtype
   optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
   std::uint64_t seed = 1337;
+  TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
 };
 
 struct StepStats {
@@ -90,6 +91,8 @@ class TrainingEngine {
   // Unshards the units of the `prefetch` stages after (forward, step +1) or
   // before (backward, step -1) `stage`.
   void prefetch(int stage, int step);
+  // A trace event on the compute track (nothing without a tracer).
+  Tracer::Scope traced(const char* what, const std::string& unit = {}) const;
 
   // Declared first, destroyed last: the model's views keep device memory alive.
   std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream

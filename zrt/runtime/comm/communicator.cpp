@@ -83,6 +83,15 @@ void check_same_dtype_device(const Communicator& c, const char* op, const Tensor
                 " and input ", in.str(), " are on different devices");
 }
 
+// A trace event for one collective, when the group has a tracer.
+Tracer::Scope traced(const Communicator& c, const char* op, std::size_t bytes) {
+  Tracer* t = c.tracer().get();
+  return Tracer::Scope(t, t ? std::string(op) + " " + c.name() : std::string(), "comm", Tracer::kCommTrack,
+                       t ? std::map<std::string, double>{{"bytes", static_cast<double>(bytes)},
+                                                         {"seq", static_cast<double>(c.sequence_number())}}
+                         : std::map<std::string, double>{});
+}
+
 }  // namespace
 
 void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream) {
@@ -95,6 +104,7 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
   ++seq_;
+  auto trace = traced(*this, "all_gather", out.nbytes());
   do_all_gather(out, in, stream);
 }
 
@@ -111,6 +121,7 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
   ++seq_;
+  auto trace = traced(*this, "reduce_scatter", in.nbytes());
   do_reduce_scatter(out, in, rop, stream);
 }
 
@@ -121,6 +132,7 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
                     rop == ReduceOp::min,
                 op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
   ++seq_;
+  auto trace = traced(*this, "all_reduce", t.nbytes());
   do_all_reduce(t, rop, stream);
 }
 
@@ -130,6 +142,7 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
   ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
                 " is not a rank of this group of size ", size_);
   ++seq_;
+  auto trace = traced(*this, "broadcast", t.nbytes());
   do_broadcast(t, root, stream);
 }
 
@@ -155,6 +168,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, std::strin
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");
   child->set_timeout(timeout_);
+  child->set_tracer(tracer_);
   return child;
 }
 

@@ -24,6 +24,7 @@
 
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
+#include "zrt/runtime/trace.h"
 
 namespace zrt {
 
@@ -41,6 +42,10 @@ class Communicator {
   std::uint64_t sequence_number() const { return seq_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  // Records every collective of this group (and of groups split from it
+  // afterwards) on the tracer's communication track; null: none.
+  void set_tracer(TracerPtr tracer) { tracer_ = std::move(tracer); }
+  const TracerPtr& tracer() const { return tracer_; }
 
   // out.numel() == size() * in.numel(); rank r's input lands at [r*n, (r+1)*n).
   void all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream = {});
@@ -83,6 +88,7 @@ class Communicator {
   std::string name_;
   std::uint64_t seq_ = 0;
   std::chrono::milliseconds timeout_;
+  TracerPtr tracer_;
 };
 
 using CommPtr = std::shared_ptr<Communicator>;

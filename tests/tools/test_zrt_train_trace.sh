@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# zrt-train --trace: one valid Chrome trace per rank with the step's events
+# (forward/backward per unit, all-gathers and reduce-scatters with bytes, the
+# optimizer step, memory counters); one rank writes the path as given.
+# usage: test_zrt_train_trace.sh ZRT-TRAIN PYTHON
+set -u
+train=$1 python=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$train" --steps 3 --ranks 2 --micro-batches 2 --trace "$dir/t.json" > /dev/null || { echo "FAIL: 2-rank run"; exit 1; }
+"$train" --steps 2 --trace "$dir/one.json" > /dev/null || { echo "FAIL: 1-rank run"; exit 1; }
+"$python" - "$dir/t.rank-0.json" "$dir/t.rank-1.json" "$dir/one.json" <<'PY'
+import json, sys
+for rank, path in enumerate(sys.argv[1:]):
+    events = json.load(open(path))["traceEvents"]  # valid JSON or this raises
+    rank = rank % 2
+    names = [e["name"] for e in events if e["ph"] == "X"]
+    for want in ["forward embed_head", "backward h.0", "optimizer step", "all_gather world", "reduce_scatter world"]:
+        assert any(n == want for n in names), f"{path}: no '{want}' event in {sorted(set(names))}"
+    assert all(e["pid"] == rank for e in events if "pid" in e), f"{path}: events of another rank"
+    gathers = [e for e in events if e["name"].startswith("all_gather")]
+    assert all(e["args"]["bytes"] > 0 and e["dur"] >= 0 for e in gathers), f"{path}: a gather without bytes"
+    counters = [e for e in events if e["ph"] == "C" and e["name"] == "memory"]
+    assert len(counters) >= 2 and all(e["args"]["reserved"] >= e["args"]["allocated"] > 0 for e in counters), path
+    print(f"ok   {path}: {len(events)} events")
+PY

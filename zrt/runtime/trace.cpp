@@ -1,0 +1,72 @@
+#include "zrt/runtime/trace.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+Tracer::Tracer(int rank) : rank_(rank), t0_(std::chrono::steady_clock::now()) {}
+
+double Tracer::now_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+Tracer::Scope::Scope(Tracer* tracer, std::string name, const char* category, int track,
+                     std::map<std::string, double> args)
+    : tracer_(tracer), name_(std::move(name)), category_(category), track_(track), args_(std::move(args)),
+      start_us_(tracer ? tracer->now_us() : 0) {}
+
+Tracer::Scope::Scope(Scope&& o) noexcept
+    : tracer_(o.tracer_), name_(std::move(o.name_)), category_(o.category_), track_(o.track_),
+      args_(std::move(o.args_)), start_us_(o.start_us_) {
+  o.tracer_ = nullptr;
+}
+
+Tracer::Scope::~Scope() {
+  if (!tracer_) return;
+  try {
+    tracer_->add({'X', std::move(name_), category_, track_, start_us_, tracer_->now_us() - start_us_, std::move(args_)});
+  } catch (const std::exception& e) {
+    report_in_destructor("Tracer::Scope", e);
+  }
+}
+
+void Tracer::counter(const std::string& name, const std::map<std::string, double>& values) {
+  add({'C', name, "memory", kComputeTrack, now_us(), 0, values});
+}
+
+void Tracer::add(Event e) {
+  std::lock_guard lock(mu_);
+  events_.push_back(std::move(e));
+}
+
+std::size_t Tracer::num_events() const {
+  std::lock_guard lock(mu_);
+  return events_.size();
+}
+
+void Tracer::write(const std::string& path) const {
+  nlohmann::json events = nlohmann::json::array();
+  const char* tracks[] = {"compute", "communication"};
+  for (int t : {kComputeTrack, kCommTrack})
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank_}, {"tid", t},
+                      {"args", {{"name", tracks[t]}}}});
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+  {
+    std::lock_guard lock(mu_);
+    for (const Event& e : events_) {
+      nlohmann::json j = {{"ph", std::string(1, e.phase)}, {"name", e.name}, {"cat", e.category},
+                          {"pid", rank_}, {"tid", e.track}, {"ts", e.ts_us}, {"args", e.args}};
+      if (e.phase == 'X') j["dur"] = e.dur_us;
+      events.push_back(std::move(j));
+    }
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  out.close();
+  if (!out) ZRT_THROW(CheckpointError, path, ": writing the trace failed");
+}
+
+}  // namespace zrt

@@ -1,0 +1,75 @@
+// A timeline of one rank in the Chrome trace format (chrome://tracing,
+// ui.perfetto.dev): complete events with a start and a duration, and counters.
+//
+// Note [Trace timeline]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Times are host wall-clock microseconds since the Tracer was made. On the
+// CPU an event spans the work itself (collectives finish before they
+// return); on CUDA it spans the host's issue of the work, which is
+// asynchronous, so device time is not what the bars show. Thread ids split
+// the rows: kComputeTrack for forward/backward/optimizer, kCommTrack for
+// collectives. Recording is thread-safe; one Tracer serves one rank.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+class Tracer {
+ public:
+  static constexpr int kComputeTrack = 0;
+  static constexpr int kCommTrack = 1;
+
+  explicit Tracer(int rank);
+
+  // Records [construction, destruction) as one event.
+  class Scope {
+   public:
+    Scope(Tracer* tracer, std::string name, const char* category, int track, std::map<std::string, double> args);
+    Scope(Scope&&) noexcept;
+    ~Scope();
+
+   private:
+    Tracer* tracer_;
+    std::string name_;
+    const char* category_;
+    int track_;
+    std::map<std::string, double> args_;
+    double start_us_;
+  };
+  Scope scope(std::string name, const char* category, int track, std::map<std::string, double> args = {}) {
+    return Scope(this, std::move(name), category, track, std::move(args));
+  }
+  void counter(const std::string& name, const std::map<std::string, double>& values);
+
+  std::size_t num_events() const;
+  // Writes the JSON object {"traceEvents": [...]}; CheckpointError naming the path.
+  void write(const std::string& path) const;
+  double now_us() const;
+
+ private:
+  struct Event {
+    char phase;  // 'X' complete, 'C' counter
+    std::string name;
+    const char* category;
+    int track;
+    double ts_us, dur_us;
+    std::map<std::string, double> args;
+  };
+  void add(Event e);
+
+  int rank_;
+  std::chrono::steady_clock::time_point t0_;
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+using TracerPtr = std::shared_ptr<Tracer>;
+
+}  // namespace zrt
