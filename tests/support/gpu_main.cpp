@@ -7,7 +7,7 @@
 
 #include "zrt/runtime/device.h"
 
-int main(int argc, char* argv[]) {
+int main([[maybe_unused]] int argc, [[maybe_unused]] char* argv[]) {
 #ifndef ZRT_WITH_CUDA
   std::puts("SKIP: this build of zrt has no CUDA support (configure with ZRT_CUDA=ON)");
   return 77;
