@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ctest --test-dir "${ZRT_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
+ctest --test-dir "${ZRT_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE soak "$@"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -45,15 +46,18 @@ inline std::vector<kernels::ElementRange> random_decay_ranges(std::int64_t n, st
 
 // |got - want| <= rtol * max(|want|, mean |want|): relative to the element,
 // or to the buffer's scale where the element is near zero by cancellation.
+// Relative error against max(|want|, mean |want|, scale): `scale` is the size
+// of the terms a value is summed from, which bounds its rounding error even
+// when they cancel (a single element's m can land near zero).
 inline void check_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
-                        const char* what) {
+                        const char* what, double scale = 0) {
   BOOST_REQUIRE_EQUAL(got.size(), want.size());
   double mean = 0;
   for (double w : want) mean += std::fabs(w);
   mean /= double(std::max<std::size_t>(want.size(), 1));
   double worst = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(got[i] - want[i]) / std::max(std::fabs(want[i]), mean);
+    const double err = std::fabs(got[i] - want[i]) / std::max({std::fabs(want[i]), mean, scale});
     if (!(err <= rtol)) BOOST_FAIL(what << "[" << i << "] = " << got[i] << ", want " << want[i]);
     worst = std::max(worst, err);
   }

@@ -132,6 +132,14 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// This process's resident memory (Linux /proc; 0 where unknown).
+std::int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+}
+
 // T.json for one rank, T.rank-R.json for rank R of several.
 std::string trace_path(const std::string& path, int rank, int size) {
   if (size == 1) return path;
@@ -219,7 +227,8 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
                                            {"skipped", r.stats.skipped},
                                            {"tokens_per_s", per_s},
                                            {"mem_allocated", r.memory.allocated},
-                                           {"mem_reserved", r.memory.reserved}};
+                                           {"mem_reserved", r.memory.reserved},
+                                           {"rss", resident_bytes()}};
       metrics << line.dump() << "\n";
       metrics.flush();
       ZRT_CHECK_STATE(metrics.good(), "writing the metrics file ", o.metrics, " failed (disk full?)");

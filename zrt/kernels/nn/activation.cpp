@@ -1,7 +1,7 @@
 #include "zrt/kernels/nn/activation.h"
 
 #include "zrt/kernels/cpu_parallel.h"
-#include "zrt/kernels/nn/cuda_launch.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -17,10 +17,9 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y, Stream
   if (x.numel() == 0) return;
   check_operands(op, {x, y}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
-      activation_forward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), y.data_ptr(),
-                              x.device().index,
-                              static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
+      cuda::launch_activation_forward(act, x.dtype(), x.numel(), x.data_ptr(), y.data_ptr(),
+                                      cuda_stream(stream)));
+  dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* px = x.data<T>();
@@ -40,10 +39,9 @@ void activation_backward(Activation act, const Tensor& x, const Tensor& dy, cons
   if (x.numel() == 0) return;
   check_operands(op, {x, dy, dx}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
-      activation_backward_cuda(act, x.dtype(), x.numel(), x.data_ptr(), dy.data_ptr(),
-                               dx.data_ptr(), x.device().index,
-                               static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
+      cuda::launch_activation_backward(act, x.dtype(), x.numel(), x.data_ptr(), dy.data_ptr(),
+                                       dx.data_ptr(), cuda_stream(stream)));
+  dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* px = x.data<T>();

@@ -8,11 +8,11 @@
 #include "zrt/kernels/nn/activation_math.h"
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
-void activation_forward_cuda(Activation act, DType dtype, std::int64_t n, const void* x, void* y,
-                             int device, cudaStream_t stream);
-void activation_backward_cuda(Activation act, DType dtype, std::int64_t n, const void* x,
-                              const void* dy, void* dx, int device, cudaStream_t stream);
+void launch_activation_forward(Activation act, DType dtype, std::int64_t n, const void* x, void* y,
+                               cudaStream_t stream);
+void launch_activation_backward(Activation act, DType dtype, std::int64_t n, const void* x,
+                                const void* dy, void* dx, cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

@@ -1,8 +1,8 @@
 #include "zrt/kernels/nn/attention.h"
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/attention_math.h"
-#include "zrt/kernels/nn/cuda_launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -50,9 +50,9 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   if (qkv.numel() == 0) return;
   check_operands(op, {qkv, out, lse}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
-      attention_forward_cuda(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                             qkv.device().index, static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(qkv.dtype(), op, [&](auto tag) {
+      cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
+                                     lse.data_ptr(), cuda_stream(stream)));
+  dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* pqkv = qkv.data<T>();
@@ -79,10 +79,10 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   Tensor dsum = Tensor::empty(lse.shape(), lse.dtype(), lse.device(),
                               lse.storage().allocator(), stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
-      attention_backward_cuda(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(), out.data_ptr(),
-                              lse.data_ptr(), dsum.data_ptr(), dqkv.data_ptr(), qkv.device().index,
-                              static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(qkv.dtype(), op, [&](auto tag) {
+      cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
+                                      out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
+                                      dqkv.data_ptr(), cuda_stream(stream)));
+  dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* pdout = dout.data<T>();

@@ -7,14 +7,14 @@
 #include "zrt/kernels/nn/attention_math.h"
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
-void attention_forward_cuda(DType dtype, const AttentionDims& dims, const void* qkv, void* out,
-                            void* lse, int device, cudaStream_t stream);
+void launch_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv, void* out,
+                              void* lse, cudaStream_t stream);
 
 // dsum: scratch of B*H*T accumulators.
-void attention_backward_cuda(DType dtype, const AttentionDims& dims, const void* dout,
-                             const void* qkv, const void* out, const void* lse, void* dsum,
-                             void* dqkv, int device, cudaStream_t stream);
+void launch_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
+                               const void* qkv, const void* out, const void* lse, void* dsum,
+                               void* dqkv, cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

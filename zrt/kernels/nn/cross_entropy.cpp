@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/cross_entropy_math.h"
-#include "zrt/kernels/nn/cuda_launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -32,13 +32,6 @@ CrossEntropyDims cross_entropy_dims(const char* op, const Tensor& logits, const 
   return d;
 }
 
-// Calls f(typed targets pointer) for i32 or i64 targets.
-template <class F>
-void with_targets(const Tensor& targets, F&& f) {
-  if (targets.dtype() == DType::i64) f(targets.data<std::int64_t>());
-  else f(targets.data<std::int32_t>());
-}
-
 }  // namespace
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normaliser,
@@ -54,14 +47,13 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   if (d.rows > 0) check_operands(op, {logits, targets, losses, lse, loss}, stream);
   else check_operands(op, {loss}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(),
-      cross_entropy_forward_cuda(logits.dtype(), d.rows, d.vocab,
-                                 d.rows ? logits.data_ptr() : nullptr,
-                                 d.rows ? targets.data_ptr() : nullptr,
-                                 targets.dtype() == DType::i64, normaliser,
-                                 d.rows ? losses.data_ptr() : nullptr,
-                                 d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
-                                 loss.device().index, static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(logits.dtype(), op, [&](auto tag) {
+      cuda::launch_cross_entropy_forward(logits.dtype(), d.rows, d.vocab,
+                                         d.rows ? logits.data_ptr() : nullptr,
+                                         d.rows ? targets.data_ptr() : nullptr, targets.dtype(),
+                                         normaliser, d.rows ? losses.data_ptr() : nullptr,
+                                         d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
+                                         cuda_stream(stream)));
+  dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     A* ploss = loss.data<A>();
@@ -72,7 +64,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
     const T* x = logits.data<T>();
     A* plosses = losses.data<A>();
     A* plse = lse.data<A>();
-    with_targets(targets, [&](const auto* t) {
+    dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+      const auto* t = targets.data<typename decltype(id_tag)::type>();
       parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
           const T* xr = x + r * d.vocab;
@@ -106,17 +99,17 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   check_operands(op, {logits, targets, lse, dlogits}, stream);
   const double scale = dloss / normaliser;
   ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(),
-      cross_entropy_backward_cuda(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
-                                  targets.data_ptr(), targets.dtype() == DType::i64, lse.data_ptr(),
-                                  scale, dlogits.data_ptr(), logits.device().index,
-                                  static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(logits.dtype(), op, [&](auto tag) {
+      cuda::launch_cross_entropy_backward(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
+                                          targets.data_ptr(), targets.dtype(), lse.data_ptr(),
+                                          scale, dlogits.data_ptr(), cuda_stream(stream)));
+  dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* x = logits.data<T>();
     const A* plse = lse.data<A>();
     T* dx = dlogits.data<T>();
-    with_targets(targets, [&](const auto* t) {
+    dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+      const auto* t = targets.data<typename decltype(id_tag)::type>();
       parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t idx = lo; idx < hi; ++idx) {
           const std::int64_t r = idx / d.vocab, i = idx % d.vocab;

@@ -1,5 +1,6 @@
 // CUDA launchers for kernels/nn/cross_entropy.h (raw pointers; losses, lse
-// and loss are float, or double when dtype is f64; targets int32 or int64).
+// and loss are float, or double when dtype is f64; targets i32 or i64 per
+// targets_dtype).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,16 +9,16 @@
 
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
-void cross_entropy_forward_cuda(DType dtype, std::int64_t rows, std::int64_t vocab,
-                                const void* logits, const void* targets, bool targets_are_i64,
-                                double normaliser, void* losses, void* lse, void* loss, int device,
-                                cudaStream_t stream);
+void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t vocab,
+                                  const void* logits, const void* targets, DType targets_dtype,
+                                  double normaliser, void* losses, void* lse, void* loss,
+                                  cudaStream_t stream);
 
-void cross_entropy_backward_cuda(DType dtype, std::int64_t rows, std::int64_t vocab,
-                                 const void* logits, const void* targets, bool targets_are_i64,
-                                 const void* lse, double scale, void* dlogits, int device,
-                                 cudaStream_t stream);
+void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t vocab,
+                                   const void* logits, const void* targets, DType targets_dtype,
+                                   const void* lse, double scale, void* dlogits,
+                                   cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

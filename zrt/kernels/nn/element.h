@@ -1,6 +1,6 @@
 // What the CPU twins and the CUDA kernels of the model-zoo ops share: the
-// compute precision of each storage type. Included by
-// g++ and by nvcc, so it must not pull in Eigen or runtime/tensor.h.
+// element type of each floating dtype and the compute precision of each.
+// Included by g++ and by nvcc; it pulls in Eigen under g++ only.
 //
 // Note [Compute precision]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -14,9 +14,27 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "zrt/kernels/ops/hd.h"
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#else
+#include "zrt/runtime/dtype_dispatch.h"  // zrt::bf16, zrt::f16 (Eigen)
+#endif
+
+#include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/hd.h"
 
 namespace zrt::kernels {
+
+// The element type of each floating dtype (Note [Kernel element types]):
+// CUDA's 16-bit types in the kernels, Eigen's in the CPU twins.
+#ifdef __CUDACC__
+using NnFloats = TypeSet<As<DType::f32, float>, As<DType::bf16, __nv_bfloat16>,
+                         As<DType::f16, __half>, As<DType::f64, double>>;
+#else
+using NnFloats = TypeSet<As<DType::f32, float>, As<DType::bf16, bf16>, As<DType::f16, f16>,
+                         As<DType::f64, double>>;
+#endif
 
 // The type an op computes in for storage type T (see Note [Compute precision]).
 template <class T>

@@ -3,13 +3,12 @@
 #include <algorithm>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/embedding_math.h"
-#include "zrt/kernels/nn/cuda_launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/nn/embedding.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -52,25 +51,23 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
   if (wpe) check_operands(op, {ids, wte, *wpe, out}, stream);
   else check_operands(op, {ids, wte, out}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(),
-      embedding_forward_cuda(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(),
-                             ids.dtype() == DType::i64, wte.data_ptr(),
-                             wpe ? wpe->data_ptr() : nullptr, out.data_ptr(), out.device().index,
-                             static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(wte.dtype(), op, [&](auto tag) {
+      cuda::launch_embedding_forward(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(),
+                                     ids.dtype(), wte.data_ptr(),
+                                     wpe ? wpe->data_ptr() : nullptr, out.data_ptr(),
+                                     cuda_stream(stream)));
+  dispatch<NnFloats>(wte.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    dispatch_dtype(ids.dtype(), op, [&](auto id_tag) {
+    dispatch<IdTypes>(ids.dtype(), op, [&](auto id_tag) {
       using I = typename decltype(id_tag)::type;
-      if constexpr (std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>) {
-        const I* pids = ids.data<I>();
-        const T* pwte = wte.data<T>();
-        const T* pwpe = wpe ? wpe->data<T>() : nullptr;
-        T* pout = out.data<T>();
-        parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t idx = lo; idx < hi; ++idx)
-            embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
-        });
-      }
+      const I* pids = ids.data<I>();
+      const T* pwte = wte.data<T>();
+      const T* pwpe = wpe ? wpe->data<T>() : nullptr;
+      T* pout = out.data<T>();
+      parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t idx = lo; idx < hi; ++idx)
+          embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
+      });
     });
   });
 }
@@ -97,8 +94,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
       rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] =
           static_cast<std::int64_t>(i);
   }
-  if (dout.device().is_cuda()) {
-#ifdef ZRT_WITH_CUDA
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, dout.device(), [&] {
     auto upload = [&](const std::vector<std::int64_t>& v) {
       Tensor host = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
       if (!v.empty()) std::copy(v.begin(), v.end(), host.data<std::int64_t>());
@@ -108,20 +104,16 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
       return dev;
     };
     Tensor dev_offsets = upload(offsets), dev_rows = upload(rows);
-    embedding_backward_cuda(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
-                            dev_offsets.data<std::int64_t>(),
-                            rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
-                            d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(),
-                            dwpe ? dwpe->data_ptr() : nullptr, accumulate, dout.device().index,
-                            static_cast<cudaStream_t>(stream.native()));
+    cuda::launch_embedding_backward(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
+                                    dev_offsets.data<std::int64_t>(),
+                                    rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
+                                    d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(),
+                                    dwpe ? dwpe->data_ptr() : nullptr, accumulate,
+                                    cuda_stream(stream));
     // The uploads are stream-ordered; keep them alive until the kernels ran.
-    ZRT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.native())));
-    return;
-#else
-    throw_no_cuda(op);
-#endif
-  }
-  dispatch_floating(dwte.dtype(), op, [&](auto tag) {
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(stream)));
+  }());
+  dispatch<NnFloats>(dwte.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* pdout = d.n ? dout.data<T>() : nullptr;

@@ -1,6 +1,6 @@
-// CUDA launchers for kernels/nn/embedding.h (raw pointers; ids are int32 or
-// int64 per ids_are_i64; offsets/rows are the device copies of the CSR
-// grouping of Note [Deterministic embedding gradient]).
+// CUDA launchers for kernels/nn/embedding.h (raw pointers; ids are i32 or
+// i64 per ids_dtype; offsets/rows are the device copies of the CSR grouping
+// of Note [Deterministic embedding gradient]).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,17 +9,17 @@
 
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
-void embedding_forward_cuda(DType dtype, std::int64_t n, std::int64_t channels, std::int64_t seq,
-                            const void* ids, bool ids_are_i64, const void* wte, const void* wpe,
-                            void* out, int device, cudaStream_t stream);
+void launch_embedding_forward(DType dtype, std::int64_t n, std::int64_t channels, std::int64_t seq,
+                              const void* ids, DType ids_dtype, const void* wte, const void* wpe,
+                              void* out, cudaStream_t stream);
 
 // vocab rows of dwte; positions rows of dwpe (null for none); n = batch*seq.
-void embedding_backward_cuda(DType dtype, std::int64_t vocab, std::int64_t positions,
-                             std::int64_t batch, std::int64_t seq, std::int64_t channels,
-                             const std::int64_t* offsets, const std::int64_t* rows,
-                             const void* dout, void* dwte, void* dwpe, bool accumulate,
-                             int device, cudaStream_t stream);
+void launch_embedding_backward(DType dtype, std::int64_t vocab, std::int64_t positions,
+                               std::int64_t batch, std::int64_t seq, std::int64_t channels,
+                               const std::int64_t* offsets, const std::int64_t* rows,
+                               const void* dout, void* dwte, void* dwpe, bool accumulate,
+                               cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

@@ -3,8 +3,8 @@
 #include <Eigen/Core>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/element.h"
-#include "zrt/kernels/nn/cuda_launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -87,10 +87,10 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
     check_operands(op, {a, b, c}, stream);
   }
   ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device(),
-      gemm_cuda(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
-                k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
-                static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(a.dtype(), op, [&](auto tag) {
+      cuda::launch_gemm(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
+                        k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
+                        cuda_stream(stream)));
+  dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     gemm_cpu<T>(trans_a, trans_b, m, n, k, alpha, k ? a.data<T>() : nullptr,
                 k ? b.data<T>() : nullptr, beta, c.data<T>());

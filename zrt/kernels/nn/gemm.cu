@@ -7,7 +7,7 @@
 #include "zrt/kernels/nn/gemm.cuh"
 #include "zrt/runtime/cuda_check.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 namespace {
 
 #define ZRT_CUBLAS_CHECK(expr)                                                            \
@@ -50,14 +50,13 @@ cudaDataType_t cuda_type(DType t) {
 
 }  // namespace
 
-void gemm_cuda(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
-               std::int64_t k, double alpha, const void* a, const void* b, double beta, void* c,
-               int device, cudaStream_t stream) {
+void launch_gemm(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                 std::int64_t k, double alpha, const void* a, const void* b, double beta, void* c,
+                 int device, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
   ZRT_CHECK_ARG(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "gemm: dims ", m, "x", n, "x", k,
                 " exceed cuBLAS's 32-bit sizes");
   thread_local HandleCache cache;
-  CudaDeviceGuard guard(device);
   cublasHandle_t h = cache.get(device);
   ZRT_CUBLAS_CHECK(cublasSetStream(h, stream));
   // Row-major c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ: swap the
@@ -80,4 +79,4 @@ void gemm_cuda(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int
   }
 }
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

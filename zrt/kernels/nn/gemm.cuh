@@ -7,12 +7,13 @@
 
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
 // c[m, n] = alpha * op(a) · op(b) + beta * c, row-major, fp32 accumulation
-// for f32/bf16/f16 and fp64 for f64.
-void gemm_cuda(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
-               std::int64_t k, double alpha, const void* a, const void* b, double beta, void* c,
-               int device, cudaStream_t stream);
+// for f32/bf16/f16 and fp64 for f64. `device` (the current one) keys the
+// calling thread's cuBLAS handle (Note [cuBLAS handles]).
+void launch_gemm(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                 std::int64_t k, double alpha, const void* a, const void* b, double beta, void* c,
+                 int device, cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

@@ -1,11 +1,10 @@
 #include "zrt/kernels/nn/layernorm.h"
 
-#include "zrt/kernels/ops/fill.h"
-
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/layernorm_math.h"
-#include "zrt/kernels/nn/cuda_launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
+#include "zrt/kernels/ops/fill.h"
 
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/nn/layernorm.cuh"
@@ -104,10 +103,10 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   if (rows == 0) return;
   check_operands(op, {x, weight, bias, y, mean, rstd}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
-      layernorm_forward_cuda(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(), bias.data_ptr(),
-                             y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), eps, x.device().index,
-                             static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
+      cuda::launch_layernorm_forward(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(),
+                                     bias.data_ptr(), y.data_ptr(), mean.data_ptr(),
+                                     rstd.data_ptr(), eps, cuda_stream(stream)));
+  dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     layernorm_forward_cpu<T, A>(rows, c, x.data<T>(), weight.data<T>(), bias.data<T>(),
@@ -135,11 +134,11 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   }
   check_operands(op, {dy, x, weight, mean, rstd, dx, dweight, dbias}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
-      layernorm_backward_cuda(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(), weight.data_ptr(),
-                              mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dweight.data_ptr(),
-                              dbias.data_ptr(), accumulate_param_grads, x.device().index,
-                              static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
+      cuda::launch_layernorm_backward(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(),
+                                      weight.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
+                                      dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr(),
+                                      accumulate_param_grads, cuda_stream(stream)));
+  dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     layernorm_backward_cpu<T, A>(rows, c, dy.data<T>(), x.data<T>(), weight.data<T>(),

@@ -1,66 +1,84 @@
-#include "zrt/kernels/nn/device_dtype.cuh"
+#include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/nn/layernorm.cuh"
 #include "zrt/kernels/nn/layernorm_math.h"
 #include "zrt/kernels/nn/warp_reduce.cuh"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = kThreads / 32;
+// A warp per row: two passes (mean, then squared deviations) as the CPU twin.
+template <class T>
+struct LayerNormForwardRow {
+  using A = acc_t<T>;
+  std::int64_t c;
+  const T* x;
+  const T* w;
+  const T* b;
+  T* y;
+  A* mean;
+  A* rstd;
+  A eps;
+  __device__ void operator()(std::int64_t row, int lane) const {
+    const T* xr = x + row * c;
+    A sum = 0;
+    for (std::int64_t i = lane; i < c; i += kWarpSize) sum += load<A>(xr[i]);
+    const A mu = warp_sum(sum) / A(c);
+    A sq = 0;
+    for (std::int64_t i = lane; i < c; i += kWarpSize) {
+      const A d = load<A>(xr[i]) - mu;
+      sq += d * d;
+    }
+    const A rs = layernorm_rstd(warp_sum(sq), c, eps);
+    for (std::int64_t i = lane; i < c; i += kWarpSize)
+      y[row * c + i] = store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
+    if (lane == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
+  }
+};
 
-// One warp per row: two passes (mean, then squared deviations) as the CPU twin.
-template <class T, class A>
-__global__ void layernorm_forward_kernel(std::int64_t rows, std::int64_t c, const T* x,
-                                         const T* w, const T* b, T* y, A* mean, A* rstd, A eps) {
-  const std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const T* xr = x + row * c;
-  A sum = 0;
-  for (std::int64_t i = lane; i < c; i += 32) sum += load<A>(xr[i]);
-  const A mu = warp_sum(sum) / A(c);
-  A sq = 0;
-  for (std::int64_t i = lane; i < c; i += 32) {
-    const A d = load<A>(xr[i]) - mu;
-    sq += d * d;
+template <class T>
+struct LayerNormDxRow {
+  using A = acc_t<T>;
+  std::int64_t c;
+  const T* dy;
+  const T* x;
+  const T* w;
+  const A* mean;
+  const A* rstd;
+  T* dx;
+  __device__ void operator()(std::int64_t row, int lane) const {
+    const T* xr = x + row * c;
+    const T* dyr = dy + row * c;
+    const A mu = mean[row], rs = rstd[row];
+    A sum_g = 0, sum_gx = 0;
+    for (std::int64_t i = lane; i < c; i += kWarpSize) {
+      const A g = load<A>(dyr[i]) * load<A>(w[i]);
+      sum_g += g;
+      sum_gx += g * (load<A>(xr[i]) - mu) * rs;
+    }
+    const A mean_g = warp_sum(sum_g) / A(c), mean_gx = warp_sum(sum_gx) / A(c);
+    for (std::int64_t i = lane; i < c; i += kWarpSize) {
+      const A g = load<A>(dyr[i]) * load<A>(w[i]);
+      dx[row * c + i] = store<T>(layernorm_dx(g, (load<A>(xr[i]) - mu) * rs, mean_g, mean_gx, rs));
+    }
   }
-  const A rs = layernorm_rstd(warp_sum(sq), c, eps);
-  for (std::int64_t i = lane; i < c; i += 32)
-    y[row * c + i] = store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
-  if (lane == 0) {
-    mean[row] = mu;
-    rstd[row] = rs;
-  }
-}
+};
 
-template <class T, class A>
-__global__ void layernorm_dx_kernel(std::int64_t rows, std::int64_t c, const T* dy, const T* x,
-                                    const T* w, const A* mean, const A* rstd, T* dx) {
-  const std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const T* xr = x + row * c;
-  const T* dyr = dy + row * c;
-  const A mu = mean[row], rs = rstd[row];
-  A sum_g = 0, sum_gx = 0;
-  for (std::int64_t i = lane; i < c; i += 32) {
-    const A g = load<A>(dyr[i]) * load<A>(w[i]);
-    sum_g += g;
-    sum_gx += g * (load<A>(xr[i]) - mu) * rs;
-  }
-  const A mean_g = warp_sum(sum_g) / A(c), mean_gx = warp_sum(sum_gx) / A(c);
-  for (std::int64_t i = lane; i < c; i += 32) {
-    const A g = load<A>(dyr[i]) * load<A>(w[i]);
-    dx[row * c + i] = store<T>(layernorm_dx(g, (load<A>(xr[i]) - mu) * rs, mean_g, mean_gx, rs));
-  }
-}
-
-// One thread per feature, rows in order: deterministic parameter gradients.
-template <class T, class A>
-__global__ void layernorm_param_grad_kernel(std::int64_t rows, std::int64_t c, const T* dy,
-                                            const T* x, const A* mean, const A* rstd, T* dw,
-                                            T* db, bool accumulate) {
-  ZRT_GRID_STRIDE_LOOP(i, c) {
+// A thread per feature, rows in order: deterministic parameter gradients.
+template <class T>
+struct LayerNormParamGradBody {
+  using A = acc_t<T>;
+  std::int64_t rows, c;
+  const T* dy;
+  const T* x;
+  const A* mean;
+  const A* rstd;
+  T* dw;
+  T* db;
+  bool accumulate;
+  __device__ void operator()(std::int64_t i) const {
     A sw = accumulate ? load<A>(dw[i]) : A(0), sb = accumulate ? load<A>(db[i]) : A(0);
     A gw = 0, gb = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -71,49 +89,45 @@ __global__ void layernorm_param_grad_kernel(std::int64_t rows, std::int64_t c, c
     dw[i] = store<T>(sw + gw);
     db[i] = store<T>(sb + gb);
   }
-}
+};
 
 }  // namespace
 
-void layernorm_forward_cuda(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
-                            const void* weight, const void* bias, void* y, void* mean, void* rstd,
-                            double eps, int device, cudaStream_t stream) {
-  if (rows == 0) return;
-  CudaDeviceGuard guard(device);
-  dispatch_device_floating(dtype, "layernorm_forward", [&](auto tag) {
+void launch_layernorm_forward(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
+                              const void* weight, const void* bias, void* y, void* mean,
+                              void* rstd, double eps, cudaStream_t stream) {
+  dispatch<NnFloats>(dtype, "layernorm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    layernorm_forward_kernel<T, A><<<blocks, kThreads, 0, stream>>>(
-        rows, c, static_cast<const T*>(x), static_cast<const T*>(weight),
-        static_cast<const T*>(bias), static_cast<T*>(y), static_cast<A*>(mean),
-        static_cast<A*>(rstd), A(eps));
+    for_each_warp_row(rows,
+                      LayerNormForwardRow<T>{c, static_cast<const T*>(x),
+                                             static_cast<const T*>(weight),
+                                             static_cast<const T*>(bias), static_cast<T*>(y),
+                                             static_cast<A*>(mean), static_cast<A*>(rstd), A(eps)},
+                      stream);
   });
-  ZRT_CUDA_CHECK_LAUNCH();
 }
 
-void layernorm_backward_cuda(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
-                             const void* x, const void* weight, const void* mean,
-                             const void* rstd, void* dx, void* dweight, void* dbias,
-                             bool accumulate_param_grads, int device, cudaStream_t stream) {
-  CudaDeviceGuard guard(device);
-  dispatch_device_floating(dtype, "layernorm_backward", [&](auto tag) {
+void launch_layernorm_backward(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
+                               const void* x, const void* weight, const void* mean,
+                               const void* rstd, void* dx, void* dweight, void* dbias,
+                               bool accumulate_param_grads, cudaStream_t stream) {
+  dispatch<NnFloats>(dtype, "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     // Parameter gradients first: dx may overwrite dy.
-    layernorm_param_grad_kernel<T, A><<<grid_for(c), kThreads, 0, stream>>>(
-        rows, c, static_cast<const T*>(dy), static_cast<const T*>(x),
-        static_cast<const A*>(mean), static_cast<const A*>(rstd), static_cast<T*>(dweight),
-        static_cast<T*>(dbias), accumulate_param_grads);
-    ZRT_CUDA_CHECK_LAUNCH();
-    if (rows == 0) return;
-    const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    layernorm_dx_kernel<T, A><<<blocks, kThreads, 0, stream>>>(
-        rows, c, static_cast<const T*>(dy), static_cast<const T*>(x),
-        static_cast<const T*>(weight), static_cast<const A*>(mean), static_cast<const A*>(rstd),
-        static_cast<T*>(dx));
-    ZRT_CUDA_CHECK_LAUNCH();
+    for_each_index(c,
+                   LayerNormParamGradBody<T>{rows, c, static_cast<const T*>(dy),
+                                             static_cast<const T*>(x), static_cast<const A*>(mean),
+                                             static_cast<const A*>(rstd), static_cast<T*>(dweight),
+                                             static_cast<T*>(dbias), accumulate_param_grads},
+                   stream);
+    for_each_warp_row(rows,
+                      LayerNormDxRow<T>{c, static_cast<const T*>(dy), static_cast<const T*>(x),
+                                        static_cast<const T*>(weight), static_cast<const A*>(mean),
+                                        static_cast<const A*>(rstd), static_cast<T*>(dx)},
+                      stream);
   });
 }
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

@@ -8,15 +8,15 @@
 
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
-void layernorm_forward_cuda(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
-                            const void* weight, const void* bias, void* y, void* mean, void* rstd,
-                            double eps, int device, cudaStream_t stream);
+void launch_layernorm_forward(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
+                              const void* weight, const void* bias, void* y, void* mean,
+                              void* rstd, double eps, cudaStream_t stream);
 
-void layernorm_backward_cuda(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
-                             const void* x, const void* weight, const void* mean,
-                             const void* rstd, void* dx, void* dweight, void* dbias,
-                             bool accumulate_param_grads, int device, cudaStream_t stream);
+void launch_layernorm_backward(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
+                               const void* x, const void* weight, const void* mean,
+                               const void* rstd, void* dx, void* dweight, void* dbias,
+                               bool accumulate_param_grads, cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

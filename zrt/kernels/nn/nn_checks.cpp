@@ -1,5 +1,7 @@
 #include "zrt/kernels/nn/nn_checks.h"
 
+#include "zrt/kernels/dispatch.h"
+
 namespace zrt::kernels {
 
 void check_nn_floats(const char* op, TensorRefs tensors) {
@@ -27,7 +29,7 @@ std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64
   std::vector<std::int64_t> out(static_cast<std::size_t>(ids.numel()));
   if (ids.numel() == 0) return out;
   Tensor host = ids.device().is_cpu() ? ids : ids.to(Device::cpu());
-  dispatch_dtype(ids.dtype(), op, [&](auto tag) {
+  dispatch<IdTypes>(ids.dtype(), op, [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I* p = static_cast<const I*>(host.data_ptr());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);

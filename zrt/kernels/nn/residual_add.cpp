@@ -1,8 +1,8 @@
 #include "zrt/kernels/nn/residual_add.h"
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/element.h"
-#include "zrt/kernels/nn/cuda_launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -19,10 +19,9 @@ void residual_add(const Tensor& a, const Tensor& b, const Tensor& out, Stream st
   if (a.numel() == 0) return;
   check_operands(op, {a, b, out}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, a.device(),
-      residual_add_cuda(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                        a.device().index,
-                        static_cast<cudaStream_t>(stream.native())));
-  dispatch_floating(a.dtype(), op, [&](auto tag) {
+      cuda::launch_residual_add(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                                cuda_stream(stream)));
+  dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     const T* pa = a.data<T>();

@@ -7,9 +7,9 @@
 
 #include "zrt/runtime/dtype.h"
 
-namespace zrt::kernels {
+namespace zrt::kernels::cuda {
 
-void residual_add_cuda(DType dtype, std::int64_t n, const void* a, const void* b, void* out,
-                       int device, cudaStream_t stream);
+void launch_residual_add(DType dtype, std::int64_t n, const void* a, const void* b, void* out,
+                         cudaStream_t stream);
 
-}  // namespace zrt::kernels
+}  // namespace zrt::kernels::cuda

@@ -5,12 +5,11 @@
 #include <vector>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/adamw_math.h"
-#include "zrt/kernels/ops/float_storage.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/adamw.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -114,22 +113,16 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
   float* p = static_cast<float*>(param.data_ptr());
   float* m = static_cast<float*>(exp_avg.data_ptr());
   float* v = static_cast<float*>(exp_avg_sq.data_ptr());
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
-    cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(), out ? out->data_ptr() : nullptr,
-                       out ? out->dtype() : DType::f32, pieces, c,
-                       static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda(kOp);
-#endif
-  }
-  dispatch_float_storage(grad.dtype(), kOp, [&](auto gt) {
+  ZRT_CUDA_LAUNCH_AND_RETURN(kOp, device,
+                             cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(),
+                                                out ? out->data_ptr() : nullptr,
+                                                out ? out->dtype() : DType::f32, pieces, c,
+                                                cuda_stream(stream)));
+  dispatch<StorageFloats>(grad.dtype(), kOp, [&](auto gt) {
     using G = typename decltype(gt)::type;
     const G* g = static_cast<const G*>(grad.data_ptr());
     if (!out) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
-    dispatch_float_storage(out->dtype(), kOp, [&](auto lt) {
+    dispatch<StorageFloats>(out->dtype(), kOp, [&](auto lt) {
       using L = typename decltype(lt)::type;
       adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(out->data_ptr()), n, pieces, c);
     });

@@ -1,6 +1,5 @@
+#include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/ops/adamw.cuh"
-#include "zrt/kernels/ops/float_storage.h"
-#include "zrt/kernels/ops/launch.cuh"
 
 namespace zrt::kernels::cuda {
 namespace {
@@ -36,12 +35,12 @@ void launch_adamw(float* param, float* exp_avg, float* exp_avg_sq, const void* g
                   DType grad_dtype, void* param_out, DType param_out_dtype,
                   std::span<const AdamWPiece> pieces, const AdamWCoefficients& coefficients,
                   cudaStream_t stream) {
-  dispatch_float_storage(grad_dtype, "fused_adamw", [&](auto gt) {
+  dispatch<StorageFloats>(grad_dtype, "fused_adamw", [&](auto gt) {
     using G = typename decltype(gt)::type;
     const G* g = static_cast<const G*>(grad);
     if (!param_out)
       return run_pieces<G, NoParamOut>(param, exp_avg, exp_avg_sq, g, nullptr, pieces, coefficients, stream);
-    dispatch_float_storage(param_out_dtype, "fused_adamw", [&](auto lt) {
+    dispatch<StorageFloats>(param_out_dtype, "fused_adamw", [&](auto lt) {
       using L = typename decltype(lt)::type;
       run_pieces<G, L>(param, exp_avg, exp_avg_sq, g, static_cast<L*>(param_out), pieces, coefficients,
                        stream);

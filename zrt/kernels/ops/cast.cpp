@@ -3,13 +3,12 @@
 #include <cstring>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cast_math.h"
 #include "zrt/kernels/ops/cpu_clones.h"
-#include "zrt/kernels/ops/float_storage.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/cast.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -43,24 +42,17 @@ void cast_stochastic_cpu(std::uint16_t* dst, const float* src, std::int64_t n, s
 }
 
 // Same dtype: a byte copy, on the host or the device.
-void copy_same_dtype(const Tensor& dst, const Tensor& src, Stream stream) {
+void copy_same_dtype(const Tensor& dst, const Tensor& src, [[maybe_unused]] Stream stream) {
   if (dst.data_ptr() == src.data_ptr()) return;
-  if (dst.device().is_cpu()) {
-    auto* d = static_cast<char*>(dst.data_ptr());
-    const auto* s = static_cast<const char*>(src.data_ptr());
-    const std::int64_t item = static_cast<std::int64_t>(dst.itemsize());
-    parallel_for(dst.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
-      std::memcpy(d + b * item, s + b * item, static_cast<std::size_t>((e - b) * item));
-    });
-    return;
-  }
-#ifdef ZRT_WITH_CUDA
-  CudaDeviceGuard guard(dst.device().index);
-  ZRT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                 cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream.native())));
-#else
-  throw_no_cuda("cast");
-#endif
+  ZRT_CUDA_LAUNCH_AND_RETURN("cast", dst.device(),
+                             cuda::launch_copy(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                               cuda_stream(stream)));
+  auto* d = static_cast<char*>(dst.data_ptr());
+  const auto* s = static_cast<const char*>(src.data_ptr());
+  const std::int64_t item = static_cast<std::int64_t>(dst.itemsize());
+  parallel_for(dst.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
+    std::memcpy(d + b * item, s + b * item, static_cast<std::size_t>((e - b) * item));
+  });
 }
 
 }  // namespace
@@ -72,19 +64,12 @@ void cast(const Tensor& dst, const Tensor& src, Stream stream) {
   check_kernel_float("cast", dst);
   check_kernel_float("cast", src);
   if (dst.numel() == 0) return;
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
-    cuda::launch_cast(dst.data_ptr(), dst.dtype(), src.data_ptr(), src.dtype(), dst.numel(),
-                      static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda("cast");
-#endif
-  }
-  dispatch_float_storage(dst.dtype(), "cast", [&](auto dt) {
+  ZRT_CUDA_LAUNCH_AND_RETURN("cast", device,
+                             cuda::launch_cast(dst.data_ptr(), dst.dtype(), src.data_ptr(),
+                                               src.dtype(), dst.numel(), cuda_stream(stream)));
+  dispatch<StorageFloats>(dst.dtype(), "cast", [&](auto dt) {
     using D = typename decltype(dt)::type;
-    dispatch_float_storage(src.dtype(), "cast", [&](auto st) {
+    dispatch<StorageFloats>(src.dtype(), "cast", [&](auto st) {
       using S = typename decltype(st)::type;
       cast_cpu(static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr()), dst.numel());
     });
@@ -99,15 +84,9 @@ void cast_stochastic(const Tensor& dst, const Tensor& src, std::uint64_t seed, S
   if (dst.numel() == 0) return;
   auto* d = static_cast<std::uint16_t*>(dst.data_ptr());
   const auto* s = static_cast<const float*>(src.data_ptr());
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
-    cuda::launch_cast_stochastic_bf16(d, s, dst.numel(), seed, static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda("cast_stochastic");
-#endif
-  }
+  ZRT_CUDA_LAUNCH_AND_RETURN("cast_stochastic", device,
+                             cuda::launch_cast_stochastic_bf16(d, s, dst.numel(), seed,
+                                                               cuda_stream(stream)));
   cast_stochastic_cpu(d, s, dst.numel(), seed);
 }
 

@@ -1,7 +1,6 @@
+#include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/ops/cast.cuh"
 #include "zrt/kernels/ops/cast_math.h"
-#include "zrt/kernels/ops/float_storage.h"
-#include "zrt/kernels/ops/launch.cuh"
 
 namespace zrt::kernels::cuda {
 namespace {
@@ -26,9 +25,9 @@ struct StochasticBody {
 
 void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n,
                  cudaStream_t stream) {
-  dispatch_float_storage(dst_dtype, "cast", [&](auto dt) {
+  dispatch<StorageFloats>(dst_dtype, "cast", [&](auto dt) {
     using D = typename decltype(dt)::type;
-    dispatch_float_storage(src_dtype, "cast", [&](auto st) {
+    dispatch<StorageFloats>(src_dtype, "cast", [&](auto st) {
       using S = typename decltype(st)::type;
       for_each_index(n, CastBody<D, S>{static_cast<D*>(dst), static_cast<const S*>(src)}, stream);
     });
@@ -38,6 +37,10 @@ void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, s
 void launch_cast_stochastic_bf16(std::uint16_t* dst, const float* src, std::int64_t n,
                                  std::uint64_t seed, cudaStream_t stream) {
   for_each_index(n, StochasticBody{dst, src, seed}, stream);
+}
+
+void launch_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t stream) {
+  ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
 }
 
 }  // namespace zrt::kernels::cuda

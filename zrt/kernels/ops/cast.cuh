@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "zrt/runtime/dtype.h"
@@ -14,5 +15,7 @@ void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, s
                  cudaStream_t stream);
 void launch_cast_stochastic_bf16(std::uint16_t* dst, const float* src, std::int64_t n,
                                  std::uint64_t seed, cudaStream_t stream);
+// A cast between equal dtypes: `nbytes` bytes from device memory to device memory.
+void launch_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

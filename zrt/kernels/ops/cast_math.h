@@ -13,8 +13,8 @@
 
 #include <cstdint>
 
+#include "zrt/kernels/hd.h"
 #include "zrt/kernels/ops/float_bits.h"
-#include "zrt/kernels/ops/hd.h"
 
 namespace zrt::kernels {
 

@@ -10,7 +10,7 @@
 // ZRT_HD functions. The results are bit-identical across clones: vector
 // instructions round each element as the scalar ones do, the loops keep
 // their elements independent (no reassociated sums), and -ffp-contract=off
-// (kernels/ops/CMakeLists.txt) forbids fusing a*b+c even where FMA exists.
+// (Note [Two precision rules]) forbids fusing a*b+c even where FMA exists.
 // Other compilers and architectures get the plain loop.
 #pragma once
 

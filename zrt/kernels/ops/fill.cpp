@@ -5,12 +5,13 @@
 #include <limits>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cpu_clones.h"
 #include "zrt/kernels/ops/float_bits.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/fill.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -74,23 +75,13 @@ void fill(const Tensor& dst, double value, Stream stream) {
   const Device device = check_operands("fill", {dst}, stream);
   const std::uint64_t pattern = element_bits(value, dst.dtype());
   if (dst.numel() == 0) return;
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
-    cuda::launch_fill(dst.data_ptr(), dst.numel(), dst.itemsize(), pattern,
-                      static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda("fill");
-#endif
-  }
-  switch (dst.itemsize()) {
-    case 1: return fill_cpu<std::uint8_t>(dst.data_ptr(), dst.numel(), pattern);
-    case 2: return fill_cpu<std::uint16_t>(dst.data_ptr(), dst.numel(), pattern);
-    case 4: return fill_cpu<std::uint32_t>(dst.data_ptr(), dst.numel(), pattern);
-    case 8: return fill_cpu<std::uint64_t>(dst.data_ptr(), dst.numel(), pattern);
-  }
-  ZRT_THROW(InvalidArgument, "fill: unsupported element size ", dst.itemsize());
+  ZRT_CUDA_LAUNCH_AND_RETURN("fill", device,
+                             cuda::launch_fill(dst.data_ptr(), dst.dtype(), dst.numel(), pattern,
+                                               cuda_stream(stream)));
+  dispatch<WordTypes>(dst.dtype(), "fill", [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    fill_cpu<U>(dst.data_ptr(), dst.numel(), pattern);
+  });
 }
 
 void zero(const Tensor& dst, Stream stream) { fill(dst, 0.0, stream); }

@@ -15,7 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "zrt/kernels/ops/hd.h"
+#include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/hd.h"
 
 namespace zrt::kernels {
 
@@ -25,6 +26,11 @@ struct bf16_bits {
 struct f16_bits {
   std::uint16_t bits;
 };
+
+// The runtime ops' element type of each float dtype, on host and device
+// (Note [Kernel element types]).
+using StorageFloats =
+    TypeSet<As<DType::f32, float>, As<DType::bf16, bf16_bits>, As<DType::f16, f16_bits>>;
 
 ZRT_HD inline std::uint32_t f32_as_u32(float f) {
 #ifdef __CUDA_ARCH__

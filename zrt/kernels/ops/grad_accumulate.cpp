@@ -1,12 +1,11 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 
 #include "zrt/kernels/cpu_parallel.h"
-#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/grad_accumulate_math.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/grad_accumulate.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -19,17 +18,10 @@ void accumulate_grad(const Tensor& acc, const Tensor& grad, float scale, Stream 
   const std::int64_t n = acc.numel();
   if (n == 0) return;
   float* a = static_cast<float*>(acc.data_ptr());
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
-    cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n, scale,
-                                 static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda("accumulate_grad");
-#endif
-  }
-  dispatch_float_storage(grad.dtype(), "accumulate_grad", [&](auto gt) {
+  ZRT_CUDA_LAUNCH_AND_RETURN("accumulate_grad", device,
+                             cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n,
+                                                          scale, cuda_stream(stream)));
+  dispatch<StorageFloats>(grad.dtype(), "accumulate_grad", [&](auto gt) {
     using G = typename decltype(gt)::type;
     const G* g = static_cast<const G*>(grad.data_ptr());
     parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {

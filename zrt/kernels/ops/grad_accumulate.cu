@@ -1,7 +1,6 @@
-#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/ops/grad_accumulate.cuh"
 #include "zrt/kernels/ops/grad_accumulate_math.h"
-#include "zrt/kernels/ops/launch.cuh"
 
 namespace zrt::kernels::cuda {
 namespace {
@@ -18,7 +17,7 @@ struct AccumulateBody {
 
 void launch_accumulate_grad(float* acc, const void* grad, DType grad_dtype, std::int64_t n,
                             float scale, cudaStream_t stream) {
-  dispatch_float_storage(grad_dtype, "accumulate_grad", [&](auto gt) {
+  dispatch<StorageFloats>(grad_dtype, "accumulate_grad", [&](auto gt) {
     using G = typename decltype(gt)::type;
     for_each_index(n, AccumulateBody<G>{acc, static_cast<const G*>(grad), scale}, stream);
   });

@@ -5,13 +5,12 @@
 #include <vector>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cpu_clones.h"
-#include "zrt/kernels/ops/float_storage.h"
 #include "zrt/kernels/ops/norm_math.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/norm.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -71,21 +70,16 @@ NormResult squared_norm(const Tensor& x, Stream stream) {
   const Device device = check_operands("squared_norm", {x}, stream);
   check_kernel_float("squared_norm", x);
   const std::int64_t n = x.numel();
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
+  ZRT_CUDA_LAUNCH_AND_RETURN("squared_norm", device, [&] {
+    // Device scratch for the block partials and the two f64 totals.
     Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, nullptr, stream);
     Tensor result = Tensor::empty({2}, DType::f64, device, nullptr, stream);
     double host[2] = {0, 0};
     cuda::launch_squared_norm(x.data_ptr(), x.dtype(), n, static_cast<float*>(partials.data_ptr()),
-                              static_cast<double*>(result.data_ptr()), host,
-                              static_cast<cudaStream_t>(stream.native()));
-    return {host[0], std::isnan(host[1])};
-#else
-    throw_no_cuda("squared_norm");
-#endif
-  }
-  return dispatch_float_storage(x.dtype(), "squared_norm", [&](auto tag) {
+                              static_cast<double*>(result.data_ptr()), host, cuda_stream(stream));
+    return NormResult{host[0], std::isnan(host[1])};
+  }());
+  return dispatch<StorageFloats>(x.dtype(), "squared_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return squared_norm_cpu(static_cast<const T*>(x.data_ptr()), n);
   });

@@ -1,5 +1,4 @@
-#include "zrt/kernels/ops/float_storage.h"
-#include "zrt/kernels/ops/launch.cuh"
+#include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/ops/norm.cuh"
 #include "zrt/kernels/ops/norm_math.h"
 
@@ -59,16 +58,16 @@ __global__ void norm_final_kernel(const float* partials, std::int64_t blocks, do
 void launch_squared_norm(const void* x, DType dtype, std::int64_t n, float* block_partials,
                          double* result_device, double result_host[2], cudaStream_t stream) {
   const std::int64_t blocks = norm_blocks(n);
-  dispatch_float_storage(dtype, "squared_norm", [&](auto tag) {
+  dispatch<StorageFloats>(dtype, "squared_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (blocks > 0) {
       norm_blocks_kernel<<<unsigned(blocks), kNormLanes, 0, stream>>>(static_cast<const T*>(x), n,
                                                                       block_partials);
-      ZRT_CUDA_CHECK(cudaGetLastError());
+      ZRT_CUDA_CHECK_LAUNCH();
     }
   });
   norm_final_kernel<<<1, kNormLanes, 0, stream>>>(block_partials, blocks, result_device);
-  ZRT_CUDA_CHECK(cudaGetLastError());
+  ZRT_CUDA_CHECK_LAUNCH();
   ZRT_CUDA_CHECK(cudaMemcpyAsync(result_host, result_device, 2 * sizeof(double),
                                  cudaMemcpyDeviceToHost, stream));
   ZRT_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -1,6 +1,6 @@
 #include "zrt/kernels/ops/op_checks.h"
 
-#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/ops/float_bits.h"
 
 namespace zrt::kernels {
 
@@ -32,11 +32,7 @@ void check_dtype(const char* op, const Tensor& t, DType expected) {
 }
 
 void check_kernel_float(const char* op, const Tensor& t) {
-  ZRT_CHECK_ARG(is_kernel_float(t.dtype()), op, ": ", t.str(), " must be f32, bf16 or f16");
-}
-
-void throw_no_cuda(const char* op) {
-  ZRT_THROW(InvalidArgument, op, ": CUDA tensor given to a build of zrt without CUDA");
+  ZRT_CHECK_ARG(has_dtype<StorageFloats>(t.dtype()), op, ": ", t.str(), " must be f32, bf16 or f16");
 }
 
 }  // namespace zrt::kernels

@@ -24,7 +24,4 @@ void check_dtype(const char* op, const Tensor& t, DType expected);
 // f32, bf16 or f16.
 void check_kernel_float(const char* op, const Tensor& t);
 
-// Thrown for a CUDA tensor in a build without CUDA.
-[[noreturn]] void throw_no_cuda(const char* op);
-
 }  // namespace zrt::kernels

@@ -1,12 +1,11 @@
 #include "zrt/kernels/ops/scale.h"
 
 #include "zrt/kernels/cpu_parallel.h"
-#include "zrt/kernels/ops/float_storage.h"
+#include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/op_checks.h"
 #include "zrt/kernels/ops/scale_math.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/scale.cuh"
-#include "zrt/runtime/cuda_check.h"
 #endif
 
 namespace zrt::kernels {
@@ -17,16 +16,10 @@ void scale_(const Tensor& x, double factor, Stream stream) {
   const std::int64_t n = x.numel();
   const float f = static_cast<float>(factor);
   if (n == 0) return;
-  if (device.is_cuda()) {
-#ifdef ZRT_WITH_CUDA
-    CudaDeviceGuard guard(device.index);
-    cuda::launch_scale(x.data_ptr(), x.dtype(), n, f, static_cast<cudaStream_t>(stream.native()));
-    return;
-#else
-    throw_no_cuda("scale_");
-#endif
-  }
-  dispatch_float_storage(x.dtype(), "scale_", [&](auto tag) {
+  ZRT_CUDA_LAUNCH_AND_RETURN("scale_", device,
+                             cuda::launch_scale(x.data_ptr(), x.dtype(), n, f,
+                                                cuda_stream(stream)));
+  dispatch<StorageFloats>(x.dtype(), "scale_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(x.data_ptr());
     parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {

@@ -1,5 +1,4 @@
-#include "zrt/kernels/ops/float_storage.h"
-#include "zrt/kernels/ops/launch.cuh"
+#include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/ops/scale.cuh"
 #include "zrt/kernels/ops/scale_math.h"
 
@@ -16,7 +15,7 @@ struct ScaleBody {
 }  // namespace
 
 void launch_scale(void* x, DType dtype, std::int64_t n, float factor, cudaStream_t stream) {
-  dispatch_float_storage(dtype, "scale_", [&](auto tag) {
+  dispatch<StorageFloats>(dtype, "scale_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     for_each_index(n, ScaleBody<T>{static_cast<T*>(x), factor}, stream);
   });

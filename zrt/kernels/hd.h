@@ -1,0 +1,27 @@
+// ZRT_HD marks the per-element arithmetic shared by a GPU kernel and its CPU
+// twin: `__host__ __device__` under nvcc, nothing under g++.
+//
+// Note [Two precision rules]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The same ZRT_HD arithmetic is compiled twice, by g++ for the CPU twin and
+// by nvcc for the kernel. The two kernel folders differ only in whether a
+// compiler may contract a*b+c into one fused multiply-add:
+//  - ops/ (runtime kernels: cast, fill, AdamW, norm, ...) is bit-exact. Its
+//    CPU twins are built with -ffp-contract=off and its .cu files with
+//    --fmad=false (ops/CMakeLists.txt), so both sides round every operation
+//    alike and a CUDA result equals its CPU twin's bit for bit: optimizer and
+//    gradient state never depends on where it was computed.
+//  - nn/ (model-zoo kernels: GEMM, LayerNorm, attention, ...) may contract:
+//    both compilers keep their defaults, and a CUDA result matches its CPU
+//    twin within rounding (cuBLAS and the warp reductions sum in other
+//    orders anyway).
+// The flags are per source file, so inline arithmetic must belong to one
+// folder: an inline function compiled under both rules would be merged by
+// the linker into one of them.
+#pragma once
+
+#ifdef __CUDACC__
+#define ZRT_HD __host__ __device__
+#else
+#define ZRT_HD
+#endif
