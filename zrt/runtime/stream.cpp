@@ -10,7 +10,7 @@
 namespace zrt {
 
 namespace {
-[[noreturn]] void no_cuda(const char* what) {
+[[noreturn, maybe_unused]] void no_cuda(const char* what) {
   ZRT_THROW(InvalidArgument, what, ": this build of zrt has no CUDA support");
 }
 }  // namespace

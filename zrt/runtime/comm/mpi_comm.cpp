@@ -142,7 +142,7 @@ class MpiCommunicator final : public Communicator {
   const char* backend_name() const override { return "mpi"; }
 
  protected:
-  bool accepts_device(Device d) const override {
+  bool accepts_device([[maybe_unused]] Device d) const override {
 #ifdef ZRT_WITH_CUDA
     return true;
 #else
