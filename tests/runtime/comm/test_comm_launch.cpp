@@ -48,6 +48,14 @@ BOOST_AUTO_TEST_CASE(each_launcher) {
   BOOST_CHECK_EQUAL(one.size, 1);
 }
 
+BOOST_AUTO_TEST_CASE(one_device_rule_for_every_launcher) {
+  // torchrun's NCCL world and zrt-train's engine both place a rank by this rule.
+  static_assert(device_for_local_rank(0, 8) == 0 && device_for_local_rank(5, 8) == 5);
+  static_assert(device_for_local_rank(9, 8) == 1 && device_for_local_rank(3, 2) == 1);
+  static_assert(device_for_local_rank(3, 0) == 0);
+  BOOST_TEST(device_for_local_rank(13, 4) == 1);
+}
+
 BOOST_AUTO_TEST_CASE(bad_values_are_named) {
   BOOST_CHECK_EXCEPTION(detect_launch(fake({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
                         InvalidArgument, [](const InvalidArgument& e) {

@@ -7,6 +7,7 @@
 #include "zrt/runtime/comm/mpi_comm.h"
 #include "zrt/runtime/comm/nccl_comm.h"
 #include "zrt/runtime/comm/tcp_rendezvous.h"
+#include "zrt/runtime/device.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt {
@@ -72,14 +73,15 @@ World init_world(std::chrono::milliseconds timeout) {
   } else if (w.launch.launcher == Launcher::torchrun) {
 #ifdef ZRT_WITH_NCCL
     // No MPI here: a TCP rendezvous on MASTER_ADDR:MASTER_PORT shares the
-    // NCCL unique id, and the world is NCCL on cuda:LOCAL_RANK.
+    // NCCL unique id, and the world is NCCL on the local rank's device.
     ZRT_CHECK_ARG(w.launch.master_port > 0, "init_world: a torchrun-style launch of ",
                   w.launch.size, " ranks needs MASTER_PORT (and MASTER_ADDR)");
     TcpRendezvous rendezvous(w.launch.master_addr, w.launch.master_port, w.launch.rank,
                              w.launch.size, timeout);
     w.comm = make_nccl_communicator(
         [&](std::span<const std::byte> mine) { return rendezvous.all_gather_bytes(mine); },
-        w.launch.rank, w.launch.size, w.launch.local_rank, timeout, "world");
+        w.launch.rank, w.launch.size, device_for_local_rank(w.launch.local_rank, cuda_device_count()), timeout,
+        "world");
 #else
     ZRT_THROW(InvalidState, "init_world: a torchrun-style launch of ", w.launch.size,
               " ranks needs a zrt built with CUDA and NCCL (its world is NCCL, bootstrapped over "

@@ -18,7 +18,7 @@ struct LaunchInfo {
   Launcher launcher = Launcher::single;
   int rank = 0;
   int size = 1;
-  int local_rank = 0;  // picks the GPU: cuda:(local_rank % device count)
+  int local_rank = 0;  // picks the GPU: device_for_local_rank
   std::string master_addr;  // torchrun only
   int master_port = 0;      // torchrun only
 };
@@ -39,9 +39,15 @@ struct World {
 // The world communicator for this process: a size-1 world whose collectives
 // are copies for a single process, the MPI world under mpirun or Slurm (MPI
 // is initialised if needed). A torchrun-style launch of more than one rank
-// gets an NCCL world on cuda:LOCAL_RANK (CUDA tensors only), bootstrapped by
+// gets an NCCL world on device_for_local_rank(LOCAL_RANK) (CUDA tensors only), bootstrapped by
 // a TcpRendezvous on MASTER_ADDR:MASTER_PORT; in a build without NCCL it
 // throws InvalidState saying to use mpirun or srun.
 World init_world(std::chrono::milliseconds timeout = default_comm_timeout());
+
+// The one rule for a rank's GPU: local rank modulo the devices present (so
+// several ranks may share one), 0 when there are none.
+constexpr int device_for_local_rank(int local_rank, int device_count) {
+  return device_count > 0 ? local_rank % device_count : 0;
+}
 
 }  // namespace zrt
