@@ -56,11 +56,6 @@ void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
   ::close(fd);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int bench_ckpt(int argc, char** argv) {

@@ -18,20 +18,15 @@ OptionParser::OptionParser(std::string who, std::string usage)
 
 OptionParser::~OptionParser() = default;
 
-OptionParser& OptionParser::value(std::string name, std::string& target) {
+template <class T>
+OptionParser& OptionParser::value(std::string name, T& target) {
   app_->add_option(name, target)->capture_default_str();
   return *this;
 }
-
-OptionParser& OptionParser::value(std::string name, int& target) {
-  app_->add_option(name, target)->capture_default_str();
-  return *this;
-}
-
-OptionParser& OptionParser::value(std::string name, std::int64_t& target) {
-  app_->add_option(name, target)->capture_default_str();
-  return *this;
-}
+template OptionParser& OptionParser::value(std::string, std::string&);
+template OptionParser& OptionParser::value(std::string, int&);
+template OptionParser& OptionParser::value(std::string, std::int64_t&);
+template OptionParser& OptionParser::value(std::string, double&);
 
 OptionParser& OptionParser::value(std::string name, Device& target) {
   app_->add_option_function<std::string>(name, [&target](const std::string& v) { target = Device::parse(v); },
@@ -55,6 +50,11 @@ void OptionParser::parse(int argc, char** argv) {
   }
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 double median_seconds(const std::function<void()>& fn, int warmup, int reps,
                       const std::function<void()>& sync) {
   for (int i = 0; i < warmup; ++i) {
@@ -69,8 +69,7 @@ double median_seconds(const std::function<void()>& fn, int warmup, int reps,
     if (sync) sync();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
 }
 
 std::string Table::num(double v, int precision) {

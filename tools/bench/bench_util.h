@@ -24,9 +24,9 @@ class OptionParser {
  public:
   explicit OptionParser(std::string who, std::string usage = {});
   ~OptionParser();
-  OptionParser& value(std::string name, std::string& target);
-  OptionParser& value(std::string name, int& target);
-  OptionParser& value(std::string name, std::int64_t& target);
+  // T: std::string, int, std::int64_t or double.
+  template <class T>
+  OptionParser& value(std::string name, T& target);
   OptionParser& value(std::string name, Device& target);
   OptionParser& flag(std::string name, bool& target);
   void parse(int argc, char** argv);
@@ -35,6 +35,9 @@ class OptionParser {
   std::string who_;
   std::unique_ptr<CLI::App> app_;
 };
+
+// The middle value (the upper one of an even count); v must not be empty.
+double median(std::vector<double> v);
 
 // Runs `fn` `warmup` times, then `reps` times, calling `sync` (e.g. a device
 // synchronisation, or nothing on cpu) after each, and returns the median

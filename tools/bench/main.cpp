@@ -21,6 +21,7 @@ constexpr Suite kSuites[] = {
     {"comm", zrt::bench::bench_comm, "collectives: algbw/busbw vs the raw backend call"},
     {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
     {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},
+    {"train", zrt::bench::bench_train, "training steps: tokens/s, GFLOP/s vs the measured fp32 peak, memory"},
 };
 
 void usage() {

@@ -1,0 +1,258 @@
+// zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer --n-head --n-embd --vocab-size]
+//                 [--batch-size B] [--seq-len T] [--dtype D] [--strategy S] [--ranks R]
+//                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G]
+//                 [--save-init W] [--save-data D] [--json]
+//
+// Times whole training steps of a model-zoo model, built and driven as
+// zrt-train builds and drives it (tools/train/train_setup.h), on the embedded
+// dataset in the fixed data order: the median, fastest and slowest of N steps
+// after K warm-up steps, tokens/s, model GFLOP/s and their fraction of the
+// fp32 peak measured in the same process (Note [Measured fp32 peak]), and
+// memory. --save-init and --save-data write the initial weights and the
+// tokens, so another framework (tools/bench/torch_gpt.py) trains the same
+// model on the same data.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "tools/bench/bench_util.h"
+#include "tools/bench/fp32_peak.h"
+#include "tools/bench/suites.h"
+#include "tools/train/train_setup.h"
+#include "zrt/kernels/cpu_parallel.h"
+#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/comm/launch.h"
+
+namespace zrt::bench {
+namespace {
+
+struct Options {
+  train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from
+  int warmup = 2, steps = 5, threads = 0;
+  double peak_gflops = 0;     // > 0: use instead of measuring
+  std::string save_init, save_data;
+  bool json = false;
+};
+
+// Flags as zrt-train spells them; --warmup here counts untimed steps (the
+// learning-rate warm-up keeps zrt-train's default).
+Options parse(int argc, char** argv) {
+  Options o;
+  train::TrainOptions& t = o.train;
+  t.batch_size = 8;
+  std::string preset;
+  OptionParser("train",
+               "usage: zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H] [--n-embd C]\n"
+               "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
+               "         [--strategy S] [--ranks R] [--threads N] [--warmup K] [--steps N]\n"
+               "         [--init-from W.safetensors] [--peak-gflops G] [--save-init W.safetensors]\n"
+               "         [--save-data D.safetensors] [--json]")
+      .value("--model", t.model)
+      .value("--preset", t.preset)
+      .value("--n-layer", t.n_layer)
+      .value("--n-head", t.n_head)
+      .value("--n-embd", t.n_embd)
+      .value("--vocab-size", t.vocab_size)
+      .value("--batch-size", t.batch_size)
+      .value("--seq-len", t.seq_len)
+      .value("--dtype", t.dtype)
+      .value("--strategy", t.strategy)
+      .value("--ranks", t.ranks)
+      .value("--init-from", t.init_from)
+      .value("--threads", o.threads)
+      .value("--warmup", o.warmup)
+      .value("--steps", o.steps)
+      .value("--peak-gflops", o.peak_gflops)
+      .value("--save-init", o.save_init)
+      .value("--save-data", o.save_data)
+      .flag("--json", o.json)
+      .parse(argc, argv);
+  ZRT_CHECK_ARG(t.model == "gpt" || t.model == "mlp", "train: --model is gpt or mlp, not ", t.model);
+  ZRT_CHECK_ARG(t.model == "gpt" || (t.n_layer == 0 && t.n_head == 0 && t.n_embd == 0 && t.vocab_size == 0),
+                "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
+  ZRT_CHECK_ARG(t.n_layer >= 0 && t.n_head >= 0 && t.n_embd >= 0 && t.vocab_size >= 0,
+                "train: model sizes must be positive");
+  ZRT_CHECK_ARG(t.batch_size > 0 && t.seq_len > 0 && o.steps > 0, "train: --batch-size, --seq-len and --steps must be positive");
+  ZRT_CHECK_ARG(o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0,
+                "train: --warmup, --threads, --ranks and --peak-gflops must not be negative");
+  ZRT_CHECK_ARG(parse_dtype(t.dtype).has_value(), "train: unknown --dtype ", t.dtype);
+  ZRT_CHECK_ARG(t.ranks == 0 || detect_launch().launcher == Launcher::single,
+                "train: --ranks starts local ranks, but this process was started by a launcher: drop --ranks");
+  ZRT_CHECK_ARG(t.ranks <= train::kMaxLocalRanks, "train: --ranks ", t.ranks, " is more than ",
+                train::kMaxLocalRanks);
+  t.steps = o.warmup + o.steps;
+  return o;
+}
+
+// Note [Model FLOPs]
+// ~~~~~~~~~~~~~~~~~~
+// The FLOPs of a training step are the model's, not zrt's: PaLM's estimate
+// (Chowdhery et al. 2022, appendix B), as nanoGPT's estimate_mfu spells it,
+//   per token: 6·N + 12·L·C·T   (gpt; mlp: 6·N)
+// with N the parameters less the position embedding (wpe only adds; the token
+// embedding counts, being the LM head's matrix too), L layers, C the width and
+// T the sequence length: 2 FLOPs per weight and token forward, 4 backward,
+// and the two attention matmuls (QKᵀ and AV, 2·T·C each per layer and token,
+// ×3 for forward and backward, causal masking not discounted). LayerNorm,
+// GELU, softmax and the optimizer are left out. Recomputation, padding and
+// anything else zrt does beyond the model never count, so the figure compares
+// implementations of the same model on the same footing.
+struct ParamCounts {
+  std::int64_t all = 0, flop = 0;  // every parameter; those that N counts
+};
+
+ParamCounts count_params(const model_zoo::TrainingEngine& engine) {
+  ParamCounts n;
+  for (const auto& p : model_zoo::all_param_defs(engine.model().units())) {
+    std::int64_t numel = 1;
+    for (std::int64_t d : p.shape) numel *= d;
+    n.all += numel;
+    if (p.fqn() != "wpe.weight") n.flop += numel;
+  }
+  return n;
+}
+
+double step_flops(std::int64_t flop_params, const model_zoo::TrainerConfig& c, std::int64_t tokens) {
+  double attention = 0;
+  if (c.model.kind == "gpt") {
+    const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(c.model);
+    attention = 12.0 * static_cast<double>(d.n_layer * d.n_embd * c.seq_len);
+  }
+  return (6.0 * static_cast<double>(flop_params) + attention) * static_cast<double>(tokens);
+}
+
+// Every rank's values, rank by rank.
+std::vector<std::vector<double>> gather(Communicator& world, const std::vector<double>& mine) {
+  std::vector<std::vector<double>> out;
+  for (const auto& bytes : world.all_gather_bytes(std::as_bytes(std::span(mine)))) {
+    std::vector<double> v(bytes.size() / sizeof(double));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(double));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// The peak of every rank's kernel threads running together: the best of five
+// runs of the FMA loop, all FLOPs of all ranks over the longest rank's time.
+double measured_peak_gflops(Communicator& world, int threads) {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    world.barrier();
+    const FmaLoopRun r = run_fma_loop(threads, 0.1);
+    double flops = 0, seconds = 0;
+    for (const auto& v : gather(world, {r.flops, r.seconds})) flops += v[0], seconds = std::max(seconds, v[1]);
+    best = std::max(best, flops / seconds / 1e9);
+  }
+  return best;
+}
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // KiB on Linux
+}
+
+struct Result {
+  std::vector<double> step_s;  // per timed step, the slowest rank's time
+  double loss_first = 0, loss_last = 0, flops = 0, tokens = 0, peak_gflops = 0;
+  std::int64_t params = 0;
+  double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
+};
+
+void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& out) {
+  model_zoo::TrainerConfig config = train::trainer_config(o.train, local_rank);
+  model_zoo::Trainer trainer = train::make_trainer(world, o.train, config);
+  const bool lead = world->rank() == 0;
+  if (!o.save_init.empty()) {
+    auto params = trainer.engine().full_params();  // collective
+    if (lead) model_zoo::write_safetensors(o.save_init, params);
+  }
+  if (!o.save_data.empty() && lead) {
+    model_zoo::Dataset data = train::load_data(o.train, trainer.config());
+    ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens, "train: --save-data writes token data (gpt)");
+    model_zoo::write_safetensors(o.save_data, {{"tokens", data.tokens}});
+  }
+  const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, kernels::cpu_threads());
+  std::vector<double> mine;  // timed step seconds, then allocator peak, process peak RSS
+  double loss_first = 0, loss_last = 0;
+  std::int64_t tokens = 0;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    const model_zoo::StepReport r = trainer.step();
+    if (s == 0) loss_first = r.stats.loss;
+    loss_last = r.stats.loss;
+    tokens = r.stats.tokens;
+    if (s >= o.warmup) mine.push_back(r.seconds);
+  }
+  mine.push_back(static_cast<double>(trainer.engine().memory_stats().peak_reserved));
+  mine.push_back(peak_rss_bytes());
+  const auto all = gather(*world, mine);
+  if (!lead) return;
+  out.step_s.assign(static_cast<std::size_t>(o.steps), 0.0);
+  for (const auto& v : all) {
+    for (std::size_t i = 0; i < out.step_s.size(); ++i) out.step_s[i] = std::max(out.step_s[i], v[i]);
+    out.alloc_peak = std::max(out.alloc_peak, v[out.step_s.size()]);
+    out.rss_peak = std::max(out.rss_peak, v[out.step_s.size() + 1]);
+  }
+  out.loss_first = loss_first;
+  out.loss_last = loss_last;
+  out.tokens = static_cast<double>(tokens);
+  const ParamCounts n = count_params(trainer.engine());
+  out.params = n.all;
+  out.flops = step_flops(n.flop, trainer.config(), tokens);
+  out.peak_gflops = peak;
+}
+
+}  // namespace
+
+int bench_train(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  // The CPU kernels read their thread count from ZRT_CPU_THREADS (zrt/kernels/cpu_parallel.h).
+  if (o.threads > 0) ::setenv("ZRT_CPU_THREADS", std::to_string(o.threads).c_str(), 1);
+  const double rss_base = static_cast<double>(train::resident_bytes());
+  Result r;
+  int world_size = 1;
+  train::run_ranks(o.train.ranks, [&](const CommPtr& world, int local_rank) {
+    if (world->rank() == 0) world_size = world->size();
+    run_rank(world, local_rank, o, r);
+  });
+  if (r.step_s.empty()) return 0;  // not rank 0 of an MPI world
+  std::vector<double> sorted = r.step_s;
+  std::sort(sorted.begin(), sorted.end());
+  const double step = median(r.step_s);
+  const double gflops = r.flops / step / 1e9;
+  const int threads = kernels::cpu_threads();
+  constexpr double MiB = 1024.0 * 1024.0;
+  const train::TrainOptions& t = o.train;
+  nlohmann::ordered_json j = {
+      {"model", t.model}, {"preset", t.preset}, {"params", r.params}, {"ranks", world_size},
+      {"threads", threads}, {"strategy", t.strategy}, {"dtype", t.dtype}, {"batch_size", t.batch_size},
+      {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"warmup", o.warmup}, {"steps", o.steps},
+      {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},
+      {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9}, {"gflops", gflops},
+      {"peak_gflops", r.peak_gflops}, {"peak_source", o.peak_gflops > 0 ? "given" : fma_isa()},
+      {"frac_peak", gflops / r.peak_gflops}, {"loss_first", r.loss_first}, {"loss_last", r.loss_last},
+      {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB}, {"rss_base_MiB", rss_base / MiB}};
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d thread(s)\n",
+              t.model.c_str(), t.preset.c_str(), static_cast<long long>(r.params), t.batch_size, t.model == "gpt" ? t.seq_len : 1,
+              t.dtype.c_str(), t.strategy.c_str(), world_size, threads);
+  std::printf("  step      median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", step * 1e3,
+              sorted.front() * 1e3, sorted.back() * 1e3, o.steps, o.warmup);
+  std::printf("  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s fp32 peak (%s)\n", r.tokens / step,
+              gflops, 100 * gflops / r.peak_gflops, r.peak_gflops,
+              o.peak_gflops > 0 ? "--peak-gflops" : ("measured, " + fma_isa()).c_str());
+  std::printf("  memory    allocator peak reserved %.1f MiB per rank (largest), process peak RSS %.1f MiB (%.1f MiB before training)\n",
+              r.alloc_peak / MiB, r.rss_peak / MiB, rss_base / MiB);
+  std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first, r.loss_last);
+  return 0;
+}
+
+}  // namespace zrt::bench

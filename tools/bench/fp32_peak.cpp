@@ -1,0 +1,148 @@
+#include "tools/bench/fp32_peak.h"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ZRT_BENCH_X86 1
+#endif
+
+namespace zrt::bench {
+
+// Note [Measured fp32 peak]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// zrt-bench train reports achieved GFLOP/s as a fraction of a peak measured
+// in the same process rather than a datasheet figure: the machine may be a
+// VM with unknown clocks, turbo and SMT siblings. The loop keeps kChains
+// independent accumulators (more than FMA latency × FMA ports: 4-5 cycles ×
+// 2 on current x86 cores) in vector registers and runs acc = acc·a + b on
+// each, so it is bound by the FMA units alone. Each ISA's loop is compiled
+// with a target attribute and picked at run time (__builtin_cpu_supports), so
+// a baseline x86-64 build still measures AVX2/AVX-512. Threads start
+// together behind a barrier and the figure is total FLOPs over the wall time
+// of the whole group, which is what the same number of kernel threads could
+// reach at best: on SMT siblings or an oversubscribed machine it is the
+// shared cores' peak, not threads × one core's.
+namespace {
+
+constexpr int kChains = 12;
+
+#ifdef ZRT_BENCH_X86
+__attribute__((target("avx512f"))) float fma_avx512(std::int64_t iters) {
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(1.0f + 0.001f * static_cast<float>(k));
+  const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  }
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  float sum = 0;
+  for (float v : out) sum += v;
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float fma_avx2(std::int64_t iters) {
+  __m256 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(1.0f + 0.001f * static_cast<float>(k));
+  const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  }
+  __m256 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  float sum = 0;
+  for (float v : out) sum += v;
+  return sum;
+}
+
+float mul_add_sse2(std::int64_t iters) {
+  __m128 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm_set1_ps(1.0f + 0.001f * static_cast<float>(k));
+  const __m128 a = _mm_set1_ps(0.9999999f), b = _mm_set1_ps(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm_add_ps(_mm_mul_ps(acc[k], a), b);
+  }
+  __m128 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm_add_ps(s, acc[k]);
+  float out[4];
+  _mm_storeu_ps(out, s);
+  float sum = 0;
+  for (float v : out) sum += v;
+  return sum;
+}
+#endif
+
+// A loop over one register width: its lanes and its body.
+struct FmaLoop {
+  const char* isa;
+  int lanes;
+  float (*run)(std::int64_t iters);
+};
+
+FmaLoop best_loop() {
+#ifdef ZRT_BENCH_X86
+  if (__builtin_cpu_supports("avx512f")) return {"avx512f", 16, fma_avx512};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2+fma", 8, fma_avx2};
+  return {"sse2", 4, mul_add_sse2};
+#else
+  static constexpr auto mul_add_scalar = [](std::int64_t iters) {
+    float acc[kChains];
+    for (int k = 0; k < kChains; ++k) acc[k] = 1.0f + 0.001f * static_cast<float>(k);
+    for (std::int64_t i = 0; i < iters; ++i)
+      for (int k = 0; k < kChains; ++k) acc[k] = acc[k] * 0.9999999f + 1e-7f;
+    float s = 0;
+    for (float v : acc) s += v;
+    return s;
+  };
+  return {"scalar", 1, mul_add_scalar};
+#endif
+}
+
+// Keeps the loops' results alive.
+volatile float sink = 0;
+
+}  // namespace
+
+std::string fma_isa() { return best_loop().isa; }
+
+FmaLoopRun run_fma_loop(int threads, double seconds) {
+  const FmaLoop loop = best_loop();
+  threads = std::max(threads, 1);
+  const double flops_per_iter = 2.0 * kChains * loop.lanes;
+  // Calibrate on one thread: a loop of 2^20 iterations, then scale.
+  auto t0 = std::chrono::steady_clock::now();
+  std::int64_t calib = 1 << 20;
+  sink = sink + loop.run(calib);
+  const double calib_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto iters = std::max<std::int64_t>(calib, static_cast<std::int64_t>(calib * seconds / std::max(calib_s, 1e-6)));
+  std::barrier start(threads + 1);
+  std::vector<float> results(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      results[static_cast<std::size_t>(t)] = loop.run(iters);
+    });
+  start.arrive_and_wait();
+  t0 = std::chrono::steady_clock::now();
+  for (auto& t : pool) t.join();
+  for (float v : results) sink = sink + v;
+  FmaLoopRun r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.flops = flops_per_iter * static_cast<double>(iters) * threads;
+  return r;
+}
+
+}  // namespace zrt::bench

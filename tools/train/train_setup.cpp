@@ -1,0 +1,101 @@
+#include "tools/train/train_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "zrt/model_zoo/data/data_files.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/io/param_loader.h"
+#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/flat_param/sharding_strategy.h"
+
+namespace zrt::train {
+
+using model_zoo::Dataset;
+using model_zoo::TrainerConfig;
+
+TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
+  TrainerConfig c;
+  auto& m = c.model;
+  m.kind = o.model;
+  m.preset = o.preset;
+  auto set = [](std::optional<std::int64_t>& field, int v) {
+    if (v > 0) field = v;
+  };
+  set(m.n_layer, o.n_layer);
+  set(m.n_head, o.n_head);
+  set(m.n_embd, o.n_embd);
+  set(m.vocab_size, o.vocab_size);
+  set(m.block_size, o.block_size);
+  if (o.model == "gpt" && o.block_size == 0) {
+    // Position embeddings must cover the sequence length.
+    auto dims = model_zoo::resolve_gpt_dims(m);
+    if (dims.block_size < o.seq_len) m.block_size = o.seq_len;
+  }
+  if (!o.hidden.empty()) m.hidden = std::vector<std::int64_t>(o.hidden.begin(), o.hidden.end());
+  if (o.model == "mlp") m.activation = o.activation;
+
+  auto& e = c.engine;
+  e.strategy = *parse_strategy(o.strategy);
+  e.zero3_size = o.zero3_size;
+  e.dtype = *parse_dtype(o.dtype);
+  e.reduce_dtype = *parse_dtype(o.reduce_dtype);
+  e.prefetch = o.prefetch;
+  e.device = o.device == "cuda" ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
+                                : Device::cpu();
+  e.offload_grads = o.offload_grads;
+  e.seed = o.seed;
+  e.adamw.beta1 = o.beta1;
+  e.adamw.beta2 = o.beta2;
+  e.adamw.eps = o.eps;
+  e.adamw.weight_decay = o.weight_decay;
+  e.adamw.max_grad_norm = o.clip;
+  c.batch_size = o.batch_size;
+  c.seq_len = o.seq_len;
+  c.micro_batches = o.micro_batches;
+  c.steps = o.steps;
+  c.schedule.max_lr = o.lr;
+  c.schedule.min_lr = o.min_lr;
+  c.schedule.warmup_steps = std::min(o.warmup, o.steps);
+  return c;
+}
+
+Dataset load_data(const TrainOptions& o, const TrainerConfig& c) {
+  if (!o.data.empty()) return model_zoo::load_dataset(o.data);
+  if (o.model == "mlp") {
+    auto dims = model_zoo::resolve_mlp_dims(c.model);
+    return model_zoo::synthetic_cluster_dataset(0, 4096, dims.d_in, dims.n_classes);
+  }
+  return model_zoo::synthetic_text_dataset();
+}
+
+model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, TrainerConfig config) {
+  Dataset data = load_data(o, config);
+  std::map<std::string, Tensor> initial;
+  if (!o.init_from.empty()) {
+    auto model = model_zoo::make_model(config.model);
+    initial = model_zoo::load_model_params(model->units(), o.init_from);
+  }
+  return model_zoo::Trainer(world, std::move(config), std::move(data), o.init_from.empty() ? nullptr : &initial);
+}
+
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn) {
+  if (local_ranks > 0) {
+    run_local_ranks(local_ranks, [&](const CommPtr& world) { fn(world, world->rank()); });
+  } else {
+    World w = init_world();
+    fn(w.comm, w.local_rank);
+  }
+}
+
+std::int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace zrt::train

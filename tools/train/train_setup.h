@@ -1,0 +1,35 @@
+// What zrt-train and zrt-bench train share: the trainer a TrainOptions
+// describes, its data, the ranks it runs on, and the process's memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "tools/train/train_options.h"
+#include "zrt/model_zoo/data/dataset.h"
+#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/runtime/comm/communicator.h"
+
+namespace zrt::train {
+
+// The model, engine, batch geometry and LR schedule the flags ask for, for a
+// rank whose local rank (its GPU) is `local_rank`.
+model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
+
+// --data, or the embedded default dataset of the model kind.
+model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConfig& c);
+
+// The trainer of one rank: config (from trainer_config, possibly with more
+// set), --data or the embedded dataset, the --init-from weights or the
+// model's seeded init. Collective over `world`.
+model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, model_zoo::TrainerConfig config);
+
+// Runs fn(world, local_rank) on every rank of this process: `local_ranks`
+// ranks as threads (the local backend) when positive, else the launch world
+// (mpirun, Slurm, torchrun, or a single process). Rethrows a rank's error.
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn);
+
+// This process's resident memory (Linux /proc; 0 where unknown).
+std::int64_t resident_bytes();
+
+}  // namespace zrt::train
