@@ -11,12 +11,12 @@
 // memory. --save-init and --save-data write the initial weights and the
 // tokens, so another framework (tools/bench/torch_gpt.py) trains the same
 // model on the same data.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -151,10 +151,14 @@ double measured_peak_gflops(Communicator& world, int threads) {
   return best;
 }
 
+// This process's peak resident memory: VmHWM (Linux /proc; 0 where unknown).
+// Unlike getrusage's ru_maxrss it starts afresh at exec, so a parent's peak
+// (a Python driver with PyTorch loaded) does not count.
 double peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) * 1024.0;  // KiB on Linux
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmHWM:")) return std::strtod(line.c_str() + 6, nullptr) * 1024.0;  // kB
+  return 0;
 }
 
 struct Result {
@@ -162,6 +166,7 @@ struct Result {
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0, peak_gflops = 0;
   std::int64_t params = 0;
   double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
+  model_zoo::GptDims gpt;               // gpt only
 };
 
 void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& out) {
@@ -205,6 +210,7 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& ou
   out.params = n.all;
   out.flops = step_flops(n.flop, trainer.config(), tokens);
   out.peak_gflops = peak;
+  if (config.model.kind == "gpt") out.gpt = model_zoo::resolve_gpt_dims(trainer.config().model);
 }
 
 }  // namespace
@@ -229,7 +235,8 @@ int bench_train(int argc, char** argv) {
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;
   nlohmann::ordered_json j = {
-      {"model", t.model}, {"preset", t.preset}, {"params", r.params}, {"ranks", world_size},
+      {"model", t.model}, {"preset", t.preset}, {"n_layer", r.gpt.n_layer}, {"n_head", r.gpt.n_head},
+      {"n_embd", r.gpt.n_embd}, {"vocab_size", r.gpt.vocab_size}, {"params", r.params}, {"ranks", world_size},
       {"threads", threads}, {"strategy", t.strategy}, {"dtype", t.dtype}, {"batch_size", t.batch_size},
       {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"warmup", o.warmup}, {"steps", o.steps},
       {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},

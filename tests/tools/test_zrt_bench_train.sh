@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# zrt-bench train --json: one object with the documented fields and sane values
+# (positive times, min <= median <= max, tokens/s = batch x seq / median step,
+# GFLOP/s = FLOPs per step / median step, the measured or given peak, memory,
+# a first loss near ln 256), on one rank and on two local ranks; a bad value
+# fails. tools/bench/torch_gpt.py
+# prints its skip message and exits 0 without PyTorch 2.x: under PYTHON when
+# its torch is older (Debian's 1.13), and with site-packages off (-S: no torch).
+# usage: test_zrt_bench_train.sh ZRT-BENCH PYTHON TORCH_GPT_PY
+set -u
+bench=$1 python=$2 torch_gpt=$3
+fail() { echo "FAIL: $*"; exit 1; }
+
+check_json() {  # check_json RANKS JSON
+  "$python" - "$1" "$2" <<'PY'
+import json, math, sys
+ranks, r = int(sys.argv[1]), json.loads(sys.argv[2])
+fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "ranks", "threads", "strategy",
+          "dtype", "batch_size", "seq_len", "warmup", "steps", "step_ms", "step_ms_min", "step_ms_max",
+          "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak", "loss_first",
+          "loss_last", "alloc_peak_MiB", "rss_peak_MiB", "rss_base_MiB"]
+missing = [f for f in fields if f not in r]
+assert not missing, f"missing fields {missing} in {r}"
+assert (r["model"], r["preset"], r["ranks"], r["steps"], r["warmup"]) == ("gpt", "tiny", ranks, 2, 1), r
+assert (r["n_layer"], r["n_head"], r["n_embd"], r["vocab_size"], r["params"]) == (2, 2, 32, 256, 35712), r
+assert 0 < r["step_ms_min"] <= r["step_ms"] <= r["step_ms_max"], r
+step_s = r["step_ms"] / 1e3
+assert math.isclose(r["tokens_per_s"], r["batch_size"] * r["seq_len"] / step_s, rel_tol=1e-6), r
+assert math.isclose(r["gflops"], r["gflop_per_step"] / step_s, rel_tol=1e-6), r
+# 6N + 12·L·C·T per token (Note [Model FLOPs]): N leaves out wpe (64 x 32).
+n = 35712 - 64 * 32
+assert math.isclose(r["gflop_per_step"], (6 * n + 12 * 2 * 32 * 64) * 8 * 64 / 1e9, rel_tol=1e-9), r
+given = ranks == 2  # --peak-gflops 100
+assert (r["peak_gflops"] == 100 and r["peak_source"] == "given") if given else r["peak_source"] != "given", r
+assert r["peak_gflops"] > 0 and math.isclose(r["frac_peak"], r["gflops"] / r["peak_gflops"], rel_tol=1e-6), r
+assert 0 < r["frac_peak"] < 2, r
+assert r["threads"] >= 1 and r["alloc_peak_MiB"] > 0 and r["rss_peak_MiB"] >= r["rss_base_MiB"] > 0, r
+assert abs(r["loss_first"] - math.log(256)) < 0.5 and math.isfinite(r["loss_last"]), r
+print(f"ok   {ranks} rank(s): {r['step_ms']:.1f} ms/step, {r['tokens_per_s']:.0f} tokens/s, "
+      f"{r['gflops']:.2f} of {r['peak_gflops']:.1f} GFLOP/s")
+PY
+}
+
+# One rank measures the peak; two local ranks take it from --peak-gflops.
+for ranks in 1 2; do
+  peak=()
+  [ "$ranks" = 2 ] && peak=(--peak-gflops 100)
+  out=$("$bench" train --model gpt --preset tiny --steps 2 --warmup 1 --ranks "$ranks" --threads 1 "${peak[@]}" --json) ||
+    fail "zrt-bench train --ranks $ranks exited non-zero"
+  [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "--json printed more than one line: $out"
+  check_json "$ranks" "$out" || fail "--ranks $ranks: $out"
+done
+"$bench" train --preset tiny --steps 0 --json > /dev/null 2>&1 && fail "--steps 0 was accepted"
+"$bench" train --model mlp --n-head 2 --steps 1 > /dev/null 2>&1 && fail "a gpt flag was accepted for mlp"
+echo "ok   bad values refused"
+
+expect_skip() {  # expect_skip WHAT MESSAGE PYTHON-ARGS...
+  local what=$1 message=$2
+  shift 2
+  out=$("$@" "$torch_gpt" --compare 2>&1) || fail "torch_gpt.py $what: exit code $?: $out"
+  case $out in
+    *"torch_gpt.py: skipped: $message"*) echo "ok   torch_gpt.py $what: $out" ;;
+    *) fail "torch_gpt.py $what: no skip message: $out" ;;
+  esac
+}
+expect_skip "without torch" "PyTorch 2.x is not installed" "$python" -S
+major=$("$python" -c 'import torch; print(torch.__version__.split(".")[0])' 2>/dev/null)
+if [ -n "$major" ] && [ "$major" -lt 2 ]; then
+  expect_skip "with torch $major.x" "needs PyTorch 2.x" "$python"
+else
+  echo "note: $python has no torch older than 2; the old-torch skip is not checked"
+fi
