@@ -1,5 +1,8 @@
 #include "zrt/kernels/nn/activation.h"
 
+#include <type_traits>
+
+#include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
@@ -25,6 +28,9 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y, Stream
     const T* px = x.data<T>();
     T* py = y.data<T>();
     parallel_for(x.numel(), 64, [&](std::int64_t b, std::int64_t e) {
+      if constexpr (std::is_same_v<T, A>) {
+        if (act == Activation::gelu) return isa_kernels().table<A>().gelu_forward(px + b, py + b, e - b);
+      }
       for (std::int64_t i = b; i < e; ++i) py[i] = store<T>(activation_forward(act, load<A>(px[i])));
     });
   });
@@ -48,6 +54,10 @@ void activation_backward(Activation act, const Tensor& x, const Tensor& dy, cons
     const T* pdy = dy.data<T>();
     T* pdx = dx.data<T>();
     parallel_for(x.numel(), 64, [&](std::int64_t b, std::int64_t e) {
+      if constexpr (std::is_same_v<T, A>) {
+        if (act == Activation::gelu)
+          return isa_kernels().table<A>().gelu_backward(px + b, pdy + b, pdx + b, e - b);
+      }
       for (std::int64_t i = b; i < e; ++i)
         pdx[i] = store<T>(activation_backward(act, load<A>(px[i]), load<A>(pdy[i])));
     });

@@ -1,27 +1,22 @@
-// Per-element GELU (tanh approximation) and ReLU, forward and backward, shared
+// Per-element GELU (gelu_math.h) and ReLU, forward and backward, shared
 // by the CPU twin and the CUDA kernel (Note [Compute precision] in element.h).
 #pragma once
 
 #include "zrt/kernels/nn/element.h"
+#include "zrt/kernels/nn/gelu_math.h"
 
 namespace zrt::kernels {
 
 enum class Activation : std::uint8_t { gelu, relu };
 
-// gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
-// torch.nn.functional.gelu(approximate="tanh") and GPT-2.
 template <class A>
 ZRT_HD A gelu_forward(A x) {
-  const A c = A(0.7978845608028654), k = A(0.044715);
-  return A(0.5) * x * (A(1) + tanh_(c * (x + k * x * x * x)));
+  return gelu_from_tanh(x, tanh_(gelu_tanh_arg(x)));
 }
 
 template <class A>
 ZRT_HD A gelu_backward(A x, A dy) {
-  const A c = A(0.7978845608028654), k = A(0.044715);
-  const A t = tanh_(c * (x + k * x * x * x));
-  const A du = c * (A(1) + A(3) * k * x * x);
-  return dy * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
+  return gelu_backward_from_tanh(x, tanh_(gelu_tanh_arg(x)), dy);
 }
 
 template <class A>

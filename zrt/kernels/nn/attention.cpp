@@ -1,8 +1,14 @@
 #include "zrt/kernels/nn/attention.h"
 
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/attention_math.h"
+#include "zrt/kernels/nn/cpu_widen.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -31,13 +37,21 @@ AttentionDims attention_dims(const char* op, const Tensor& qkv, const Tensor& ou
   return d;
 }
 
-// Runs row(r) for every row r of B*H*T, threads splitting rows; each row
-// costs about T units of work, which is what the chunking sees.
-template <class F>
-void for_each_attention_row(const AttentionDims& d, const F& row) {
-  const std::int64_t rows = d.batch * d.heads * d.seq, seq = std::max<std::int64_t>(d.seq, 1);
-  parallel_for(rows * seq, seq, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t r = lo / seq; r < hi / seq; ++r) row(r);
+// The CPU twin (Note [Blocked CPU attention]): the instruction-set copy's
+// kernel over (batch, head) pairs split across threads, each pair costing
+// about T²·hd units of work.
+template <class A>
+void attention_cpu(bool backward, const AttentionCall<A>& call) {
+  const IsaTable<A>& table = isa_kernels().table<A>();
+  const auto kernel = backward ? table.attention_backward : table.attention_forward;
+  const AttentionDims& d = call.dims;
+  const std::int64_t pairs = d.batch * d.heads;
+  const std::int64_t cost = std::max<std::int64_t>(d.seq * d.seq * d.head_dim, 1);
+  parallel_for(pairs * cost, cost, [&](std::int64_t lo, std::int64_t hi) {
+    AttentionCall<A> range = call;
+    range.pair_begin = lo / cost;
+    range.pair_end = hi / cost;
+    kernel(range);
   });
 }
 
@@ -55,10 +69,15 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    const T* pqkv = qkv.data<T>();
-    T* pout = out.data<T>();
     A* plse = lse.data<A>();
-    for_each_attention_row(d, [&](std::int64_t r) { attention_forward_row<T, A>(d, r, pqkv, pout, plse); });
+    if constexpr (std::is_same_v<T, A>) {
+      attention_cpu<A>(false, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, nullptr, nullptr});
+    } else {
+      const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
+      std::vector<A> wide_out(static_cast<std::size_t>(out.numel()));
+      attention_cpu<A>(false, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, nullptr, nullptr});
+      store_all(wide_out.data(), out.data<T>(), out.numel());
+    }
   });
 }
 
@@ -85,18 +104,19 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    const T* pdout = dout.data<T>();
-    const T* pqkv = qkv.data<T>();
-    const T* pout = out.data<T>();
-    const A* plse = lse.data<A>();
-    A* pdsum = dsum.data<A>();
-    T* pdqkv = dqkv.data<T>();
-    for_each_attention_row(d, [&](std::int64_t r) {
-      attention_backward_query_row<T, A>(d, r, pdout, pqkv, pout, plse, pdsum, pdqkv);
-    });
-    for_each_attention_row(d, [&](std::int64_t r) {
-      attention_backward_key_row<T, A>(d, r, pdout, pqkv, plse, pdsum, pdqkv);
-    });
+    A* plse = lse.data<A>();
+    if constexpr (std::is_same_v<T, A>) {
+      attention_cpu<A>(true, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, dout.data<A>(),
+                              dqkv.data<A>()});
+    } else {
+      const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
+      std::vector<A> wide_out = widened<A>(out.data<T>(), out.numel());
+      const std::vector<A> wide_dout = widened<A>(dout.data<T>(), dout.numel());
+      std::vector<A> wide_dqkv(static_cast<std::size_t>(dqkv.numel()));
+      attention_cpu<A>(true, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, wide_dout.data(),
+                              wide_dqkv.data()});
+      store_all(wide_dqkv.data(), dqkv.data<T>(), dqkv.numel());
+    }
   });
 }
 

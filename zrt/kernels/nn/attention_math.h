@@ -14,16 +14,13 @@
 // are [B, H, T].
 #pragma once
 
+#include "zrt/kernels/nn/attention_dims.h"
 #include "zrt/kernels/nn/element.h"
 
 namespace zrt::kernels {
 
 // Head dims up to this fit a row's per-thread accumulators.
 inline constexpr std::int64_t kMaxAttentionHeadDim = 256;
-
-struct AttentionDims {
-  std::int64_t batch, seq, channels, heads, head_dim;
-};
 
 template <class T, class A>
 ZRT_HD A attention_dot(const T* a, const T* b, std::int64_t n) {

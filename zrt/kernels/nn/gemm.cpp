@@ -1,9 +1,12 @@
 #include "zrt/kernels/nn/gemm.h"
 
-#include <Eigen/Core>
+#include <type_traits>
+#include <vector>
 
+#include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/launch.h"
+#include "zrt/kernels/nn/cpu_widen.h"
 #include "zrt/kernels/nn/element.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
@@ -14,54 +17,34 @@
 namespace zrt::kernels {
 namespace {
 
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using ConstMap = Eigen::Map<const RowMat<T>>;
-
-// The CPU twin. Rows of c are split over threads (Eigen's own GEMM runs
-// single-threaded here); bf16/f16 operands are widened to fp32 first.
+// The CPU twin: rows of c split over threads, each range one call of the
+// instruction-set copy's GEMM (cpu_isa/); bf16/f16 operands are widened to
+// fp32 first and c is rounded once at the end.
 template <class T>
 void gemm_cpu(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
               double alpha, const T* a, const T* b, double beta, T* c) {
   using A = acc_t<T>;
-  ConstMap<T> a_stored(a, trans_a ? k : m, trans_a ? m : k);
-  ConstMap<T> b_stored(b, trans_b ? n : k, trans_b ? k : n);
-  Eigen::Map<RowMat<T>> c_map(c, m, n);
-  // Widened copies for 16-bit types; plain maps for f32/f64.
-  RowMat<A> a_wide, b_wide;
-  auto run = [&](const auto& a_mat, const auto& b_mat) {
-    parallel_for(m * n, n, [&](std::int64_t begin, std::int64_t end) {
-      const std::int64_t r0 = begin / n, rows = (end - begin) / n;
-      auto c_rows = c_map.middleRows(r0, rows);
-      // dst = alpha * lhs · op(b) + beta * dst, Eigen folding alpha into its GEMM.
-      auto mult = [&](const auto& lhs, auto&& dst) {
-        if (beta == 0.0) dst.setZero();
-        else if (beta != 1.0) dst *= A(beta);
-        if (k == 0) return;
-        if (trans_b) dst.noalias() += A(alpha) * lhs * b_mat.transpose();
-        else dst.noalias() += A(alpha) * lhs * b_mat;
-      };
-      auto mult_rows = [&](auto&& dst) {
-        if (trans_a) mult(a_mat.transpose().middleRows(r0, rows), dst);
-        else mult(a_mat.middleRows(r0, rows), dst);
-      };
-      if constexpr (std::is_same_v<T, A>) {
-        mult_rows(c_rows);
-      } else {
-        RowMat<A> acc = beta == 0.0 ? RowMat<A>::Zero(rows, n) : RowMat<A>(c_rows.template cast<A>());
-        mult_rows(acc);
-        c_rows = acc.template cast<T>();
-      }
-    });
-  };
-  if constexpr (std::is_same_v<T, A>) {
-    run(a_stored, b_stored);
-  } else {
-    a_wide = a_stored.template cast<A>();
-    b_wide = b_stored.template cast<A>();
-    run(a_wide, b_wide);
+  const auto& isa_gemm = isa_kernels().table<A>().gemm;
+  std::vector<A> a_wide, b_wide, c_wide;
+  const A* pa = reinterpret_cast<const A*>(a);
+  const A* pb = reinterpret_cast<const A*>(b);
+  A* pc = reinterpret_cast<A*>(c);
+  if constexpr (!std::is_same_v<T, A>) {
+    if (k) {
+      a_wide = widened<A>(a, m * k);
+      b_wide = widened<A>(b, k * n);
+    }
+    c_wide = beta == 0.0 ? std::vector<A>(static_cast<std::size_t>(m * n)) : widened<A>(c, m * n);
+    pa = a_wide.data(), pb = b_wide.data(), pc = c_wide.data();
   }
+  const std::int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  // Row blocks of 8 keep each thread's panels whole for the GEMM kernels.
+  parallel_for(m * n, 8 * n, [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t r0 = begin / n, rows = (end - begin) / n;
+    isa_gemm({trans_a, trans_b, rows, n, k, A(alpha), k ? pa + (trans_a ? r0 : r0 * lda) : nullptr,
+              lda, pb, ldb, A(beta), pc + r0 * n, n});
+  });
+  if constexpr (!std::is_same_v<T, A>) store_all(pc, c, m * n);
 }
 
 }  // namespace
