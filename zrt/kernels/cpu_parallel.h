@@ -1,6 +1,18 @@
 // The CPU twins' threading: split [0, n) into contiguous chunks, one per
-// worker thread. Chunks are aligned to `grain` elements so vector loops and
-// deterministic per-chunk reductions see the same boundaries for a given n.
+// kernel thread. Chunks are aligned to `grain` elements so vector loops and
+// deterministic per-chunk reductions see the same boundaries for a given n
+// and thread count.
+//
+// Note [Kernel threads per rank]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every thread that calls parallel_for (a rank: the process under mpirun, or
+// one thread of --ranks N) owns its kernel workers: set_cpu_threads(T) on
+// that thread sizes them, and they persist between calls, parked on a
+// condition variable, so a kernel costs a wake-up rather than thread
+// creation. Nothing is shared between ranks, so several ranks in one process
+// never contend for one pool. A parallel_for called from a worker runs
+// serially, on a worker or on the caller inside its own chunk (no nested
+// pools).
 #pragma once
 
 #include <cstdint>
@@ -8,12 +20,17 @@
 
 namespace zrt::kernels {
 
-// Number of worker threads the CPU twins use (hardware concurrency, or
-// ZRT_CPU_THREADS when set).
+// The calling thread's kernel thread count: set_cpu_threads on this thread,
+// else ZRT_CPU_THREADS, else the hardware concurrency.
 int cpu_threads();
 
-// Calls fn(begin, end) over disjoint chunks covering [0, n), concurrently when
-// n is large enough to be worth threads. Exceptions from fn propagate.
+// Sets the calling thread's kernel thread count (0: back to the default).
+// Throws InvalidArgument for a negative count.
+void set_cpu_threads(int threads);
+
+// Calls fn(begin, end) over disjoint chunks covering [0, n), concurrently on
+// the calling thread's workers when n is large enough to be worth it.
+// Exceptions from fn propagate (the first chunk's first).
 void parallel_for(std::int64_t n, std::int64_t grain,
                   const std::function<void(std::int64_t, std::int64_t)>& fn);
 

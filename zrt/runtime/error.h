@@ -35,6 +35,7 @@ ZRT_DEFINE_ERROR(InvalidArgument, Error)  // the caller passed something wrong
 ZRT_DEFINE_ERROR(InvalidState, Error)     // the call is wrong for the object's state
 ZRT_DEFINE_ERROR(CommError, Error)        // a collective failed or timed out
 ZRT_DEFINE_ERROR(CheckpointError, Error)  // reading or writing a checkpoint failed
+ZRT_DEFINE_ERROR(ResourceError, Error)    // the system refused a thread, memory or disk space
 ZRT_DEFINE_ERROR(CudaError, Error)        // the CUDA runtime reported an error
 ZRT_DEFINE_ERROR(CublasError, CudaError)
 ZRT_DEFINE_ERROR(NcclError, CommError)

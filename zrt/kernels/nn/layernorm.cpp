@@ -1,7 +1,10 @@
 #include "zrt/kernels/nn/layernorm.h"
 
+#include <vector>
+
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/launch.h"
+#include "zrt/kernels/nn/cpu_reduce.h"
 #include "zrt/kernels/nn/layernorm_math.h"
 #include "zrt/kernels/nn/nn_checks.h"
 #include "zrt/kernels/ops/fill.h"
@@ -19,14 +22,11 @@ void layernorm_forward_cpu(std::int64_t rows, std::int64_t c, const T* x, const 
   parallel_for(rows * c, c, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t r = lo / c; r < hi / c; ++r) {
       const T* xr = x + r * c;
-      A sum = 0;
-      for (std::int64_t i = 0; i < c; ++i) sum += load<A>(xr[i]);
-      const A mu = sum / A(c);
-      A sq = 0;
-      for (std::int64_t i = 0; i < c; ++i) {
+      const A mu = lane_sum<A>(c, [&](std::int64_t i) { return load<A>(xr[i]); }) / A(c);
+      const A sq = lane_sum<A>(c, [&](std::int64_t i) {
         const A d = load<A>(xr[i]) - mu;
-        sq += d * d;
-      }
+        return d * d;
+      });
       const A rs = layernorm_rstd(sq, c, eps);
       for (std::int64_t i = 0; i < c; ++i)
         y[r * c + i] = store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
@@ -41,17 +41,24 @@ void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, cons
                             const T* w, const A* mean, const A* rstd, T* dx, T* dw, T* db,
                             bool accumulate) {
   // Parameter gradients first (dx may overwrite dy): features split over
-  // threads, rows summed in order, so the result does not depend on threads.
+  // threads, each feature's rows summed in order (row-major sweeps over the
+  // thread's features), so the result does not depend on threads.
   parallel_for(c * rows, rows, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo / rows; i < hi / rows; ++i) {
-      A gw = 0, gb = 0;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const A d = load<A>(dy[r * c + i]);
-        gw += d * (load<A>(x[r * c + i]) - mean[r]) * rstd[r];
-        gb += d;
+    const std::int64_t i0 = lo / rows, i1 = hi / rows;
+    std::vector<A> gw(static_cast<std::size_t>(i1 - i0)), gb(gw.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* dyr = dy + r * c;
+      const T* xr = x + r * c;
+      const A mu = mean[r], rs = rstd[r];
+      for (std::int64_t i = i0; i < i1; ++i) {
+        const A d = load<A>(dyr[i]);
+        gw[i - i0] += d * (load<A>(xr[i]) - mu) * rs;
+        gb[i - i0] += d;
       }
-      dw[i] = store<T>((accumulate ? load<A>(dw[i]) : A(0)) + gw);
-      db[i] = store<T>((accumulate ? load<A>(db[i]) : A(0)) + gb);
+    }
+    for (std::int64_t i = i0; i < i1; ++i) {
+      dw[i] = store<T>((accumulate ? load<A>(dw[i]) : A(0)) + gw[i - i0]);
+      db[i] = store<T>((accumulate ? load<A>(db[i]) : A(0)) + gb[i - i0]);
     }
   });
   parallel_for(rows * c, c, [&](std::int64_t lo, std::int64_t hi) {
@@ -59,13 +66,12 @@ void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, cons
       const T* xr = x + r * c;
       const T* dyr = dy + r * c;
       const A mu = mean[r], rs = rstd[r];
-      A sum_g = 0, sum_gx = 0;
-      for (std::int64_t i = 0; i < c; ++i) {
-        const A g = load<A>(dyr[i]) * load<A>(w[i]);
-        sum_g += g;
-        sum_gx += g * (load<A>(xr[i]) - mu) * rs;
-      }
-      const A mean_g = sum_g / A(c), mean_gx = sum_gx / A(c);
+      const A mean_g = lane_sum<A>(c, [&](std::int64_t i) {
+        return load<A>(dyr[i]) * load<A>(w[i]);
+      }) / A(c);
+      const A mean_gx = lane_sum<A>(c, [&](std::int64_t i) {
+        return load<A>(dyr[i]) * load<A>(w[i]) * (load<A>(xr[i]) - mu) * rs;
+      }) / A(c);
       for (std::int64_t i = 0; i < c; ++i) {
         const A g = load<A>(dyr[i]) * load<A>(w[i]);
         dx[r * c + i] = store<T>(layernorm_dx(g, (load<A>(xr[i]) - mu) * rs, mean_g, mean_gx, rs));
