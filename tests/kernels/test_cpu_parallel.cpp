@@ -1,12 +1,16 @@
 // The kernel threads (Note [Kernel threads per rank]): chunks cover [0, n)
 // exactly once on grain boundaries for every thread count, the pool is reused
 // and resized per calling thread, errors propagate, nested calls run
-// serially, and two "ranks" (threads) with their own counts run side by side.
+// serially, two "ranks" (threads) with their own counts run side by side, and
+// the default divides the process's cores among the ranks sharing them.
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -95,4 +99,20 @@ BOOST_AUTO_TEST_CASE(each_calling_thread_has_its_own_count_and_pool) {
   a.join();
   b.join();
   BOOST_TEST(failures.load() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(default_threads_share_the_cores_among_ranks) {
+  const char* saved = std::getenv("ZRT_CPU_THREADS");
+  const std::string restore = saved ? saved : "";
+  ::unsetenv("ZRT_CPU_THREADS");
+  const int all = kernels::default_cpu_threads(1);
+  BOOST_TEST(all >= 1);
+  BOOST_TEST(kernels::default_cpu_threads(2) == std::max(1, all / 2));
+  BOOST_TEST(kernels::default_cpu_threads(100000) == 1);
+  BOOST_TEST(kernels::cpu_threads() == all);
+  ::setenv("ZRT_CPU_THREADS", "3", 1);
+  BOOST_TEST(kernels::default_cpu_threads(5) == 3);
+  BOOST_TEST(kernels::cpu_threads() == 3);
+  if (saved) ::setenv("ZRT_CPU_THREADS", restore.c_str(), 1);
+  else ::unsetenv("ZRT_CPU_THREADS");
 }

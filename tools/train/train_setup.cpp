@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/io/param_loader.h"
@@ -82,11 +83,18 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, Tra
   return model_zoo::Trainer(world, std::move(config), std::move(data), o.init_from.empty() ? nullptr : &initial);
 }
 
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn) {
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn, int threads) {
+  auto kernel_threads = [&](int ranks_here) {
+    kernels::set_cpu_threads(threads > 0 ? threads : kernels::default_cpu_threads(ranks_here));
+  };
   if (local_ranks > 0) {
-    run_local_ranks(local_ranks, [&](const CommPtr& world) { fn(world, world->rank()); });
+    run_local_ranks(local_ranks, [&](const CommPtr& world) {
+      kernel_threads(local_ranks);
+      fn(world, world->rank());
+    });
   } else {
     World w = init_world();
+    kernel_threads(w.launch.local_size);
     fn(w.comm, w.local_rank);
   }
 }

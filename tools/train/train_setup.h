@@ -26,8 +26,11 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, mod
 
 // Runs fn(world, local_rank) on every rank of this process: `local_ranks`
 // ranks as threads (the local backend) when positive, else the launch world
-// (mpirun, Slurm, torchrun, or a single process). Rethrows a rank's error.
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn);
+// (mpirun, Slurm, torchrun, or a single process). Each rank runs its CPU
+// kernels on `threads` threads, or (0) on its share of the host's cores
+// (kernels::default_cpu_threads). Rethrows a rank's error.
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn,
+               int threads = 0);
 
 // This process's resident memory (Linux /proc; 0 where unknown).
 std::int64_t resident_bytes();

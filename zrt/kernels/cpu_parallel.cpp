@@ -1,5 +1,7 @@
 #include "zrt/kernels/cpu_parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
@@ -121,11 +123,9 @@ ThreadKernels& this_thread_kernels() {
   return state;
 }
 
-int default_threads() {
-  if (const char* env = std::getenv("ZRT_CPU_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
@@ -140,9 +140,17 @@ WorkerPool& pool_of_size(int workers) {
 
 }  // namespace
 
+int default_cpu_threads(int ranks_sharing) {
+  if (const char* env = std::getenv("ZRT_CPU_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1, usable_cores() / std::max(1, ranks_sharing));
+}
+
 int cpu_threads() {
   const int set = this_thread_kernels().threads;
-  return set > 0 ? set : default_threads();
+  return set > 0 ? set : default_cpu_threads(1);
 }
 
 void set_cpu_threads(int threads) {

@@ -21,8 +21,12 @@
 namespace zrt::kernels {
 
 // The calling thread's kernel thread count: set_cpu_threads on this thread,
-// else ZRT_CPU_THREADS, else the hardware concurrency.
+// else default_cpu_threads(1).
 int cpu_threads();
+
+// ZRT_CPU_THREADS when set, else this process's cores (its CPU affinity, as
+// mpirun or taskset left it) divided among `ranks_sharing` ranks, at least 1.
+int default_cpu_threads(int ranks_sharing);
 
 // Sets the calling thread's kernel thread count (0: back to the default).
 // Throws InvalidArgument for a negative count.

@@ -25,27 +25,33 @@ BOOST_AUTO_TEST_SUITE(comm_launch)
 
 BOOST_AUTO_TEST_CASE(each_launcher) {
   auto m = detect_launch(fake({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"RANK", "0"},
-                               {"WORLD_SIZE", "2"}}));
+                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+                               {"RANK", "0"}, {"WORLD_SIZE", "2"}}));
   BOOST_CHECK(m.launcher == Launcher::mpirun);
   BOOST_CHECK_EQUAL(m.rank, 3);
   BOOST_CHECK_EQUAL(m.size, 8);
   BOOST_CHECK_EQUAL(m.local_rank, 1);
-  auto s = detect_launch(fake({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}}));
+  BOOST_CHECK_EQUAL(m.local_size, 3);
+  auto s = detect_launch(fake({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"},
+                               {"SLURM_NTASKS_PER_NODE", "4"}}));
   BOOST_CHECK(s.launcher == Launcher::slurm);
   BOOST_CHECK_EQUAL(s.rank, 5);
   BOOST_CHECK_EQUAL(s.size, 6);
   BOOST_CHECK_EQUAL(s.local_rank, 2);
+  BOOST_CHECK_EQUAL(s.local_size, 4);
   auto t = detect_launch(fake({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                               {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}));
+                               {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
+                               {"LOCAL_WORLD_SIZE", "2"}}));
   BOOST_CHECK(t.launcher == Launcher::torchrun);
   BOOST_CHECK_EQUAL(t.rank, 1);
   BOOST_CHECK_EQUAL(t.size, 4);
   BOOST_CHECK_EQUAL(t.master_addr, "10.0.0.1");
   BOOST_CHECK_EQUAL(t.master_port, 29500);
+  BOOST_CHECK_EQUAL(t.local_size, 2);
   auto one = detect_launch(fake({}));
   BOOST_CHECK(one.launcher == Launcher::single);
   BOOST_CHECK_EQUAL(one.size, 1);
+  BOOST_CHECK_EQUAL(one.local_size, 1);
 }
 
 BOOST_AUTO_TEST_CASE(one_device_rule_for_every_launcher) {

@@ -45,16 +45,19 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
     info.rank = env_int(env, "OMPI_COMM_WORLD_RANK", 0);
     info.size = env_int(env, "OMPI_COMM_WORLD_SIZE", 1);
     info.local_rank = env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    info.local_size = env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
     info.launcher = Launcher::slurm;
     info.rank = env_int(env, "SLURM_PROCID", 0);
     info.size = env_int(env, "SLURM_NTASKS", 1);
     info.local_rank = env_int(env, "SLURM_LOCALID", 0);
+    info.local_size = env_int(env, "SLURM_NTASKS_PER_NODE", 1);
   } else if (env("RANK") && env("WORLD_SIZE")) {
     info.launcher = Launcher::torchrun;
     info.rank = env_int(env, "RANK", 0);
     info.size = env_int(env, "WORLD_SIZE", 1);
     info.local_rank = env_int(env, "LOCAL_RANK", 0);
+    info.local_size = env_int(env, "LOCAL_WORLD_SIZE", 1);
     if (const char* a = env("MASTER_ADDR")) info.master_addr = a;
     info.master_port = env_int(env, "MASTER_PORT", 0);
   }

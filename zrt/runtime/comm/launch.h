@@ -19,6 +19,7 @@ struct LaunchInfo {
   int rank = 0;
   int size = 1;
   int local_rank = 0;  // picks the GPU: device_for_local_rank
+  int local_size = 1;  // ranks on this host (they share its cores)
   std::string master_addr;  // torchrun only
   int master_port = 0;      // torchrun only
 };
