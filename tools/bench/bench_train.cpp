@@ -45,7 +45,6 @@ Options parse(int argc, char** argv) {
   Options o;
   train::TrainOptions& t = o.train;
   t.batch_size = 8;
-  std::string preset;
   OptionParser("train",
                "usage: zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H] [--n-embd C]\n"
                "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"

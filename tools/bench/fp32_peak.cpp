@@ -31,57 +31,41 @@ namespace {
 
 constexpr int kChains = 12;
 
+// The body of the loop for one register type V of LANES floats: kChains
+// accumulators advanced `iters` times by MULADD (acc·a + b), then summed so
+// the work stays live. One body for every ISA; each function below compiles
+// it with its own target.
+#define ZRT_FMA_CHAINS(V, LANES, SET1, MULADD, STORE)                                \
+  V acc[kChains];                                                                    \
+  for (int k = 0; k < kChains; ++k) acc[k] = SET1(1.0f + 0.001f * static_cast<float>(k)); \
+  const V a = SET1(0.9999999f), b = SET1(1e-7f);                                     \
+  for (std::int64_t i = 0; i < iters; ++i) {                                         \
+    _Pragma("GCC unroll 12") for (int k = 0; k < kChains; ++k) acc[k] = MULADD(acc[k], a, b); \
+  }                                                                                  \
+  float out[(LANES) * kChains];                                                      \
+  for (int k = 0; k < kChains; ++k) STORE(out + (LANES) * k, acc[k]);                \
+  float sum = 0;                                                                     \
+  for (float v : out) sum += v;                                                      \
+  return sum
+
 #ifdef ZRT_BENCH_X86
 __attribute__((target("avx512f"))) float fma_avx512(std::int64_t iters) {
-  __m512 acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(1.0f + 0.001f * static_cast<float>(k));
-  const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
-  for (std::int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
-  }
-  __m512 s = acc[0];
-  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  float sum = 0;
-  for (float v : out) sum += v;
-  return sum;
+  ZRT_FMA_CHAINS(__m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps);
 }
 
 __attribute__((target("avx2,fma"))) float fma_avx2(std::int64_t iters) {
-  __m256 acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(1.0f + 0.001f * static_cast<float>(k));
-  const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
-  for (std::int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
-  }
-  __m256 s = acc[0];
-  for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  float sum = 0;
-  for (float v : out) sum += v;
-  return sum;
+  ZRT_FMA_CHAINS(__m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps);
 }
 
-float mul_add_sse2(std::int64_t iters) {
-  __m128 acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = _mm_set1_ps(1.0f + 0.001f * static_cast<float>(k));
-  const __m128 a = _mm_set1_ps(0.9999999f), b = _mm_set1_ps(1e-7f);
-  for (std::int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int k = 0; k < kChains; ++k) acc[k] = _mm_add_ps(_mm_mul_ps(acc[k], a), b);
-  }
-  __m128 s = acc[0];
-  for (int k = 1; k < kChains; ++k) s = _mm_add_ps(s, acc[k]);
-  float out[4];
-  _mm_storeu_ps(out, s);
-  float sum = 0;
-  for (float v : out) sum += v;
-  return sum;
-}
+inline __m128 mul_add_ps(__m128 x, __m128 a, __m128 b) { return _mm_add_ps(_mm_mul_ps(x, a), b); }
+
+float mul_add_sse2(std::int64_t iters) { ZRT_FMA_CHAINS(__m128, 4, _mm_set1_ps, mul_add_ps, _mm_storeu_ps); }
+#else
+inline float mul_add(float x, float a, float b) { return x * a + b; }
+inline float same(float x) { return x; }
+inline void store(float* p, float v) { *p = v; }
+
+float mul_add_scalar(std::int64_t iters) { ZRT_FMA_CHAINS(float, 1, same, mul_add, store); }
 #endif
 
 // A loop over one register width: its lanes and its body.
@@ -97,15 +81,6 @@ FmaLoop best_loop() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2+fma", 8, fma_avx2};
   return {"sse2", 4, mul_add_sse2};
 #else
-  static constexpr auto mul_add_scalar = [](std::int64_t iters) {
-    float acc[kChains];
-    for (int k = 0; k < kChains; ++k) acc[k] = 1.0f + 0.001f * static_cast<float>(k);
-    for (std::int64_t i = 0; i < iters; ++i)
-      for (int k = 0; k < kChains; ++k) acc[k] = acc[k] * 0.9999999f + 1e-7f;
-    float s = 0;
-    for (float v : acc) s += v;
-    return s;
-  };
   return {"scalar", 1, mul_add_scalar};
 #endif
 }

@@ -153,12 +153,13 @@ def train(rank, a, result_path):
     sys.path.insert(0, os.path.join(REPO, "tests", "model_zoo", "models"))
     import safetensors_io  # the reference tests' reader: json + struct + torch.frombuffer
 
+    rss_base = resident_bytes()  # the interpreter and torch's libraries
     weights, _ = safetensors_io.read(a.init)
     weights = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in weights.items()
                if k != "lm_head.weight"}
     tokens = safetensors_io.read(a.data)[0]["tokens"].to(torch.int64)
-    rss_base = resident_bytes()
     model = build_model(torch, weights, a.n_head)
+    del weights  # copied into the model
     if world > 1:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -238,8 +239,9 @@ ZRT_FLAGS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "batch_size"
              "warmup", "steps")
 
 
-def run_zrt(a, init, data):
-    cmd = [a.zrt_bench, "train", "--json", "--save-init", init, "--save-data", data]
+def run_zrt(a, init, data, save):
+    """zrt-bench train's JSON; with `save` it first writes the weights and tokens."""
+    cmd = [a.zrt_bench, "train", "--json"] + (["--save-init", init, "--save-data", data] if save else [])
     for name in ZRT_FLAGS:
         value = getattr(a, name)
         if value is not None and not (a.mpirun and name == "ranks"):
@@ -264,8 +266,8 @@ def compare(a):
     try:
         init, data = os.path.join(tmp, "init.safetensors"), os.path.join(tmp, "data.safetensors")
         zrt_runs, torch_runs = [], []
-        for _ in range(a.rounds):
-            zrt_runs.append(run_zrt(a, init, data))
+        for i in range(a.rounds):
+            zrt_runs.append(run_zrt(a, init, data, save=i == 0))
             z = zrt_runs[0]
             t = argparse.Namespace(init=init, data=data, n_head=z["n_head"], ranks=a.ranks,
                                    threads=z["threads"], batch_size=z["batch_size"], seq_len=z["seq_len"],
