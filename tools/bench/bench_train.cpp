@@ -164,6 +164,7 @@ struct Result {
   std::vector<double> step_s;  // per timed step, the slowest rank's time
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0, peak_gflops = 0;
   std::int64_t params = 0;
+  int threads = 0;                      // rank 0's kernel threads
   double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
   model_zoo::GptDims gpt;               // gpt only
 };
@@ -181,7 +182,8 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& ou
     ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens, "train: --save-data writes token data (gpt)");
     model_zoo::write_safetensors(o.save_data, {{"tokens", data.tokens}});
   }
-  const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, kernels::cpu_threads());
+  const int threads = kernels::cpu_threads();  // this rank's, as run_ranks set them
+  const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, threads);
   std::vector<double> mine;  // timed step seconds, then allocator peak, process peak RSS
   double loss_first = 0, loss_last = 0;
   std::int64_t tokens = 0;
@@ -209,6 +211,7 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& ou
   out.params = n.all;
   out.flops = step_flops(n.flop, trainer.config(), tokens);
   out.peak_gflops = peak;
+  out.threads = threads;
   if (config.model.kind == "gpt") out.gpt = model_zoo::resolve_gpt_dims(trainer.config().model);
 }
 
@@ -216,21 +219,22 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& ou
 
 int bench_train(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  // The CPU kernels read their thread count from ZRT_CPU_THREADS (zrt/kernels/cpu_parallel.h).
-  if (o.threads > 0) ::setenv("ZRT_CPU_THREADS", std::to_string(o.threads).c_str(), 1);
   const double rss_base = static_cast<double>(train::resident_bytes());
   Result r;
   int world_size = 1;
-  train::run_ranks(o.train.ranks, [&](const CommPtr& world, int local_rank) {
-    if (world->rank() == 0) world_size = world->size();
-    run_rank(world, local_rank, o, r);
-  });
+  train::run_ranks(
+      o.train.ranks,
+      [&](const CommPtr& world, int local_rank) {
+        if (world->rank() == 0) world_size = world->size();
+        run_rank(world, local_rank, o, r);
+      },
+      o.threads);
   if (r.step_s.empty()) return 0;  // not rank 0 of an MPI world
   std::vector<double> sorted = r.step_s;
   std::sort(sorted.begin(), sorted.end());
   const double step = median(r.step_s);
   const double gflops = r.flops / step / 1e9;
-  const int threads = kernels::cpu_threads();
+  const int threads = r.threads;
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;
   nlohmann::ordered_json j = {
