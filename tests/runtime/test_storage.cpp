@@ -1,5 +1,6 @@
 // Note [Freed storage] semantics: views survive free and re-allocation, data
-// access while freed throws, re-sizing only through the explicit call.
+// access while freed throws, re-sizing only through the explicit call, and
+// memory moves between storages without a copy.
 #include <boost/test/unit_test.hpp>
 
 #include "zrt/runtime/tensor.h"
@@ -50,6 +51,22 @@ BOOST_AUTO_TEST_CASE(realloc_only_when_freed) {
   t.storage().allocate(10);
   BOOST_CHECK_NO_THROW(t.fill_(2.5));
   BOOST_TEST(t.item(4) == 2.5);
+}
+
+BOOST_AUTO_TEST_CASE(adopting_memory_moves_it_without_a_copy) {
+  Tensor from = Tensor::from_doubles({1.5, -2, 3.25, 7}, DType::f32);
+  Tensor into = Tensor::empty({4}, DType::f32);
+  Tensor into_view = into.slice(1, 2);
+  void* bytes = from.data_ptr();
+  BOOST_CHECK_THROW(into.storage().adopt_memory(from.storage()), InvalidState);  // into is live
+  free_storage(into);
+  into.storage().adopt_memory(from.storage());
+  BOOST_TEST(from.is_freed());
+  BOOST_TEST(into.data_ptr() == bytes);
+  BOOST_TEST(into_view.to_doubles() == (std::vector<double>{-2, 3.25}));
+  Tensor empty = Tensor::empty({4}, DType::f32);
+  free_storage(empty);
+  BOOST_CHECK_THROW(empty.storage().adopt_memory(from.storage()), InvalidState);  // from is freed
 }
 
 BOOST_AUTO_TEST_CASE(zero_sized_storage_is_usable_as_empty) {

@@ -1,5 +1,7 @@
 #include "zrt/runtime/storage.h"
 
+#include <utility>
+
 #include "zrt/runtime/error.h"
 
 namespace zrt {
@@ -27,6 +29,16 @@ void Storage::allocate(std::size_t nbytes, Stream stream) {
   data_ = allocator_->allocate(nbytes, stream);
   nbytes_ = nbytes;
   stream_ = stream;
+}
+
+void Storage::adopt_memory(Storage& from) {
+  ZRT_CHECK_STATE(is_freed(), "Storage::adopt_memory: storage already holds ", nbytes_, " bytes");
+  ZRT_CHECK_STATE(!from.is_freed(), "Storage::adopt_memory: the source storage is freed");
+  ZRT_CHECK_ARG(from.allocator_ == allocator_,
+                "Storage::adopt_memory: the source storage has another allocator");
+  data_ = std::exchange(from.data_, nullptr);
+  nbytes_ = std::exchange(from.nbytes_, 0);
+  stream_ = from.stream_;
 }
 
 void Storage::record_use(Stream stream) {

@@ -47,6 +47,11 @@ class Storage {
   // if the storage is not freed.
   void allocate(std::size_t nbytes);
   void allocate(std::size_t nbytes, Stream stream);
+  // Moves `from`'s memory into this freed storage and leaves `from` freed: a
+  // buffer changes role without a copy. Both must share the allocator.
+  // Throws InvalidState if this is not freed or `from` is, InvalidArgument
+  // for different allocators.
+  void adopt_memory(Storage& from);
   // See Allocator::record_use.
   void record_use(Stream stream);
 

@@ -293,17 +293,21 @@ void FlatParamHandle::pre_backward() {
 }
 
 void FlatParamHandle::accumulate_runtime_grad() {
-  if (full_prec_grad_.is_freed()) {
-    alloc_storage(full_prec_grad_);
-    if (grad_offloaded_) {
-      full_prec_grad_.copy_(host_grad_, options_.stream);  // reload, then add below
-      grad_offloaded_ = false;
-      kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
-    } else {
-      kernels::cast(full_prec_grad_, full_grad_, options_.stream);  // first micro-batch: no zero + add
-    }
-  } else {
+  if (!full_prec_grad_.is_freed()) {
     kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
+  } else if (grad_offloaded_) {
+    alloc_storage(full_prec_grad_);
+    full_prec_grad_.copy_(host_grad_, options_.stream);  // reload, then add
+    grad_offloaded_ = false;
+    kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
+  } else if (full_grad_.dtype() == DType::f32) {
+    // First micro-batch in fp32: the gradient's memory becomes the fp32
+    // gradient's (same size and layout), no copy.
+    full_prec_grad_.storage().adopt_memory(full_grad_.storage());
+    return;
+  } else {
+    alloc_storage(full_prec_grad_);
+    kernels::cast(full_prec_grad_, full_grad_, options_.stream);  // first micro-batch: no zero + add
   }
   free_storage(full_grad_);
 }
