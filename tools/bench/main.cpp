@@ -22,6 +22,7 @@ constexpr Suite kSuites[] = {
     {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
     {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},
     {"train", zrt::bench::bench_train, "training steps: tokens/s, GFLOP/s vs the measured fp32 peak, memory"},
+    {"gemm", zrt::bench::bench_gemm, "GPT GEMMs vs the measured fp32 FMA peak"},
 };
 
 void usage() {

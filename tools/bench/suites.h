@@ -7,4 +7,5 @@ int bench_comm(int argc, char** argv);
 int bench_optim(int argc, char** argv);
 int bench_ckpt(int argc, char** argv);
 int bench_train(int argc, char** argv);
+int bench_gemm(int argc, char** argv);
 }  // namespace zrt::bench
