@@ -239,6 +239,16 @@ ZRT_FLAGS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "batch_size"
              "warmup", "steps")
 
 
+def run_json(cmd, env=None):
+    """The last line of cmd's output, as JSON; exits naming cmd when it fails."""
+    if not shutil.which(cmd[0]):
+        sys.exit(f"torch_gpt.py: {cmd[0]} not found (--zrt-bench names zrt-bench)")
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        sys.exit(f"torch_gpt.py: {' '.join(cmd)} failed ({run.returncode}):\n{run.stderr}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def run_zrt(a, init, data, save):
     """zrt-bench train's JSON; with `save` it first writes the weights and tokens."""
     cmd = [a.zrt_bench, "train", "--json"] + (["--save-init", init, "--save-data", data] if save else [])
@@ -251,12 +261,27 @@ def run_zrt(a, init, data, save):
         cmd = ["mpirun", "--oversubscribe", "-np", str(a.ranks)] + cmd
         if os.geteuid() == 0:
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    if not shutil.which(cmd[0]):
-        sys.exit(f"torch_gpt.py: {cmd[0]} not found (--zrt-bench names zrt-bench)")
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if run.returncode != 0:
-        sys.exit(f"torch_gpt.py: {' '.join(cmd)} failed ({run.returncode}):\n{run.stderr}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_json(cmd, env)
+
+
+def torch_env():
+    """The environment of the PyTorch runs: OpenMP's idle threads sleep
+    (OMP_WAIT_POLICY=PASSIVE, unless set) as zrt's kernel workers do. With its
+    default spinning, a torch thread that waits while the one it waits for is
+    descheduled burns the core that one needs: on a shared machine, steps many
+    times slower."""
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def run_torch_process(init, data, z, ranks):
+    """This script on zrt's run `z` in a process of its own, so no round inherits
+    another's threads, heap or peak memory."""
+    args = {"init": init, "data": data, "n-head": z["n_head"], "ranks": ranks, "threads": z["threads"],
+            "batch-size": z["batch_size"], "seq-len": z["seq_len"], "warmup": z["warmup"], "steps": z["steps"]}
+    return run_json([sys.executable, os.path.abspath(__file__), "--json"]
+                    + [x for k, v in args.items() for x in ("--" + k, str(v))], torch_env())
 
 
 def compare(a):
@@ -268,11 +293,7 @@ def compare(a):
         zrt_runs, torch_runs = [], []
         for i in range(a.rounds):
             zrt_runs.append(run_zrt(a, init, data, save=i == 0))
-            z = zrt_runs[0]
-            t = argparse.Namespace(init=init, data=data, n_head=z["n_head"], ranks=a.ranks,
-                                   threads=z["threads"], batch_size=z["batch_size"], seq_len=z["seq_len"],
-                                   warmup=z["warmup"], steps=z["steps"])
-            torch_runs.append(run_torch(t))
+            torch_runs.append(run_torch_process(init, data, zrt_runs[0], a.ranks))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(a, zrt_runs, torch_runs)
@@ -296,6 +317,7 @@ def report(a, zrt_runs, torch_runs):
     summary = {"preset": z0["preset"], "params": z0["params"], "batch_size": z0["batch_size"],
                "seq_len": z0["seq_len"], "ranks": z0["ranks"], "threads": z0["threads"], "steps": z0["steps"],
                "warmup": z0["warmup"], "rounds": a.rounds, "peak_gflops": peak, "torch": tch["torch"],
+               "omp_wait_policy": torch_env()["OMP_WAIT_POLICY"],
                "ratio": zrt["step_ms"] / tch["step_ms"], "losses_match": ok,
                "zrt_step_ms_rounds": [r["step_ms"] for r in zrt_runs],
                "torch_step_ms_rounds": [r["step_ms"] for r in torch_runs], "rows": rows}
@@ -304,7 +326,8 @@ def report(a, zrt_runs, torch_runs):
     else:
         print(f"gpt/{z0['preset']} ({z0['params']} parameters), batch {z0['batch_size']} x {z0['seq_len']}, fp32, "
               f"{z0['ranks']} rank(s) x {z0['threads']} thread(s), {z0['steps']} timed steps after {z0['warmup']}, "
-              f"best of {a.rounds} rounds (zrt, torch alternately); torch {tch['torch']}")
+              f"best of {a.rounds} rounds (zrt, torch alternately); torch {tch['torch']}, "
+              f"OMP_WAIT_POLICY={summary['omp_wait_policy']}")
         print(f"{'':6} {'step ms':>9} {'min':>9} {'max':>9} {'tokens/s':>10} {'GFLOP/s':>8} {'% peak':>7} "
               f"{'alloc MiB':>10} {'RSS MiB':>8} {'RSS0 MiB':>9} {'loss[0]':>8} {'loss[-1]':>9}")
         for r in rows:
