@@ -148,33 +148,31 @@ void attention_backward(const AttentionCall<T>& call) {
   }
 }
 
-// GELU in chunks: u for the chunk, its tanh vectorised by Eigen, then the
-// rest of the shared arithmetic (gelu_math.h).
+// GELU in chunks: u for the chunk, its tanh vectorised by Eigen, then
+// finish(i, tanh(u_i)) for each element i: the rest of the shared arithmetic
+// (gelu_math.h).
 constexpr std::int64_t kGeluChunk = 256;
 
-template <class T>
-void gelu_forward(const T* x, T* y, std::int64_t n) {
+template <class T, class Finish>
+void gelu_chunks(const T* x, std::int64_t n, const Finish& finish) {
   alignas(64) T t[kGeluChunk];
   for (std::int64_t i0 = 0; i0 < n; i0 += kGeluChunk) {
     const std::int64_t len = std::min(kGeluChunk, n - i0);
     for (std::int64_t i = 0; i < len; ++i) t[i] = gelu_tanh_arg(x[i0 + i]);
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> chunk(t, len);
     chunk = chunk.tanh();
-    for (std::int64_t i = 0; i < len; ++i) y[i0 + i] = gelu_from_tanh(x[i0 + i], t[i]);
+    for (std::int64_t i = 0; i < len; ++i) finish(i0 + i, t[i]);
   }
 }
 
 template <class T>
+void gelu_forward(const T* x, T* y, std::int64_t n) {
+  gelu_chunks(x, n, [&](std::int64_t i, T t) { y[i] = gelu_from_tanh(x[i], t); });
+}
+
+template <class T>
 void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n) {
-  alignas(64) T t[kGeluChunk];
-  for (std::int64_t i0 = 0; i0 < n; i0 += kGeluChunk) {
-    const std::int64_t len = std::min(kGeluChunk, n - i0);
-    for (std::int64_t i = 0; i < len; ++i) t[i] = gelu_tanh_arg(x[i0 + i]);
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> chunk(t, len);
-    chunk = chunk.tanh();
-    for (std::int64_t i = 0; i < len; ++i)
-      dx[i0 + i] = gelu_backward_from_tanh(x[i0 + i], t[i], dy[i0 + i]);
-  }
+  gelu_chunks(x, n, [&](std::int64_t i, T t) { dx[i] = gelu_backward_from_tanh(x[i], t, dy[i]); });
 }
 
 template <class T>
