@@ -299,6 +299,28 @@ def compare(a):
     report(a, zrt_runs, torch_runs)
 
 
+def markdown_row(summary, mpirun):
+    """The case as a row of README.md's "CPU training speed vs PyTorch" table."""
+    z, t = summary["rows"]
+    ranks = summary["ranks"]
+    case = f"`{summary['preset']}`, {summary['batch_size']} × {summary['seq_len']}"
+    if ranks > 1:
+        case += f", zrt `mpirun -np {ranks}`" if mpirun else f", zrt `--ranks {ranks}`"
+    step = lambda ms: f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1e3:.2f} s"
+    flops = lambda r: f"{r['gflops']:.1f} ({100 * r['frac_peak']:.0f}%)"
+    if ranks == 1:
+        zmem, tmem = f"{z['alloc_peak_MiB']:.0f} / {z['rss_peak_MiB']:.0f} MiB", f"{t['rss_peak_MiB']:.0f} MiB"
+    elif mpirun:
+        zmem = f"{z['alloc_peak_MiB']:.0f} / {z['rss_peak_MiB']:.0f} MiB per process"
+        tmem = f"{t['rss_peak_MiB']:.0f} MiB per process"
+    else:
+        zmem = f"{z['alloc_peak_MiB']:.0f} per rank / {z['rss_peak_MiB']:.0f} MiB (one process)"
+        tmem = f"{t['rss_peak_MiB']:.0f} MiB per process"
+    cells = [case, f"{ranks} × {summary['threads']}", step(z["step_ms"]), step(t["step_ms"]),
+             f"{summary['ratio']:.2f}", flops(z), flops(t), zmem, tmem]
+    return "| " + " | ".join(cells) + " |"
+
+
 def report(a, zrt_runs, torch_runs):
     zrt = min(zrt_runs, key=lambda r: r["step_ms"])
     tch = min(torch_runs, key=lambda r: r["step_ms"])
@@ -323,6 +345,8 @@ def report(a, zrt_runs, torch_runs):
                "torch_step_ms_rounds": [r["step_ms"] for r in torch_runs], "rows": rows}
     if a.json:
         print(json.dumps(summary))
+    elif a.markdown:
+        print(markdown_row(summary, a.mpirun))
     else:
         print(f"gpt/{z0['preset']} ({z0['params']} parameters), batch {z0['batch_size']} x {z0['seq_len']}, fp32, "
               f"{z0['ranks']} rank(s) x {z0['threads']} thread(s), {z0['steps']} timed steps after {z0['warmup']}, "
@@ -357,6 +381,7 @@ def main():
     ap.add_argument("--warmup", type=int, help="untimed steps first")
     ap.add_argument("--steps", type=int, help="timed steps")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--markdown", action="store_true", help="--compare: print a row of README.md's table")
     cmp = ap.add_argument_group("--compare")
     cmp.add_argument("--zrt-bench", default=os.path.join(REPO, "build", "tools", "bench", "zrt-bench"))
     cmp.add_argument("--rounds", type=int, default=2, help="zrt, torch pairs")
