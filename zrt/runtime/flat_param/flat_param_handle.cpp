@@ -148,7 +148,11 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, HandleGroups gr
   }
   zero1_grad_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_grad");
   kernels::zero(zero1_grad_, options_.stream);
-  zero3_shard_ = new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
+  // fp32 over one group: the zero3 slice is the zero1 shard (Note [Zero1 and zero3 shards]).
+  zero3_is_master_ = options_.param_dtype == DType::f32 && groups_.zero3 == groups_.zero1;
+  zero3_shard_ = zero3_is_master_
+                     ? zero1_shard_
+                     : new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
   full_param_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
   full_grad_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_grad");
   full_prec_grad_ = new_buffer(total, DType::f32, true).set_name(options_.name + ".full_prec_grad");
@@ -259,7 +263,8 @@ void FlatParamHandle::reshard(bool free_unsharded) {
   if (needs_param_sync_) {
     // Keep this rank's zero3 slice so later unshards gather over the small group.
     const std::int64_t n3 = zero3_shard_.numel();
-    zero3_shard_.copy_(full_param_.slice(groups_.zero3->rank() * n3, n3), options_.stream);
+    if (!zero3_is_master_)
+      zero3_shard_.copy_(full_param_.slice(groups_.zero3->rank() * n3, n3), options_.stream);
     needs_param_sync_ = false;
   }
   if (free_unsharded) {

@@ -11,6 +11,11 @@
 // unshards in the same step (backward, the next micro-batch) all-gather only
 // over the smaller zero3 group. With zero3 = zero1 = world this is classic
 // ZeRO-3 / FSDP FULL_SHARD; with a zero3 group of one node it is LayerZero.
+// When the two groups are one and the compute dtype is fp32, this rank's
+// zero3 slice holds exactly its zero1 shard's values, so the zero3 shard is
+// the zero1 shard itself: no copy at the reshard, no second buffer. (The
+// optimizer changes the zero1 shard only together with mark_params_updated,
+// after which the next unshard gathers from zero1 anyway.)
 //
 // Note [Gradient path]
 // ~~~~~~~~~~~~~~~~~~~~
@@ -175,6 +180,7 @@ class FlatParamHandle {
   FlatParamLayout layout_;
   std::vector<ShardParamInfo> zero1_infos_, zero3_infos_;
   HandleState state_ = HandleState::idle;
+  bool zero3_is_master_ = false;     // zero3_shard_ is zero1_shard_ (fp32, one group)
   bool needs_param_sync_ = true;     // the zero3 shard is stale: gather from zero1
   bool unsharded_current_ = false;   // full_param_ holds the current parameters
   bool grad_offloaded_ = false;
