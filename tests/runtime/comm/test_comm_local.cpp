@@ -166,6 +166,36 @@ BOOST_AUTO_TEST_CASE(rank_that_throws_does_not_hang_the_others) {
   BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_rank_stops_the_others_at_once) {
+  // Rank 1 fails; rank 0 waits for it in a group split from the world,
+  // ranks 2 and 3 in the world. Nobody waits for the 60 s timeout, and the
+  // caller gets rank 1's error, not a CommError it caused.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<int> stopped = 0;
+  try {
+    run_local_ranks(
+        4,
+        [&](const CommPtr& c) {
+          auto pair = c->split(c->rank() / 2, c->rank());
+          if (c->rank() == 1) throw std::runtime_error("rank 1 fails");
+          try {
+            c->rank() == 0 ? pair->barrier() : c->barrier();
+          } catch (const CommError& e) {
+            if (std::string(e.what()).find("rank 1 failed: rank 1 fails") != std::string::npos) ++stopped;
+            throw;
+          }
+        },
+        60s);
+    BOOST_ERROR("no error");
+  } catch (const CommError& e) {
+    BOOST_ERROR("the error of a rank that was stopped: " << e.what());
+  } catch (const std::runtime_error& e) {
+    BOOST_TEST(std::string(e.what()) == "rank 1 fails");
+  }
+  BOOST_TEST(stopped.load() == 3);
+  BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
 BOOST_AUTO_TEST_CASE(mismatched_collectives_are_reported) {
   std::atomic<int> errors = 0;
   run_local_ranks(2, [&](const CommPtr& c) {

@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "zrt/runtime/comm/host_reduce.h"
@@ -32,9 +33,32 @@ struct Post {
   int key = 0;
 };
 
+class LocalGroup;
+
+// Every group of one local world: the world and the groups split from it.
+// Failing the family fails each of them, and every group split later.
+class LocalFamily {
+ public:
+  void add(const std::shared_ptr<LocalGroup>& group);
+  void abort(const std::string& why);
+
+ private:
+  std::mutex mu_;
+  std::string why_;
+  std::vector<std::weak_ptr<LocalGroup>> groups_;
+};
+
 class LocalGroup {
  public:
-  explicit LocalGroup(int size) : present_(size, 0), posts_(size) {}
+  LocalGroup(int size, std::shared_ptr<LocalFamily> family)
+      : family_(std::move(family)), present_(size, 0), posts_(size) {}
+
+  static std::shared_ptr<LocalGroup> create(int size, const std::shared_ptr<LocalFamily>& family) {
+    auto group = std::make_shared<LocalGroup>(size, family);
+    family->add(group);
+    return group;
+  }
+  const std::shared_ptr<LocalFamily>& family() const { return family_; }
 
   Post& post(int rank) { return posts_[rank]; }
   // Per-collective data the last arriver of the first barrier set up; valid
@@ -81,7 +105,16 @@ class LocalGroup {
     ZRT_THROW(CommError, where(), ": the group failed while waiting: ", broken_);
   }
 
+  // Fails the group from outside: ranks waiting in a collective throw at
+  // once, and so does every later collective.
+  void abort(const std::string& why) {
+    std::lock_guard lock(mu_);
+    if (broken_.empty()) broken_ = why;
+    cv_.notify_all();
+  }
+
  private:
+  std::shared_ptr<LocalFamily> family_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::uint64_t generation_ = 0;
@@ -90,6 +123,27 @@ class LocalGroup {
   std::string broken_;
   std::vector<Post> posts_;
 };
+
+// abort() takes group locks only after releasing the family's: a group's
+// last arriver adds the groups it splits while holding its own lock. A group
+// added after an abort is failed before any rank can see it.
+void LocalFamily::add(const std::shared_ptr<LocalGroup>& group) {
+  std::lock_guard lock(mu_);
+  std::erase_if(groups_, [](const std::weak_ptr<LocalGroup>& g) { return g.expired(); });
+  groups_.push_back(group);
+  if (!why_.empty()) group->abort(why_);
+}
+
+void LocalFamily::abort(const std::string& why) {
+  std::vector<std::shared_ptr<LocalGroup>> groups;
+  {
+    std::lock_guard lock(mu_);
+    if (why_.empty()) why_ = why;
+    for (const auto& g : groups_)
+      if (auto live = g.lock()) groups.push_back(std::move(live));
+  }
+  for (const auto& g : groups) g->abort(why);
+}
 
 class LocalCommunicator final : public Communicator {
  public:
@@ -196,7 +250,7 @@ class LocalCommunicator final : public Communicator {
       auto placements = std::make_shared<Placements>(size());
       for (auto& [c, list] : members) {
         std::sort(list.begin(), list.end());
-        auto g = std::make_shared<LocalGroup>(static_cast<int>(list.size()));
+        auto g = LocalGroup::create(static_cast<int>(list.size()), group_->family());
         for (std::size_t i = 0; i < list.size(); ++i)
           (*placements)[list[i].second] = {g, static_cast<int>(i), static_cast<int>(list.size())};
       }
@@ -261,9 +315,11 @@ class LocalCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<CommPtr> make_local_world(int n, std::chrono::milliseconds timeout) {
+namespace {
+
+std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout, std::shared_ptr<LocalGroup>& group) {
   ZRT_CHECK_ARG(n >= 1, "make_local_world: the world needs at least one rank, got ", n);
-  auto group = std::make_shared<LocalGroup>(n);
+  group = LocalGroup::create(n, std::make_shared<LocalFamily>());
   std::vector<CommPtr> comms;
   comms.reserve(n);
   for (int r = 0; r < n; ++r) {
@@ -273,23 +329,68 @@ std::vector<CommPtr> make_local_world(int n, std::chrono::milliseconds timeout) 
   return comms;
 }
 
+}  // namespace
+
+std::vector<CommPtr> make_local_world(int n, std::chrono::milliseconds timeout) {
+  std::shared_ptr<LocalGroup> group;
+  return local_world(n, timeout, group);
+}
+
 void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
                      std::chrono::milliseconds timeout) {
-  auto comms = make_local_world(n, timeout);
-  std::vector<std::exception_ptr> errors(n);
+  // Note [Local ranks that fail]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A rank whose fn throws will never arrive at its next collective, and the
+  // ranks waiting there would wait for the whole timeout (300 s by default).
+  // Instead the first failure fails every group of the world (the world and
+  // the groups split from it): the others throw CommError at once, naming
+  // the failed rank, and the caller gets the first failure, the cause.
+  // Starting the ranks may fail the same way part-way through: the system
+  // refuses a thread (std::system_error: the process's thread limit,
+  // `ulimit -u`) or the memory for one (std::bad_alloc). The ranks already
+  // running are stopped alike and joined, and the caller gets a
+  // ResourceError naming the rank count, not std::terminate from a joinable
+  // std::thread.
+  std::shared_ptr<LocalGroup> world;
+  std::vector<CommPtr> comms;
   std::vector<std::thread> threads;
-  threads.reserve(n);
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(comms[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
+  try {
+    comms = local_world(n, timeout, world);
+    threads.reserve(n);
+  } catch (const std::bad_alloc&) {
+    ZRT_THROW(ResourceError, "starting ", n, " local ranks: out of memory for their communicators");
+  }
+  std::mutex first_mu;
+  std::exception_ptr first;  // the first failure, in time
+  auto fail = [&](std::exception_ptr e, const std::string& why) {
+    {
+      std::lock_guard lock(first_mu);
+      if (!first) first = std::move(e);
+    }
+    world->family()->abort(why);
+  };
+  for (int r = 0; r < n; ++r) {
+    try {
+      threads.emplace_back([&, r] {
+        try {
+          fn(comms[r]);
+        } catch (const std::exception& e) {
+          fail(std::current_exception(), detail::concat("rank ", r, " failed: ", e.what()));
+        } catch (...) {
+          fail(std::current_exception(), detail::concat("rank ", r, " failed"));
+        }
+      });
+    } catch (const std::exception& e) {  // std::system_error or std::bad_alloc
+      const std::string why = detail::concat(
+          "starting ", n, " local ranks: the system refused the thread of rank ", r, " (", e.what(), "); the ", r,
+          " rank(s) already started were stopped. Run fewer ranks, raise the process's thread limit (ulimit -u), "
+          "or launch processes with mpirun");
+      fail(std::make_exception_ptr(ResourceError(why, __FILE__, __LINE__)), why);
+      break;
+    }
+  }
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace zrt

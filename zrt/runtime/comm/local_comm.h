@@ -13,6 +13,8 @@
 // it. Every wait honours the timeout; a rank that times out marks the group
 // broken with a message naming the ranks that never arrived, which wakes
 // the other waiters at once and fails every later collective of the group.
+// run_local_ranks fails every group of the world the same way when a rank
+// throws (Note [Local ranks that fail]).
 // CUDA tensors are staged through host memory (cudaMemcpy), so the same
 // host arithmetic (Note [Deterministic reduction order]) serves both.
 #pragma once
@@ -31,7 +33,12 @@ std::vector<CommPtr> make_local_world(int n,
                                       std::chrono::milliseconds timeout = default_comm_timeout());
 
 // Runs fn(comm) on `n` threads, one per rank of a new local world, joins them
-// all and rethrows the exception of the lowest rank that threw, if any.
+// all and rethrows the first exception a rank threw, if any; that failure
+// fails the world's groups, so the other ranks stop at their next collective
+// instead of waiting for the timeout. When the system refuses a thread (or
+// its memory), the ranks already running are stopped and joined, and
+// ResourceError names the rank count (Note [Local ranks that fail] in
+// local_comm.cpp).
 void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
                      std::chrono::milliseconds timeout = default_comm_timeout());
 
