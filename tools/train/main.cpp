@@ -71,6 +71,24 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// The sizes of --save and of one checkpoint, from the model's parameters:
+// --save holds each as fp32 (4 bytes), a checkpoint also AdamW's m and v
+// (12 bytes); safetensors headers take about the name plus 64 bytes per
+// tensor (a checkpoint: one per rank file, and the index).
+std::vector<PlannedOutput> planned_outputs(const TrainOptions& o) {
+  if (o.save.empty() && o.checkpoint_dir.empty()) return {};
+  const auto model = model_zoo::make_model(trainer_config(o, 0).model);
+  std::uint64_t params = 0, header = 8 + 64;
+  for (const auto& p : model_zoo::all_param_defs(model->units())) {
+    params += static_cast<std::uint64_t>(shape_numel(p.shape));
+    header += p.fqn().size() + 64;
+  }
+  std::vector<PlannedOutput> out;
+  if (!o.save.empty()) out.push_back({"--save", o.save, 4 * params + header});
+  if (!o.checkpoint_dir.empty()) out.push_back({"--checkpoint-dir", o.checkpoint_dir, 12 * params + 2 * header});
+  return out;
+}
+
 // T.json for one rank, T.rank-R.json for rank R of several.
 std::string trace_path(const std::string& path, int rank, int size) {
   if (size == 1) return path;
@@ -219,6 +237,7 @@ int main(int argc, char** argv) {
   std::mutex io;
   train::install_stop_handlers();
   try {
+    train::check_free_space(train::planned_outputs(o));
     train::run_ranks(o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());

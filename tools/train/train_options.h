@@ -53,6 +53,19 @@ std::string run_flags_json(const TrainOptions& o);
 // Names of the run-defining flags whose values differ from a checkpoint's.
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o);
 
+// An output whose size is known before training.
+struct PlannedOutput {
+  std::string flag;          // "--save", "--checkpoint-dir"
+  std::string path;          // the file, or the directory written into
+  std::uint64_t bytes = 0;
+};
+
+// Throws ResourceError, naming the paths, the bytes needed and the bytes
+// available, when the outputs that share a filesystem need more than its
+// free space (statvfs, as an unprivileged user sees it). Paths under /dev/
+// are left out.
+void check_free_space(const std::vector<PlannedOutput>& outputs);
+
 // More local ranks than this in one process is a mistake, not a request.
 inline constexpr int kMaxLocalRanks = 1024;
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# zrt-train when the system refuses a resource:
+# - threads: under a thread limit below --ranks, the run ends with an error
+#   naming the rank count and exit code 1 (no abort), promptly (the ranks
+#   already started are stopped, not left waiting for the collective
+#   timeout);
+# - disk space: --save and --checkpoint-dir on a filesystem with less free
+#   space than they need are refused before training, naming the path and
+#   the bytes needed and available, and nothing is written.
+# The thread limit is RLIMIT_NPROC (`ulimit -u`), which binds only non-root
+# users: as root the run is made as `nobody` (setpriv). Small filesystems are
+# tmpfs mounts in a private mount namespace (unshare -m), which needs root.
+# A part whose limit cannot be set is skipped; exit 77 when both are.
+# usage: test_zrt_train_resources.sh PATH/TO/zrt-train
+set -u
+train=$(realpath "$1")
+failures=0 ran=0
+fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+
+# --- threads -----------------------------------------------------------------
+# run_limited EXTRA ARGS...: zrt-train ARGS with room for EXTRA more threads
+# than the user has now.
+if [ "$(id -u)" = 0 ]; then as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups); else as_user=(); fi
+run_limited() {
+  local extra=$1; shift
+  # shellcheck disable=SC2016
+  "${as_user[@]}" bash -c 'used=0
+    for f in /proc/[0-9]*/status; do  # the threads this user runs now, which the limit counts too
+      uid= threads=
+      { while read -r key value _; do
+          case $key in Uid:) uid=$value ;; Threads:) threads=$value ;; esac
+        done < "$f"; } 2> /dev/null
+      [ "$uid" = "$(id -u)" ] && used=$((used + threads))
+    done
+    ulimit -u $((used + $1)) && shift && exec timeout 60 "$@"' _ "$extra" "$train" "$@" 2>&1
+}
+if ! "${as_user[@]}" test -x "$train"; then
+  echo "skip threads: ${as_user[*]:-this user} cannot run $train"
+else
+  ran=1
+  start=$SECONDS
+  out=$(ZRT_CPU_THREADS=1 run_limited 6 --ranks 64 --batch-size 64 --seq-len 8 --steps 2); rc=$?
+  took=$((SECONDS - start))
+  if [ $rc -ne 1 ]; then
+    fail "threads: exit code $rc, not 1 (124: hung; 134: aborted): $out"
+  elif ! grep -qE "starting 64 local ranks: the system refused the thread of rank [1-9][0-9]* \(" <<<"$out"; then
+    fail "threads: the message does not name the rank count and a started rank: $out"
+  elif [ $took -gt 20 ]; then
+    fail "threads: took $took s: the started ranks waited for the collective timeout"
+  else
+    echo "ok   threads: $(grep -m1 error <<<"$out") (${took} s)"
+  fi
+  # The same limit leaves room for a run that fits in it.
+  out=$(ZRT_CPU_THREADS=1 run_limited 6 --ranks 2 --steps 2); rc=$?
+  [ $rc -eq 0 ] && echo "ok   threads: --ranks 2 runs under the same limit" || fail "threads: --ranks 2 under the limit: exit $rc: $out"
+fi
+
+# --- disk space --------------------------------------------------------------
+space_cases() {  # inside a private mount namespace: the mounts end with it
+  for kib in 64 256 512; do
+    mkdir "$dir/fs$kib" && mount -t tmpfs -o "size=${kib}k" tmpfs "$dir/fs$kib" || return 2
+  done
+  # refused NAME PATTERN ARGS...: exit code 1, a message matching PATTERN, no file written.
+  refused() {
+    local name=$1 pattern=$2; shift 2
+    local out rc
+    out=$("$train" --steps 2 "$@" 2>&1); rc=$?
+    if [ $rc -ne 1 ]; then fail "$name: exit code $rc, not 1: $out"; return; fi
+    if ! grep -qE -- "$pattern" <<<"$out"; then fail "$name: message does not match /$pattern/: $out"; return; fi
+    if [ -n "$(find "$dir"/fs* -type f)" ] || [ -n "$(find "$dir"/fs* -name 'step-*')" ]; then
+      fail "$name: wrote $(find "$dir"/fs* -mindepth 1)"; return
+    fi
+    echo "ok   $name: $(grep -m1 error <<<"$out")"
+  }
+  refused "--save on a 64 KiB filesystem" \
+    "not enough free disk space: --save $dir/fs64/w.safetensors needs [0-9]+ bytes, but the filesystem of $dir/fs64 has 65536 bytes available" \
+    --save "$dir/fs64/w.safetensors"
+  refused "--checkpoint-dir on a 256 KiB filesystem" \
+    "--checkpoint-dir $dir/fs256/ck needs [0-9]+ bytes, but the filesystem of $dir/fs256/ck has 262144 bytes available" \
+    --checkpoint-dir "$dir/fs256/ck"
+  rmdir "$dir/fs256/ck"  # check_checkpoint_dir creates it, empty
+  refused "--save and --checkpoint-dir that fit apart but not together" \
+    "--save $dir/fs512/w.safetensors \([0-9]+ bytes\) and --checkpoint-dir $dir/fs512/ck \([0-9]+ bytes\) together need [0-9]+ bytes" \
+    --save "$dir/fs512/w.safetensors" --checkpoint-dir "$dir/fs512/ck"
+  rmdir "$dir/fs512/ck"
+  # Where it fits, it runs, and the estimate is close to what is written.
+  local out needed written
+  out=$("$train" --steps 1 --save "$dir/fs256/w.safetensors" 2>&1) || fail "--save on 256 KiB: $out"
+  needed=$("$train" --steps 1 --save "$dir/fs64/w.safetensors" 2>&1 | sed -nE 's/.* needs ([0-9]+) bytes.*/\1/p')
+  written=$(stat -c %s "$dir/fs256/w.safetensors" 2>/dev/null || echo 0)
+  if [ "${needed:-0}" -lt "$written" ] || [ "${needed:-0}" -gt $((written + written / 20)) ]; then
+    fail "--save estimate: needs ${needed:-?} bytes, wrote $written"
+  else
+    echo "ok   --save estimate: needs $needed bytes, wrote $written"
+  fi
+}
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+  dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
+  export -f space_cases fail
+  export train dir
+  out=$(unshare -m bash -c 'failures=0; space_cases; rc=$?; echo "failures=$failures"; exit $rc' 2>&1); rc=$?
+  echo "$out" | grep -v '^failures='
+  if [ $rc -eq 2 ]; then
+    echo "skip disk space: cannot mount a tmpfs"
+  else
+    ran=1
+    failures=$((failures + $(sed -n 's/^failures=//p' <<<"$out")))
+  fi
+else
+  echo "skip disk space: needs root for private tmpfs mounts"
+fi
+
+[ $ran -eq 1 ] || exit 77
+echo "$failures failed"
+[ $failures -eq 0 ]
