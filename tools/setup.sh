@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs zrt's Debian dependencies (when missing) and builds it into build/.
-# ZRT_BUILD_DIR and ZRT_CMAKE_ARGS override the defaults.
+# ZRT_BUILD_DIR and ZRT_CMAKE_ARGS override the defaults; --deps-only stops
+# after the packages.
+# usage: tools/setup.sh [--deps-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +18,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+[ "${1:-}" = --deps-only ] && exit 0
 
 build=${ZRT_BUILD_DIR:-build}
 # shellcheck disable=SC2086
