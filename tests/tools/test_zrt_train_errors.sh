@@ -56,6 +56,8 @@ expect_error "mlp flag with gpt" "--hidden is a flag of the other model kind" --
 expect_error "gpt flag with mlp" "--n-layer is a flag of the other model kind" --model mlp --n-layer 2
 expect_error "zero3 size with full sharding" "zero3-size is read by --strategy hybrid and layer-zero" --zero3-size 2
 expect_error "too many local ranks" "ranks 100000 is more than" --ranks 100000
+expect_error "too many kernel threads" "--threads: Value 5000 not in range 0 to 1024" --threads 5000
+expect_error "negative kernel threads" "--threads: Value -1 not in range 0 to 1024" --threads -1
 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 expect_error "--ranks under mpirun" "launched by mpirun" --ranks 2
 expect_error "zero layers" "n-layer: must be positive" --n-layer 0
 expect_error "width not divisible by heads" "n_embd 1 is not divisible by n_head" --n-embd 1

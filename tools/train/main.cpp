@@ -238,7 +238,9 @@ int main(int argc, char** argv) {
   train::install_stop_handlers();
   try {
     train::check_free_space(train::planned_outputs(o));
-    train::run_ranks(o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); });
+    train::run_ranks(
+        o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); },
+        o.threads);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
     return 1;

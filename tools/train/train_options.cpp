@@ -151,6 +151,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
       ->check(kNonNegative);
+  app.add_option("--threads", o.threads,
+                 "CPU kernel threads per rank (0: the process's cores divided among its ranks)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");

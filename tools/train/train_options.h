@@ -35,6 +35,7 @@ struct TrainOptions {
   int zero3_size = 0;           // 0: the whole world
   bool offload_grads = false;
   int ranks = 0;                // >0: that many local ranks (threads) in this process
+  int threads = 0;              // CPU kernel threads per rank (0: its share of the cores)
   // files
   std::string init_from, save, metrics;
   std::string trace;            // Chrome trace per rank (T.json, or T.rank-R.json with several ranks)
