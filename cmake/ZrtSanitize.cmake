@@ -11,6 +11,15 @@ if(ZRT_SANITIZE)
   endif()
 endif()
 
+# For tests/: the test programs get AddressSanitizer without UBSan, which
+# would double their compile time (Boost.Test's macros). UBSan still checks
+# every zrt library and tool the suites run.
+function(zrt_sanitize_tests)
+  if(ZRT_SANITIZE MATCHES "undefined")
+    add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize=undefined>")
+  endif()
+endfunction()
+
 # After the targets exist:
 # - Sanitizer builds compile at -O1 (tools/sanitize.sh): zrt_kernels' sources
 #   that ask for -O3 (Note [Kernels per instruction set]) keep their other

@@ -4,11 +4,12 @@
 #
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/
 #         (ZRT_ASAN_BUILD_DIR): the unit and mpi suites (soak excluded).
-#         Leaks are checked everywhere; what OpenMPI keeps allocated at exit
-#         is suppressed by library in tools/sanitizers/lsan.supp.
+#         Leaks are checked in one process and in the MPI backend's suite;
+#         what OpenMPI keeps allocated at exit is suppressed by library in
+#         tools/sanitizers/lsan.supp.
 #   tsan  ThreadSanitizer into build-tsan/ (ZRT_TSAN_BUILD_DIR), without MPI:
-#         the suites that run ranks as threads (local backend) and
-#         zrt-train --ranks 4.
+#         the suites that run ranks as threads (local backend; two long
+#         sweeps left out) and zrt-train --ranks 4.
 #
 # Only the programs the suites run are built (no gpu suites).
 # usage: tools/sanitize.sh [asan|tsan|all]   (default: all)
@@ -43,10 +44,14 @@ asan() {
   ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit \
     -E "test_install_consumer|$with_mpirun"
   # The mpi suites (named *_npN) and the tests that start mpirun themselves.
-  # Allocation stacks are unwound fully there (slower): the fast unwinder
-  # stops inside OpenMPI's plugins, where lsan.supp cannot name them.
+  # Leaks are checked in the MPI backend's own suite, test_comm_mpi, with
+  # allocation stacks unwound fully (slow): the fast unwinder stops inside
+  # OpenMPI's plugins, where lsan.supp cannot name them. The other suites run
+  # code that the unit suites already check for leaks in one process.
   ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 ctest --test-dir "$build" --output-on-failure -j "$jobs" \
-    -R "_np[0-9]+\$|$with_mpirun"
+    -R "^test_comm_mpi_np"
+  ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$build" --output-on-failure -j "$jobs" \
+    -R "_np[0-9]+\$|$with_mpirun" -E "^test_comm_mpi_np"
 }
 
 tsan() {
@@ -55,6 +60,12 @@ tsan() {
                 test_zero_adamw test_engine_equivalence test_checkpoint)
   configure_and_build "$build" thread -DZRT_MPI=OFF -- "${suites[@]}" zrt-train
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  # Two sweeps that repeat, at TSan's tens-fold slowdown, thread interplay the
+  # rest covers: the gpt equivalence sweep (mlp's sweeps the same strategies,
+  # world sizes and micro-batches; checkpoint cases and zrt-train run gpt on
+  # 2-4 ranks) and the 4-rank resume sweep (reshard_on_load saves and resumes
+  # across rank counts and strategies).
+  export BOOST_TEST_RUN_FILTERS='!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact'
   local regex
   regex="^($(IFS='|'; echo "${suites[*]}"))\$"
   ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "$regex"

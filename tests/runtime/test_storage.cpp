@@ -1,8 +1,9 @@
 // Note [Freed storage] semantics: views survive free and re-allocation, data
 // access while freed throws, re-sizing only through the explicit call, and
-// memory moves between storages without a copy.
+// memory moves between storages or is borrowed without a copy.
 #include <boost/test/unit_test.hpp>
 
+#include "zrt/runtime/memory/caching_allocator.h"
 #include "zrt/runtime/tensor.h"
 
 using namespace zrt;
@@ -67,6 +68,34 @@ BOOST_AUTO_TEST_CASE(adopting_memory_moves_it_without_a_copy) {
   Tensor empty = Tensor::empty({4}, DType::f32);
   free_storage(empty);
   BOOST_CHECK_THROW(empty.storage().adopt_memory(from.storage()), InvalidState);  // from is freed
+}
+
+BOOST_AUTO_TEST_CASE(borrowed_memory_is_shared_and_never_freed_by_the_borrower) {
+  auto alloc = make_caching_allocator(Device::cpu());
+  auto owner = std::make_shared<Storage>(5 * sizeof(float), alloc);
+  Tensor master = Tensor::from_storage(owner, {5}, DType::f32).set_name("master");
+  master.copy_(Tensor::from_doubles({0.5, -1, 2, 3.75, -9}, DType::f64));
+  Tensor borrower = Tensor::from_storage(std::make_shared<Storage>(0, alloc), {5}, DType::f32);
+  const std::size_t allocated = alloc->stats().allocated;
+  BOOST_CHECK_THROW(master.storage().borrow_memory(owner), InvalidArgument);  // itself
+  borrower.storage().borrow_memory(owner);
+  BOOST_TEST(borrower.storage().is_borrowed());
+  BOOST_TEST(borrower.data_ptr() == master.data_ptr());
+  BOOST_TEST(alloc->stats().allocated == allocated);  // no bytes of its own
+  borrower.slice(2, 1).fill_(-4);
+  BOOST_TEST(master.item(2) == -4.0);  // one buffer, two roles
+  BOOST_CHECK_THROW(borrower.storage().borrow_memory(owner), InvalidState);  // already holds memory
+  Tensor other = Tensor::empty({5}, DType::f32);
+  free_storage(other);
+  BOOST_CHECK_THROW(other.storage().adopt_memory(borrower.storage()), InvalidState);  // not its to give
+  free_storage(borrower);  // lets go only
+  BOOST_TEST(borrower.is_freed());
+  BOOST_TEST(!borrower.storage().is_borrowed());
+  BOOST_TEST(alloc->stats().allocated == allocated);
+  BOOST_TEST(master.to_doubles() == (std::vector<double>{0.5, -1, -4, 3.75, -9}));
+  free_storage(master);
+  BOOST_CHECK_THROW(borrower.storage().borrow_memory(owner), InvalidState);  // owner freed
+  BOOST_TEST(alloc->stats().allocated == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(zero_sized_storage_is_usable_as_empty) {

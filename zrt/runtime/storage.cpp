@@ -15,7 +15,8 @@ Storage::Storage(std::size_t nbytes, AllocatorPtr allocator, Stream stream)
 Storage::~Storage() { free(); }
 
 void Storage::free() noexcept {
-  if (data_) allocator_->deallocate(data_);
+  if (data_ && !lender_) allocator_->deallocate(data_);
+  lender_.reset();
   data_ = nullptr;
   nbytes_ = 0;
 }
@@ -34,11 +35,23 @@ void Storage::allocate(std::size_t nbytes, Stream stream) {
 void Storage::adopt_memory(Storage& from) {
   ZRT_CHECK_STATE(is_freed(), "Storage::adopt_memory: storage already holds ", nbytes_, " bytes");
   ZRT_CHECK_STATE(!from.is_freed(), "Storage::adopt_memory: the source storage is freed");
+  ZRT_CHECK_STATE(!from.is_borrowed(), "Storage::adopt_memory: the source storage's memory is borrowed");
   ZRT_CHECK_ARG(from.allocator_ == allocator_,
                 "Storage::adopt_memory: the source storage has another allocator");
   data_ = std::exchange(from.data_, nullptr);
   nbytes_ = std::exchange(from.nbytes_, 0);
   stream_ = from.stream_;
+}
+
+void Storage::borrow_memory(std::shared_ptr<Storage> owner) {
+  ZRT_CHECK_ARG(owner != nullptr && owner.get() != this, "Storage::borrow_memory needs another storage");
+  ZRT_CHECK_STATE(is_freed(), "Storage::borrow_memory: storage already holds ", nbytes_, " bytes");
+  ZRT_CHECK_STATE(!owner->is_freed(), "Storage::borrow_memory: the owning storage is freed");
+  ZRT_CHECK_ARG(owner->allocator_ == allocator_, "Storage::borrow_memory: the owning storage has another allocator");
+  data_ = owner->data_;
+  nbytes_ = owner->nbytes_;
+  stream_ = owner->stream_;
+  lender_ = std::move(owner);
 }
 
 void Storage::record_use(Stream stream) {

@@ -52,6 +52,13 @@ class Storage {
   // Throws InvalidState if this is not freed or `from` is, InvalidArgument
   // for different allocators.
   void adopt_memory(Storage& from);
+  // Points this freed storage at `owner`'s memory without owning it: one
+  // buffer under a second role (Note [Unsharded parameter of a world of
+  // one]). free() then only lets go; `owner` is kept alive meanwhile and must
+  // stay allocated. Throws InvalidState if this is not freed or `owner` is,
+  // InvalidArgument for different allocators or `owner` itself.
+  void borrow_memory(std::shared_ptr<Storage> owner);
+  bool is_borrowed() const { return lender_ != nullptr; }
   // See Allocator::record_use.
   void record_use(Stream stream);
 
@@ -68,6 +75,7 @@ class Storage {
   Stream stream_;
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+  std::shared_ptr<Storage> lender_;  // set while the memory is borrowed
 
   struct Claim {
     std::size_t begin, end;

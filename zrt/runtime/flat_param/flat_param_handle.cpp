@@ -148,8 +148,13 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, HandleGroups gr
   }
   zero1_grad_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_grad");
   kernels::zero(zero1_grad_, options_.stream);
-  // fp32 over one group: the zero3 slice is the zero1 shard (Note [Zero1 and zero3 shards]).
-  zero3_is_master_ = options_.param_dtype == DType::f32 && groups_.zero3 == groups_.zero1;
+  // fp32 and the same slice: the zero3 shard is the zero1 shard (Note [Zero1 and zero3 shards]).
+  const bool f32 = options_.param_dtype == DType::f32;
+  zero3_is_master_ = f32 && groups_.zero3->size() == groups_.zero1->size() &&
+                     groups_.zero3->rank() == groups_.zero1->rank();
+  // Note [Unsharded parameter of a world of one]
+  unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
+  grad_is_master_ = groups_.zero1->size() == 1 && options_.reduce_dtype == DType::f32;
   zero3_shard_ = zero3_is_master_
                      ? zero1_shard_
                      : new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
@@ -236,6 +241,11 @@ Tensor FlatParamHandle::grad(std::size_t i) const {
 void FlatParamHandle::unshard() {
   const bool allocated = !full_param_.is_freed();
   if (allocated && unsharded_current_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
+  if (unsharded_is_master_) {  // Note [Unsharded parameter of a world of one]
+    if (!allocated) full_param_.storage().borrow_memory(zero1_shard_.storage_ptr());
+    unsharded_current_ = true;
+    return;
+  }
   if (!allocated) alloc_storage(full_param_);
   const Stream comm = comm_stream();
   if (comm != options_.stream) {  // Note [Unshard on the communication stream]
@@ -319,7 +329,10 @@ void FlatParamHandle::accumulate_runtime_grad() {
 
 void FlatParamHandle::reduce_grads() {
   const ReduceOp op = options_.grad_reduce;
-  if (options_.reduce_dtype == DType::f32) {
+  if (grad_is_master_) {  // Note [Unsharded parameter of a world of one]
+    free_storage(zero1_grad_);
+    zero1_grad_.storage().adopt_memory(full_prec_grad_.storage());
+  } else if (options_.reduce_dtype == DType::f32) {
     groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, options_.stream);
   } else {
     Tensor in = new_buffer(full_prec_grad_.numel(), options_.reduce_dtype, false);

@@ -15,7 +15,22 @@
 // zero3 slice holds exactly its zero1 shard's values, so the zero3 shard is
 // the zero1 shard itself: no copy at the reshard, no second buffer. (The
 // optimizer changes the zero1 shard only together with mark_params_updated,
-// after which the next unshard gathers from zero1 anyway.)
+// after which the next unshard gathers from zero1 anyway.) The two slices
+// coincide whenever the groups have one size and this rank one position in
+// both, so a layer-zero world whose zero3 group is the whole world counts too.
+//
+// Note [Unsharded parameter of a world of one]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With a zero1 group of one rank (one process, or no-shard) the gathers and
+// the reduce-scatter are copies of the whole flat parameter: three per step.
+// In fp32 they are dropped. The unsharded parameter borrows the zero1 shard's
+// memory (Storage::borrow_memory) instead of gathering it; resharding lets go
+// of it, so freeing it stays what it always is. The layers only read the
+// parameter, and the optimizer writes the zero1 shard between steps, when
+// nothing is unsharded or the next unshard would gather it anyway. On the
+// gradient side, the fp32 gradient's memory becomes the zero1 gradient
+// (Storage::adopt_memory) when the reduce dtype is fp32 too: a reduction over
+// one rank is the identity, for sum and avg alike.
 //
 // Note [Gradient path]
 // ~~~~~~~~~~~~~~~~~~~~
@@ -133,6 +148,9 @@ class FlatParamHandle {
   const Tensor& full_grad_padded() const { return full_grad_; }
   const Tensor& full_prec_grad_padded() const { return full_prec_grad_; }
   bool is_unsharded() const { return !full_param_.is_freed(); }
+  // Note [Unsharded parameter of a world of one]: the unsharded parameter is
+  // the zero1 shard's memory, so it costs no bytes of its own.
+  bool unsharded_is_master() const { return unsharded_is_master_; }
 
   // --- one step -----------------------------------------------------------
   void pre_forward();                    // idle -> forward: unshard
@@ -180,7 +198,9 @@ class FlatParamHandle {
   FlatParamLayout layout_;
   std::vector<ShardParamInfo> zero1_infos_, zero3_infos_;
   HandleState state_ = HandleState::idle;
-  bool zero3_is_master_ = false;     // zero3_shard_ is zero1_shard_ (fp32, one group)
+  bool zero3_is_master_ = false;     // zero3_shard_ is zero1_shard_ (fp32, same slice)
+  bool unsharded_is_master_ = false; // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
+  bool grad_is_master_ = false;      // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
   bool needs_param_sync_ = true;     // the zero3 shard is stale: gather from zero1
   bool unsharded_current_ = false;   // full_param_ holds the current parameters
   bool grad_offloaded_ = false;
