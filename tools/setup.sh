@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ make libeigen3-dev libboost-test-dev libopenmpi-dev openmpi-bin
+packages=(cmake ninja-build g++ make libeigen3-dev libopenblas-pthread-dev libboost-test-dev libopenmpi-dev openmpi-bin
           libcli11-dev nlohmann-json3-dev libxxhash-dev python3 python3-torch python3-numpy python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do

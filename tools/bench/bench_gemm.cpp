@@ -1,10 +1,13 @@
-// zrt-bench gemm [--n-embd C] [--tokens N] [--vocab V] [--threads T] [--isa I] [--reps R] [--json]
+// zrt-bench gemm [--n-embd C] [--tokens N] [--vocab V] [--threads T] [--isa I]
+//                [--gemm eigen|openblas|all] [--reps R] [--json]
 //
 // Times kernels::gemm on the GEMMs of one GPT block and the LM head (forward
 // and both backward products, with the transposes Linear uses), default
 // GPT-2 124M at 256 tokens per rank, and gives each as GFLOP/s and as a
 // fraction of the fp32 peak an FMA loop reaches on the same threads in the
-// same run (Note [Measured fp32 peak]).
+// same run (Note [Measured fp32 peak]). --gemm all times every CPU GEMM
+// backend this build has (Note [CPU GEMM backends]) on each shape in turn, so
+// they are compared under the same load.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +18,7 @@
 #include "tools/bench/bench_util.h"
 #include "tools/bench/fp32_peak.h"
 #include "tools/bench/suites.h"
+#include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/nn/gemm.h"
@@ -27,7 +31,7 @@ namespace {
 struct Options {
   std::int64_t n_embd = 768, tokens = 256, vocab = 50257;
   int threads = 1, reps = 5;
-  std::string isa;
+  std::string isa, gemm;
   bool json = false;
 };
 
@@ -35,12 +39,13 @@ Options parse(int argc, char** argv) {
   Options o;
   OptionParser("gemm",
                "usage: zrt-bench gemm [--n-embd C] [--tokens N] [--vocab V] [--threads T] "
-               "[--isa baseline|avx2|avx512] [--reps R] [--json]")
+               "[--isa baseline|avx2|avx512] [--gemm eigen|openblas|all] [--reps R] [--json]")
       .value("--n-embd", o.n_embd)
       .value("--tokens", o.tokens)
       .value("--vocab", o.vocab)
       .value("--threads", o.threads)
       .value("--isa", o.isa)
+      .value("--gemm", o.gemm)
       .value("--reps", o.reps)
       .flag("--json", o.json)
       .parse(argc, argv);
@@ -56,6 +61,15 @@ Tensor random_matrix(std::int64_t rows, std::int64_t cols, std::mt19937& gen) {
   return Tensor::from_doubles(v, DType::f32, Device::cpu(), {rows, cols});
 }
 
+// The backends --gemm names: one, every one this build has, or the default.
+std::vector<const kernels::CpuGemmBackend*> backends_to_time(const std::string& name) {
+  if (name != "all") return {&kernels::cpu_gemm_named(name.c_str())};
+  std::vector<const kernels::CpuGemmBackend*> all;
+  for (auto which : {kernels::CpuGemm::eigen, kernels::CpuGemm::openblas})
+    if (const auto* b = kernels::cpu_gemm_for(which)) all.push_back(b);
+  return all;
+}
+
 struct Case {
   std::string name;
   std::int64_t m, n, k;
@@ -68,6 +82,7 @@ int bench_gemm(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (!o.isa.empty()) ::setenv("ZRT_CPU_ISA", o.isa.c_str(), 1);
   kernels::set_cpu_threads(o.threads);
+  const auto backends = backends_to_time(o.gemm);
   const std::int64_t c = o.n_embd, t = o.tokens;
   // Linear y[t, out] = x[t, in] · Wᵀ (W stored [out, in]): forward, dx = dy · W,
   // dW = dyᵀ · x.
@@ -88,23 +103,28 @@ int bench_gemm(int argc, char** argv) {
     return best;
   }();
   std::mt19937 gen(7);
-  Table table({"gemm", "m", "n", "k", "ms", "GFLOP/s", "of peak"});
-  double flops_all = 0, seconds_all = 0;
+  Table table({"gemm", "backend", "m", "n", "k", "ms", "GFLOP/s", "of peak"});
+  std::vector<double> seconds_all(backends.size(), 0.0);
+  double flops_all = 0;
   for (const Case& g : cases) {
     Tensor a = g.trans_a ? random_matrix(g.k, g.m, gen) : random_matrix(g.m, g.k, gen);
     Tensor b = g.trans_b ? random_matrix(g.n, g.k, gen) : random_matrix(g.k, g.n, gen);
     Tensor out = Tensor::empty({g.m, g.n}, DType::f32);
-    const double s = median_seconds([&] { kernels::gemm(a, g.trans_a, b, g.trans_b, out); }, 1, o.reps);
     const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k);
     flops_all += flops;
-    seconds_all += s;
-    table.add({g.name, std::to_string(g.m), std::to_string(g.n), std::to_string(g.k),
-               Table::num(s * 1e3), Table::num(flops / s / 1e9), Table::num(flops / s / 1e9 / peak)});
+    for (std::size_t i = 0; i < backends.size(); ++i) {
+      const double s = median_seconds(
+          [&] { kernels::gemm_with(*backends[i], a, g.trans_a, b, g.trans_b, out); }, 1, o.reps);
+      seconds_all[i] += s;
+      table.add({g.name, backends[i]->name, std::to_string(g.m), std::to_string(g.n), std::to_string(g.k),
+                 Table::num(s * 1e3), Table::num(flops / s / 1e9), Table::num(flops / s / 1e9 / peak)});
+    }
   }
-  table.add({"all", "", "", "", Table::num(seconds_all * 1e3), Table::num(flops_all / seconds_all / 1e9),
-             Table::num(flops_all / seconds_all / 1e9 / peak)});
+  for (std::size_t i = 0; i < backends.size(); ++i)
+    table.add({"all", backends[i]->name, "", "", "", Table::num(seconds_all[i] * 1e3),
+               Table::num(flops_all / seconds_all[i] / 1e9), Table::num(flops_all / seconds_all[i] / 1e9 / peak)});
   if (!o.json)
-    std::printf("gemm: fp32, %d thread(s), %s kernels, peak %.1f GFLOP/s (%s FMA loop)\n", o.threads,
+    std::printf("gemm: fp32, %d thread(s), %s kernels for eigen, peak %.1f GFLOP/s (%s FMA loop)\n", o.threads,
                 kernels::isa_kernels().name, peak, fma_isa().c_str());
   table.print(o.json);
   return 0;

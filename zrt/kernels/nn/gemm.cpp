@@ -3,7 +3,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "zrt/kernels/cpu_isa/isa_kernels.h"
+#include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/cpu_widen.h"
@@ -18,13 +18,13 @@ namespace zrt::kernels {
 namespace {
 
 // The CPU twin: rows of c split over threads, each range one call of the
-// instruction-set copy's GEMM (cpu_isa/); bf16/f16 operands are widened to
-// fp32 first and c is rounded once at the end.
+// CPU GEMM backend (Note [CPU GEMM backends]); bf16/f16 operands are widened
+// to fp32 first and c is rounded once at the end.
 template <class T>
-void gemm_cpu(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-              double alpha, const T* a, const T* b, double beta, T* c) {
+void gemm_cpu(const CpuGemmBackend& backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+              std::int64_t k, double alpha, const T* a, const T* b, double beta, T* c) {
   using A = acc_t<T>;
-  const auto& isa_gemm = isa_kernels().table<A>().gemm;
+  const auto cpu_gemm_rows = backend.function<A>();
   std::vector<A> a_wide, b_wide, c_wide;
   const A* pa = reinterpret_cast<const A*>(a);
   const A* pb = reinterpret_cast<const A*>(b);
@@ -41,16 +41,15 @@ void gemm_cpu(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::i
   // Row blocks of 8 keep each thread's panels whole for the GEMM kernels.
   parallel_for(m * n, 8 * n, [&](std::int64_t begin, std::int64_t end) {
     const std::int64_t r0 = begin / n, rows = (end - begin) / n;
-    isa_gemm({trans_a, trans_b, rows, n, k, A(alpha), k ? pa + (trans_a ? r0 : r0 * lda) : nullptr,
+    cpu_gemm_rows({trans_a, trans_b, rows, n, k, A(alpha), k ? pa + (trans_a ? r0 : r0 * lda) : nullptr,
               lda, pb, ldb, A(beta), pc + r0 * n, n});
   });
   if constexpr (!std::is_same_v<T, A>) store_all(pc, c, m * n);
 }
 
-}  // namespace
-
-void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-          double alpha, double beta, Stream stream) {
+// backend: null for cpu_gemm().
+void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+             const Tensor& c, double alpha, double beta, Stream stream) {
   constexpr const char* op = "gemm";
   check_nn_floats(op, {a, b, c});
   for (const Tensor* t : {&a, &b, &c})
@@ -75,9 +74,22 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
                         cuda_stream(stream)));
   dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    gemm_cpu<T>(trans_a, trans_b, m, n, k, alpha, k ? a.data<T>() : nullptr,
-                k ? b.data<T>() : nullptr, beta, c.data<T>());
+    gemm_cpu<T>(backend ? *backend : cpu_gemm(), trans_a, trans_b, m, n, k, alpha,
+                k ? a.data<T>() : nullptr, k ? b.data<T>() : nullptr, beta, c.data<T>());
   });
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          double alpha, double beta, Stream stream) {
+  gemm_on(nullptr, a, trans_a, b, trans_b, c, alpha, beta, stream);
+}
+
+void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+               const Tensor& c, double alpha, double beta) {
+  ZRT_CHECK_ARG(c.device().is_cpu(), "gemm_with: ", c.str(), " is not on the cpu");
+  gemm_on(&backend, a, trans_a, b, trans_b, c, alpha, beta, Stream{});
 }
 
 }  // namespace zrt::kernels

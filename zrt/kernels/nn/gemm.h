@@ -1,9 +1,11 @@
 // GEMM for the model zoo: c = alpha * op(a) · op(b) + beta * c on row-major
 // matrices, with op(x) = x or xᵀ, so Linear's forward and both backward GEMMs
-// need no transpose copies. cuBLAS on CUDA, Eigen on the CPU; bf16/f16 inputs
+// need no transpose copies. cuBLAS on CUDA, the CPU GEMM backend (OpenBLAS or
+// Eigen, Note [CPU GEMM backends]) on the CPU; bf16/f16 inputs
 // are multiplied and accumulated in fp32 (Note [Compute precision]).
 #pragma once
 
+#include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::kernels {
@@ -14,5 +16,9 @@ namespace zrt::kernels {
 // reading it, so it may hold garbage); beta = 1 accumulates into it.
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           double alpha = 1.0, double beta = 0.0, Stream stream = {});
+// The same on CPU tensors through a given backend instead of cpu_gemm()
+// (benchmarks and tests compare them).
+void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+               const Tensor& c, double alpha = 1.0, double beta = 0.0);
 
 }  // namespace zrt::kernels
