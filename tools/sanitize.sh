@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 case $what in asan | tsan | all) ;; *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;; esac
-./tools/setup.sh --deps-only
+./tools/setup.sh test --deps-only
 jobs=$(nproc)
 supp=$PWD/tools/sanitizers
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -3,6 +3,6 @@
 # defaults trains the tiny GPT on the embedded dataset (extra flags pass through).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./tools/setup.sh
+./tools/setup.sh train
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec "${ZRT_BUILD_DIR:-build}/tools/train/zrt-train" "$@"

@@ -1,6 +1,6 @@
 // A model that is not in zrt's zoo: two-layer regression, y = W2 relu(W1 x +
 // b1) + b2, with its own forward and backward written by hand, trained under
-// ZeRO-3 with zrt::ZeroModule. Runs as one process or under `mpirun -np N`;
+// ZeRO-3 with zrt::optim::ZeroModule. Runs as one process or under `mpirun -np N`;
 // each rank takes its share of every batch, and the loss printed is the
 // global mean, so every world size prints the same losses.
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "zrt/module/zero_module.h"
+#include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/launch.h"
 
 namespace {
@@ -73,9 +73,9 @@ int main() {
   ZRT_CHECK_ARG(kBatch % world == 0, "the batch of ", kBatch, " rows must divide over ", world, " ranks");
   const int n = kBatch / world;  // this rank's rows
 
-  zrt::ZeroModuleOptions options;
+  zrt::optim::ZeroModuleOptions options;
   options.adamw.weight_decay = 0.01;
-  zrt::ZeroModule model(w.comm, options);
+  zrt::optim::ZeroModule model(w.comm, options);
   std::mt19937 init(7);  // the same initial values on every rank
   const auto l1 = model.add_unit("l1", {{"weight", random_tensor({kHidden, kIn}, 0.3f, init)},
                                         {"bias", random_tensor({kHidden}, 0.1f, init)}});

@@ -11,7 +11,7 @@ file(REMOVE_RECURSE ${WORK})
 run("configure zrt as a subproject" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/subproject -B ${WORK}/subproject
     -G ${GENERATOR} -DZRT_SOURCE_DIR=${SOURCE_DIR} -DZRT_CUDA=OFF)
 run("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix)
-foreach(header zrt/module/zero_module.h zrt/runtime/tensor.h zrt/kernels/ops/adamw.h)
+foreach(header zrt/optim/zero_module.h zrt/runtime/tensor.h zrt/kernels/ops/adamw.h)
   if(NOT EXISTS ${WORK}/prefix/include/${header})
     message(FATAL_ERROR "the install lacks include/${header}")
   endif()

@@ -12,7 +12,7 @@
 
 #include "zrt/optim/zero_adamw.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "zrt/runtime/flat_param/sharding_groups.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
 #include "tests/optim/zero_adamw_checks.h"
 #include "tests/support/rank_check.h"
 
@@ -22,17 +22,17 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Case {
-  ShardingStrategy strategy;
+  optim::ShardingStrategy strategy;
   int world;
   int zero3;
 };
 
 const Case kCases[] = {
-    {ShardingStrategy::full_shard, 1, 1},   {ShardingStrategy::full_shard, 2, 2},
-    {ShardingStrategy::no_shard, 2, 1},     {ShardingStrategy::hybrid_shard, 2, 1},
-    {ShardingStrategy::full_shard, 3, 3},   {ShardingStrategy::layer_zero, 3, 1},
-    {ShardingStrategy::full_shard, 4, 4},   {ShardingStrategy::hybrid_shard, 4, 2},
-    {ShardingStrategy::layer_zero, 4, 2},   {ShardingStrategy::no_shard, 4, 1},
+    {optim::ShardingStrategy::full_shard, 1, 1},   {optim::ShardingStrategy::full_shard, 2, 2},
+    {optim::ShardingStrategy::no_shard, 2, 1},     {optim::ShardingStrategy::hybrid_shard, 2, 1},
+    {optim::ShardingStrategy::full_shard, 3, 3},   {optim::ShardingStrategy::layer_zero, 3, 1},
+    {optim::ShardingStrategy::full_shard, 4, 4},   {optim::ShardingStrategy::hybrid_shard, 4, 2},
+    {optim::ShardingStrategy::layer_zero, 4, 2},   {optim::ShardingStrategy::no_shard, 4, 1},
 };
 
 void on_ranks(int n, const std::string& what, const std::function<void(const CommPtr&)>& fn) {
@@ -43,9 +43,9 @@ void on_ranks(int n, const std::string& what, const std::function<void(const Com
   }
 }
 
-std::string describe(const Case& c) { return std::string(strategy_name(c.strategy)) + " zero3=" + std::to_string(c.zero3); }
+std::string describe(const Case& c) { return std::string(optim::strategy_name(c.strategy)) + " zero3=" + std::to_string(c.zero3); }
 
-std::vector<NamedParam> small_params() {
+std::vector<optim::NamedParam> small_params() {
   return {{"fc", "weight", Tensor::from_doubles({0.5, -1, 2, 0.25, 3, -0.75}, DType::f32, Device::cpu(), {2, 3})},
           {"fc", "bias", Tensor::from_doubles({0.1, -0.2}, DType::f32)},
           {"ln", "weight", Tensor::from_doubles({1, 1.5, 0.5, 2, -1}, DType::f32)},
@@ -85,8 +85,8 @@ BOOST_AUTO_TEST_CASE(consecutive_skips_throw_on_every_rank) {
 
 BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
   on_ranks(3, "decay ranges", [](const CommPtr& world) {
-    StrategyPlan plan = plan_strategy(ShardingStrategy::full_shard, world, 3);
-    FlatParamHandle h(small_params(), plan.groups, {});
+    optim::StrategyPlan plan = optim::plan_strategy(optim::ShardingStrategy::full_shard, world, 3);
+    optim::FlatParamHandle h(small_params(), plan.groups, {});
     const auto want = [&](const optim::DecayPolicy& policy) {
       // Elementwise: does shard element e belong to a decaying parameter?
       std::vector<bool> mask(static_cast<std::size_t>(h.zero1_shard().numel()), false);
@@ -114,10 +114,10 @@ BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
 
 BOOST_AUTO_TEST_CASE(bad_arguments_and_states_are_named) {
   on_ranks(2, "errors", [](const CommPtr& world) {
-    StrategyPlan full = plan_strategy(ShardingStrategy::full_shard, world, 2);
-    StrategyPlan hybrid = plan_strategy(ShardingStrategy::hybrid_shard, world, 1);
-    FlatParamHandle a(small_params(), full.groups, {});
-    FlatParamHandle b(small_params(), hybrid.groups, {});
+    optim::StrategyPlan full = optim::plan_strategy(optim::ShardingStrategy::full_shard, world, 2);
+    optim::StrategyPlan hybrid = optim::plan_strategy(optim::ShardingStrategy::hybrid_shard, world, 1);
+    optim::FlatParamHandle a(small_params(), full.groups, {});
+    optim::FlatParamHandle b(small_params(), hybrid.groups, {});
     auto throws = [](auto&& fn, const char* needle) {
       try {
         fn();
@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_and_states_are_named) {
     };
     ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a, &b}); }, "other zero1/replica groups"), "mixed groups");
     ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a, &a}); }, "passed twice"), "duplicate handle");
-    ZRT_EXPECT(throws([&] { optim::ZeroAdamW(std::vector<FlatParamHandle*>{}); }, "no handles"), "no handles");
+    ZRT_EXPECT(throws([&] { optim::ZeroAdamW(std::vector<optim::FlatParamHandle*>{}); }, "no handles"), "no handles");
     ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a}, {.beta2 = 1.0}); }, "beta2"), "beta2");
     optim::ZeroAdamW opt({&a});
     ZRT_EXPECT(throws([&] { opt.step(-1e-3); }, "lr must be"), "negative lr");

@@ -76,13 +76,13 @@ BOOST_AUTO_TEST_CASE(matches_torch_adamw_for_each_strategy) {
 
   const int half = std::max(1, n / 2);
   struct Case {
-    ShardingStrategy strategy;
+    optim::ShardingStrategy strategy;
     int zero3;
   };
-  for (const Case& c : {Case{ShardingStrategy::full_shard, n}, Case{ShardingStrategy::no_shard, 1},
-                        Case{ShardingStrategy::hybrid_shard, half}, Case{ShardingStrategy::layer_zero, half}})
-    checked(strategy_name(c.strategy), [&] { testing::check_zero_adamw(world, c.strategy, c.zero3, s, expected); });
-  checked("skip limit", [&] { testing::check_skip_limit(world, ShardingStrategy::full_shard, n); });
+  for (const Case& c : {Case{optim::ShardingStrategy::full_shard, n}, Case{optim::ShardingStrategy::no_shard, 1},
+                        Case{optim::ShardingStrategy::hybrid_shard, half}, Case{optim::ShardingStrategy::layer_zero, half}})
+    checked(optim::strategy_name(c.strategy), [&] { testing::check_zero_adamw(world, c.strategy, c.zero3, s, expected); });
+  checked("skip limit", [&] { testing::check_skip_limit(world, optim::ShardingStrategy::full_shard, n); });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

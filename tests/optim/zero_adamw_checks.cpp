@@ -13,8 +13,8 @@
 
 #include "zrt/optim/lr_schedule.h"
 #include "zrt/optim/zero_adamw.h"
-#include "zrt/runtime/flat_param/flat_param_handle.h"
-#include "zrt/runtime/flat_param/sharding_groups.h"
+#include "zrt/optim/flat_param/flat_param_handle.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
 #include "tests/support/rank_check.h"
 
 namespace zrt::testing {
@@ -88,24 +88,24 @@ std::vector<std::byte> bytes_of(const Tensor& t) {
 }
 
 struct Run {
-  StrategyPlan plan;
-  std::vector<std::unique_ptr<FlatParamHandle>> handles;
+  optim::StrategyPlan plan;
+  std::vector<std::unique_ptr<optim::FlatParamHandle>> handles;
   std::vector<std::size_t> first_param;  // global index of each handle's parameter 0
 };
 
-Run make_run(const CommPtr& world, ShardingStrategy strategy, int zero3_size, const AdamWScenario& s) {
-  Run run{plan_strategy(strategy, world, zero3_size), {}, {}};
+Run make_run(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, const AdamWScenario& s) {
+  Run run{optim::plan_strategy(strategy, world, zero3_size), {}, {}};
   const std::size_t bounds[] = {0, s.first_handle_params, s.shapes.size()};
   for (int k = 0; k < 2; ++k) {
-    std::vector<NamedParam> named;
+    std::vector<optim::NamedParam> named;
     for (std::size_t i = bounds[k]; i < bounds[k + 1]; ++i)
       named.push_back({"layer" + std::to_string(i), s.shapes[i].size() >= 2 ? "weight" : "bias",
                        Tensor::from_doubles(s.init[i], DType::f32, Device::cpu(), s.shapes[i])});
-    FlatParamOptions o;
+    optim::FlatParamOptions o;
     o.name = "unit" + std::to_string(k);
     o.reshard_after_forward = run.plan.reshard_after_forward;
     o.reshard_after_backward = run.plan.reshard_after_backward;
-    run.handles.push_back(std::make_unique<FlatParamHandle>(std::move(named), run.plan.groups, o));
+    run.handles.push_back(std::make_unique<optim::FlatParamHandle>(std::move(named), run.plan.groups, o));
     run.first_param.push_back(bounds[k]);
   }
   return run;
@@ -133,7 +133,7 @@ void backward(Run& run, const CommPtr& world, const std::vector<std::vector<doub
               double scale, Plant plant) {
   std::mt19937_64 gen(seed);
   for (std::size_t k = 0; k < run.handles.size(); ++k) {
-    FlatParamHandle& h = *run.handles[k];
+    optim::FlatParamHandle& h = *run.handles[k];
     h.pre_forward();
     h.post_forward();
     h.pre_backward();
@@ -167,8 +167,8 @@ Snapshot snapshot(const Run& run, const ZeroAdamW& opt) {
   return s;
 }
 
-std::string where(const CommPtr& world, ShardingStrategy strategy, int zero3_size) {
-  return std::string(strategy_name(strategy)) + " zero3=" + std::to_string(zero3_size) + " rank " +
+std::string where(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size) {
+  return std::string(optim::strategy_name(strategy)) + " zero3=" + std::to_string(zero3_size) + " rank " +
          std::to_string(world->rank()) + "/" + std::to_string(world->size());
 }
 
@@ -240,7 +240,7 @@ AdamWExpected read_torch_reference(const AdamWScenario& s, const fs::path& dir) 
   return e;
 }
 
-void check_zero_adamw(const CommPtr& world, ShardingStrategy strategy, int zero3_size, const AdamWScenario& s,
+void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, const AdamWScenario& s,
                       const AdamWExpected& expected) {
   const std::string at = where(world, strategy, zero3_size);
   Run run = make_run(world, strategy, zero3_size, s);
@@ -291,10 +291,10 @@ void check_zero_adamw(const CommPtr& world, ShardingStrategy strategy, int zero3
   ZRT_EXPECT(scaler.scale() == 256, at, ": final loss scale ", scaler.scale());
 
   for (std::size_t k = 0; k < run.handles.size(); ++k) {
-    FlatParamHandle& h = *run.handles[k];
+    optim::FlatParamHandle& h = *run.handles[k];
     for (std::size_t i = 0; i < h.num_params(); ++i) {
       const std::size_t gi = run.first_param[k] + i;
-      const ShardParamInfo& info = h.zero1_shard_infos()[i];
+      const optim::ShardParamInfo& info = h.zero1_shard_infos()[i];
       const std::string name = at + " " + h.fqn(i);
       ZRT_EXPECT(opt.exp_avg(k, i).numel() == info.numel_in_shard, name, ": exp_avg view size");
       check_close(opt.exp_avg(k, i).to_doubles(), expected.exp_avg[gi], info.intra_param_start,
@@ -314,7 +314,7 @@ void check_zero_adamw(const CommPtr& world, ShardingStrategy strategy, int zero3
   }
 }
 
-void check_skip_limit(const CommPtr& world, ShardingStrategy strategy, int zero3_size) {
+void check_skip_limit(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size) {
   const std::string at = where(world, strategy, zero3_size);
   const AdamWScenario s = make_adamw_scenario(7);
   Run run = make_run(world, strategy, zero3_size, s);

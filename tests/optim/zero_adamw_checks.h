@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "zrt/runtime/comm/communicator.h"
-#include "zrt/runtime/flat_param/sharding_strategy.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::testing {
@@ -47,11 +47,11 @@ AdamWExpected read_torch_reference(const AdamWScenario& s, const std::filesystem
 // gradient views with a dynamic loss scale; the non-finite steps are skipped
 // on every rank bit for bit; the final parameters (gathered by the next
 // unshard), m, v and every norm match the reference.
-void check_zero_adamw(const CommPtr& world, ShardingStrategy strategy, int zero3_size, const AdamWScenario& s,
+void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, const AdamWScenario& s,
                       const AdamWExpected& expected);
 
 // max_consecutive_skips = 2: two non-finite steps in a row throw
 // TooManySkippedSteps on every rank, and nothing was updated.
-void check_skip_limit(const CommPtr& world, ShardingStrategy strategy, int zero3_size);
+void check_skip_limit(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size);
 
 }  // namespace zrt::testing

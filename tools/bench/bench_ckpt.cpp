@@ -19,7 +19,7 @@
 
 #include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"

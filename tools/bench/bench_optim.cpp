@@ -15,7 +15,7 @@
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/optim/zero_adamw.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "zrt/runtime/flat_param/sharding_groups.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/stream.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
@@ -48,7 +48,7 @@ Options parse(int argc, char** argv) {
 
 // One unit like a transformer linear layer: a [rows, 64] weight (decays) and
 // a [rows] bias (does not), about `numel` parameters in all.
-std::vector<NamedParam> unit_params(std::int64_t numel, int k, Device device) {
+std::vector<optim::NamedParam> unit_params(std::int64_t numel, int k, Device device) {
   const std::int64_t rows = numel / 65;
   return {{"h." + std::to_string(k), "weight", Tensor::full({rows, 64}, 0.02, DType::f32, device)},
           {"h." + std::to_string(k), "bias", Tensor::full({rows}, 0.0, DType::f32, device)}};
@@ -61,16 +61,16 @@ int bench_optim(int argc, char** argv) {
   OwnedStream owned(o.device);
   const Stream s = owned.get();
   CommPtr world = make_local_world(1).front();
-  StrategyPlan plan = plan_strategy(ShardingStrategy::full_shard, world, 1);
-  FlatParamOptions fo;
+  optim::StrategyPlan plan = optim::plan_strategy(optim::ShardingStrategy::full_shard, world, 1);
+  optim::FlatParamOptions fo;
   fo.device = o.device;
   fo.stream = s;
-  std::vector<std::unique_ptr<FlatParamHandle>> handles;
-  std::vector<FlatParamHandle*> raw;
+  std::vector<std::unique_ptr<optim::FlatParamHandle>> handles;
+  std::vector<optim::FlatParamHandle*> raw;
   std::int64_t total = 0;
   for (int k = 0; k < o.handles; ++k) {
     fo.name = "h." + std::to_string(k);
-    handles.push_back(std::make_unique<FlatParamHandle>(unit_params(o.params / o.handles, k, o.device), plan.groups, fo));
+    handles.push_back(std::make_unique<optim::FlatParamHandle>(unit_params(o.params / o.handles, k, o.device), plan.groups, fo));
     raw.push_back(handles.back().get());
     total += handles.back()->zero1_shard().numel();
   }

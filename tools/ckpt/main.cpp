@@ -91,10 +91,10 @@ int main(int argc, char** argv) {
     }
     if (*resh) {
       if (strategy.empty()) strategy = model_zoo::CheckpointReader(path).index().strategy;
-      const auto s = parse_strategy(strategy);
+      const auto s = optim::parse_strategy(strategy);
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
       const std::string dir = model_zoo::reshard_checkpoint(path, out, ranks, *s, zero3);
-      std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks, strategy_name(*s));
+      std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks, optim::strategy_name(*s));
       return 0;
     }
   } catch (const std::exception& e) {

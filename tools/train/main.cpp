@@ -11,7 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/model_zoo/io/safetensors.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"

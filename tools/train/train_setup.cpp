@@ -11,7 +11,7 @@
 #include "zrt/model_zoo/io/param_loader.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "zrt/runtime/flat_param/sharding_strategy.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
 
 namespace zrt::train {
 
@@ -40,7 +40,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   if (o.model == "mlp") m.activation = o.activation;
 
   auto& e = c.engine;
-  e.strategy = *parse_strategy(o.strategy);
+  e.strategy = *optim::parse_strategy(o.strategy);
   e.zero3_size = o.zero3_size;
   e.dtype = *parse_dtype(o.dtype);
   e.reduce_dtype = *parse_dtype(o.reduce_dtype);

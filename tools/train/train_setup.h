@@ -7,7 +7,7 @@
 
 #include "tools/train/train_options.h"
 #include "zrt/model_zoo/data/dataset.h"
-#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/communicator.h"
 
 namespace zrt::train {

@@ -89,7 +89,7 @@ void expect_bitwise(const TrainOutput& got, const TrainOutput& want, const std::
   }
 }
 
-TrainSetup setup(ShardingStrategy s, int z, DType dtype) {
+TrainSetup setup(optim::ShardingStrategy s, int z, DType dtype) {
   TrainSetup t;
   t.strategy = s;
   t.zero3_size = z;
@@ -105,8 +105,8 @@ BOOST_AUTO_TEST_SUITE(checkpoint)
 
 BOOST_AUTO_TEST_CASE(resume_is_bit_exact) {
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (auto [strategy, z] : {std::pair{ShardingStrategy::full_shard, 4}, {ShardingStrategy::hybrid_shard, 2},
-                              {ShardingStrategy::layer_zero, 2}}) {
+    for (auto [strategy, z] : {std::pair{optim::ShardingStrategy::full_shard, 4}, {optim::ShardingStrategy::hybrid_shard, 2},
+                              {optim::ShardingStrategy::layer_zero, 2}}) {
       const TrainSetup s = setup(strategy, z, dtype);
       TempDir dir;
       expect_bitwise(interrupted(4, s, 4, s, dir.str()), never_stopped(4, s), describe(s));
@@ -116,13 +116,13 @@ BOOST_AUTO_TEST_CASE(resume_is_bit_exact) {
 
 BOOST_AUTO_TEST_CASE(resume_keeps_the_loss_scaler) {
   // f16 scales the loss: the scaler's state must survive to stay bit-exact.
-  const TrainSetup s = setup(ShardingStrategy::full_shard, 2, DType::f16);
+  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f16);
   TempDir dir;
   expect_bitwise(interrupted(2, s, 2, s, dir.str()), never_stopped(2, s), describe(s));
 }
 
 BOOST_AUTO_TEST_CASE(reshard_on_load) {
-  using S = ShardingStrategy;
+  using S = optim::ShardingStrategy;
   struct Case {
     int w;
     TrainSetup a;
@@ -156,9 +156,9 @@ namespace {
 // fresh 2-rank run at step 2 must fail to load it on every rank with a
 // message matching every word of `expect`, its parameters and step untouched.
 void expect_load_refused(const std::string& name, const std::function<void(const fs::path&)>& damage,
-                         const std::vector<std::string>& expect, TrainSetup loader = setup(ShardingStrategy::full_shard, 2, DType::f32)) {
+                         const std::vector<std::string>& expect, TrainSetup loader = setup(optim::ShardingStrategy::full_shard, 2, DType::f32)) {
   TempDir dir;
-  const TrainSetup s = setup(ShardingStrategy::full_shard, 2, DType::f32);
+  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   on_ranks(2, [&](const CommPtr& world) {
     auto t = tiny_trainer(world, s);
     TrainOutput o;
@@ -218,14 +218,14 @@ BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
   expect_load_refused("bad index", [](const fs::path& d) { std::ofstream(d / "index.json") << "{\"format\": "; },
                       {"index.json", "JSON"});
   expect_load_refused("missing latest target", [](const fs::path& d) { fs::remove_all(d); }, {"latest", "index.json"});
-  TrainSetup wider = setup(ShardingStrategy::full_shard, 2, DType::f32);
+  TrainSetup wider = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   wider.model = "mlp";
   expect_load_refused("another model", [](const fs::path&) {}, {"another model"}, wider);
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {
   TempDir dir;
-  const TrainSetup s = setup(ShardingStrategy::full_shard, 3, DType::f32);
+  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 3, DType::f32);
   const auto errors = std::make_shared<std::vector<std::string>>(3);
   on_ranks(3, [&](const CommPtr& world) {
     auto t = tiny_trainer(world, s);
@@ -260,7 +260,7 @@ BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
   TempDir dir;
   fs::create_directories(dir.path / "step-000009.tmp");  // a killed save's leftovers
   std::ofstream(dir.path / "latest.tmp") << "step-000009\n";
-  const TrainSetup s = setup(ShardingStrategy::full_shard, 2, DType::f32);
+  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   on_ranks(2, [&](const CommPtr& world) {
     auto t = tiny_trainer(world, s);
     TrainOutput o;

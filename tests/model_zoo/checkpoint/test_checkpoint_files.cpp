@@ -10,7 +10,7 @@
 #include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
 #include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
 #include "zrt/model_zoo/checkpoint/durable_files.h"
-#include "zrt/runtime/flat_param/flat_param_layout.h"
+#include "zrt/optim/flat_param/flat_param_layout.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -34,8 +34,8 @@ float value(std::size_t p, std::int64_t e, ShardKind kind) {
 }
 
 // Saves one handle over `specs` as `world` zero1 shards, as an engine would.
-CheckpointIndex save_layout(const std::string& root, const std::vector<ParamSpec>& specs, int world) {
-  const FlatParamLayout layout(specs, DType::f32, world);
+CheckpointIndex save_layout(const std::string& root, const std::vector<optim::ParamSpec>& specs, int world) {
+  const optim::FlatParamLayout layout(specs, DType::f32, world);
   CheckpointIndex index;
   index.step = 7;
   index.world_size = world;
@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(step_names) {
 BOOST_AUTO_TEST_CASE(reshard_any_layout_into_any_other) {
   std::mt19937 rng(20261123);
   for (int trial = 0; trial < 30; ++trial) {
-    std::vector<ParamSpec> specs;
+    std::vector<optim::ParamSpec> specs;
     const int n = 1 + static_cast<int>(rng() % 5);
     for (int p = 0; p < n; ++p) {
       Shape shape;
@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(reshard_any_layout_into_any_other) {
     CheckpointReader reader(dir.path.string());
     BOOST_CHECK_GT(reader.verify_all(), 0u);
     // Every shard of the new layout, bf16 alignment included, element by element.
-    const FlatParamLayout target(specs, DType::bf16, w2);
+    const optim::FlatParamLayout target(specs, DType::bf16, w2);
     std::vector<std::string> fqns;
     for (const auto& s : specs) fqns.push_back(s.fqn);
     for (int r = 0; r < w2; ++r) {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "tests/support/rank_check.h"
 
@@ -80,14 +80,14 @@ void expect_same_training(const TrainOutput& got, const TrainOutput& want, const
 std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
   std::vector<TrainSetup> out;
   for (int micro : {1, 4}) {
-    auto add = [&](ShardingStrategy s, int z) { out.push_back({model, s, z, micro}); };
-    add(ShardingStrategy::full_shard, w);
-    add(ShardingStrategy::shard_grad_op, w);
-    add(ShardingStrategy::no_shard, 1);
+    auto add = [&](optim::ShardingStrategy s, int z) { out.push_back({model, s, z, micro}); };
+    add(optim::ShardingStrategy::full_shard, w);
+    add(optim::ShardingStrategy::shard_grad_op, w);
+    add(optim::ShardingStrategy::no_shard, 1);
     for (int z : {1, 2, w}) {
       if (w % z) continue;
-      add(ShardingStrategy::hybrid_shard, z);
-      add(ShardingStrategy::layer_zero, z);
+      add(optim::ShardingStrategy::hybrid_shard, z);
+      add(optim::ShardingStrategy::layer_zero, z);
     }
   }
   // zero3 sizes {1, 2, W} may repeat for small W.
@@ -104,7 +104,7 @@ std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
 }
 
 std::string describe(const TrainSetup& s) {
-  return s.model + " " + strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
+  return s.model + " " + optim::strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
          " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "");
 }
 

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/communicator.h"
-#include "zrt/runtime/flat_param/sharding_strategy.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
 
 namespace zrt::testing {
 
 struct TrainSetup {
   std::string model = "gpt";  // gpt | mlp
-  ShardingStrategy strategy = ShardingStrategy::full_shard;
+  optim::ShardingStrategy strategy = optim::ShardingStrategy::full_shard;
   int zero3_size = 0;
   int micro_batches = 1;
   DType dtype = DType::f32;

@@ -9,7 +9,7 @@
 
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/engine/trainer.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/model_zoo/io/param_loader.h"
 #include "zrt/model_zoo/io/safetensors.h"
 #include "zrt/runtime/comm/local_comm.h"

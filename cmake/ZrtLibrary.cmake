@@ -1,0 +1,71 @@
+# How zrt's targets are made: the include root, the build flags of zrt's own
+# targets, and zrt_library() for the four libraries.
+
+# --- the include root (docs/design.md, "Folders, libraries and includes") --
+# Headers sit beside their sources in runtime/, kernels/, optim/ and
+# model_zoo/, and every include spells them <zrt/LIBRARY/...>, as the
+# installed package does (include/zrt/LIBRARY/...). The build tree's include
+# root maps each library's name onto its source folder with a symbolic link,
+# so only those four folders are reachable as zrt/...
+set(ZRT_INCLUDE_ROOT ${PROJECT_BINARY_DIR}/include)
+set(ZRT_LIBRARIES runtime kernels optim model_zoo)
+file(MAKE_DIRECTORY ${ZRT_INCLUDE_ROOT}/zrt)
+foreach(lib ${ZRT_LIBRARIES})
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${lib} ${ZRT_INCLUDE_ROOT}/zrt/${lib} SYMBOLIC)
+endforeach()
+
+# --- build flags of zrt's own targets (never exported) ----------------------
+# zrt_build_flags: libraries and programs; zrt_test_flags: the test
+# programs, which take AddressSanitizer without UBSan (UBSan would double
+# the compile time of Boost.Test's macros; it still checks every zrt library
+# and program the suites run).
+add_library(zrt_build_flags INTERFACE)
+target_compile_options(zrt_build_flags INTERFACE
+  "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wunused-parameter>")
+# g++ 12 at -O3 reports overlapping memcpy inside std::string's own
+# concatenation (GCC bug 105329), a false positive that -Werror would stop on.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(zrt_build_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict>")
+endif()
+if(ZRT_WERROR)
+  target_compile_options(zrt_build_flags INTERFACE
+    "$<$<COMPILE_LANGUAGE:CXX>:-Werror>" "$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>")
+endif()
+if(ZRT_SANITIZE)
+  target_compile_options(zrt_build_flags INTERFACE
+    "$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${ZRT_SANITIZE};-fno-omit-frame-pointer>")
+  if(ZRT_SANITIZE MATCHES "undefined")
+    target_compile_options(zrt_build_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=undefined>")
+  endif()
+  target_link_options(zrt_build_flags INTERFACE "-fsanitize=${ZRT_SANITIZE}")
+endif()
+add_library(zrt_test_flags INTERFACE)
+target_link_libraries(zrt_test_flags INTERFACE zrt_build_flags)
+# Test helpers are spelled from the source root ("tests/...", "tools/...").
+target_include_directories(zrt_test_flags INTERFACE ${PROJECT_SOURCE_DIR})
+if(ZRT_SANITIZE MATCHES "undefined")
+  target_compile_options(zrt_test_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize=undefined>")
+endif()
+
+# zrt_program(TARGET): a program of zrt's own (tools/, benchmarks).
+function(zrt_program target)
+  target_link_libraries(${target} PRIVATE zrt_build_flags)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+endfunction()
+
+# zrt_library(NAME): the library zrt_NAME whose sources are the folder NAME/;
+# exported as zrt::NAME, namespace zrt::NAME (runtime: zrt). Its public
+# headers (*.h but the *_impl.h bodies; no CUDA-only .cuh) install under
+# include/zrt/NAME/.
+function(zrt_library name)
+  set(target zrt_${name})
+  add_library(${target} "")
+  add_library(zrt::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${ZRT_INCLUDE_ROOT}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:zrt_build_flags>)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${name}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zrt/${name}
+          FILES_MATCHING PATTERN "*.h" PATTERN "*_impl.h" EXCLUDE)
+endfunction()

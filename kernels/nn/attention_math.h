@@ -1,0 +1,128 @@
+// Causal softmax attention, one query (or key) row at a time, shared by the
+// CPU twin (rows over threads) and the CUDA kernels (a row per thread).
+//
+// Note [Attention without the T×T matrix]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The forward saves only lse[t] = log Σ_{t2≤t} exp(s[t,t2]) per query row,
+// with s = q·k / sqrt(hd). The backward recomputes p[t,t2] = exp(s - lse[t])
+// and uses D[t] = Σ_t2 p·(dout_t·v_t2) = dout_t·out_t, so it needs no T×T
+// buffer either: a query pass gives dq and D, a key pass gives dk and dv.
+// Every sum runs in a fixed order, so results do not depend on threading.
+//
+// Layout: qkv [B, T, 3C] holds q | k | v along the last dim, head h owning
+// features [h*hd, (h+1)*hd) of each; out and dout are [B, T, C]; lse and D
+// are [B, H, T].
+#pragma once
+
+#include "zrt/kernels/math/attention_dims.h"
+#include "zrt/kernels/nn/element.h"
+
+namespace zrt::kernels {
+
+// Head dims up to this fit a row's per-thread accumulators.
+inline constexpr std::int64_t kMaxAttentionHeadDim = 256;
+
+template <class T, class A>
+ZRT_HD A attention_dot(const T* a, const T* b, std::int64_t n) {
+  A s = 0;
+  for (std::int64_t d = 0; d < n; ++d) s += load<A>(a[d]) * load<A>(b[d]);
+  return s;
+}
+
+// Row index r in [0, B*H*T) -> pointers' bases. Query/key row t of head h of
+// batch b sits at qkv + (b*T + t)*3C + h*hd (+C for k, +2C for v).
+struct AttentionRow {
+  std::int64_t b, h, t;
+  ZRT_HD AttentionRow(const AttentionDims& d, std::int64_t r)
+      : b(r / (d.heads * d.seq)), h((r / d.seq) % d.heads), t(r % d.seq) {}
+};
+
+template <class T, class A>
+ZRT_HD void attention_forward_row(const AttentionDims& d, std::int64_t r, const T* qkv, T* out,
+                                  A* lse) {
+  const AttentionRow row(d, r);
+  const std::int64_t s3 = 3 * d.channels, hd = d.head_dim;
+  const A scale = A(1) / sqrt_(A(hd));
+  const T* base = qkv + row.b * d.seq * s3 + row.h * hd;
+  const T* q = base + row.t * s3;
+  // Online max and sum of exp over the causal keys t2 <= t.
+  A m = scale * attention_dot<T, A>(q, base + d.channels, hd), l = 1;
+  for (std::int64_t t2 = 1; t2 <= row.t; ++t2) {
+    const A s = scale * attention_dot<T, A>(q, base + t2 * s3 + d.channels, hd);
+    if (s > m) {
+      l = l * exp_(m - s) + A(1);
+      m = s;
+    } else {
+      l += exp_(s - m);
+    }
+  }
+  const A row_lse = m + log_(l);
+  A acc[kMaxAttentionHeadDim];
+  for (std::int64_t i = 0; i < hd; ++i) acc[i] = 0;
+  for (std::int64_t t2 = 0; t2 <= row.t; ++t2) {
+    const A p = exp_(scale * attention_dot<T, A>(q, base + t2 * s3 + d.channels, hd) - row_lse);
+    const T* v = base + t2 * s3 + 2 * d.channels;
+    for (std::int64_t i = 0; i < hd; ++i) acc[i] += p * load<A>(v[i]);
+  }
+  T* o = out + (row.b * d.seq + row.t) * d.channels + row.h * hd;
+  for (std::int64_t i = 0; i < hd; ++i) o[i] = store<T>(acc[i]);
+  lse[r] = row_lse;
+}
+
+// Query pass of the backward: D[r] and the q part of dqkv for query row r.
+template <class T, class A>
+ZRT_HD void attention_backward_query_row(const AttentionDims& d, std::int64_t r, const T* dout,
+                                         const T* qkv, const T* out, const A* lse, A* dsum,
+                                         T* dqkv) {
+  const AttentionRow row(d, r);
+  const std::int64_t s3 = 3 * d.channels, hd = d.head_dim;
+  const A scale = A(1) / sqrt_(A(hd));
+  const T* base = qkv + row.b * d.seq * s3 + row.h * hd;
+  const T* q = base + row.t * s3;
+  const std::int64_t o_off = (row.b * d.seq + row.t) * d.channels + row.h * hd;
+  const A big_d = attention_dot<T, A>(dout + o_off, out + o_off, hd);
+  A acc[kMaxAttentionHeadDim];
+  for (std::int64_t i = 0; i < hd; ++i) acc[i] = 0;
+  for (std::int64_t t2 = 0; t2 <= row.t; ++t2) {
+    const T* k = base + t2 * s3 + d.channels;
+    const A p = exp_(scale * attention_dot<T, A>(q, k, hd) - lse[r]);
+    const A ds = p * (attention_dot<T, A>(dout + o_off, k + d.channels, hd) - big_d);
+    for (std::int64_t i = 0; i < hd; ++i) acc[i] += ds * load<A>(k[i]);
+  }
+  T* dq = dqkv + (row.b * d.seq + row.t) * s3 + row.h * hd;
+  for (std::int64_t i = 0; i < hd; ++i) dq[i] = store<T>(scale * acc[i]);
+  dsum[r] = big_d;
+}
+
+// Key pass: the k and v parts of dqkv for key row r (needs every D of the
+// query pass).
+template <class T, class A>
+ZRT_HD void attention_backward_key_row(const AttentionDims& d, std::int64_t r, const T* dout,
+                                       const T* qkv, const A* lse, const A* dsum, T* dqkv) {
+  const AttentionRow row(d, r);
+  const std::int64_t s3 = 3 * d.channels, hd = d.head_dim;
+  const A scale = A(1) / sqrt_(A(hd));
+  const T* base = qkv + row.b * d.seq * s3 + row.h * hd;
+  const T* k = base + row.t * s3 + d.channels;
+  const T* v = k + d.channels;
+  const std::int64_t r0 = r - row.t;  // row index of query 0 of this (b, h)
+  A dk[kMaxAttentionHeadDim], dv[kMaxAttentionHeadDim];
+  for (std::int64_t i = 0; i < hd; ++i) dk[i] = dv[i] = 0;
+  for (std::int64_t t = row.t; t < d.seq; ++t) {
+    const T* q = base + t * s3;
+    const T* dout_t = dout + (row.b * d.seq + t) * d.channels + row.h * hd;
+    const A p = exp_(scale * attention_dot<T, A>(q, k, hd) - lse[r0 + t]);
+    const A ds = p * (attention_dot<T, A>(dout_t, v, hd) - dsum[r0 + t]);
+    for (std::int64_t i = 0; i < hd; ++i) {
+      dk[i] += ds * load<A>(q[i]);
+      dv[i] += p * load<A>(dout_t[i]);
+    }
+  }
+  T* dk_out = dqkv + (row.b * d.seq + row.t) * s3 + d.channels + row.h * hd;
+  for (std::int64_t i = 0; i < hd; ++i) {
+    dk_out[i] = store<T>(scale * dk[i]);
+    dk_out[d.channels + i] = store<T>(dv[i]);
+  }
+}
+
+}  // namespace zrt::kernels

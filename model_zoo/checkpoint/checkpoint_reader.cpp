@@ -1,0 +1,141 @@
+#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "zrt/model_zoo/checkpoint/checksum.h"
+#include "zrt/model_zoo/checkpoint/durable_files.h"
+
+namespace zrt::model_zoo {
+
+namespace fs = std::filesystem;
+
+CheckpointReader::CheckpointReader(const std::string& path) : step_dir_(resolve_checkpoint(path)) {
+  const std::string index_path = (fs::path(step_dir_) / "index.json").string();
+  std::ifstream in(index_path);
+  if (!in) ZRT_THROW(CheckpointError, index_path, ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  index_ = index_from_json(text.str(), index_path);
+  for (std::size_t h = 0; h < index_.handles.size(); ++h)
+    for (std::size_t i = 0; i < index_.handles[h].params.size(); ++i) {
+      const std::string& fqn = index_.handles[h].params[i].fqn;
+      if (!params_.emplace(fqn, std::make_pair(h, i)).second)
+        ZRT_THROW(CheckpointError, index_path, ": parameter ", fqn, " is listed twice");
+    }
+  for (const RankRecord& r : index_.ranks) {
+    if (r.file.empty()) continue;
+    const fs::path f = fs::path(step_dir_) / r.file;
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    if (ec) ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file is missing (", ec.message(), ")");
+    if (size != r.bytes)
+      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file has ", size, " bytes, the index says ",
+                r.bytes, " (truncated or replaced)");
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+const ParamRecord* CheckpointReader::find_param(const std::string& fqn, std::size_t* handle) const {
+  auto it = params_.find(fqn);
+  if (it == params_.end()) return nullptr;
+  if (handle) *handle = it->second.first;
+  return &index_.handles[it->second.first].params[it->second.second];
+}
+
+SafetensorsReader& CheckpointReader::file(const RankRecord& rank) {
+  auto& f = files_[rank.rank];
+  if (!f) f = std::make_unique<SafetensorsReader>((fs::path(step_dir_) / rank.file).string());
+  return *f;
+}
+
+Tensor CheckpointReader::read_verified(const RankRecord& rank, const std::string& name) {
+  SafetensorsReader& f = file(rank);
+  const TensorRecord& want = rank.tensors.at(name);
+  auto it = f.entries().find(name);
+  if (it == f.entries().end()) ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is missing");
+  if (it->second.dtype != want.dtype || it->second.shape != want.shape)
+    ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is ", dtype_name(it->second.dtype),
+              shape_str(it->second.shape), ", the index says ", dtype_name(want.dtype), shape_str(want.shape));
+  Tensor t = f.read(name);
+  const std::string got = checksum_hex(xxh64(t.data_ptr(), t.nbytes()));
+  if (got != want.xxh64)
+    ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " fails its checksum (xxh64 ", got, ", the index says ",
+              want.xxh64, "): the file is corrupt");
+  return t;
+}
+
+const Tensor& CheckpointReader::shard(std::size_t h, int z, ShardKind kind) {
+  const auto key = std::make_tuple(h, z, kind);
+  auto it = shards_.find(key);
+  if (it != shards_.end()) return it->second;
+  for (const RankRecord& r : index_.ranks)
+    if (!r.file.empty() && r.zero1_rank == z)
+      return shards_[key] = read_verified(r, shard_tensor_name(index_.handles[h].name, kind));
+  ZRT_THROW(CheckpointError, step_dir_, ": no rank file holds zero1 shard ", z, " of ", index_.handles[h].name);
+}
+
+void CheckpointReader::read_param_range(const std::string& fqn, ShardKind kind, std::int64_t begin,
+                                        std::int64_t end, float* dst) {
+  std::size_t h = 0;
+  const ParamRecord* p = find_param(fqn, &h);
+  if (!p) ZRT_THROW(CheckpointError, step_dir_, ": the checkpoint has no parameter ", fqn);
+  ZRT_CHECK_ARG(0 <= begin && begin <= end && end <= shape_numel(p->shape), "range [", begin, ", ", end,
+                ") is outside parameter ", fqn, " of ", shape_numel(p->shape), " elements");
+  const std::int64_t shard_numel = index_.handles[h].shard_numel();
+  // Flat elements [p->offset + begin, p->offset + end), shard by shard.
+  for (std::int64_t flat = p->offset + begin; flat < p->offset + end;) {
+    const int z = static_cast<int>(flat / shard_numel);
+    const std::int64_t in_shard = flat - z * shard_numel;
+    const std::int64_t n = std::min(p->offset + end - flat, shard_numel - in_shard);
+    const Tensor& s = shard(h, z, kind);
+    std::memcpy(dst + (flat - p->offset - begin), s.data<float>() + in_shard, static_cast<std::size_t>(n) * 4);
+    flat += n;
+  }
+}
+
+Tensor CheckpointReader::read_param(const std::string& fqn, ShardKind kind) {
+  const ParamRecord* p = find_param(fqn);
+  if (!p) ZRT_THROW(CheckpointError, step_dir_, ": the checkpoint has no parameter ", fqn);
+  Tensor t = Tensor::empty(p->shape, DType::f32);
+  read_param_range(fqn, kind, 0, t.numel(), t.data<float>());
+  return t.set_name(fqn);
+}
+
+std::uint64_t CheckpointReader::verify_all() {
+  std::uint64_t bytes = 0;
+  for (const RankRecord& r : index_.ranks) {
+    if (r.file.empty()) continue;
+    SafetensorsReader& f = file(r);
+    for (const auto& [name, e] : f.entries())
+      if (!r.tensors.count(name))
+        ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is not in the index");
+    for (const auto& [name, rec] : r.tensors) bytes += read_verified(r, name).nbytes();
+  }
+  return bytes;
+}
+
+void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
+                const std::vector<optim::ShardParamInfo>& infos, ShardKind kind, Tensor& out) {
+  ZRT_CHECK_ARG(fqns.size() == infos.size(), "fill_shard: ", fqns.size(), " names for ", infos.size(), " infos");
+  ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "fill_shard: ", out.str(), " must be f32 cpu");
+  float* dst = out.data<float>();
+  // Parameters lie in flat order: zero only the padding between and after them.
+  std::int64_t filled = 0;
+  for (std::size_t i = 0; i < fqns.size(); ++i) {
+    const optim::ShardParamInfo& info = infos[i];
+    if (!info.in_shard || info.numel_in_shard == 0) continue;
+    ZRT_CHECK_ARG(info.offset_in_shard >= filled, "fill_shard: parameters out of flat order at ", fqns[i]);
+    std::fill(dst + filled, dst + info.offset_in_shard, 0.0f);
+    reader.read_param_range(fqns[i], kind, info.intra_param_start, info.intra_param_end,
+                            dst + info.offset_in_shard);
+    filled = info.offset_in_shard + info.numel_in_shard;
+  }
+  std::fill(dst + filled, dst + out.numel(), 0.0f);
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,94 @@
+#include "zrt/model_zoo/checkpoint/offline_tools.h"
+
+#include <filesystem>
+
+#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+
+namespace zrt::model_zoo {
+
+namespace fs = std::filesystem;
+
+std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint) {
+  CheckpointReader reader(checkpoint);
+  std::map<std::string, Tensor> out;
+  for (const HandleRecord& h : reader.index().handles)
+    for (const ParamRecord& p : h.params) out[p.fqn] = reader.read_param(p.fqn, ShardKind::param);
+  return out;
+}
+
+namespace {
+
+// Rank r's zero1 shard index and whether it writes, as optim::plan_strategy groups
+// ranks (Note [Checkpoint format]): hybrid groups are ranks with equal r / Z.
+struct RankPlace {
+  int zero1_size, zero1_rank;
+  bool writes;
+};
+
+RankPlace place(optim::ShardingStrategy s, int world, int z, int r) {
+  switch (s) {
+    case optim::ShardingStrategy::no_shard: return {1, 0, r == 0};
+    case optim::ShardingStrategy::hybrid_shard: return {z, r % z, r / z == 0};
+    default: return {world, r, true};
+  }
+}
+
+}  // namespace
+
+std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root, int world,
+                               optim::ShardingStrategy strategy, int zero3_size) {
+  ZRT_CHECK_ARG(world >= 1, "reshard: the world size must be >= 1 (got ", world, ")");
+  const int z = zero3_size > 0 ? zero3_size : world;
+  ZRT_CHECK_ARG(z <= world && world % z == 0, "reshard: zero3 size ", z, " does not divide the world size ", world);
+  CheckpointReader reader(checkpoint);
+  std::error_code ec;
+  const fs::path src = fs::weakly_canonical(reader.step_dir(), ec), dst = fs::weakly_canonical(out_root, ec);
+  ZRT_CHECK_ARG(src.string().rfind(dst.string(), 0) != 0 && dst.string().rfind(src.string(), 0) != 0,
+                "reshard: the output ", out_root, " and the checkpoint ", reader.step_dir(), " must not contain each other");
+  const CheckpointIndex& old = reader.index();
+  CheckpointIndex index = old;
+  index.world_size = world;
+  index.strategy = optim::strategy_name(strategy);
+  index.zero3_size = strategy == optim::ShardingStrategy::hybrid_shard || strategy == optim::ShardingStrategy::layer_zero ? z
+                     : strategy == optim::ShardingStrategy::no_shard                                                ? 1
+                                                                                                             : world;
+  const DType dtype = parse_dtype(old.dtype).value_or(DType::f32);
+  const int zero1_size = place(strategy, world, z, 0).zero1_size;
+  std::vector<optim::FlatParamLayout> layouts;
+  for (HandleRecord& h : index.handles) {
+    std::vector<optim::ParamSpec> specs;
+    for (const ParamRecord& p : h.params) specs.push_back({p.fqn, p.shape});
+    layouts.emplace_back(specs, dtype, zero1_size);
+    h.numel_padded = layouts.back().numel_padded();
+    h.zero1_size = zero1_size;
+    for (std::size_t i = 0; i < h.params.size(); ++i) h.params[i].offset = layouts.back().param_offset(i);
+  }
+  begin_step(out_root, index.step);
+  index.ranks.clear();
+  for (int r = 0; r < world; ++r) {
+    const RankPlace at = place(strategy, world, z, r);
+    RankRecord rec;
+    rec.rank = r;
+    rec.zero1_rank = at.zero1_rank;
+    if (at.writes) {
+      std::map<std::string, Tensor> tensors;
+      for (std::size_t k = 0; k < index.handles.size(); ++k) {
+        const auto infos = layouts[k].shard_infos(at.zero1_rank, zero1_size);
+        std::vector<std::string> fqns;
+        for (const ParamRecord& p : index.handles[k].params) fqns.push_back(p.fqn);
+        for (ShardKind kind : kAllShardKinds) {
+          Tensor t = Tensor::empty({layouts[k].shard_numel(zero1_size)}, DType::f32);
+          fill_shard(reader, fqns, infos, kind, t);
+          tensors[shard_tensor_name(index.handles[k].name, kind)] = t;
+        }
+      }
+      rec.file = rank_file_name(r);
+      write_rank_file((fs::path(step_tmp_dir(out_root, index.step)) / rec.file).string(), tensors, rec);
+    }
+    index.ranks.push_back(std::move(rec));
+  }
+  return commit_step(out_root, index, 0);
+}
+
+}  // namespace zrt::model_zoo

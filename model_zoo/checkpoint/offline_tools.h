@@ -1,0 +1,24 @@
+// What zrt-ckpt does to a checkpoint without training: consolidate it into
+// whole parameters, or rewrite it for another world size / strategy.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/tensor.h"
+
+namespace zrt::model_zoo {
+
+// Every parameter of a checkpoint, whole, fp32 cpu, by its model name
+// (Hugging Face GPT-2 names for gpt). Each tensor read is verified.
+std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint);
+
+// Writes `checkpoint` (a step or a root's latest) as the same step under
+// `out_root`, laid out for `world` ranks under `strategy` (zero3_size: the
+// group size of hybrid / layer-zero; 0 = world), as those ranks would have
+// saved it. Returns the new step directory.
+std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root, int world,
+                               optim::ShardingStrategy strategy, int zero3_size);
+
+}  // namespace zrt::model_zoo

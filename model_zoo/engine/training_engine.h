@@ -1,0 +1,109 @@
+// The training engine: a model's wrap units as FlatParamHandles, one training
+// step = micro-batches of forward and backward through them, gradient
+// reduction after the last micro-batch, then ZeroAdamW on the zero1 shards.
+//
+// Note [One step of the engine]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Forward walks the model's stages; before a stage the handle of its unit is
+// unsharded (pre_forward) and after it resharded (post_forward), so under
+// full sharding only the current unit and the prefetched ones are unsharded
+// at a time (grad-op keeps each unit from its forward to its backward,
+// no-shard keeps all). Backward walks the stages in reverse
+// with pre_backward / post_backward. A unit used by several stages (the GPT
+// embedding and tied head) accumulates into its fp32 gradient at each use;
+// only the last use of the last micro-batch synchronises (reduce-scatter).
+// The loss is the mean over every target of the GLOBAL batch: each
+// micro-batch's loss is its sum divided by the global target count, and
+// gradients are summed (not averaged) across ranks, so every world size,
+// zero3 size, strategy and micro-batch count computes the same update.
+// With prefetch depth d, the units of the next d stages (forward) or previous
+// d stages (backward) are unsharded before the current stage computes; on
+// CUDA their all-gathers run on the communication stream, overlapping the
+// compute (Note [Unshard on the communication stream]), at the price of up
+// to d + 1 unsharded units at a time instead of one. d = 0 gathers each unit
+// just before its stage (least memory, no overlap).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zrt/model_zoo/models/model.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/optim/flat_param/flat_param_handle.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
+
+namespace zrt::model_zoo {
+
+struct EngineConfig {
+  optim::ShardingStrategy strategy = optim::ShardingStrategy::full_shard;
+  int zero3_size = 0;              // hybrid / layer-zero group size (0: the whole world)
+  DType dtype = DType::f32;        // compute dtype (f32, bf16, f16)
+  Device device = Device::cpu();
+  bool offload_grads = false;
+  int prefetch = 1;                // stages whose units are unsharded ahead (0, 1 or 2)
+  DType reduce_dtype = DType::f32; // gradient reduce-scatter dtype
+  optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
+  std::uint64_t seed = 1337;
+  TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
+};
+
+struct StepStats {
+  double loss = 0;        // mean over the global batch
+  double grad_norm = 0;   // before clipping
+  bool skipped = false;   // non-finite gradients: no update
+  double loss_scale = 1;
+  std::int64_t tokens = 0;  // targets in the global batch
+};
+
+class TrainingEngine {
+ public:
+  // Collective over `world`. `initial` holds every primary parameter (any
+  // dtype, cpu), e.g. model.init_params(seed) or a loaded checkpoint.
+  TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
+                 const std::map<std::string, Tensor>& initial);
+  ~TrainingEngine();
+
+  // One optimizer step over this rank's micro-batches of the global batch.
+  StepStats step(const std::vector<Batch>& micro_batches, double lr);
+
+  // Collective: every primary parameter in fp32 on cpu, by name.
+  std::map<std::string, Tensor> full_params();
+
+  const Model& model() const { return *model_; }
+  const std::vector<std::unique_ptr<optim::FlatParamHandle>>& handles() const { return handles_; }
+  MemoryStats memory_stats() const { return allocator_->stats(); }
+  const EngineConfig& config() const { return config_; }
+  const CommPtr& world() const { return world_; }
+  optim::ZeroAdamW& optimizer() { return *optimizer_; }
+  optim::DynamicLossScaler* loss_scaler() { return scaler_.get(); }  // f16 only, else null
+
+ private:
+  double forward(const Batch& batch);
+  void backward(const Tensor& dloss, bool sync_grads);
+  // Sums (loss, targets) over the world on the device, in stream order.
+  std::pair<double, double> all_reduce_sum(double a, double b);
+  Stream stream() const { return compute_stream_ ? compute_stream_->get() : Stream(); }
+
+  // Unshards the units of the `prefetch` stages after (forward, step +1) or
+  // before (backward, step -1) `stage`.
+  void prefetch(int stage, int step);
+  // A trace event on the compute track (nothing without a tracer).
+  Tracer::Scope traced(const char* what, const std::string& unit = {}) const;
+
+  // Declared first, destroyed last: the model's views keep device memory alive.
+  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
+  std::unique_ptr<Model> model_;
+  CommPtr world_;
+  EngineConfig config_;
+  AllocatorPtr allocator_;
+  std::vector<std::unique_ptr<optim::FlatParamHandle>> handles_;  // one per unit
+  std::vector<int> last_backward_stage_;                   // per unit: stage whose backward syncs
+  std::unique_ptr<optim::ZeroAdamW> optimizer_;
+  std::unique_ptr<optim::DynamicLossScaler> scaler_;       // f16 only
+};
+
+}  // namespace zrt::model_zoo

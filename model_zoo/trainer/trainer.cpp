@@ -1,0 +1,48 @@
+#include "zrt/model_zoo/trainer/trainer.h"
+
+namespace zrt::model_zoo {
+
+Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::map<std::string, Tensor>* initial)
+    : world_(std::move(world)), config_(std::move(config)), data_(std::move(data)) {
+  ZRT_CHECK_ARG(world_ != nullptr, "Trainer needs a world communicator");
+  config_.model.dtype = config_.engine.dtype;
+  config_.model.device = config_.engine.device;
+  validate_model_config(config_.model);
+  check_dataset_fits_model(data_, config_.model);
+  geometry_ = {config_.batch_size, config_.seq_len, world_->size(), config_.micro_batches};
+  check_batch_geometry(data_, geometry_);
+  config_.schedule.total_steps = config_.steps;
+  schedule_ = std::make_unique<optim::WarmupCosineLr>(config_.schedule);
+  auto model = make_model(config_.model);
+  const std::map<std::string, Tensor> seeded = initial ? std::map<std::string, Tensor>{}
+                                                       : model->init_params(config_.engine.seed);
+  engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, initial ? *initial : seeded);
+}
+
+StepReport Trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Batch> batches;
+  for (int m = 0; m < config_.micro_batches; ++m)
+    batches.push_back(make_micro_batch(data_, step_, geometry_, world_->rank(), m, config_.engine.device));
+  StepReport r;
+  r.step = step_;
+  r.lr = schedule_->lr(step_);
+  r.stats = engine_->step(batches, r.lr);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.memory = engine_->memory_stats();
+  ++step_;
+  return r;
+}
+
+std::string Trainer::save_checkpoint(const CheckpointSaveOptions& options) {
+  return model_zoo::save_checkpoint(*engine_, step_, options);
+}
+
+std::string Trainer::resume(const std::string& path) {
+  std::string run;
+  const TrainingState state = load_checkpoint(*engine_, path, &run);
+  step_ = state.next_step;
+  return run;
+}
+
+}  // namespace zrt::model_zoo

@@ -1,0 +1,411 @@
+#include "zrt/optim/flat_param/flat_param_handle.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "zrt/kernels/ops/grad_accumulate.h"
+#include "zrt/kernels/ops/cast.h"
+#include "zrt/kernels/ops/fill.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+
+namespace zrt::optim {
+
+const char* handle_state_name(HandleState s) {
+  switch (s) {
+    case HandleState::idle: return "IDLE";
+    case HandleState::forward: return "FORWARD";
+    case HandleState::backward_pre: return "BACKWARD_PRE";
+    case HandleState::backward_post: return "BACKWARD_POST";
+    case HandleState::summon_full_params: return "SUMMON_FULL_PARAMS";
+    case HandleState::sync_params: return "SYNC_PARAMS";
+  }
+  return "?";
+}
+
+namespace {
+
+// Tied parameters are the same elements: same storage, offset, dtype, shape.
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.shares_storage(b) && a.offset() == b.offset() && a.dtype() == b.dtype() &&
+         a.shape() == b.shape();
+}
+
+void check_params(const std::vector<NamedParam>& params) {
+  ZRT_CHECK_ARG(!params.empty(), "cannot build a flat parameter from an empty parameter list");
+  const Tensor& first = params.front().tensor;
+  for (const auto& p : params) {
+    ZRT_CHECK_ARG(is_floating(p.tensor.dtype()), "parameter '", p.fqn(), "' has dtype ",
+                  dtype_name(p.tensor.dtype()), "; flat parameters hold floating dtypes only");
+    ZRT_CHECK_ARG(p.tensor.dtype() == first.dtype(), "parameters of one flat parameter must share a dtype: '",
+                  params.front().fqn(), "' is ", dtype_name(first.dtype()), " but '", p.fqn(), "' is ",
+                  dtype_name(p.tensor.dtype()));
+    ZRT_CHECK_ARG(p.tensor.device() == first.device(), "parameters of one flat parameter must share a device: '",
+                  params.front().fqn(), "' is on ", first.device().str(), " but '", p.fqn(), "' is on ",
+                  p.tensor.device().str());
+  }
+}
+
+std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, const ZeroGroups& g,
+                        const std::vector<SharedParamSpec>& shared) {
+  std::ostringstream os;
+  os << "flat parameter '" << o.name << "' param_dtype=" << dtype_name(o.param_dtype)
+     << " reduce_dtype=" << dtype_name(o.reduce_dtype) << " zero1=" << g.zero1->size()
+     << " zero3=" << g.zero3->size() << " replica=" << (g.replica ? g.replica->size() : 0)
+     << " params=" << l.num_params() << " numel_padded=" << l.numel_padded() << "\n";
+  for (const auto& p : l.params()) os << "parameter '" << p.fqn << "' " << shape_str(p.shape) << "\n";
+  for (const auto& s : shared) os << "tied '" << s.fqn << "' -> '" << l.params()[s.prim_index].fqn << "'\n";
+  return os.str();
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string line; std::getline(is, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+FlatParamLayout FlatParamHandle::checked_layout(const std::vector<NamedParam>& params,
+                                                const ZeroGroups& groups, const FlatParamOptions& options,
+                                                std::vector<SharedParamSpec>* shared) {
+  check_params(params);
+  ZRT_CHECK_ARG(groups.zero1 && groups.zero3, "flat parameter '", options.name, "' needs zero1 and zero3 groups");
+  ZRT_CHECK_ARG(groups.zero1->size() % groups.zero3->size() == 0, "flat parameter '", options.name,
+                "': zero1 group size ", groups.zero1->size(), " is not a multiple of zero3 group size ",
+                groups.zero3->size());
+  return FlatParamLayout(flat_param_specs(params, shared, nullptr), options.param_dtype, groups.zero1->size());
+}
+
+std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
+                                        std::vector<SharedParamSpec>* shared,
+                                        std::vector<std::size_t>* primary_of_input) {
+  std::vector<ParamSpec> specs;
+  std::vector<std::size_t> input_of_spec;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::size_t prim = specs.size();
+    for (std::size_t s = 0; s < specs.size(); ++s)
+      if (same_tensor(params[input_of_spec[s]].tensor, params[i].tensor)) prim = s;
+    if (prim == specs.size()) {
+      specs.push_back({params[i].fqn(), params[i].tensor.shape()});
+      input_of_spec.push_back(i);
+    } else if (shared) {
+      shared->push_back({params[i].fqn(), prim});
+    }
+    if (primary_of_input) primary_of_input->push_back(prim);
+  }
+  return specs;
+}
+
+FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups groups,
+                                 FlatParamOptions options)
+    : options_(std::move(options)),
+      groups_(std::move(groups)),
+      layout_(checked_layout(params, groups_, options_, &shared_)),
+      compute_ready_(options_.device),
+      gathered_(options_.device) {
+  ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::sum || options_.grad_reduce == ReduceOp::avg,
+                "flat parameter '", options_.name, "': gradients reduce with sum or avg, not ",
+                reduce_op_name(options_.grad_reduce));
+  ZRT_CHECK_ARG(is_floating(options_.reduce_dtype), "flat parameter '", options_.name,
+                "': reduce dtype must be floating");
+  if (!options_.allocator) options_.allocator = default_allocator(options_.device);
+  ZRT_CHECK_ARG(options_.allocator->device() == options_.device, "flat parameter '", options_.name,
+                "': allocator is for ", options_.allocator->device().str(), ", not ", options_.device.str());
+  if (!options_.host_allocator)  // offload copies from a device stream need pinned memory
+    options_.host_allocator = options_.device.is_cuda() ? make_pinned_host_allocator() : default_allocator(Device::cpu());
+  for (const auto& p : params) {
+    p.tensor.storage().claim(p.tensor.offset() * p.tensor.itemsize(), p.tensor.nbytes(), this, options_.name,
+                             p.fqn());
+    claimed_.push_back(p.tensor.storage_ptr());
+  }
+
+  validate_across_ranks();
+
+  zero1_infos_ = layout_.shard_infos(groups_.zero1->rank(), groups_.zero1->size());
+  zero3_infos_ = layout_.shard_infos(groups_.zero3->rank(), groups_.zero3->size());
+  const std::int64_t n1 = layout_.shard_numel(groups_.zero1->size());
+  const std::int64_t n3 = layout_.shard_numel(groups_.zero3->size());
+  const std::int64_t total = layout_.numel_padded();
+
+  // This rank's fp32 master slice, straight from the originals: the unsharded
+  // flat parameter is never materialised at construction.
+  zero1_shard_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_shard");
+  kernels::zero(zero1_shard_, options_.stream);
+  std::vector<std::size_t> primary_of_input;
+  flat_param_specs(params, nullptr, &primary_of_input);
+  std::vector<bool> done(layout_.num_params(), false);
+  for (std::size_t in = 0; in < params.size(); ++in) {
+    std::size_t i = primary_of_input[in];
+    if (done[i]) continue;
+    done[i] = true;
+    const auto& info = zero1_infos_[i];
+    if (!info.in_shard) continue;
+    Tensor src = params[in].tensor.flatten().slice(info.intra_param_start, info.numel_in_shard);
+    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
+  }
+  zero1_grad_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_grad");
+  kernels::zero(zero1_grad_, options_.stream);
+  // fp32 and the same slice: the zero3 shard is the zero1 shard (Note [Zero1 and zero3 shards]).
+  const bool f32 = options_.param_dtype == DType::f32;
+  zero3_is_master_ = f32 && groups_.zero3->size() == groups_.zero1->size() &&
+                     groups_.zero3->rank() == groups_.zero1->rank();
+  // Note [Unsharded parameter of a world of one]
+  unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
+  grad_is_master_ = groups_.zero1->size() == 1 && options_.reduce_dtype == DType::f32;
+  zero3_shard_ = zero3_is_master_
+                     ? zero1_shard_
+                     : new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
+  full_param_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
+  full_grad_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_grad");
+  full_prec_grad_ = new_buffer(total, DType::f32, true).set_name(options_.name + ".full_prec_grad");
+  if (options_.offload_grads)
+    host_grad_ = Tensor::from_storage(std::make_shared<Storage>(0, options_.host_allocator), {total},
+                                      DType::f32, 0, options_.name + ".host_grad");
+}
+
+FlatParamHandle::~FlatParamHandle() {
+  for (const auto& weak : claimed_)
+    if (auto storage = weak.lock()) storage->release_claims(this);
+}
+
+Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const {
+  auto storage = std::make_shared<Storage>(freed ? 0 : static_cast<std::size_t>(numel) * dtype_size(dtype),
+                                           options_.allocator, stream);
+  return Tensor::from_storage(std::move(storage), {numel}, dtype);
+}
+
+void FlatParamHandle::validate_across_ranks() const {
+  const std::string mine = fingerprint(options_, layout_, groups_, shared_);
+  auto all = groups_.zero1->all_gather_bytes(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size()));
+  std::vector<std::vector<std::string>> lines;
+  for (const auto& bytes : all)
+    lines.push_back(split_lines(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
+  // The first entry on which any rank differs from rank 0, named identically on every rank.
+  std::size_t longest = 0;
+  for (const auto& l : lines) longest = std::max(longest, l.size());
+  for (std::size_t k = 0; k < longest; ++k) {
+    auto entry = [&](std::size_t r) { return k < lines[r].size() ? lines[r][k] : std::string("<nothing>"); };
+    std::vector<int> differ;
+    for (std::size_t r = 1; r < lines.size(); ++r)
+      if (entry(r) != entry(0)) differ.push_back(static_cast<int>(r));
+    if (differ.empty()) continue;
+    std::ostringstream msg;
+    msg << "flat parameter '" << options_.name << "' differs across the zero1 group (" << groups_.zero1->name()
+        << "): rank 0 has " << entry(0);
+    for (int r : differ) msg << "; rank " << r << " has " << entry(static_cast<std::size_t>(r));
+    ZRT_THROW(InvalidArgument, msg.str());
+  }
+}
+
+std::size_t FlatParamHandle::index_of(const std::string& name) const {
+  for (std::size_t i = 0; i < layout_.num_params(); ++i)
+    if (layout_.params()[i].fqn == name) return i;
+  for (const auto& s : shared_)
+    if (s.fqn == name) return s.prim_index;
+  ZRT_THROW(InvalidArgument, "flat parameter '", options_.name, "' has no parameter '", name, "'");
+}
+
+void FlatParamHandle::expect_state(HandleState expected, const char* call) const {
+  ZRT_CHECK_STATE(state_ == expected, "flat parameter '", options_.name, "': ", call, " called in state ",
+                  handle_state_name(state_), " (expects ", handle_state_name(expected), ")");
+}
+
+Tensor FlatParamHandle::sharded_param(std::size_t i) const {
+  ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
+  const auto& info = zero1_infos_[i];
+  return zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).set_name(fqn(i));
+}
+
+Tensor FlatParamHandle::sharded_grad(std::size_t i) const {
+  ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
+  const auto& info = zero1_infos_[i];
+  return zero1_grad_.slice(info.offset_in_shard, info.numel_in_shard).set_name(fqn(i) + ".grad");
+}
+
+Tensor FlatParamHandle::param(std::size_t i) const {
+  ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
+  const auto& p = layout_.params()[i];
+  return full_param_.slice(layout_.param_offset(i), p.numel()).view(p.shape).set_name(p.fqn);
+}
+
+Tensor FlatParamHandle::grad(std::size_t i) const {
+  ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
+  const auto& p = layout_.params()[i];
+  return full_grad_.slice(layout_.param_offset(i), p.numel()).view(p.shape).set_name(p.fqn + ".grad");
+}
+
+void FlatParamHandle::unshard() {
+  const bool allocated = !full_param_.is_freed();
+  if (allocated && unsharded_current_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
+  if (unsharded_is_master_) {  // Note [Unsharded parameter of a world of one]
+    if (!allocated) full_param_.storage().borrow_memory(zero1_shard_.storage_ptr());
+    unsharded_current_ = true;
+    return;
+  }
+  if (!allocated) alloc_storage(full_param_);
+  const Stream comm = comm_stream();
+  if (comm != options_.stream) {  // Note [Unshard on the communication stream]
+    full_param_.storage().record_use(comm);
+    compute_ready_.record(options_.stream);
+    compute_ready_.wait(comm);
+  }
+  if (needs_param_sync_) {
+    // First unshard after an update: cast the fp32 master and gather it over zero1.
+    Tensor src = zero1_shard_;
+    if (options_.param_dtype != DType::f32) {
+      src = new_buffer(zero1_shard_.numel(), options_.param_dtype, false, comm);
+      kernels::cast(src, zero1_shard_, comm);
+    }
+    groups_.zero1->all_gather_into_tensor(full_param_, src, comm);
+  } else {
+    groups_.zero3->all_gather_into_tensor(full_param_, zero3_shard_, comm);
+  }
+  if (comm != options_.stream) gathered_.record(comm);
+  unsharded_current_ = true;
+}
+
+void FlatParamHandle::reshard(bool free_unsharded) {
+  if (full_param_.is_freed()) return;
+  if (needs_param_sync_) {
+    // Keep this rank's zero3 slice so later unshards gather over the small group.
+    const std::int64_t n3 = zero3_shard_.numel();
+    if (!zero3_is_master_)
+      zero3_shard_.copy_(full_param_.slice(groups_.zero3->rank() * n3, n3), options_.stream);
+    needs_param_sync_ = false;
+  }
+  if (free_unsharded) {
+    free_storage(full_param_);
+    unsharded_current_ = false;
+  }
+}
+
+void FlatParamHandle::pre_forward() {
+  expect_state(HandleState::idle, "pre_forward");
+  unshard();
+  wait_unsharded();
+  state_ = HandleState::forward;
+}
+
+void FlatParamHandle::post_forward() {
+  expect_state(HandleState::forward, "post_forward");
+  reshard(options_.reshard_after_forward);
+  state_ = HandleState::idle;
+}
+
+void FlatParamHandle::pre_backward() {
+  expect_state(HandleState::idle, "pre_backward");
+  unshard();
+  wait_unsharded();
+  if (full_grad_.is_freed()) {
+    alloc_storage(full_grad_);
+    kernels::zero(full_grad_, options_.stream);
+  }
+  state_ = HandleState::backward_pre;
+}
+
+void FlatParamHandle::accumulate_runtime_grad() {
+  if (!full_prec_grad_.is_freed()) {
+    kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
+  } else if (grad_offloaded_) {
+    alloc_storage(full_prec_grad_);
+    full_prec_grad_.copy_(host_grad_, options_.stream);  // reload, then add
+    grad_offloaded_ = false;
+    kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
+  } else if (full_grad_.dtype() == DType::f32) {
+    // First micro-batch in fp32: the gradient's memory becomes the fp32
+    // gradient's (same size and layout), no copy.
+    full_prec_grad_.storage().adopt_memory(full_grad_.storage());
+    return;
+  } else {
+    alloc_storage(full_prec_grad_);
+    kernels::cast(full_prec_grad_, full_grad_, options_.stream);  // first micro-batch: no zero + add
+  }
+  free_storage(full_grad_);
+}
+
+void FlatParamHandle::reduce_grads() {
+  const ReduceOp op = options_.grad_reduce;
+  if (grad_is_master_) {  // Note [Unsharded parameter of a world of one]
+    free_storage(zero1_grad_);
+    zero1_grad_.storage().adopt_memory(full_prec_grad_.storage());
+  } else if (options_.reduce_dtype == DType::f32) {
+    groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, options_.stream);
+  } else {
+    Tensor in = new_buffer(full_prec_grad_.numel(), options_.reduce_dtype, false);
+    Tensor out = new_buffer(zero1_grad_.numel(), options_.reduce_dtype, false);
+    kernels::cast(in, full_prec_grad_, options_.stream);
+    groups_.zero1->reduce_scatter_tensor(out, in, op, options_.stream);
+    kernels::cast(zero1_grad_, out, options_.stream);
+  }
+  if (groups_.replica && groups_.replica->size() > 1)
+    groups_.replica->all_reduce(zero1_grad_, op, options_.stream);
+  free_storage(full_prec_grad_);
+}
+
+void FlatParamHandle::post_backward(bool sync_grads) {
+  expect_state(HandleState::backward_pre, "post_backward");
+  state_ = HandleState::backward_post;
+  accumulate_runtime_grad();
+  reshard(options_.reshard_after_backward);
+  if (sync_grads) {
+    reduce_grads();
+  } else if (options_.offload_grads) {
+    if (host_grad_.is_freed()) alloc_storage(host_grad_);
+    host_grad_.copy_(full_prec_grad_, options_.stream);
+    free_storage(full_prec_grad_);
+    grad_offloaded_ = true;
+  }
+  state_ = HandleState::idle;
+}
+
+void FlatParamHandle::zero_grad() {
+  expect_state(HandleState::idle, "zero_grad");
+  free_storage(full_prec_grad_);
+  grad_offloaded_ = false;
+  kernels::zero(zero1_grad_, options_.stream);
+}
+
+std::vector<Tensor> FlatParamHandle::summon_full_params() {
+  expect_state(HandleState::idle, "summon_full_params");
+  state_ = HandleState::summon_full_params;
+  std::vector<Tensor> out;
+  try {
+    Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false);
+    groups_.zero1->all_gather_into_tensor(full, zero1_shard_, options_.stream);
+    options_.stream.synchronize();  // the clones below copy on another stream
+    for (std::size_t i = 0; i < num_params(); ++i) {
+      const auto& p = layout_.params()[i];
+      out.push_back(full.slice(layout_.param_offset(i), p.numel()).view(p.shape).clone().set_name(p.fqn));
+    }
+  } catch (...) {
+    state_ = HandleState::idle;
+    throw;
+  }
+  state_ = HandleState::idle;
+  return out;
+}
+
+void FlatParamHandle::load_full_params(const std::vector<Tensor>& values) {
+  expect_state(HandleState::idle, "load_full_params");
+  ZRT_CHECK_ARG(values.size() == num_params(), "flat parameter '", options_.name, "' has ", num_params(),
+                " parameters but load_full_params got ", values.size());
+  for (std::size_t i = 0; i < num_params(); ++i)
+    ZRT_CHECK_ARG(values[i].shape() == layout_.params()[i].shape, "load_full_params: '", fqn(i),
+                  "' has shape ", shape_str(layout_.params()[i].shape), " but the value has ",
+                  shape_str(values[i].shape()));
+  state_ = HandleState::sync_params;
+  for (std::size_t i = 0; i < num_params(); ++i) {
+    const auto& info = zero1_infos_[i];
+    if (!info.in_shard) continue;
+    Tensor src = values[i].flatten().slice(info.intra_param_start, info.numel_in_shard);
+    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
+  }
+  mark_params_updated();
+  state_ = HandleState::idle;
+}
+
+}  // namespace zrt::optim

@@ -1,0 +1,218 @@
+// FlatParamHandle: one wrap unit's parameters as a FlatParameter, its fp32
+// zero1 shard (the optimizer's master copy) paired with a low-precision zero3
+// shard, and the unshard / reshard / gradient path of one training step.
+//
+// Note [Zero1 and zero3 shards]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The zero1 shard (fp32) is sharded over the zero1 group; the optimizer
+// updates it. The first unshard after an update casts it to the compute dtype
+// and all-gathers over the zero1 group; the reshard that follows keeps this
+// rank's zero3 slice (compute dtype) of the gathered parameter, so later
+// unshards in the same step (backward, the next micro-batch) all-gather only
+// over the smaller zero3 group. With zero3 = zero1 = world this is classic
+// ZeRO-3 / FSDP FULL_SHARD; with a zero3 group of one node it is LayerZero.
+// When the two groups are one and the compute dtype is fp32, this rank's
+// zero3 slice holds exactly its zero1 shard's values, so the zero3 shard is
+// the zero1 shard itself: no copy at the reshard, no second buffer. (The
+// optimizer changes the zero1 shard only together with mark_params_updated,
+// after which the next unshard gathers from zero1 anyway.) The two slices
+// coincide whenever the groups have one size and this rank one position in
+// both, so a layer-zero world whose zero3 group is the whole world counts too.
+//
+// Note [Unsharded parameter of a world of one]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With a zero1 group of one rank (one process, or no-shard) the gathers and
+// the reduce-scatter are copies of the whole flat parameter: three per step.
+// In fp32 they are dropped. The unsharded parameter borrows the zero1 shard's
+// memory (Storage::borrow_memory) instead of gathering it; resharding lets go
+// of it, so freeing it stays what it always is. The layers only read the
+// parameter, and the optimizer writes the zero1 shard between steps, when
+// nothing is unsharded or the next unshard would gather it anyway. On the
+// gradient side, the fp32 gradient's memory becomes the zero1 gradient
+// (Storage::adopt_memory) when the reduce dtype is fp32 too: a reduction over
+// one rank is the identity, for sum and avg alike.
+//
+// Note [Gradient path]
+// ~~~~~~~~~~~~~~~~~~~~
+// pre_backward gives the unit an unsharded runtime gradient (compute dtype,
+// zeroed) whose per-parameter views the layers accumulate into. post_backward
+// adds it into the fp32 unsharded gradient (allocated on first use, reloaded
+// from pinned host memory when offloaded) and frees it. Micro-batches keep
+// accumulating with no communication. On the last micro-batch (sync_grads)
+// the fp32 gradient is reduce-scattered over the zero1 group into the zero1
+// gradient shard (optionally in a lower reduce dtype), all-reduced across
+// replica groups (hybrid sharding, and no-shard, whose replicas are the
+// whole world), and freed.
+//
+// Note [Unshard on the communication stream]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// unshard() may run ahead of compute (prefetch): its all-gather is issued on
+// comm_stream after an event makes that stream wait for the work issued to
+// the compute stream so far (the zero1 shard the optimizer wrote, earlier
+// readers of recycled memory). pre_forward / pre_backward make the compute
+// stream wait for the gather's event before the layers read the parameters.
+// The unsharded buffer, allocated on the compute stream, is declared used on
+// comm_stream (Allocator::record_use), so its memory is not recycled before
+// the gather is done. On cpu all of this is a no-op: collectives finish
+// before they return.
+//
+// Note [Flat parameters belong to the optimizer]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The handle casts, accumulates and flattens with zrt's kernels, so it sits
+// above them, in zrt::optim, with the AdamW step over its zero1 shards and
+// ZeroModule: the ZeRO optimizer owns its sharded parameters, as DeepSpeed's
+// ZeRO-3 optimizer owns its partitions. zrt::runtime (tensors, memory,
+// communicators and the ZeroGroups a handle talks to) includes no kernel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/comm/zero_groups.h"
+#include "zrt/optim/flat_param/flat_param_layout.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/tensor.h"
+
+namespace zrt::optim {
+
+enum class HandleState { idle, forward, backward_pre, backward_post, summon_full_params, sync_params };
+const char* handle_state_name(HandleState s);
+
+// One original parameter: the module it belongs to, its name there, and its
+// initial value. The same tensor under two names is a tied parameter.
+struct NamedParam {
+  std::string module_path;  // "" for the root module
+  std::string name;
+  Tensor tensor;
+  std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
+};
+
+struct FlatParamOptions {
+  std::string name = "flat_param";         // in messages, e.g. "h.3"
+  DType param_dtype = DType::f32;          // forward/backward dtype
+  DType reduce_dtype = DType::f32;         // gradient reduce-scatter dtype
+  ReduceOp grad_reduce = ReduceOp::avg;    // sum or avg over ranks
+  bool reshard_after_forward = true;       // false keeps the param for backward (SHARD_GRAD_OP)
+  bool reshard_after_backward = true;      // false keeps it replicated (NO_SHARD)
+  bool offload_grads = false;              // fp32 grads to pinned host between micro-batches
+  Device device = Device::cpu();
+  AllocatorPtr allocator;                  // device memory; null = default_allocator(device)
+  AllocatorPtr host_allocator;             // host memory for offload; null = pinned (cuda) or plain host
+  Stream stream;                           // compute: kernels, copies, gradient collectives
+  Stream comm_stream;                      // parameter all-gathers (prefetch); cpu stream = `stream`
+};
+
+class FlatParamHandle {
+ public:
+  // Flattens `params` (module order; tied duplicates recognised by identical
+  // storage, offset and shape), validates across the zero1 group, shards.
+  // Every rank of groups.zero1 must construct its handles in the same order.
+  FlatParamHandle(std::vector<NamedParam> params, ZeroGroups groups, FlatParamOptions options);
+  ~FlatParamHandle();
+  FlatParamHandle(const FlatParamHandle&) = delete;
+  FlatParamHandle& operator=(const FlatParamHandle&) = delete;
+
+  // --- metadata -----------------------------------------------------------
+  const std::string& name() const { return options_.name; }
+  const FlatParamOptions& options() const { return options_; }
+  const FlatParamLayout& layout() const { return layout_; }
+  const ZeroGroups& groups() const { return groups_; }
+  std::size_t num_params() const { return layout_.num_params(); }
+  const std::string& fqn(std::size_t i) const { return layout_.params()[i].fqn; }
+  const std::vector<SharedParamSpec>& shared_params() const { return shared_; }
+  // Index of a parameter by any of its names (tied names resolve to the primary).
+  std::size_t index_of(const std::string& fqn) const;
+  const std::vector<ShardParamInfo>& zero1_shard_infos() const { return zero1_infos_; }
+  const std::vector<ShardParamInfo>& zero3_shard_infos() const { return zero3_infos_; }
+  HandleState state() const { return state_; }
+
+  // --- sharded state (always allocated) ------------------------------------
+  const Tensor& zero1_shard() const { return zero1_shard_; }  // fp32 master
+  const Tensor& zero1_grad() const { return zero1_grad_; }    // fp32 gradient shard
+  const Tensor& zero3_shard() const { return zero3_shard_; }  // compute dtype
+  // Parameter i's flattened slice of the zero1 shard / gradient shard (size 0
+  // when this rank holds none of it): per-parameter optimizer options.
+  Tensor sharded_param(std::size_t i) const;
+  Tensor sharded_grad(std::size_t i) const;
+
+  // --- unsharded views (data access throws while resharded) ---------------
+  Tensor param(std::size_t i) const;  // compute dtype, original shape
+  Tensor grad(std::size_t i) const;   // runtime gradient, compute dtype
+  const Tensor& full_param_padded() const { return full_param_; }
+  const Tensor& full_grad_padded() const { return full_grad_; }
+  const Tensor& full_prec_grad_padded() const { return full_prec_grad_; }
+  bool is_unsharded() const { return !full_param_.is_freed(); }
+  // Note [Unsharded parameter of a world of one]: the unsharded parameter is
+  // the zero1 shard's memory, so it costs no bytes of its own.
+  bool unsharded_is_master() const { return unsharded_is_master_; }
+
+  // --- one step -----------------------------------------------------------
+  void pre_forward();                    // idle -> forward: unshard
+  void post_forward();                   // forward -> idle: reshard (free unless kept for backward)
+  void pre_backward();                   // idle -> backward_pre: unshard, zeroed runtime grad
+  void post_backward(bool sync_grads);   // -> backward_post -> idle; see Note [Gradient path]
+  // Lower-level steps for engines that schedule (e.g. prefetch) themselves.
+  void unshard();
+  void reshard(bool free_unsharded);
+  // After the optimizer updated the zero1 shard: the next unshard gathers it.
+  void mark_params_updated() {
+    needs_param_sync_ = true;
+    unsharded_current_ = false;
+  }
+  bool needs_param_sync() const { return needs_param_sync_; }
+  // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
+  void zero_grad();
+
+  // --- whole parameters -----------------------------------------------------
+  // Collective over zero1: every original parameter in fp32, original shapes.
+  std::vector<Tensor> summon_full_params();
+  // Sets every original parameter from full values (any dtype; same shapes);
+  // each rank keeps its zero1 slice. No communication.
+  void load_full_params(const std::vector<Tensor>& values);
+
+ private:
+  static FlatParamLayout checked_layout(const std::vector<NamedParam>& params, const ZeroGroups& groups,
+                                       const FlatParamOptions& options, std::vector<SharedParamSpec>* shared);
+  void expect_state(HandleState expected, const char* call) const;
+  void validate_across_ranks() const;
+  Tensor new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const;
+  Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const {
+    return new_buffer(numel, dtype, freed, options_.stream);
+  }
+  Stream comm_stream() const { return options_.comm_stream.is_cpu() ? options_.stream : options_.comm_stream; }
+  void wait_unsharded() const {
+    if (comm_stream() != options_.stream) gathered_.wait(options_.stream);
+  }
+  void accumulate_runtime_grad();
+  void reduce_grads();
+
+  FlatParamOptions options_;
+  ZeroGroups groups_;
+  std::vector<SharedParamSpec> shared_;  // filled while layout_ is built: declared first
+  FlatParamLayout layout_;
+  std::vector<ShardParamInfo> zero1_infos_, zero3_infos_;
+  HandleState state_ = HandleState::idle;
+  bool zero3_is_master_ = false;     // zero3_shard_ is zero1_shard_ (fp32, same slice)
+  bool unsharded_is_master_ = false; // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
+  bool grad_is_master_ = false;      // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
+  bool needs_param_sync_ = true;     // the zero3 shard is stale: gather from zero1
+  bool unsharded_current_ = false;   // full_param_ holds the current parameters
+  bool grad_offloaded_ = false;
+
+  Tensor zero1_shard_, zero1_grad_, zero3_shard_;
+  Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
+  Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
+  std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
+  Event compute_ready_, gathered_;                  // Note [Unshard on the communication stream]
+};
+
+// Builds the layout's parameter list from named parameters: primaries in
+// order plus the tied names. Exposed for tests.
+std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
+                                        std::vector<SharedParamSpec>* shared,
+                                        std::vector<std::size_t>* primary_of_input);
+
+}  // namespace zrt::optim

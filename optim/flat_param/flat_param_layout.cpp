@@ -1,0 +1,87 @@
+#include "zrt/optim/flat_param/flat_param_layout.h"
+
+#include <algorithm>
+#include <set>
+
+namespace zrt::optim {
+
+namespace {
+constexpr std::int64_t kAlignmentBytes = 16;
+}
+
+FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtype, int zero1_size)
+    : params_(std::move(params)),
+      aligned_numel_(kAlignmentBytes / static_cast<std::int64_t>(dtype_size(param_dtype))),
+      zero1_size_(zero1_size) {
+  ZRT_CHECK_ARG(!params_.empty(), "a flat parameter needs at least one parameter");
+  ZRT_CHECK_ARG(zero1_size_ > 0, "zero1 group size must be positive, got ", zero1_size_);
+  ZRT_CHECK_ARG(is_floating(param_dtype), "compute dtype ", dtype_name(param_dtype),
+                " is not a floating dtype");
+  std::set<std::string> seen;
+  std::int64_t total = 0;
+  auto pad_to = [&](std::int64_t multiple) {
+    std::int64_t pad = (multiple - total % multiple) % multiple;
+    if (pad > 0) {
+      segments_.push_back({total, pad, true, -1});
+      total += pad;
+    }
+  };
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    ZRT_CHECK_ARG(seen.insert(p.fqn).second, "parameter name '", p.fqn, "' appears twice");
+    std::int64_t n = p.numel();
+    pad_to(aligned_numel_);
+    param_offsets_.push_back(total);
+    segments_.push_back({total, n, false, static_cast<int>(i)});
+    total += n;
+    numel_unpadded_ += n;
+  }
+  pad_to(zero1_size_);
+  // A unit of zero-size parameters still gets one element per rank, so every
+  // shard is non-empty and collectives see equal, positive sizes.
+  if (total == 0) {
+    segments_.push_back({0, zero1_size_, true, -1});
+    total = zero1_size_;
+  }
+  numel_padded_ = total;
+}
+
+std::vector<bool> FlatParamLayout::padding_mask() const {
+  std::vector<bool> mask(static_cast<std::size_t>(numel_padded_), false);
+  for (const auto& s : segments_)
+    if (s.is_padding) std::fill_n(mask.begin() + s.offset, s.numel, true);
+  return mask;
+}
+
+std::int64_t FlatParamLayout::shard_numel(int world_size) const {
+  ZRT_CHECK_ARG(world_size > 0 && zero1_size_ % world_size == 0, "shard world size ", world_size,
+                " does not divide the zero1 size ", zero1_size_);
+  return numel_padded_ / world_size;
+}
+
+std::vector<ShardParamInfo> FlatParamLayout::shard_infos(int rank, int world_size) const {
+  const std::int64_t n = shard_numel(world_size);
+  ZRT_CHECK_ARG(rank >= 0 && rank < world_size, "shard rank ", rank, " out of range for world size ",
+                world_size);
+  const std::int64_t shard_start = rank * n, shard_end = shard_start + n;
+  std::vector<ShardParamInfo> infos;
+  infos.reserve(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    ShardParamInfo info;
+    info.flat_start = param_offsets_[i];
+    info.flat_end = info.flat_start + params_[i].numel();
+    const std::int64_t lo = std::max(shard_start, info.flat_start);
+    const std::int64_t hi = std::min(shard_end, info.flat_end);
+    if (lo < hi) {
+      info.in_shard = true;
+      info.offset_in_shard = lo - shard_start;
+      info.numel_in_shard = hi - lo;
+      info.intra_param_start = lo - info.flat_start;
+      info.intra_param_end = hi - info.flat_start;
+    }
+    infos.push_back(info);
+  }
+  return infos;
+}
+
+}  // namespace zrt::optim

@@ -1,0 +1,95 @@
+// Where each original parameter lives inside a FlatParameter and inside each
+// rank's shard of it. Pure metadata: no tensors, no communication.
+//
+// Note [Flat parameter layout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The parameters of one wrap unit are laid out in module order. Before each
+// parameter, zeros pad the running total up to a multiple of 16 bytes of the
+// compute dtype (4 elements of f32, 8 of bf16/f16), so every original
+// parameter view starts at an aligned address. A tied parameter (the same
+// tensor under a second name) is stored once, at its first name. After the
+// last parameter, zeros pad the total to a multiple of the zero1 group size,
+// so the flat parameter splits into equal shards with no copy for the
+// reduce-scatter; since the zero3 size divides the zero1 size, the zero3
+// shards are equal too. Shard r of W is elements [r*N/W, (r+1)*N/W).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zrt/runtime/dtype.h"
+#include "zrt/runtime/tensor.h"
+
+namespace zrt::optim {
+
+struct ParamSpec {
+  std::string fqn;  // fully-qualified name, e.g. "h.0.attn.c_attn.weight"
+  Shape shape;
+  std::int64_t numel() const { return shape_numel(shape); }
+};
+
+// A parameter stored under another name (see SharedParamInfo in the design).
+struct SharedParamSpec {
+  std::string fqn;          // the second name
+  std::size_t prim_index;   // index of the stored (primary) parameter
+};
+
+// One run of the flat parameter: an original parameter or padding zeros.
+struct FlatSegment {
+  std::int64_t offset;
+  std::int64_t numel;
+  bool is_padding;
+  int param_index;  // -1 for padding
+};
+
+// How original parameter i intersects one rank's shard. Half-open ranges.
+struct ShardParamInfo {
+  bool in_shard = false;
+  std::int64_t offset_in_shard = 0;   // where its slice starts inside the shard
+  std::int64_t numel_in_shard = 0;
+  std::int64_t intra_param_start = 0;  // [start, end) of the parameter's flattened elements
+  std::int64_t intra_param_end = 0;
+  std::int64_t flat_start = 0;  // [start, end) of the parameter in the unsharded flat parameter
+  std::int64_t flat_end = 0;
+};
+
+class FlatParamLayout {
+ public:
+  // `params` in module order (tied duplicates already removed), `param_dtype`
+  // the compute dtype (sets the alignment), `zero1_size` the divisor of the
+  // padded total. Throws InvalidArgument for an empty list, duplicate names or
+  // a non-positive zero1 size.
+  FlatParamLayout(std::vector<ParamSpec> params, DType param_dtype, int zero1_size);
+
+  const std::vector<ParamSpec>& params() const { return params_; }
+  std::size_t num_params() const { return params_.size(); }
+  // Elements per alignment unit (16 bytes of the compute dtype).
+  std::int64_t aligned_numel() const { return aligned_numel_; }
+  int zero1_size() const { return zero1_size_; }
+  // Padded total (divisible by zero1_size) and the parameters' own total.
+  std::int64_t numel_padded() const { return numel_padded_; }
+  std::int64_t numel_unpadded() const { return numel_unpadded_; }
+  // Parameters and padding in order, covering [0, numel_padded()).
+  const std::vector<FlatSegment>& segments() const { return segments_; }
+  // Offset of original parameter i in the flat parameter.
+  std::int64_t param_offset(std::size_t i) const { return param_offsets_[i]; }
+  // Elementwise padding mask, for tests and debugging.
+  std::vector<bool> padding_mask() const;
+
+  std::int64_t shard_numel(int world_size) const;
+  // Per original parameter, how it falls into shard `rank` of `world_size`
+  // (world_size must divide zero1_size()).
+  std::vector<ShardParamInfo> shard_infos(int rank, int world_size) const;
+
+ private:
+  std::vector<ParamSpec> params_;
+  std::int64_t aligned_numel_;
+  int zero1_size_;
+  std::int64_t numel_padded_ = 0;
+  std::int64_t numel_unpadded_ = 0;
+  std::vector<FlatSegment> segments_;
+  std::vector<std::int64_t> param_offsets_;
+};
+
+}  // namespace zrt::optim

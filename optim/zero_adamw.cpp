@@ -1,0 +1,150 @@
+#include "zrt/optim/zero_adamw.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "zrt/kernels/ops/fill.h"
+#include "zrt/optim/grad_stats.h"
+
+namespace zrt::optim {
+
+namespace {
+
+void check_options(const AdamWOptions& o) {
+  ZRT_CHECK_ARG(o.beta1 >= 0 && o.beta1 < 1, "ZeroAdamW: beta1 must be in [0, 1) (got ", o.beta1, ")");
+  ZRT_CHECK_ARG(o.beta2 >= 0 && o.beta2 < 1, "ZeroAdamW: beta2 must be in [0, 1) (got ", o.beta2, ")");
+  ZRT_CHECK_ARG(std::isfinite(o.eps) && o.eps >= 0, "ZeroAdamW: eps must be finite and >= 0 (got ", o.eps, ")");
+  ZRT_CHECK_ARG(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+                "ZeroAdamW: weight_decay must be finite and >= 0 (got ", o.weight_decay, ")");
+  ZRT_CHECK_ARG(std::isfinite(o.max_grad_norm) && o.max_grad_norm >= 0,
+                "ZeroAdamW: max_grad_norm must be finite and >= 0 (got ", o.max_grad_norm, ")");
+  ZRT_CHECK_ARG(o.max_consecutive_skips >= 0, "ZeroAdamW: max_consecutive_skips must be >= 0 (got ",
+                o.max_consecutive_skips, ")");
+  ZRT_CHECK_ARG(static_cast<bool>(o.decays), "ZeroAdamW: empty decay policy");
+}
+
+// fp32, like the zero1 shard, on its device, from its allocator; zeroed as
+// torch initialises exp_avg / exp_avg_sq.
+Tensor zeroed_state_like(const FlatParamHandle& h) {
+  const FlatParamOptions& o = h.options();
+  Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, o.device, o.allocator, o.stream);
+  kernels::zero(t, o.stream);
+  return t;
+}
+
+}  // namespace
+
+ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options)
+    : options_(std::move(options)), raw_handles_(std::move(handles)) {
+  check_options(options_);
+  ZRT_CHECK_ARG(!raw_handles_.empty(), "ZeroAdamW: no handles");
+  for (std::size_t k = 0; k < raw_handles_.size(); ++k) {
+    FlatParamHandle* h = raw_handles_[k];
+    ZRT_CHECK_ARG(h != nullptr, "ZeroAdamW: handle ", k, " is null");
+    ZRT_CHECK_ARG(std::count(raw_handles_.begin(), raw_handles_.end(), h) == 1, "ZeroAdamW: handle ", h->name(),
+                  " is passed twice");
+    // One agreement collective serves every handle only if they share groups.
+    const ZeroGroups& g0 = raw_handles_.front()->groups();
+    ZRT_CHECK_ARG(h->groups().zero1 == g0.zero1 && h->groups().replica == g0.replica, "ZeroAdamW: handle ",
+                  h->name(), " has other zero1/replica groups than ", raw_handles_.front()->name());
+    ZRT_CHECK_ARG(h->options().device == raw_handles_.front()->options().device, "ZeroAdamW: handle ", h->name(),
+                  " is on ", h->options().device.str(), ", ", raw_handles_.front()->name(), " on ",
+                  raw_handles_.front()->options().device.str());
+    handles_.push_back({h, zeroed_state_like(*h), zeroed_state_like(*h), shard_decay_ranges(*h, options_.decays)});
+  }
+}
+
+StepResult ZeroAdamW::step(double lr, double inv_loss_scale) { return step_impl(lr, inv_loss_scale, nullptr); }
+
+StepResult ZeroAdamW::step(double lr, DynamicLossScaler& scaler) {
+  return step_impl(lr, scaler.inv_scale(), &scaler);
+}
+
+StepResult ZeroAdamW::step_impl(double lr, double inv_loss_scale, DynamicLossScaler* scaler) {
+  // Checked before any collective, so a bad call fails alike on every rank.
+  ZRT_CHECK_ARG(std::isfinite(lr) && lr >= 0, "ZeroAdamW::step: lr must be finite and >= 0 (got ", lr, ")");
+  ZRT_CHECK_ARG(std::isfinite(inv_loss_scale) && inv_loss_scale > 0,
+                "ZeroAdamW::step: inverse loss scale must be finite and positive (got ", inv_loss_scale, ")");
+  for (const ShardState& s : handles_)
+    ZRT_CHECK_STATE(s.handle->state() == HandleState::idle, "ZeroAdamW::step: handle ", s.handle->name(),
+                    " is in state ", handle_state_name(s.handle->state()), ", expected idle");
+
+  const GradStats stats = global_grad_stats(raw_handles_);
+  if (scaler) scaler->update(stats.non_finite);
+  StepResult r;
+  r.lr = lr;
+  r.loss_scale = 1.0 / inv_loss_scale;
+  r.grad_norm = std::sqrt(stats.squared_norm) * inv_loss_scale;
+  if (stats.non_finite) {
+    r.skipped = true;
+    r.skipped_total = ++skipped_total_;
+    r.consecutive_skips = ++consecutive_skips_;
+    r.step = step_;
+    if (options_.max_consecutive_skips > 0 && consecutive_skips_ >= options_.max_consecutive_skips)
+      ZRT_THROW(TooManySkippedSteps, "ZeroAdamW: ", consecutive_skips_,
+                " optimizer steps in a row were skipped for non-finite gradients (limit ",
+                options_.max_consecutive_skips, "; ", skipped_total_, " skipped in total, loss scale ",
+                r.loss_scale, ")");
+    return r;
+  }
+  consecutive_skips_ = 0;
+  r.skipped_total = skipped_total_;
+  r.clip_coef = options_.max_grad_norm > 0 ? clip_coefficient(r.grad_norm, options_.max_grad_norm) : 1.0;
+  r.step = ++step_;
+
+  const kernels::AdamWHyperparams hp{.lr = lr, .beta1 = options_.beta1, .beta2 = options_.beta2,
+                                     .eps = options_.eps, .weight_decay = options_.weight_decay};
+  kernels::AdamWStepOptions step_options;
+  step_options.grad_scale = inv_loss_scale * r.clip_coef;
+  for (ShardState& s : handles_) {
+    FlatParamHandle& h = *s.handle;
+    kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.zero1_grad(), step_, hp, s.decay_ranges,
+                         step_options, h.options().stream);
+    h.mark_params_updated();
+  }
+  return r;
+}
+
+const ZeroAdamW::ShardState& ZeroAdamW::at(std::size_t k) const {
+  ZRT_CHECK_ARG(k < handles_.size(), "ZeroAdamW: handle index ", k, " out of range (", handles_.size(), " handles)");
+  return handles_[k];
+}
+
+FlatParamHandle& ZeroAdamW::handle(std::size_t k) const { return *at(k).handle; }
+
+std::span<const kernels::ElementRange> ZeroAdamW::decay_ranges(std::size_t k) const { return at(k).decay_ranges; }
+
+void ZeroAdamW::set_step_count(std::int64_t step) {
+  ZRT_CHECK_ARG(step >= 0, "ZeroAdamW::set_step_count: step must be >= 0 (got ", step, ")");
+  step_ = step;
+}
+
+void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips) {
+  ZRT_CHECK_ARG(step >= 0 && skipped_total >= 0 && consecutive_skips >= 0 && consecutive_skips <= skipped_total,
+                "ZeroAdamW::load_counters: bad counters (step ", step, ", skipped ", skipped_total, ", in a row ",
+                consecutive_skips, ")");
+  step_ = step;
+  skipped_total_ = skipped_total;
+  consecutive_skips_ = consecutive_skips;
+}
+
+const Tensor& ZeroAdamW::exp_avg_shard(std::size_t k) const { return at(k).exp_avg; }
+const Tensor& ZeroAdamW::exp_avg_sq_shard(std::size_t k) const { return at(k).exp_avg_sq; }
+
+Tensor ZeroAdamW::param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const {
+  const FlatParamHandle& h = *at(k).handle;
+  ZRT_CHECK_ARG(i < h.num_params(), "ZeroAdamW: parameter index ", i, " out of range for handle ", h.name(), " (",
+                h.num_params(), " parameters)");
+  const ShardParamInfo& info = h.zero1_shard_infos()[i];
+  return shard.slice(info.offset_in_shard, info.numel_in_shard).set_name(h.fqn(i) + suffix);
+}
+
+Tensor ZeroAdamW::exp_avg(std::size_t k, std::size_t i) const {
+  return param_slice(at(k).exp_avg, k, i, ".exp_avg");
+}
+
+Tensor ZeroAdamW::exp_avg_sq(std::size_t k, std::size_t i) const {
+  return param_slice(at(k).exp_avg_sq, k, i, ".exp_avg_sq");
+}
+
+}  // namespace zrt::optim

@@ -1,0 +1,112 @@
+// ZeroAdamW: torch.optim.AdamW over the zero1 shards of a set of
+// FlatParamHandles, with global gradient clipping, agreed skipping of steps
+// with non-finite gradients, and loss-scale unscaling, in one fused pass per
+// handle.
+//
+// Note [One optimizer step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Called after post_backward(sync_grads=true) on every handle, on every rank:
+//   1. One pass over each zero1 gradient shard gives its squared norm and a
+//      non-finite flag; one small all-reduce makes them global and agreed
+//      (Note [Global gradient norm over zero1 shards]).
+//   2. Non-finite: the step is skipped on every rank. Parameters, m, v and the
+//      step count are untouched, the skip is counted and reported, and after
+//      max_consecutive_skips skips in a row TooManySkippedSteps is thrown.
+//   3. Otherwise grad_norm = sqrt(sum) / loss_scale, the unscaled norm (what
+//      clip_grad_norm_ returns after GradScaler.unscale_). The unscaling and
+//      the clip coefficient fold into the fused AdamW kernel's grad_scale, so
+//      the gradient is read once and never rewritten.
+//   4. Each handle is marked updated: its next unshard casts the new fp32
+//      master to the compute dtype and gathers it.
+// m and v are fp32, shaped and sharded exactly like each zero1 shard, on the
+// handle's device from its allocator.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "zrt/kernels/ops/adamw.h"
+#include "zrt/optim/decay_policy.h"
+#include "zrt/optim/loss_scaler.h"
+#include "zrt/optim/optim_error.h"
+#include "zrt/optim/flat_param/flat_param_handle.h"
+
+namespace zrt::optim {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;          // applied to parameters `decays` selects
+  DecayPolicy decays = decay_matrices;
+  double max_grad_norm = 0;            // > 0: clip by global L2 norm; 0: no clipping
+  int max_consecutive_skips = 0;       // > 0: throw after this many skips in a row; 0: never
+};
+
+struct StepResult {
+  double grad_norm = 0;            // global L2 norm of the unscaled gradients, before clipping (non-finite when skipped)
+  bool skipped = false;            // non-finite gradients: nothing was updated
+  std::int64_t skipped_total = 0;  // skipped steps so far, this one included
+  std::int64_t consecutive_skips = 0;
+  double loss_scale = 1;           // the scale this step's gradients carried
+  double clip_coef = 1;            // factor applied to the unscaled gradients (1: no clipping)
+  double lr = 0;
+  std::int64_t step = 0;           // optimizer steps taken, this one included
+};
+
+class ZeroAdamW {
+ public:
+  // `handles` (not owned; they must outlive the optimizer) share the same
+  // groups; every rank passes its handles in the same order. Decay ranges
+  // are computed here, once.
+  ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {});
+  ZeroAdamW(const ZeroAdamW&) = delete;
+  ZeroAdamW& operator=(const ZeroAdamW&) = delete;
+
+  // One step (Note [One optimizer step]), collective over the handles'
+  // groups. `inv_loss_scale` unscales the gradients (1 without scaling).
+  StepResult step(double lr, double inv_loss_scale = 1.0);
+  // The same, unscaling by 1 / scaler.scale(), then updating the scaler
+  // from the agreed non-finite flag.
+  StepResult step(double lr, DynamicLossScaler& scaler);
+
+  const AdamWOptions& options() const { return options_; }
+  std::size_t num_handles() const { return handles_.size(); }
+  FlatParamHandle& handle(std::size_t k) const;
+  std::span<const kernels::ElementRange> decay_ranges(std::size_t k) const;
+
+  // --- state, for checkpoints ---------------------------------------------
+  std::int64_t step_count() const { return step_; }
+  void set_step_count(std::int64_t step);
+  std::int64_t skipped_total() const { return skipped_total_; }
+  std::int64_t consecutive_skips() const { return consecutive_skips_; }
+  // Restores the counters a checkpoint saved (all >= 0).
+  void load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips);
+  // m / v of handle k's zero1 shard (same numel as zero1_shard()).
+  const Tensor& exp_avg_shard(std::size_t k) const;
+  const Tensor& exp_avg_sq_shard(std::size_t k) const;
+  // Original parameter i of handle k: its flattened slice of m / v, aligned
+  // with handle(k).sharded_param(i) (size 0 when this rank holds none of it).
+  Tensor exp_avg(std::size_t k, std::size_t i) const;
+  Tensor exp_avg_sq(std::size_t k, std::size_t i) const;
+
+ private:
+  struct ShardState {
+    FlatParamHandle* handle;
+    Tensor exp_avg, exp_avg_sq;
+    std::vector<kernels::ElementRange> decay_ranges;
+  };
+  StepResult step_impl(double lr, double inv_loss_scale, DynamicLossScaler* scaler);
+  const ShardState& at(std::size_t k) const;
+  Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;
+
+  AdamWOptions options_;
+  std::vector<FlatParamHandle*> raw_handles_;  // for global_grad_stats
+  std::vector<ShardState> handles_;
+  std::int64_t step_ = 0;
+  std::int64_t skipped_total_ = 0;
+  std::int64_t consecutive_skips_ = 0;
+};
+
+}  // namespace zrt::optim

@@ -1,0 +1,90 @@
+// The caching allocator: keeps memory it got from a raw source (raw_memory_source.h)
+// and hands it out again, so the steady state of a training step makes no
+// cudaMalloc / cudaFree calls. The policy here knows nothing about CUDA; the
+// raw source and the stream events (stream_events.h) are plugged in, which is
+// how CPU tests exercise the same policy the GPU runs.
+//
+// Policy, in short: requests are rounded (block_sizes.h) and served from a
+// small pool (<= 1 MiB, packed into 2 MiB segments) or a large pool (segments
+// of the request rounded to 2 MiB). Free blocks are kept per pool and per
+// stream; a request takes the best fit (the smallest free block of its stream
+// that is big enough), splitting off the rest when worth it; a freed block
+// merges with free neighbours of its segment. When the raw source fails or the
+// memory cap would be exceeded, the cache is flushed (empty_cache) and the
+// raw allocation retried once before OutOfMemory is thrown.
+//
+// Note [Explicit cross-stream lifetimes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A block belongs to the stream it was allocated on: once freed, only that
+// stream gets it again, and stream order makes that safe without any sync
+// (work on the stream that used the old contents runs before work that uses
+// the new ones). Other streams that touch the block (an all-gather stream
+// writing a buffer the compute stream allocated, a copy stream offloading a
+// gradient) must be declared with Allocator::record_use before the free. At
+// deallocate the allocator records one event on each declared stream and holds
+// the block — it is in no free list — until all those events have completed;
+// then it returns to its stream's free list. Nothing is inferred: there is no
+// recordStream-style hidden lifetime extension, no tensor keeps a block alive
+// behind the caller's back, and the bytes held at any point follow from the
+// program's own frees and record_use calls, so memory use is deterministic
+// and reproducible from run to run. Forgetting record_use is a bug in the
+// caller (a data race), not something the allocator papers over. empty_cache,
+// the out-of-memory retry and the destructor wait for held blocks' events.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "zrt/runtime/device.h"
+#include "zrt/runtime/allocator.h"
+#include "zrt/runtime/memory/raw_memory_source.h"
+#include "zrt/runtime/memory/stream_events.h"
+#include "zrt/runtime/stream.h"
+
+namespace zrt {
+
+struct CachingAllocatorConfig {
+  // Upper bound on reserved bytes (memory held from the raw source); 0 = none.
+  std::size_t memory_cap = 0;
+};
+
+// Thread-safe (one mutex). Each rank owns its own: there is no process-wide cache.
+class CachingAllocator final : public Allocator {
+ public:
+  CachingAllocator(RawMemorySourcePtr source, StreamEventSourcePtr events,
+                   CachingAllocatorConfig config = {});
+  // Waits for held blocks' events, then releases every segment (also those of
+  // blocks never deallocated) to the raw source. Never throws.
+  ~CachingAllocator() override;
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Throws InvalidArgument for 0 or absurdly large (> 2^50) requests and
+  // OutOfMemory when the raw source or the cap leaves no room after a flush.
+  void* allocate(std::size_t nbytes, Stream stream) override;
+  void deallocate(void* ptr) noexcept override;
+  // See Note [Explicit cross-stream lifetimes]. Throws InvalidArgument for a
+  // pointer this allocator did not hand out (or already took back).
+  void record_use(void* ptr, Stream stream) override;
+  Device device() const override;
+  MemoryStats stats() const override;
+  // Waits for the events of held blocks, then returns every fully free
+  // segment to the raw source.
+  void empty_cache() override;
+  void reset_peak_stats() override;
+  const CachingAllocatorConfig& config() const { return config_; }
+
+ private:
+  struct State;
+  CachingAllocatorConfig config_;
+  std::unique_ptr<State> state_;
+};
+
+// A caching allocator over cudaMalloc on cuda:N, or over plain aligned host
+// memory for cpu, with events on the streams' devices.
+AllocatorPtr make_caching_allocator(Device device, CachingAllocatorConfig config = {});
+// A caching allocator over pinned host memory (device() is cpu), for offload
+// buffers that copies on CUDA streams read and write. Needs a CUDA build.
+AllocatorPtr make_pinned_host_allocator(CachingAllocatorConfig config = {});
+
+}  // namespace zrt

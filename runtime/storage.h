@@ -1,0 +1,89 @@
+// Storage owns the bytes behind tensors.
+//
+// Note [Freed storage]
+// ~~~~~~~~~~~~~~~~~~~~
+// ZeRO-3 keeps the unsharded flat parameter and its gradients only while a
+// unit computes. Their Storage is *freed* (size 0, memory back to the
+// allocator) in between, while every view into it (the original parameters,
+// their gradients) stays a valid Tensor object with its shape and offset. Any
+// data access while freed throws InvalidState naming the tensor. `allocate`
+// gives a freed storage memory again, of an explicit size, in place: the views
+// then see the new memory. Re-sizing a live storage is not allowed.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "zrt/runtime/device.h"
+#include "zrt/runtime/allocator.h"
+#include "zrt/runtime/stream.h"
+
+namespace zrt {
+
+class Storage {
+ public:
+  // Allocates `nbytes` (0 gives a freed storage) from `allocator` on `stream`.
+  Storage(std::size_t nbytes, AllocatorPtr allocator, Stream stream = {});
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Device device() const { return allocator_->device(); }
+  std::size_t nbytes() const { return nbytes_; }
+  bool is_freed() const { return data_ == nullptr; }
+  // The bytes; nullptr when freed (Tensor turns that into a named error).
+  void* data() const { return data_; }
+  const AllocatorPtr& allocator() const { return allocator_; }
+  Stream stream() const { return stream_; }
+
+  // Returns the memory to the allocator; size becomes 0. Freeing a freed
+  // storage is a no-op.
+  void free() noexcept;
+  // Gives a freed storage `nbytes` of fresh (uninitialised) memory, allocated
+  // on `stream` (default: the stream it was created with). Throws InvalidState
+  // if the storage is not freed.
+  void allocate(std::size_t nbytes);
+  void allocate(std::size_t nbytes, Stream stream);
+  // Moves `from`'s memory into this freed storage and leaves `from` freed: a
+  // buffer changes role without a copy. Both must share the allocator.
+  // Throws InvalidState if this is not freed or `from` is, InvalidArgument
+  // for different allocators.
+  void adopt_memory(Storage& from);
+  // Points this freed storage at `owner`'s memory without owning it: one
+  // buffer under a second role (Note [Unsharded parameter of a world of
+  // one]). free() then only lets go; `owner` is kept alive meanwhile and must
+  // stay allocated. Throws InvalidState if this is not freed or `owner` is,
+  // InvalidArgument for different allocators or `owner` itself.
+  void borrow_memory(std::shared_ptr<Storage> owner);
+  bool is_borrowed() const { return lender_ != nullptr; }
+  // See Allocator::record_use.
+  void record_use(Stream stream);
+
+  // Records that bytes [offset, offset+nbytes) hold parameter `param` of flat
+  // parameter `owner_name` (identified by `owner`). Throws InvalidArgument if
+  // another owner already claimed an overlapping range: a parameter belongs
+  // to one flat parameter. Empty ranges never conflict.
+  void claim(std::size_t offset, std::size_t nbytes, const void* owner, const std::string& owner_name,
+             const std::string& param);
+  void release_claims(const void* owner) noexcept;
+
+ private:
+  AllocatorPtr allocator_;
+  Stream stream_;
+  void* data_ = nullptr;
+  std::size_t nbytes_ = 0;
+  std::shared_ptr<Storage> lender_;  // set while the memory is borrowed
+
+  struct Claim {
+    std::size_t begin, end;
+    const void* owner;
+    std::string owner_name, param;
+  };
+  std::mutex claims_mutex_;
+  std::vector<Claim> claims_;
+};
+
+}  // namespace zrt

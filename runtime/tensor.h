@@ -1,0 +1,124 @@
+// Tensor = view metadata (shape, strides, element offset, dtype, name) plus a
+// shared Storage. Views are contiguous; several views share one storage. A
+// tensor is always fully initialised: the default tensor is an empty f32 cpu
+// tensor. See Note [Freed storage] in storage.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zrt/runtime/device.h"
+#include "zrt/runtime/dtype.h"
+#include "zrt/runtime/dtype_dispatch.h"
+#include "zrt/runtime/error.h"
+#include "zrt/runtime/allocator.h"
+#include "zrt/runtime/storage.h"
+#include "zrt/runtime/stream.h"
+
+namespace zrt {
+
+using Shape = std::vector<std::int64_t>;
+
+std::string shape_str(const Shape& shape);
+// Product of dims; throws InvalidArgument for a negative dim or overflow.
+std::int64_t shape_numel(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor();  // an empty f32 cpu tensor of shape [0]
+
+  // New storage of exactly numel*itemsize bytes, uninitialised.
+  static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu(),
+                      AllocatorPtr allocator = nullptr, Stream stream = {});
+  static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu(),
+                      AllocatorPtr allocator = nullptr);
+  static Tensor full(const Shape& shape, double value, DType dtype, Device device = Device::cpu(),
+                     AllocatorPtr allocator = nullptr);
+  // A tensor with the given values cast to `dtype` (shape defaults to [n]).
+  static Tensor from_doubles(const std::vector<double>& values, DType dtype,
+                             Device device = Device::cpu(), Shape shape = {});
+  // A view of an existing storage (no allocation); checked on data access.
+  static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
+                             std::int64_t offset = 0, std::string name = {});
+
+  // --- metadata -----------------------------------------------------------
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int dim() const { return static_cast<int>(shape_.size()); }
+  std::int64_t size(int d) const;
+  std::int64_t numel() const { return numel_; }
+  std::int64_t offset() const { return offset_; }  // in elements of dtype
+  DType dtype() const { return dtype_; }
+  std::size_t itemsize() const { return dtype_size(dtype_); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * itemsize(); }
+  Device device() const { return storage_->device(); }
+  const std::string& name() const { return name_; }
+  Tensor& set_name(std::string name) {
+    name_ = std::move(name);
+    return *this;
+  }
+  // "name[2, 3] bf16 cuda:0" for messages.
+  std::string str() const;
+
+  Storage& storage() const { return *storage_; }
+  const std::shared_ptr<Storage>& storage_ptr() const { return storage_; }
+  bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
+  bool is_freed() const { return storage_->is_freed(); }
+
+  // --- views (share storage; always contiguous) ---------------------------
+  // Same elements, new shape; one dim may be -1.
+  Tensor view(Shape shape) const;
+  Tensor flatten() const { return view({numel_}); }
+  // Flat 1-D slice [start, start+length) of the elements.
+  Tensor slice(std::int64_t start, std::int64_t length) const;
+  // Rows [start, start+length) along dim 0.
+  Tensor narrow(std::int64_t start, std::int64_t length) const;
+
+  // --- data ---------------------------------------------------------------
+  // Pointer to the first element. Throws InvalidState naming the tensor if its
+  // storage is freed or smaller than the view needs.
+  void* data_ptr() const;
+  template <class T>
+  T* data() const {
+    ZRT_CHECK_ARG(dtype_of<T>() == dtype_, "tensor ", str(), " accessed as ",
+                  dtype_name(dtype_of<T>()));
+    return static_cast<T*>(data_ptr());
+  }
+
+  // Copies src into this (equal numel; any dtype and device pair, casting
+  // with round-to-nearest-even). Device copies are ordered on `stream` and
+  // synchronised when the host is involved.
+  Tensor& copy_(const Tensor& src, Stream stream = {});
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor clone() const;
+
+  // Element access for tests and tools (cpu or cuda; slow on cuda).
+  double item(std::int64_t flat_index) const;
+  void set_item(std::int64_t flat_index, double value);
+  std::vector<double> to_doubles() const;
+
+ private:
+  Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::int64_t offset,
+         std::string name);
+
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  Shape strides_;
+  std::int64_t numel_ = 0;
+  std::int64_t offset_ = 0;
+  DType dtype_ = DType::f32;
+  std::string name_;
+};
+
+// The reference code's _free_storage / _alloc_storage pair: free the memory
+// behind `t` (all views stay valid objects), or give a freed storage exactly
+// enough bytes for `t` (offset + numel elements) back.
+void free_storage(const Tensor& t);
+void alloc_storage(const Tensor& t);
+
+}  // namespace zrt

@@ -1,0 +1,166 @@
+#include "tests/optim/flat_param/handle_checks.h"
+
+#include <cmath>
+#include <random>
+
+#include "zrt/optim/flat_param/flat_param_handle.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
+#include "tests/optim/flat_param/counting_allocator.h"
+#include "tests/support/rank_check.h"
+
+namespace zrt::testing {
+
+namespace {
+
+// Odd shapes, a scalar-like [1], one smaller than any world, a tied name.
+const std::vector<Shape> kShapes = {{3, 5}, {1}, {7}, {2, 3, 2}, {4097}};
+
+struct Params {
+  std::vector<optim::NamedParam> named;
+  std::vector<std::vector<double>> values;  // per primary parameter
+};
+
+// Fresh tensors with the same seeded values on every rank.
+Params make_params(unsigned seed) {
+  Params p;
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  for (std::size_t i = 0; i < kShapes.size(); ++i) {
+    std::vector<double> v(static_cast<std::size_t>(shape_numel(kShapes[i])));
+    for (auto& x : v) x = static_cast<float>(dist(gen));
+    p.values.push_back(v);
+    p.named.push_back({"layer" + std::to_string(i), "weight", Tensor::from_doubles(v, DType::f32, Device::cpu(), kShapes[i])});
+  }
+  p.named.push_back({"head", "weight", p.named[0].tensor});  // tied to layer0.weight
+  return p;
+}
+
+optim::FlatParamOptions options_for(const optim::StrategyPlan& plan, DType param_dtype, AllocatorPtr alloc) {
+  optim::FlatParamOptions o;
+  o.name = "unit";
+  o.param_dtype = param_dtype;
+  o.reshard_after_forward = plan.reshard_after_forward;
+  o.reshard_after_backward = plan.reshard_after_backward;
+  o.allocator = std::move(alloc);
+  return o;
+}
+
+double rounded(double x, DType t) { return Tensor::from_doubles({x}, t).item(0); }
+
+// A small integer gradient for (rank, micro-batch, parameter, element): sums are exact.
+double grad_value(int rank, int micro, std::size_t param, std::int64_t e) {
+  return static_cast<double>(((rank + 1) * 5 + micro * 3 + static_cast<int>(param) * 11 + e * 7) % 17 - 8);
+}
+
+}  // namespace
+
+void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, DType param_dtype) {
+  optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
+  Params p = make_params(42);
+  auto alloc = std::make_shared<CountingAllocator>();
+  optim::FlatParamHandle h(p.named, plan.groups, options_for(plan, param_dtype, alloc));
+  ZRT_EXPECT(h.num_params() == kShapes.size(), "sizes differ");
+  ZRT_EXPECT(h.index_of("head.weight") == 0u, "check failed on rank ", world->rank());
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0 gathers zero1, pass 1 zero3
+    ZRT_EXPECT(h.needs_param_sync() == (pass == 0), "check failed on rank ", world->rank());
+    h.pre_forward();
+    for (std::size_t i = 0; i < kShapes.size(); ++i) {
+      Tensor v = h.param(i);
+      ZRT_EXPECT(v.shape() == kShapes[i], "shape of param ", i);
+      auto got = v.to_doubles();
+      for (std::size_t e = 0; e < got.size(); ++e)
+        ZRT_EXPECT(got[e] == rounded(p.values[i][e], param_dtype),
+                              "pass ", pass, " param ", i, " element ", e, " rank ", world->rank());
+    }
+    h.post_forward();
+    ZRT_EXPECT(h.is_unsharded() == !plan.reshard_after_forward, "check failed on rank ", world->rank());
+    if (!plan.reshard_after_forward) free_storage(h.full_param_padded());
+  }
+  // The fp32 master survives untouched: summon gives back the originals exactly.
+  auto full = h.summon_full_params();
+  for (std::size_t i = 0; i < kShapes.size(); ++i) ZRT_EXPECT(full[i].to_doubles() == p.values[i], "check failed on rank ", world->rank());
+  // load_full_params then unshard shows the new values.
+  std::vector<Tensor> doubled;
+  for (auto& t : full) {
+    auto v = t.to_doubles();
+    for (auto& x : v) x *= 2;
+    doubled.push_back(Tensor::from_doubles(v, DType::f64, Device::cpu(), t.shape()));
+  }
+  h.load_full_params(doubled);
+  h.pre_forward();
+  ZRT_EXPECT(h.param(4).item(4096) == rounded(2 * p.values[4][4096], param_dtype), "check failed on rank ", world->rank());
+  h.post_forward();
+}
+
+void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, ReduceOp op,
+                         int micro_batches, bool offload) {
+  optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
+  Params p = make_params(7);
+  auto alloc = std::make_shared<CountingAllocator>();
+  optim::FlatParamOptions o = options_for(plan, DType::f32, alloc);
+  o.grad_reduce = op;
+  o.offload_grads = offload;
+  optim::FlatParamHandle h(p.named, plan.groups, o);
+  const std::size_t sharded_bytes = alloc->stats().allocated;
+
+  for (int step = 0; step < 2; ++step) {  // the second step checks nothing leaks across steps
+    for (int m = 0; m < micro_batches; ++m) {
+      h.pre_forward();
+      h.post_forward();
+      h.pre_backward();
+      for (std::size_t i = 0; i < kShapes.size(); ++i) {
+        Tensor g = h.grad(i);
+        std::vector<double> v(static_cast<std::size_t>(g.numel()));
+        for (std::size_t e = 0; e < v.size(); ++e) v[e] = grad_value(world->rank(), m, i, static_cast<std::int64_t>(e));
+        g.copy_(Tensor::from_doubles(v, DType::f64, Device::cpu(), g.shape()));
+      }
+      const bool last = m + 1 == micro_batches;
+      h.post_backward(last);
+      if (!last) ZRT_EXPECT(h.full_prec_grad_padded().is_freed() == offload, "check failed on rank ", world->rank());
+    }
+    // Every rank's gradient shard equals the reduction over all ranks and micro-batches.
+    const int W = world->size();
+    for (std::size_t i = 0; i < kShapes.size(); ++i) {
+      const auto& info = h.zero1_shard_infos()[i];
+      auto got = h.sharded_grad(i).to_doubles();
+      ZRT_EXPECT(static_cast<std::int64_t>(got.size()) == info.numel_in_shard, "sizes differ");
+      for (std::int64_t k = 0; k < info.numel_in_shard; ++k) {
+        double expect = 0;
+        for (int r = 0; r < W; ++r)
+          for (int m = 0; m < micro_batches; ++m) expect += grad_value(r, m, i, info.intra_param_start + k);
+        if (op == ReduceOp::avg) expect /= W;
+        ZRT_EXPECT(std::abs(got[k] - expect) <= 1e-6 * std::max(1.0, std::abs(expect)),
+                              "param ", i, " element ", info.intra_param_start + k, ": ", got[k], " != ", expect,
+                   " (rank ", world->rank(), ")");
+      }
+    }
+    // Unsharded parameter and gradients are released: back to the sharded footprint.
+    if (plan.reshard_after_backward) {
+      ZRT_EXPECT(alloc->stats().allocated == sharded_bytes, "check failed on rank ", world->rank());
+    } else {
+      // Kept unsharded: its own bytes, unless it is the fp32 master of a zero1 group of one.
+      const std::size_t kept = h.unsharded_is_master() ? 0 : h.full_param_padded().storage().nbytes();
+      ZRT_EXPECT(alloc->stats().allocated == sharded_bytes + kept, "check failed on rank ", world->rank());
+    }
+    ZRT_EXPECT(h.full_grad_padded().is_freed(), "check failed on rank ", world->rank());
+    ZRT_EXPECT(h.full_prec_grad_padded().is_freed(), "check failed on rank ", world->rank());
+    h.mark_params_updated();
+  }
+}
+
+void check_mismatch_is_named(const CommPtr& world) {
+  Params p = make_params(1);
+  if (world->rank() == world->size() - 1)
+    p.named[2].tensor = Tensor::zeros({8}, DType::f32);  // layer2.weight is [7] elsewhere
+  optim::StrategyPlan plan = optim::plan_strategy(optim::ShardingStrategy::full_shard, world, 0);
+  try {
+    optim::FlatParamHandle h(p.named, plan.groups, options_for(plan, DType::f32, nullptr));
+    ZRT_EXPECT(world->size() == 1, "a mis-shaped parameter on one rank was not detected");
+  } catch (const InvalidArgument& e) {
+    std::string what = e.what();
+    ZRT_EXPECT(what.find("layer2.weight") != std::string::npos, what);
+    ZRT_EXPECT(what.find("rank " + std::to_string(world->size() - 1)) != std::string::npos, what);
+  }
+}
+
+}  // namespace zrt::testing
