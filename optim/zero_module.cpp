@@ -1,5 +1,7 @@
 #include "zrt/optim/zero_module.h"
 
+#include <algorithm>
+
 #include "zrt/optim/flat_param/sharding_groups.h"
 
 namespace zrt::optim {
@@ -27,6 +29,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   o.reshard_after_backward = plan_->reshard_after_backward;
   o.device = options_.device;
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(named), plan_->groups, o));
+  synced_.push_back(0);
+  unsynced_.push_back(0);
   return handles_.size() - 1;
 }
 
@@ -35,21 +39,31 @@ FlatParamHandle& ZeroModule::handle(Unit unit) const {
   return *handles_[unit];
 }
 
-ZeroModule::Scope::Scope(FlatParamHandle* handle, bool backward, bool sync)
-    : handle_(handle), backward_(backward), sync_(sync) {
+ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync)
+    : module_(module), unit_(unit), handle_(&module->handle(unit)), backward_(backward), sync_(sync) {
   if (backward_) handle_->pre_backward();
   else handle_->pre_forward();
 }
 
-ZeroModule::Scope::Scope(Scope&& o) noexcept : handle_(o.handle_), backward_(o.backward_), sync_(o.sync_) {
+ZeroModule::Scope::Scope(Scope&& o) noexcept
+    : module_(o.module_), unit_(o.unit_), handle_(o.handle_), backward_(o.backward_), sync_(o.sync_) {
   o.handle_ = nullptr;
 }
 
 ZeroModule::Scope::~Scope() {
   if (!handle_) return;
   try {
-    if (backward_) handle_->post_backward(sync_);
-    else handle_->post_forward();
+    if (backward_) {
+      handle_->post_backward(sync_);
+      if (sync_) {
+        ++module_->synced_[unit_];
+        module_->unsynced_[unit_] = 0;
+      } else {
+        ++module_->unsynced_[unit_];
+      }
+    } else {
+      handle_->post_forward();
+    }
   } catch (const std::exception& e) {
     report_in_destructor("ZeroModule scope", e);
   }
@@ -64,12 +78,29 @@ Tensor ZeroModule::Scope::grad(const std::string& name) const {
   return handle_->grad(handle_->index_of(handle_->name() + "." + name));
 }
 
-ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(&handle(unit), false, false); }
-ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(&handle(unit), true, sync); }
+ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(this, unit, false, false); }
+ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(this, unit, true, sync); }
 
+// Note [ZeroModule steps on synced gradients]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A backward scope with sync=false accumulates into the unit's fp32 gradient
+// and reduces nothing; only a sync reduce-scatters it into the gradient
+// shard AdamW reads. A step after scopes that never synced would read zero
+// (or stale) shards: grad norm 0 and an update of weight decay alone, with
+// nothing said. So step() needs at least one sync since the last step, and
+// no unit whose latest backward scopes only accumulated. The counts are the
+// same on every rank (scopes are collective), so every rank throws alike.
 optim::StepResult ZeroModule::step(double lr) {
+  ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
+  for (Unit u = 0; u < handles_.size(); ++u)
+    ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
+                    unsynced_[u], " backward scope(s) with sync=false after its last sync; the last "
+                    "micro-batch's backward must sync (backward(unit, true)) before step()");
+  ZRT_CHECK_STATE(std::any_of(synced_.begin(), synced_.end(), [](int n) { return n > 0; }),
+                  "ZeroModule::step: no backward scope synced gradients since the last step; "
+                  "step() would apply weight decay alone");
+  std::fill(synced_.begin(), synced_.end(), 0);
   if (!optimizer_) {
-    ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
     std::vector<FlatParamHandle*> raw;
     for (auto& h : handles_) raw.push_back(h.get());
     optimizer_ = std::make_unique<optim::ZeroAdamW>(raw, options_.adamw);

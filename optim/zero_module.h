@@ -70,14 +70,20 @@ class ZeroModule {
 
    private:
     friend class ZeroModule;
-    Scope(FlatParamHandle* handle, bool backward, bool sync);
+    Scope(ZeroModule* module, Unit unit, bool backward, bool sync);
+    ZeroModule* module_;
+    Unit unit_;
     FlatParamHandle* handle_;
     bool backward_, sync_;
   };
   Scope forward(Unit unit);
   Scope backward(Unit unit, bool sync = true);
 
-  // Collective: one AdamW step at `lr` on every unit's zero1 shard.
+  // Collective: one AdamW step at `lr` on every unit's zero1 shard, from the
+  // gradients the backward scopes synced since the last step (Note
+  // [ZeroModule steps on synced gradients]). InvalidState when no unit
+  // synced, or a unit holds gradients of backward(unit, sync=false) scopes
+  // that no later sync reduced: the step would apply weight decay alone.
   optim::StepResult step(double lr);
   // Collective: every parameter, fp32, by "unit.name".
   std::map<std::string, Tensor> full_params();
@@ -91,6 +97,9 @@ class ZeroModule {
   std::unique_ptr<StrategyPlan> plan_;
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;
   std::unique_ptr<optim::ZeroAdamW> optimizer_;  // built at the first step
+  // Per unit since the last step: backward scopes that synced, and those that
+  // only accumulated after the unit's last sync.
+  std::vector<int> synced_, unsynced_;
 };
 
 }  // namespace zrt::optim

@@ -10,34 +10,7 @@
 
 namespace zrt {
 
-std::string shape_str(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-std::int64_t shape_numel(const Shape& shape) {
-  std::int64_t n = 1;
-  for (auto d : shape) {
-    ZRT_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_str(shape));
-    ZRT_CHECK_ARG(d == 0 || n <= std::numeric_limits<std::int64_t>::max() / d,
-                  "shape ", shape_str(shape), " overflows 64-bit element count");
-    n *= d;
-  }
-  return n;
-}
-
 namespace {
-
-Shape contiguous_strides(const Shape& shape) {
-  Shape strides(shape.size());
-  std::int64_t s = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[i] = s;
-    s *= shape[i];
-  }
-  return strides;
-}
 
 // Converts one element; integers convert directly, anything else via double.
 template <class Dst, class Src>
@@ -83,19 +56,31 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
 
 }  // namespace
 
-Tensor::Tensor() : Tensor(std::make_shared<Storage>(0, default_allocator(Device::cpu())), {0}, DType::f32, 0, {}) {}
-
-Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::int64_t offset,
-               std::string name)
+Tensor::Tensor(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, std::int64_t offset,
+               Name name)
     : storage_(std::move(storage)),
-      shape_(std::move(shape)),
-      numel_(shape_numel(shape_)),
+      name_(std::move(name)),
+      numel_(shape_numel(shape)),
       offset_(offset),
-      dtype_(dtype),
-      name_(std::move(name)) {
-  ZRT_CHECK_ARG(storage_ != nullptr, "tensor needs a storage");
+      shape_(shape),
+      dtype_(dtype) {
+  ZRT_CHECK_ARG(storage_ != nullptr || numel_ == 0, "tensor ", str(), " needs a storage");
   ZRT_CHECK_ARG(offset_ >= 0, "negative element offset ", offset_);
-  strides_ = contiguous_strides(shape_);
+}
+
+const std::string& Tensor::name() const {
+  static const std::string unnamed;
+  return name_ ? *name_ : unnamed;
+}
+
+Tensor& Tensor::set_name(std::string name) {
+  name_ = name.empty() ? nullptr : std::make_shared<const std::string>(std::move(name));
+  return *this;
+}
+
+Storage& Tensor::storage() const {
+  ZRT_CHECK_STATE(storage_ != nullptr, "tensor ", str(), " has no storage (a default tensor)");
+  return *storage_;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, AllocatorPtr allocator,
@@ -134,9 +119,18 @@ Tensor Tensor::from_doubles(const std::vector<double>& values, DType dtype, Devi
   return out;
 }
 
+Tensor Tensor::from_host(const void* data, const Shape& shape, DType dtype, Device device) {
+  Tensor out = empty(shape, dtype, device);
+  ZRT_CHECK_ARG(data != nullptr || out.numel() == 0, "from_host: null data for shape ", shape_str(shape));
+  copy_bytes(out.data_ptr(), device, data, Device::cpu(), out.nbytes(), {});
+  return out;
+}
+
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
                             std::int64_t offset, std::string name) {
-  return Tensor(std::move(storage), shape, dtype, offset, std::move(name));
+  ZRT_CHECK_ARG(storage != nullptr, "from_storage: no storage");
+  Tensor t(std::move(storage), shape, dtype, offset, nullptr);
+  return t.set_name(std::move(name));
 }
 
 std::int64_t Tensor::size(int d) const {
@@ -147,7 +141,7 @@ std::int64_t Tensor::size(int d) const {
 }
 
 std::string Tensor::str() const {
-  return (name_.empty() ? std::string("tensor") : name_) + shape_str(shape_) + " " +
+  return (name_ ? *name_ : std::string("tensor")) + shape_str(shape_) + " " +
          dtype_name(dtype_) + " " + device().str();
 }
 
@@ -190,7 +184,7 @@ Tensor Tensor::narrow(std::int64_t start, std::int64_t length) const {
 }
 
 void* Tensor::data_ptr() const {
-  if (storage_->is_freed()) {
+  if (is_freed()) {
     if (numel_ == 0) return nullptr;
     ZRT_THROW(InvalidState, "data access to ", str(), " whose storage is freed");
   }
@@ -239,13 +233,13 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor Tensor::to(Device dev) const {
   Tensor out = empty(shape_, dtype_, dev);
-  out.set_name(name_);
+  out.name_ = name_;
   return out.copy_(*this);
 }
 
 Tensor Tensor::to(DType dt) const {
   Tensor out = empty(shape_, dt, device());
-  out.set_name(name_);
+  out.name_ = name_;
   return out.copy_(*this);
 }
 
@@ -274,7 +268,9 @@ std::vector<double> Tensor::to_doubles() const {
   return out;
 }
 
-void free_storage(const Tensor& t) { t.storage().free(); }
+void free_storage(const Tensor& t) {
+  if (t.storage_ptr()) t.storage().free();
+}
 
 void alloc_storage(const Tensor& t) {
   t.storage().allocate(static_cast<std::size_t>(t.offset() + t.numel()) * t.itemsize());

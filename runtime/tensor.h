@@ -1,7 +1,17 @@
-// Tensor = view metadata (shape, strides, element offset, dtype, name) plus a
-// shared Storage. Views are contiguous; several views share one storage. A
-// tensor is always fully initialised: the default tensor is an empty f32 cpu
-// tensor. See Note [Freed storage] in storage.h.
+// Tensor = view metadata (shape, element offset, dtype, name) plus a shared
+// Storage. Views are contiguous; several views share one storage. A tensor is
+// always fully initialised: the default tensor is an empty f32 cpu tensor of
+// shape [0] with no storage. See Note [Freed storage] in storage.h.
+//
+// Note [Tensor is a small handle]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Layers hold views of the flat parameters and make views of activations on
+// every call, so a view must cost no more than its fields. Its shape sits
+// inline (Shape, at most Shape::max_dims dims); views are contiguous, so
+// there are no strides to keep; the name, which only messages read, is one
+// immutable string shared by every view of a tensor; the default tensor has
+// no storage. Making, copying or viewing a tensor allocates nothing
+// (zrt-bench tensor measures it).
 #pragma once
 
 #include <cstdint>
@@ -14,20 +24,15 @@
 #include "zrt/runtime/dtype_dispatch.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/allocator.h"
+#include "zrt/runtime/shape.h"
 #include "zrt/runtime/storage.h"
 #include "zrt/runtime/stream.h"
 
 namespace zrt {
 
-using Shape = std::vector<std::int64_t>;
-
-std::string shape_str(const Shape& shape);
-// Product of dims; throws InvalidArgument for a negative dim or overflow.
-std::int64_t shape_numel(const Shape& shape);
-
 class Tensor {
  public:
-  Tensor();  // an empty f32 cpu tensor of shape [0]
+  Tensor() = default;  // an empty f32 cpu tensor of shape [0], no storage
 
   // New storage of exactly numel*itemsize bytes, uninitialised.
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu(),
@@ -39,13 +44,15 @@ class Tensor {
   // A tensor with the given values cast to `dtype` (shape defaults to [n]).
   static Tensor from_doubles(const std::vector<double>& values, DType dtype,
                              Device device = Device::cpu(), Shape shape = {});
+  // A copy of `shape`'s elements of `dtype` read from host memory at `data`.
+  static Tensor from_host(const void* data, const Shape& shape, DType dtype,
+                          Device device = Device::cpu());
   // A view of an existing storage (no allocation); checked on data access.
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
                              std::int64_t offset = 0, std::string name = {});
 
   // --- metadata -----------------------------------------------------------
   const Shape& shape() const { return shape_; }
-  const Shape& strides() const { return strides_; }
   int dim() const { return static_cast<int>(shape_.size()); }
   std::int64_t size(int d) const;
   std::int64_t numel() const { return numel_; }
@@ -53,19 +60,17 @@ class Tensor {
   DType dtype() const { return dtype_; }
   std::size_t itemsize() const { return dtype_size(dtype_); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * itemsize(); }
-  Device device() const { return storage_->device(); }
-  const std::string& name() const { return name_; }
-  Tensor& set_name(std::string name) {
-    name_ = std::move(name);
-    return *this;
-  }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  const std::string& name() const;
+  Tensor& set_name(std::string name);
   // "name[2, 3] bf16 cuda:0" for messages.
   std::string str() const;
 
-  Storage& storage() const { return *storage_; }
-  const std::shared_ptr<Storage>& storage_ptr() const { return storage_; }
-  bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
-  bool is_freed() const { return storage_->is_freed(); }
+  // The storage; InvalidState for a default tensor, which has none.
+  Storage& storage() const;
+  const std::shared_ptr<Storage>& storage_ptr() const { return storage_; }  // null: none
+  bool shares_storage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  bool is_freed() const { return !storage_ || storage_->is_freed(); }
 
   // --- views (share storage; always contiguous) ---------------------------
   // Same elements, new shape; one dim may be -1.
@@ -103,16 +108,16 @@ class Tensor {
   std::vector<double> to_doubles() const;
 
  private:
-  Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::int64_t offset,
-         std::string name);
+  using Name = std::shared_ptr<const std::string>;
+  Tensor(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, std::int64_t offset,
+         Name name);
 
   std::shared_ptr<Storage> storage_;
-  Shape shape_;
-  Shape strides_;
+  Name name_;  // null: unnamed
   std::int64_t numel_ = 0;
   std::int64_t offset_ = 0;
+  Shape shape_{0};
   DType dtype_ = DType::f32;
-  std::string name_;
 };
 
 // The reference code's _free_storage / _alloc_storage pair: free the memory

@@ -30,10 +30,50 @@ BOOST_AUTO_TEST_CASE(metadata_and_alignment) {
   Tensor t = Tensor::empty({3, 5, 7}, DType::bf16);
   BOOST_TEST(t.numel() == 105);
   BOOST_TEST(t.nbytes() == 210u);
-  BOOST_TEST(t.strides() == (Shape{35, 7, 1}));
+  BOOST_TEST(t.shape() == (Shape{3, 5, 7}));
   BOOST_TEST(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64 == 0u);
   BOOST_TEST(t.size(-1) == 7);
   BOOST_CHECK_THROW(t.size(3), InvalidArgument);
+}
+
+// Note [Tensor is a small handle]: no storage for a default tensor, views
+// share the name instead of copying it, shapes sit inline up to max_dims.
+BOOST_AUTO_TEST_CASE(default_tensor_and_views_are_small_handles) {
+  Tensor d;
+  BOOST_TEST(d.storage_ptr() == nullptr);
+  BOOST_TEST(d.shape() == (Shape{0}));
+  BOOST_TEST(d.numel() == 0);
+  BOOST_TEST(d.is_freed());
+  BOOST_TEST(d.data_ptr() == nullptr);
+  BOOST_TEST(!d.shares_storage(Tensor()));
+  BOOST_CHECK_THROW(d.storage(), InvalidState);
+  BOOST_TEST(d.view({0, 3}).numel() == 0);
+  BOOST_TEST(d.clone().numel() == 0);
+  free_storage(d);  // nothing to free
+
+  Tensor t = Tensor::empty({4, 6}, DType::f32);
+  t.set_name("h.3.attn.c_attn.weight, a name longer than any small-string buffer");
+  Tensor v = t.view({6, 4}).narrow(1, 2).slice(3, 5);
+  BOOST_TEST(&v.name() == &t.name());
+  BOOST_TEST(v.shares_storage(t));
+  BOOST_TEST(v.offset() == 7);
+
+  Shape s{1, 2, 3, 4, 5, 6};
+  BOOST_TEST(static_cast<int>(s.size()) == Shape::max_dims);
+  BOOST_CHECK_THROW(s.push_back(7), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::empty({1, 1, 1, 1, 1, 1, 1}, DType::f32), InvalidArgument);
+  BOOST_TEST(Shape(std::vector<std::int64_t>{2, 3}) == (Shape{2, 3}));
+  BOOST_TEST(shape_str(Shape{}) == "[]");
+}
+
+BOOST_AUTO_TEST_CASE(from_host_copies_host_memory) {
+  const std::vector<std::int32_t> values{3, -1, 4, 1, -5, 9};
+  Tensor t = Tensor::from_host(values.data(), {2, 3}, DType::i32);
+  BOOST_TEST(t.shape() == (Shape{2, 3}));
+  BOOST_TEST(t.data<std::int32_t>() != values.data());
+  for (std::size_t i = 0; i < values.size(); ++i) BOOST_TEST(t.item(static_cast<std::int64_t>(i)) == values[i]);
+  BOOST_TEST(Tensor::from_host(nullptr, {0}, DType::f32).numel() == 0);
+  BOOST_CHECK_THROW(Tensor::from_host(nullptr, {2}, DType::f32), InvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(bad_shapes_are_typed_errors) {

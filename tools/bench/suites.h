@@ -8,4 +8,5 @@ int bench_optim(int argc, char** argv);
 int bench_ckpt(int argc, char** argv);
 int bench_train(int argc, char** argv);
 int bench_gemm(int argc, char** argv);
+int bench_tensor(int argc, char** argv);
 }  // namespace zrt::bench
