@@ -3,32 +3,83 @@
 #include <algorithm>
 
 #include "zrt/optim/flat_param/sharding_groups.h"
+#include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
+
+namespace {
+
+bool is_compute_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+}  // namespace
 
 ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
   ZRT_CHECK_ARG(world_ != nullptr, "ZeroModule needs a world communicator");
+  ZRT_CHECK_ARG(is_compute_float(options_.dtype), "ZeroModule: compute dtype must be f32, bf16 or f16, not ",
+                dtype_name(options_.dtype));
+  ZRT_CHECK_ARG(is_compute_float(options_.reduce_dtype),
+                "ZeroModule: gradient reduce dtype must be f32, bf16 or f16, not ", dtype_name(options_.reduce_dtype));
+  ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::avg || options_.grad_reduce == ReduceOp::sum,
+                "ZeroModule: gradients combine by avg or sum");
+  ZRT_CHECK_ARG(options_.zero3_size >= 0, "ZeroModule: zero3 size must not be negative (got ",
+                options_.zero3_size, ")");
+  set_current_device(options_.device);
+  allocator_ = make_caching_allocator(options_.device);
+  if (options_.tracer) world_->set_tracer(options_.tracer);  // before the groups are split from it
+  if (options_.device.is_cuda()) {
+    compute_stream_ = std::make_unique<OwnedStream>(options_.device);
+    comm_stream_ = std::make_unique<OwnedStream>(options_.device);
+  }
   plan_ = std::make_unique<StrategyPlan>(
       plan_strategy(options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
+  if (options_.dtype == DType::f16)
+    scaler_ = std::make_unique<DynamicLossScaler>(loss_scaler_options_for(options_.dtype));
 }
 
 ZeroModule::~ZeroModule() = default;
 
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                                       const std::vector<std::pair<std::string, Tensor>>& params) {
-  ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name, "'): units must be added before the first step");
   std::vector<NamedParam> named;
-  for (const auto& [pname, value] : params) named.push_back({name, pname, value.to(DType::f32).clone()});
+  for (const auto& [pname, value] : params) named.push_back({name, pname, value});
+  return add_unit(name, named);
+}
+
+ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector<NamedParam>& params) {
+  ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name, "'): units must be added before the first step");
+  // Fresh fp32 copies: a handle claims its parameters' memory, and several
+  // ranks of one process may share the initial values. One copy per distinct
+  // tensor, so names tied to one tensor stay one parameter.
+  struct Source {
+    const void* storage;
+    std::int64_t offset, numel;
+    auto operator<=>(const Source&) const = default;
+  };
+  std::map<Source, Tensor> copies;
+  std::vector<NamedParam> owned;
+  for (const auto& p : params) {
+    const Source key{p.tensor.storage_ptr().get(), p.tensor.offset(), p.tensor.numel()};
+    auto it = copies.find(key);
+    if (it == copies.end() || it->second.shape() != p.tensor.shape())
+      it = copies.insert_or_assign(key, p.tensor.to(DType::f32)).first;
+    owned.push_back({p.module_path, p.name, it->second});
+  }
   FlatParamOptions o;
   o.name = name;
   o.param_dtype = options_.dtype;
   o.reduce_dtype = options_.reduce_dtype;
-  o.grad_reduce = ReduceOp::avg;
+  o.grad_reduce = options_.grad_reduce;
   o.reshard_after_forward = plan_->reshard_after_forward;
   o.reshard_after_backward = plan_->reshard_after_backward;
+  o.offload_grads = options_.offload_grads;
   o.device = options_.device;
-  handles_.push_back(std::make_unique<FlatParamHandle>(std::move(named), plan_->groups, o));
+  o.allocator = allocator_;
+  if (compute_stream_) {
+    o.stream = compute_stream_->get();
+    o.comm_stream = comm_stream_->get();
+  }
+  handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));
   synced_.push_back(0);
   unsynced_.push_back(0);
   return handles_.size() - 1;
@@ -53,8 +104,19 @@ ZeroModule::Scope::Scope(Scope&& o) noexcept
 ZeroModule::Scope::~Scope() {
   if (!handle_) return;
   try {
+    close();
+  } catch (const std::exception& e) {
+    report_in_destructor("ZeroModule scope", e);
+  }
+}
+
+void ZeroModule::Scope::close() {
+  if (!handle_) return;
+  FlatParamHandle* h = handle_;
+  handle_ = nullptr;  // closed, whatever happens below
+  {
     if (backward_) {
-      handle_->post_backward(sync_);
+      h->post_backward(sync_);
       if (sync_) {
         ++module_->synced_[unit_];
         module_->unsynced_[unit_] = 0;
@@ -62,24 +124,49 @@ ZeroModule::Scope::~Scope() {
         ++module_->unsynced_[unit_];
       }
     } else {
-      handle_->post_forward();
+      h->post_forward();
     }
-  } catch (const std::exception& e) {
-    report_in_destructor("ZeroModule scope", e);
   }
 }
 
+namespace {
+
+// "weight" in unit "fc1" is "fc1.weight"; a full name works too.
+std::size_t scope_param_index(const FlatParamHandle* h, const std::string& name) {
+  ZRT_CHECK_STATE(h != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  auto i = h->find(h->name() + "." + name);
+  if (!i) i = h->find(name);
+  ZRT_CHECK_ARG(i.has_value(), "ZeroModule: unit '", h->name(), "' has no parameter '", name, "' (nor '",
+                h->name(), ".", name, "')");
+  return *i;
+}
+
+}  // namespace
+
 Tensor ZeroModule::Scope::param(const std::string& name) const {
-  return handle_->param(handle_->index_of(handle_->name() + "." + name));
+  const std::size_t i = scope_param_index(handle_, name);
+  return handle_->param(i);
 }
 
 Tensor ZeroModule::Scope::grad(const std::string& name) const {
-  ZRT_CHECK_STATE(backward_, "ZeroModule: grad('", name, "') of ", handle_->name(), " outside a backward scope");
-  return handle_->grad(handle_->index_of(handle_->name() + "." + name));
+  ZRT_CHECK_STATE(backward_, "ZeroModule: grad('", name, "') outside a backward scope");
+  const std::size_t i = scope_param_index(handle_, name);
+  return handle_->grad(i);
 }
 
 ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(this, unit, false, false); }
 ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(this, unit, true, sync); }
+void ZeroModule::prefetch(Unit unit) { handle(unit).unshard(); }
+
+ZeroAdamW& ZeroModule::optimizer() {
+  if (!optimizer_) {
+    ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule: no units were added");
+    std::vector<FlatParamHandle*> raw;
+    for (auto& h : handles_) raw.push_back(h.get());
+    optimizer_ = std::make_unique<ZeroAdamW>(raw, options_.adamw);
+  }
+  return *optimizer_;
+}
 
 // Note [ZeroModule steps on synced gradients]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -90,7 +177,7 @@ ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(this
 // nothing said. So step() needs at least one sync since the last step, and
 // no unit whose latest backward scopes only accumulated. The counts are the
 // same on every rank (scopes are collective), so every rank throws alike.
-optim::StepResult ZeroModule::step(double lr) {
+StepResult ZeroModule::step(double lr) {
   ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
   for (Unit u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
@@ -100,12 +187,7 @@ optim::StepResult ZeroModule::step(double lr) {
                   "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   std::fill(synced_.begin(), synced_.end(), 0);
-  if (!optimizer_) {
-    std::vector<FlatParamHandle*> raw;
-    for (auto& h : handles_) raw.push_back(h.get());
-    optimizer_ = std::make_unique<optim::ZeroAdamW>(raw, options_.adamw);
-  }
-  return optimizer_->step(lr);
+  return scaler_ ? optimizer().step(lr, *scaler_) : optimizer().step(lr);
 }
 
 std::map<std::string, Tensor> ZeroModule::full_params() {

@@ -1,10 +1,13 @@
-// ZeroModule: the short way to train a model of one's own under ZeRO.
-// Parameters are registered in wrap units (one FlatParamHandle each); a
-// forward or backward scope gathers a unit's parameters and gives their
-// unsharded views, the end of the scope reshards them; step() runs ZeroAdamW
-// on the zero1 shards.
+// ZeroModule: the one front door to training under ZeRO, for a model of
+// one's own and for the model zoo's TrainingEngine alike. Parameters are
+// registered in wrap units (one FlatParamHandle each); a forward or backward
+// scope gathers a unit's parameters and gives their unsharded views, the end
+// of the scope reshards them; step() runs ZeroAdamW on the zero1 shards (with
+// dynamic loss scaling in f16); save_checkpoint / load_checkpoint
+// (optim/checkpoint/module_checkpoint.h) save and restore all of it, and
+// reshard on load to another rank count or strategy.
 //
-//   zrt::ZeroModule m(world, {.strategy = ShardingStrategy::full_shard});
+//   zrt::optim::ZeroModule m(world, {.strategy = ShardingStrategy::full_shard});
 //   auto l1 = m.add_unit("l1", {{"weight", w1}, {"bias", b1}});
 //   { auto p = m.forward(l1); my_forward(p.param("weight"), p.param("bias"), ...); }
 //   { auto p = m.backward(l1); my_backward(..., p.grad("weight"), p.grad("bias")); }
@@ -27,10 +30,13 @@
 #include <utility>
 #include <vector>
 
-#include "zrt/optim/zero_adamw.h"
-#include "zrt/runtime/comm/communicator.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/optim/loss_scaler.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/stream.h"
+#include "zrt/runtime/trace.h"
 
 namespace zrt::optim {
 struct StrategyPlan;
@@ -41,32 +47,51 @@ namespace zrt::optim {
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   int zero3_size = 0;                // hybrid / layer-zero group size (0: the world)
-  DType dtype = DType::f32;          // compute dtype of the gathered parameters
-  DType reduce_dtype = DType::f32;   // gradient reduce-scatter dtype
+  DType dtype = DType::f32;          // compute dtype: f32, bf16 or f16 (f16: dynamic loss scaling)
+  DType reduce_dtype = DType::f32;   // gradient reduce-scatter dtype: f32, bf16 or f16
+  // How the ranks' gradients combine: avg when each rank's loss is a mean
+  // over its own rows, sum when each is already divided by the global count
+  // (Note [One step of the engine]).
+  ReduceOp grad_reduce = ReduceOp::avg;
   Device device = Device::cpu();
-  optim::AdamWOptions adamw;
+  bool offload_grads = false;        // fp32 gradients in host memory between micro-batches
+  AdamWOptions adamw;                // lr comes per step
+  TracerPtr tracer;                  // the world's collectives and the step's timeline; null: none
 };
 
 class ZeroModule {
  public:
   using Unit = std::size_t;
 
-  // Collective over `world` (it may split it into groups).
+  // Collective over `world` (it may split it into groups). Validates the
+  // options (InvalidArgument naming the bad one); on CUDA it owns a compute
+  // and a communication stream and a caching allocator on the device.
   ZeroModule(CommPtr world, ZeroModuleOptions options = {});
   ~ZeroModule();
+  ZeroModule(const ZeroModule&) = delete;
+  ZeroModule& operator=(const ZeroModule&) = delete;
 
   // Collective: a wrap unit of named parameters with their initial values
-  // (equal on every rank; any dtype, cpu). Units must be added before the
-  // first step, in the same order on every rank.
+  // (equal on every rank; any dtype, cpu), named "unit.name". Units must be
+  // added before the first step, in the same order on every rank. The same
+  // tensor under two names is one parameter (tied): one master copy, one
+  // gradient.
   Unit add_unit(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& params);
+  // The same with each parameter's module path and name given (a model whose
+  // names are not "unit.name"); tied names again share a tensor.
+  Unit add_unit(const std::string& name, const std::vector<NamedParam>& params);
 
   // A unit's parameters gathered for the scope's lifetime (Note [ZeroModule scopes]).
   class Scope {
    public:
     Scope(Scope&&) noexcept;
+    Scope& operator=(Scope&&) = delete;
     ~Scope();
     Tensor param(const std::string& name) const;  // compute dtype, original shape
     Tensor grad(const std::string& name) const;   // backward scopes only: accumulate here
+    // Ends the scope now (reshard; in backward, reduce if it syncs), throwing
+    // what fails; the destructor can only report it.
+    void close();
 
    private:
     friend class ZeroModule;
@@ -78,25 +103,46 @@ class ZeroModule {
   };
   Scope forward(Unit unit);
   Scope backward(Unit unit, bool sync = true);
+  // Starts gathering a unit's parameters ahead of its scope (on CUDA on the
+  // communication stream, overlapping the compute); its scope then finds
+  // them gathered.
+  void prefetch(Unit unit);
 
   // Collective: one AdamW step at `lr` on every unit's zero1 shard, from the
   // gradients the backward scopes synced since the last step (Note
   // [ZeroModule steps on synced gradients]). InvalidState when no unit
   // synced, or a unit holds gradients of backward(unit, sync=false) scopes
   // that no later sync reduced: the step would apply weight decay alone.
-  optim::StepResult step(double lr);
-  // Collective: every parameter, fp32, by "unit.name".
+  // In f16 the gradients carry loss_scale(), which the step takes out.
+  StepResult step(double lr);
+  // The factor to multiply the loss by before backward: 1 unless f16.
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  // Collective: every parameter, fp32 on cpu, by its name ("unit.name" or the
+  // module path's).
   std::map<std::string, Tensor> full_params();
 
+  std::size_t num_units() const { return handles_.size(); }
   FlatParamHandle& handle(Unit unit) const;
+  const std::vector<std::unique_ptr<FlatParamHandle>>& handles() const { return handles_; }
   const CommPtr& world() const { return world_; }
+  const ZeroModuleOptions& options() const { return options_; }
+  const AllocatorPtr& allocator() const { return allocator_; }
+  Stream stream() const { return compute_stream_ ? compute_stream_->get() : Stream(); }  // compute
+  MemoryStats memory_stats() const { return allocator_->stats(); }
+  // The optimizer over every unit (made on first use; no unit can be added after).
+  ZeroAdamW& optimizer();
+  DynamicLossScaler* loss_scaler() { return scaler_.get(); }  // f16 only, else null
 
  private:
+  // Declared first, destroyed last: handles and tensors keep device memory alive.
+  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
   CommPtr world_;
   ZeroModuleOptions options_;
+  AllocatorPtr allocator_;
   std::unique_ptr<StrategyPlan> plan_;
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;
-  std::unique_ptr<optim::ZeroAdamW> optimizer_;  // built at the first step
+  std::unique_ptr<ZeroAdamW> optimizer_;
+  std::unique_ptr<DynamicLossScaler> scaler_;  // f16 only
   // Per unit since the last step: backward scopes that synced, and those that
   // only accumulated after the unit's last sync.
   std::vector<int> synced_, unsynced_;

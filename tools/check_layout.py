@@ -21,10 +21,10 @@ LIBRARIES = ["runtime", "kernels", "optim", "model_zoo"]
 # Per library, its folders from the bottom layer up ("" is the library's top
 # folder). A folder may include its own files and any folder of a lower layer.
 LAYERS = {
-    "runtime": [[""], ["memory"], ["comm"]],
+    "runtime": [[""], ["memory", "io"], ["comm"]],
     "kernels": [[""], ["math", "ops"], ["cpu_isa"], ["cpu_blas"], ["nn"]],
-    "optim": [["flat_param"], [""]],
-    "model_zoo": [["layers"], ["models"], ["io"], ["data", "engine"], ["checkpoint"], ["trainer"]],
+    "optim": [["flat_param"], [""], ["checkpoint"]],
+    "model_zoo": [["layers"], ["models"], ["io"], ["data", "engine"], ["trainer"]],
 }
 
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::model_zoo {
 namespace {

@@ -1,6 +1,9 @@
-// The training engine: a model's wrap units as FlatParamHandles, one training
-// step = micro-batches of forward and backward through them, gradient
-// reduction after the last micro-batch, then ZeroAdamW on the zero1 shards.
+// The training engine: a model-zoo Model on a ZeroModule. Its wrap units are
+// the module's units; one training step = micro-batches of forward and
+// backward through the model's stages in the module's scopes, with the next
+// stages' units prefetched, gradient reduction after the last micro-batch,
+// then the module's step (ZeroAdamW on the zero1 shards). Checkpoints are the
+// module's (optim/checkpoint/module_checkpoint.h).
 //
 // Note [One step of the engine]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -31,10 +34,8 @@
 #include <vector>
 
 #include "zrt/model_zoo/models/model.h"
-#include "zrt/optim/zero_adamw.h"
+#include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/communicator.h"
-#include "zrt/optim/flat_param/flat_param_handle.h"
-#include "zrt/optim/flat_param/sharding_strategy.h"
 
 namespace zrt::model_zoo {
 
@@ -74,36 +75,32 @@ class TrainingEngine {
   std::map<std::string, Tensor> full_params();
 
   const Model& model() const { return *model_; }
-  const std::vector<std::unique_ptr<optim::FlatParamHandle>>& handles() const { return handles_; }
-  MemoryStats memory_stats() const { return allocator_->stats(); }
+  optim::ZeroModule& module() { return *module_; }
+  const std::vector<std::unique_ptr<optim::FlatParamHandle>>& handles() const { return module_->handles(); }
+  MemoryStats memory_stats() const { return module_->memory_stats(); }
   const EngineConfig& config() const { return config_; }
-  const CommPtr& world() const { return world_; }
-  optim::ZeroAdamW& optimizer() { return *optimizer_; }
-  optim::DynamicLossScaler* loss_scaler() { return scaler_.get(); }  // f16 only, else null
+  const CommPtr& world() const { return module_->world(); }
+  optim::ZeroAdamW& optimizer() { return module_->optimizer(); }
+  optim::DynamicLossScaler* loss_scaler() { return module_->loss_scaler(); }  // f16 only, else null
 
  private:
   double forward(const Batch& batch);
   void backward(const Tensor& dloss, bool sync_grads);
   // Sums (loss, targets) over the world on the device, in stream order.
   std::pair<double, double> all_reduce_sum(double a, double b);
-  Stream stream() const { return compute_stream_ ? compute_stream_->get() : Stream(); }
+  Stream stream() const { return module_->stream(); }
 
-  // Unshards the units of the `prefetch` stages after (forward, step +1) or
+  // Prefetches the units of the `prefetch` stages after (forward, step +1) or
   // before (backward, step -1) `stage`.
   void prefetch(int stage, int step);
   // A trace event on the compute track (nothing without a tracer).
   Tracer::Scope traced(const char* what, const std::string& unit = {}) const;
 
-  // Declared first, destroyed last: the model's views keep device memory alive.
-  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
+  // Declared first, destroyed last: the model's views keep the module's memory alive.
+  std::unique_ptr<optim::ZeroModule> module_;
   std::unique_ptr<Model> model_;
-  CommPtr world_;
   EngineConfig config_;
-  AllocatorPtr allocator_;
-  std::vector<std::unique_ptr<optim::FlatParamHandle>> handles_;  // one per unit
-  std::vector<int> last_backward_stage_;                   // per unit: stage whose backward syncs
-  std::unique_ptr<optim::ZeroAdamW> optimizer_;
-  std::unique_ptr<optim::DynamicLossScaler> scaler_;       // f16 only
+  std::vector<int> last_backward_stage_;  // per unit: stage whose backward syncs
 };
 
 }  // namespace zrt::model_zoo

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::model_zoo {
 namespace {

@@ -34,13 +34,13 @@ StepReport Trainer::step() {
   return r;
 }
 
-std::string Trainer::save_checkpoint(const CheckpointSaveOptions& options) {
-  return model_zoo::save_checkpoint(*engine_, step_, options);
+std::string Trainer::save_checkpoint(const optim::CheckpointSaveOptions& options) {
+  return optim::save_checkpoint(engine_->module(), step_, options);
 }
 
 std::string Trainer::resume(const std::string& path) {
   std::string run;
-  const TrainingState state = load_checkpoint(*engine_, path, &run);
+  const optim::TrainingState state = optim::load_checkpoint(engine_->module(), path, &run);
   step_ = state.next_step;
   return run;
 }

@@ -8,7 +8,7 @@
 #include <map>
 #include <memory>
 
-#include "zrt/model_zoo/checkpoint/engine_checkpoint.h"
+#include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/model_zoo/data/dataset.h"
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/engine/training_engine.h"
@@ -47,7 +47,7 @@ class Trainer {
   StepReport step();
   std::int64_t next_step() const { return step_; }
   // Collective: saves the run's state as step next_step() (engine_checkpoint.h).
-  std::string save_checkpoint(const CheckpointSaveOptions& options);
+  std::string save_checkpoint(const optim::CheckpointSaveOptions& options);
   // Collective: loads a checkpoint of this model (any world size, strategy or
   // dtype) and continues from the step it was saved at. Returns its run JSON.
   std::string resume(const std::string& path);

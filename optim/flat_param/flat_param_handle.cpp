@@ -201,12 +201,18 @@ void FlatParamHandle::validate_across_ranks() const {
   }
 }
 
-std::size_t FlatParamHandle::index_of(const std::string& name) const {
+std::optional<std::size_t> FlatParamHandle::find(const std::string& name) const {
   for (std::size_t i = 0; i < layout_.num_params(); ++i)
     if (layout_.params()[i].fqn == name) return i;
   for (const auto& s : shared_)
     if (s.fqn == name) return s.prim_index;
-  ZRT_THROW(InvalidArgument, "flat parameter '", options_.name, "' has no parameter '", name, "'");
+  return std::nullopt;
+}
+
+std::size_t FlatParamHandle::index_of(const std::string& name) const {
+  const auto i = find(name);
+  ZRT_CHECK_ARG(i.has_value(), "flat parameter '", options_.name, "' has no parameter '", name, "'");
+  return *i;
 }
 
 void FlatParamHandle::expect_state(HandleState expected, const char* call) const {

@@ -67,6 +67,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -123,8 +124,10 @@ class FlatParamHandle {
   std::size_t num_params() const { return layout_.num_params(); }
   const std::string& fqn(std::size_t i) const { return layout_.params()[i].fqn; }
   const std::vector<SharedParamSpec>& shared_params() const { return shared_; }
-  // Index of a parameter by any of its names (tied names resolve to the primary).
+  // Index of a parameter by any of its names (tied names resolve to the primary);
+  // InvalidArgument naming it when there is none.
   std::size_t index_of(const std::string& fqn) const;
+  std::optional<std::size_t> find(const std::string& fqn) const;  // nullopt: none
   const std::vector<ShardParamInfo>& zero1_shard_infos() const { return zero1_infos_; }
   const std::vector<ShardParamInfo>& zero3_shard_infos() const { return zero3_infos_; }
   HandleState state() const { return state_; }

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/local_comm.h"
@@ -93,9 +93,9 @@ int bench_ckpt(int argc, char** argv) {
     for (int r = 0; r < o.reps; ++r) {
       world->barrier();
       auto t0 = std::chrono::steady_clock::now();
-      const std::string step = trainer.save_checkpoint(model_zoo::checkpoint_into(root, 1));
+      const std::string step = trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1));
       const double save = seconds_since(t0);
-      model_zoo::CheckpointReader reader(step);  // sizes of every rank's file
+      zrt::optim::CheckpointReader reader(step);  // sizes of every rank's file
       const auto& me = reader.index().ranks[world->rank()];
       std::vector<char> blob(me.bytes, 1);
       world->barrier();
@@ -116,7 +116,7 @@ int bench_ckpt(int argc, char** argv) {
       const double step_alone = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       trainer.step();
-      trainer.save_checkpoint(model_zoo::checkpoint_into(root, 1));
+      trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1));
       const double step_and_save = seconds_since(t0);
       if (world->rank() == 0) {
         std::lock_guard lock(mu);

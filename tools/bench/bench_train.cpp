@@ -25,7 +25,7 @@
 #include "tools/bench/suites.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/comm/launch.h"
 
 namespace zrt::bench {
@@ -175,12 +175,12 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& ou
   const bool lead = world->rank() == 0;
   if (!o.save_init.empty()) {
     auto params = trainer.engine().full_params();  // collective
-    if (lead) model_zoo::write_safetensors(o.save_init, params);
+    if (lead) zrt::write_safetensors(o.save_init, params);
   }
   if (!o.save_data.empty() && lead) {
     model_zoo::Dataset data = train::load_data(o.train, trainer.config());
     ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens, "train: --save-data writes token data (gpt)");
-    model_zoo::write_safetensors(o.save_data, {{"tokens", data.tokens}});
+    zrt::write_safetensors(o.save_data, {{"tokens", data.tokens}});
   }
   const int threads = kernels::cpu_threads();  // this rank's, as run_ranks set them
   const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, threads);

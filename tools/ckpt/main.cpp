@@ -5,23 +5,23 @@
 #include <exception>
 #include <iostream>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
-#include "zrt/model_zoo/checkpoint/offline_tools.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
+#include "zrt/optim/checkpoint/offline_tools.h"
+#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::ckpt {
 namespace {
 
-using namespace model_zoo;
+using namespace optim;
 
 int info(const std::string& path) {
-  CheckpointReader reader(path);
-  const CheckpointIndex& x = reader.index();
+  optim::CheckpointReader reader(path);
+  const optim::CheckpointIndex& x = reader.index();
   std::int64_t params = 0, tensors = 0;
-  for (const HandleRecord& h : x.handles)
-    for (const ParamRecord& p : h.params) params += shape_numel(p.shape), ++tensors;
+  for (const optim::HandleRecord& h : x.handles)
+    for (const optim::ParamRecord& p : h.params) params += shape_numel(p.shape), ++tensors;
   int files = 0;
-  for (const RankRecord& r : x.ranks) files += !r.file.empty();
+  for (const optim::RankRecord& r : x.ranks) files += !r.file.empty();
   std::printf("checkpoint   %s\n", reader.step_dir().c_str());
   std::printf("format       zrt-checkpoint v%d\n", x.version);
   std::printf("step         %lld (the next step to train)\n", static_cast<long long>(x.step));
@@ -29,7 +29,7 @@ int info(const std::string& path) {
               x.strategy.c_str(), x.zero3_size, x.dtype.c_str());
   std::printf("parameters   %lld elements in %lld tensors, %zu handles\n", static_cast<long long>(params),
               static_cast<long long>(tensors), x.handles.size());
-  for (const HandleRecord& h : x.handles)
+  for (const optim::HandleRecord& h : x.handles)
     std::printf("  %-14s %zu params, %lld elements padded, %d zero1 shards of %lld\n", h.name.c_str(),
                 h.params.size(), static_cast<long long>(h.numel_padded), h.zero1_size,
                 static_cast<long long>(h.shard_numel()));
@@ -44,7 +44,7 @@ int info(const std::string& path) {
 }
 
 int verify(const std::string& path) {
-  CheckpointReader reader(path);
+  optim::CheckpointReader reader(path);
   const std::uint64_t bytes = reader.verify_all();
   std::printf("zrt-ckpt: %s is intact: every tensor of %d rank(s) matches its checksum (%.3f MB)\n",
               reader.step_dir().c_str(), reader.index().world_size, static_cast<double>(bytes) / 1e6);
@@ -84,16 +84,16 @@ int main(int argc, char** argv) {
     if (*info) return ckpt::info(path);
     if (*verify) return ckpt::verify(path);
     if (*exp) {
-      const auto params = model_zoo::consolidated_params(path);
-      model_zoo::write_safetensors(out, params);
+      const auto params = zrt::optim::consolidated_params(path);
+      zrt::write_safetensors(out, params);
       std::printf("zrt-ckpt: wrote %zu parameters to %s\n", params.size(), out.c_str());
       return 0;
     }
     if (*resh) {
-      if (strategy.empty()) strategy = model_zoo::CheckpointReader(path).index().strategy;
+      if (strategy.empty()) strategy = zrt::optim::CheckpointReader(path).index().strategy;
       const auto s = optim::parse_strategy(strategy);
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
-      const std::string dir = model_zoo::reshard_checkpoint(path, out, ranks, *s, zero3);
+      const std::string dir = zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3);
       std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks, optim::strategy_name(*s));
       return 0;
     }

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zrt/model_zoo/trainer/trainer.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 
@@ -132,7 +132,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
       }
     }
   }
-  model_zoo::CheckpointSaveOptions save_options = model_zoo::checkpoint_into(o.checkpoint_dir, o.keep_last);
+  zrt::optim::CheckpointSaveOptions save_options = zrt::optim::checkpoint_into(o.checkpoint_dir, o.keep_last);
   save_options.run_json = train::run_flags_json(o);
   std::int64_t saved_at = o.resume ? trainer.next_step() : -1;
   auto checkpoint = [&] {
@@ -215,7 +215,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
   if (!o.save.empty()) {
     auto params = trainer.engine().full_params();  // collective
     if (lead) {
-      model_zoo::write_safetensors(o.save, params);
+      zrt::write_safetensors(o.save, params);
       std::lock_guard lock(io);
       std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
     }

@@ -8,7 +8,7 @@
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "tests/model_zoo/models/temp_dir.h"
 
 using namespace zrt;

@@ -11,7 +11,7 @@
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/model_zoo/io/param_loader.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/models/temp_dir.h"
 

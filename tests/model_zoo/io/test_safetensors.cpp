@@ -8,7 +8,7 @@
 #include <random>
 
 #include "zrt/model_zoo/io/param_loader.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"
 

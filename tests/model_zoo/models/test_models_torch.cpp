@@ -14,7 +14,7 @@
 
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "zrt/model_zoo/models/plain_params.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"

@@ -1,10 +1,10 @@
-#include "zrt/model_zoo/checkpoint/checksum.h"
+#include "zrt/optim/checkpoint/checksum.h"
 
 #include <xxhash.h>
 
 #include <cstdio>
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 std::uint64_t xxh64(const void* data, std::size_t bytes) { return XXH64(data, bytes, 0); }
 
@@ -24,4 +24,4 @@ StreamingXxh64::~StreamingXxh64() = default;
 void StreamingXxh64::update(const void* data, std::size_t bytes) { XXH64_update(state_->s, data, bytes); }
 std::uint64_t StreamingXxh64::digest() const { return XXH64_digest(state_->s); }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -1,13 +1,13 @@
-#include "zrt/model_zoo/checkpoint/engine_checkpoint.h"
+#include "zrt/optim/checkpoint/module_checkpoint.h"
 
 #include <filesystem>
 #include <set>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
-#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 namespace {
 
@@ -40,14 +40,14 @@ std::string error_of(F&& f) {
 }
 
 // Whether this rank writes its shards: replicas of a shard leave it to replica 0.
-bool writes_shards(const optim::FlatParamHandle& h) {
+bool writes_shards(const FlatParamHandle& h) {
   const CommPtr& replica = h.groups().replica;
   return !replica || replica->rank() == 0;
 }
 
-std::vector<HandleRecord> handle_records(const TrainingEngine& engine) {
+std::vector<HandleRecord> handle_records(const ZeroModule& module) {
   std::vector<HandleRecord> out;
-  for (const auto& h : engine.handles()) {
+  for (const auto& h : module.handles()) {
     HandleRecord r;
     r.name = h->name();
     r.numel_padded = h->layout().numel_padded();
@@ -59,12 +59,12 @@ std::vector<HandleRecord> handle_records(const TrainingEngine& engine) {
   return out;
 }
 
-// The checkpoint must hold exactly this engine's parameters with their shapes.
-void check_same_model(const TrainingEngine& engine, const CheckpointReader& reader) {
+// The checkpoint must hold exactly this module's parameters with their shapes.
+void check_same_model(const ZeroModule& module, const CheckpointReader& reader) {
   std::set<std::string> ours;
-  for (const auto& h : engine.handles())
+  for (const auto& h : module.handles())
     for (std::size_t i = 0; i < h->num_params(); ++i) {
-      const optim::ParamSpec& p = h->layout().params()[i];
+      const ParamSpec& p = h->layout().params()[i];
       ours.insert(p.fqn);
       const ParamRecord* saved = reader.find_param(p.fqn);
       if (!saved)
@@ -83,8 +83,8 @@ void check_same_model(const TrainingEngine& engine, const CheckpointReader& read
 
 }  // namespace
 
-std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, const CheckpointSaveOptions& options) {
-  Communicator& world = *engine.world();
+std::string save_checkpoint(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options) {
+  Communicator& world = *module.world();
   const int rank = world.rank();
   ZRT_CHECK_ARG(!options.root.empty(), "save_checkpoint: no checkpoint directory given");
   ZRT_CHECK_ARG(next_step >= 0, "save_checkpoint: step must be >= 0 (got ", next_step, ")");
@@ -93,7 +93,7 @@ std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, cons
 
   agree(world, rank == 0 ? error_of([&] { begin_step(options.root, next_step); }) : "", what);
 
-  const optim::FlatParamHandle& first = *engine.handles().front();
+  const FlatParamHandle& first = *module.handles().front();
   RankRecord record;
   record.rank = rank;
   record.zero1_rank = first.groups().zero1->rank();
@@ -101,10 +101,10 @@ std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, cons
     if (options.before_write) options.before_write(rank);
     if (!writes_shards(first)) return;
     std::map<std::string, Tensor> tensors;
-    const optim::ZeroAdamW& opt = engine.optimizer();
-    for (std::size_t k = 0; k < engine.handles().size(); ++k) {
-      const std::string& name = engine.handles()[k]->name();
-      tensors[shard_tensor_name(name, ShardKind::param)] = engine.handles()[k]->zero1_shard();
+    const ZeroAdamW& opt = module.optimizer();
+    for (std::size_t k = 0; k < module.handles().size(); ++k) {
+      const std::string& name = module.handles()[k]->name();
+      tensors[shard_tensor_name(name, ShardKind::param)] = module.handles()[k]->zero1_shard();
       tensors[shard_tensor_name(name, ShardKind::exp_avg)] = opt.exp_avg_shard(k);
       tensors[shard_tensor_name(name, ShardKind::exp_avg_sq)] = opt.exp_avg_sq_shard(k);
     }
@@ -127,17 +127,17 @@ std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, cons
     CheckpointIndex index;
     index.step = next_step;
     index.world_size = world.size();
-    index.strategy = optim::strategy_name(engine.config().strategy);
+    index.strategy = strategy_name(module.options().strategy);
     index.zero3_size = first.groups().zero3->size();
-    index.dtype = dtype_name(engine.config().dtype);
-    index.handles = handle_records(engine);
+    index.dtype = dtype_name(module.options().dtype);
+    index.handles = handle_records(module);
     for (std::size_t r = 0; r < replies.size(); ++r)
       index.ranks.push_back(rank_record_from_json(replies[r].substr(1), "rank " + std::to_string(r)));
     index.state.next_step = next_step;
-    index.state.optimizer_step = engine.optimizer().step_count();
-    index.state.skipped_total = engine.optimizer().skipped_total();
-    index.state.consecutive_skips = engine.optimizer().consecutive_skips();
-    if (engine.loss_scaler()) index.state.loss_scaler = engine.loss_scaler()->state();
+    index.state.optimizer_step = module.optimizer().step_count();
+    index.state.skipped_total = module.optimizer().skipped_total();
+    index.state.consecutive_skips = module.optimizer().consecutive_skips();
+    if (module.loss_scaler()) index.state.loss_scaler = module.loss_scaler()->state();
     index.run_json = options.run_json;
     commit_step(options.root, index, options.keep_last);
   });
@@ -149,18 +149,18 @@ std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, cons
   return step_dir(options.root, next_step);
 }
 
-TrainingState load_checkpoint(TrainingEngine& engine, const std::string& path, std::string* run_json) {
-  Communicator& world = *engine.world();
-  const auto& handles = engine.handles();
+TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::string* run_json) {
+  Communicator& world = *module.world();
+  const auto& handles = module.handles();
   // staged[k][kind]: this rank's new zero1 shard state, host fp32.
   std::vector<std::vector<Tensor>> staged(handles.size());
   TrainingState state;
   std::string run;
   const std::string error = error_of([&] {
     CheckpointReader reader(path);
-    check_same_model(engine, reader);
+    check_same_model(module, reader);
     for (std::size_t k = 0; k < handles.size(); ++k) {
-      const optim::FlatParamHandle& h = *handles[k];
+      const FlatParamHandle& h = *handles[k];
       std::vector<std::string> fqns;
       for (std::size_t i = 0; i < h.num_params(); ++i) fqns.push_back(h.fqn(i));
       for (ShardKind kind : kAllShardKinds) {
@@ -174,9 +174,9 @@ TrainingState load_checkpoint(TrainingEngine& engine, const std::string& path, s
   });
   agree(world, error, "loading checkpoint " + path);
 
-  optim::ZeroAdamW& opt = engine.optimizer();
+  ZeroAdamW& opt = module.optimizer();
   for (std::size_t k = 0; k < handles.size(); ++k) {
-    optim::FlatParamHandle& h = *handles[k];
+    FlatParamHandle& h = *handles[k];
     const Stream stream = h.options().stream;
     Tensor(h.zero1_shard()).copy_(staged[k][0], stream);
     Tensor(opt.exp_avg_shard(k)).copy_(staged[k][1], stream);
@@ -184,9 +184,9 @@ TrainingState load_checkpoint(TrainingEngine& engine, const std::string& path, s
     h.mark_params_updated();
   }
   opt.load_counters(state.optimizer_step, state.skipped_total, state.consecutive_skips);
-  if (engine.loss_scaler() && state.loss_scaler) engine.loss_scaler()->load_state(*state.loss_scaler);
+  if (module.loss_scaler() && state.loss_scaler) module.loss_scaler()->load_state(*state.loss_scaler);
   if (run_json) *run_json = run;
   return state;
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -1,4 +1,4 @@
-#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,10 +6,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "zrt/model_zoo/checkpoint/checksum.h"
-#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/checksum.h"
+#include "zrt/optim/checkpoint/durable_files.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 namespace fs = std::filesystem;
 
@@ -138,4 +138,4 @@ void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
   std::fill(dst + filled, dst + out.numel(), 0.0f);
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -9,11 +9,11 @@
 #include <tuple>
 #include <vector>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_index.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/optim/checkpoint/checkpoint_index.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "zrt/optim/flat_param/flat_param_layout.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 class CheckpointReader {
  public:
@@ -54,4 +54,4 @@ class CheckpointReader {
 void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
                 const std::vector<optim::ShardParamInfo>& infos, ShardKind kind, Tensor& out);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 std::uint64_t xxh64(const void* data, std::size_t bytes);
 std::string checksum_hex(std::uint64_t value);
@@ -25,4 +25,4 @@ class StreamingXxh64 {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

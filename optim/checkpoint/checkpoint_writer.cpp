@@ -1,4 +1,4 @@
-#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,11 +7,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "zrt/model_zoo/checkpoint/checksum.h"
-#include "zrt/model_zoo/checkpoint/durable_files.h"
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/optim/checkpoint/checksum.h"
+#include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/runtime/io/safetensors.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 namespace fs = std::filesystem;
 
@@ -121,4 +121,4 @@ std::string commit_step(const std::string& root, const CheckpointIndex& index, i
   return final_dir;
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
-#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
+#include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/support/rank_check.h"
@@ -58,7 +58,7 @@ TrainOutput interrupted(int w, TrainSetup a, int w2, TrainSetup b, const std::st
     auto t = tiny_trainer(world, a);
     TrainOutput o;
     train_until(*t, kSaveAt, o);
-    t->save_checkpoint(model_zoo::checkpoint_into(dir));
+    t->save_checkpoint(zrt::optim::checkpoint_into(dir));
     return o;
   });
   TrainOutput second = on_ranks(w2, [&](const CommPtr& world) {
@@ -163,7 +163,7 @@ void expect_load_refused(const std::string& name, const std::function<void(const
     auto t = tiny_trainer(world, s);
     TrainOutput o;
     train_until(*t, 3, o);
-    t->save_checkpoint(model_zoo::checkpoint_into(dir.str()));
+    t->save_checkpoint(zrt::optim::checkpoint_into(dir.str()));
     return o;
   });
   damage(dir.path / "step-000003");
@@ -231,9 +231,9 @@ BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {
     auto t = tiny_trainer(world, s);
     TrainOutput o;
     train_until(*t, 1, o);
-    t->save_checkpoint(model_zoo::checkpoint_into(dir.str()));
+    t->save_checkpoint(zrt::optim::checkpoint_into(dir.str()));
     train_until(*t, 2, o);
-    model_zoo::CheckpointSaveOptions failing = model_zoo::checkpoint_into(dir.str());
+    zrt::optim::CheckpointSaveOptions failing = zrt::optim::checkpoint_into(dir.str());
     failing.before_write = [](int rank) {
       if (rank == 1) ZRT_THROW(CheckpointError, "disk full (injected)");
     };
@@ -253,7 +253,7 @@ BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {
   }
   BOOST_CHECK(!fs::exists(dir.path / "step-000002"));
   BOOST_CHECK(!fs::exists(dir.path / "step-000002.tmp"));
-  BOOST_CHECK_EQUAL(model_zoo::resolve_checkpoint(dir.str()), (dir.path / "step-000001").string());
+  BOOST_CHECK_EQUAL(zrt::optim::resolve_checkpoint(dir.str()), (dir.path / "step-000001").string());
 }
 
 BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
@@ -266,12 +266,12 @@ BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
     TrainOutput o;
     for (int step = 1; step <= 4; ++step) {
       train_until(*t, step, o);
-      t->save_checkpoint(model_zoo::checkpoint_into(dir.str(), 2));
+      t->save_checkpoint(zrt::optim::checkpoint_into(dir.str(), 2));
     }
     return o;
   });
-  BOOST_CHECK(model_zoo::complete_steps(dir.str()) == (std::vector<std::int64_t>{3, 4}));
-  BOOST_CHECK_EQUAL(model_zoo::resolve_checkpoint(dir.str()), (dir.path / "step-000004").string());
+  BOOST_CHECK(zrt::optim::complete_steps(dir.str()) == (std::vector<std::int64_t>{3, 4}));
+  BOOST_CHECK_EQUAL(zrt::optim::resolve_checkpoint(dir.str()), (dir.path / "step-000004").string());
   BOOST_CHECK(!fs::exists(dir.path / "step-000009.tmp"));
   BOOST_CHECK(!fs::exists(dir.path / "latest.tmp"));
 }

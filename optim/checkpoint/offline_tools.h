@@ -8,7 +8,7 @@
 #include "zrt/optim/flat_param/sharding_strategy.h"
 #include "zrt/runtime/tensor.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 // Every parameter of a checkpoint, whole, fp32 cpu, by its model name
 // (Hugging Face GPT-2 names for gpt). Each tensor read is verified.
@@ -21,4 +21,4 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
 std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root, int world,
                                optim::ShardingStrategy strategy, int zero3_size);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <random>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
-#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
-#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
+#include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/flat_param/flat_param_layout.h"
 
 using namespace zrt;
-using namespace zrt::model_zoo;
+using namespace zrt::optim;
 namespace fs = std::filesystem;
 
 namespace {

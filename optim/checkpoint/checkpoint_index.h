@@ -29,7 +29,7 @@
 #include "zrt/runtime/dtype.h"
 #include "zrt/runtime/tensor.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 inline constexpr int kCheckpointFormatVersion = 1;
 
@@ -103,4 +103,4 @@ RankRecord rank_record_from_json(const std::string& text, const std::string& sou
 // CheckpointError naming `source` and the field.
 CheckpointIndex index_from_json(const std::string& text, const std::string& source);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

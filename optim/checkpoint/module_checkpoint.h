@@ -1,4 +1,5 @@
-// Saving and loading a TrainingEngine's whole state, collectively over its
+// Saving and loading a ZeroModule's whole state (any model on it: the
+// model zoo's TrainingEngine or one's own), collectively over its
 // world (Note [Checkpoint format], Note [Atomic checkpoint steps]).
 //
 // Note [Ranks agree on checkpoints]
@@ -10,17 +11,17 @@
 // failing rank and its message, so no rank reports a save alone, and a
 // failed save leaves no step directory behind. A load stages everything on
 // the host first and changes live state only after every rank agreed that
-// its staging succeeded: a bad checkpoint leaves the engine untouched.
+// its staging succeeded: a bad checkpoint leaves the module untouched.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_index.h"
-#include "zrt/model_zoo/engine/training_engine.h"
+#include "zrt/optim/checkpoint/checkpoint_index.h"
+#include "zrt/optim/zero_module.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 struct CheckpointSaveOptions {
   std::string root;              // DIR: steps go to DIR/step-NNNNNN
@@ -38,14 +39,14 @@ inline CheckpointSaveOptions checkpoint_into(std::string root, int keep_last = 0
   return o;
 }
 
-// Collective over engine.world(): saves the engine's state as step
+// Collective over module.world(): saves the module's state as step
 // `next_step` (the step a resumed run trains next). Returns the step
 // directory on every rank; CheckpointError alike on every rank on failure.
-std::string save_checkpoint(TrainingEngine& engine, std::int64_t next_step, const CheckpointSaveOptions& options);
+std::string save_checkpoint(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options);
 
 // Collective: loads a checkpoint (a step directory, or a root's `latest`)
 // saved under any world size, strategy or dtype of the same model, into the
-// engine; returns its training state (and the run's JSON when asked).
-TrainingState load_checkpoint(TrainingEngine& engine, const std::string& path, std::string* run_json = nullptr);
+// module; returns its training state (and the run's JSON when asked).
+TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::string* run_json = nullptr);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

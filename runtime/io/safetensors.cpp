@@ -1,4 +1,4 @@
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-namespace zrt::model_zoo {
+namespace zrt {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; zrt reads and writes it by memcpy");
@@ -291,4 +291,4 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   }
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 // fsync of a file or a directory; CheckpointError naming the path.
 void fsync_path(const std::string& path);
@@ -53,4 +53,4 @@ void retire_step(const std::string& root, std::int64_t step);
 // latest.tmp) under root.
 void remove_stale_temporaries(const std::string& root);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

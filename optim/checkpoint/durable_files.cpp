@@ -1,4 +1,4 @@
-#include "zrt/model_zoo/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/durable_files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "zrt/runtime/error.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 namespace fs = std::filesystem;
 
@@ -156,4 +156,4 @@ void remove_stale_temporaries(const std::string& root) {
   }
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

@@ -1,12 +1,12 @@
-#include "zrt/model_zoo/checkpoint/checkpoint_index.h"
+#include "zrt/optim/checkpoint/checkpoint_index.h"
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "zrt/model_zoo/io/safetensors.h"
+#include "zrt/runtime/io/safetensors.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 using nlohmann::json;
 
@@ -236,4 +236,4 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
   return x;
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

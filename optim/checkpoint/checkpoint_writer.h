@@ -7,10 +7,10 @@
 #include <map>
 #include <string>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_index.h"
+#include "zrt/optim/checkpoint/checkpoint_index.h"
 #include "zrt/runtime/tensor.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 std::string step_dir(const std::string& root, std::int64_t step);      // root/step-000120
 std::string step_tmp_dir(const std::string& root, std::int64_t step);  // root/step-000120.tmp
@@ -30,4 +30,4 @@ void write_rank_file(const std::string& path, const std::map<std::string, Tensor
 // step directory.
 std::string commit_step(const std::string& root, const CheckpointIndex& index, int keep_last);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim

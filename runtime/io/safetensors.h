@@ -13,7 +13,7 @@
 
 #include "zrt/runtime/tensor.h"
 
-namespace zrt::model_zoo {
+namespace zrt {
 
 struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;  // cpu tensors, named
@@ -84,4 +84,4 @@ std::string safetensors_header(const std::map<std::string, Tensor>& tensors,
 const char* safetensors_dtype_name(DType dtype);
 DType parse_safetensors_dtype(const std::string& name, const std::string& source);
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt

@@ -1,11 +1,11 @@
-#include "zrt/model_zoo/checkpoint/offline_tools.h"
+#include "zrt/optim/checkpoint/offline_tools.h"
 
 #include <filesystem>
 
-#include "zrt/model_zoo/checkpoint/checkpoint_reader.h"
-#include "zrt/model_zoo/checkpoint/checkpoint_writer.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
 
-namespace zrt::model_zoo {
+namespace zrt::optim {
 
 namespace fs = std::filesystem;
 
@@ -91,4 +91,4 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
   return commit_step(out_root, index, 0);
 }
 
-}  // namespace zrt::model_zoo
+}  // namespace zrt::optim
