@@ -1,19 +1,69 @@
 // A model that is not in zrt's zoo: two-layer regression, y = W2 relu(W1 x +
-// b1) + b2, with its own forward and backward written by hand, trained under
-// ZeRO-3 with zrt::optim::ZeroModule. Runs as one process or under `mpirun -np N`;
-// each rank takes its share of every batch, and the loss printed is the
-// global mean, so every world size prints the same losses.
+// b1) + b2, with its own forward and backward written by hand (zrt has no
+// autograd: a model computes its own gradients), trained under ZeRO-3 with
+// zrt::optim::ZeroModule. Runs as one process or under `mpirun -np N`; each
+// rank takes its share of every batch, and the loss printed is the global
+// mean, so every world size prints the same losses.
+//
+//   zrt-example-regression [--dtype f32|bf16] [--steps N]
+//                          [--checkpoint-dir DIR [--save-at K]] [--resume]
+//
+// --dtype bf16 gathers bf16 parameters and takes bf16 gradients (the fp32
+// master and the AdamW state stay fp32). With --checkpoint-dir the run saves
+// its whole state (parameters, AdamW moments, step) into DIR after step K
+// and stops; --resume loads DIR's latest checkpoint, saved at any rank count,
+// and trains on to --steps.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/launch.h"
 
 namespace {
 
-constexpr int kIn = 8, kHidden = 32, kBatch = 64, kSteps = 100;
+constexpr int kIn = 8, kHidden = 32, kBatch = 64;
+
+struct Options {
+  zrt::DType dtype = zrt::DType::f32;
+  int steps = 100;
+  std::string checkpoint_dir;
+  int save_at = -1;
+  bool resume = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      ZRT_CHECK_ARG(i + 1 < argc, a, " needs a value");
+      return argv[++i];
+    };
+    if (a == "--dtype") {
+      const std::string d = value();
+      ZRT_CHECK_ARG(d == "f32" || d == "bf16", "--dtype is f32 or bf16, not ", d);
+      o.dtype = d == "bf16" ? zrt::DType::bf16 : zrt::DType::f32;
+    } else if (a == "--steps") {
+      o.steps = std::stoi(value());
+    } else if (a == "--checkpoint-dir") {
+      o.checkpoint_dir = value();
+    } else if (a == "--save-at") {
+      o.save_at = std::stoi(value());
+    } else if (a == "--resume") {
+      o.resume = true;
+    } else {
+      ZRT_THROW(zrt::InvalidArgument, "unknown option ", a);
+    }
+  }
+  ZRT_CHECK_ARG(o.steps > 0, "--steps must be positive");
+  ZRT_CHECK_ARG(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
+  return o;
+}
 
 // The data: a fixed teacher function of x, the same on every rank.
 void make_batch(int step, std::vector<float>& x, std::vector<float>& y) {
@@ -29,51 +79,72 @@ void make_batch(int step, std::vector<float>& x, std::vector<float>& y) {
 }
 
 zrt::Tensor random_tensor(zrt::Shape shape, float scale, std::mt19937& rng) {
-  zrt::Tensor t = zrt::Tensor::empty(shape, zrt::DType::f32);
   std::normal_distribution<float> normal(0.0f, scale);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
-  return t;
+  std::vector<float> v(static_cast<std::size_t>(zrt::shape_numel(shape)));
+  for (float& x : v) x = normal(rng);
+  return zrt::Tensor::from_host(v.data(), shape, zrt::DType::f32);
+}
+
+// A parameter as fp32 on the host, whatever the compute dtype (the loops
+// below are plain float code).
+std::vector<float> floats(const zrt::Tensor& t) {
+  const zrt::Tensor f = t.to(zrt::Device::cpu()).to(zrt::DType::f32);
+  return {f.data<float>(), f.data<float>() + f.numel()};
+}
+
+// Adds fp32 values to a gradient view of any dtype.
+void accumulate(zrt::Tensor grad, const std::vector<float>& add) {
+  std::vector<float> sum = floats(grad);
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += add[i];
+  grad.copy_(zrt::Tensor::from_host(sum.data(), grad.shape(), zrt::DType::f32));
 }
 
 // out[n, o] = in[n, :] . w[o, :] + b[o]
-void linear(const float* in, const zrt::Tensor& w, const zrt::Tensor& b, int n, float* out) {
-  const int o_dim = static_cast<int>(w.size(0)), i_dim = static_cast<int>(w.size(1));
+void linear(const float* in, const zrt::Tensor& w_t, const zrt::Tensor& b_t, int n, float* out) {
+  const int o_dim = static_cast<int>(w_t.size(0)), i_dim = static_cast<int>(w_t.size(1));
+  const std::vector<float> w = floats(w_t), b = floats(b_t);
   for (int r = 0; r < n; ++r)
     for (int o = 0; o < o_dim; ++o) {
-      float s = b.data<float>()[o];
-      for (int i = 0; i < i_dim; ++i) s += in[r * i_dim + i] * w.data<float>()[o * i_dim + i];
+      float s = b[o];
+      for (int i = 0; i < i_dim; ++i) s += in[r * i_dim + i] * w[o * i_dim + i];
       out[r * o_dim + o] = s;
     }
 }
 
 // Accumulates dw, db from d_out and in; writes d_in (if given).
-void linear_backward(const float* in, const float* d_out, const zrt::Tensor& w, const zrt::Tensor& dw,
-                     const zrt::Tensor& db, int n, float* d_in) {
-  const int o_dim = static_cast<int>(w.size(0)), i_dim = static_cast<int>(w.size(1));
+void linear_backward(const float* in, const float* d_out, const zrt::Tensor& w_t, const zrt::Tensor& dw_t,
+                     const zrt::Tensor& db_t, int n, float* d_in) {
+  const int o_dim = static_cast<int>(w_t.size(0)), i_dim = static_cast<int>(w_t.size(1));
+  const std::vector<float> w = floats(w_t);
+  std::vector<float> dw(w.size(), 0.0f), db(static_cast<std::size_t>(o_dim), 0.0f);
   for (int r = 0; r < n; ++r)
     for (int o = 0; o < o_dim; ++o) {
       const float g = d_out[r * o_dim + o];
-      db.data<float>()[o] += g;
-      for (int i = 0; i < i_dim; ++i) dw.data<float>()[o * i_dim + i] += g * in[r * i_dim + i];
+      db[o] += g;
+      for (int i = 0; i < i_dim; ++i) dw[o * i_dim + i] += g * in[r * i_dim + i];
     }
+  accumulate(dw_t, dw);
+  accumulate(db_t, db);
   if (!d_in) return;
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < i_dim; ++i) {
       float s = 0;
-      for (int o = 0; o < o_dim; ++o) s += d_out[r * o_dim + o] * w.data<float>()[o * i_dim + i];
+      for (int o = 0; o < o_dim; ++o) s += d_out[r * o_dim + o] * w[o * i_dim + i];
       d_in[r * i_dim + i] = s;
     }
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
   zrt::World w = zrt::init_world();
   const int rank = w.comm->rank(), world = w.comm->size();
   ZRT_CHECK_ARG(kBatch % world == 0, "the batch of ", kBatch, " rows must divide over ", world, " ranks");
   const int n = kBatch / world;  // this rank's rows
 
   zrt::optim::ZeroModuleOptions options;
+  options.dtype = opt.dtype;
   options.adamw.weight_decay = 0.01;
   zrt::optim::ZeroModule model(w.comm, options);
   std::mt19937 init(7);  // the same initial values on every rank
@@ -81,9 +152,14 @@ int main() {
                                         {"bias", random_tensor({kHidden}, 0.1f, init)}});
   const auto l2 = model.add_unit("l2", {{"weight", random_tensor({1, kHidden}, 0.2f, init)},
                                         {"bias", random_tensor({1}, 0.1f, init)}});
+  int first = 0;
+  if (opt.resume) {
+    first = static_cast<int>(zrt::optim::load_checkpoint(model, opt.checkpoint_dir).next_step);
+    if (rank == 0) std::printf("resumed at step %d on %d rank(s)\n", first, world);
+  }
 
   std::vector<float> x, y, h(n * kHidden), a(n * kHidden), out(n), d_out(n), d_a(n * kHidden);
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = first; step < opt.steps; ++step) {
     make_batch(step, x, y);
     const float* xs = x.data() + rank * n * kIn;
     const float* ys = y.data() + rank * n;
@@ -110,13 +186,21 @@ int main() {
       auto p = model.backward(l1);
       linear_backward(xs, d_a.data(), p.param("weight"), p.grad("weight"), p.grad("bias"), n, nullptr);
     }
-    model.step(1e-2 * (1.0 - step / double(kSteps)));  // gradients are averaged over the ranks
+    model.step(1e-2 * (1.0 - step / double(opt.steps)));  // gradients are averaged over the ranks
 
     zrt::Tensor l = zrt::Tensor::from_doubles({loss}, zrt::DType::f64);
     w.comm->all_reduce(l, zrt::ReduceOp::avg);
-    if (rank == 0 && (step % 20 == 0 || step + 1 == kSteps))
-      std::printf("step %3d  loss %.6f\n", step, l.item(0));
+    if (rank == 0 && (step % 20 == 0 || step + 1 == opt.steps)) std::printf("step %3d  loss %.6f\n", step, l.item(0));
+    if (step == opt.save_at && !opt.checkpoint_dir.empty()) {
+      const std::string dir =
+          zrt::optim::save_checkpoint(model, step + 1, zrt::optim::checkpoint_into(opt.checkpoint_dir));
+      if (rank == 0) std::printf("saved %s after step %d\n", dir.c_str(), step);
+      return 0;
+    }
   }
   if (rank == 0) std::printf("trained on %d rank(s)\n", world);
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "zrt-example-regression: %s\n", e.what());
+  return 1;
 }
