@@ -12,17 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/test_seed.h"
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::test {
 
 inline constexpr std::int64_t kSizes[] = {0, 1, 3, 4097, (1 << 20) + 7};
 
-// A generator seeded freshly each run; the seed goes into the test log.
+// A generator seeded freshly each run (or from ZRT_TEST_SEED); the seed is
+// printed with the test case's name, so a failure can be replayed.
 inline std::mt19937_64 fresh_generator() {
-  const std::uint64_t seed = std::random_device{}();
-  BOOST_TEST_MESSAGE("random seed " << seed);
-  return std::mt19937_64(seed);
+  const auto& test = boost::unit_test::framework::current_test_case();
+  return std::mt19937_64(test_seed(test.full_name().c_str()));
 }
 
 // A view of `n` elements starting at an odd element offset of a larger

@@ -7,12 +7,27 @@
 #include <cstdio>
 #include <random>
 
+#include "tests/support/rank_check.h"
+#include "tests/support/test_seed.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 
 namespace {
+
+// On rank threads (Boost.Test's checks are not thread-safe): `call` must
+// throw InvalidState.
+template <class F>
+void expect_invalid_state(F&& call, const char* what) {
+  bool threw = false;
+  try {
+    call();
+  } catch (const InvalidState&) {
+    threw = true;
+  }
+  ZRT_EXPECT(threw, "expected InvalidState: ", what);
+}
 
 // Parameters of odd sizes, one smaller than the world.
 std::vector<std::pair<std::string, Tensor>> unit_params(std::mt19937& rng) {
@@ -29,13 +44,12 @@ std::vector<std::pair<std::string, Tensor>> unit_params(std::mt19937& rng) {
 BOOST_AUTO_TEST_SUITE(zero_module)
 
 BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
-  const unsigned seed = std::random_device{}();
-  std::printf("zero_module/step_needs_synced_gradients seed %u\n", seed);
+  const auto seed = test::test_seed("zero_module/step_needs_synced_gradients");
   run_local_ranks(2, [&](const CommPtr& world) {
     std::mt19937 rng(seed);  // the same initial values on every rank
     optim::ZeroModule module(world);
     const auto unit = module.add_unit("fc", unit_params(rng));
-    BOOST_CHECK_THROW(module.step(1e-3), InvalidState);  // no backward at all
+    expect_invalid_state([&] { module.step(1e-3); }, "step with no backward");
 
     // Rank r writes (r + 1) * g; the average over the 2 ranks is 1.5 * g.
     std::normal_distribution<double> normal;
@@ -54,15 +68,17 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
       auto scope = module.backward(unit, /*sync=*/false);
       write_grads(scope);
     }
-    BOOST_CHECK_THROW(module.step(1e-3), InvalidState);  // accumulated, never synced
+    expect_invalid_state([&] { module.step(1e-3); }, "step after backward scopes that never synced");
     {
       auto scope = module.backward(unit, /*sync=*/true);
       write_grads(scope);
     }
     const auto result = module.step(1e-3);
     // Two micro-batches of 1.5 * g each.
-    BOOST_TEST(result.grad_norm == 3.0 * std::sqrt(sq), boost::test_tools::tolerance(1e-5));
-    BOOST_CHECK_THROW(module.step(1e-3), InvalidState);  // nothing synced since
+    const double expected = 3.0 * std::sqrt(sq);
+    ZRT_EXPECT(std::abs(result.grad_norm - expected) <= 1e-5 * expected, "grad norm ", result.grad_norm,
+               ", expected ", expected);
+    expect_invalid_state([&] { module.step(1e-3); }, "a second step with nothing synced since the first");
   });
 }
 
