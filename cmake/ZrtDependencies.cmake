@@ -1,6 +1,7 @@
 # Every external package zrt uses, found once, here. Sets ZRT_WITH_CUDA,
 # ZRT_WITH_NCCL, ZRT_WITH_MPI and ZRT_WITH_OPENBLAS from the ZRT_* options.
-# The installed package re-finds the same ones (zrtConfig.cmake.in).
+# The installed package re-finds the same ones (zrtConfig.cmake.in) but Eigen,
+# which only zrt_kernels' own sources include.
 find_package(Threads REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(nlohmann_json 3 REQUIRED)

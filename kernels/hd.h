@@ -1,5 +1,6 @@
 // ZRT_HD marks the per-element arithmetic shared by a GPU kernel and its CPU
-// twin: `__host__ __device__` under nvcc, nothing under g++.
+// twin: `__host__ __device__` under nvcc, nothing under g++ (defined in
+// zrt/runtime/host_device.h, which the runtime's 16-bit conversions use too).
 //
 // Note [Two precision rules]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -17,11 +18,9 @@
 //    orders anyway).
 // The flags are per source file, so inline arithmetic must belong to one
 // folder: an inline function compiled under both rules would be merged by
-// the linker into one of them.
+// the linker into one of them. The 16-bit conversions both folders share
+// (zrt/runtime/float16.h) hold nothing a compiler could contract, so either
+// copy gives the same bits (Note [16-bit storage types]).
 #pragma once
 
-#ifdef __CUDACC__
-#define ZRT_HD __host__ __device__
-#else
-#define ZRT_HD
-#endif
+#include "zrt/runtime/host_device.h"

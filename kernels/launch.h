@@ -18,8 +18,9 @@
 //    and otherwise runs the CPU twin over parallel_for (cpu_parallel.h).
 //  - X.cuh / X.cu (nvcc, CUDA builds only): cuda::launch_X takes raw
 //    pointers and a cudaStream_t, picks the element type with dispatch<Set>
-//    (dispatch.h, Note [Kernel element types]) and runs a functor per index
-//    or per row through for_each_index / for_each_warp_row (grid.cuh).
+//    over a type set of dispatch.h (Note [Kernel element types]) and runs a
+//    functor per index or per row through for_each_index /
+//    for_each_warp_row (grid.cuh).
 //  - X_math.h: the per-element arithmetic, ZRT_HD (hd.h), which kernel and
 //    twin both call, so they differ only in the loop around it and by
 //    Note [Two precision rules].

@@ -114,11 +114,6 @@ FlatParamHandle& ZeroAdamW::handle(std::size_t k) const { return *at(k).handle; 
 
 std::span<const kernels::ElementRange> ZeroAdamW::decay_ranges(std::size_t k) const { return at(k).decay_ranges; }
 
-void ZeroAdamW::set_step_count(std::int64_t step) {
-  ZRT_CHECK_ARG(step >= 0, "ZeroAdamW::set_step_count: step must be >= 0 (got ", step, ")");
-  step_ = step;
-}
-
 void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips) {
   ZRT_CHECK_ARG(step >= 0 && skipped_total >= 0 && consecutive_skips >= 0 && consecutive_skips <= skipped_total,
                 "ZeroAdamW::load_counters: bad counters (step ", step, ", skipped ", skipped_total, ", in a row ",

@@ -78,7 +78,6 @@ class ZeroAdamW {
 
   // --- state, for checkpoints ---------------------------------------------
   std::int64_t step_count() const { return step_; }
-  void set_step_count(std::int64_t step);
   std::int64_t skipped_total() const { return skipped_total_; }
   std::int64_t consecutive_skips() const { return consecutive_skips_; }
   // Restores the counters a checkpoint saved (all >= 0).

@@ -1,7 +1,9 @@
-// CUDA error checks and the device guard. Include only in files compiled when
-// ZRT_WITH_CUDA is defined.
+// CUDA error checks and the device guard, for files compiled when
+// ZRT_WITH_CUDA is defined; elsewhere this header is empty, so an installed
+// zrt without CUDA never reaches for CUDA's headers.
 #pragma once
 
+#ifdef ZRT_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include "zrt/runtime/error.h"
@@ -38,3 +40,5 @@ class CudaDeviceGuard {
 };
 
 }  // namespace zrt
+
+#endif  // ZRT_WITH_CUDA

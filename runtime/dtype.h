@@ -1,5 +1,6 @@
-// Runtime element types. Host arithmetic for bf16/f16 lives in dtype_dispatch.h
-// (Eigen's types) so this header stays cheap to include.
+// Runtime element types. The C++ type of each (zrt::bf16 and zrt::f16 for the
+// 16-bit floats, float16.h) and the dispatch from a DType to it live in
+// dtype_dispatch.h.
 #pragma once
 
 #include <cstddef>

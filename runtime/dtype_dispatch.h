@@ -1,33 +1,50 @@
-// Host scalar types for each DType and the one dispatch from a runtime dtype to
-// a type tag. bf16/f16 use Eigen's types (bit-compatible with the 16-bit
-// storage formats), so host code can do arithmetic on them.
+// The one dispatch from a runtime DType to a C++ element type, for the
+// runtime, the kernels (.cpp and .cu alike) and every library above them.
+//
+// Note [One dtype dispatch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Which C++ type stands for a dtype depends on the code that handles it, so a
+// caller names its types in a TypeSet of As<dtype, type> entries, and
+// dispatch<Set>(dtype, op, f) calls f(Tag<T>{}) with the set's T for dtype,
+// or throws InvalidArgument naming op and the dtypes the set accepts;
+// has_dtype<Set>(dtype) asks without throwing. HostTypes below is the
+// runtime's own set, every dtype as the type host code stores it in (the
+// 16-bit floats as zrt::bf16 / zrt::f16, Note [16-bit storage types]); the
+// kernels add theirs on top (Note [Kernel element types] in
+// zrt/kernels/dispatch.h). This header needs neither Eigen nor CUDA.
 #pragma once
 
-#include <Eigen/Core>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "zrt/runtime/dtype.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt {
 
-using bf16 = Eigen::bfloat16;
-using f16 = Eigen::half;
-
 template <class T>
-struct TypeTag {
+struct Tag {
   using type = T;
 };
 
-template <DType D> struct HostType;
-template <> struct HostType<DType::f32> { using type = float; };
-template <> struct HostType<DType::bf16> { using type = bf16; };
-template <> struct HostType<DType::f16> { using type = f16; };
-template <> struct HostType<DType::f64> { using type = double; };
-template <> struct HostType<DType::i32> { using type = std::int32_t; };
-template <> struct HostType<DType::i64> { using type = std::int64_t; };
-template <> struct HostType<DType::u8> { using type = std::uint8_t; };
+// Dtype D is handled as C++ type T.
+template <DType D, class T>
+struct As {
+  static constexpr DType dtype = D;
+  using type = T;
+};
 
+template <class... Entries>
+struct TypeSet {};
+
+// Every dtype as the type host code stores it in.
+using HostTypes = TypeSet<As<DType::f32, float>, As<DType::bf16, bf16>, As<DType::f16, f16>,
+                          As<DType::f64, double>, As<DType::i32, std::int32_t>,
+                          As<DType::i64, std::int64_t>, As<DType::u8, std::uint8_t>>;
+
+// The dtype HostTypes gives T (Tensor::data<T> checks it).
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
@@ -37,33 +54,50 @@ template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 
-// Calls f(TypeTag<T>{}) with T the host type of `t`. `op` names the operation
-// in the error thrown for a dtype the caller does not accept.
-template <class F>
-decltype(auto) dispatch_dtype(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::bf16: return f(TypeTag<bf16>{});
-    case DType::f16: return f(TypeTag<f16>{});
-    case DType::f64: return f(TypeTag<double>{});
-    case DType::i32: return f(TypeTag<std::int32_t>{});
-    case DType::i64: return f(TypeTag<std::int64_t>{});
-    case DType::u8: return f(TypeTag<std::uint8_t>{});
-  }
-  ZRT_THROW(InvalidArgument, op, ": unknown dtype code ", static_cast<int>(t));
+namespace detail {
+
+template <class... E>
+constexpr bool set_contains(TypeSet<E...>, DType t) {
+  return ((t == E::dtype) || ...);
 }
 
-// The same, restricted to floating dtypes (f32, bf16, f16, f64).
-template <class F>
-decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::bf16: return f(TypeTag<bf16>{});
-    case DType::f16: return f(TypeTag<f16>{});
-    case DType::f64: return f(TypeTag<double>{});
-    default: break;
+[[noreturn]] inline void throw_unsupported_dtype(const char* op, DType t,
+                                                 std::initializer_list<DType> accepted) {
+  std::string names;
+  for (DType a : accepted) names += (names.empty() ? "" : ", ") + std::string(dtype_name(a));
+  ZRT_THROW(InvalidArgument, op, ": dtype ", dtype_name(t), " is not supported (", names, " only)");
+}
+
+// f(Tag<T>{}) for the first entry whose dtype is t, which is one of them.
+template <class E, class... Rest, class F>
+decltype(auto) call_with_type(DType t, F& f) {
+  if constexpr (sizeof...(Rest) == 0) {
+    return f(Tag<typename E::type>{});
+  } else {
+    if (t == E::dtype) return f(Tag<typename E::type>{});
+    return call_with_type<Rest...>(t, f);
   }
-  ZRT_THROW(InvalidArgument, op, ": dtype ", dtype_name(t), " is not a floating dtype");
+}
+
+template <class... E, class F>
+decltype(auto) dispatch_in(TypeSet<E...> set, DType t, const char* op, F& f) {
+  if (!set_contains(set, t)) throw_unsupported_dtype(op, t, {E::dtype...});
+  return call_with_type<E...>(t, f);
+}
+
+}  // namespace detail
+
+// Whether dispatch<Set> accepts `t`.
+template <class Set>
+constexpr bool has_dtype(DType t) {
+  return detail::set_contains(Set{}, t);
+}
+
+// Calls f(Tag<T>{}) with T the type Set gives dtype `t`; `op` names the
+// operation in the error thrown for a dtype outside the set.
+template <class Set, class F>
+decltype(auto) dispatch(DType t, const char* op, F&& f) {
+  return detail::dispatch_in(Set{}, t, op, f);
 }
 
 }  // namespace zrt

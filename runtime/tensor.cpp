@@ -12,17 +12,30 @@ namespace zrt {
 
 namespace {
 
+// One element as a double, and a double as one element; the 16-bit floats
+// convert through f32 (Note [16-bit storage types]).
+template <class T>
+double to_double(T x) {
+  if constexpr (is_float16_v<T>) return to_f32(x);
+  else return static_cast<double>(x);
+}
+template <class T>
+T from_double(double v) {
+  if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
 // Converts one element; integers convert directly, anything else via double.
 template <class Dst, class Src>
 Dst convert(Src s) {
   if constexpr (std::is_integral_v<Dst> && std::is_integral_v<Src>) return static_cast<Dst>(s);
-  else return static_cast<Dst>(static_cast<double>(s));
+  else return from_double<Dst>(to_double(s));
 }
 
 void host_cast(const void* src, DType src_t, void* dst, DType dst_t, std::int64_t n) {
-  dispatch_dtype(src_t, "copy_", [&](auto st) {
+  dispatch<HostTypes>(src_t, "copy_", [&](auto st) {
     using S = typename decltype(st)::type;
-    dispatch_dtype(dst_t, "copy_", [&](auto dt) {
+    dispatch<HostTypes>(dst_t, "copy_", [&](auto dt) {
       using D = typename decltype(dt)::type;
       const S* s = static_cast<const S*>(src);
       D* d = static_cast<D*>(dst);
@@ -221,9 +234,9 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
 Tensor& Tensor::fill_(double value) {
   if (numel_ == 0) return *this;
   Tensor host = device().is_cpu() ? *this : empty(shape_, dtype_);
-  dispatch_dtype(dtype_, "fill_", [&](auto tag) {
+  dispatch<HostTypes>(dtype_, "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T v = convert<T>(value);
+    T v = from_double<T>(value);
     T* p = static_cast<T*>(host.data_ptr());
     for (std::int64_t i = 0; i < numel_; ++i) p[i] = v;
   });
@@ -249,9 +262,9 @@ double Tensor::item(std::int64_t i) const {
   ZRT_CHECK_ARG(i >= 0 && i < numel_, "item ", i, " out of bounds of ", str());
   Tensor one = slice(i, 1);
   if (!device().is_cpu()) one = one.to(Device::cpu());
-  return dispatch_dtype(dtype_, "item", [&](auto tag) {
+  return dispatch<HostTypes>(dtype_, "item", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return static_cast<double>(*static_cast<const T*>(one.data_ptr()));
+    return to_double(*static_cast<const T*>(one.data_ptr()));
   });
 }
 

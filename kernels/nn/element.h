@@ -1,54 +1,44 @@
 // What the CPU twins and the CUDA kernels of the model-zoo ops share: the
-// element type of each floating dtype and the compute precision of each.
-// Included by g++ and by nvcc; it pulls in Eigen under g++ only.
+// compute precision of each element type, and loading into it and storing
+// back. Included by g++ and by nvcc alike; it needs neither Eigen nor CUDA's
+// 16-bit types.
 //
 // Note [Compute precision]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
 // Activations are f32, bf16 or f16 and every op loads them into float,
 // computes and accumulates in float, and rounds once on store. f64 tensors
 // compute in double: they exist so CPU tests can compare against central
-// finite differences, which float rounding would drown.
+// finite differences, which float rounding would drown. The element types
+// are NnFloats (Note [Kernel element types]); bf16 and f16 load and store
+// through the one conversion (Note [16-bit storage types]), so a CPU twin
+// and its kernel round every stored element alike.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
-#ifdef __CUDACC__
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#else
-#include "zrt/runtime/dtype_dispatch.h"  // zrt::bf16, zrt::f16 (Eigen)
-#endif
-
 #include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/hd.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
-
-// The element type of each floating dtype (Note [Kernel element types]):
-// CUDA's 16-bit types in the kernels, Eigen's in the CPU twins.
-#ifdef __CUDACC__
-using NnFloats = TypeSet<As<DType::f32, float>, As<DType::bf16, __nv_bfloat16>,
-                         As<DType::f16, __half>, As<DType::f64, double>>;
-#else
-using NnFloats = TypeSet<As<DType::f32, float>, As<DType::bf16, bf16>, As<DType::f16, f16>,
-                         As<DType::f64, double>>;
-#endif
 
 // The type an op computes in for storage type T (see Note [Compute precision]).
 template <class T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Storage -> compute and back. Eigen::bfloat16/half on the host and
-// __nv_bfloat16/__half on the device all convert through static_cast (RNE).
+// Storage -> compute and back; bf16 and f16 through f32 (round to nearest
+// even on store).
 template <class A, class T>
 ZRT_HD A load(T v) {
-  return static_cast<A>(v);
+  if constexpr (is_float16_v<T>) return static_cast<A>(to_f32(v));
+  else return static_cast<A>(v);
 }
 template <class T, class A>
 ZRT_HD T store(A v) {
   if constexpr (std::is_same_v<T, A>) return v;
+  else if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
   else return static_cast<T>(static_cast<float>(v));
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/adamw_math.h"
 #include "zrt/kernels/ops/op_checks.h"

@@ -20,7 +20,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "zrt/kernels/ops/float_bits.h"
+#include "zrt/kernels/hd.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cast_math.h"
 #include "zrt/kernels/ops/cpu_clones.h"

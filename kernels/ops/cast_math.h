@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "zrt/kernels/hd.h"
-#include "zrt/kernels/ops/float_bits.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
 

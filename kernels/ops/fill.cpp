@@ -8,7 +8,6 @@
 #include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cpu_clones.h"
-#include "zrt/kernels/ops/float_bits.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/fill.cuh"

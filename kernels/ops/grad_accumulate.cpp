@@ -1,6 +1,7 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/grad_accumulate_math.h"
 #include "zrt/kernels/ops/op_checks.h"

@@ -2,7 +2,8 @@
 // the CPU twin: acc + scale * g in f32, one rounding per operation.
 #pragma once
 
-#include "zrt/kernels/ops/float_bits.h"
+#include "zrt/kernels/hd.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cpu_clones.h"
 #include "zrt/kernels/ops/norm_math.h"

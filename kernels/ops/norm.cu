@@ -1,3 +1,4 @@
+#include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/ops/norm.cuh"
 #include "zrt/kernels/ops/norm_math.h"

@@ -17,7 +17,8 @@
 
 #include <cstdint>
 
-#include "zrt/kernels/ops/float_bits.h"
+#include "zrt/kernels/hd.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
 

@@ -1,6 +1,6 @@
 #include "zrt/kernels/ops/op_checks.h"
 
-#include "zrt/kernels/ops/float_bits.h"
+#include "zrt/kernels/dispatch.h"
 
 namespace zrt::kernels {
 

@@ -1,6 +1,7 @@
 #include "zrt/kernels/ops/scale.h"
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/dispatch.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/op_checks.h"
 #include "zrt/kernels/ops/scale_math.h"

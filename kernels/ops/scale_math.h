@@ -2,7 +2,8 @@
 // twin: x * factor in f32, rounded back to x's format.
 #pragma once
 
-#include "zrt/kernels/ops/float_bits.h"
+#include "zrt/kernels/hd.h"
+#include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
 

@@ -10,12 +10,35 @@ namespace zrt {
 
 namespace {
 
+// One operation in T's own type. The 16-bit floats compute in f32 and round
+// back after each operation (Note [16-bit storage types]).
+template <class T>
+bool greater(T a, T b) {
+  if constexpr (is_float16_v<T>) return to_f32(a) > to_f32(b);
+  else return a > b;
+}
+template <class T>
+T plus(T a, T b) {
+  if constexpr (is_float16_v<T>) return from_f32<T>(to_f32(a) + to_f32(b));
+  else return static_cast<T>(a + b);
+}
+template <class T>
+T divided(T a, T b) {
+  if constexpr (is_float16_v<T>) return from_f32<T>(to_f32(a) / to_f32(b));
+  else return static_cast<T>(a / b);
+}
+template <class T>
+T from_int(int v) {
+  if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
 template <class T>
 T combine(T a, T b, ReduceOp op) {
   switch (op) {
-    case ReduceOp::max: return b > a ? b : a;
-    case ReduceOp::min: return b < a ? b : a;
-    default: return static_cast<T>(a + b);  // sum and avg accumulate a sum
+    case ReduceOp::max: return greater(b, a) ? b : a;
+    case ReduceOp::min: return greater(a, b) ? b : a;
+    default: return plus(a, b);  // sum and avg accumulate a sum
   }
 }
 
@@ -24,21 +47,21 @@ template <class T>
 void combine_into(T* acc, const T* src, std::int64_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::max:
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = src[i] > acc[i] ? src[i] : acc[i];
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = greater(src[i], acc[i]) ? src[i] : acc[i];
       return;
     case ReduceOp::min:
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = src[i] < acc[i] ? src[i] : acc[i];
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = greater(acc[i], src[i]) ? src[i] : acc[i];
       return;
     default:
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] + src[i]);
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = plus(acc[i], src[i]);
       return;
   }
 }
 
 template <class T>
 void divide(T* data, std::int64_t n, int divisor) {
-  const T d = static_cast<T>(divisor);
-  for (std::int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(data[i] / d);
+  const T d = from_int<T>(divisor);
+  for (std::int64_t i = 0; i < n; ++i) data[i] = divided(data[i], d);
 }
 
 }  // namespace
@@ -46,7 +69,7 @@ void divide(T* data, std::int64_t n, int divisor) {
 void host_reduce(void* dst, std::span<const void* const> srcs, std::int64_t numel, DType dtype,
                  ReduceOp op) {
   ZRT_CHECK_ARG(!srcs.empty(), "host_reduce: no inputs");
-  dispatch_dtype(dtype, "host_reduce", [&](auto tag) {
+  dispatch<HostTypes>(dtype, "host_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     // Blocks through a local accumulator: the order per element stays rank
     // order, and dst may alias an input that other blocks still read.
@@ -65,7 +88,7 @@ void host_reduce(void* dst, std::span<const void* const> srcs, std::int64_t nume
 }
 
 void host_accumulate(const void* in, void* inout, std::int64_t numel, DType dtype, ReduceOp op) {
-  dispatch_dtype(dtype, "host_accumulate", [&](auto tag) {
+  dispatch<HostTypes>(dtype, "host_accumulate", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* a = static_cast<const T*>(in);
     T* b = static_cast<T*>(inout);
@@ -75,7 +98,7 @@ void host_accumulate(const void* in, void* inout, std::int64_t numel, DType dtyp
 
 void host_divide(void* data, std::int64_t numel, DType dtype, int divisor) {
   ZRT_CHECK_ARG(divisor > 0, "host_divide: divisor ", divisor, " must be positive");
-  dispatch_dtype(dtype, "host_divide", [&](auto tag) {
+  dispatch<HostTypes>(dtype, "host_divide", [&](auto tag) {
     using T = typename decltype(tag)::type;
     divide(static_cast<T*>(data), numel, divisor);
   });

@@ -4,13 +4,22 @@
 //
 // Note [Local rendezvous]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// Each collective is two (all_reduce: three) barriers of the group's shared
-// state. At the first, every rank posts where its buffers are; a generation
-// counter tells this collective's barrier from the next one. Between
-// barriers each rank writes only its own outputs, reading the others'
-// inputs, so no locks are held while data moves. The last barrier makes
-// sure nobody returns (and reuses its input) while another rank still reads
-// it. Every wait honours the timeout; a rank that times out marks the group
+// A collective that moves data (all_gather, reduce_scatter, all_reduce,
+// broadcast, all_gather_bytes) is two barriers of the group's shared state;
+// barrier and split are one. At the first, every rank posts its arguments
+// and where its buffers are, and the last to arrive checks that all posted
+// the same collective and sets up what the collective shares (split's new
+// groups, the size of all_reduce's scratch buffer); a generation counter
+// tells this barrier from the next one. Between the two barriers each rank
+// writes only its own outputs (all_reduce: its share of the elements, into
+// the scratch buffer), reading the others' inputs, so no locks are held
+// while data moves. The second barrier makes sure nobody returns (and reuses
+// its input) while another rank still reads it. What the last arriver set
+// up stays valid until the rank's next barrier, so a rank reads it after it
+// is released: split its placement, all_reduce its copy of the whole result
+// from the scratch buffer. In a group of one rank all_gather and
+// reduce_scatter only copy, and all_reduce and broadcast return at once.
+// Every wait honours the timeout; a rank that times out marks the group
 // broken with a message naming the ranks that never arrived, which wakes
 // the other waiters at once and fails every later collective of the group.
 // run_local_ranks fails every group of the world the same way when a rank

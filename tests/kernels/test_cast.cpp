@@ -1,8 +1,10 @@
 // cast: round to nearest even against a float64 reference, special values,
-// overflow, every 16-bit pattern decoded, and stochastic rounding.
+// overflow, every 16-bit pattern decoded, the same bits as Tensor::copy_, and
+// stochastic rounding.
 #include <boost/test/unit_test.hpp>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "zrt/kernels/ops/cast.h"
@@ -106,6 +108,47 @@ BOOST_AUTO_TEST_CASE(between_16bit_formats_and_every_size) {
             BOOST_FAIL(dtype_name(from) << "->" << dtype_name(to) << " n=" << n << " i=" << i << ": "
                                         << s[i] << " -> " << d[i]);
       }
+    }
+  }
+}
+
+// Tensor::copy_ (the runtime's host cast) and the cast kernel share one
+// conversion (Note [16-bit storage types]): the same bits for every value, NaN
+// payloads included. Only a signalling NaN widened to f32 differs: copy_
+// passes it through double, which quiets it.
+BOOST_AUTO_TEST_CASE(tensor_copy_converts_as_cast_bit_for_bit) {
+  auto gen = fresh_generator();
+  std::vector<float> values = interesting_floats(gen, 20000);
+  for (std::uint32_t nan : {0x7fc00001u, 0xffa00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu, 0xffc0e000u})
+    values.push_back(std::bit_cast<float>(nan));
+  const auto n = static_cast<std::int64_t>(values.size());
+  Tensor src = Tensor::empty({n}, DType::f32);
+  std::copy(values.begin(), values.end(), src.data<float>());
+  for (DType t : {DType::bf16, DType::f16}) {
+    Tensor by_cast = Tensor::empty({n}, t);
+    cast(by_cast, src);
+    const Tensor by_copy = src.to(t);
+    BOOST_TEST(std::memcmp(by_cast.data_ptr(), by_copy.data_ptr(), by_copy.nbytes()) == 0,
+               "f32 -> " << dtype_name(t));
+
+    Tensor patterns = Tensor::empty({65536}, t);
+    auto* p = static_cast<std::uint16_t*>(patterns.data_ptr());
+    for (std::uint32_t h = 0; h < 65536; ++h) p[h] = static_cast<std::uint16_t>(h);
+    const Tensor wide_cast = Tensor::empty({65536}, DType::f32);
+    cast(wide_cast, patterns);
+    const Tensor wide_copy = patterns.to(DType::f32);
+    const float* a = wide_cast.data<float>();
+    const float* b = wide_copy.data<float>();
+    for (std::uint32_t h = 0; h < 65536; ++h)
+      if (std::bit_cast<std::uint32_t>(a[h]) != std::bit_cast<std::uint32_t>(b[h]) &&
+          !(std::isnan(a[h]) && std::isnan(b[h])))
+        BOOST_FAIL(dtype_name(t) << " pattern 0x" << std::hex << h << ": cast " << a[h] << ", copy_ " << b[h]);
+    for (DType to : {DType::bf16, DType::f16}) {
+      Tensor narrow_cast = Tensor::empty({65536}, to);
+      cast(narrow_cast, patterns);
+      const Tensor narrow_copy = patterns.to(to);
+      BOOST_TEST(std::memcmp(narrow_cast.data_ptr(), narrow_copy.data_ptr(), narrow_copy.nbytes()) == 0,
+                 dtype_name(t) << " -> " << dtype_name(to));
     }
   }
 }

@@ -1,36 +1,46 @@
-// Bit-level conversions between f32 and the 16-bit float formats, shared by
-// the GPU kernels and their CPU twins so both produce identical bits.
+// zrt::bf16 and zrt::f16, the 16-bit float storage types, and the one
+// conversion between them and f32, for host code and CUDA device code alike.
 //
 // Note [16-bit storage types]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Kernels see bf16/f16 buffers as `bf16_bits` / `f16_bits`: a struct around
-// the raw uint16_t, so the two formats are distinct C++ types (overloads pick
-// the right conversion) and neither Eigen's nor CUDA's half types are needed.
-// Both are layout-compatible with zrt::bf16 / zrt::f16 and with the device
-// formats. All conversions to 16 bits round to nearest even; NaN stays NaN
-// (made quiet), Inf stays Inf, and values past the largest finite number
-// overflow to Inf as IEEE 754 specifies.
+// A bf16 or f16 element is `zrt::bf16` / `zrt::f16`: a struct around the raw
+// uint16_t, so the two formats are distinct C++ types (overloads pick the
+// right conversion), layout-compatible with the device formats (CUDA's
+// __nv_bfloat16 / __half) and with any other library's 16-bit types. They
+// have no arithmetic: code loads an element into float with to_f32, computes
+// there, and rounds the result back once with from_f32<T>. Every conversion
+// in zrt goes through the functions below (tensor copies and fills, host
+// reductions, the runtime ops and the model-zoo ops, on the CPU and on CUDA),
+// so one element converts to the same bits everywhere. All conversions to 16
+// bits round to nearest even; NaN stays NaN (made quiet: bf16 keeps the top
+// of the payload, f16 the top ten bits with the quiet bit set), Inf stays
+// Inf, and values past the largest finite number overflow to Inf as IEEE 754
+// specifies. f64 converts through f32 (two roundings, as a double → float
+// cast followed by this one).
+// The conversions are integer operations plus one exact multiplication
+// (f16 subnormals), nothing a compiler may contract into a fused
+// multiply-add, so they give the same bits under both of Note [Two precision
+// rules] (zrt/kernels/hd.h) and may be compiled under each.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
-#include "zrt/kernels/dispatch.h"
-#include "zrt/kernels/hd.h"
+#include "zrt/runtime/host_device.h"
 
-namespace zrt::kernels {
+namespace zrt {
 
-struct bf16_bits {
+struct bf16 {
   std::uint16_t bits;
 };
-struct f16_bits {
+struct f16 {
   std::uint16_t bits;
 };
 
-// The runtime ops' element type of each float dtype, on host and device
-// (Note [Kernel element types]).
-using StorageFloats =
-    TypeSet<As<DType::f32, float>, As<DType::bf16, bf16_bits>, As<DType::f16, f16_bits>>;
+// Whether T is one of the 16-bit float storage types.
+template <class T>
+inline constexpr bool is_float16_v = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
 ZRT_HD inline std::uint32_t f32_as_u32(float f) {
 #ifdef __CUDA_ARCH__
@@ -103,11 +113,11 @@ ZRT_HD inline std::uint16_t f32_to_f16_rne(float f) {
   return std::uint16_t(sign | h);
 }
 
-// --- overloads the templated kernels use -------------------------------------
+// --- overloads for templated code ------------------------------------------
 
 ZRT_HD inline float to_f32(float x) { return x; }
-ZRT_HD inline float to_f32(bf16_bits x) { return bf16_to_f32(x.bits); }
-ZRT_HD inline float to_f32(f16_bits x) { return f16_to_f32(x.bits); }
+ZRT_HD inline float to_f32(bf16 x) { return bf16_to_f32(x.bits); }
+ZRT_HD inline float to_f32(f16 x) { return f16_to_f32(x.bits); }
 
 template <class T>
 ZRT_HD inline T from_f32(float x);
@@ -116,12 +126,12 @@ ZRT_HD inline float from_f32<float>(float x) {
   return x;
 }
 template <>
-ZRT_HD inline bf16_bits from_f32<bf16_bits>(float x) {
+ZRT_HD inline bf16 from_f32<bf16>(float x) {
   return {f32_to_bf16_rne(x)};
 }
 template <>
-ZRT_HD inline f16_bits from_f32<f16_bits>(float x) {
+ZRT_HD inline f16 from_f32<f16>(float x) {
   return {f32_to_f16_rne(x)};
 }
 
-}  // namespace zrt::kernels
+}  // namespace zrt
