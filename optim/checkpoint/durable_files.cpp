@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt::optim {
@@ -35,7 +36,9 @@ void fsync_path(const std::string& path) {
   if (rc != 0) ZRT_THROW(CheckpointError, path, ": fsync failed: ", why);
 }
 
-void write_file_durably(const std::string& path, std::string_view bytes) {
+void write_file_durably(const std::string& given, std::string_view bytes) {
+  // Through links, never over a device (Note [Outputs write through links, never over devices]).
+  const std::string path = output_file_target(given, "checkpoint file").string();
   const std::string tmp = path + ".tmp";
   try {
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "zrt/runtime/io/output_path.h"
+
 namespace zrt {
 
 static_assert(std::endian::native == std::endian::little,
@@ -260,7 +262,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   // The bytes go to ".NAME.zrt-partial-N" beside the target: hidden, and
   // never mistaken for a result. A write killed before its rename leaves one
   // behind; the next write of NAME removes every such leftover first.
-  const fs::path target(path);
+  const fs::path target = output_file_target(path, "safetensors output");
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   const std::string partial_prefix = "." + target.filename().string() + ".zrt-partial-";
   std::error_code list_ec;
@@ -283,7 +285,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
     }
   }
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  fs::rename(tmp, target, ec);
   if (ec) {
     std::error_code ignored;
     fs::remove(tmp, ignored);

@@ -87,6 +87,24 @@ expect_error_raw "--metrics onto --data" "metrics .* is the --data file" --data 
 expect_error_raw "--save into a missing directory" "directory .*no-dir does not exist" --save "$dir/no-dir/w.safetensors"
 expect_error_raw "--save onto a directory" "is a directory" --save "$dir"
 expect_error_raw "--metrics on a full disk" "writing the metrics file /dev/full failed" --metrics /dev/full
+# --save is renamed into place: never over a device, FIFO or socket, and
+# through a symbolic link, which stays a link (Note [Outputs write through
+# links, never over devices]).
+expect_error_raw "--save onto a character device" "/dev/null is a character device" --save /dev/null
+[ -c /dev/null ] || { echo "FAIL: /dev/null is no longer a device"; failures=$((failures + 1)); }
+mkfifo "$dir/fifo"
+expect_error_raw "--save onto a FIFO" "fifo is a FIFO" --save "$dir/fifo"
+ln -s /dev/zero "$dir/to-device"
+expect_error_raw "--save through a link onto a device" "to-device \\(-> /dev/zero\\) is a character device" --save "$dir/to-device"
+ln -s loop-b "$dir/loop-a"; ln -s loop-a "$dir/loop-b"
+expect_error_raw "--save through a loop of links" "too many levels of symbolic links" --save "$dir/loop-a"
+ln -s "$dir/target.safetensors" "$dir/link.safetensors"
+if ! "$train" --steps 1 --save "$dir/link.safetensors" > /dev/null 2>&1 || [ ! -L "$dir/link.safetensors" ] ||
+   [ ! -f "$dir/target.safetensors" ] || [ -L "$dir/target.safetensors" ]; then
+  echo "FAIL --save through a link: the link was replaced or the target not written"; failures=$((failures + 1))
+else
+  echo "ok   --save through a link: written to its target, the link stays"
+fi
 # Malformed files of every format.
 python3 "$(dirname "$0")/make_bad_files.py" "$dir" || { echo "FAIL: cannot make the bad files"; exit 1; }
 expect_error "llm.c file with a wrong magic" "has magic 1234" --data "$dir/magic.bin"

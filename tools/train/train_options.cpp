@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/error.h"
 
@@ -92,12 +93,16 @@ void check_outputs(const TrainOptions& o) {
     for (const auto& [in_flag, in] : inputs)
       ZRT_CHECK_ARG(in->empty() || canonical(*in) != canonical(*out), out_flag, " ", *out, " is the ", in_flag,
                     " file: it would be overwritten");
-    if (out->starts_with("/dev/")) continue;  // /dev/stdout, /dev/null, ...
-    const fs::path parent = fs::path(*out).parent_path().empty() ? fs::path(".") : fs::path(*out).parent_path();
+    // --save is written whole and renamed into place: a regular file only,
+    // through links (Note [Outputs write through links, never over
+    // devices]). --metrics and --trace append as they go and may be streams.
+    const fs::path target = out == &o.save ? output_file_target(*out, out_flag) : fs::path(*out);
+    if (out != &o.save && out->starts_with("/dev/")) continue;  // /dev/stdout, /dev/null, ...
+    const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(), " does not exist");
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ", parent.string(),
                   " is not writable");
-    ZRT_CHECK_ARG(!fs::is_directory(*out), out_flag, " ", *out, " is a directory");
+    ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
   ZRT_CHECK_ARG(o.save.empty() || o.metrics.empty() || canonical(o.save) != canonical(o.metrics),
                 "--save and --metrics name the same file ", o.save);

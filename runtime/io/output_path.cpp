@@ -1,0 +1,45 @@
+#include "zrt/runtime/io/output_path.h"
+
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kind_name(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+}  // namespace
+
+fs::path output_file_target(const std::string& path, const std::string& what) {
+  ZRT_CHECK_ARG(!path.empty(), what, ": empty output path");
+  fs::path p(path);
+  constexpr int kMaxLinks = 40;  // as the kernel's ELOOP limit
+  for (int hops = 0;; ++hops) {
+    std::error_code ec;
+    const fs::file_status s = fs::symlink_status(p, ec);
+    if (s.type() != fs::file_type::symlink) break;
+    ZRT_CHECK_ARG(hops < kMaxLinks, what, " ", path, ": too many levels of symbolic links");
+    const fs::path next = fs::read_symlink(p, ec);
+    ZRT_CHECK_ARG(!ec, what, " ", path, ": cannot read the link ", p.string(), ": ", ec.message());
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  std::error_code ec;
+  const fs::file_status s = fs::status(p, ec);
+  ZRT_CHECK_ARG(s.type() == fs::file_type::not_found || s.type() == fs::file_type::regular, what, " ", path,
+                (p.string() == path ? std::string() : " (-> " + p.string() + ")"), " is ", kind_name(s.type()),
+                "; zrt writes its outputs only to regular files");
+  return p;
+}
+
+}  // namespace zrt
