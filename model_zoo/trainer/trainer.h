@@ -46,7 +46,7 @@ class Trainer {
   // One optimizer step over this rank's micro-batches of step `next_step()`.
   StepReport step();
   std::int64_t next_step() const { return step_; }
-  // Collective: saves the run's state as step next_step() (engine_checkpoint.h).
+  // Collective: saves the run's state as step next_step() (optim/checkpoint/module_checkpoint.h).
   std::string save_checkpoint(const optim::CheckpointSaveOptions& options);
   // Collective: loads a checkpoint of this model (any world size, strategy or
   // dtype) and continues from the step it was saved at. Returns its run JSON.
