@@ -51,19 +51,15 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
   // Fresh fp32 copies: a handle claims its parameters' memory, and several
   // ranks of one process may share the initial values. One copy per distinct
   // tensor, so names tied to one tensor stay one parameter.
-  struct Source {
-    const void* storage;
-    std::int64_t offset, numel;
-    auto operator<=>(const Source&) const = default;
-  };
-  std::map<Source, Tensor> copies;
+  std::vector<std::pair<const Tensor*, Tensor>> copies;  // source, its copy
   std::vector<NamedParam> owned;
   for (const auto& p : params) {
-    const Source key{p.tensor.storage_ptr().get(), p.tensor.offset(), p.tensor.numel()};
-    auto it = copies.find(key);
-    if (it == copies.end() || it->second.shape() != p.tensor.shape())
-      it = copies.insert_or_assign(key, p.tensor.to(DType::f32)).first;
-    owned.push_back({p.module_path, p.name, it->second});
+    auto same = std::find_if(copies.begin(), copies.end(), [&](const auto& c) {
+      return c.first->shares_storage(p.tensor) && c.first->offset() == p.tensor.offset() &&
+             c.first->shape() == p.tensor.shape();
+    });
+    if (same == copies.end()) same = copies.insert(copies.end(), {&p.tensor, p.tensor.to(DType::f32)});
+    owned.push_back({p.module_path, p.name, same->second});
   }
   FlatParamOptions o;
   o.name = name;
@@ -80,7 +76,6 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
     o.comm_stream = comm_stream_->get();
   }
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));
-  synced_.push_back(0);
   unsynced_.push_back(0);
   return handles_.size() - 1;
 }
@@ -114,18 +109,16 @@ void ZeroModule::Scope::close() {
   if (!handle_) return;
   FlatParamHandle* h = handle_;
   handle_ = nullptr;  // closed, whatever happens below
-  {
-    if (backward_) {
-      h->post_backward(sync_);
-      if (sync_) {
-        ++module_->synced_[unit_];
-        module_->unsynced_[unit_] = 0;
-      } else {
-        ++module_->unsynced_[unit_];
-      }
-    } else {
-      h->post_forward();
-    }
+  if (!backward_) {
+    h->post_forward();
+    return;
+  }
+  h->post_backward(sync_);
+  if (sync_) {
+    module_->synced_since_step_ = true;
+    module_->unsynced_[unit_] = 0;
+  } else {
+    ++module_->unsynced_[unit_];
   }
 }
 
@@ -183,10 +176,9 @@ StepResult ZeroModule::step(double lr) {
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
                     unsynced_[u], " backward scope(s) with sync=false after its last sync; the last "
                     "micro-batch's backward must sync (backward(unit, true)) before step()");
-  ZRT_CHECK_STATE(std::any_of(synced_.begin(), synced_.end(), [](int n) { return n > 0; }),
-                  "ZeroModule::step: no backward scope synced gradients since the last step; "
+  ZRT_CHECK_STATE(synced_since_step_, "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
-  std::fill(synced_.begin(), synced_.end(), 0);
+  synced_since_step_ = false;
   return scaler_ ? optimizer().step(lr, *scaler_) : optimizer().step(lr);
 }
 

@@ -39,10 +39,8 @@
 #include "zrt/runtime/trace.h"
 
 namespace zrt::optim {
-struct StrategyPlan;
-}
 
-namespace zrt::optim {
+struct StrategyPlan;
 
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
@@ -121,7 +119,6 @@ class ZeroModule {
   // module path's).
   std::map<std::string, Tensor> full_params();
 
-  std::size_t num_units() const { return handles_.size(); }
   FlatParamHandle& handle(Unit unit) const;
   const std::vector<std::unique_ptr<FlatParamHandle>>& handles() const { return handles_; }
   const CommPtr& world() const { return world_; }
@@ -143,9 +140,8 @@ class ZeroModule {
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;
   std::unique_ptr<ZeroAdamW> optimizer_;
   std::unique_ptr<DynamicLossScaler> scaler_;  // f16 only
-  // Per unit since the last step: backward scopes that synced, and those that
-  // only accumulated after the unit's last sync.
-  std::vector<int> synced_, unsynced_;
+  bool synced_since_step_ = false;  // a backward scope synced since the last step
+  std::vector<int> unsynced_;       // per unit: backward scopes since its last sync that only accumulated
 };
 
 }  // namespace zrt::optim

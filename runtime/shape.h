@@ -43,7 +43,6 @@ class Shape {
   std::int64_t back() const { return dims_[rank_ - 1]; }
   // Throws InvalidArgument past max_dims.
   void push_back(std::int64_t d);
-  std::vector<std::int64_t> to_vector() const { return {begin(), end()}; }
 
   friend bool operator==(const Shape& a, const Shape& b) {
     return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());

@@ -1,6 +1,5 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
-
 namespace zrt::model_zoo {
 
 namespace {
@@ -18,20 +17,12 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
   return it->second;
 }
 
-}  // namespace
-
-namespace {
-
 // One value of a device tensor, read in `stream` order.
 double read_scalar(const Tensor& t, Stream stream) {
   Tensor host = Tensor::empty({1}, t.dtype());
   host.copy_(t.slice(0, 1), stream);  // a copy to the host waits for the stream
   return host.item(0);
 }
-
-}  // namespace
-
-namespace {
 
 optim::ZeroModuleOptions module_options(const EngineConfig& c) {
   optim::ZeroModuleOptions o;
