@@ -10,19 +10,6 @@ namespace zrt::optim {
 
 namespace {
 
-void check_options(const AdamWOptions& o) {
-  ZRT_CHECK_ARG(o.beta1 >= 0 && o.beta1 < 1, "ZeroAdamW: beta1 must be in [0, 1) (got ", o.beta1, ")");
-  ZRT_CHECK_ARG(o.beta2 >= 0 && o.beta2 < 1, "ZeroAdamW: beta2 must be in [0, 1) (got ", o.beta2, ")");
-  ZRT_CHECK_ARG(std::isfinite(o.eps) && o.eps >= 0, "ZeroAdamW: eps must be finite and >= 0 (got ", o.eps, ")");
-  ZRT_CHECK_ARG(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
-                "ZeroAdamW: weight_decay must be finite and >= 0 (got ", o.weight_decay, ")");
-  ZRT_CHECK_ARG(std::isfinite(o.max_grad_norm) && o.max_grad_norm >= 0,
-                "ZeroAdamW: max_grad_norm must be finite and >= 0 (got ", o.max_grad_norm, ")");
-  ZRT_CHECK_ARG(o.max_consecutive_skips >= 0, "ZeroAdamW: max_consecutive_skips must be >= 0 (got ",
-                o.max_consecutive_skips, ")");
-  ZRT_CHECK_ARG(static_cast<bool>(o.decays), "ZeroAdamW: empty decay policy");
-}
-
 // fp32, like the zero1 shard, on its device, from its allocator; zeroed as
 // torch initialises exp_avg / exp_avg_sq.
 Tensor zeroed_state_like(const FlatParamHandle& h) {
@@ -32,11 +19,24 @@ Tensor zeroed_state_like(const FlatParamHandle& h) {
   return t;
 }
 
+kernels::AdamWHyperparams hyperparams(const AdamWOptions& o, double lr) {
+  return {.lr = lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+}
+
 }  // namespace
+
+void check_adamw_options(const AdamWOptions& o) {
+  kernels::check_adamw_hyperparams(hyperparams(o, 0.0));
+  ZRT_CHECK_ARG(std::isfinite(o.max_grad_norm) && o.max_grad_norm >= 0,
+                "AdamW max_grad_norm must be finite and >= 0 (got ", o.max_grad_norm, ")");
+  ZRT_CHECK_ARG(o.max_consecutive_skips >= 0, "AdamW max_consecutive_skips must be >= 0 (got ",
+                o.max_consecutive_skips, ")");
+  ZRT_CHECK_ARG(static_cast<bool>(o.decays), "AdamW: empty decay policy");
+}
 
 ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options)
     : options_(std::move(options)), raw_handles_(std::move(handles)) {
-  check_options(options_);
+  check_adamw_options(options_);
   ZRT_CHECK_ARG(!raw_handles_.empty(), "ZeroAdamW: no handles");
   for (std::size_t k = 0; k < raw_handles_.size(); ++k) {
     FlatParamHandle* h = raw_handles_[k];
@@ -54,22 +54,15 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
   }
 }
 
-StepResult ZeroAdamW::step(double lr, double inv_loss_scale) { return step_impl(lr, inv_loss_scale, nullptr); }
-
-StepResult ZeroAdamW::step(double lr, DynamicLossScaler& scaler) {
-  return step_impl(lr, scaler.inv_scale(), &scaler);
-}
-
-StepResult ZeroAdamW::step_impl(double lr, double inv_loss_scale, DynamicLossScaler* scaler) {
-  // Checked before any collective, so a bad call fails alike on every rank.
-  ZRT_CHECK_ARG(std::isfinite(lr) && lr >= 0, "ZeroAdamW::step: lr must be finite and >= 0 (got ", lr, ")");
-  ZRT_CHECK_ARG(std::isfinite(inv_loss_scale) && inv_loss_scale > 0,
-                "ZeroAdamW::step: inverse loss scale must be finite and positive (got ", inv_loss_scale, ")");
+StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
+  // lr is checked by fused_adamw before it writes anything; a skipped step
+  // reads no lr.
   for (const ShardState& s : handles_)
     ZRT_CHECK_STATE(s.handle->state() == HandleState::idle, "ZeroAdamW::step: handle ", s.handle->name(),
                     " is in state ", handle_state_name(s.handle->state()), ", expected idle");
 
   const GradStats stats = global_grad_stats(raw_handles_);
+  const double inv_loss_scale = scaler ? scaler->inv_scale() : 1.0;
   if (scaler) scaler->update(stats.non_finite);
   StepResult r;
   r.lr = lr;
@@ -90,18 +83,18 @@ StepResult ZeroAdamW::step_impl(double lr, double inv_loss_scale, DynamicLossSca
   consecutive_skips_ = 0;
   r.skipped_total = skipped_total_;
   r.clip_coef = options_.max_grad_norm > 0 ? clip_coefficient(r.grad_norm, options_.max_grad_norm) : 1.0;
-  r.step = ++step_;
+  r.step = step_ + 1;
 
-  const kernels::AdamWHyperparams hp{.lr = lr, .beta1 = options_.beta1, .beta2 = options_.beta2,
-                                     .eps = options_.eps, .weight_decay = options_.weight_decay};
+  const kernels::AdamWHyperparams hp = hyperparams(options_, lr);
   kernels::AdamWStepOptions step_options;
   step_options.grad_scale = inv_loss_scale * r.clip_coef;
   for (ShardState& s : handles_) {
     FlatParamHandle& h = *s.handle;
-    kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.zero1_grad(), step_, hp, s.decay_ranges,
+    kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.zero1_grad(), r.step, hp, s.decay_ranges,
                          step_options, h.options().stream);
     h.mark_params_updated();
   }
+  step_ = r.step;
   return r;
 }
 

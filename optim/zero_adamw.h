@@ -55,6 +55,10 @@ struct StepResult {
   std::int64_t step = 0;           // optimizer steps taken, this one included
 };
 
+// Throws InvalidArgument naming the first bad field (the hyperparameters
+// follow kernels::check_adamw_hyperparams).
+void check_adamw_options(const AdamWOptions& options);
+
 class ZeroAdamW {
  public:
   // `handles` (not owned; they must outlive the optimizer) share the same
@@ -65,11 +69,9 @@ class ZeroAdamW {
   ZeroAdamW& operator=(const ZeroAdamW&) = delete;
 
   // One step (Note [One optimizer step]), collective over the handles'
-  // groups. `inv_loss_scale` unscales the gradients (1 without scaling).
-  StepResult step(double lr, double inv_loss_scale = 1.0);
-  // The same, unscaling by 1 / scaler.scale(), then updating the scaler
-  // from the agreed non-finite flag.
-  StepResult step(double lr, DynamicLossScaler& scaler);
+  // groups. With a scaler, the gradients are unscaled by 1 / scaler->scale()
+  // and the scaler is updated from the agreed non-finite flag.
+  StepResult step(double lr, DynamicLossScaler* scaler = nullptr);
 
   const AdamWOptions& options() const { return options_; }
   std::size_t num_handles() const { return handles_.size(); }
@@ -96,7 +98,6 @@ class ZeroAdamW {
     Tensor exp_avg, exp_avg_sq;
     std::vector<kernels::ElementRange> decay_ranges;
   };
-  StepResult step_impl(double lr, double inv_loss_scale, DynamicLossScaler* scaler);
   const ShardState& at(std::size_t k) const;
   Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;
 

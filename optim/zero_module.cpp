@@ -179,7 +179,7 @@ StepResult ZeroModule::step(double lr) {
   ZRT_CHECK_STATE(synced_since_step_, "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   synced_since_step_ = false;
-  return scaler_ ? optimizer().step(lr, *scaler_) : optimizer().step(lr);
+  return optimizer().step(lr, scaler_.get());
 }
 
 std::map<std::string, Tensor> ZeroModule::full_params() {

@@ -18,17 +18,6 @@ namespace {
 
 constexpr const char* kOp = "fused_adamw";
 
-void check_hyperparams(const AdamWHyperparams& hp, std::int64_t step, double grad_scale) {
-  ZRT_CHECK_ARG(step >= 1, kOp, ": step must be >= 1 (got ", step, ")");
-  ZRT_CHECK_ARG(std::isfinite(hp.lr) && hp.lr >= 0, kOp, ": invalid lr ", hp.lr);
-  ZRT_CHECK_ARG(hp.beta1 >= 0 && hp.beta1 < 1, kOp, ": invalid beta1 ", hp.beta1);
-  ZRT_CHECK_ARG(hp.beta2 >= 0 && hp.beta2 < 1, kOp, ": invalid beta2 ", hp.beta2);
-  ZRT_CHECK_ARG(std::isfinite(hp.eps) && hp.eps >= 0, kOp, ": invalid eps ", hp.eps);
-  ZRT_CHECK_ARG(std::isfinite(hp.weight_decay) && hp.weight_decay >= 0, kOp,
-                ": invalid weight_decay ", hp.weight_decay);
-  ZRT_CHECK_ARG(std::isfinite(grad_scale), kOp, ": grad_scale must be finite (got ", grad_scale, ")");
-}
-
 // See Note [AdamW order of operations]: scalars in double, rounded once.
 AdamWCoefficients coefficients(const AdamWHyperparams& hp, std::int64_t step, double grad_scale) {
   const double t = static_cast<double>(step);
@@ -64,29 +53,38 @@ std::vector<AdamWPiece> make_pieces(std::int64_t n, std::span<const ElementRange
   return pieces;
 }
 
-template <class G, class L>
-void adamw_range_cpu(float* __restrict p, float* __restrict m, float* __restrict v,
-                     const G* __restrict g, L* __restrict out, std::int64_t b, std::int64_t e,
-                     float decay, const AdamWCoefficients c) {
-  for (std::int64_t i = b; i < e; ++i) adamw_element_at(p, m, v, g, out, i, decay, c);
-}
-
 // CPU twin: one pass over the shard split across threads; each thread walks
 // the pieces its chunk overlaps.
 template <class G, class L>
-void adamw_cpu(float* p, float* m, float* v, const G* g, L* out, std::int64_t n,
-               const std::vector<AdamWPiece>& pieces, const AdamWCoefficients& c) {
+void adamw_cpu(float* __restrict p, float* __restrict m, float* __restrict v, const G* __restrict g,
+               L* __restrict out, std::int64_t n, const std::vector<AdamWPiece>& pieces,
+               const AdamWCoefficients c) {
   parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
     auto it = std::upper_bound(pieces.begin(), pieces.end(), b,
                                [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
     for (; it != pieces.end() && it->begin < e; ++it) {
-      adamw_range_cpu(p, m, v, g, out, std::max(b, it->begin), std::min(e, it->end),
-                      it->decayed ? c.decay : 1.0f, c);
+      const float decay = it->decayed ? c.decay : 1.0f;
+      for (std::int64_t i = std::max(b, it->begin), end = std::min(e, it->end); i < end; ++i)
+        adamw_element_at(p, m, v, g, out, i, decay, c);
     }
   });
 }
 
 }  // namespace
+
+void check_adamw_hyperparams(const AdamWHyperparams& hp) {
+  auto finite_non_negative = [](const char* name, double x) {
+    ZRT_CHECK_ARG(std::isfinite(x) && x >= 0, "AdamW ", name, " must be finite and >= 0 (got ", x, ")");
+  };
+  auto unit_interval = [](const char* name, double x) {
+    ZRT_CHECK_ARG(x >= 0 && x < 1, "AdamW ", name, " must be in [0, 1) (got ", x, ")");
+  };
+  finite_non_negative("lr", hp.lr);
+  unit_interval("beta1", hp.beta1);
+  unit_interval("beta2", hp.beta2);
+  finite_non_negative("eps", hp.eps);
+  finite_non_negative("weight_decay", hp.weight_decay);
+}
 
 void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& grad, std::int64_t step, const AdamWHyperparams& hp,
@@ -105,7 +103,9 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
     ZRT_CHECK_ARG(out->dtype() == DType::bf16 || out->dtype() == DType::f16, kOp, ": param_out ",
                   out->str(), " must be bf16 or f16");
   }
-  check_hyperparams(hp, step, options.grad_scale);
+  ZRT_CHECK_ARG(step >= 1, kOp, ": step must be >= 1 (got ", step, ")");
+  ZRT_CHECK_ARG(std::isfinite(options.grad_scale), kOp, ": grad_scale must be finite (got ", options.grad_scale, ")");
+  check_adamw_hyperparams(hp);
   const std::int64_t n = param.numel();
   const std::vector<AdamWPiece> pieces = make_pieces(n, decay_ranges);
   const AdamWCoefficients c = coefficients(hp, step, options.grad_scale);

@@ -20,6 +20,12 @@ struct AdamWHyperparams {
   double weight_decay = 1e-2;
 };
 
+// The one rule for AdamW's hyperparameters (torch.optim.AdamW's): lr, eps and
+// weight_decay finite and >= 0, betas in [0, 1). Throws InvalidArgument naming
+// the field. fused_adamw applies it on every call; ZeroAdamW and zrt-train
+// apply it where their options enter, so a bad value fails before any work.
+void check_adamw_hyperparams(const AdamWHyperparams& hp);
+
 // Elements [begin, end) of a shard.
 struct ElementRange {
   std::int64_t begin = 0;

@@ -263,7 +263,7 @@ void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, in
         const double scale = scaler.scale();
         backward(run, world, s.grads[static_cast<std::size_t>(step)], s.seed + ++call, scale,
                  bad == 0 ? Plant::inf : Plant::nan);
-        const optim::StepResult r = opt.step(s.lrs[static_cast<std::size_t>(step)], scaler);
+        const optim::StepResult r = opt.step(s.lrs[static_cast<std::size_t>(step)], &scaler);
         ZRT_EXPECT(r.skipped && r.skipped_total == bad + 1 && r.consecutive_skips == bad + 1, at,
                    ": non-finite step ", bad, " not skipped and counted");
         ZRT_EXPECT(!std::isfinite(r.grad_norm) && r.loss_scale == scale, at, ": skipped step reports norm ",
@@ -276,7 +276,7 @@ void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, in
     }
     const double scale = scaler.scale();
     backward(run, world, s.grads[static_cast<std::size_t>(step)], s.seed + ++call, scale, Plant::none);
-    const optim::StepResult r = opt.step(s.lrs[static_cast<std::size_t>(step)], scaler);
+    const optim::StepResult r = opt.step(s.lrs[static_cast<std::size_t>(step)], &scaler);
     const double want_norm = expected.norms[static_cast<std::size_t>(step)];
     ZRT_EXPECT(!r.skipped && r.step == step + 1 && r.consecutive_skips == 0 && r.skipped_total == 2 * (step >= s.bad_before),
                at, ": clean step ", step, " skipped=", r.skipped, " step=", r.step);

@@ -16,6 +16,7 @@ expect_error() {
   local out rc
   out=$("$train" "$@" --steps 2 --metrics "$dir/m.jsonl" --save "$dir/w.safetensors" 2>&1)
   rc=$?
+  last_rc=$rc
   if [ $rc -eq 0 ]; then
     echo "FAIL $name: exit code 0"; failures=$((failures + 1)); return
   fi
@@ -64,6 +65,21 @@ expect_error "width not divisible by heads" "n_embd 1 is not divisible by n_head
 expect_error "steps not a number" "steps: must be a positive number" --steps x
 expect_error "negative learning rate" "lr: must not be negative" --lr -1
 expect_error "beta1 of 2" "beta1" --beta1 2
+# Numbers a flag may not take are usage errors (exit 2) that say so, NaN and
+# infinities included.
+expect_usage() {  # expect_error, and the exit code is 2
+  expect_error "$@"
+  if [ "$last_rc" -ne 2 ]; then echo "FAIL $1: exit code $last_rc, not 2"; failures=$((failures + 1)); fi
+}
+expect_usage "NaN learning rate" "--lr: must be finite \(got nan\)" --lr nan
+expect_usage "infinite learning rate" "--lr: must be finite \(got inf\)" --lr inf
+expect_usage "infinite minimum learning rate" "--min-lr: must be finite" --min-lr -inf
+expect_usage "NaN beta2" "beta2 must be in \[0, 1\) \(got nan\)" --beta2 nan
+expect_usage "beta1 of 1" "beta1 must be in \[0, 1\) \(got 1\)" --beta1 1
+expect_usage "infinite weight decay" "weight_decay must be finite" --weight-decay inf
+expect_usage "negative eps" "eps must be finite and >= 0" --eps -1e-8
+expect_usage "NaN clip" "--clip.*max_grad_norm must be finite.*nan" --clip nan
+expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
 expect_error "zero batch" "batch-size: must be positive" --batch-size 0
 expect_error "unknown strategy" "strategy" --strategy zero4
 expect_error "unknown device" "device" --device tpu

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/error.h"
+#include "tools/train/train_setup.h"
 
 namespace zrt::train {
 
@@ -32,25 +34,26 @@ void check_checkpoint_dir(const std::string& dir) {
   ZRT_CHECK_ARG(writable, "--checkpoint-dir ", dir, " is not writable");
 }
 
-// Validators whose messages name the rule, not a floating-point range.
-const CLI::Validator kPositive(
-    [](std::string& v) {
-      try {
-        return std::stod(v) > 0 ? std::string() : "must be positive (got " + v + ")";
-      } catch (const std::exception&) {
-        return "must be a positive number (got " + v + ")";
-      }
-    },
-    "POSITIVE");
-const CLI::Validator kNonNegative(
-    [](std::string& v) {
-      try {
-        return std::stod(v) >= 0 ? std::string() : "must not be negative (got " + v + ")";
-      } catch (const std::exception&) {
-        return "must be a number (got " + v + ")";
-      }
-    },
-    "NON-NEGATIVE");
+// Validators whose messages name the rule, not a floating-point range. NaN
+// and infinities are not numbers a flag may take.
+CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* noun, const char* name) {
+  return CLI::Validator(
+      [ok, rule, noun](std::string& v) {
+        double x = 0;
+        try {
+          x = std::stod(v);
+        } catch (const std::exception&) {
+          return std::string("must be ") + noun + " (got " + v + ")";
+        }
+        if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
+        return ok(x) ? std::string() : std::string(rule) + " (got " + v + ")";
+      },
+      name);
+}
+const CLI::Validator kPositive =
+    number_rule([](double x) { return x > 0; }, "must be positive", "a positive number", "POSITIVE");
+const CLI::Validator kNonNegative =
+    number_rule([](double x) { return x >= 0; }, "must not be negative", "a number", "NON-NEGATIVE");
 
 bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)->count() > 0; }
 
@@ -135,12 +138,12 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--lr", o.lr, "peak learning rate")->check(kNonNegative);
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->check(kNonNegative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
-  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D+ parameters only)")
-      ->check(kNonNegative);
-  app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)")->check(kNonNegative);
-  app.add_option("--beta1", o.beta1, "AdamW beta1")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--beta2", o.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--eps", o.eps, "AdamW epsilon")->check(kPositive);
+  // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
+  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D+ parameters only)");
+  app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)");
+  app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
+  app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
+  app.add_option("--eps", o.eps, "AdamW epsilon");
   app.add_option("--seed", o.seed, "initialisation seed");
   app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
@@ -184,7 +187,12 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ZRT_THROW(InvalidArgument, e.what());
   }
   o.resume = resume->count() > 0;
-  ZRT_CHECK_ARG(o.beta1 < 1 && o.beta2 < 1, "--beta1 and --beta2 must be below 1 (got ", o.beta1, ", ", o.beta2, ")");
+  try {
+    optim::check_adamw_options(adamw_options(o));
+  } catch (const InvalidArgument& e) {
+    ZRT_THROW(InvalidArgument, "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip) is out of range: ",
+              e.what());
+  }
   check_flag_combinations(app, o);
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);

@@ -18,6 +18,10 @@ namespace zrt::train {
 using model_zoo::Dataset;
 using model_zoo::TrainerConfig;
 
+optim::AdamWOptions adamw_options(const TrainOptions& o) {
+  return {.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay, .max_grad_norm = o.clip};
+}
+
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   TrainerConfig c;
   auto& m = c.model;
@@ -49,11 +53,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
                                 : Device::cpu();
   e.offload_grads = o.offload_grads;
   e.seed = o.seed;
-  e.adamw.beta1 = o.beta1;
-  e.adamw.beta2 = o.beta2;
-  e.adamw.eps = o.eps;
-  e.adamw.weight_decay = o.weight_decay;
-  e.adamw.max_grad_norm = o.clip;
+  e.adamw = adamw_options(o);
   c.batch_size = o.batch_size;
   c.seq_len = o.seq_len;
   c.micro_batches = o.micro_batches;
