@@ -191,4 +191,17 @@ std::map<std::string, Tensor> ZeroModule::full_params() {
   return out;
 }
 
+std::optional<ZeroModule::ParamLocation> ZeroModule::find_param(const std::string& name) const {
+  for (Unit u = 0; u < handles_.size(); ++u)
+    if (const auto i = handles_[u]->find(name)) return ParamLocation{u, *i};
+  return std::nullopt;
+}
+
+Tensor ZeroModule::full_param(const std::string& name) {
+  const auto at = find_param(name);
+  ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
+                "' (names are full_params()'s: \"unit.name\" or the module path's)");
+  return handles_[at->unit]->summon_full_params()[at->index].to(Device::cpu());
+}
+
 }  // namespace zrt::optim

@@ -26,6 +26,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,6 +119,18 @@ class ZeroModule {
   // Collective: every parameter, fp32 on cpu, by its name ("unit.name" or the
   // module path's).
   std::map<std::string, Tensor> full_params();
+
+  // By-name lookup outside a scope. A parameter's name is the one
+  // full_params() and checkpoints use ("unit.name" or its module path's);
+  // a tied second name finds the parameter it shares.
+  struct ParamLocation {
+    Unit unit;
+    std::size_t index;  // in handle(unit): its fqn(index), shape, shards
+  };
+  std::optional<ParamLocation> find_param(const std::string& name) const;  // nullopt: no unit has it
+  // Collective over the unit's groups: one parameter, fp32 on cpu, by name.
+  // InvalidArgument (on every rank, before any collective) when no unit has it.
+  Tensor full_param(const std::string& name);
 
   FlatParamHandle& handle(Unit unit) const;
   const std::vector<std::unique_ptr<FlatParamHandle>>& handles() const { return handles_; }

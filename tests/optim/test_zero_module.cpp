@@ -82,4 +82,48 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
   });
 }
 
+// By-name lookup outside a scope agrees with full_params() and the scopes'
+// names, across units, for a tied second name too.
+BOOST_AUTO_TEST_CASE(finds_parameters_by_name) {
+  const auto seed = test::test_seed("zero_module/finds_parameters_by_name");
+  run_local_ranks(3, [&](const CommPtr& world) {
+    std::mt19937 rng(seed);
+    optim::ZeroModule module(world);
+    const auto first = module.add_unit("fc1", unit_params(rng));
+    auto second_params = unit_params(rng);
+    const Tensor shared = second_params[0].second;
+    second_params.push_back({"weight_tied", shared});
+    const auto second = module.add_unit("fc2", second_params);
+
+    const auto all = module.full_params();
+    for (const auto& [name, value] : all) {
+      const auto at = module.find_param(name);
+      ZRT_EXPECT(at.has_value(), "find_param misses ", name);
+      ZRT_EXPECT(module.handle(at->unit).fqn(at->index) == name, "find_param(", name, ") points at ",
+                 module.handle(at->unit).fqn(at->index));
+      ZRT_EXPECT(module.full_param(name).to_doubles() == value.to_doubles(), "full_param(", name,
+                 ") differs from full_params()");
+    }
+    ZRT_EXPECT(module.find_param("fc1.weight")->unit == first && module.find_param("fc2.bias")->unit == second,
+               "a name found in the wrong unit");
+    const auto tied = module.find_param("fc2.weight_tied");
+    ZRT_EXPECT(tied && tied->unit == second && module.handle(second).fqn(tied->index) == "fc2.weight",
+               "the tied name does not find its primary");
+    {
+      auto scope = module.forward(second);
+      ZRT_EXPECT(scope.param("weight").to_doubles() == all.at("fc2.weight").to_doubles() &&
+                     scope.param("fc2.weight").to_doubles() == all.at("fc2.weight").to_doubles(),
+                 "a scope's short and full names disagree with full_params()");
+    }
+    ZRT_EXPECT(!module.find_param("weight") && !module.find_param("fc3.weight"), "found a name no unit has");
+    bool threw = false;
+    try {
+      module.full_param("fc3.weight");
+    } catch (const InvalidArgument& e) {
+      threw = std::string(e.what()).find("fc3.weight") != std::string::npos;
+    }
+    ZRT_EXPECT(threw, "full_param of an unknown name did not throw InvalidArgument naming it");
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
