@@ -97,7 +97,7 @@ expect_error "info of a non-checkpoint" "not a checkpoint" "$ckpt" info "$dir"
 expect_error "reshard to 0 ranks" "ranks" "$ckpt" reshard "$dir/ck" --ranks 0 --out "$dir/x"
 expect_error "reshard with a zero3 size not dividing" "divide" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \
   --zero3-size 3 --out "$dir/x"
-expect_error "reshard into the checkpoint itself" "contain" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
+expect_error "reshard into the checkpoint itself" "contain|never replaces a step" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
 cp -r "$dir/ck" "$dir/bad"
 printf '\x55' | dd of="$dir/bad/step-000020/rank-00001.safetensors" bs=1 seek=2000 conv=notrunc status=none
 expect_error "verify of a flipped byte" "rank-00001.safetensors.*checksum" "$ckpt" verify "$dir/bad"

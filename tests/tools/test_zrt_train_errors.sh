@@ -80,6 +80,8 @@ expect_usage "infinite weight decay" "weight_decay must be finite" --weight-deca
 expect_usage "negative eps" "eps must be finite and >= 0" --eps -1e-8
 expect_usage "NaN clip" "--clip.*max_grad_norm must be finite.*nan" --clip nan
 expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
+expect_usage "negative seed" "--seed: must not be negative \(got -1\)" --seed -1
+expect_usage "seed beyond 64 bits" "--seed" --seed 18446744073709551616
 expect_error "zero batch" "batch-size: must be positive" --batch-size 0
 expect_error "unknown strategy" "strategy" --strategy zero4
 expect_error "unknown device" "device" --device tpu

@@ -3,10 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/offline_tools.h"
+#include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::ckpt {
@@ -51,6 +54,58 @@ int verify(const std::string& path) {
   return 0;
 }
 
+// The files a command reads from `path` (a step directory, or a root whose
+// `latest` names one), for Note [No output onto an input].
+std::vector<NamedPath> checkpoint_inputs(const std::string& path) {
+  std::vector<NamedPath> inputs = {{"the checkpoint", optim::resolve_checkpoint(path)}};
+  const std::filesystem::path latest = std::filesystem::path(path) / "latest";
+  if (std::filesystem::exists(latest)) inputs.push_back({"the checkpoint's `latest`", latest.string()});
+  return inputs;
+}
+
+// A model is its parameters' names and shapes, in order.
+bool same_model(const CheckpointIndex& a, const CheckpointIndex& b) {
+  std::vector<std::pair<std::string, Shape>> pa, pb;
+  for (const HandleRecord& h : a.handles)
+    for (const ParamRecord& p : h.params) pa.emplace_back(p.fqn, p.shape);
+  for (const HandleRecord& h : b.handles)
+    for (const ParamRecord& p : h.params) pb.emplace_back(p.fqn, p.shape);
+  return pa == pb;
+}
+
+// reshard --out: never into the checkpoint read, never over a step already
+// there, and into a non-empty directory only when it holds checkpoints of
+// the same model (or --force says so).
+void check_reshard_destination(const std::string& source, const std::string& out, bool force) {
+  namespace fs = std::filesystem;
+  CheckpointReader reader(source);
+  const std::string step_dir = reader.step_dir();
+  ZRT_CHECK_ARG(!path_is_within(out, step_dir), "--out ", out, " is inside the checkpoint read, ", step_dir);
+  std::error_code ec;
+  if (!fs::exists(out, ec) || fs::is_empty(out, ec)) return;
+  ZRT_CHECK_ARG(fs::is_directory(out, ec), "--out ", out, " exists and is not a directory");
+  const fs::path target = fs::path(out) / optim::step_dir_name(reader.index().step);
+  const auto never_replace = [&] {
+    ZRT_CHECK_ARG(!fs::exists(target, ec), "--out ", out, " already holds ", target.filename().string(),
+                  ": resharding never replaces a step (remove it first, or write elsewhere)");
+  };
+  const auto steps = optim::complete_steps(out);
+  if (force) return never_replace();
+  ZRT_CHECK_ARG(!steps.empty(), "--out ", out,
+                " is a non-empty directory that holds no checkpoint steps; write into an empty or new directory, or "
+                "pass --force");
+  std::string other;
+  try {
+    other = optim::resolve_checkpoint(out);
+  } catch (const CheckpointError&) {
+    other = (fs::path(out) / optim::step_dir_name(steps.back())).string();
+  }
+  ZRT_CHECK_ARG(same_model(CheckpointReader(other).index(), reader.index()), "--out ", out,
+                " holds checkpoints of another model (", other,
+                "); its `latest` would move to this one. Write into an empty or new directory, or pass --force");
+  never_replace();
+}
+
 }  // namespace
 }  // namespace zrt::ckpt
 
@@ -60,6 +115,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string path, out, strategy = "";
   int ranks = 0, zero3 = 0;
+  bool force = false;
   auto* info = app.add_subcommand("info", "step, layout, sizes, training state and run flags");
   info->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
   auto* verify = app.add_subcommand("verify", "read every tensor and check its checksum; non-zero exit if any fails");
@@ -75,6 +131,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
   resh->add_option("--zero3-size", zero3, "hybrid / layer-zero group size (0: the world)")
       ->check(CLI::NonNegativeNumber);
+  resh->add_flag("--force", force,
+                 "write into a non-empty --out that holds no checkpoints of this model (a step already there is "
+                 "still never replaced)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -84,6 +143,7 @@ int main(int argc, char** argv) {
     if (*info) return ckpt::info(path);
     if (*verify) return ckpt::verify(path);
     if (*exp) {
+      check_output_clear_of_inputs({"--out", out}, ckpt::checkpoint_inputs(path));  // before any work
       const auto params = zrt::optim::consolidated_params(path);
       zrt::write_safetensors(out, params);
       std::printf("zrt-ckpt: wrote %zu parameters to %s\n", params.size(), out.c_str());
@@ -93,6 +153,7 @@ int main(int argc, char** argv) {
       if (strategy.empty()) strategy = zrt::optim::CheckpointReader(path).index().strategy;
       const auto s = optim::parse_strategy(strategy);
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
+      ckpt::check_reshard_destination(path, out, force);
       const std::string dir = zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3);
       std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks, optim::strategy_name(*s));
       return 0;

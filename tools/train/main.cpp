@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <exception>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/io/safetensors.h"
+#include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 
@@ -51,6 +54,28 @@ void install_stop_handlers() {
 struct StepAgreement {
   bool stop = false, failed = false;
 };
+
+// Runs `fn` on this rank, then every rank learns whether any rank's fn
+// threw, and all throw its message: a failure on one rank (the lead's lock,
+// say) never leaves the others waiting in a collective it will not reach.
+void all_or_none(Communicator& world, const std::function<void()>& fn) {
+  std::string error;
+  std::exception_ptr mine;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    mine = std::current_exception();
+    error = e.what();
+    if (error.empty()) error = "failed";
+  }
+  const auto all = world.all_gather_bytes(std::as_bytes(std::span(error.data(), error.size())));
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) {
+      if (mine) std::rethrow_exception(mine);  // our own, with its type
+      ZRT_THROW(InvalidState, "rank ", r, " failed: ",
+                std::string(reinterpret_cast<const char*>(all[r].data()), all[r].size()));
+    }
+}
 
 StepAgreement agree_after_step(Communicator& world, bool failed_here) {
   const std::byte mine[2] = {std::byte(stop_signals.load() > 0), std::byte(failed_here)};
@@ -112,8 +137,14 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
       }
     }
   } trace_writer{config.engine.tracer, trace_path(o.trace, world->rank(), world->size())};
-  model_zoo::Trainer trainer = make_trainer(world, o, config);
   const bool lead = world->rank() == 0;
+  // One run per checkpoint directory (Note [Resuming never loses work]).
+  std::optional<RunLock> run_lock;
+  all_or_none(*world, [&] {
+    if (lead && !o.checkpoint_dir.empty()) run_lock.emplace(o.checkpoint_dir);
+  });
+  model_zoo::Trainer trainer = make_trainer(world, o, config);
+  bool resumed = false;
   if (o.resume) {
     const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
     const bool fresh = o.resume_from.empty() && !std::filesystem::exists(std::filesystem::path(path) / "latest");
@@ -121,16 +152,33 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
       if (lead) std::printf("zrt-train: no checkpoint under %s yet: starting at step 0\n", path.c_str());
     } else {
       const std::string saved = trainer.resume(path);
+      resumed = true;
       if (lead) {
         std::lock_guard lock(io);
         std::printf("zrt-train: resumed from %s at step %lld\n", path.c_str(),
                     static_cast<long long>(trainer.next_step()));
+        if (!o.init_from.empty())
+          std::printf("zrt-train: --init-from %s was not read: the checkpoint's weights were resumed\n",
+                      o.init_from.c_str());
         std::string flags;
         for (const auto& f : train::differing_run_flags(saved, o)) flags += " " + f;
         if (!flags.empty())
           std::fprintf(stderr, "zrt-train: warning: these flags differ from the checkpoint's run:%s\n", flags.c_str());
       }
     }
+  }
+  ZRT_CHECK_ARG(trainer.next_step() <= o.steps, "--steps ", o.steps, " is below the step ", trainer.next_step(),
+                " the checkpoint was saved at: there is nothing to train (raise --steps to continue)");
+  if (resumed && !o.checkpoint_dir.empty()) {
+    all_or_none(*world, [&] {
+      if (!lead) return;
+      const auto moved = set_aside_newer_steps(o.checkpoint_dir, trainer.next_step());
+      if (!moved.empty())
+        std::printf("zrt-train: %zu newer step(s) of %s (the trajectory abandoned by resuming step %lld) were moved "
+                    "into an abandoned-from-%lld-* directory there\n",
+                    moved.size(), o.checkpoint_dir.c_str(), static_cast<long long>(trainer.next_step()),
+                    static_cast<long long>(trainer.next_step()));
+    });
   }
   zrt::optim::CheckpointSaveOptions save_options = zrt::optim::checkpoint_into(o.checkpoint_dir, o.keep_last);
   save_options.run_json = train::run_flags_json(o);
@@ -147,7 +195,9 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
   // Files are opened only after every input was validated: bad input writes nothing.
   std::ofstream metrics;
   if (lead && !o.metrics.empty()) {
-    metrics.open(o.metrics, o.resume ? std::ios::app : std::ios::trunc);  // a resumed run continues the file
+    // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
+    if (resumed) truncate_metrics_at(o.metrics, trainer.next_step());
+    metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
     ZRT_CHECK_ARG(metrics.good(), "cannot write metrics file '", o.metrics, "'");
   }
   const bool tty = lead && isatty(fileno(stdout));

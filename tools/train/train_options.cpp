@@ -11,7 +11,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/io/output_path.h"
+#include "zrt/runtime/io/path_overlap.h"
+#include "tools/train/run_directory.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/error.h"
 #include "tools/train/train_setup.h"
@@ -86,21 +89,51 @@ std::string canonical(const std::string& path) {
 
 // Output files must not overwrite an input, and their directory must be
 // writable now, before any training.
+// The checkpoint --resume reads, resolved now so its files are inputs to
+// protect; empty when it starts fresh (no `latest` yet) or is not asked for.
+std::vector<NamedPath> resumed_checkpoint_inputs(const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  if (!o.resume) return {};
+  const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
+  std::vector<NamedPath> inputs;
+  if (fs::exists(fs::path(path) / "latest")) inputs.push_back({"the `latest` of --resume", (fs::path(path) / "latest").string()});
+  try {
+    inputs.push_back({"the resumed checkpoint", optim::resolve_checkpoint(path)});
+  } catch (const CheckpointError&) {
+    // A fresh start, or a bad path the resume names later with the reason.
+  }
+  return inputs;
+}
+
+// Whether `file` is one of the entries --checkpoint-dir manages (`latest`, a
+// step directory or what is in one, a temporary, the run lock): checkpoints
+// would overwrite or prune it.
+bool in_checkpoint_entries(const std::string& file, const std::string& checkpoint_dir) {
+  namespace fs = std::filesystem;
+  if (checkpoint_dir.empty() || !path_is_within(file, checkpoint_dir)) return false;
+  const fs::path rel = fs::weakly_canonical(fs::absolute(file)).lexically_relative(fs::weakly_canonical(fs::absolute(checkpoint_dir)));
+  const std::string first = rel.empty() ? std::string() : rel.begin()->string();
+  return first.empty() || first == "." || first.starts_with("latest") || first.starts_with("step-") ||
+         first.starts_with("abandoned-") || first == kRunLockName;
+}
+
 void check_outputs(const TrainOptions& o) {
   namespace fs = std::filesystem;
   const std::pair<const char*, const std::string*> outputs[] = {
       {"--save", &o.save}, {"--metrics", &o.metrics}, {"--trace", &o.trace}};
-  const std::pair<const char*, const std::string*> inputs[] = {{"--data", &o.data}, {"--init-from", &o.init_from}};
+  std::vector<NamedPath> inputs = {{"the --data file", o.data}, {"the --init-from file", o.init_from}};
+  for (NamedPath& in : resumed_checkpoint_inputs(o)) inputs.push_back(std::move(in));
   for (const auto& [out_flag, out] : outputs) {
     if (out->empty()) continue;
-    for (const auto& [in_flag, in] : inputs)
-      ZRT_CHECK_ARG(in->empty() || canonical(*in) != canonical(*out), out_flag, " ", *out, " is the ", in_flag,
-                    " file: it would be overwritten");
     // --save is written whole and renamed into place: a regular file only,
     // through links (Note [Outputs write through links, never over
     // devices]). --metrics and --trace append as they go and may be streams.
-    const fs::path target = out == &o.save ? output_file_target(*out, out_flag) : fs::path(*out);
     if (out != &o.save && out->starts_with("/dev/")) continue;  // /dev/stdout, /dev/null, ...
+    const fs::path target = output_file_target(*out, out_flag);
+    check_output_clear_of_inputs({out_flag, *out}, inputs);  // Note [No output onto an input]
+    ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
+                  " is among the checkpoints of --checkpoint-dir ", o.checkpoint_dir,
+                  ", which saving and pruning overwrite and remove");
     const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(), " does not exist");
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ", parent.string(),
@@ -109,6 +142,11 @@ void check_outputs(const TrainOptions& o) {
   }
   ZRT_CHECK_ARG(o.save.empty() || o.metrics.empty() || canonical(o.save) != canonical(o.metrics),
                 "--save and --metrics name the same file ", o.save);
+  // Steps written into the checkpoint being read would replace it.
+  if (!o.checkpoint_dir.empty())
+    for (const NamedPath& in : inputs)
+      ZRT_CHECK_ARG(in.path.empty() || !path_is_within(o.checkpoint_dir, in.path), "--checkpoint-dir ",
+                    o.checkpoint_dir, " is inside ", in.what, " ", in.path, ": saving would write into it");
 }
 
 }  // namespace
@@ -144,7 +182,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
   app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", o.eps, "AdamW epsilon");
-  app.add_option("--seed", o.seed, "initialisation seed");
+  app.add_option("--seed", o.seed, "initialisation seed, 0 to 2^64 - 1")->check(kNonNegative);
   app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
@@ -195,7 +233,14 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   check_flag_combinations(app, o);
   check_outputs(o);
-  if (!o.checkpoint_dir.empty()) check_checkpoint_dir(o.checkpoint_dir);
+  if (!o.checkpoint_dir.empty()) {
+    check_checkpoint_dir(o.checkpoint_dir);
+    check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, !o.resume_from.empty());
+  }
+  ZRT_CHECK_ARG(o.init_from.empty() || o.resume_from.empty(), "--init-from ", o.init_from,
+                " would not be read: --resume ", o.resume_from, " loads the weights");
+  ZRT_CHECK_ARG(!given(app, "--warmup") || o.warmup <= o.steps, "--warmup ", o.warmup, " is longer than --steps ",
+                o.steps, " (the default warm-up is cut to --steps; an explicit one is not)");
   ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
                 " is shorter than --seq-len ", o.seq_len, ": every position of a sequence needs an embedding");
   if (o.checkpoint_dir.empty()) {

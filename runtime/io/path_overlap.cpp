@@ -1,0 +1,45 @@
+#include "zrt/runtime/io/path_overlap.h"
+
+#include <filesystem>
+
+#include "zrt/runtime/error.h"
+#include "zrt/runtime/io/output_path.h"
+
+namespace zrt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path resolved(const fs::path& p) {
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return ec ? fs::absolute(p).lexically_normal() : r;
+}
+
+}  // namespace
+
+bool path_is_within(const std::string& inner, const std::string& outer) {
+  std::error_code ec;
+  if (fs::exists(inner, ec) && fs::exists(outer, ec) && fs::equivalent(inner, outer, ec)) return true;
+  const fs::path in = resolved(inner), out = resolved(outer);
+  auto i = in.begin();
+  for (auto o = out.begin(); o != out.end(); ++o, ++i) {
+    if (o->empty()) continue;  // a trailing separator
+    if (i == in.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+void check_output_clear_of_inputs(const NamedPath& out, std::span<const NamedPath> inputs) {
+  const std::string target = output_file_target(out.path, out.what).string();
+  for (const NamedPath& in : inputs) {
+    if (in.path.empty()) continue;
+    ZRT_CHECK_ARG(!path_is_within(target, in.path), out.what, " ", out.path,
+                  (target == out.path ? std::string() : " (-> " + target + ")"), " is ",
+                  resolved(target) == resolved(in.path) ? "" : "inside ", in.what, " ", in.path,
+                  ": writing it would destroy what is read");
+  }
+}
+
+}  // namespace zrt

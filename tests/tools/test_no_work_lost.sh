@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Outputs onto inputs and resume semantics (Note [No output onto an input],
+# Note [Resuming never loses work]): every refused case leaves the checkpoint
+# it threatened byte for byte as it was; the accepted rollback keeps the
+# abandoned steps on disk and out of the new run's way.
+# usage: test_no_work_lost.sh PATH/TO/zrt-train PATH/TO/zrt-ckpt
+set -u
+train=$1 ckpt=$2
+dir=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+ok() { echo "ok   $*"; }
+tiny=(--n-layer 1 --n-embd 16 --n-head 2 --seq-len 16 --batch-size 4)
+digest() { (cd "$1" && find . -type f ! -name .zrt-run.lock | sort | xargs sha256sum) | sha256sum; }
+
+# expect_refused NAME PATTERN TREE CMD...: CMD exits non-zero naming PATTERN and TREE is unchanged.
+expect_refused() {
+  local name=$1 pattern=$2 tree=$3
+  shift 3
+  local before out rc
+  before=$(digest "$tree")
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ]; then fail "$name: exit code 0"; return; fi
+  if ! grep -qiE -- "$pattern" <<<"$out"; then fail "$name: message does not match /$pattern/: $out"; return; fi
+  if [ "$(digest "$tree")" != "$before" ]; then fail "$name: $tree changed"; return; fi
+  ok "$name (exit $rc): $(grep -m1 -i error <<<"$out" | cut -c1-150)"
+}
+
+ck=$dir/ck
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$ck" --checkpoint-every 2 > /dev/null || { echo "FAIL: first run"; exit 1; }
+step=$ck/step-000004
+
+# Outputs onto the checkpoint being read, in every tool and through links and `..`.
+ln -s "$step/rank-00000.safetensors" "$dir/link-to-rank-file"
+expect_refused "--save onto the resumed rank file" "resumed checkpoint" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$ck" --resume --save "$step/rank-00000.safetensors"
+expect_refused "--save onto latest" "latest" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$ck" --resume --save "$ck/latest"
+expect_refused "--save through a link onto a rank file" "inside the resumed checkpoint" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --resume "$step" --save "$dir/link-to-rank-file"
+expect_refused "--metrics into a step via .." "resumed checkpoint|checkpoints of --checkpoint-dir" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$ck" --resume --metrics "$ck/step-000002/../step-000004/index.json"
+expect_refused "--trace into an older step" "checkpoints of --checkpoint-dir" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$ck" --resume --trace "$ck/step-000002/t.json"
+expect_refused "--checkpoint-dir inside the resumed step" "inside the resumed checkpoint" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --resume "$step" --checkpoint-dir "$step/more"
+expect_refused "export --out onto a rank file" "checkpoint" "$ck" \
+  "$ckpt" export "$ck" --out "$step/rank-00000.safetensors"
+expect_refused "export --out onto index.json" "checkpoint" "$ck" "$ckpt" export "$step" --out "$step/index.json"
+expect_refused "export --out onto latest" "latest" "$ck" "$ckpt" export "$ck" --out "$ck/latest"
+expect_refused "export --out through a link" "checkpoint" "$ck" "$ckpt" export "$ck" --out "$dir/link-to-rank-file"
+"$ckpt" export "$ck" --out "$dir/export.safetensors" > /dev/null && ok "export elsewhere still works" ||
+  fail "export elsewhere"
+
+# reshard --out: never into the step read, over a step, or into another run.
+"$train" --model mlp --steps 3 --checkpoint-dir "$dir/mlp" > /dev/null || fail "mlp run"
+expect_refused "reshard --out into another model's run" "another model" "$dir/mlp" \
+  "$ckpt" reshard "$ck" --ranks 2 --out "$dir/mlp"
+"$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$dir/other" > /dev/null || fail "second gpt run"
+expect_refused "reshard --out over a step of the same number" "never replaces a step" "$ck" \
+  "$ckpt" reshard "$ck" --ranks 2 --out "$ck"
+expect_refused "reshard --out inside the step read" "inside the checkpoint read" "$ck" \
+  "$ckpt" reshard "$ck" --ranks 2 --out "$step/sub"
+mkdir -p "$dir/notes" && echo keep > "$dir/notes/a.txt"
+expect_refused "reshard --out into a non-empty directory" "non-empty" "$dir/notes" \
+  "$ckpt" reshard "$ck" --ranks 2 --out "$dir/notes"
+"$ckpt" reshard "$ck" --ranks 2 --out "$dir/notes" --force > /dev/null && [ -f "$dir/notes/a.txt" ] &&
+  ok "reshard --force into a non-empty directory keeps its files" || fail "reshard --force"
+"$ckpt" reshard "$ck" --ranks 2 --out "$dir/other" > /dev/null && [ -d "$dir/other/step-000002" ] &&
+  ok "reshard into a run of the same model adds its step" || fail "reshard into the same model's run"
+
+# Resume semantics.
+expect_refused "steps but no --resume" "already holds steps .*--resume" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$ck"
+cp -r "$ck" "$dir/nolatest" && rm "$dir/nolatest/latest"
+expect_refused "steps but no latest" "no .latest." "$dir/nolatest" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$dir/nolatest" --resume
+expect_refused "--steps below the checkpoint's step" "below the step 4" "$ck" \
+  "$train" "${tiny[@]}" --steps 3 --checkpoint-dir "$ck" --resume
+expect_refused "--init-from with --resume PATH" "init-from .*would not be read" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --resume "$step" --init-from "$dir/export.safetensors"
+expect_refused "--warmup beyond --steps" "warmup 9 is longer than --steps 6" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --warmup 9 --checkpoint-dir "$ck" --resume
+
+# Two runs in one directory: the second names the first.
+"$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do [ -s "$dir/busy/.zrt-run.lock" ] && break; sleep 0.1; done
+out=$("$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$dir/busy" --resume 2>&1)
+if [ $? -ne 0 ] && grep -q "in use by another run (pid $holder on " <<<"$out"; then ok "second run names the first: $(grep -m1 error <<<"$out" | cut -c1-150)"
+else fail "second run in a busy directory: $out"; fi
+kill -9 $holder; wait $holder 2>/dev/null  # a crash: the kernel drops the lock
+"$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$dir/busy" --resume > /dev/null 2>&1 &&
+  ok "the lock goes with its run" || fail "the directory stayed locked after its run ended"
+
+# Rollback: resume step 4 of a run that reached 8, keep the 2 newest; the
+# abandoned 6 and 8 are set aside, not pruned over the new ones, not lost.
+rb=$dir/rb
+"$train" "${tiny[@]}" --steps 8 --checkpoint-dir "$rb" --checkpoint-every 2 --metrics "$dir/rb.jsonl" > /dev/null ||
+  fail "rollback: first run"
+"$train" "${tiny[@]}" --steps 10 --checkpoint-dir "$rb" --checkpoint-every 2 --keep-last 2 \
+  --resume "$rb/step-000004" --metrics "$dir/rb.jsonl" > "$dir/rb.txt" 2>&1 || fail "rollback: resumed run"
+kept=$(cd "$rb" && ls -d step-* | tr '\n' ' ')
+aside=$(cd "$rb" && ls -d abandoned-from-4-*/step-* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')
+if [ "$kept" = "step-000008 step-000010 " ] && [ "$aside" = "step-000006 step-000008 " ] &&
+   [ "$(cat "$rb/latest")" = "step-000010" ]; then ok "rollback keeps the new steps and sets the abandoned aside"
+else fail "rollback: kept '$kept', aside '$aside', latest $(cat "$rb/latest")"; fi
+steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/rb.jsonl")
+[ "$steps" = "0 1 2 3 4 5 6 7 8 9" ] && ok "the resumed metrics file holds each step once" ||
+  fail "resumed metrics steps: $steps"
+
+[ $failures -eq 0 ] && echo "all cases passed" || echo "$failures case(s) failed"
+exit $((failures > 0))

@@ -1,0 +1,133 @@
+#include "tools/train/run_directory.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/runtime/error.h"
+#include "zrt/runtime/io/output_path.h"
+
+namespace zrt::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "an unknown host";
+}
+
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string list_steps(const std::vector<std::int64_t>& steps) {
+  std::string out;
+  for (std::size_t i = 0; i < steps.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  if (steps.size() > 8) out += ", ... (" + std::to_string(steps.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+RunLock::RunLock(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kRunLockName).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ZRT_CHECK_STATE(fd_ >= 0, "cannot open the run lock ", path, ": ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::ifstream in(path);
+    std::string holder;
+    std::getline(in, holder);
+    ::close(fd_);
+    fd_ = -1;
+    ZRT_THROW(InvalidState, "--checkpoint-dir ", dir, " is in use by another run (",
+              holder.empty() ? std::string("its holder wrote nothing yet") : holder,
+              "): two runs in one checkpoint directory would overwrite each other's steps");
+  }
+  const std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() + ", started at unix time " +
+                         std::to_string(unix_seconds()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+    // The lock holds without its note; a second run's message says less.
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+void check_continues_checkpoint_dir(const std::string& dir, bool resume, bool resume_from_elsewhere) {
+  const std::vector<std::int64_t> steps = optim::complete_steps(dir);
+  if (steps.empty() || resume_from_elsewhere) return;
+  ZRT_CHECK_ARG(resume, "--checkpoint-dir ", dir, " already holds steps ", list_steps(steps),
+                " of a run; add --resume to continue it (or name another directory): starting over would "
+                "overwrite them");
+  ZRT_CHECK_ARG(fs::exists(fs::path(dir) / "latest"), "--checkpoint-dir ", dir, " holds steps ", list_steps(steps),
+                " but no `latest` naming one; resume one of them with --resume ", dir, "/",
+                optim::step_dir_name(steps.back()), " (starting at step 0 would overwrite them)");
+}
+
+std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step) {
+  std::vector<std::int64_t> newer;
+  for (std::int64_t s : optim::complete_steps(dir))
+    if (s > step) newer.push_back(s);
+  if (newer.empty()) return newer;
+  // `latest` first: it must never name a step that is being moved.
+  std::int64_t keep = -1;
+  for (std::int64_t s : optim::complete_steps(dir))
+    if (s <= step) keep = s;
+  if (keep >= 0) {
+    optim::publish_latest(dir, keep);
+  } else {
+    std::error_code ec;
+    fs::remove(fs::path(dir) / "latest", ec);
+  }
+  const fs::path aside =
+      fs::path(dir) / ("abandoned-from-" + std::to_string(step) + "-" + std::to_string(unix_seconds()));
+  fs::create_directories(aside);
+  for (std::int64_t s : newer) {
+    std::error_code ec;
+    fs::rename(fs::path(dir) / optim::step_dir_name(s), aside / optim::step_dir_name(s), ec);
+    ZRT_CHECK_STATE(!ec, "cannot move step ", s, " of ", dir, " aside into ", aside.string(), ": ", ec.message());
+  }
+  optim::fsync_path(aside.string());
+  optim::fsync_path(dir);
+  return newer;
+}
+
+void truncate_metrics_at(const std::string& given, std::int64_t step) {
+  std::error_code ec;
+  if (!fs::is_regular_file(given, ec)) return;
+  const std::string path = output_file_target(given, "--metrics").string();  // a link stays a link
+  std::ifstream in(path);
+  std::ostringstream kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
+        row["step"].get<std::int64_t>() >= step)
+      continue;
+    kept << line << '\n';
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept.str();
+    out.flush();
+    ZRT_CHECK_STATE(out.good(), "cannot rewrite the metrics file ", path, " (", tmp, ")");
+  }
+  fs::rename(tmp, path, ec);
+  ZRT_CHECK_STATE(!ec, "cannot rewrite the metrics file ", path, ": ", ec.message());
+}
+
+}  // namespace zrt::train

@@ -1,0 +1,59 @@
+// What zrt-train does to its checkpoint directory and metrics file so that a
+// run never loses another run's work or its own: one run per directory (a
+// lock naming its holder), steps of an abandoned trajectory set aside, and a
+// resumed metrics file that holds each step once.
+//
+// Note [Resuming never loses work]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// - A --checkpoint-dir that holds steps is continued, never restarted: without
+//   --resume, or with --resume but no `latest` naming one of its steps, the
+//   run refuses to start (it would overwrite them at the same step numbers).
+// - One run at a time: the lead rank holds an flock on DIR/.zrt-run.lock for
+//   the whole run, and writes its pid, host and start time into it; a second
+//   run fails at once naming them. The kernel drops the lock when the holder
+//   dies, so a killed run leaves nothing stale.
+// - Resuming step S when DIR holds newer steps (a rollback) moves those into
+//   DIR/abandoned-from-S-<unix time>/: they stay on disk, but `latest`,
+//   pruning (--keep-last) and the new run's saves of the same step numbers no
+//   longer see them.
+// - The metrics file of a resumed run keeps the lines of steps before S and
+//   appends from S on, so every step appears once, in order, as the run that
+//   produced the final weights computed it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt::train {
+
+inline constexpr const char* kRunLockName = ".zrt-run.lock";
+
+class RunLock {
+ public:
+  // Takes DIR's run lock; InvalidState naming the holder's pid, host and
+  // start time when another run has it.
+  explicit RunLock(const std::string& dir);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Refuses (InvalidArgument) to start a run that would overwrite the steps
+// DIR holds (Note [Resuming never loses work]).
+void check_continues_checkpoint_dir(const std::string& dir, bool resume, bool resume_from_elsewhere);
+
+// Moves DIR's complete steps after `step` into DIR/abandoned-from-<step>-<time>/
+// and points `latest` at `step` when DIR holds it (else at the newest step
+// left, or removes it). Returns the steps moved.
+std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step);
+
+// Drops the lines of a JSON-lines metrics file whose "step" is >= `step`
+// (atomically: a temporary file renamed over it). A file that does not exist
+// or is not a regular file is left alone.
+void truncate_metrics_at(const std::string& path, std::int64_t step);
+
+}  // namespace zrt::train
