@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -141,9 +142,13 @@ WorkerPool& pool_of_size(int workers) {
 }  // namespace
 
 int default_cpu_threads(int ranks_sharing) {
-  if (const char* env = std::getenv("ZRT_CPU_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
+  if (const char* env = std::getenv("ZRT_CPU_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(env, &end, 10);
+    ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && n >= 1 && n <= kMaxCpuThreads, "ZRT_CPU_THREADS='",
+                  env, "' is not a whole number of kernel threads from 1 to ", kMaxCpuThreads);
+    return static_cast<int>(n);
   }
   return std::max(1, usable_cores() / std::max(1, ranks_sharing));
 }
@@ -154,7 +159,8 @@ int cpu_threads() {
 }
 
 void set_cpu_threads(int threads) {
-  ZRT_CHECK_ARG(threads >= 0, "kernel threads: ", threads, " is negative");
+  ZRT_CHECK_ARG(threads >= 0 && threads <= kMaxCpuThreads, "kernel threads: ", threads, " is not in [0, ",
+                kMaxCpuThreads, "]");
   this_thread_kernels().threads = threads;
 }
 

@@ -24,7 +24,11 @@ namespace zrt::kernels {
 // else default_cpu_threads(1).
 int cpu_threads();
 
-// ZRT_CPU_THREADS when set, else this process's cores (its CPU affinity, as
+// The most kernel threads one rank runs (ZRT_CPU_THREADS, --threads).
+inline constexpr int kMaxCpuThreads = 1024;
+
+// ZRT_CPU_THREADS when set (InvalidArgument unless a whole number from 1 to
+// kMaxCpuThreads), else this process's cores (its CPU affinity, as
 // mpirun or taskset left it) divided among `ranks_sharing` ranks, at least 1.
 int default_cpu_threads(int ranks_sharing);
 

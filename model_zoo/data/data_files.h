@@ -2,6 +2,8 @@
 // problem (missing, empty, malformed).
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 
 #include "zrt/model_zoo/data/dataset.h"
@@ -18,7 +20,13 @@ Dataset load_llmc_tokens(const std::string& path);
 // A safetensors file with `x` f32 [N, d_in] and `y` i64 [N] (labels ≥ 0).
 Dataset load_row_dataset(const std::string& path);
 
-// By extension: .bin → llm.c tokens, .safetensors → rows, anything else → text bytes.
+// The largest data file read whole into memory (2 GiB: a text file becomes
+// 4 bytes per token in memory, an llm.c file 2).
+inline constexpr std::uintmax_t kMaxDataFileBytes = std::uintmax_t{1} << 31;
+
+// By extension: .bin → llm.c tokens, .safetensors → rows, anything else → text
+// bytes. The path must name a regular file (through links) of at most
+// kMaxDataFileBytes: InvalidArgument naming it and what it is otherwise.
 Dataset load_dataset(const std::string& path);
 
 }  // namespace zrt::model_zoo

@@ -28,6 +28,11 @@ std::chrono::milliseconds default_comm_timeout() {
   double seconds = std::strtod(env, &end);
   ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && std::isfinite(seconds) && seconds > 0,
                 "ZRT_COMM_TIMEOUT_S='", env, "' is not a positive number of seconds");
+  // A deadline is now + timeout on a nanosecond clock: far larger values
+  // would overflow it into an immediate or negative timeout.
+  constexpr double kMaxSeconds = 1e8;  // about three years
+  ZRT_CHECK_ARG(seconds <= kMaxSeconds, "ZRT_COMM_TIMEOUT_S='", env, "' is above the longest timeout, ", kMaxSeconds,
+                " seconds");
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
 }
 

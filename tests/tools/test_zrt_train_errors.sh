@@ -80,8 +80,21 @@ expect_usage "infinite weight decay" "weight_decay must be finite" --weight-deca
 expect_usage "negative eps" "eps must be finite and >= 0" --eps -1e-8
 expect_usage "NaN clip" "--clip.*max_grad_norm must be finite.*nan" --clip nan
 expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
-expect_usage "negative seed" "--seed: must not be negative \(got -1\)" --seed -1
-expect_usage "seed beyond 64 bits" "--seed" --seed 18446744073709551616
+# Environment values are checked, never overflowed or silently taken.
+ZRT_COMM_TIMEOUT_S=1e10 expect_error "a collective timeout past the clock" "ZRT_COMM_TIMEOUT_S='1e10' is above" --ranks 2
+ZRT_COMM_TIMEOUT_S=-5 expect_error "a negative collective timeout" "ZRT_COMM_TIMEOUT_S='-5' is not a positive" --ranks 2
+ZRT_CPU_THREADS=5000 expect_error "5000 kernel threads" "ZRT_CPU_THREADS='5000' is not a whole number of kernel threads from 1 to 1024"
+ZRT_CPU_THREADS=two expect_error "kernel threads not a number" "ZRT_CPU_THREADS='two'"
+# Data must be a regular file: never a hang on a FIFO, a read of /dev/zero
+# until memory runs out, or a directory without its name.
+mkfifo "$dir/data.fifo" "$dir/data.fifo.safetensors"
+expect_error "data from a FIFO" "data.fifo is a FIFO" --data "$dir/data.fifo"
+expect_error "data from /dev/zero" "/dev/zero is a character device" --data /dev/zero
+mkdir -p "$dir/data-dir"
+expect_error "data from a directory" "data-dir is a directory" --data "$dir/data-dir"
+expect_error "mlp rows from a FIFO" "data.fifo.safetensors is a FIFO" --model mlp --data "$dir/data.fifo.safetensors"
+expect_usage "negative seed" "--seed: must be a whole number from 0 to 2\^64 - 1 \(got -1\)" --seed -1
+expect_usage "seed beyond 64 bits" "--seed: is above 2\^64 - 1" --seed 18446744073709551616
 expect_error "zero batch" "batch-size: must be positive" --batch-size 0
 expect_error "unknown strategy" "strategy" --strategy zero4
 expect_error "unknown device" "device" --device tpu

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "zrt/kernels/cpu_parallel.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
@@ -57,6 +58,21 @@ const CLI::Validator kPositive =
     number_rule([](double x) { return x > 0; }, "must be positive", "a positive number", "POSITIVE");
 const CLI::Validator kNonNegative =
     number_rule([](double x) { return x >= 0; }, "must not be negative", "a number", "NON-NEGATIVE");
+
+// A whole number from 0 to 2^64 - 1: the integer parser would wrap -1 and
+// saturate what is larger.
+const CLI::Validator kSeed(
+    [](std::string& v) {
+      const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) return "must be a whole number from 0 to 2^64 - 1 (got " + v + ")";
+      try {
+        (void)std::stoull(v);
+      } catch (const std::exception&) {
+        return "is above 2^64 - 1 (got " + v + ")";
+      }
+      return std::string();
+    },
+    "SEED");
 
 bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)->count() > 0; }
 
@@ -182,7 +198,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
   app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", o.eps, "AdamW epsilon");
-  app.add_option("--seed", o.seed, "initialisation seed, 0 to 2^64 - 1")->check(kNonNegative);
+  app.add_option("--seed", o.seed, "initialisation seed, 0 to 2^64 - 1")->check(kSeed);
   app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
@@ -199,7 +215,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--threads", o.threads,
                  "CPU kernel threads per rank (0: the process's cores divided among its ranks)")
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::Range(0, kernels::kMaxCpuThreads));
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
