@@ -80,6 +80,16 @@ expect_usage "infinite weight decay" "weight_decay must be finite" --weight-deca
 expect_usage "negative eps" "eps must be finite and >= 0" --eps -1e-8
 expect_usage "NaN clip" "--clip.*max_grad_norm must be finite.*nan" --clip nan
 expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
+# A run whose loss stays non-finite stops after --max-skipped-steps skips in
+# a row with exit code 1, instead of skipping every remaining step and exiting 0.
+out=$("$train" --lr 1e30 --steps 60 --max-skipped-steps 3 --metrics "$dir/nan.jsonl" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "3 optimizer steps in a row were skipped" <<<"$out" && [ "$(wc -l < "$dir/nan.jsonl")" -lt 10 ]; then
+  echo "ok   a loss that stays non-finite: $(grep -m1 error <<<"$out" | cut -c1-150)"
+else
+  echo "FAIL a loss that stays non-finite: exit $rc, $(wc -l < "$dir/nan.jsonl") metrics lines: $out"; failures=$((failures + 1))
+fi
+expect_usage "negative skip limit" "max-skipped-steps" --max-skipped-steps -1
 # Environment values are checked, never overflowed or silently taken.
 ZRT_COMM_TIMEOUT_S=1e10 expect_error "a collective timeout past the clock" "ZRT_COMM_TIMEOUT_S='1e10' is above" --ranks 2
 ZRT_COMM_TIMEOUT_S=-5 expect_error "a negative collective timeout" "ZRT_COMM_TIMEOUT_S='-5' is not a positive" --ranks 2

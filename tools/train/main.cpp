@@ -138,6 +138,15 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     }
   } trace_writer{config.engine.tracer, trace_path(o.trace, world->rank(), world->size())};
   const bool lead = world->rank() == 0;
+  // Every rank was given the same flags and data: else one error on every
+  // rank naming the flags, before any step (different weights, or a hang).
+  {
+    const std::string mine = rank_agreement_json(o);
+    std::vector<std::string> all;
+    for (const auto& b : world->all_gather_bytes(std::as_bytes(std::span(mine.data(), mine.size()))))
+      all.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
+    check_ranks_agree(all);
+  }
   // One run per checkpoint directory (Note [Resuming never loses work]).
   std::optional<RunLock> run_lock;
   all_or_none(*world, [&] {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -195,6 +196,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
   app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D+ parameters only)");
   app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)");
+  app.add_option("--max-skipped-steps", o.max_skipped_steps,
+                 "stop with an error after N optimizer steps in a row skipped for non-finite gradients (0: never)")
+      ->check(kNonNegative);
   app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
   app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", o.eps, "AdamW epsilon");
@@ -244,7 +248,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   try {
     optim::check_adamw_options(adamw_options(o));
   } catch (const InvalidArgument& e) {
-    ZRT_THROW(InvalidArgument, "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip) is out of range: ",
+    ZRT_THROW(InvalidArgument, "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, --max-skipped-steps) is out of range: ",
               e.what());
   }
   check_flag_combinations(app, o);
@@ -317,6 +321,66 @@ nlohmann::json run_flags(const TrainOptions& o) {
 }  // namespace
 
 std::string run_flags_json(const TrainOptions& o) { return run_flags(o).dump(); }
+
+namespace {
+
+// Size and FNV-1a hash of the first MiB: the same file on every host, cheaply.
+std::string data_identity(const std::string& path) {
+  if (path.empty()) return "embedded";
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!in || ec) return "unreadable";
+  std::vector<char> head(std::size_t{1} << 20);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(head[i])) * 1099511628211ull;
+  return std::to_string(size) + " bytes, head hash " + std::to_string(h);
+}
+
+}  // namespace
+
+std::string rank_agreement_json(const TrainOptions& o) {
+  nlohmann::json j = run_flags(o);
+  j.erase("data");  // the path may differ between hosts; the contents may not
+  j.update({{"data (contents)", data_identity(o.data)},
+            {"micro_batches", o.micro_batches},
+            {"dtype", o.dtype},
+            {"reduce_dtype", o.reduce_dtype},
+            {"device", o.device},
+            {"prefetch", o.prefetch},
+            {"strategy", o.strategy},
+            {"zero3_size", o.zero3_size},
+            {"offload_grads", o.offload_grads},
+            {"max_skipped_steps", o.max_skipped_steps},
+            {"init_from (given)", !o.init_from.empty()},
+            {"save (given)", !o.save.empty()},
+            {"checkpoint_dir (given)", !o.checkpoint_dir.empty()},
+            {"checkpoint_every", o.checkpoint_every},
+            {"keep_last", o.keep_last},
+            {"resume (given)", o.resume}});
+  return j.dump();
+}
+
+void check_ranks_agree(const std::vector<std::string>& per_rank) {
+  if (per_rank.empty()) return;
+  const nlohmann::json lead = nlohmann::json::parse(per_rank[0], nullptr, false);
+  std::string problems;
+  for (const auto& [key, value] : lead.items()) {
+    std::string ranks;
+    for (std::size_t r = 1; r < per_rank.size(); ++r) {
+      const nlohmann::json other = nlohmann::json::parse(per_rank[r], nullptr, false);
+      if (!other.is_object() || !other.contains(key) || other[key] != value)
+        ranks += detail::concat("; rank ", r, " has ",
+                                other.is_object() && other.contains(key) ? other[key].dump() : "nothing");
+    }
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (!ranks.empty()) problems += detail::concat("\n  ", flag, ": rank 0 has ", value.dump(), ranks);
+  }
+  ZRT_CHECK_ARG(problems.empty(), "the ranks were started with different flags or inputs; every rank of a run must "
+                "be given the same:", problems);
+}
 
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o) {
   std::vector<std::string> out;

@@ -25,6 +25,7 @@ struct TrainOptions {
   double lr = 3e-3, min_lr = 3e-4;
   int warmup = 5;
   double weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  int max_skipped_steps = 50;  // > 0: stop after this many non-finite steps in a row; 0: never
   std::uint64_t seed = 1337;
   // runtime
   std::string dtype = "fp32";   // fp32 | bf16 | fp16
@@ -51,6 +52,14 @@ struct TrainOptions {
 // The flags that define a run (model, data, schedule, optimiser, seed) as a
 // JSON object, stored in checkpoints.
 std::string run_flags_json(const TrainOptions& o);
+// What every rank of one run must agree on, as a JSON object: the
+// run-defining flags, the layout and precision flags, whether each output is
+// asked for, and the --data file's size and a hash of its first MiB.
+std::string rank_agreement_json(const TrainOptions& o);
+// Given every rank's rank_agreement_json (index = rank), throws
+// InvalidArgument naming each flag the ranks disagree on and which ranks
+// differ from rank 0; the same verdict on every rank.
+void check_ranks_agree(const std::vector<std::string>& per_rank);
 // Names of the run-defining flags whose values differ from a checkpoint's.
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o);
 

@@ -19,7 +19,12 @@ using model_zoo::Dataset;
 using model_zoo::TrainerConfig;
 
 optim::AdamWOptions adamw_options(const TrainOptions& o) {
-  return {.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay, .max_grad_norm = o.clip};
+  return {.beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .max_grad_norm = o.clip,
+          .max_consecutive_skips = o.max_skipped_steps};
 }
 
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Ranks given different flags or data fail at start, each with the same error
+# naming the flag and the ranks, before any step and before any output is
+# written; ranks given the same flags train.
+# usage: test_ranks_agree.sh PATH/TO/zrt-train PATH/TO/mpirun
+set -u
+train=$1 mpiexec=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+export ZRT_COMM_TIMEOUT_S=60  # a missed agreement would hang until this, and fail the test's timeout
+base=(--n-layer 1 --n-embd 16 --n-head 2 --batch-size 4)
+# with_defaults ARGS...: ARGS plus --steps 2 and --seq-len 16 where ARGS set neither.
+with_defaults() {
+  local args=("$@")
+  [[ " ${args[*]} " == *" --steps "* ]] || args+=(--steps 2)
+  [[ " ${args[*]} " == *" --seq-len "* ]] || args+=(--seq-len 16)
+  echo "${args[@]}"
+}
+printf 'one text for the data file, long enough for a few sequences of sixteen. %.0s' $(seq 20) > "$dir/a.txt"
+printf 'another text for the data, long enough for a few sequences of sixteen. %.0s' $(seq 20) > "$dir/b.txt"
+
+# expect_disagreement NAME PATTERN RANK0-ARGS -- RANK1-ARGS
+expect_disagreement() {
+  local name=$1 pattern=$2
+  shift 2
+  local first=() second=()
+  while [ "$1" != "--" ]; do first+=("$1"); shift; done
+  shift
+  second=("$@")
+  rm -f "$dir/m.jsonl"
+  local out rc
+  # shellcheck disable=SC2046  # the cases' arguments hold no spaces
+  out=$("$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --metrics "$dir/m.jsonl" \
+          $(with_defaults "${first[@]}") : -np 1 "$train" "${base[@]}" --metrics "$dir/m.jsonl" \
+          $(with_defaults "${second[@]}") 2>&1)
+  rc=$?
+  local said
+  said=$(grep -cE -- "$pattern" <<<"$out")
+  if [ $rc -eq 0 ]; then echo "FAIL $name: exit code 0"; failures=$((failures + 1))
+  elif [ "$said" -lt 2 ]; then echo "FAIL $name: not every rank named /$pattern/: $out"; failures=$((failures + 1))
+  elif [ -e "$dir/m.jsonl" ] && [ -s "$dir/m.jsonl" ]; then echo "FAIL $name: a step ran"; failures=$((failures + 1))
+  else echo "ok   $name: $(grep -m1 -E -- "$pattern" <<<"$out")"; fi
+}
+
+expect_disagreement "different --seq-len" "--seq-len: rank 0 has 16; rank 1 has 8" -- --seq-len 8
+expect_disagreement "different --lr" "--lr: rank 0 has 0.003; rank 1 has 0.001" -- --lr 1e-3
+expect_disagreement "different --seed" "--seed: rank 0 has 1337; rank 1 has 7" -- --seed 7
+expect_disagreement "different --strategy" "--strategy: rank 0 has \"full\"; rank 1 has \"grad-op\"" -- --strategy grad-op
+expect_disagreement "different --steps" "--steps: rank 0 has 2; rank 1 has 3" -- --steps 3
+expect_disagreement "different --data contents" "--data \\(contents\\): rank 0 has \"1440 bytes" --data "$dir/a.txt" -- --data "$dir/b.txt"
+expect_disagreement "--save on one rank only" "--save \\(given\\): rank 0 has true; rank 1 has false" \
+  --save "$dir/w.safetensors" --
+expect_disagreement "--checkpoint-dir on one rank only" "--checkpoint-dir \\(given\\): rank 0 has false; rank 1 has true" -- --checkpoint-dir "$dir/ck"
+
+cp "$dir/a.txt" "$dir/a-copy.txt"
+if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --data "$dir/a.txt" \
+     : -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --data "$dir/a-copy.txt" > "$dir/same.txt" 2>&1; then
+  echo "ok   the same data under another path trains"
+else
+  echo "FAIL the same data under another path: $(cat "$dir/same.txt")"; failures=$((failures + 1))
+fi
+[ $failures -eq 0 ] && echo "all cases passed"
+exit $((failures > 0))
