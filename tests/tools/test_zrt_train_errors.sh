@@ -90,6 +90,10 @@ else
   echo "FAIL a loss that stays non-finite: exit $rc, $(wc -l < "$dir/nan.jsonl") metrics lines: $out"; failures=$((failures + 1))
 fi
 expect_usage "negative skip limit" "max-skipped-steps" --max-skipped-steps -1
+# A model that cannot fit is refused with the numbers before anything is
+# allocated, not killed without a word (this one needs 1.7 TiB).
+expect_error "a model that cannot fit in memory" "cannot fit in memory: 154634321920 parameters need at least 1\.7 TiB" \
+  --n-embd 16384 --n-head 16 --n-layer 48
 # Environment values are checked, never overflowed or silently taken.
 ZRT_COMM_TIMEOUT_S=1e10 expect_error "a collective timeout past the clock" "ZRT_COMM_TIMEOUT_S='1e10' is above" --ranks 2
 ZRT_COMM_TIMEOUT_S=-5 expect_error "a negative collective timeout" "ZRT_COMM_TIMEOUT_S='-5' is not a positive" --ranks 2

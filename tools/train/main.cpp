@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
@@ -112,6 +113,59 @@ std::vector<PlannedOutput> planned_outputs(const TrainOptions& o) {
   if (!o.save.empty()) out.push_back({"--save", o.save, 4 * params + header});
   if (!o.checkpoint_dir.empty()) out.push_back({"--checkpoint-dir", o.checkpoint_dir, 12 * params + 2 * header});
   return out;
+}
+
+// Bytes this machine can still give the process: MemAvailable, capped by a
+// cgroup v2 memory.max; 0 where unknown.
+std::uint64_t available_memory() {
+  std::uint64_t avail = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") avail = kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && limit != "max") {
+    try {
+      avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, std::stoull(limit));
+    } catch (const std::exception&) {
+    }
+  }
+  return avail;
+}
+
+// A model that cannot fit is refused before anything is allocated, with the
+// numbers (as the disk-space check does), instead of being killed without a
+// word. What is counted is a floor, never a guess that could refuse a run
+// that fits: per rank, the fp32 master weights and AdamW's m and v of its
+// share of the parameters (12 bytes each, sharded over the world), and the
+// largest unit gathered in fp32 with its fp32 gradient (8 bytes per element).
+// Activations, buffers and the allocator's caching come on top.
+void check_memory_floor(const TrainOptions& o) {
+  if (o.device != "cpu") return;  // device memory is the allocator's to report
+  const LaunchInfo launch = detect_launch();
+  const std::uint64_t world = o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
+  const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
+  const auto model = model_zoo::make_model(trainer_config(o, 0).model);
+  std::uint64_t params = 0, largest_unit = 0;
+  for (const model_zoo::UnitDef& u : model->units()) {
+    std::uint64_t n = 0;
+    for (const model_zoo::ParamDef& p : u.params) n += static_cast<std::uint64_t>(shape_numel(p.shape));
+    params += n;
+    largest_unit = std::max(largest_unit, n);
+  }
+  const double floor = static_cast<double>(here) * (12.0 * static_cast<double>(params) / static_cast<double>(world) +
+                                                    8.0 * static_cast<double>(largest_unit));
+  const std::uint64_t avail = available_memory();
+  if (avail == 0 || floor <= static_cast<double>(avail)) return;
+  ZRT_THROW(ResourceError, "the model cannot fit in memory: ", params, " parameters need at least ",
+            human_bytes(floor), " in this process (", here, " rank(s) of ", world,
+            ": fp32 weights and AdamW state of each rank's shard, one unit gathered with its gradient; activations "
+            "come on top), but ", human_bytes(static_cast<double>(avail)),
+            " is available. Use more ranks (mpirun across machines), a smaller model, or --device cuda");
 }
 
 // T.json for one rank, T.rank-R.json for rank R of several.
@@ -297,6 +351,7 @@ int main(int argc, char** argv) {
   train::install_stop_handlers();
   try {
     train::check_free_space(train::planned_outputs(o));
+    train::check_memory_floor(o);
     train::run_ranks(
         o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); },
         o.threads);
