@@ -22,20 +22,6 @@ const char* file_kind(std::filesystem::file_type t) {
   }
 }
 
-// A data file is a regular file (through links) of a bounded size, checked
-// before reading: a FIFO would block, /dev/zero would read until memory runs
-// out, and a directory would fail with no name attached.
-void check_data_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  ZRT_CHECK_ARG(status.type() == std::filesystem::file_type::regular, "data file ", path, " is ",
-                file_kind(status.type()), "; --data must name a regular file");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
-  ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size, " bytes, above the ",
-                kMaxDataFileBytes, " zrt reads into memory");
-}
-
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   ZRT_CHECK_ARG(in.good(), "data file ", path, " cannot be opened (missing?)");
@@ -50,6 +36,20 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 }  // namespace
+
+// A data file is a regular file (through links) of a bounded size, checked
+// before reading: a FIFO would block, /dev/zero would read until memory runs
+// out, and a directory would fail with no name attached.
+void check_data_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  ZRT_CHECK_ARG(status.type() == std::filesystem::file_type::regular, "data file ", path, " is ",
+                file_kind(status.type()), "; --data must name a regular file");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
+  ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size, " bytes, above the ",
+                kMaxDataFileBytes, " zrt reads into memory");
+}
 
 Dataset load_text_tokens(const std::string& path) {
   const std::vector<std::uint8_t> bytes = read_bytes(path);

@@ -24,6 +24,11 @@ Dataset load_row_dataset(const std::string& path);
 // 4 bytes per token in memory, an llm.c file 2).
 inline constexpr std::uintmax_t kMaxDataFileBytes = std::uintmax_t{1} << 31;
 
+// Throws InvalidArgument unless `path` names a regular file (through links)
+// of at most kMaxDataFileBytes: a FIFO would block a reader, /dev/zero fill
+// memory, a directory fail without its name.
+void check_data_file(const std::string& path);
+
 // By extension: .bin → llm.c tokens, .safetensors → rows, anything else → text
 // bytes. The path must name a regular file (through links) of at most
 // kMaxDataFileBytes: InvalidArgument naming it and what it is otherwise.

@@ -350,8 +350,8 @@ int main(int argc, char** argv) {
   std::mutex io;
   train::install_stop_handlers();
   try {
-    train::check_free_space(train::planned_outputs(o));
     train::check_memory_floor(o);
+    train::check_free_space(train::planned_outputs(o));
     train::run_ranks(
         o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); },
         o.threads);

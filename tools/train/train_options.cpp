@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/model_zoo/data/data_files.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
@@ -252,6 +253,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
               e.what());
   }
   check_flag_combinations(app, o);
+  if (!o.data.empty()) model_zoo::check_data_file(o.data);
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {
     check_checkpoint_dir(o.checkpoint_dir);
@@ -327,6 +329,7 @@ namespace {
 // Size and FNV-1a hash of the first MiB: the same file on every host, cheaply.
 std::string data_identity(const std::string& path) {
   if (path.empty()) return "embedded";
+  if (!std::filesystem::is_regular_file(path)) return "not a regular file";  // never open a FIFO
   std::ifstream in(path, std::ios::binary);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
