@@ -105,8 +105,8 @@ rb=$dir/rb
 kept=$(cd "$rb" && ls -d step-* | tr '\n' ' ')
 aside=$(cd "$rb" && ls -d abandoned-from-4-*/step-* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')
 if [ "$kept" = "step-000008 step-000010 " ] && [ "$aside" = "step-000006 step-000008 " ] &&
-   [ "$(cat "$rb/latest")" = "step-000010" ]; then ok "rollback keeps the new steps and sets the abandoned aside"
-else fail "rollback: kept '$kept', aside '$aside', latest $(cat "$rb/latest")"; fi
+   [ "$(head -n1 "$rb/latest")" = "step-000010" ]; then ok "rollback keeps the new steps and sets the abandoned aside"
+else fail "rollback: kept '$kept', aside '$aside', latest $(head -n1 "$rb/latest")"; fi
 steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/rb.jsonl")
 [ "$steps" = "0 1 2 3 4 5 6 7 8 9" ] && ok "the resumed metrics file holds each step once" ||
   fail "resumed metrics steps: $steps"
