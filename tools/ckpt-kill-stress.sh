@@ -25,7 +25,7 @@ for t in $(seq 1 "$trials"); do
     [ -e "$d/index.json" ] || { echo "FAIL trial $t: $d has no index.json"; failures=$((failures + 1)); }
   done
   if [ $((t % 5)) -eq 0 ]; then
-    step=$(sed 's/step-0*//' "$dir/ck/latest"); step=${step:-0}
+    step=$(sed -n '1s/step-0*//p' "$dir/ck/latest"); step=${step:-0}
     if ! out=$("$train" --steps $((step + 1)) --batch-size 4 --seq-len 16 --checkpoint-dir "$dir/ck" --resume \
                --log-every 100000 2>&1); then
       echo "FAIL trial $t: cannot resume: $out"; failures=$((failures + 1))

@@ -1,9 +1,11 @@
 #include "zrt/optim/checkpoint/checkpoint_index.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 
+#include "zrt/optim/checkpoint/index_validation.h"
 #include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::optim {
@@ -78,7 +80,36 @@ std::string index_to_json(const CheckpointIndex& x) {
   return j.dump(1) + "\n";
 }
 
+StrategyGroups strategy_groups(ShardingStrategy strategy, int world_size, int zero3_size) {
+  switch (strategy) {
+    case ShardingStrategy::no_shard: return {1, 1};
+    case ShardingStrategy::hybrid_shard: return {zero3_size, zero3_size};
+    case ShardingStrategy::layer_zero: return {world_size, zero3_size};
+    case ShardingStrategy::full_shard:
+    case ShardingStrategy::shard_grad_op: break;
+  }
+  return {world_size, world_size};
+}
+
+RankPlace strategy_rank_place(ShardingStrategy strategy, int zero3_size, int rank) {
+  switch (strategy) {
+    case ShardingStrategy::no_shard: return {0, rank == 0};
+    // Hybrid zero3 groups are ranks with equal rank / Z; replica 0 (the first group) writes.
+    case ShardingStrategy::hybrid_shard: return {rank % zero3_size, rank / zero3_size == 0};
+    case ShardingStrategy::full_shard:
+    case ShardingStrategy::shard_grad_op:
+    case ShardingStrategy::layer_zero: break;
+  }
+  return {rank, true};
+}
+
 namespace {
+
+// An integer that int64 holds (nlohmann keeps larger ones unsigned, and they would wrap).
+bool is_int64(const json& v) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > kMax);
+}
 
 // Field access that names the path of a missing or mistyped field.
 struct Reader {
@@ -89,12 +120,17 @@ struct Reader {
       ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " is missing");
     return obj.at(key);
   }
-  std::int64_t integer(const json& obj, const char* key, const std::string& where, std::int64_t min = 0) const {
+  std::int64_t integer(const json& obj, const char* key, const std::string& where, std::int64_t min = 0,
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
     const json& v = at(obj, key, where);
-    if (!v.is_number_integer() || v.get<std::int64_t>() < min)
-      ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be an integer >= ", min,
-                ", got ", v.dump());
+    if (!is_int64(v) || v.get<std::int64_t>() < min || v.get<std::int64_t>() > max)
+      ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be an integer in [", min, ", ",
+                max, "], got ", v.dump());
     return v.get<std::int64_t>();
+  }
+  // An int field: out of int's range it would wrap into a plausible value.
+  int int32(const json& obj, const char* key, const std::string& where, int min = 0) const {
+    return static_cast<int>(integer(obj, key, where, min, std::numeric_limits<int>::max()));
   }
   std::string string(const json& obj, const char* key, const std::string& where) const {
     const json& v = at(obj, key, where);
@@ -108,8 +144,12 @@ struct Reader {
   }
   Shape shape(const json& obj, const std::string& where) const {
     Shape s;
-    for (const json& d : array(obj, "shape", where)) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
+    const json& dims = array(obj, "shape", where);
+    if (dims.size() > static_cast<std::size_t>(Shape::max_dims))
+      ZRT_THROW(CheckpointError, source, ": index field ", where, ".shape has ", dims.size(), " dimensions, more than ",
+                Shape::max_dims);
+    for (const json& d : dims) {
+      if (!is_int64(d) || d.get<std::int64_t>() < 0)
         ZRT_THROW(CheckpointError, source, ": index field ", where, ".shape has a bad dimension ", d.dump());
       s.push_back(d.get<std::int64_t>());
     }
@@ -119,9 +159,9 @@ struct Reader {
 
 RankRecord parse_rank_record(const Reader& r, const json& rj) {
   RankRecord rr;
-  rr.rank = static_cast<int>(r.integer(rj, "rank", "ranks[]"));
+  rr.rank = r.int32(rj, "rank", "ranks[]");
   const std::string where = "ranks[" + std::to_string(rr.rank) + "]";
-  rr.zero1_rank = static_cast<int>(r.integer(rj, "zero1_rank", where));
+  rr.zero1_rank = r.int32(rj, "zero1_rank", where);
   rr.file = r.string(rj, "file", where);
   rr.bytes = static_cast<std::uint64_t>(r.integer(rj, "bytes", where));
   if (rr.file.find('/') != std::string::npos || rr.file == "..")
@@ -131,7 +171,7 @@ RankRecord parse_rank_record(const Reader& r, const json& rj) {
   for (const auto& [name, tj] : tensors.items()) {
     TensorRecord t;
     const std::string tw = where + ".tensors[" + name + "]";
-    t.dtype = parse_safetensors_dtype(r.string(tj, "dtype", tw), r.source + ": " + tw);
+    t.dtype = parse_safetensors_dtype(r.string(tj, "dtype", tw), r.source + ": index field " + tw + ".dtype");
     t.shape = r.shape(tj, tw);
     t.xxh64 = r.string(tj, "xxh64", tw);
     rr.tensors[name] = std::move(t);
@@ -159,63 +199,30 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
   if (!j.is_object() || !j.contains("format") || j["format"] != "zrt-checkpoint")
     ZRT_THROW(CheckpointError, source, ": not a zrt checkpoint index (format is not \"zrt-checkpoint\")");
   CheckpointIndex x;
-  x.version = static_cast<int>(r.integer(j, "version", ""));
-  if (x.version != kCheckpointFormatVersion)
-    ZRT_THROW(CheckpointError, source, ": checkpoint format version ", x.version, " is not supported (this zrt reads ",
-              kCheckpointFormatVersion, ")");
+  x.version = r.int32(j, "version", "");
+  check_format_version(x.version, source);  // before the fields of a format it may not know
   x.step = r.integer(j, "step", "");
   const json& layout = r.at(j, "layout", "");
-  x.world_size = static_cast<int>(r.integer(layout, "world_size", "layout", 1));
+  x.world_size = r.int32(layout, "world_size", "layout", 1);
   x.strategy = r.string(layout, "strategy", "layout");
-  x.zero3_size = static_cast<int>(r.integer(layout, "zero3_size", "layout", 1));
+  x.zero3_size = r.int32(layout, "zero3_size", "layout", 1);
   x.dtype = r.string(layout, "dtype", "layout");
-  std::set<std::string> names;
   for (const json& hj : r.array(layout, "handles", "layout")) {
     HandleRecord h;
     h.name = r.string(hj, "name", "layout.handles[]");
     const std::string where = "layout.handles[" + h.name + "]";
-    if (!names.insert(h.name).second) ZRT_THROW(CheckpointError, source, ": handle ", h.name, " is listed twice");
-    h.numel_padded = r.integer(hj, "numel_padded", where);
-    h.zero1_size = static_cast<int>(r.integer(hj, "zero1_size", where, 1));
-    if (h.numel_padded % h.zero1_size != 0 || h.zero1_size > x.world_size)
-      ZRT_THROW(CheckpointError, source, ": ", where, " numel_padded ", h.numel_padded,
-                " does not split into zero1_size ", h.zero1_size, " shards of a world of ", x.world_size);
+    h.numel_padded = r.integer(hj, "numel_padded", where, 1);
+    h.zero1_size = r.int32(hj, "zero1_size", where, 1);
     for (const json& pj : r.array(hj, "params", where)) {
       ParamRecord p;
       p.fqn = r.string(pj, "fqn", where + ".params[]");
       p.shape = r.shape(pj, where + ".params[" + p.fqn + "]");
       p.offset = r.integer(pj, "offset", where + ".params[" + p.fqn + "]");
-      if (p.offset + shape_numel(p.shape) > h.numel_padded)
-        ZRT_THROW(CheckpointError, source, ": ", where, " parameter ", p.fqn, " runs past the flat parameter");
       h.params.push_back(std::move(p));
     }
     x.handles.push_back(std::move(h));
   }
-  const json& ranks = r.array(j, "ranks", "");
-  if (static_cast<int>(ranks.size()) != x.world_size)
-    ZRT_THROW(CheckpointError, source, ": index lists ", ranks.size(), " ranks for a world of ", x.world_size);
-  for (const json& rj : ranks) {
-    RankRecord rr = parse_rank_record(r, rj);
-    if (rr.rank != static_cast<int>(x.ranks.size()))
-      ZRT_THROW(CheckpointError, source, ": index ranks are not in order 0..", x.world_size - 1);
-    x.ranks.push_back(std::move(rr));
-  }
-  // Every zero1 shard of every handle must have a writer with all three tensors.
-  for (const HandleRecord& h : x.handles)
-    for (int z = 0; z < h.zero1_size; ++z) {
-      bool found = false;
-      for (const RankRecord& rr : x.ranks) {
-        if (rr.file.empty() || rr.zero1_rank != z) continue;
-        for (ShardKind k : kAllShardKinds) {
-          auto it = rr.tensors.find(shard_tensor_name(h.name, k));
-          if (it == rr.tensors.end() || it->second.shape != Shape{h.shard_numel()} || it->second.dtype != DType::f32)
-            ZRT_THROW(CheckpointError, source, ": ", rr.file, " must hold ", shard_tensor_name(h.name, k),
-                      " as F32[", h.shard_numel(), "]");
-        }
-        found = true;
-      }
-      if (!found) ZRT_THROW(CheckpointError, source, ": no rank file holds zero1 shard ", z, " of handle ", h.name);
-    }
+  for (const json& rj : r.array(j, "ranks", "")) x.ranks.push_back(parse_rank_record(r, rj));
   const json& state = r.at(j, "state", "");
   x.state.next_step = r.integer(state, "next_step", "state");
   x.state.optimizer_step = r.integer(state, "optimizer_step", "state");
@@ -225,14 +232,15 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
   if (!ls.is_null()) {
     optim::DynamicLossScaler::State s;
     const json& scale = r.at(ls, "scale", "state.loss_scaler");
-    if (!scale.is_number() || !(scale.get<double>() > 0))
-      ZRT_THROW(CheckpointError, source, ": index field state.loss_scaler.scale must be a positive number");
+    if (!scale.is_number())
+      ZRT_THROW(CheckpointError, source, ": index field state.loss_scaler.scale must be a number");
     s.scale = scale.get<double>();
     s.growth_tracker = r.integer(ls, "growth_tracker", "state.loss_scaler");
-    s.hysteresis_left = static_cast<int>(r.integer(ls, "hysteresis_left", "state.loss_scaler"));
+    s.hysteresis_left = r.int32(ls, "hysteresis_left", "state.loss_scaler");
     x.state.loss_scaler = s;
   }
   x.run_json = j.contains("run") ? j["run"].dump() : "{}";
+  validate_index(x, source);
   return x;
 }
 

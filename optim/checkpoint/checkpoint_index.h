@@ -17,6 +17,30 @@
 // (hybrid replicas, no-shard) write no file. Since every parameter's place in
 // the old flat parameters is known, any new layout can be filled from it:
 // that is how a checkpoint loads at another world size or strategy.
+//
+// The index is what says where every byte of the shards belongs, so it is
+// checked as strictly as the shards (a wrong offset loads wrong weights from
+// intact files):
+//   - its own checksum, xxHash64 of the exact bytes of index.json, lives
+//     outside it twice: in step-000120/index.json.xxh64 ("<hex>  index.json",
+//     as `xxhsum` writes it; written durably right after index.json, inside
+//     step-000120.tmp/, so a step appears with both or neither) and as the
+//     second line of `latest`, "index-xxh64 <hex>" (replaced by one rename
+//     with the step name on its first line, so the two always agree). An edit
+//     of index.json that does not rewrite the checksum file fails it; one that
+//     does still fails `latest` when the step is opened through its root. The
+//     reader checks every checksum it finds (index_checksum.h);
+//   - format 2 (this one) always has index.json.xxh64: a format-2 index
+//     without it is refused, and so is a format-1 index (written before the
+//     checksums, read without one) that has one, since its version was
+//     edited. `latest` without a second line (an older zrt, a hand) is read;
+//   - every relation between its numbers is validated when it is parsed
+//     (validate_index, index_validation.h): the layout against the flat
+//     parameter layout rule, the ranks against the strategy's placement, the
+//     tensors against the layout, the counters against each other, and the
+//     step against the step directory's name.
+// A checkpoint failing any of these is a CheckpointError naming the file and
+// the field, before anything is read from the shards.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +49,17 @@
 #include <string>
 #include <vector>
 
+#include "zrt/optim/flat_param/sharding_strategy.h"
 #include "zrt/optim/loss_scaler.h"
 #include "zrt/runtime/dtype.h"
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::optim {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: index.json.xxh64 and the index checksum in `latest`. 1 is still read.
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kOldestCheckpointFormatVersion = 1;
+inline constexpr int kFirstIndexChecksumVersion = 2;
 
 enum class ShardKind { param, exp_avg, exp_avg_sq };
 inline constexpr ShardKind kAllShardKinds[] = {ShardKind::param, ShardKind::exp_avg, ShardKind::exp_avg_sq};
@@ -93,14 +121,27 @@ struct CheckpointIndex {
   std::uint64_t total_bytes() const;
 };
 
+// Where `strategy` puts the ranks of a world of `world_size` (zero3 groups
+// of `zero3_size` for hybrid and layer-zero, dividing the world; the others
+// ignore it), as plan_strategy groups them and an index records them.
+struct StrategyGroups {
+  int zero1_size;  // of every handle
+  int zero3_size;  // as recorded: no-shard 1, full and grad-op the world
+};
+StrategyGroups strategy_groups(ShardingStrategy strategy, int world_size, int zero3_size);
+struct RankPlace {
+  int zero1_rank;  // the zero1 shard it holds
+  bool writes;     // false: a replica of a shard an earlier rank writes
+};
+RankPlace strategy_rank_place(ShardingStrategy strategy, int zero3_size, int rank);
+
 std::string index_to_json(const CheckpointIndex& index);
 // One rank's record alone (ranks exchange them while saving).
 std::string rank_record_to_json(const RankRecord& record);
 RankRecord rank_record_from_json(const std::string& text, const std::string& source);
-// Parses and checks the index (types, version, ranks 0..W-1, handles with
-// shards of whole elements, a writer for every zero1 shard of every handle,
-// every writer's file listing each handle's three tensors at the shard size).
-// CheckpointError naming `source` and the field.
+// Parses the index (every field present with its type and range) and
+// validates it as a whole (validate_index). CheckpointError naming `source`
+// and the field.
 CheckpointIndex index_from_json(const std::string& text, const std::string& source);
 
 }  // namespace zrt::optim

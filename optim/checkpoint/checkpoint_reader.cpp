@@ -3,29 +3,48 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/index_checksum.h"
 
 namespace zrt::optim {
 
 namespace fs = std::filesystem;
 
-CheckpointReader::CheckpointReader(const std::string& path) : step_dir_(resolve_checkpoint(path)) {
-  const std::string index_path = (fs::path(step_dir_) / "index.json").string();
-  std::ifstream in(index_path);
-  if (!in) ZRT_THROW(CheckpointError, index_path, ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  index_ = index_from_json(text.str(), index_path);
+namespace {
+
+// The step number a step directory's name carries; nullopt for another name (a copy, a .tmp).
+std::optional<std::int64_t> step_of_dir(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return parse_step_dir_name(p.filename().string());
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& path) {
+  std::optional<std::string> latest_checksum;
+  step_dir_ = resolve_checkpoint(path, &latest_checksum);
+  const std::string index_path = (fs::path(step_dir_) / kIndexFileName).string();
+  // Checksums before parsing: an edited index is named as edited, not as whatever it now gets wrong.
+  const IndexBytes bytes =
+      read_checked_index(step_dir_, latest_checksum, (fs::path(path) / "latest").string());
+  index_ = index_from_json(bytes.text, index_path);
+  const std::string checksum_file = (fs::path(step_dir_) / kIndexChecksumFileName).string();
+  if (index_.version >= kFirstIndexChecksumVersion && !bytes.has_checksum_file)
+    ZRT_THROW(CheckpointError, checksum_file, ": is missing; format ", index_.version,
+              " always writes it next to index.json (Note [Checkpoint format])");
+  if (index_.version < kFirstIndexChecksumVersion && bytes.has_checksum_file)
+    ZRT_THROW(CheckpointError, index_path, ": says format version ", index_.version,
+              ", which predates ", kIndexChecksumFileName, ", yet it is there: the version was edited");
+  if (const auto named = step_of_dir(step_dir_); named && *named != index_.step)
+    ZRT_THROW(CheckpointError, index_path, ": index field step is ", index_.step, " but the directory is ",
+              step_dir_name(*named));
   for (std::size_t h = 0; h < index_.handles.size(); ++h)
-    for (std::size_t i = 0; i < index_.handles[h].params.size(); ++i) {
-      const std::string& fqn = index_.handles[h].params[i].fqn;
-      if (!params_.emplace(fqn, std::make_pair(h, i)).second)
-        ZRT_THROW(CheckpointError, index_path, ": parameter ", fqn, " is listed twice");
-    }
+    for (std::size_t i = 0; i < index_.handles[h].params.size(); ++i)
+      params_.emplace(index_.handles[h].params[i].fqn, std::make_pair(h, i));  // unique: validate_index
   for (const RankRecord& r : index_.ranks) {
     if (r.file.empty()) continue;
     const fs::path f = fs::path(step_dir_) / r.file;

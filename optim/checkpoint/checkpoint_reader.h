@@ -18,7 +18,9 @@ namespace zrt::optim {
 class CheckpointReader {
  public:
   // Resolves `path` (a step directory, or a root whose `latest` names one),
-  // parses index.json and checks that every listed rank file exists with its
+  // checks index.json against its checksums (index.json.xxh64 and `latest`'s),
+  // parses and validates it (validate_index; its step against the step
+  // directory's name) and checks that every listed rank file exists with its
   // recorded size. CheckpointError naming the file otherwise.
   explicit CheckpointReader(const std::string& path);
   ~CheckpointReader();

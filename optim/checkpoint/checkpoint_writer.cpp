@@ -9,6 +9,8 @@
 
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/index_checksum.h"
+#include "zrt/optim/checkpoint/index_validation.h"
 #include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::optim {
@@ -100,7 +102,9 @@ void write_rank_file(const std::string& path, const std::map<std::string, Tensor
 std::string commit_step(const std::string& root, const CheckpointIndex& index, int keep_last) {
   const std::string tmp = step_tmp_dir(root, index.step);
   const std::string final_dir = step_dir(root, index.step);
-  write_file_durably((fs::path(tmp) / "index.json").string(), index_to_json(index));
+  // An index the reader would refuse is a bug of the writer: fail the save, not the resume.
+  validate_index(index, (fs::path(tmp) / kIndexFileName).string());
+  write_index_files(tmp, index_to_json(index));
   fsync_path(tmp);
   std::error_code ec;
   if (fs::exists(final_dir, ec)) {

@@ -24,9 +24,10 @@ void begin_step(const std::string& root, std::int64_t step);
 // the stored bytes) and `record.bytes`.
 void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors, RankRecord& record);
 
-// Once every rank file is in the step's temporary directory: writes
-// index.json, fsyncs the directory, renames it into place, publishes
-// `latest`, then prunes to `keep_last` steps (0: keep all). Returns the
+// Once every rank file is in the step's temporary directory: validates the
+// index (validate_index), writes index.json and its index.json.xxh64, fsyncs
+// the directory, renames it into place, publishes `latest` (with the index
+// checksum), then prunes to `keep_last` steps (0: keep all). Returns the
 // step directory.
 std::string commit_step(const std::string& root, const CheckpointIndex& index, int keep_last);
 

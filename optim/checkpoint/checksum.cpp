@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace zrt::optim {
@@ -12,6 +13,11 @@ std::string checksum_hex(std::uint64_t value) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
   return buf;
+}
+
+bool is_checksum_hex(std::string_view text) {
+  return text.size() == 16 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 struct StreamingXxh64::State {

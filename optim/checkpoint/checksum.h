@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace zrt::optim {
 
 std::uint64_t xxh64(const void* data, std::size_t bytes);
 std::string checksum_hex(std::uint64_t value);
+// Whether `text` is a checksum as checksum_hex writes it: 16 lowercase hex digits.
+bool is_checksum_hex(std::string_view text);
 
 // xxHash64 over bytes given in pieces.
 class StreamingXxh64 {

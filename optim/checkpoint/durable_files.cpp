@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "zrt/optim/checkpoint/checksum.h"
+#include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/error.h"
 
@@ -17,6 +19,9 @@ namespace zrt::optim {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The second line of `latest`: "index-xxh64 <16 hex digits>".
+constexpr const char* kLatestChecksumPrefix = "index-xxh64 ";
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -93,27 +98,41 @@ std::vector<std::int64_t> complete_steps(const std::string& root) {
   return steps;
 }
 
-std::string resolve_checkpoint(const std::string& path) {
+std::string resolve_checkpoint(const std::string& path, std::optional<std::string>* latest_index_xxh64) {
+  if (latest_index_xxh64) latest_index_xxh64->reset();
   std::error_code ec;
   if (!fs::exists(path, ec)) ZRT_THROW(CheckpointError, path, ": no such checkpoint");
-  if (fs::exists(fs::path(path) / "index.json", ec)) return path;
+  if (fs::exists(fs::path(path) / kIndexFileName, ec)) return path;
   const fs::path latest = fs::path(path) / "latest";
   if (!fs::exists(latest, ec))
     ZRT_THROW(CheckpointError, path,
               ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is there)");
   std::ifstream in(latest);
-  std::string name;
+  std::string name, line;
   std::getline(in, name);
   if (!parse_step_dir_name(name))
     ZRT_THROW(CheckpointError, latest.string(), ": does not name a step directory (holds '", name, "')");
+  // An older zrt (or a hand) writes the first line only; what follows must be the checksum line, nothing else.
+  std::vector<std::string> more;
+  while (std::getline(in, line))
+    if (!line.empty()) more.push_back(line);
+  const std::string_view prefix = kLatestChecksumPrefix;
+  if (more.size() > 1 || (more.size() == 1 && (more[0].compare(0, prefix.size(), prefix) != 0 ||
+                                               !is_checksum_hex(std::string_view(more[0]).substr(prefix.size())))))
+    ZRT_THROW(CheckpointError, latest.string(), ": after the step name it may hold one line '", prefix,
+              "<16 hex digits>', it holds '", more[0].substr(0, 80), "'", more.size() > 1 ? " and more" : "");
   const fs::path step = fs::path(path) / name;
-  if (!fs::exists(step / "index.json", ec))
+  if (!fs::exists(step / kIndexFileName, ec))
     ZRT_THROW(CheckpointError, latest.string(), ": names ", name, ", which has no index.json");
+  if (latest_index_xxh64 && !more.empty()) *latest_index_xxh64 = more[0].substr(prefix.size());
   return step.string();
 }
 
 void publish_latest(const std::string& root, std::int64_t step) {
-  write_file_durably((fs::path(root) / "latest").string(), step_dir_name(step) + "\n");
+  const std::string name = step_dir_name(step);
+  const std::optional<std::string> checksum = read_index_checksum_file((fs::path(root) / name).string());
+  write_file_durably((fs::path(root) / "latest").string(),
+                     name + "\n" + (checksum ? std::string(kLatestChecksumPrefix) + *checksum + "\n" : ""));
 }
 
 void prune_steps(const std::string& root, int keep_last) {

@@ -7,10 +7,13 @@
 // and a file `latest` naming the newest complete one. A step is written into
 // `step-000120.tmp/` (every file fsync'ed, then the directory), renamed to
 // `step-000120/` (then DIR fsync'ed), and only then is `latest` replaced by
-// renaming `latest.tmp` over it. A kill at any moment therefore leaves
-// `latest` naming a complete step (the old one or the new one); a step
-// directory without `.tmp` is complete by construction, and `index.json`,
-// written last inside it, is what a loader trusts. Leftover `*.tmp` entries
+// renaming `latest.tmp` over it (its first line names the step, its second
+// holds the xxHash64 of that step's index.json: Note [Checkpoint format]).
+// A kill at any moment therefore leaves `latest` naming a complete step (the
+// old one or the new one) with that step's checksum; a step directory
+// without `.tmp` is complete by construction, and `index.json` with its
+// checksum file `index.json.xxh64`, written last inside it, is what a loader
+// trusts once they agree. Leftover `*.tmp` entries
 // are ours and are removed by the next save. Pruning (`keep_last`) runs only
 // after `latest` names the new step, never removes the step it names, and
 // renames a step out of the way before deleting it, so a kill mid-delete
@@ -39,9 +42,12 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name);
 std::vector<std::int64_t> complete_steps(const std::string& root);
 // The step directory a path means: a step directory itself (it holds
 // index.json), or a root whose `latest` names one. CheckpointError otherwise,
-// naming what is missing.
-std::string resolve_checkpoint(const std::string& path);
-// Points `latest` at step (atomically, Note [Atomic checkpoint steps]).
+// naming what is missing or malformed. When resolved through `latest` and it
+// records the step's index checksum (its second line), that goes to
+// *latest_index_xxh64 (else nullopt).
+std::string resolve_checkpoint(const std::string& path, std::optional<std::string>* latest_index_xxh64 = nullptr);
+// Points `latest` at step (atomically, Note [Atomic checkpoint steps]),
+// carrying the step's index checksum when its index.json.xxh64 has one.
 void publish_latest(const std::string& root, std::int64_t step);
 // Removes all but the newest `keep_last` complete steps (0: keep all); the
 // step `latest` names is always kept.

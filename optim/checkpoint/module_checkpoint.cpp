@@ -171,6 +171,15 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     }
     state = reader.index().state;
     run = reader.index().run_json;
+    // The scaler's counters are bounded by this run's options, not the index's: checked before anything changes.
+    if (module.loss_scaler() && state.loss_scaler) {
+      try {
+        DynamicLossScaler(module.loss_scaler()->options()).load_state(*state.loss_scaler);
+      } catch (const InvalidArgument& e) {
+        ZRT_THROW(CheckpointError, reader.step_dir(), ": index field state.loss_scaler does not fit this run: ",
+                  e.what());
+      }
+    }
   });
   agree(world, error, "loading checkpoint " + path);
 

@@ -17,25 +17,6 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
   return out;
 }
 
-namespace {
-
-// Rank r's zero1 shard index and whether it writes, as optim::plan_strategy groups
-// ranks (Note [Checkpoint format]): hybrid groups are ranks with equal r / Z.
-struct RankPlace {
-  int zero1_size, zero1_rank;
-  bool writes;
-};
-
-RankPlace place(optim::ShardingStrategy s, int world, int z, int r) {
-  switch (s) {
-    case optim::ShardingStrategy::no_shard: return {1, 0, r == 0};
-    case optim::ShardingStrategy::hybrid_shard: return {z, r % z, r / z == 0};
-    default: return {world, r, true};
-  }
-}
-
-}  // namespace
-
 std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root, int world,
                                optim::ShardingStrategy strategy, int zero3_size) {
   ZRT_CHECK_ARG(world >= 1, "reshard: the world size must be >= 1 (got ", world, ")");
@@ -48,13 +29,13 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
                 "reshard: the output ", out_root, " and the checkpoint ", reader.step_dir(), " must not contain each other");
   const CheckpointIndex& old = reader.index();
   CheckpointIndex index = old;
+  const StrategyGroups groups = strategy_groups(strategy, world, z);
+  index.version = kCheckpointFormatVersion;  // written anew, whatever format it was read from
   index.world_size = world;
   index.strategy = optim::strategy_name(strategy);
-  index.zero3_size = strategy == optim::ShardingStrategy::hybrid_shard || strategy == optim::ShardingStrategy::layer_zero ? z
-                     : strategy == optim::ShardingStrategy::no_shard                                                ? 1
-                                                                                                             : world;
-  const DType dtype = parse_dtype(old.dtype).value_or(DType::f32);
-  const int zero1_size = place(strategy, world, z, 0).zero1_size;
+  index.zero3_size = groups.zero3_size;
+  const DType dtype = *parse_dtype(old.dtype);  // validate_index knows it
+  const int zero1_size = groups.zero1_size;
   std::vector<optim::FlatParamLayout> layouts;
   for (HandleRecord& h : index.handles) {
     std::vector<optim::ParamSpec> specs;
@@ -67,7 +48,7 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
   begin_step(out_root, index.step);
   index.ranks.clear();
   for (int r = 0; r < world; ++r) {
-    const RankPlace at = place(strategy, world, z, r);
+    const RankPlace at = strategy_rank_place(strategy, z, r);
     RankRecord rec;
     rec.rank = r;
     rec.zero1_rank = at.zero1_rank;

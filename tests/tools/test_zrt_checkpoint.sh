@@ -3,7 +3,8 @@
 # mpirun), resharding a checkpoint of one world size into another continues
 # the run, SIGTERM saves and exits 0, SIGKILL at random moments never leaves
 # a `latest` that fails to verify, zrt-ckpt info/verify/export/reshard work
-# and the export loads in PyTorch; bad input is a named error changing nothing.
+# and the export loads in PyTorch; bad input, an index that lies included, is
+# a named error changing nothing.
 # usage: test_zrt_checkpoint.sh ZRT-TRAIN ZRT-CKPT PYTHON [MPIEXEC]
 set -u
 train=$1 ckpt=$2 python=$3 mpiexec=${4:-}
@@ -106,6 +107,25 @@ truncate -s 100 "$dir/bad/step-000020/rank-00000.safetensors"
 expect_error "verify of a truncated file" "rank-00000.safetensors.*truncated" "$ckpt" verify "$dir/bad"
 rm "$dir/bad/step-000020/rank-00000.safetensors"
 expect_error "verify of a missing rank file" "rank-00000.safetensors.*missing" "$ckpt" verify "$dir/bad"
+
+# 7. The index cannot lie: its checksums (index.json.xxh64, the second line of `latest`) are an
+# independent xxHash64 of it; an edit with them rewritten is refused by validation, naming the
+# field; one without, by the checksum. Intact files throughout.
+edit_index() { "$python" "$here/ckpt_index_edit.py" "$@"; }
+edit_index "$dir/ck/step-000020" check && ok "index.json.xxh64 and latest hold index.json's xxh64" ||
+  fail "index checksums: $(edit_index "$dir/ck/step-000020" check 2>&1)"
+lie() {
+  local edit=$1 pattern=$2; shift 2
+  rm -rf "$dir/lie" && cp -r "$dir/ck" "$dir/lie" && edit_index "$dir/lie/step-000020" "$edit" "$@" ||
+    { fail "editing the index ($edit)"; return; }
+  expect_error "verify of an index with $edit ${*:-(checksums rewritten)}" "$pattern" "$ckpt" verify "$dir/lie"
+}
+lie shift-offset "step-000020/index.json: index field layout.handles\[h.0\].params\[.*\].offset is"
+lie swap-zero1-ranks "index.json: index field ranks\[0\].zero1_rank is 1"
+lie step "index.json: index field step is 21 but state.next_step is 20"
+lie shift-offset "index.json.xxh64 records xxh64 [0-9a-f]{16}, the file hashes to [0-9a-f]{16}" stale
+expect_error "resume of an index with a shifted offset" "index.json.xxh64 records xxh64" "$train" --ranks 2 --resume \
+  "$dir/lie"
 
 echo "$failures failed"
 [ $failures -eq 0 ]

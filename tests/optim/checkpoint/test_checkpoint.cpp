@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/local_comm.h"
@@ -15,25 +16,12 @@
 
 using namespace zrt;
 using namespace zrt::testing;
+using zrt::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr int kSteps = 20, kSaveAt = 10;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("zrt-ckpt-test-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
 
 // Rank 0's view of a run on `w` local ranks.
 TrainOutput on_ranks(int w, const std::function<TrainOutput(const CommPtr&)>& fn) {
@@ -216,7 +204,22 @@ BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
   expect_load_refused("missing rank file", [](const fs::path& d) { fs::remove(d / "rank-00001.safetensors"); },
                       {"rank-00001.safetensors", "missing"});
   expect_load_refused("bad index", [](const fs::path& d) { std::ofstream(d / "index.json") << "{\"format\": "; },
-                      {"index.json", "JSON"});
+                      {"index.json", "fails its checksum"});
+  // Intact files under an index that lies, its checksums rewritten: validation refuses it.
+  using nlohmann::json;
+  using zrt::test::edit_index;
+  const auto shift_offset = [](json& x) {
+    json& offset = x["layout"]["handles"][1]["params"][1]["offset"];
+    offset = offset.get<std::int64_t>() + 1;
+  };
+  expect_load_refused("offset shifted by one element", [&](const fs::path& d) { edit_index(d, shift_offset); },
+                      {"index.json", "params[h.0.ln_1.bias].offset"});
+  const auto swap_zero1_ranks = [](json& x) { std::swap(x["ranks"][0]["zero1_rank"], x["ranks"][1]["zero1_rank"]); };
+  expect_load_refused("zero1 ranks swapped", [&](const fs::path& d) { edit_index(d, swap_zero1_ranks); },
+                      {"index.json", "ranks[0].zero1_rank is 1"});
+  expect_load_refused("offset shifted, checksum stale",
+                      [&](const fs::path& d) { edit_index(d, shift_offset, zrt::test::Checksums::stale); },
+                      {"index.json.xxh64", "fails its checksum"});
   expect_load_refused("missing latest target", [](const fs::path& d) { fs::remove_all(d); }, {"latest", "index.json"});
   TrainSetup wider = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   wider.model = "mlp";

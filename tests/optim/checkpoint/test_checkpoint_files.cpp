@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/checkpoint/durable_files.h"
@@ -15,18 +16,9 @@
 using namespace zrt;
 using namespace zrt::optim;
 namespace fs = std::filesystem;
+using zrt::test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("zrt-ckpt-files-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // Value of element e of parameter p of `kind`: distinct everywhere.
 float value(std::size_t p, std::int64_t e, ShardKind kind) {
@@ -37,7 +29,7 @@ float value(std::size_t p, std::int64_t e, ShardKind kind) {
 CheckpointIndex save_layout(const std::string& root, const std::vector<optim::ParamSpec>& specs, int world) {
   const optim::FlatParamLayout layout(specs, DType::f32, world);
   CheckpointIndex index;
-  index.step = 7;
+  index.step = index.state.next_step = 7;
   index.world_size = world;
   index.strategy = "full";
   index.zero3_size = world;
@@ -143,11 +135,12 @@ BOOST_AUTO_TEST_CASE(index_errors_name_the_field) {
     }
   };
   index_from_json(good, "index.json");
-  refused("\"version\": 1", "\"version\": 99", "version 99");
-  refused("\"world_size\": 2", "\"world_size\": 3", "ranks");
-  refused("\"zero1_rank\": 1", "\"zero1_rank\": 0", "zero1 shard 1");
+  refused("\"version\": 2", "\"version\": 99", "version 99");
+  refused("\"world_size\": 2", "\"world_size\": 3", "world_size");
+  refused("\"zero1_rank\": 1", "\"zero1_rank\": 0", "ranks[1].zero1_rank is 0");
   refused("\"format\": \"zrt-checkpoint\"", "\"format\": \"other\"", "not a zrt checkpoint");
-  refused("\"next_step\": 0", "\"next_step\": -1", "next_step");
+  refused("\"next_step\": 7", "\"next_step\": -1", "next_step");
+  refused("\"world_size\": 2", "\"world_size\": 4294967298", "world_size");  // 2^32 + 2 must not wrap to 2
 }
 
 BOOST_AUTO_TEST_CASE(resolve_names_what_is_missing) {
@@ -166,6 +159,10 @@ BOOST_AUTO_TEST_CASE(resolve_names_what_is_missing) {
   fails(dir.path.string(), "does not name a step");
   std::ofstream(dir.path / "latest") << "step-000004\n";
   fails(dir.path.string(), "has no index.json");
+  std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 12345\n";
+  fails(dir.path.string(), "index-xxh64 <16 hex digits>");
+  std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 0123456789abcdef\nmore\n";
+  fails(dir.path.string(), "and more");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
