@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,12 @@ RunLock::RunLock(const std::string& dir) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ZRT_CHECK_STATE(fd_ >= 0, "cannot open the run lock ", path, ": ", std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (const int err = errno; err != EWOULDBLOCK) {
+      // A filesystem without locks (some network mounts): run unguarded, and say so.
+      std::fprintf(stderr, "zrt-train: warning: cannot lock %s (%s): nothing stops a second run in this directory\n",
+                   path.c_str(), std::strerror(err));
+      return;
+    }
     std::ifstream in(path);
     std::string holder;
     std::getline(in, holder);

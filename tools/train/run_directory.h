@@ -11,7 +11,8 @@
 // - One run at a time: the lead rank holds an flock on DIR/.zrt-run.lock for
 //   the whole run, and writes its pid, host and start time into it; a second
 //   run fails at once naming them. The kernel drops the lock when the holder
-//   dies, so a killed run leaves nothing stale.
+//   dies, so a killed run leaves nothing stale. On a filesystem without
+//   locks the run goes on unguarded, with a warning.
 // - Resuming step S when DIR holds newer steps (a rollback) moves those into
 //   DIR/abandoned-from-S-<unix time>/: they stay on disk, but `latest`,
 //   pruning (--keep-last) and the new run's saves of the same step numbers no
