@@ -5,22 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::model_zoo {
 namespace {
-
-const char* file_kind(std::filesystem::file_type t) {
-  switch (t) {
-    case std::filesystem::file_type::not_found: return "missing";
-    case std::filesystem::file_type::directory: return "a directory";
-    case std::filesystem::file_type::fifo: return "a FIFO";
-    case std::filesystem::file_type::socket: return "a socket";
-    case std::filesystem::file_type::character: return "a character device";
-    case std::filesystem::file_type::block: return "a block device";
-    default: return "not a regular file";
-  }
-}
 
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -44,7 +33,7 @@ void check_data_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   ZRT_CHECK_ARG(status.type() == std::filesystem::file_type::regular, "data file ", path, " is ",
-                file_kind(status.type()), "; --data must name a regular file");
+                file_type_name(status.type()), "; --data must name a regular file");
   const std::uintmax_t size = std::filesystem::file_size(path, ec);
   ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
   ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size, " bytes, above the ",

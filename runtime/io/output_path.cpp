@@ -4,12 +4,11 @@
 
 namespace zrt {
 
-namespace {
-
 namespace fs = std::filesystem;
 
-const char* kind_name(fs::file_type t) {
+const char* file_type_name(fs::file_type t) {
   switch (t) {
+    case fs::file_type::not_found: return "missing";
     case fs::file_type::directory: return "a directory";
     case fs::file_type::block: return "a block device";
     case fs::file_type::character: return "a character device";
@@ -18,8 +17,6 @@ const char* kind_name(fs::file_type t) {
     default: return "not a regular file";
   }
 }
-
-}  // namespace
 
 fs::path output_file_target(const std::string& path, const std::string& what) {
   ZRT_CHECK_ARG(!path.empty(), what, ": empty output path");
@@ -37,7 +34,7 @@ fs::path output_file_target(const std::string& path, const std::string& what) {
   std::error_code ec;
   const fs::file_status s = fs::status(p, ec);
   ZRT_CHECK_ARG(s.type() == fs::file_type::not_found || s.type() == fs::file_type::regular, what, " ", path,
-                (p.string() == path ? std::string() : " (-> " + p.string() + ")"), " is ", kind_name(s.type()),
+                (p.string() == path ? std::string() : " (-> " + p.string() + ")"), " is ", file_type_name(s.type()),
                 "; zrt writes its outputs only to regular files");
   return p;
 }

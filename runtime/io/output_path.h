@@ -25,4 +25,7 @@ namespace zrt {
 // target exists and is not a regular file, or the links loop.
 std::filesystem::path output_file_target(const std::string& path, const std::string& what);
 
+// "a directory", "a FIFO", "a character device", "missing", ... for messages.
+const char* file_type_name(std::filesystem::file_type type);
+
 }  // namespace zrt

@@ -7,22 +7,18 @@
 
 namespace zrt {
 
-namespace {
-
 namespace fs = std::filesystem;
 
-fs::path resolved(const fs::path& p) {
+std::string resolved_path(const std::string& path) {
   std::error_code ec;
-  fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
-  return ec ? fs::absolute(p).lexically_normal() : r;
+  const fs::path r = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? fs::absolute(path).lexically_normal().string() : r.string();
 }
-
-}  // namespace
 
 bool path_is_within(const std::string& inner, const std::string& outer) {
   std::error_code ec;
   if (fs::exists(inner, ec) && fs::exists(outer, ec) && fs::equivalent(inner, outer, ec)) return true;
-  const fs::path in = resolved(inner), out = resolved(outer);
+  const fs::path in = resolved_path(inner), out = resolved_path(outer);
   auto i = in.begin();
   for (auto o = out.begin(); o != out.end(); ++o, ++i) {
     if (o->empty()) continue;  // a trailing separator
@@ -37,7 +33,7 @@ void check_output_clear_of_inputs(const NamedPath& out, std::span<const NamedPat
     if (in.path.empty()) continue;
     ZRT_CHECK_ARG(!path_is_within(target, in.path), out.what, " ", out.path,
                   (target == out.path ? std::string() : " (-> " + target + ")"), " is ",
-                  resolved(target) == resolved(in.path) ? "" : "inside ", in.what, " ", in.path,
+                  resolved_path(target) == resolved_path(in.path) ? "" : "inside ", in.what, " ", in.path,
                   ": writing it would destroy what is read");
   }
 }

@@ -23,6 +23,9 @@ struct NamedPath {
   std::string path;
 };
 
+// `path` made absolute, through symbolic links and `..` (as far as it exists).
+std::string resolved_path(const std::string& path);
+
 // True when `inner` names `outer` or something inside it (both resolved).
 bool path_is_within(const std::string& inner, const std::string& outer);
 

@@ -97,21 +97,37 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// The model's size, from its parameter definitions (nothing is allocated).
+struct ModelSize {
+  std::uint64_t params = 0;        // elements
+  std::uint64_t largest_unit = 0;  // elements of the largest wrap unit
+  std::uint64_t header = 8 + 64;   // bytes of a safetensors header of every parameter
+};
+
+ModelSize model_size(const TrainOptions& o) {
+  ModelSize size;
+  const auto model = model_zoo::make_model(trainer_config(o, 0).model);
+  for (const model_zoo::UnitDef& u : model->units()) {
+    std::uint64_t n = 0;
+    for (const model_zoo::ParamDef& p : u.params) {
+      n += static_cast<std::uint64_t>(shape_numel(p.shape));
+      size.header += p.fqn().size() + 64;
+    }
+    size.params += n;
+    size.largest_unit = std::max(size.largest_unit, n);
+  }
+  return size;
+}
+
 // The sizes of --save and of one checkpoint, from the model's parameters:
 // --save holds each as fp32 (4 bytes), a checkpoint also AdamW's m and v
 // (12 bytes); safetensors headers take about the name plus 64 bytes per
 // tensor (a checkpoint: one per rank file, and the index).
-std::vector<PlannedOutput> planned_outputs(const TrainOptions& o) {
-  if (o.save.empty() && o.checkpoint_dir.empty()) return {};
-  const auto model = model_zoo::make_model(trainer_config(o, 0).model);
-  std::uint64_t params = 0, header = 8 + 64;
-  for (const auto& p : model_zoo::all_param_defs(model->units())) {
-    params += static_cast<std::uint64_t>(shape_numel(p.shape));
-    header += p.fqn().size() + 64;
-  }
+std::vector<PlannedOutput> planned_outputs(const TrainOptions& o, const ModelSize& size) {
   std::vector<PlannedOutput> out;
-  if (!o.save.empty()) out.push_back({"--save", o.save, 4 * params + header});
-  if (!o.checkpoint_dir.empty()) out.push_back({"--checkpoint-dir", o.checkpoint_dir, 12 * params + 2 * header});
+  if (!o.save.empty()) out.push_back({"--save", o.save, 4 * size.params + size.header});
+  if (!o.checkpoint_dir.empty())
+    out.push_back({"--checkpoint-dir", o.checkpoint_dir, 12 * size.params + 2 * size.header});
   return out;
 }
 
@@ -144,19 +160,12 @@ std::uint64_t available_memory() {
 // share of the parameters (12 bytes each, sharded over the world), and the
 // largest unit gathered in fp32 with its fp32 gradient (8 bytes per element).
 // Activations, buffers and the allocator's caching come on top.
-void check_memory_floor(const TrainOptions& o) {
+void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (o.device != "cpu") return;  // device memory is the allocator's to report
   const LaunchInfo launch = detect_launch();
   const std::uint64_t world = o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
   const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
-  const auto model = model_zoo::make_model(trainer_config(o, 0).model);
-  std::uint64_t params = 0, largest_unit = 0;
-  for (const model_zoo::UnitDef& u : model->units()) {
-    std::uint64_t n = 0;
-    for (const model_zoo::ParamDef& p : u.params) n += static_cast<std::uint64_t>(shape_numel(p.shape));
-    params += n;
-    largest_unit = std::max(largest_unit, n);
-  }
+  const std::uint64_t params = size.params, largest_unit = size.largest_unit;
   const double floor = static_cast<double>(here) * (12.0 * static_cast<double>(params) / static_cast<double>(world) +
                                                     8.0 * static_cast<double>(largest_unit));
   const std::uint64_t avail = available_memory();
@@ -350,8 +359,9 @@ int main(int argc, char** argv) {
   std::mutex io;
   train::install_stop_handlers();
   try {
-    train::check_memory_floor(o);
-    train::check_free_space(train::planned_outputs(o));
+    const train::ModelSize size = train::model_size(o);
+    train::check_memory_floor(o, size);
+    train::check_free_space(train::planned_outputs(o, size));
     train::run_ranks(
         o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); },
         o.threads);

@@ -86,13 +86,13 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume, bool re
 
 std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step) {
   std::vector<std::int64_t> newer;
-  for (std::int64_t s : optim::complete_steps(dir))
+  std::int64_t keep = -1;  // the newest step left
+  for (std::int64_t s : optim::complete_steps(dir)) {
     if (s > step) newer.push_back(s);
+    else keep = s;
+  }
   if (newer.empty()) return newer;
   // `latest` first: it must never name a step that is being moved.
-  std::int64_t keep = -1;
-  for (std::int64_t s : optim::complete_steps(dir))
-    if (s <= step) keep = s;
   if (keep >= 0) {
     optim::publish_latest(dir, keep);
   } else {

@@ -100,11 +100,6 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     std::cerr << "zrt-train: warning: --lr " << o.lr << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
 }
 
-std::string canonical(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::weakly_canonical(path, ec).string();
-}
-
 // Output files must not overwrite an input, and their directory must be
 // writable now, before any training.
 // The checkpoint --resume reads, resolved now so its files are inputs to
@@ -129,7 +124,7 @@ std::vector<NamedPath> resumed_checkpoint_inputs(const TrainOptions& o) {
 bool in_checkpoint_entries(const std::string& file, const std::string& checkpoint_dir) {
   namespace fs = std::filesystem;
   if (checkpoint_dir.empty() || !path_is_within(file, checkpoint_dir)) return false;
-  const fs::path rel = fs::weakly_canonical(fs::absolute(file)).lexically_relative(fs::weakly_canonical(fs::absolute(checkpoint_dir)));
+  const fs::path rel = fs::path(resolved_path(file)).lexically_relative(resolved_path(checkpoint_dir));
   const std::string first = rel.empty() ? std::string() : rel.begin()->string();
   return first.empty() || first == "." || first.starts_with("latest") || first.starts_with("step-") ||
          first.starts_with("abandoned-") || first == kRunLockName;
@@ -158,7 +153,7 @@ void check_outputs(const TrainOptions& o) {
                   " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
-  ZRT_CHECK_ARG(o.save.empty() || o.metrics.empty() || canonical(o.save) != canonical(o.metrics),
+  ZRT_CHECK_ARG(o.save.empty() || o.metrics.empty() || resolved_path(o.save) != resolved_path(o.metrics),
                 "--save and --metrics name the same file ", o.save);
   // Steps written into the checkpoint being read would replace it.
   if (!o.checkpoint_dir.empty())
@@ -366,20 +361,20 @@ std::string rank_agreement_json(const TrainOptions& o) {
 }
 
 void check_ranks_agree(const std::vector<std::string>& per_rank) {
-  if (per_rank.empty()) return;
-  const nlohmann::json lead = nlohmann::json::parse(per_rank[0], nullptr, false);
+  std::vector<nlohmann::json> ranks;
+  for (const std::string& text : per_rank) ranks.push_back(nlohmann::json::parse(text, nullptr, false));
+  if (ranks.empty() || !ranks[0].is_object()) return;
   std::string problems;
-  for (const auto& [key, value] : lead.items()) {
-    std::string ranks;
-    for (std::size_t r = 1; r < per_rank.size(); ++r) {
-      const nlohmann::json other = nlohmann::json::parse(per_rank[r], nullptr, false);
-      if (!other.is_object() || !other.contains(key) || other[key] != value)
-        ranks += detail::concat("; rank ", r, " has ",
-                                other.is_object() && other.contains(key) ? other[key].dump() : "nothing");
+  for (const auto& [key, value] : ranks[0].items()) {
+    std::string differ;
+    for (std::size_t r = 1; r < ranks.size(); ++r) {
+      const bool has = ranks[r].is_object() && ranks[r].contains(key);
+      if (!has || ranks[r][key] != value)
+        differ += detail::concat("; rank ", r, " has ", has ? ranks[r][key].dump() : "nothing");
     }
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    if (!ranks.empty()) problems += detail::concat("\n  ", flag, ": rank 0 has ", value.dump(), ranks);
+    if (!differ.empty()) problems += detail::concat("\n  ", flag, ": rank 0 has ", value.dump(), differ);
   }
   ZRT_CHECK_ARG(problems.empty(), "the ranks were started with different flags or inputs; every rank of a run must "
                 "be given the same:", problems);
