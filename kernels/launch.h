@@ -2,8 +2,12 @@
 // stream it hands the launcher: see Note [CUDA launch or CPU twin].
 #pragma once
 
+#include <optional>
+#include <utility>
+
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/stream.h"
+#include "zrt/runtime/tensor.h"
 #ifdef ZRT_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -15,7 +19,8 @@
 // Every op, in ops/ and in nn/, has the same plumbing:
 //  - X.h / X.cpp (g++): the Tensor-level entry. It checks its operands, then
 //      ZRT_CUDA_LAUNCH_AND_RETURN(op, device, cuda::launch_X(..., cuda_stream(stream)));
-//    and otherwise runs the CPU twin over parallel_for (cpu_parallel.h).
+//    and otherwise runs the CPU twin over parallel_for (cpu_parallel.h),
+//    in the stream's order: run_cpu_twin(stream, op, twin, tensors...).
 //  - X.cuh / X.cu (nvcc, CUDA builds only): cuda::launch_X takes raw
 //    pointers and a cudaStream_t, picks the element type with dispatch<Set>
 //    over a type set of dispatch.h (Note [Kernel element types]) and runs a
@@ -52,6 +57,40 @@ namespace zrt::kernels {
 // Thrown for a CUDA tensor in a build without CUDA.
 [[noreturn]] inline void throw_no_cuda(const char* op) {
   ZRT_THROW(InvalidArgument, op, ": CUDA tensor given to a build of zrt without CUDA");
+}
+
+// An issue_view of a tensor argument (Note [CPU streams]); an optional one
+// (null pointer: none) becomes an optional view.
+inline Tensor issue_arg(const Tensor& t) { return t.issue_view(); }
+inline std::optional<Tensor> issue_arg(const Tensor* t) {
+  return t ? std::optional<Tensor>(t->issue_view()) : std::nullopt;
+}
+
+// Runs a CPU twin in `stream`'s order: twin(tensors...) now, on the calling
+// thread, for the default CPU stream; for an owned CPU stream, on its thread
+// with issue views of the tensors, which is why the twin takes its tensors
+// (Tensor, or const Tensor* for an optional one) as arguments and everything
+// else by value. A twin with a result reads it on the host: call it through
+// run_cpu_twin_and_wait.
+template <class Twin, class... Tensors>
+void run_cpu_twin(Stream stream, const char* op, Twin twin, const Tensors&... tensors) {
+  if (!stream.cpu_queue()) {
+    twin(tensors...);
+    return;
+  }
+  run_on_cpu_stream(stream, op, [twin = std::move(twin), ... views = issue_arg(tensors)] { twin(views...); });
+}
+
+// The same for a twin whose result the host reads: it waits for the stream
+// (as a CUDA result copied to the host does) and returns twin's value.
+template <class Twin, class... Tensors>
+auto run_cpu_twin_and_wait(Stream stream, const char* op, Twin twin, const Tensors&... tensors) {
+  if (!stream.cpu_queue()) return twin(tensors...);
+  decltype(twin(tensors...)) result{};
+  run_cpu_twin(stream, op, [&result, twin = std::move(twin)](const auto&... args) { result = twin(args...); },
+               tensors...);
+  stream.synchronize();
+  return result;
 }
 
 #ifdef ZRT_WITH_CUDA

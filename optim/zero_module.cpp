@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "zrt/kernels/cpu_parallel.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -27,17 +28,46 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   set_current_device(options_.device);
   allocator_ = make_caching_allocator(options_.device);
   if (options_.tracer) world_->set_tracer(options_.tracer);  // before the groups are split from it
-  if (options_.device.is_cuda()) {
-    compute_stream_ = std::make_unique<OwnedStream>(options_.device);
-    comm_stream_ = std::make_unique<OwnedStream>(options_.device);
-  }
+  // A CPU stream's kernels use as many threads as this rank's (Note [Kernel threads per rank]).
+  auto thread_init = [threads = kernels::cpu_threads()] { kernels::set_cpu_threads(threads); };
+  const bool cuda = options_.device.is_cuda();
+  if (cuda || options_.cpu_streams == CpuStreams::all)
+    compute_stream_ = std::make_unique<OwnedStream>(options_.device, thread_init);
+  if (cuda || options_.cpu_streams != CpuStreams::none)
+    comm_stream_ = std::make_unique<OwnedStream>(options_.device, thread_init);
   plan_ = std::make_unique<StrategyPlan>(
       plan_strategy(options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
   if (options_.dtype == DType::f16)
     scaler_ = std::make_unique<DynamicLossScaler>(loss_scaler_options_for(options_.dtype));
 }
 
-ZeroModule::~ZeroModule() = default;
+ZeroModule::~ZeroModule() {
+  try {
+    synchronize();  // queued work still reads the memory the members below free
+  } catch (const std::exception& e) {
+    report_in_destructor("ZeroModule", e);
+  }
+}
+
+void ZeroModule::synchronize() const {
+  if (comm_stream_) comm_stream_->get().synchronize();
+  if (compute_stream_) compute_stream_->get().synchronize();
+}
+
+const char* cpu_streams_name(CpuStreams s) {
+  switch (s) {
+    case CpuStreams::none: return "none";
+    case CpuStreams::comm: return "comm";
+    case CpuStreams::all: return "all";
+  }
+  return "?";
+}
+
+CpuStreams parse_cpu_streams(const std::string& s) {
+  for (CpuStreams c : {CpuStreams::none, CpuStreams::comm, CpuStreams::all})
+    if (s == cpu_streams_name(c)) return c;
+  ZRT_THROW(InvalidArgument, "CPU streams '", s, "' is not one of none, comm, all");
+}
 
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                                       const std::vector<std::pair<std::string, Tensor>>& params) {
@@ -71,10 +101,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
   o.offload_grads = options_.offload_grads;
   o.device = options_.device;
   o.allocator = allocator_;
-  if (compute_stream_) {
-    o.stream = compute_stream_->get();
-    o.comm_stream = comm_stream_->get();
-  }
+  o.stream = stream();
+  o.comm_stream = comm_stream();
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));
   unsynced_.push_back(0);
   return handles_.size() - 1;
@@ -179,6 +207,7 @@ StepResult ZeroModule::step(double lr) {
   ZRT_CHECK_STATE(synced_since_step_, "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   synced_since_step_ = false;
+  for (auto& h : handles_) h->wait_for_reduced_grads();
   return optimizer().step(lr, scaler_.get());
 }
 

@@ -43,6 +43,25 @@ namespace zrt::optim {
 
 struct StrategyPlan;
 
+// Note [Streams of a CPU module]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On CUDA a ZeroModule owns a compute and a communication stream. On the
+// CPU it owns what cpu_streams says (Note [CPU streams]):
+//  - none: both are the calling thread; every collective finishes before it
+//    returns. No overlap; nothing is ordered by events.
+//  - comm (the default): collectives (parameter all-gathers, prefetch, and
+//    gradient reductions) run on a communication stream with a thread of its
+//    own, ordered against compute by events exactly as on CUDA, so the
+//    gathers of the next units overlap this unit's compute. Compute stays on
+//    the calling thread, which is fastest on the CPU.
+//  - all: compute runs on a stream of its own too, asynchronous to the
+//    calling thread as CUDA kernels are. Slower, and the mode that catches a
+//    host read that did not wait for the compute stream; the equivalence
+//    tests run it.
+enum class CpuStreams { none, comm, all };
+const char* cpu_streams_name(CpuStreams s);
+CpuStreams parse_cpu_streams(const std::string& s);  // InvalidArgument naming the choices
+
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   int zero3_size = 0;                // hybrid / layer-zero group size (0: the world)
@@ -56,6 +75,7 @@ struct ZeroModuleOptions {
   bool offload_grads = false;        // fp32 gradients in host memory between micro-batches
   AdamWOptions adamw;                // lr comes per step
   TracerPtr tracer;                  // the world's collectives and the step's timeline; null: none
+  CpuStreams cpu_streams = CpuStreams::comm;  // on cpu; Note [Streams of a CPU module]
 };
 
 class ZeroModule {
@@ -138,14 +158,19 @@ class ZeroModule {
   const ZeroModuleOptions& options() const { return options_; }
   const AllocatorPtr& allocator() const { return allocator_; }
   Stream stream() const { return compute_stream_ ? compute_stream_->get() : Stream(); }  // compute
+  Stream comm_stream() const { return comm_stream_ ? comm_stream_->get() : stream(); }
+  // Blocks until the work issued to the module's streams has run; throws a
+  // failure raised there.
+  void synchronize() const;
   MemoryStats memory_stats() const { return allocator_->stats(); }
   // The optimizer over every unit (made on first use; no unit can be added after).
   ZeroAdamW& optimizer();
   DynamicLossScaler* loss_scaler() { return scaler_.get(); }  // f16 only, else null
 
  private:
-  // Declared first, destroyed last: handles and tensors keep device memory alive.
-  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;  // cuda only; cpu runs on the cpu stream
+  // Declared first, destroyed last: handles and tensors keep device memory
+  // alive. Null: the calling thread's stream (Note [Streams of a CPU module]).
+  std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;
   CommPtr world_;
   ZeroModuleOptions options_;
   AllocatorPtr allocator_;

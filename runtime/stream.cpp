@@ -1,7 +1,11 @@
 #include "zrt/runtime/stream.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 
+#include "zrt/runtime/cpu_stream.h"
 #include "zrt/runtime/error.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/runtime/cuda_check.h"
@@ -16,7 +20,10 @@ namespace {
 }  // namespace
 
 void Stream::synchronize() const {
-  if (is_cpu()) return;
+  if (is_cpu()) {
+    if (CpuStream* q = cpu_queue()) q->synchronize();
+    return;
+  }
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(device_.index);
   ZRT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(native_)));
@@ -25,8 +32,21 @@ void Stream::synchronize() const {
 #endif
 }
 
-OwnedStream::OwnedStream(Device device) {
-  if (device.is_cpu()) return;
+void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task) {
+  ZRT_CHECK_ARG(stream.is_cpu(), op, ": host work cannot be ordered on CUDA stream ", stream.device().str());
+  if (CpuStream* q = stream.cpu_queue()) {
+    q->enqueue(op, std::move(task));
+  } else {
+    task();
+  }
+}
+
+OwnedStream::OwnedStream(Device device, std::function<void()> cpu_thread_init) {
+  if (device.is_cpu()) {
+    cpu_ = std::make_unique<CpuStream>(std::move(cpu_thread_init));
+    stream_ = Stream(Device::cpu(), cpu_.get());
+    return;
+  }
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(device.index);
   cudaStream_t s = nullptr;
@@ -43,16 +63,39 @@ OwnedStream::~OwnedStream() {
 #endif
 }
 
+OwnedStream::OwnedStream(OwnedStream&& o) noexcept
+    : stream_(std::exchange(o.stream_, Stream())), cpu_(std::move(o.cpu_)) {}
+
 OwnedStream& OwnedStream::operator=(OwnedStream&& o) noexcept {
   if (this != &o) {
     OwnedStream dying(std::move(*this));
     stream_ = std::exchange(o.stream_, Stream());
+    cpu_ = std::move(o.cpu_);
   }
   return *this;
 }
 
+// A CPU event: records are numbered; a record completes when its stream's
+// queue reaches it, and a wait waits for the record issued before it.
+struct Event::CpuState {
+  std::mutex mutex;
+  std::condition_variable completed_cv;
+  std::uint64_t recorded = 0, completed = 0;
+  std::exception_ptr failure;  // of the stream whose record completed last
+
+  // Blocks until record `target` completed; throws its stream's failure.
+  void wait_for(std::uint64_t target) {
+    std::unique_lock lock(mutex);
+    completed_cv.wait(lock, [&] { return completed >= target; });
+    if (failure) CpuStream::rethrow(failure, "waiting for an event of a failed CPU stream");
+  }
+};
+
 Event::Event(Device device, [[maybe_unused]] bool enable_timing) : device_(device) {
-  if (device.is_cpu()) return;
+  if (device.is_cpu()) {
+    cpu_ = std::make_shared<CpuState>();
+    return;
+  }
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(device.index);
   cudaEvent_t e = nullptr;
@@ -69,16 +112,42 @@ Event::~Event() {
 #endif
 }
 
+Event::Event(Event&& o) noexcept
+    : device_(o.device_), native_(std::exchange(o.native_, nullptr)), cpu_(std::move(o.cpu_)) {}
+
 Event& Event::operator=(Event&& o) noexcept {
   if (this != &o) {
     Event dying(std::move(*this));
     device_ = o.device_;
     native_ = std::exchange(o.native_, nullptr);
+    cpu_ = std::move(o.cpu_);
   }
   return *this;
 }
 
 void Event::record([[maybe_unused]] Stream s) {
+  if (cpu_) {
+    ZRT_CHECK_ARG(s.is_cpu(), "Event::record: a cpu event cannot record stream on ", s.device().str());
+    std::uint64_t target = 0;
+    {
+      std::lock_guard lock(cpu_->mutex);
+      target = ++cpu_->recorded;
+    }
+    auto complete = [state = cpu_, target, queue = s.cpu_queue()] {
+      {
+        std::lock_guard lock(state->mutex);
+        state->completed = std::max(state->completed, target);
+        state->failure = queue ? queue->failure() : nullptr;
+      }
+      state->completed_cv.notify_all();
+    };
+    if (CpuStream* q = s.cpu_queue()) {
+      q->enqueue_always(std::move(complete));
+    } else {
+      complete();
+    }
+    return;
+  }
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
   // A cpu stream handle with a device event means the device's legacy default stream.
@@ -90,6 +159,17 @@ void Event::record([[maybe_unused]] Stream s) {
 }
 
 void Event::wait([[maybe_unused]] Stream s) const {
+  if (cpu_) {
+    ZRT_CHECK_ARG(s.is_cpu(), "Event::wait: stream on ", s.device().str(), " cannot wait for a cpu event");
+    std::uint64_t target = 0;
+    {
+      std::lock_guard lock(cpu_->mutex);
+      if (cpu_->completed >= cpu_->recorded && !cpu_->failure) return;  // nothing in flight
+      target = cpu_->recorded;
+    }
+    run_on_cpu_stream(s, "waiting for an event", [state = cpu_, target] { state->wait_for(target); });
+    return;
+  }
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(s.is_cpu() ? device_.index : s.device().index);
@@ -98,6 +178,15 @@ void Event::wait([[maybe_unused]] Stream s) const {
 }
 
 void Event::synchronize() const {
+  if (cpu_) {
+    std::uint64_t target = 0;
+    {
+      std::lock_guard lock(cpu_->mutex);
+      target = cpu_->recorded;
+    }
+    cpu_->wait_for(target);
+    return;
+  }
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
   ZRT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(native_)));
@@ -105,6 +194,10 @@ void Event::synchronize() const {
 }
 
 bool Event::query() const {
+  if (cpu_) {
+    std::lock_guard lock(cpu_->mutex);
+    return cpu_->completed >= cpu_->recorded;
+  }
   if (!native_) return true;
 #ifdef ZRT_WITH_CUDA
   cudaError_t st = cudaEventQuery(static_cast<cudaEvent_t>(native_));

@@ -207,13 +207,26 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(storage_->data()) + static_cast<std::size_t>(offset_) * itemsize();
 }
 
+Tensor Tensor::issue_view() const {
+  if (is_freed()) return *this;
+  auto memory = std::make_shared<Storage>(0, storage_->allocator(), storage_->stream());
+  memory->borrow_memory(storage_);
+  return Tensor(std::move(memory), shape_, dtype_, offset_, name_);
+}
+
 Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
   ZRT_CHECK_ARG(src.numel() == numel_, "copy_ into ", str(), " from ", src.str(),
                 ": element counts differ");
   if (numel_ == 0) return *this;
   void* d = data_ptr();
   const void* s = src.data_ptr();
-  if (src.dtype() == dtype_) {
+  if (device().is_cpu() && src.device().is_cpu() && stream.cpu_queue()) {
+    // The pointers are taken now, as a CUDA copy takes them (Note [CPU streams]).
+    run_on_cpu_stream(stream, "copy_", [d, s, n = numel_, dt = dtype_, st = src.dtype()] {
+      if (dt == st) std::memcpy(d, s, static_cast<std::size_t>(n) * dtype_size(dt));
+      else host_cast(s, st, d, dt, n);
+    });
+  } else if (src.dtype() == dtype_) {
     copy_bytes(d, device(), s, src.device(), nbytes(), stream);
   } else if (device().is_cpu() && src.device().is_cpu()) {
     host_cast(s, src.dtype(), d, dtype_, numel_);

@@ -69,7 +69,11 @@ class Tensor {
   // The storage; InvalidState for a default tensor, which has none.
   Storage& storage() const;
   const std::shared_ptr<Storage>& storage_ptr() const { return storage_; }  // null: none
-  bool shares_storage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  // One storage, or two holding the same memory (a borrowed one, an issue_view).
+  bool shares_storage(const Tensor& o) const {
+    return storage_ && o.storage_ &&
+           (storage_ == o.storage_ || (storage_->data() && storage_->data() == o.storage_->data()));
+  }
   bool is_freed() const { return !storage_ || storage_->is_freed(); }
 
   // --- views (share storage; always contiguous) ---------------------------
@@ -80,6 +84,11 @@ class Tensor {
   Tensor slice(std::int64_t start, std::int64_t length) const;
   // Rows [start, start+length) along dim 0.
   Tensor narrow(std::int64_t start, std::int64_t length) const;
+  // A view of the memory the tensor has now, which a later free or
+  // re-allocation of its storage does not move: what work issued to an owned
+  // CPU stream reads, as a CUDA launch reads the pointers it was given (Note
+  // [CPU streams]). The tensor itself when it holds no memory.
+  Tensor issue_view() const;
 
   // --- data ---------------------------------------------------------------
   // Pointer to the first element. Throws InvalidState naming the tensor if its
@@ -93,8 +102,9 @@ class Tensor {
   }
 
   // Copies src into this (equal numel; any dtype and device pair, casting
-  // with round-to-nearest-even). Device copies are ordered on `stream` and
-  // synchronised when the host is involved.
+  // with round-to-nearest-even). Copies are ordered on `stream`: an owned CPU
+  // stream runs a host copy on its thread; CUDA copies are synchronised when
+  // the host is involved.
   Tensor& copy_(const Tensor& src, Stream stream = {});
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }

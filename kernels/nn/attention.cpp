@@ -66,19 +66,21 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
                                      lse.data_ptr(), cuda_stream(stream)));
-  dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    A* plse = lse.data<A>();
-    if constexpr (std::is_same_v<T, A>) {
-      attention_cpu<A>(false, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, nullptr, nullptr});
-    } else {
-      const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
-      std::vector<A> wide_out(static_cast<std::size_t>(out.numel()));
-      attention_cpu<A>(false, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, nullptr, nullptr});
-      store_all(wide_out.data(), out.data<T>(), out.numel());
-    }
-  });
+  run_cpu_twin(stream, op, [=](const Tensor& qkv, const Tensor& out, const Tensor& lse) {
+    dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      A* plse = lse.data<A>();
+      if constexpr (std::is_same_v<T, A>) {
+        attention_cpu<A>(false, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, nullptr, nullptr});
+      } else {
+        const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
+        std::vector<A> wide_out(static_cast<std::size_t>(out.numel()));
+        attention_cpu<A>(false, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, nullptr, nullptr});
+        store_all(wide_out.data(), out.data<T>(), out.numel());
+      }
+    });
+  }, qkv, out, lse);
 }
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
@@ -101,23 +103,25 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
       cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
                                       out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
                                       dqkv.data_ptr(), cuda_stream(stream)));
-  dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    A* plse = lse.data<A>();
-    if constexpr (std::is_same_v<T, A>) {
-      attention_cpu<A>(true, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, dout.data<A>(),
-                              dqkv.data<A>()});
-    } else {
-      const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
-      std::vector<A> wide_out = widened<A>(out.data<T>(), out.numel());
-      const std::vector<A> wide_dout = widened<A>(dout.data<T>(), dout.numel());
-      std::vector<A> wide_dqkv(static_cast<std::size_t>(dqkv.numel()));
-      attention_cpu<A>(true, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, wide_dout.data(),
-                              wide_dqkv.data()});
-      store_all(wide_dqkv.data(), dqkv.data<T>(), dqkv.numel());
-    }
-  });
+  run_cpu_twin(stream, op, [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dqkv) {
+    dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      A* plse = lse.data<A>();
+      if constexpr (std::is_same_v<T, A>) {
+        attention_cpu<A>(true, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, dout.data<A>(),
+                                dqkv.data<A>()});
+      } else {
+        const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
+        std::vector<A> wide_out = widened<A>(out.data<T>(), out.numel());
+        const std::vector<A> wide_dout = widened<A>(dout.data<T>(), dout.numel());
+        std::vector<A> wide_dqkv(static_cast<std::size_t>(dqkv.numel()));
+        attention_cpu<A>(true, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, wide_dout.data(),
+                                wide_dqkv.data()});
+        store_all(wide_dqkv.data(), dqkv.data<T>(), dqkv.numel());
+      }
+    });
+  }, dout, qkv, out, lse, dqkv);
 }
 
 }  // namespace zrt::kernels

@@ -43,47 +43,50 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   check_numel(op, losses, d.rows);
   check_dtype(op, loss, lse.dtype());
   check_numel(op, loss, 1);
-  host_ids(op, targets, d.vocab, /*allow_negative=*/true);
+  check_ids(op, targets);
   if (d.rows > 0) check_operands(op, {logits, targets, losses, lse, loss}, stream);
   else check_operands(op, {loss}, stream);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(),
-      cuda::launch_cross_entropy_forward(logits.dtype(), d.rows, d.vocab,
-                                         d.rows ? logits.data_ptr() : nullptr,
-                                         d.rows ? targets.data_ptr() : nullptr, targets.dtype(),
-                                         normaliser, d.rows ? losses.data_ptr() : nullptr,
-                                         d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
-                                         cuda_stream(stream)));
-  dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    A* ploss = loss.data<A>();
-    if (d.rows == 0) {
-      *ploss = A(0);
-      return;
-    }
-    const T* x = logits.data<T>();
-    A* plosses = losses.data<A>();
-    A* plse = lse.data<A>();
-    dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
-      const auto* t = targets.data<typename decltype(id_tag)::type>();
-      parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
-          const T* xr = x + r * d.vocab;
-          A m = load<A>(xr[0]);
-          for (std::int64_t i = 1; i < d.vocab; ++i) m = std::max(m, load<A>(xr[i]));
-          A s = 0;
-          for (std::int64_t i = 0; i < d.vocab; ++i) s += exp_(load<A>(xr[i]) - m);
-          const A row_lse = m + log_(s);
-          const std::int64_t target = static_cast<std::int64_t>(t[r]);
-          plse[r] = row_lse;
-          plosses[r] = target < 0 ? A(0) : row_lse - load<A>(xr[target]);
-        }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
+    host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
+    cuda::launch_cross_entropy_forward(logits.dtype(), d.rows, d.vocab, d.rows ? logits.data_ptr() : nullptr,
+                                       d.rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser,
+                                       d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr,
+                                       loss.data_ptr(), cuda_stream(stream));
+  }());
+  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses, const Tensor& lse, const Tensor& loss) {
+    dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      host_ids(op, targets, d.vocab, /*allow_negative=*/true, {});
+      A* ploss = loss.data<A>();
+      if (d.rows == 0) {
+        *ploss = A(0);
+        return;
+      }
+      const T* x = logits.data<T>();
+      A* plosses = losses.data<A>();
+      A* plse = lse.data<A>();
+      dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+        const auto* t = targets.data<typename decltype(id_tag)::type>();
+        parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
+            const T* xr = x + r * d.vocab;
+            A m = load<A>(xr[0]);
+            for (std::int64_t i = 1; i < d.vocab; ++i) m = std::max(m, load<A>(xr[i]));
+            A s = 0;
+            for (std::int64_t i = 0; i < d.vocab; ++i) s += exp_(load<A>(xr[i]) - m);
+            const A row_lse = m + log_(s);
+            const std::int64_t target = static_cast<std::int64_t>(t[r]);
+            plse[r] = row_lse;
+            plosses[r] = target < 0 ? A(0) : row_lse - load<A>(xr[target]);
+          }
+        });
       });
+      A sum = 0;
+      for (std::int64_t r = 0; r < d.rows; ++r) sum += plosses[r];
+      *ploss = sum / A(normaliser);
     });
-    A sum = 0;
-    for (std::int64_t r = 0; r < d.rows; ++r) sum += plosses[r];
-    *ploss = sum / A(normaliser);
-  });
+  }, logits, targets, losses, lse, loss);
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
@@ -95,32 +98,37 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   ZRT_CHECK_ARG(dlogits.shape() == logits.shape(), op, ": ", dlogits.str(), " must match ",
                 logits.str());
   if (d.rows == 0) return;
-  host_ids(op, targets, d.vocab, /*allow_negative=*/true);
+  check_ids(op, targets);
   check_operands(op, {logits, targets, lse, dlogits}, stream);
   const double scale = dloss / normaliser;
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(),
-      cuda::launch_cross_entropy_backward(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
-                                          targets.data_ptr(), targets.dtype(), lse.data_ptr(),
-                                          scale, dlogits.data_ptr(), cuda_stream(stream)));
-  dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    const T* x = logits.data<T>();
-    const A* plse = lse.data<A>();
-    T* dx = dlogits.data<T>();
-    dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
-      const auto* t = targets.data<typename decltype(id_tag)::type>();
-      parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t idx = lo; idx < hi; ++idx) {
-          const std::int64_t r = idx / d.vocab, i = idx % d.vocab;
-          const std::int64_t target = static_cast<std::int64_t>(t[r]);
-          dx[idx] = target < 0 ? store<T>(A(0))
-                               : store<T>(cross_entropy_dlogit(load<A>(x[idx]), plse[r],
-                                                               i == target, A(scale)));
-        }
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(), [&] {
+    host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
+    cuda::launch_cross_entropy_backward(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
+                                        targets.data_ptr(), targets.dtype(), lse.data_ptr(), scale,
+                                        dlogits.data_ptr(), cuda_stream(stream));
+  }());
+  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& dlogits) {
+    dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      host_ids(op, targets, d.vocab, /*allow_negative=*/true, {});
+      const T* x = logits.data<T>();
+      const A* plse = lse.data<A>();
+      T* dx = dlogits.data<T>();
+      dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+        const auto* t = targets.data<typename decltype(id_tag)::type>();
+        parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t idx = lo; idx < hi; ++idx) {
+            const std::int64_t r = idx / d.vocab, i = idx % d.vocab;
+            const std::int64_t target = static_cast<std::int64_t>(t[r]);
+            dx[idx] = target < 0 ? store<T>(A(0))
+                                 : store<T>(cross_entropy_dlogit(load<A>(x[idx]), plse[r],
+                                                                 i == target, A(scale)));
+          }
+        });
       });
     });
-  });
+  }, logits, targets, lse, dlogits);
 }
 
 }  // namespace zrt::kernels

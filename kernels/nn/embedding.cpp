@@ -40,6 +40,22 @@ EmbeddingDims embedding_dims(const char* op, const Tensor& ids, const Tensor& wt
   return d;
 }
 
+// The grouping of positions by token (Note [Deterministic embedding gradient]):
+// rows[offsets[v] .. offsets[v+1]) are the positions holding token v, in order.
+struct TokenGroups {
+  std::vector<std::int64_t> offsets, rows;
+};
+TokenGroups token_groups(const std::vector<std::int64_t>& tokens, std::int64_t vocab) {
+  TokenGroups g{std::vector<std::int64_t>(static_cast<std::size_t>(vocab) + 1, 0),
+                std::vector<std::int64_t>(tokens.size())};
+  for (std::int64_t t : tokens) ++g.offsets[static_cast<std::size_t>(t) + 1];
+  for (std::size_t v = 0; v < static_cast<std::size_t>(vocab); ++v) g.offsets[v + 1] += g.offsets[v];
+  std::vector<std::int64_t> next(g.offsets.begin(), g.offsets.end() - 1);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    g.rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] = static_cast<std::int64_t>(i);
+  return g;
+}
+
 }  // namespace
 
 void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, const Tensor& out,
@@ -47,29 +63,32 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
   constexpr const char* op = "embedding_forward";
   const EmbeddingDims d = embedding_dims(op, ids, wte, wpe, out);
   if (d.n * d.channels == 0) return;
-  host_ids(op, ids, d.vocab, /*allow_negative=*/false);
   if (wpe) check_operands(op, {ids, wte, *wpe, out}, stream);
   else check_operands(op, {ids, wte, out}, stream);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(),
-      cuda::launch_embedding_forward(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(),
-                                     ids.dtype(), wte.data_ptr(),
-                                     wpe ? wpe->data_ptr() : nullptr, out.data_ptr(),
-                                     cuda_stream(stream)));
-  dispatch<NnFloats>(wte.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    dispatch<IdTypes>(ids.dtype(), op, [&](auto id_tag) {
-      using I = typename decltype(id_tag)::type;
-      const I* pids = ids.data<I>();
-      const T* pwte = wte.data<T>();
-      const T* pwpe = wpe ? wpe->data<T>() : nullptr;
-      T* pout = out.data<T>();
-      parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t idx = lo; idx < hi; ++idx)
-          embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(), [&] {
+    host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream);
+    cuda::launch_embedding_forward(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(), ids.dtype(),
+                                   wte.data_ptr(), wpe ? wpe->data_ptr() : nullptr, out.data_ptr(),
+                                   cuda_stream(stream));
+  }());
+  run_cpu_twin(stream, op, [=](const Tensor& ids, const Tensor& wte, const auto& wpe, const Tensor& out) {
+    host_ids(op, ids, d.vocab, /*allow_negative=*/false, {});
+    dispatch<NnFloats>(wte.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      dispatch<IdTypes>(ids.dtype(), op, [&](auto id_tag) {
+        using I = typename decltype(id_tag)::type;
+        const I* pids = ids.template data<I>();
+        const T* pwte = wte.template data<T>();
+        const T* pwpe = wpe ? wpe->template data<T>() : nullptr;
+        T* pout = out.template data<T>();
+        parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t idx = lo; idx < hi; ++idx)
+            embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
+        });
       });
     });
-  });
+  }, ids, wte, wpe, out);
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwte,
@@ -83,18 +102,8 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
     ZRT_CHECK_ARG(grad->device() == dout.device(), op, ": ", grad->str(), " is not on ",
                   dout.device(), " like ", dout.str());
   }
-  // The grouping of positions by token (Note [Deterministic embedding gradient]).
-  const std::vector<std::int64_t> tokens = host_ids(op, ids, d.vocab, /*allow_negative=*/false);
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(d.vocab) + 1, 0), rows(tokens.size());
-  for (std::int64_t t : tokens) ++offsets[static_cast<std::size_t>(t) + 1];
-  for (std::size_t v = 0; v < static_cast<std::size_t>(d.vocab); ++v) offsets[v + 1] += offsets[v];
-  {
-    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] =
-          static_cast<std::int64_t>(i);
-  }
   ZRT_CUDA_LAUNCH_AND_RETURN(op, dout.device(), [&] {
+    const TokenGroups g = token_groups(host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream), d.vocab);
     auto upload = [&](const std::vector<std::int64_t>& v) {
       Tensor host = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
       if (!v.empty()) std::copy(v.begin(), v.end(), host.data<std::int64_t>());
@@ -103,33 +112,36 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
       dev.copy_(host, stream);
       return dev;
     };
-    Tensor dev_offsets = upload(offsets), dev_rows = upload(rows);
+    Tensor dev_offsets = upload(g.offsets), dev_rows = upload(g.rows);
     cuda::launch_embedding_backward(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
                                     dev_offsets.data<std::int64_t>(),
-                                    rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
+                                    g.rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
                                     d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(),
                                     dwpe ? dwpe->data_ptr() : nullptr, accumulate,
                                     cuda_stream(stream));
     // The uploads are stream-ordered; keep them alive until the kernels ran.
     ZRT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(stream)));
   }());
-  dispatch<NnFloats>(dwte.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    const T* pdout = d.n ? dout.data<T>() : nullptr;
-    T* pdwte = dwte.numel() > 0 ? dwte.data<T>() : nullptr;
-    parallel_for(d.vocab * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t idx = lo; idx < hi; ++idx)
-        token_grad_element<T, A>(idx, d.channels, offsets.data(), rows.data(), pdout, pdwte,
-                                 accumulate);
+  run_cpu_twin(stream, op, [=](const Tensor& ids, const Tensor& dout, const Tensor& dwte, const auto& dwpe) {
+    const TokenGroups g = token_groups(host_ids(op, ids, d.vocab, /*allow_negative=*/false, {}), d.vocab);
+    dispatch<NnFloats>(dwte.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      const T* pdout = d.n ? dout.template data<T>() : nullptr;
+      T* pdwte = dwte.numel() > 0 ? dwte.template data<T>() : nullptr;
+      parallel_for(d.vocab * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t idx = lo; idx < hi; ++idx)
+          token_grad_element<T, A>(idx, d.channels, g.offsets.data(), g.rows.data(), pdout, pdwte,
+                                   accumulate);
+      });
+      if (!dwpe || d.positions * d.channels == 0) return;
+      T* pdwpe = dwpe->template data<T>();
+      parallel_for(d.positions * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t idx = lo; idx < hi; ++idx)
+          position_grad_element<T, A>(idx, d.channels, d.batch, d.seq, pdout, pdwpe, accumulate);
+      });
     });
-    if (!dwpe || d.positions * d.channels == 0) return;
-    T* pdwpe = dwpe->data<T>();
-    parallel_for(d.positions * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t idx = lo; idx < hi; ++idx)
-        position_grad_element<T, A>(idx, d.channels, d.batch, d.seq, pdout, pdwpe, accumulate);
-    });
-  });
+  }, ids, dout, dwte, dwpe);
 }
 
 }  // namespace zrt::kernels

@@ -72,11 +72,13 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
       cuda::launch_gemm(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
                         k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
                         cuda_stream(stream)));
-  dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    gemm_cpu<T>(backend ? *backend : cpu_gemm(), trans_a, trans_b, m, n, k, alpha,
-                k ? a.data<T>() : nullptr, k ? b.data<T>() : nullptr, beta, c.data<T>());
-  });
+  run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& c) {
+    dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      gemm_cpu<T>(backend ? *backend : cpu_gemm(), trans_a, trans_b, m, n, k, alpha,
+                  k ? a.data<T>() : nullptr, k ? b.data<T>() : nullptr, beta, c.data<T>());
+    });
+  }, a, b, c);
 }
 
 }  // namespace

@@ -112,12 +112,14 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
       cuda::launch_layernorm_forward(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(),
                                      bias.data_ptr(), y.data_ptr(), mean.data_ptr(),
                                      rstd.data_ptr(), eps, cuda_stream(stream)));
-  dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    layernorm_forward_cpu<T, A>(rows, c, x.data<T>(), weight.data<T>(), bias.data<T>(),
-                                y.data<T>(), mean.data<A>(), rstd.data<A>(), A(eps));
-  });
+  run_cpu_twin(stream, op, [=](const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+    dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      layernorm_forward_cpu<T, A>(rows, c, x.data<T>(), weight.data<T>(), bias.data<T>(),
+                                  y.data<T>(), mean.data<A>(), rstd.data<A>(), A(eps));
+    });
+  }, x, weight, bias, y, mean, rstd);
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
@@ -144,13 +146,15 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                       weight.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
                                       dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr(),
                                       accumulate_param_grads, cuda_stream(stream)));
-  dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    layernorm_backward_cpu<T, A>(rows, c, dy.data<T>(), x.data<T>(), weight.data<T>(),
-                                 mean.data<A>(), rstd.data<A>(), dx.data<T>(), dweight.data<T>(),
-                                 dbias.data<T>(), accumulate_param_grads);
-  });
+  run_cpu_twin(stream, op, [=](const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+    dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      layernorm_backward_cpu<T, A>(rows, c, dy.data<T>(), x.data<T>(), weight.data<T>(),
+                                   mean.data<A>(), rstd.data<A>(), dx.data<T>(), dweight.data<T>(),
+                                   dbias.data<T>(), accumulate_param_grads);
+    });
+  }, dy, x, weight, mean, rstd, dx, dweight, dbias);
 }
 
 }  // namespace zrt::kernels

@@ -24,11 +24,15 @@ void check_ids(const char* op, const Tensor& t) {
 }
 
 std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64_t limit,
-                                   bool allow_negative) {
+                                   bool allow_negative, Stream stream) {
   check_ids(op, ids);
   std::vector<std::int64_t> out(static_cast<std::size_t>(ids.numel()));
   if (ids.numel() == 0) return out;
-  Tensor host = ids.device().is_cpu() ? ids : ids.to(Device::cpu());
+  Tensor host = ids;
+  if (!ids.device().is_cpu()) {
+    host = Tensor::empty(ids.shape(), ids.dtype());
+    host.copy_(ids, stream);  // waits for `stream`, where the ids were written
+  }
   dispatch<IdTypes>(ids.dtype(), op, [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I* p = static_cast<const I*>(host.data_ptr());

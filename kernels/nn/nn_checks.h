@@ -19,10 +19,12 @@ void check_numel(const char* op, const Tensor& t, std::int64_t numel);
 void check_ids(const char* op, const Tensor& t);
 // The ids of `ids` (i32 or i64, any device) as host integers, each checked
 // to be below `limit` and non-negative unless `allow_negative` (where a
-// negative id means "ignored"). CUDA ids are copied to the host for this: an
-// out-of-range id must be a clear error, never a wild device read.
+// negative id means "ignored"). CUDA ids are copied to the host for this, in
+// `stream`'s order: an out-of-range id must be a clear error, never a wild
+// device read. CPU ids are read at once: call it from the CPU twin, which
+// runs in its stream's order (Note [CPU streams]).
 std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64_t limit,
-                                   bool allow_negative);
+                                   bool allow_negative, Stream stream);
 // The dtype an op keeps fp statistics in for activations of dtype `t`: f64 for
 // f64, f32 otherwise.
 DType acc_dtype(DType t);

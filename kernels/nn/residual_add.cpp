@@ -21,16 +21,18 @@ void residual_add(const Tensor& a, const Tensor& b, const Tensor& out, Stream st
   ZRT_CUDA_LAUNCH_AND_RETURN(op, a.device(),
       cuda::launch_residual_add(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
                                 cuda_stream(stream)));
-  dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    parallel_for(a.numel(), 64, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t i = lo; i < hi; ++i) po[i] = store<T>(load<A>(pa[i]) + load<A>(pb[i]));
+  run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& out) {
+    dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* po = out.data<T>();
+      parallel_for(a.numel(), 64, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t i = lo; i < hi; ++i) po[i] = store<T>(load<A>(pa[i]) + load<A>(pb[i]));
+      });
     });
-  });
+  }, a, b, out);
 }
 
 }  // namespace zrt::kernels

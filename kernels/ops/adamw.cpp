@@ -119,13 +119,17 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
                                                 out ? out->data_ptr() : nullptr,
                                                 out ? out->dtype() : DType::f32, pieces, c,
                                                 cuda_stream(stream)));
-  dispatch<StorageFloats>(grad.dtype(), kOp, [&](auto gt) {
-    using G = typename decltype(gt)::type;
-    const G* g = static_cast<const G*>(grad.data_ptr());
-    if (!out) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
-    dispatch<StorageFloats>(out->dtype(), kOp, [&](auto lt) {
-      using L = typename decltype(lt)::type;
-      adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(out->data_ptr()), n, pieces, c);
+  run_cpu_twin(stream, kOp, [p, m, v, gp = grad.data_ptr(), gtype = grad.dtype(),
+                              op = out ? out->data_ptr() : nullptr, otype = out ? out->dtype() : DType::f32, n,
+                              pieces, c] {
+    dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
+      using G = typename decltype(gt)::type;
+      const G* g = static_cast<const G*>(gp);
+      if (!op) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
+      dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
+        using L = typename decltype(lt)::type;
+        adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(op), n, pieces, c);
+      });
     });
   });
 }

@@ -51,8 +51,10 @@ void copy_same_dtype(const Tensor& dst, const Tensor& src, [[maybe_unused]] Stre
   auto* d = static_cast<char*>(dst.data_ptr());
   const auto* s = static_cast<const char*>(src.data_ptr());
   const std::int64_t item = static_cast<std::int64_t>(dst.itemsize());
-  parallel_for(dst.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
-    std::memcpy(d + b * item, s + b * item, static_cast<std::size_t>((e - b) * item));
+  run_cpu_twin(stream, "cast", [d, s, item, n = dst.numel()] {
+    parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) {
+      std::memcpy(d + b * item, s + b * item, static_cast<std::size_t>((e - b) * item));
+    });
   });
 }
 
@@ -68,11 +70,14 @@ void cast(const Tensor& dst, const Tensor& src, Stream stream) {
   ZRT_CUDA_LAUNCH_AND_RETURN("cast", device,
                              cuda::launch_cast(dst.data_ptr(), dst.dtype(), src.data_ptr(),
                                                src.dtype(), dst.numel(), cuda_stream(stream)));
-  dispatch<StorageFloats>(dst.dtype(), "cast", [&](auto dt) {
-    using D = typename decltype(dt)::type;
-    dispatch<StorageFloats>(src.dtype(), "cast", [&](auto st) {
-      using S = typename decltype(st)::type;
-      cast_cpu(static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr()), dst.numel());
+  run_cpu_twin(stream, "cast", [d = dst.data_ptr(), dt = dst.dtype(), s = src.data_ptr(), st = src.dtype(),
+                                n = dst.numel()] {
+    dispatch<StorageFloats>(dt, "cast", [&](auto dtag) {
+      using D = typename decltype(dtag)::type;
+      dispatch<StorageFloats>(st, "cast", [&](auto stag) {
+        using S = typename decltype(stag)::type;
+        cast_cpu(static_cast<D*>(d), static_cast<const S*>(s), n);
+      });
     });
   });
 }
@@ -88,7 +93,7 @@ void cast_stochastic(const Tensor& dst, const Tensor& src, std::uint64_t seed, S
   ZRT_CUDA_LAUNCH_AND_RETURN("cast_stochastic", device,
                              cuda::launch_cast_stochastic_bf16(d, s, dst.numel(), seed,
                                                                cuda_stream(stream)));
-  cast_stochastic_cpu(d, s, dst.numel(), seed);
+  run_cpu_twin(stream, "cast_stochastic", [d, s, n = dst.numel(), seed] { cast_stochastic_cpu(d, s, n, seed); });
 }
 
 }  // namespace zrt::kernels

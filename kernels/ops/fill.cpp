@@ -77,9 +77,11 @@ void fill(const Tensor& dst, double value, Stream stream) {
   ZRT_CUDA_LAUNCH_AND_RETURN("fill", device,
                              cuda::launch_fill(dst.data_ptr(), dst.dtype(), dst.numel(), pattern,
                                                cuda_stream(stream)));
-  dispatch<WordTypes>(dst.dtype(), "fill", [&](auto tag) {
-    using U = typename decltype(tag)::type;
-    fill_cpu<U>(dst.data_ptr(), dst.numel(), pattern);
+  run_cpu_twin(stream, "fill", [p = dst.data_ptr(), n = dst.numel(), t = dst.dtype(), pattern] {
+    dispatch<WordTypes>(t, "fill", [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      fill_cpu<U>(p, n, pattern);
+    });
   });
 }
 

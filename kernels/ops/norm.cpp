@@ -80,9 +80,11 @@ NormResult squared_norm(const Tensor& x, Stream stream) {
                               static_cast<double*>(result.data_ptr()), host, cuda_stream(stream));
     return NormResult{host[0], std::isnan(host[1])};
   }());
-  return dispatch<StorageFloats>(x.dtype(), "squared_norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return squared_norm_cpu(static_cast<const T*>(x.data_ptr()), n);
+  return run_cpu_twin_and_wait(stream, "squared_norm", [xp = x.data_ptr(), t = x.dtype(), n] {
+    return dispatch<StorageFloats>(t, "squared_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return squared_norm_cpu(static_cast<const T*>(xp), n);
+    });
   });
 }
 

@@ -19,6 +19,7 @@ Device check_operands(const char* op, TensorRefs tensors, Stream stream) {
   } else {
     ZRT_CHECK_ARG(stream.is_cpu() || stream.device() == device, op, ": tensors on ", device,
                   " with a stream of ", stream.device());
+    ZRT_CHECK_ARG(!stream.cpu_queue(), op, ": tensors on ", device, " with an owned CPU stream");
   }
   return device;
 }

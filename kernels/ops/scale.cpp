@@ -20,11 +20,13 @@ void scale_(const Tensor& x, double factor, Stream stream) {
   ZRT_CUDA_LAUNCH_AND_RETURN("scale_", device,
                              cuda::launch_scale(x.data_ptr(), x.dtype(), n, f,
                                                 cuda_stream(stream)));
-  dispatch<StorageFloats>(x.dtype(), "scale_", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(x.data_ptr());
-    parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) p[i] = scale_element(p[i], f);
+  run_cpu_twin(stream, "scale_", [xp = x.data_ptr(), t = x.dtype(), n, f] {
+    dispatch<StorageFloats>(t, "scale_", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = static_cast<T*>(xp);
+      parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) p[i] = scale_element(p[i], f);
+      });
     });
   });
 }

@@ -20,7 +20,8 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
 // One value of a device tensor, read in `stream` order.
 double read_scalar(const Tensor& t, Stream stream) {
   Tensor host = Tensor::empty({1}, t.dtype());
-  host.copy_(t.slice(0, 1), stream);  // a copy to the host waits for the stream
+  host.copy_(t.slice(0, 1), stream);
+  stream.synchronize();  // the host reads it
   return host.item(0);
 }
 
@@ -35,6 +36,7 @@ optim::ZeroModuleOptions module_options(const EngineConfig& c) {
   o.offload_grads = c.offload_grads;
   o.adamw = c.adamw;
   o.tracer = c.tracer;
+  o.cpu_streams = c.cpu_streams;
   return o;
 }
 
@@ -139,6 +141,7 @@ std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
   Tensor host = Tensor::empty({2}, DType::f64);
   host.copy_(t, stream());
+  stream().synchronize();  // the host reads it
   return {host.item(0), host.item(1)};
 }
 

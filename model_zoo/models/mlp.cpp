@@ -63,7 +63,12 @@ Tensor Mlp::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
     const Tensor& xs = batch.inputs;
     ZRT_CHECK_ARG(xs.dim() == 2 && xs.size(1) == dims_.d_in, "mlp: inputs ", xs.str(),
                   " must be [b, ", dims_.d_in, "]");
-    in = xs.dtype() == dtype_ && xs.device() == device_ ? xs : xs.to(dtype_).to(device_);
+    in = xs;
+    if (xs.dtype() != dtype_ || xs.device() != device_) {
+      in = Tensor::empty(xs.shape(), dtype_, device_, xs.device() == device_ ? xs.storage().allocator() : nullptr,
+                         stream);
+      in.copy_(xs, stream);  // in stream order: after the copy that wrote the batch
+    }
   }
   const bool last = s == num_stages() - 1;
   Tensor y = layers_[static_cast<std::size_t>(s)].forward(in, stream);

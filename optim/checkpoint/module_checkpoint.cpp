@@ -90,6 +90,7 @@ std::string save_checkpoint(ZeroModule& module, std::int64_t next_step, const Ch
   ZRT_CHECK_ARG(next_step >= 0, "save_checkpoint: step must be >= 0 (got ", next_step, ")");
   const std::string what = "saving checkpoint " + step_dir(options.root, next_step);
   const std::string tmp = step_tmp_dir(options.root, next_step);
+  module.synchronize();  // the shards are written on the module's streams (the last AdamW step)
 
   agree(world, rank == 0 ? error_of([&] { begin_step(options.root, next_step); }) : "", what);
 
@@ -192,6 +193,7 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     Tensor(opt.exp_avg_sq_shard(k)).copy_(staged[k][2], stream);
     h.mark_params_updated();
   }
+  module.synchronize();  // the copies read the staged buffers, which go when this returns
   opt.load_counters(state.optimizer_step, state.skipped_total, state.consecutive_skips);
   if (module.loss_scaler() && state.loss_scaler) module.loss_scaler()->load_state(*state.loss_scaler);
   if (run_json) *run_json = run;

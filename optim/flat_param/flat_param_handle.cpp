@@ -105,7 +105,8 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       groups_(std::move(groups)),
       layout_(checked_layout(params, groups_, options_, &shared_)),
       compute_ready_(options_.device),
-      gathered_(options_.device) {
+      gathered_(options_.device),
+      reduced_(options_.device) {
   ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::sum || options_.grad_reduce == ReduceOp::avg,
                 "flat parameter '", options_.name, "': gradients reduce with sum or avg, not ",
                 reduce_op_name(options_.grad_reduce));
@@ -279,8 +280,10 @@ void FlatParamHandle::reshard(bool free_unsharded) {
   if (needs_param_sync_) {
     // Keep this rank's zero3 slice so later unshards gather over the small group.
     const std::int64_t n3 = zero3_shard_.numel();
-    if (!zero3_is_master_)
+    if (!zero3_is_master_) {
+      wait_unsharded();  // a prefetched gather may still be writing it
       zero3_shard_.copy_(full_param_.slice(groups_.zero3->rank() * n3, n3), options_.stream);
+    }
     needs_param_sync_ = false;
   }
   if (free_unsharded) {
@@ -338,17 +341,29 @@ void FlatParamHandle::reduce_grads() {
   if (grad_is_master_) {  // Note [Unsharded parameter of a world of one]
     free_storage(zero1_grad_);
     zero1_grad_.storage().adopt_memory(full_prec_grad_.storage());
-  } else if (options_.reduce_dtype == DType::f32) {
-    groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, options_.stream);
-  } else {
-    Tensor in = new_buffer(full_prec_grad_.numel(), options_.reduce_dtype, false);
-    Tensor out = new_buffer(zero1_grad_.numel(), options_.reduce_dtype, false);
-    kernels::cast(in, full_prec_grad_, options_.stream);
-    groups_.zero1->reduce_scatter_tensor(out, in, op, options_.stream);
-    kernels::cast(zero1_grad_, out, options_.stream);
   }
-  if (groups_.replica && groups_.replica->size() > 1)
-    groups_.replica->all_reduce(zero1_grad_, op, options_.stream);
+  const bool replicas = groups_.replica && groups_.replica->size() > 1;
+  if (!grad_is_master_ || replicas) {
+    const Stream comm = comm_stream();
+    if (comm != options_.stream) {  // Note [Unshard on the communication stream]
+      (grad_is_master_ ? zero1_grad_ : full_prec_grad_).storage().record_use(comm);
+      compute_ready_.record(options_.stream);
+      compute_ready_.wait(comm);
+    }
+    if (grad_is_master_) {
+      // the whole gradient is this rank's shard: nothing to scatter
+    } else if (options_.reduce_dtype == DType::f32) {
+      groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
+    } else {
+      Tensor in = new_buffer(full_prec_grad_.numel(), options_.reduce_dtype, false, comm);
+      Tensor out = new_buffer(zero1_grad_.numel(), options_.reduce_dtype, false, comm);
+      kernels::cast(in, full_prec_grad_, comm);
+      groups_.zero1->reduce_scatter_tensor(out, in, op, comm);
+      kernels::cast(zero1_grad_, out, comm);
+    }
+    if (replicas) groups_.replica->all_reduce(zero1_grad_, op, comm);
+    if (comm != options_.stream) reduced_.record(comm);
+  }
   free_storage(full_prec_grad_);
 }
 

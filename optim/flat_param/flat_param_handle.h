@@ -53,8 +53,18 @@
 // stream wait for the gather's event before the layers read the parameters.
 // The unsharded buffer, allocated on the compute stream, is declared used on
 // comm_stream (Allocator::record_use), so its memory is not recycled before
-// the gather is done. On cpu all of this is a no-op: collectives finish
-// before they return.
+// the gather is done; reshard waits for the gather too before it copies the
+// zero3 slice out of it. Gradient reductions run on comm_stream as well, so
+// the backward of the next unit overlaps them: comm_stream waits for the
+// compute issued so far, the fp32 gradient is declared used there, and the
+// optimizer waits for the reduction (wait_for_reduced_grads) before it
+// reads the zero1 gradient. A rank's collectives all go to comm_stream, so
+// they run in one order, the one they were issued in, on every rank, also
+// when they belong to different groups (layer-zero's zero3 gathers and
+// world reductions), which concurrent communicators would not guarantee.
+// The same holds on the CPU with a communication stream of its own (Note
+// [Streams of a CPU module]); with none, comm_stream is the compute stream
+// and the events are not needed.
 //
 // Note [Flat parameters belong to the optimizer]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -102,8 +112,8 @@ struct FlatParamOptions {
   Device device = Device::cpu();
   AllocatorPtr allocator;                  // device memory; null = default_allocator(device)
   AllocatorPtr host_allocator;             // host memory for offload; null = pinned (cuda) or plain host
-  Stream stream;                           // compute: kernels, copies, gradient collectives
-  Stream comm_stream;                      // parameter all-gathers (prefetch); cpu stream = `stream`
+  Stream stream;                           // compute: kernels and copies
+  Stream comm_stream;                      // collectives; the default Stream{}: `stream`
 };
 
 class FlatParamHandle {
@@ -161,6 +171,11 @@ class FlatParamHandle {
   void unshard();
   void reshard(bool free_unsharded);
   // After the optimizer updated the zero1 shard: the next unshard gathers it.
+  // Makes the compute stream wait for the gradient reduction issued on the
+  // communication stream (before the optimizer reads zero1_grad()).
+  void wait_for_reduced_grads() const {
+    if (comm_stream() != options_.stream) reduced_.wait(options_.stream);
+  }
   void mark_params_updated() {
     needs_param_sync_ = true;
     unsharded_current_ = false;
@@ -185,7 +200,7 @@ class FlatParamHandle {
   Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const {
     return new_buffer(numel, dtype, freed, options_.stream);
   }
-  Stream comm_stream() const { return options_.comm_stream.is_cpu() ? options_.stream : options_.comm_stream; }
+  Stream comm_stream() const { return options_.comm_stream == Stream() ? options_.stream : options_.comm_stream; }
   void wait_unsharded() const {
     if (comm_stream() != options_.stream) gathered_.wait(options_.stream);
   }
@@ -209,7 +224,7 @@ class FlatParamHandle {
   Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
   Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
   std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
-  Event compute_ready_, gathered_;                  // Note [Unshard on the communication stream]
+  Event compute_ready_, gathered_, reduced_;        // Note [Unshard on the communication stream]
 };
 
 // Builds the layout's parameter list from named parameters: primaries in

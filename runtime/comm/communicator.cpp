@@ -43,7 +43,7 @@ Communicator::Communicator(int rank, int size, std::string name)
 }
 
 std::string Communicator::where(const char* op) const {
-  return detail::concat(op, " #", seq_, " on group ", name_, " (rank ", rank_, " of ", size_, ")");
+  return detail::concat(op, " #", running_seq_, " on group ", name_, " (rank ", rank_, " of ", size_, ")");
 }
 
 namespace {
@@ -65,6 +65,8 @@ void check_tensor(const Communicator& c, bool device_ok, const char* op, const c
   ZRT_CHECK_ARG(stream.is_cpu() || stream.device() == t.device(), op, " on group ", c.name(),
                 ": stream on ", stream.device().str(), " but ", role, " ", t.str(), " is on ",
                 t.device().str());
+  ZRT_CHECK_ARG(!stream.cpu_queue() || t.device().is_cpu(), op, " on group ", c.name(), ": ", role, " ",
+                t.str(), " is on ", t.device().str(), " but the stream is an owned CPU stream");
 }
 
 // An input that shares memory with the output must be exactly this rank's
@@ -89,13 +91,17 @@ void check_same_dtype_device(const Communicator& c, const char* op, const Tensor
 }
 
 // A trace event for one collective, when the group has a tracer.
-Tracer::Scope traced(const Communicator& c, const char* op, std::size_t bytes) {
+Tracer::Scope traced(const Communicator& c, const char* op, std::size_t bytes, std::uint64_t seq) {
   Tracer* t = c.tracer().get();
   return Tracer::Scope(t, t ? std::string(op) + " " + c.name() : std::string(), "comm", Tracer::kCommTrack,
                        t ? std::map<std::string, double>{{"bytes", static_cast<double>(bytes)},
-                                                         {"seq", static_cast<double>(c.sequence_number())}}
+                                                         {"seq", static_cast<double>(seq)}}
                          : std::map<std::string, double>{});
 }
+
+// What a collective reads and writes: the tensor itself when it runs now, the
+// memory it has now when it is queued on a CPU stream (Note [CPU streams]).
+Tensor in_order(const Tensor& t, Stream stream) { return stream.cpu_queue() ? t.issue_view() : t; }
 
 }  // namespace
 
@@ -108,9 +114,8 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 name_, ": output ", out.str(), " must have ", size_, " x ", in.numel(),
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
-  ++seq_;
-  auto trace = traced(*this, "all_gather", out.nbytes());
-  do_all_gather(out, in, stream);
+  issue("all_gather", out.nbytes(), stream,
+        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) { do_all_gather(o, i, s); });
 }
 
 void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp rop,
@@ -125,9 +130,8 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
   ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg, op, " on group ", name_,
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
-  ++seq_;
-  auto trace = traced(*this, "reduce_scatter", in.nbytes());
-  do_reduce_scatter(out, in, rop, stream);
+  issue("reduce_scatter", in.nbytes(), stream,
+        [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) { do_reduce_scatter(o, i, rop, s); });
 }
 
 void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
@@ -136,9 +140,8 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
   ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max ||
                     rop == ReduceOp::min,
                 op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
-  ++seq_;
-  auto trace = traced(*this, "all_reduce", t.nbytes());
-  do_all_reduce(t, rop, stream);
+  issue("all_reduce", t.nbytes(), stream,
+        [this, x = in_order(t, stream), rop](Stream s) { do_all_reduce(x, rop, s); });
 }
 
 void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
@@ -146,19 +149,40 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
   check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
   ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
                 " is not a rank of this group of size ", size_);
-  ++seq_;
-  auto trace = traced(*this, "broadcast", t.nbytes());
-  do_broadcast(t, root, stream);
+  issue("broadcast", t.nbytes(), stream,
+        [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
+}
+
+void Communicator::wait_for_queued() { queued_.synchronize(); }
+
+void Communicator::issue(const char* trace_name, std::size_t bytes, Stream stream,
+                         std::function<void(Stream)> collective) {
+  const std::uint64_t seq = ++seq_;
+  auto run = [this, trace_name, bytes, stream, seq, collective = std::move(collective)] {
+    running_seq_ = seq;
+    auto trace = traced(*this, trace_name, bytes, seq);
+    collective(stream);
+  };
+  if (!stream.cpu_queue()) {
+    wait_for_queued();
+    run();
+    return;
+  }
+  queued_.wait(stream);  // after this group's collectives queued on another stream
+  run_on_cpu_stream(stream, trace_name, std::move(run));
+  queued_.record(stream);
 }
 
 void Communicator::barrier() {
-  ++seq_;
+  wait_for_queued();
+  running_seq_ = ++seq_;
   do_barrier();
 }
 
 std::vector<std::vector<std::byte>> Communicator::all_gather_bytes(
     std::span<const std::byte> mine) {
-  ++seq_;
+  wait_for_queued();
+  running_seq_ = ++seq_;
   return do_all_gather_bytes(mine);
 }
 
@@ -168,7 +192,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string child_name) {
   ZRT_CHECK_ARG(color >= 0, "split on group ", name_, ": color ", color, " must be >= 0");
-  ++seq_;
+  wait_for_queued();
+  running_seq_ = ++seq_;
   auto child = do_split(color, key, std::move(child_name));
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");

@@ -7,16 +7,22 @@
 // devices, freed storage) and throw InvalidArgument before any data moves,
 // count the collective's sequence number, then call the backend's do_*.
 // Every rank of the group must call the same collectives in the same order.
-// `stream` is where the collective is ordered: CPU backends finish before
-// returning; NCCL enqueues on it (the caller orders other streams with
-// events). Every blocking wait honours timeout(); on expiry the backend throws
-// CommError naming the op, the group, the sequence number and, where known,
-// the ranks that did not arrive.
+// `stream` is where the collective is ordered: on the default CPU stream it
+// finishes before returning; on an owned CPU stream it runs on the stream's
+// thread (Note [CPU streams]); NCCL enqueues on it. The caller orders other
+// streams with events. A group's collectives run in the order they were
+// issued, whatever their streams: one issued on another CPU stream than the
+// previous one waits for it, and one that runs on the calling thread
+// (barrier, all_gather_bytes, split, any collective on the default stream)
+// first waits for those queued. Every blocking wait honours timeout(); on
+// expiry the backend throws CommError naming the op, the group, the sequence
+// number and, where known, the ranks that did not arrive.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,6 +45,7 @@ class Communicator {
   int size() const { return size_; }
   // The group's name in messages, e.g. "world", "world/split(1)".
   const std::string& name() const { return name_; }
+  // Collectives issued so far (the last one's sequence number).
   std::uint64_t sequence_number() const { return seq_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
@@ -69,8 +76,11 @@ class Communicator {
 
  protected:
   Communicator(int rank, int size, std::string name);
-  // A CommError message prefix: "<op> #<seq> on group <name> (rank r of n)".
+  // A CommError message prefix: "<op> #<seq> on group <name> (rank r of n)",
+  // with the sequence number of the collective running.
   std::string where(const char* op) const;
+  // The sequence number of the collective running (for the backend's do_*).
+  std::uint64_t running_sequence_number() const { return running_seq_; }
   // Whether the backend moves tensors on `device` (checked before any data moves).
   virtual bool accepts_device(Device /*device*/) const { return true; }
 
@@ -83,10 +93,18 @@ class Communicator {
   virtual std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) = 0;
 
  private:
+  // Numbers a collective and runs it in `stream`'s order (Note [Collective
+  // contract]); `trace_name` and `bytes` label its trace event.
+  void issue(const char* trace_name, std::size_t bytes, Stream stream, std::function<void(Stream)> collective);
+  // Waits for the collectives queued on CPU streams (before one that runs here).
+  void wait_for_queued();
+
   int rank_;
   int size_;
   std::string name_;
-  std::uint64_t seq_ = 0;
+  std::uint64_t seq_ = 0;          // issued (the issuing thread's count)
+  std::uint64_t running_seq_ = 0;  // running (set by the thread that runs it)
+  Event queued_{Device::cpu()};    // recorded after each collective queued on a CPU stream
   std::chrono::milliseconds timeout_;
   TracerPtr tracer_;
 };

@@ -267,7 +267,7 @@ class LocalCommunicator final : public Communicator {
   // compares the posts (a fast rank may overwrite its post for the next
   // collective as soon as it is released), and every rank throws alike.
   void post_and_arrive(Post p, const std::function<void()>& on_last = {}) {
-    p.seq = sequence_number();
+    p.seq = running_sequence_number();
     const char* op = p.op;
     group_->post(rank()) = p;
     group_->arrive(rank(), timeout(), [&] { return where(op); }, [&] {

@@ -39,17 +39,47 @@ std::string mpi_error_string(int code) {
       ZRT_THROW(::zrt::MpiError, where, ": ", #expr, " failed: ", mpi_error_string(zrt_mpi_rc_)); \
   } while (0)
 
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
 // MPI initialised by zrt, finalised when the last communicator that uses it
 // goes; a no-op when the application initialised MPI itself.
+//
+// Note [MPI thread level]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// zrt needs MPI_THREAD_MULTIPLE: a rank's collectives queued on its
+// communication stream call MPI from that stream's thread (Note [CPU
+// streams]) while the rank's own thread may call MPI on another group (a
+// barrier, a split, the metadata all-gathers). MPI is initialised asking for
+// it; a library (or an application that initialised MPI itself) that gives
+// less is refused at once with an error naming both levels, rather than
+// risking a crash or a hang in the middle of a run.
 class MpiSession {
  public:
   MpiSession() {
     int initialized = 0;
     MPI_Initialized(&initialized);
+    int provided = 0;
     if (!initialized) {
-      int provided = 0;
       ZRT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI init");
       owned_ = true;
+    } else {
+      ZRT_MPI_CHECK(MPI_Query_thread(&provided), "MPI init");
+    }
+    if (provided < MPI_THREAD_MULTIPLE) {
+      if (owned_) MPI_Finalize();
+      ZRT_THROW(MpiError, "zrt needs MPI_THREAD_MULTIPLE (a rank's communication stream calls MPI from its own ",
+                "thread), but this MPI provides ", thread_level_name(provided),
+                initialized ? " (MPI was initialised before zrt: initialise it with MPI_Init_thread and "
+                              "MPI_THREAD_MULTIPLE)"
+                            : "");
     }
   }
   ~MpiSession() {

@@ -1,0 +1,126 @@
+#include "zrt/runtime/cpu_stream.h"
+
+#include <utility>
+
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+CpuStream::CpuStream(Task thread_init) {
+  try {
+    thread_ = std::thread([this, init = std::move(thread_init)]() mutable { serve(std::move(init)); });
+  } catch (const std::system_error& e) {
+    ZRT_THROW(ResourceError, "CPU stream: the system refused a thread (", e.what(), ")");
+  }
+}
+
+CpuStream::~CpuStream() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CpuStream::push(Item item) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(item));
+    ++issued_;
+  }
+  work_.notify_one();
+}
+
+void CpuStream::enqueue(const char* op, Task task) {
+  if (on_stream_thread()) {
+    task();  // a task issuing more work: already in stream order
+    return;
+  }
+  push({op, std::move(task), false});
+}
+
+void CpuStream::enqueue_always(Task task) {
+  if (on_stream_thread()) {
+    task();
+    return;
+  }
+  push({"", std::move(task), true});
+}
+
+void CpuStream::synchronize() {
+  if (on_stream_thread()) return;
+  std::unique_lock lock(mutex_);
+  const std::uint64_t target = issued_;
+  idle_.wait(lock, [&] { return done_ >= target; });
+  if (failure_) rethrow(failure_, "CPU stream");
+}
+
+std::exception_ptr CpuStream::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void CpuStream::serve(Task thread_init) {
+  try {
+    if (thread_init) thread_init();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    failure_ = std::current_exception();
+  }
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything issued has run
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    const bool skip = failure_ && !item.always;
+    lock.unlock();
+    std::exception_ptr raised;
+    if (!skip) {
+      try {
+        item.task();
+      } catch (...) {
+        raised = std::current_exception();
+      }
+    }
+    item.task = nullptr;  // release captures before the issuer learns the task ran
+    lock.lock();
+    if (raised && !failure_) {
+      try {
+        rethrow(raised, std::string(item.op));
+      } catch (...) {
+        failure_ = std::current_exception();
+      }
+    }
+    ++done_;
+    idle_.notify_all();
+  }
+}
+
+void CpuStream::rethrow(const std::exception_ptr& failure, const std::string& context) {
+  const std::string prefix = context.empty() ? std::string() : context + ": ";
+  try {
+    std::rethrow_exception(failure);
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory(prefix + e.what(), e.numbers(), e.file(), e.line());
+  }
+#define ZRT_RETHROW_AS(Type) \
+  catch (const Type& e) { throw Type(prefix + e.what(), e.file(), e.line()); }
+  ZRT_RETHROW_AS(CublasError)
+  ZRT_RETHROW_AS(CudaError)
+  ZRT_RETHROW_AS(NcclError)
+  ZRT_RETHROW_AS(MpiError)
+  ZRT_RETHROW_AS(CommError)
+  ZRT_RETHROW_AS(InvalidArgument)
+  ZRT_RETHROW_AS(InvalidState)
+  ZRT_RETHROW_AS(CheckpointError)
+  ZRT_RETHROW_AS(ResourceError)
+  ZRT_RETHROW_AS(Error)
+#undef ZRT_RETHROW_AS
+  catch (const std::exception& e) {
+    throw Error(prefix + e.what());
+  }
+}
+
+}  // namespace zrt

@@ -1,0 +1,94 @@
+// An owned CPU stream: an in-order queue of host tasks served by a thread of
+// its own. Stream, OwnedStream and Event (stream.h) wrap it; kernels, tensor
+// copies and collectives issued to such a stream run here.
+//
+// Note [CPU streams]
+// ~~~~~~~~~~~~~~~~~~
+// On CUDA a kernel or a collective issued to a stream runs later, in that
+// stream's order, while the host goes on; only events order two streams.
+// zrt's CPU streams behave the same, so that every ordering the GPU depends
+// on is exercised by CPU tests:
+//  - The default CPU stream (Stream{}) is the calling thread: work issued to
+//    it is done when the call returns, as on CUDA's legacy stream everything
+//    else must be ordered against.
+//  - An owned CPU stream (OwnedStream(Device::cpu())) is a CpuStream: tasks
+//    run one after another on its thread, in the order they were issued,
+//    while the issuing thread goes on. A task captures the memory its
+//    tensors have at issue time (Tensor::issue_view), as a CUDA launch
+//    captures pointers, so freeing a buffer after issuing its last reader is
+//    as legal as it is on CUDA: the caching allocator gives the block to the
+//    same stream only, after that reader (Note [Explicit cross-stream
+//    lifetimes]).
+//  - An event recorded on it completes when the queue reaches the record;
+//    a stream that waits for it runs a task that blocks until then; the
+//    host waits in Event::synchronize and Stream::synchronize. A wait sees
+//    the record issued before it, never a later one, as cudaStreamWaitEvent.
+//  - The first task that throws fails the stream: later tasks are skipped
+//    (event records still complete, carrying the failure), and every
+//    synchronize, and every wait for one of its events, throws the error
+//    again, prefixed with the operation that failed. A collective's own
+//    timeout bounds how long a task can block.
+//  - Work issued from the stream's own thread (a task that issues more) runs
+//    inline: it is already in order.
+// The stream's thread starts with the issuing thread's setup (the kernel
+// thread count, Note [Kernel threads per rank]) through the thread_init
+// function its owner passes.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace zrt {
+
+class CpuStream {
+ public:
+  using Task = std::function<void()>;
+  // Starts the stream's thread, which first runs `thread_init` (if any).
+  explicit CpuStream(Task thread_init = {});
+  // Runs what is queued, then joins the thread. Never throws.
+  ~CpuStream();
+  CpuStream(const CpuStream&) = delete;
+  CpuStream& operator=(const CpuStream&) = delete;
+
+  // Queues `task`, named `op` in a failure's message. Once the stream has
+  // failed, tasks are skipped. From the stream's own thread: runs it now.
+  void enqueue(const char* op, Task task);
+  // Queues `task` to run even after a failure (event records).
+  void enqueue_always(Task task);
+  // Blocks until every task issued so far has run; rethrows the failure, if
+  // any. From the stream's own thread: returns at once.
+  void synchronize();
+  // The failure (null when none) and the operation that raised it.
+  std::exception_ptr failure() const;
+  bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+  // Throws `failure` again with "<context>: " before its message, keeping
+  // its zrt error type.
+  [[noreturn]] static void rethrow(const std::exception_ptr& failure, const std::string& context);
+
+ private:
+  struct Item {
+    const char* op;
+    Task task;
+    bool always;
+  };
+  void serve(Task thread_init);
+  void push(Item item);
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;  // the thread waits for tasks
+  std::condition_variable idle_;  // synchronize waits for the queue to drain
+  std::deque<Item> queue_;
+  std::uint64_t issued_ = 0, done_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  // last: starts after every other member exists
+};
+
+}  // namespace zrt
