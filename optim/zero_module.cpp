@@ -1,6 +1,7 @@
 #include "zrt/optim/zero_module.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
@@ -31,9 +32,10 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   // A CPU stream's kernels use as many threads as this rank's (Note [Kernel threads per rank]).
   auto thread_init = [threads = kernels::cpu_threads()] { kernels::set_cpu_threads(threads); };
   const bool cuda = options_.device.is_cuda();
-  if (cuda || options_.cpu_streams == CpuStreams::all)
+  if (!options_.cpu_streams) options_.cpu_streams = default_cpu_streams();
+  if (cuda || *options_.cpu_streams == CpuStreams::all)
     compute_stream_ = std::make_unique<OwnedStream>(options_.device, thread_init);
-  if (cuda || options_.cpu_streams != CpuStreams::none)
+  if (cuda || *options_.cpu_streams != CpuStreams::none)
     comm_stream_ = std::make_unique<OwnedStream>(options_.device, thread_init);
   plan_ = std::make_unique<StrategyPlan>(
       plan_strategy(options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
@@ -61,6 +63,16 @@ const char* cpu_streams_name(CpuStreams s) {
     case CpuStreams::all: return "all";
   }
   return "?";
+}
+
+CpuStreams default_cpu_streams() {
+  const char* env = std::getenv("ZRT_CPU_STREAMS");
+  if (env == nullptr || *env == '\0') return CpuStreams::comm;
+  try {
+    return parse_cpu_streams(env);
+  } catch (const InvalidArgument&) {
+    ZRT_THROW(InvalidArgument, "ZRT_CPU_STREAMS='", env, "' is not one of none, comm, all");
+  }
 }
 
 CpuStreams parse_cpu_streams(const std::string& s) {

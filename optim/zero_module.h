@@ -61,6 +61,8 @@ struct StrategyPlan;
 enum class CpuStreams { none, comm, all };
 const char* cpu_streams_name(CpuStreams s);
 CpuStreams parse_cpu_streams(const std::string& s);  // InvalidArgument naming the choices
+// ZRT_CPU_STREAMS when set (InvalidArgument unless none, comm or all), else comm.
+CpuStreams default_cpu_streams();
 
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
@@ -75,7 +77,8 @@ struct ZeroModuleOptions {
   bool offload_grads = false;        // fp32 gradients in host memory between micro-batches
   AdamWOptions adamw;                // lr comes per step
   TracerPtr tracer;                  // the world's collectives and the step's timeline; null: none
-  CpuStreams cpu_streams = CpuStreams::comm;  // on cpu; Note [Streams of a CPU module]
+  // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.
+  std::optional<CpuStreams> cpu_streams;
 };
 
 class ZeroModule {

@@ -50,7 +50,7 @@ struct EngineConfig {
   optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
   std::uint64_t seed = 1337;
   TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
-  optim::CpuStreams cpu_streams = optim::CpuStreams::comm;  // Note [Streams of a CPU module]
+  std::optional<optim::CpuStreams> cpu_streams;  // Note [Streams of a CPU module]; unset: ZRT_CPU_STREAMS or comm
 };
 
 struct StepStats {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <cstdlib>
 #include <sstream>
 
 #include "zrt/kernels/ops/grad_accumulate.h"
@@ -106,7 +107,8 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       layout_(checked_layout(params, groups_, options_, &shared_)),
       compute_ready_(options_.device),
       gathered_(options_.device),
-      reduced_(options_.device) {
+      reduced_(options_.device),
+      skip_gather_wait_(std::getenv("ZRT_TEST_SKIP_GATHER_WAIT") != nullptr) {
   ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::sum || options_.grad_reduce == ReduceOp::avg,
                 "flat parameter '", options_.name, "': gradients reduce with sum or avg, not ",
                 reduce_op_name(options_.grad_reduce));
@@ -147,6 +149,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
     Tensor src = params[in].tensor.flatten().slice(info.intra_param_start, info.numel_in_shard);
     zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
   }
+  options_.stream.synchronize();  // the copies read the caller's tensors
   zero1_grad_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_grad");
   kernels::zero(zero1_grad_, options_.stream);
   // fp32 and the same slice: the zero3 shard is the zero1 shard (Note [Zero1 and zero3 shards]).
@@ -425,6 +428,7 @@ void FlatParamHandle::load_full_params(const std::vector<Tensor>& values) {
     Tensor src = values[i].flatten().slice(info.intra_param_start, info.numel_in_shard);
     zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
   }
+  options_.stream.synchronize();  // the copies read the caller's tensors
   mark_params_updated();
   state_ = HandleState::idle;
 }

@@ -202,7 +202,7 @@ class FlatParamHandle {
   }
   Stream comm_stream() const { return options_.comm_stream == Stream() ? options_.stream : options_.comm_stream; }
   void wait_unsharded() const {
-    if (comm_stream() != options_.stream) gathered_.wait(options_.stream);
+    if (comm_stream() != options_.stream && !skip_gather_wait_) gathered_.wait(options_.stream);
   }
   void accumulate_runtime_grad();
   void reduce_grads();
@@ -225,6 +225,9 @@ class FlatParamHandle {
   Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
   std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
   Event compute_ready_, gathered_, reduced_;        // Note [Unshard on the communication stream]
+  // ZRT_TEST_SKIP_GATHER_WAIT=1 drops the wait for the gather: a test-only
+  // fault that shows Note [Poisoned memory] catches a missing wait.
+  bool skip_gather_wait_ = false;
 };
 
 // Builds the layout's parameter list from named parameters: primaries in

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +54,9 @@ struct BestFitOrder {
   }
 };
 
+// Every byte of a poisoned block: NaN in each float dtype (Note [Poisoned memory]).
+constexpr unsigned char kPoisonByte = 0xFF;
+
 struct PendingEvent {
   std::unique_ptr<StreamEvent> event;
   Block* block;
@@ -67,6 +72,7 @@ struct CachingAllocator::State {
   RawMemorySourcePtr source;
   StreamEventSourcePtr events;
   std::size_t cap = 0;
+  bool poison = false;  // Note [Poisoned memory]
 
   mutable std::mutex mu;
   MemoryStats stats;
@@ -110,9 +116,11 @@ struct CachingAllocator::State {
   }
 
   // Makes `b` free: merges it with free neighbours, then lists it.
-  void release_block(Block* b) {
+  // `poison`: the block is taken back (not flushed) and poisoning is on.
+  void release_block(Block* b, bool poison) {
     b->allocated = false;
     b->uses.clear();
+    if (poison && b->stream == Stream()) source->fill(b->ptr, b->size, kPoisonByte, b->stream);
     if (b->next && b->next->is_free()) absorb_next(b);
     if (b->prev && b->prev->is_free()) {
       Block* prev = b->prev;
@@ -135,8 +143,8 @@ struct CachingAllocator::State {
 
   // --- events -------------------------------------------------------------
 
-  void event_done(Block* b) {
-    if (--b->pending_events == 0) release_block(b);
+  void event_done(Block* b, bool poison) {
+    if (--b->pending_events == 0) release_block(b, poison);
   }
 
   // Frees the held blocks whose events have all completed.
@@ -145,7 +153,7 @@ struct CachingAllocator::State {
       if (it->event->query()) {
         Block* b = it->block;
         it = pending.erase(it);
-        event_done(b);
+        event_done(b, this->poison);
       } else {
         ++it;
       }
@@ -157,7 +165,7 @@ struct CachingAllocator::State {
       pending.front().event->synchronize();
       Block* b = pending.front().block;
       pending.pop_front();
-      event_done(b);
+      event_done(b, false);  // flushing: the segment may go back to the source
     }
   }
 
@@ -240,6 +248,7 @@ CachingAllocator::CachingAllocator(RawMemorySourcePtr source, StreamEventSourceP
   state_->source = std::move(source);
   state_->events = std::move(events);
   state_->cap = config.memory_cap;
+  state_->poison = config.poison;
 }
 
 CachingAllocator::~CachingAllocator() {
@@ -280,6 +289,7 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
     if (!b) s.throw_out_of_memory(nbytes, segment);
   }
   s.maybe_split(b, size);
+  if (s.poison) s.source->fill(b->ptr, nbytes, kPoisonByte, stream);
 
   b->allocated = true;
   b->requested = nbytes;
@@ -322,7 +332,7 @@ void CachingAllocator::deallocate(void* ptr) noexcept {
     }
   }
   b->uses.clear();
-  if (b->pending_events == 0) s.release_block(b);
+  if (b->pending_events == 0) s.release_block(b, s.poison);
 }
 
 void CachingAllocator::record_use(void* ptr, Stream stream) {
@@ -356,12 +366,27 @@ void CachingAllocator::reset_peak_stats() {
   state_->stats.peak_reserved = state_->stats.reserved;
 }
 
+namespace {
+
+// ZRT_POISON_MEMORY: "1" turns poisoning on, "0" or unset leaves the config's choice.
+CachingAllocatorConfig with_environment(CachingAllocatorConfig config) {
+  const char* env = std::getenv("ZRT_POISON_MEMORY");
+  if (env == nullptr || *env == '\0' || std::string_view(env) == "0") return config;
+  ZRT_CHECK_ARG(std::string_view(env) == "1", "ZRT_POISON_MEMORY='", env, "' must be 0 or 1");
+  config.poison = true;
+  return config;
+}
+
+}  // namespace
+
 AllocatorPtr make_caching_allocator(Device device, CachingAllocatorConfig config) {
+  config = with_environment(config);
   RawMemorySourcePtr source = device.is_cpu() ? make_host_memory_source() : make_cuda_memory_source(device.index);
   return std::make_shared<CachingAllocator>(std::move(source), make_device_event_source(), config);
 }
 
 AllocatorPtr make_pinned_host_allocator(CachingAllocatorConfig config) {
+  config = with_environment(config);
   return std::make_shared<CachingAllocator>(make_pinned_host_memory_source(), make_device_event_source(), config);
 }
 

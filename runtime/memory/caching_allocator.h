@@ -43,9 +43,26 @@
 
 namespace zrt {
 
+// Note [Poisoned memory]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A missing wait between two streams reads memory at the wrong time, which
+// goes unnoticed when the memory happens to hold the right numbers. With
+// poison on, the allocator fills every block it hands out with 0xFF bytes,
+// in the allocating stream's order: NaN in every float dtype (and -1 in the
+// integers), so a reader that did not wait for its producer reads NaN, and a
+// result that depends on it changes. A block taken back on the default CPU
+// stream (complete at once, after its declared uses' events) is poisoned
+// again then, so a reader that outlives a free it was not declared to
+// (record_use) reads NaN too. Blocks of owned streams are poisoned only when
+// handed out again: their last readers may still be queued on that stream.
+// On by config, or for every caching allocator with ZRT_POISON_MEMORY=1;
+// the equivalence tests run with it, and must stay bit-identical.
 struct CachingAllocatorConfig {
   // Upper bound on reserved bytes (memory held from the raw source); 0 = none.
   std::size_t memory_cap = 0;
+  // Note [Poisoned memory]. make_caching_allocator also turns it on when
+  // ZRT_POISON_MEMORY=1.
+  bool poison = false;
 };
 
 // Thread-safe (one mutex). Each rank owns its own: there is no process-wide cache.

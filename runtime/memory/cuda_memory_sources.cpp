@@ -35,6 +35,11 @@ class CudaMemorySource final : public RawMemorySource {
     cudaError_t status = cudaMalloc(&ptr, nbytes);
     return status == cudaSuccess ? ptr : out_of_memory_or_throw(status);
   }
+  void fill(void* ptr, std::size_t nbytes, unsigned char byte, Stream stream) override {
+    CudaDeviceGuard g(device_);
+    auto native = stream.cpu_queue() ? nullptr : static_cast<cudaStream_t>(stream.native());
+    ZRT_CUDA_CHECK(cudaMemsetAsync(ptr, byte, nbytes, native));
+  }
   void free(void* ptr) noexcept override {
     try {
       CudaDeviceGuard guard(device_);

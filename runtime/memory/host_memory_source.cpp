@@ -1,8 +1,14 @@
 #include <cstdlib>
+#include <cstring>
 
 #include "zrt/runtime/memory/raw_memory_source.h"
 
 namespace zrt {
+
+void RawMemorySource::fill(void* ptr, std::size_t nbytes, unsigned char byte, Stream stream) {
+  if (!stream.is_cpu()) return;
+  run_on_cpu_stream(stream, "poisoning memory", [ptr, nbytes, byte] { std::memset(ptr, byte, nbytes); });
+}
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "zrt/runtime/device.h"
+#include "zrt/runtime/stream.h"
 
 namespace zrt {
 
@@ -27,6 +28,10 @@ class RawMemorySource {
   virtual std::optional<std::size_t> free_bytes() const { return std::nullopt; }
   // Short name for messages, e.g. "cudaMalloc on cuda:0".
   virtual const char* name() const = 0;
+  // Sets `nbytes` at `ptr` to `byte` in `stream`'s order (poisoning, Note
+  // [Poisoned memory]). Host memory: on a CPU stream (work on a CUDA stream
+  // may still use pinned memory: left alone). Device memory: cudaMemsetAsync.
+  virtual void fill(void* ptr, std::size_t nbytes, unsigned char byte, Stream stream);
 };
 
 using RawMemorySourcePtr = std::unique_ptr<RawMemorySource>;

@@ -29,8 +29,8 @@ class StreamEventSource {
 
 using StreamEventSourcePtr = std::unique_ptr<StreamEventSource>;
 
-// zrt::Event on the recorded stream's device. CPU streams finish their work
-// before the issuing call returns, so their events are complete at once.
+// zrt::Event on the recorded stream's device: it completes when the stream
+// reaches it (at once for the default CPU stream, Note [CPU streams]).
 StreamEventSourcePtr make_device_event_source();
 
 }  // namespace zrt

@@ -204,6 +204,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--prefetch", o.prefetch, "units all-gathered ahead of their stage (0: none, less memory)")
       ->check(CLI::Range(0, 2));
+  app.add_option("--cpu-streams", o.cpu_streams,
+                 "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, overlapping "
+                 "compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
+      ->check(CLI::IsMember({"none", "comm", "all"}));
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--strategy", o.strategy, "sharding strategy")
