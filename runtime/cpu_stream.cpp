@@ -24,6 +24,10 @@ CpuStream::~CpuStream() {
 }
 
 void CpuStream::push(Item item) {
+  if (on_stream_thread()) {
+    item.task();  // a task issuing more work: already in stream order
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(item));
@@ -32,21 +36,9 @@ void CpuStream::push(Item item) {
   work_.notify_one();
 }
 
-void CpuStream::enqueue(const char* op, Task task) {
-  if (on_stream_thread()) {
-    task();  // a task issuing more work: already in stream order
-    return;
-  }
-  push({op, std::move(task), false});
-}
+void CpuStream::enqueue(const char* op, Task task) { push({op, std::move(task), false}); }
 
-void CpuStream::enqueue_always(Task task) {
-  if (on_stream_thread()) {
-    task();
-    return;
-  }
-  push({"", std::move(task), true});
-}
+void CpuStream::enqueue_always(Task task) { push({"", std::move(task), true}); }
 
 void CpuStream::synchronize() {
   if (on_stream_thread()) return;

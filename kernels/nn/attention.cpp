@@ -103,7 +103,8 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
       cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
                                       out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
                                       dqkv.data_ptr(), cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dqkv) {
+  run_cpu_twin(stream, op, [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                               const Tensor& dqkv) {
     dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = acc_t<T>;

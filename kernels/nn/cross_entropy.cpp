@@ -53,7 +53,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
                                        d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr,
                                        loss.data_ptr(), cuda_stream(stream));
   }());
-  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses, const Tensor& lse, const Tensor& loss) {
+  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                               const Tensor& lse, const Tensor& loss) {
     dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = acc_t<T>;
@@ -107,7 +108,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                                         targets.data_ptr(), targets.dtype(), lse.data_ptr(), scale,
                                         dlogits.data_ptr(), cuda_stream(stream));
   }());
-  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& dlogits) {
+  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                               const Tensor& dlogits) {
     dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = acc_t<T>;

@@ -112,7 +112,8 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
       cuda::launch_layernorm_forward(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(),
                                      bias.data_ptr(), y.data_ptr(), mean.data_ptr(),
                                      rstd.data_ptr(), eps, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  run_cpu_twin(stream, op, [=](const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                               const Tensor& mean, const Tensor& rstd) {
     dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = acc_t<T>;
@@ -146,7 +147,9 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                       weight.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
                                       dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr(),
                                       accumulate_param_grads, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  run_cpu_twin(stream, op, [=](const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                               const Tensor& dbias) {
     dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = acc_t<T>;

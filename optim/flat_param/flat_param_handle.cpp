@@ -353,11 +353,9 @@ void FlatParamHandle::reduce_grads() {
       compute_ready_.record(options_.stream);
       compute_ready_.wait(comm);
     }
-    if (grad_is_master_) {
-      // the whole gradient is this rank's shard: nothing to scatter
-    } else if (options_.reduce_dtype == DType::f32) {
+    if (!grad_is_master_ && options_.reduce_dtype == DType::f32) {
       groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
-    } else {
+    } else if (!grad_is_master_) {
       Tensor in = new_buffer(full_prec_grad_.numel(), options_.reduce_dtype, false, comm);
       Tensor out = new_buffer(zero1_grad_.numel(), options_.reduce_dtype, false, comm);
       kernels::cast(in, full_prec_grad_, comm);

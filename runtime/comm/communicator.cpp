@@ -131,7 +131,9 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
   issue("reduce_scatter", in.nbytes(), stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) { do_reduce_scatter(o, i, rop, s); });
+        [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
+          do_reduce_scatter(o, i, rop, s);
+        });
 }
 
 void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
@@ -153,7 +155,10 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
         [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 
-void Communicator::wait_for_queued() { queued_.synchronize(); }
+void Communicator::start_on_calling_thread() {
+  queued_.synchronize();
+  running_seq_ = ++seq_;
+}
 
 void Communicator::issue(const char* trace_name, std::size_t bytes, Stream stream,
                          std::function<void(Stream)> collective) {
@@ -164,7 +169,7 @@ void Communicator::issue(const char* trace_name, std::size_t bytes, Stream strea
     collective(stream);
   };
   if (!stream.cpu_queue()) {
-    wait_for_queued();
+    queued_.synchronize();
     run();
     return;
   }
@@ -174,15 +179,13 @@ void Communicator::issue(const char* trace_name, std::size_t bytes, Stream strea
 }
 
 void Communicator::barrier() {
-  wait_for_queued();
-  running_seq_ = ++seq_;
+  start_on_calling_thread();
   do_barrier();
 }
 
 std::vector<std::vector<std::byte>> Communicator::all_gather_bytes(
     std::span<const std::byte> mine) {
-  wait_for_queued();
-  running_seq_ = ++seq_;
+  start_on_calling_thread();
   return do_all_gather_bytes(mine);
 }
 
@@ -192,8 +195,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string child_name) {
   ZRT_CHECK_ARG(color >= 0, "split on group ", name_, ": color ", color, " must be >= 0");
-  wait_for_queued();
-  running_seq_ = ++seq_;
+  start_on_calling_thread();
   auto child = do_split(color, key, std::move(child_name));
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");

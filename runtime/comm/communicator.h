@@ -96,8 +96,9 @@ class Communicator {
   // Numbers a collective and runs it in `stream`'s order (Note [Collective
   // contract]); `trace_name` and `bytes` label its trace event.
   void issue(const char* trace_name, std::size_t bytes, Stream stream, std::function<void(Stream)> collective);
-  // Waits for the collectives queued on CPU streams (before one that runs here).
-  void wait_for_queued();
+  // Numbers a collective that runs on the calling thread (barrier, split,
+  // all_gather_bytes), after the group's collectives queued on CPU streams.
+  void start_on_calling_thread();
 
   int rank_;
   int size_;
