@@ -191,6 +191,10 @@ ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(this, unit, fals
 ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(this, unit, true, sync); }
 void ZeroModule::prefetch(Unit unit) { handle(unit).unshard(); }
 
+void ZeroModule::wait_for_reduced_grads() {
+  for (auto& h : handles_) h->wait_for_reduced_grads();
+}
+
 ZeroAdamW& ZeroModule::optimizer() {
   if (!optimizer_) {
     ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule: no units were added");
@@ -219,7 +223,7 @@ StepResult ZeroModule::step(double lr) {
   ZRT_CHECK_STATE(synced_since_step_, "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   synced_since_step_ = false;
-  for (auto& h : handles_) h->wait_for_reduced_grads();
+  wait_for_reduced_grads();
   return optimizer().step(lr, scaler_.get());
 }
 

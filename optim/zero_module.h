@@ -165,6 +165,9 @@ class ZeroModule {
   // Blocks until the work issued to the module's streams has run; throws a
   // failure raised there.
   void synchronize() const;
+  // The compute stream waits for every unit's issued gradient reduction
+  // (step() does this first; call it before to see the wait apart).
+  void wait_for_reduced_grads();
   MemoryStats memory_stats() const { return allocator_->stats(); }
   // The optimizer over every unit (made on first use; no unit can be added after).
   ZeroAdamW& optimizer();

@@ -1,5 +1,6 @@
 #include "zrt/runtime/trace.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,12 @@ void Tracer::counter(const std::string& name, const std::map<std::string, double
   add({'C', name, "memory", kComputeTrack, now_us(), 0, values});
 }
 
+void Tracer::complete(std::string name, const char* category, int track, double start_us, double end_us,
+                      std::map<std::string, double> args) {
+  ZRT_CHECK_ARG(end_us >= start_us, "Tracer: event '", name, "' ends at ", end_us, " us, before its start ", start_us);
+  add({'X', std::move(name), category, track, start_us, end_us - start_us, std::move(args)});
+}
+
 void Tracer::add(Event e) {
   std::lock_guard lock(mu_);
   events_.push_back(std::move(e));
@@ -45,6 +52,44 @@ void Tracer::add(Event e) {
 std::size_t Tracer::num_events() const {
   std::lock_guard lock(mu_);
   return events_.size();
+}
+
+namespace {
+
+// The union of intervals [start, end), sorted and disjoint.
+std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [a, b] : v) {
+    if (!out.empty() && a <= out.back().second) out.back().second = std::max(out.back().second, b);
+    else out.emplace_back(a, b);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tracer::Overlap Tracer::overlap(const std::string& category, const std::string& with_category, double since_us) const {
+  std::vector<std::pair<double, double>> mine, with;
+  {
+    std::lock_guard lock(mu_);
+    for (const Event& e : events_) {
+      if (e.phase != 'X' || e.ts_us < since_us) continue;
+      if (category == e.category) mine.emplace_back(e.ts_us, e.ts_us + e.dur_us);
+      if (with_category == e.category) with.emplace_back(e.ts_us, e.ts_us + e.dur_us);
+    }
+  }
+  mine = merged(std::move(mine));
+  with = merged(std::move(with));
+  Overlap o;
+  std::size_t j = 0;
+  for (const auto& [a, b] : mine) {
+    o.busy_us += b - a;
+    while (j < with.size() && with[j].second <= a) ++j;  // both sorted: skip what ends before
+    for (std::size_t k = j; k < with.size() && with[k].first < b; ++k)
+      o.overlapped_us += std::min(b, with[k].second) - std::max(a, with[k].first);
+  }
+  return o;
 }
 
 void Tracer::write(const std::string& path) const {

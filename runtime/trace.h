@@ -4,11 +4,15 @@
 // Note [Trace timeline]
 // ~~~~~~~~~~~~~~~~~~~~~
 // Times are host wall-clock microseconds since the Tracer was made. On the
-// CPU an event spans the work itself (collectives finish before they
-// return); on CUDA it spans the host's issue of the work, which is
-// asynchronous, so device time is not what the bars show. Thread ids split
-// the rows: kComputeTrack for forward/backward/optimizer, kCommTrack for
-// collectives. Recording is thread-safe; one Tracer serves one rank.
+// CPU an event spans the work itself: a collective queued on a CPU
+// communication stream is traced on that stream's thread while it runs
+// (Note [CPU streams]); on CUDA an event spans the host's issue of the work,
+// which is asynchronous, so device time is not what the bars show. Thread
+// ids split the rows: kComputeTrack for the rank's thread, kCommTrack for
+// collectives. On the compute track the category says what the rank's
+// thread does: "compute" (forward, backward, optimizer), "wait" (blocked on
+// a gather or a reduction), "issue" (handing collectives to their stream).
+// Recording is thread-safe; one Tracer serves one rank.
 #pragma once
 
 #include <chrono>
@@ -47,8 +51,21 @@ class Tracer {
     return Scope(this, std::move(name), category, track, std::move(args));
   }
   void counter(const std::string& name, const std::map<std::string, double>& values);
+  // A complete event timed elsewhere (e.g. by device events), in now_us() time.
+  void complete(std::string name, const char* category, int track, double start_us, double end_us,
+                std::map<std::string, double> args = {});
 
   std::size_t num_events() const;
+
+  // How much of the time spent in events of `category` (from `since_us` on)
+  // lies inside events of `with_category`: e.g. collectives ("comm") that
+  // ran while the rank computed ("compute"), the overlap a prefetch buys.
+  struct Overlap {
+    double busy_us = 0;        // the union of `category`'s events
+    double overlapped_us = 0;  // the part of it inside `with_category`'s events
+    double fraction() const { return busy_us > 0 ? overlapped_us / busy_us : 0; }
+  };
+  Overlap overlap(const std::string& category, const std::string& with_category, double since_us = 0) const;
   // Writes the JSON object {"traceEvents": [...]}; CheckpointError naming the path.
   void write(const std::string& path) const;
   double now_us() const;

@@ -69,8 +69,19 @@ tsan() {
   local regex
   regex="^($(IFS='|'; echo "${suites[*]}"))\$"
   ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "$regex"
+  # Every strategy at prefetch 0, 1 and 2 on 4 local ranks, in each CPU
+  # stream mode (Note [Streams of a CPU module]; comm, the default, ran above):
+  # the gathers, reductions and compute of a rank on their own threads.
+  local streams
+  for streams in none all; do
+    echo "every strategy at prefetch 0, 1, 2 with ZRT_CPU_STREAMS=$streams under ThreadSanitizer"
+    ZRT_CPU_STREAMS=$streams env -u BOOST_TEST_RUN_FILTERS "$build/tests/model_zoo/engine/test_engine_equivalence" \
+      --run_test=engine_equivalence/prefetch_depth_changes_no_number
+  done
   echo "zrt-train --ranks 4 under ThreadSanitizer"
   "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1
+  "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1 \
+    --cpu-streams all --prefetch 2 --strategy hybrid --zero3-size 2
 }
 
 stage() {

@@ -87,10 +87,15 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
 
 TrainingEngine::~TrainingEngine() = default;
 
-Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit) const {
+Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit, const char* category) const {
   Tracer* t = config_.tracer.get();
   return Tracer::Scope(t, t ? (unit.empty() ? std::string(what) : std::string(what) + " " + unit) : std::string(),
-                       "compute", Tracer::kComputeTrack, {});
+                       category, Tracer::kComputeTrack, {});
+}
+
+optim::ZeroModule::Scope TrainingEngine::enter(optim::ZeroModule::Unit u, bool backward, bool sync) {
+  auto trace = traced(backward ? "backward gather" : "forward gather", module_->handle(u).name(), "wait");
+  return backward ? module_->backward(u, sync) : module_->forward(u);
 }
 
 void TrainingEngine::prefetch(int stage, int step) {
@@ -114,10 +119,15 @@ double TrainingEngine::forward(const Batch& given) {
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
     const auto u = static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s));
-    auto trace = traced("forward", module_->handle(u).name());
-    auto scope = module_->forward(u);
-    prefetch(s, +1);
-    x = model_->stage_forward(s, x, batch, stream);
+    auto scope = enter(u, false, false);
+    {
+      auto trace = traced("prefetch", module_->handle(u).name(), "issue");
+      prefetch(s, +1);
+    }
+    {
+      auto trace = traced("forward", module_->handle(u).name());
+      x = model_->stage_forward(s, x, batch, stream);
+    }
     scope.close();
   }
   return read_scalar(x, stream);
@@ -128,11 +138,17 @@ void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
   Tensor dy = dloss;
   for (int s = model_->num_stages() - 1; s >= 0; --s) {
     const auto u = static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s));
-    auto trace = traced("backward", module_->handle(u).name());
-    auto scope = module_->backward(u, sync_grads && s == last_backward_stage_[u]);
-    prefetch(s, -1);
-    dy = model_->stage_backward(s, dy, stream);
-    scope.close();
+    auto scope = enter(u, true, sync_grads && s == last_backward_stage_[u]);
+    {
+      auto trace = traced("prefetch", module_->handle(u).name(), "issue");
+      prefetch(s, -1);
+    }
+    {
+      auto trace = traced("backward", module_->handle(u).name());
+      dy = model_->stage_backward(s, dy, stream);
+    }
+    auto trace = traced("reduce", module_->handle(u).name(), "issue");
+    scope.close();  // issues the gradient reduction (a sync scope)
   }
 }
 
@@ -157,10 +173,19 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     backward(dloss, m + 1 == micro_batches.size());
   }
   StepStats stats;
-  const auto [loss, tokens] = all_reduce_sum(local_loss, static_cast<double>(local_tokens));
+  std::pair<double, double> sums;
+  {
+    auto trace = traced("loss all-reduce", {}, "wait");  // queued after the gradient reductions
+    sums = all_reduce_sum(local_loss, static_cast<double>(local_tokens));
+  }
+  const auto [loss, tokens] = sums;
   stats.loss = loss;
   stats.tokens = static_cast<std::int64_t>(tokens);
   optim::StepResult r;
+  {
+    auto trace = traced("gradient reductions", {}, "wait");
+    module_->wait_for_reduced_grads();
+  }
   {
     auto trace = traced("optimizer step");
     r = module_->step(lr);

@@ -94,8 +94,12 @@ class TrainingEngine {
   // Prefetches the units of the `prefetch` stages after (forward, step +1) or
   // before (backward, step -1) `stage`.
   void prefetch(int stage, int step);
-  // A trace event on the compute track (nothing without a tracer).
-  Tracer::Scope traced(const char* what, const std::string& unit = {}) const;
+  // A trace event on the compute track (nothing without a tracer); the
+  // category says what the rank's thread does (Note [Trace timeline]).
+  Tracer::Scope traced(const char* what, const std::string& unit = {}, const char* category = "compute") const;
+  // Opens unit u's forward or backward scope, which waits for its gather:
+  // traced as "wait", so the compute events hold computation only.
+  optim::ZeroModule::Scope enter(optim::ZeroModule::Unit u, bool backward, bool sync);
 
   // Declared first, destroyed last: the model's views keep the module's memory alive.
   std::unique_ptr<optim::ZeroModule> module_;

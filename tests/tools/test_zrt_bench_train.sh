@@ -2,8 +2,10 @@
 # zrt-bench train --json: one object with the documented fields and sane values
 # (positive times, min <= median <= max, tokens/s = batch x seq / median step,
 # GFLOP/s = FLOPs per step / median step, the measured or given peak, memory,
-# a first loss near ln 256), on one rank and on two local ranks; a bad value
-# fails. tools/bench/torch_gpt.py
+# a first loss near ln 256), on one rank and on two local ranks; --prefetch
+# 0,1,2 gives one object per depth, in order, with the same losses (prefetch
+# changes when, not what) and communication figures; a bad value fails.
+# tools/bench/torch_gpt.py
 # prints its skip message and exits 0 without PyTorch 2.x: under PYTHON when
 # its torch is older (Debian's 1.13), and with site-packages off (-S: no torch).
 # usage: test_zrt_bench_train.sh ZRT-BENCH PYTHON TORCH_GPT_PY
@@ -16,8 +18,9 @@ check_json() {  # check_json RANKS JSON
 import json, math, sys
 ranks, r = int(sys.argv[1]), json.loads(sys.argv[2])
 fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "ranks", "threads", "strategy",
-          "dtype", "batch_size", "seq_len", "warmup", "steps", "step_ms", "step_ms_min", "step_ms_max",
-          "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak", "loss_first",
+          "dtype", "batch_size", "seq_len", "prefetch", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
+          "step_vs_first", "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak",
+          "comm_ms_per_step", "comm_overlapped", "loss_first",
           "loss_last", "alloc_peak_MiB", "rss_peak_MiB", "rss_base_MiB"]
 missing = [f for f in fields if f not in r]
 assert not missing, f"missing fields {missing} in {r}"
@@ -36,6 +39,9 @@ assert r["peak_gflops"] > 0 and math.isclose(r["frac_peak"], r["gflops"] / r["pe
 assert 0 < r["frac_peak"] < 2, r
 assert r["threads"] >= 1 and r["alloc_peak_MiB"] > 0 and r["rss_peak_MiB"] >= r["rss_base_MiB"] > 0, r
 assert abs(r["loss_first"] - math.log(256)) < 0.5 and math.isfinite(r["loss_last"]), r
+# Two ranks gather and reduce; one rank's only collective is the loss's sum.
+assert r["comm_ms_per_step"] > 0 if ranks > 1 else r["comm_ms_per_step"] >= 0, r
+assert 0 <= r["comm_overlapped"] <= 1, r
 print(f"ok   {ranks} rank(s): {r['step_ms']:.1f} ms/step, {r['tokens_per_s']:.0f} tokens/s, "
       f"{r['gflops']:.2f} of {r['peak_gflops']:.1f} GFLOP/s")
 PY
@@ -50,6 +56,21 @@ for ranks in 1 2; do
   [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "--json printed more than one line: $out"
   check_json "$ranks" "$out" || fail "--ranks $ranks: $out"
 done
+
+out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100 --prefetch 2,0,1 \
+      --cpu-streams all --rounds 2 --json) || fail "--prefetch 2,0,1 exited non-zero"
+"$python" - "$out" <<'PY' || fail "--prefetch 2,0,1: $out"
+import json, sys
+rows = [json.loads(line) for line in sys.argv[1].splitlines()]
+assert [r["prefetch"] for r in rows] == [2, 0, 1], rows
+assert all(r["cpu_streams"] == "all" and r["rounds"] == 2 and r["comm_ms_per_step"] > 0 for r in rows), rows
+assert len({(r["loss_first"], r["loss_last"]) for r in rows}) == 1, [(r["loss_first"], r["loss_last"]) for r in rows]
+assert rows[0]["step_vs_first"] == 1 and all(r["step_vs_first"] > 0 for r in rows), rows
+print("ok   --prefetch 2,0,1: " + ", ".join(f"{r['prefetch']}: {r['step_ms']:.1f} ms, {100 * r['comm_overlapped']:.0f}% overlapped" for r in rows))
+PY
+"$bench" train --preset tiny --steps 1 --prefetch 0,3 > /dev/null 2>&1 && fail "--prefetch 0,3 was accepted"
+"$bench" train --preset tiny --steps 1 --prefetch 1, > /dev/null 2>&1 && fail "--prefetch 1, was accepted"
+"$bench" train --preset tiny --steps 1 --cpu-streams some > /dev/null 2>&1 && fail "--cpu-streams some was accepted"
 "$bench" train --preset tiny --steps 0 --json > /dev/null 2>&1 && fail "--steps 0 was accepted"
 "$bench" train --model mlp --n-head 2 --steps 1 > /dev/null 2>&1 && fail "a gpt flag was accepted for mlp"
 echo "ok   bad values refused"

@@ -21,6 +21,11 @@ for rank, path in enumerate(sys.argv[1:]):
     collectives = ["all_gather world", "reduce_scatter world"]
     for want in ["forward embed_head", "backward h.0", "optimizer step"] + (collectives if "rank" in path else []):
         assert any(n == want for n in names), f"{path}: no '{want}' event in {sorted(set(names))}"
+    # The rank's thread says what it does: computing, waiting, issuing (Note [Trace timeline]).
+    cats = {e["name"]: e["cat"] for e in events if e["ph"] == "X" and e["tid"] == 0}
+    for name, cat in [("forward h.0", "compute"), ("forward gather h.0", "wait"), ("backward gather h.0", "wait"),
+                      ("reduce h.0", "issue"), ("optimizer step", "compute"), ("loss all-reduce", "wait")]:
+        assert cats.get(name) == cat, f"{path}: '{name}' is {cats.get(name)}, not {cat}"
     if "rank" not in path:
         assert not any(n in collectives for n in names), f"{path}: a collective on one rank: {sorted(set(names))}"
     assert all(e["pid"] == rank for e in events if "pid" in e), f"{path}: events of another rank"

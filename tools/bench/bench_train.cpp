@@ -1,5 +1,6 @@
 // zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer --n-head --n-embd --vocab-size]
 //                 [--batch-size B] [--seq-len T] [--dtype D] [--strategy S] [--ranks R]
+//                 [--prefetch LIST] [--cpu-streams none|comm|all] [--rounds R]
 //                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G]
 //                 [--save-init W] [--save-data D] [--json]
 //
@@ -11,6 +12,13 @@
 // memory. --save-init and --save-data write the initial weights and the
 // tokens, so another framework (tools/bench/torch_gpt.py) trains the same
 // model on the same data.
+//
+// --prefetch 0,1,2 times each prefetch depth side by side, alternating over
+// --rounds rounds (a fresh model each time, so each starts alike), with each
+// depth's step time against the first's, and the communication time per step
+// and the fraction of it that ran while the rank computed (Tracer::overlap
+// of the timed steps' trace: collectives on the communication track inside
+// the compute track's "compute" events, Note [Trace timeline]).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,8 +40,9 @@ namespace zrt::bench {
 namespace {
 
 struct Options {
-  train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from
-  int warmup = 2, steps = 5, threads = 0;
+  train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from, --cpu-streams
+  std::vector<int> prefetch;  // the depths to time, in this order
+  int warmup = 2, steps = 5, threads = 0, rounds = 1;
   double peak_gflops = 0;     // > 0: use instead of measuring
   std::string save_init, save_data;
   bool json = false;
@@ -41,14 +50,31 @@ struct Options {
 
 // Flags as zrt-train spells them; --warmup here counts untimed steps (the
 // learning-rate warm-up keeps zrt-train's default).
+// "0,1,2" -> {0, 1, 2}; InvalidArgument naming the list otherwise.
+std::vector<int> parse_prefetch_list(const std::string& list) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    ZRT_CHECK_ARG(item.size() == 1 && item[0] >= '0' && item[0] <= '2',
+                  "train: --prefetch takes depths 0, 1 or 2 separated by commas, not '", list, "'");
+    out.push_back(item[0] - '0');
+    start = end + 1;
+  }
+  return out;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   train::TrainOptions& t = o.train;
   t.batch_size = 8;
+  std::string prefetch = std::to_string(t.prefetch);
   OptionParser("train",
                "usage: zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H] [--n-embd C]\n"
                "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
-               "         [--strategy S] [--ranks R] [--threads N] [--warmup K] [--steps N]\n"
+               "         [--strategy S] [--ranks R] [--prefetch LIST] [--cpu-streams none|comm|all]\n"
+               "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
                "         [--init-from W.safetensors] [--peak-gflops G] [--save-init W.safetensors]\n"
                "         [--save-data D.safetensors] [--json]")
       .value("--model", t.model)
@@ -62,6 +88,9 @@ Options parse(int argc, char** argv) {
       .value("--dtype", t.dtype)
       .value("--strategy", t.strategy)
       .value("--ranks", t.ranks)
+      .value("--prefetch", prefetch)
+      .value("--cpu-streams", t.cpu_streams)
+      .value("--rounds", o.rounds)
       .value("--init-from", t.init_from)
       .value("--threads", o.threads)
       .value("--warmup", o.warmup)
@@ -76,7 +105,10 @@ Options parse(int argc, char** argv) {
                 "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
   ZRT_CHECK_ARG(t.n_layer >= 0 && t.n_head >= 0 && t.n_embd >= 0 && t.vocab_size >= 0,
                 "train: model sizes must be positive");
-  ZRT_CHECK_ARG(t.batch_size > 0 && t.seq_len > 0 && o.steps > 0, "train: --batch-size, --seq-len and --steps must be positive");
+  ZRT_CHECK_ARG(t.batch_size > 0 && t.seq_len > 0 && o.steps > 0 && o.rounds > 0,
+                "train: --batch-size, --seq-len, --steps and --rounds must be positive");
+  o.prefetch = parse_prefetch_list(prefetch);
+  if (!t.cpu_streams.empty()) optim::parse_cpu_streams(t.cpu_streams);  // InvalidArgument naming it
   ZRT_CHECK_ARG(o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0,
                 "train: --warmup, --threads, --ranks and --peak-gflops must not be negative");
   ZRT_CHECK_ARG(parse_dtype(t.dtype).has_value(), "train: unknown --dtype ", t.dtype);
@@ -160,59 +192,92 @@ double peak_rss_bytes() {
   return 0;
 }
 
+// One prefetch depth's figures (rank 0 holds them; the others' go into them).
 struct Result {
-  std::vector<double> step_s;  // per timed step, the slowest rank's time
-  double loss_first = 0, loss_last = 0, flops = 0, tokens = 0, peak_gflops = 0;
-  std::int64_t params = 0;
-  int threads = 0;                      // rank 0's kernel threads
-  double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
-  model_zoo::GptDims gpt;               // gpt only
+  int prefetch = 0;
+  std::vector<double> step_s;  // per timed step over the rounds, the slowest rank's time
+  double loss_first = 0, loss_last = 0, flops = 0, tokens = 0;
+  double comm_us = 0, overlapped_us = 0;  // summed over ranks and timed steps
+  double alloc_peak = 0, rss_peak = 0;    // the largest over ranks
 };
 
-void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& out) {
-  model_zoo::TrainerConfig config = train::trainer_config(o.train, local_rank);
-  model_zoo::Trainer trainer = train::make_trainer(world, o.train, config);
-  const bool lead = world->rank() == 0;
-  if (!o.save_init.empty()) {
-    auto params = trainer.engine().full_params();  // collective
-    if (lead) zrt::write_safetensors(o.save_init, params);
-  }
-  if (!o.save_data.empty() && lead) {
-    model_zoo::Dataset data = train::load_data(o.train, trainer.config());
-    ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens, "train: --save-data writes token data (gpt)");
-    zrt::write_safetensors(o.save_data, {{"tokens", data.tokens}});
-  }
-  const int threads = kernels::cpu_threads();  // this rank's, as run_ranks set them
-  const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, threads);
-  std::vector<double> mine;  // timed step seconds, then allocator peak, process peak RSS
-  double loss_first = 0, loss_last = 0;
-  std::int64_t tokens = 0;
+struct Run {
+  std::vector<Result> results;  // one per --prefetch depth, in order
+  std::int64_t params = 0;
+  int threads = 0;  // rank 0's kernel threads
+  double peak_gflops = 0;
+  model_zoo::GptDims gpt;  // gpt only
+};
+
+// Trains a fresh model at prefetch depth `result.prefetch` for the warm-up and
+// timed steps and adds this round's figures to `result` (on rank 0).
+void time_depth(const CommPtr& world, int local_rank, const Options& o, Result& result, Run& run) {
+  train::TrainOptions t = o.train;
+  t.prefetch = result.prefetch;
+  model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
+  const auto tracer = std::make_shared<Tracer>(world->rank());
+  config.engine.tracer = tracer;
+  model_zoo::Trainer trainer = train::make_trainer(world, t, config);
+  std::vector<double> mine;  // timed step seconds, comm busy and overlapped us, allocator peak, process peak RSS
+  double since_us = 0;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) since_us = tracer->now_us();
     const model_zoo::StepReport r = trainer.step();
-    if (s == 0) loss_first = r.stats.loss;
-    loss_last = r.stats.loss;
-    tokens = r.stats.tokens;
+    if (s == 0) result.loss_first = r.stats.loss;
+    result.loss_last = r.stats.loss;
+    result.tokens = static_cast<double>(r.stats.tokens);
     if (s >= o.warmup) mine.push_back(r.seconds);
   }
+  const Tracer::Overlap overlap = tracer->overlap("comm", "compute", since_us);
+  mine.push_back(overlap.busy_us);
+  mine.push_back(overlap.overlapped_us);
   mine.push_back(static_cast<double>(trainer.engine().memory_stats().peak_reserved));
   mine.push_back(peak_rss_bytes());
   const auto all = gather(*world, mine);
-  if (!lead) return;
-  out.step_s.assign(static_cast<std::size_t>(o.steps), 0.0);
-  for (const auto& v : all) {
-    for (std::size_t i = 0; i < out.step_s.size(); ++i) out.step_s[i] = std::max(out.step_s[i], v[i]);
-    out.alloc_peak = std::max(out.alloc_peak, v[out.step_s.size()]);
-    out.rss_peak = std::max(out.rss_peak, v[out.step_s.size() + 1]);
+  if (world->rank() != 0) return;
+  const std::size_t n = static_cast<std::size_t>(o.steps);
+  for (std::size_t i = 0; i < n; ++i) {
+    double slowest = 0;
+    for (const auto& v : all) slowest = std::max(slowest, v[i]);
+    result.step_s.push_back(slowest);
   }
-  out.loss_first = loss_first;
-  out.loss_last = loss_last;
-  out.tokens = static_cast<double>(tokens);
-  const ParamCounts n = count_params(trainer.engine());
-  out.params = n.all;
-  out.flops = step_flops(n.flop, trainer.config(), tokens);
-  out.peak_gflops = peak;
-  out.threads = threads;
-  if (config.model.kind == "gpt") out.gpt = model_zoo::resolve_gpt_dims(trainer.config().model);
+  for (const auto& v : all) {
+    result.comm_us += v[n];
+    result.overlapped_us += v[n + 1];
+    result.alloc_peak = std::max(result.alloc_peak, v[n + 2]);
+    result.rss_peak = std::max(result.rss_peak, v[n + 3]);
+  }
+  const ParamCounts counts = count_params(trainer.engine());
+  run.params = counts.all;
+  result.flops = step_flops(counts.flop, trainer.config(), static_cast<std::int64_t>(result.tokens));
+  if (config.model.kind == "gpt") run.gpt = model_zoo::resolve_gpt_dims(trainer.config().model);
+}
+
+void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) {
+  const bool lead = world->rank() == 0;
+  if (!o.save_init.empty() || !o.save_data.empty()) {
+    model_zoo::TrainerConfig config = train::trainer_config(o.train, local_rank);
+    model_zoo::Trainer trainer = train::make_trainer(world, o.train, config);
+    if (!o.save_init.empty()) {
+      auto params = trainer.engine().full_params();  // collective
+      if (lead) zrt::write_safetensors(o.save_init, params);
+    }
+    if (!o.save_data.empty() && lead) {
+      model_zoo::Dataset data = train::load_data(o.train, trainer.config());
+      ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens, "train: --save-data writes token data (gpt)");
+      zrt::write_safetensors(o.save_data, {{"tokens", data.tokens}});
+    }
+  }
+  const int threads = kernels::cpu_threads();  // this rank's, as run_ranks set them
+  const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, threads);
+  std::vector<Result> results(o.prefetch.size());
+  for (std::size_t i = 0; i < results.size(); ++i) results[i].prefetch = o.prefetch[i];
+  for (int round = 0; round < o.rounds; ++round)
+    for (Result& r : results) time_depth(world, local_rank, o, r, run);
+  if (!lead) return;
+  run.results = std::move(results);
+  run.peak_gflops = peak;
+  run.threads = threads;
 }
 
 }  // namespace
@@ -220,48 +285,63 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Result& ou
 int bench_train(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const double rss_base = static_cast<double>(train::resident_bytes());
-  Result r;
+  Run run;
   int world_size = 1;
   train::run_ranks(
       o.train.ranks,
       [&](const CommPtr& world, int local_rank) {
         if (world->rank() == 0) world_size = world->size();
-        run_rank(world, local_rank, o, r);
+        run_rank(world, local_rank, o, run);
       },
       o.threads);
-  if (r.step_s.empty()) return 0;  // not rank 0 of an MPI world
-  std::vector<double> sorted = r.step_s;
-  std::sort(sorted.begin(), sorted.end());
-  const double step = median(r.step_s);
-  const double gflops = r.flops / step / 1e9;
-  const int threads = r.threads;
+  if (run.results.empty()) return 0;  // not rank 0 of an MPI world
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;
-  nlohmann::ordered_json j = {
-      {"model", t.model}, {"preset", t.preset}, {"n_layer", r.gpt.n_layer}, {"n_head", r.gpt.n_head},
-      {"n_embd", r.gpt.n_embd}, {"vocab_size", r.gpt.vocab_size}, {"params", r.params}, {"ranks", world_size},
-      {"threads", threads}, {"strategy", t.strategy}, {"dtype", t.dtype}, {"batch_size", t.batch_size},
-      {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"warmup", o.warmup}, {"steps", o.steps},
-      {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},
-      {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9}, {"gflops", gflops},
-      {"peak_gflops", r.peak_gflops}, {"peak_source", o.peak_gflops > 0 ? "given" : fma_isa()},
-      {"frac_peak", gflops / r.peak_gflops}, {"loss_first", r.loss_first}, {"loss_last", r.loss_last},
-      {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB}, {"rss_base_MiB", rss_base / MiB}};
-  if (o.json) {
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
+  const std::string streams = optim::cpu_streams_name(t.cpu_streams.empty() ? optim::default_cpu_streams()
+                                                                             : optim::parse_cpu_streams(t.cpu_streams));
+  const double base_step = median(run.results.front().step_s);
+  if (!o.json)
+    std::printf("zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d thread(s), "
+                "cpu streams %s\n",
+                t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
+                t.model == "gpt" ? t.seq_len : 1, t.dtype.c_str(), t.strategy.c_str(), world_size, run.threads,
+                streams.c_str());
+  for (const Result& r : run.results) {
+    std::vector<double> sorted = r.step_s;
+    std::sort(sorted.begin(), sorted.end());
+    const double step = median(r.step_s);
+    const double gflops = r.flops / step / 1e9;
+    const double steps = static_cast<double>(r.step_s.size()) * world_size;  // timed steps of all ranks
+    const double comm_ms = r.comm_us / steps / 1e3, overlap = r.comm_us > 0 ? r.overlapped_us / r.comm_us : 0;
+    nlohmann::ordered_json j = {
+        {"model", t.model}, {"preset", t.preset}, {"n_layer", run.gpt.n_layer}, {"n_head", run.gpt.n_head},
+        {"n_embd", run.gpt.n_embd}, {"vocab_size", run.gpt.vocab_size}, {"params", run.params},
+        {"ranks", world_size}, {"threads", run.threads}, {"strategy", t.strategy}, {"dtype", t.dtype},
+        {"batch_size", t.batch_size}, {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"prefetch", r.prefetch},
+        {"cpu_streams", streams}, {"warmup", o.warmup}, {"steps", o.steps}, {"rounds", o.rounds},
+        {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},
+        {"step_vs_first", step / base_step}, {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9},
+        {"gflops", gflops}, {"peak_gflops", run.peak_gflops},
+        {"peak_source", o.peak_gflops > 0 ? "given" : fma_isa()}, {"frac_peak", gflops / run.peak_gflops},
+        {"comm_ms_per_step", comm_ms}, {"comm_overlapped", overlap}, {"loss_first", r.loss_first},
+        {"loss_last", r.loss_last}, {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB},
+        {"rss_base_MiB", rss_base / MiB}};
+    if (o.json) {
+      std::printf("%s\n", j.dump().c_str());
+      continue;
+    }
+    std::printf("prefetch %d\n", r.prefetch);
+    std::printf("  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d round(s))",
+                step * 1e3, sorted.front() * 1e3, sorted.back() * 1e3, r.step_s.size(), o.warmup, o.rounds);
+    if (&r != &run.results.front()) std::printf(", %.3fx prefetch %d's", step / base_step, run.results.front().prefetch);
+    std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s fp32 peak (%s)\n", r.tokens / step,
+                gflops, 100 * gflops / run.peak_gflops, run.peak_gflops,
+                o.peak_gflops > 0 ? "--peak-gflops" : ("measured, " + fma_isa()).c_str());
+    std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n", comm_ms, 100 * overlap);
+    std::printf("  memory    allocator peak reserved %.1f MiB per rank (largest), process peak RSS %.1f MiB (%.1f MiB before training)\n",
+                r.alloc_peak / MiB, r.rss_peak / MiB, rss_base / MiB);
+    std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first, r.loss_last);
   }
-  std::printf("zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d thread(s)\n",
-              t.model.c_str(), t.preset.c_str(), static_cast<long long>(r.params), t.batch_size, t.model == "gpt" ? t.seq_len : 1,
-              t.dtype.c_str(), t.strategy.c_str(), world_size, threads);
-  std::printf("  step      median %.1f ms (min %.1f, max %.1f) over %d steps after %d warm-up\n", step * 1e3,
-              sorted.front() * 1e3, sorted.back() * 1e3, o.steps, o.warmup);
-  std::printf("  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s fp32 peak (%s)\n", r.tokens / step,
-              gflops, 100 * gflops / r.peak_gflops, r.peak_gflops,
-              o.peak_gflops > 0 ? "--peak-gflops" : ("measured, " + fma_isa()).c_str());
-  std::printf("  memory    allocator peak reserved %.1f MiB per rank (largest), process peak RSS %.1f MiB (%.1f MiB before training)\n",
-              r.alloc_peak / MiB, r.rss_peak / MiB, rss_base / MiB);
-  std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first, r.loss_last);
   return 0;
 }
 
