@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/stream.h"
 #include "zrt/runtime/comm/zero_groups.h"
 #include "tests/runtime/comm/collective_checks.h"
 
@@ -151,6 +152,31 @@ BOOST_AUTO_TEST_CASE(missing_rank_times_out_naming_it) {
   // The group is broken now: a late rank fails at once instead of hanging.
   Tensor t = Tensor::full({5}, 1.0, DType::f32);
   expect_throw<CommError>([&] { world[2]->all_reduce(t, ReduceOp::sum); }, "failed earlier");
+}
+
+BOOST_AUTO_TEST_CASE(missing_rank_times_out_on_a_cpu_stream_too) {
+  // Note [CPU streams]: a collective queued on a rank's communication stream
+  // runs on that stream's thread; the group's timeout still applies there,
+  // and the CommError surfaces, with its type and the collective's name, at
+  // the caller's next synchronize (and the stream's later work is skipped).
+  auto world = make_local_world(2, 200ms);
+  OwnedStream comm(Device::cpu());
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor t = Tensor::full({5}, 1.0, DType::f32);
+  Tensor after = Tensor::full({5}, 1.0, DType::f32);
+  world[0]->all_reduce(t, ReduceOp::sum, comm.get());  // returns at once; rank 1 never arrives
+  world[0]->all_reduce(after, ReduceOp::sum, comm.get());
+  std::string message;
+  try {
+    comm.get().synchronize();
+  } catch (const CommError& e) {
+    message = e.what();
+  }
+  BOOST_TEST_MESSAGE(message);
+  BOOST_CHECK_MESSAGE(message.find("all_reduce #1 on group world") != std::string::npos, message);
+  BOOST_CHECK_MESSAGE(message.find("[1]") != std::string::npos, message);
+  BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  BOOST_TEST(after.item(0) == 1.0);  // skipped: the stream failed before it
 }
 
 BOOST_AUTO_TEST_CASE(rank_that_throws_does_not_hang_the_others) {
