@@ -31,12 +31,23 @@ if(NOT ZRT_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(ZRT_WITH_CUDA ON)
-    find_package(NCCL)
-    if(NCCL_FOUND)
-      set(ZRT_WITH_NCCL ON)
+    # A CUDA build without NCCL has no multi-GPU world: with ZRT_CUDA=ON (or
+    # ZRT_NCCL=ON) a missing NCCL is an error, unless ZRT_NCCL=OFF says so.
+    if(NOT ZRT_NCCL STREQUAL "OFF")
+      find_package(NCCL)
+      if(NCCL_FOUND)
+        set(ZRT_WITH_NCCL ON)
+      elseif(ZRT_NCCL STREQUAL "ON" OR ZRT_CUDA STREQUAL "ON")
+        message(FATAL_ERROR "ZRT_CUDA=${ZRT_CUDA} ZRT_NCCL=${ZRT_NCCL} but NCCL was not found (nccl.h and "
+                            "libnccl.so or libnccl.so.2 under NCCL_ROOT, the CUDA toolkit or a Python's "
+                            "nvidia/nccl wheel, ZRT_NCCL_PYTHON): set NCCL_ROOT, or -DZRT_NCCL=OFF to build "
+                            "CUDA without NCCL")
+      endif()
     endif()
   elseif(ZRT_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ZRT_CUDA=ON but no CUDA compiler was found")
+  elseif(ZRT_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "ZRT_NCCL=ON but no CUDA compiler was found (NCCL needs CUDA)")
   endif()
 endif()
 

@@ -41,19 +41,21 @@ void for_each_index(std::int64_t n, const F& f, cudaStream_t stream) {
 
 template <class F>
 __global__ void for_each_warp_row_kernel(std::int64_t rows, F f) {
-  const std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  // A warp's lanes share a row and leave together, so f may use full-warp
+  const std::int64_t stride = std::int64_t(gridDim.x) * kWarpsPerBlock;
+  // A warp's lanes share each row and step together, so f may use full-warp
   // shuffles (warp_reduce.cuh).
-  if (row < rows) f(row, int(threadIdx.x % kWarpSize));
+  for (std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize; row < rows;
+       row += stride)
+    f(row, int(threadIdx.x % kWarpSize));
 }
 
 // Runs f(row, lane) for every row in [0, rows) on `stream`, one warp per row
-// and lane in [0, kWarpSize).
+// and lane in [0, kWarpSize); the grid is capped as grid_for's and the warps
+// stride over the rows beyond it.
 template <class F>
 void for_each_warp_row(std::int64_t rows, const F& f, cudaStream_t stream) {
   if (rows <= 0) return;
-  const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  for_each_warp_row_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(rows, f);
+  for_each_warp_row_kernel<<<grid_for(rows * kWarpSize), kThreadsPerBlock, 0, stream>>>(rows, f);
   ZRT_CUDA_CHECK_LAUNCH();
 }
 

@@ -81,10 +81,14 @@ World init_world(std::chrono::milliseconds timeout) {
                   w.launch.size, " ranks needs MASTER_PORT (and MASTER_ADDR)");
     TcpRendezvous rendezvous(w.launch.master_addr, w.launch.master_port, w.launch.rank,
                              w.launch.size, timeout);
+    // The rank's device is current before NCCL starts: a CudaDeviceGuard that
+    // had to change it would set device 0 back afterwards, which makes a
+    // CUDA context on GPU 0 in every rank's process.
+    const int device = device_for_local_rank(w.launch.local_rank, cuda_device_count());
+    set_current_device(Device::cuda(device));
     w.comm = make_nccl_communicator(
         [&](std::span<const std::byte> mine) { return rendezvous.all_gather_bytes(mine); },
-        w.launch.rank, w.launch.size, device_for_local_rank(w.launch.local_rank, cuda_device_count()), timeout,
-        "world");
+        w.launch.rank, w.launch.size, device, timeout, "world");
 #else
     ZRT_THROW(InvalidState, "init_world: a torchrun-style launch of ", w.launch.size,
               " ranks needs a zrt built with CUDA and NCCL (its world is NCCL, bootstrapped over "

@@ -382,12 +382,15 @@ CachingAllocatorConfig with_environment(CachingAllocatorConfig config) {
 AllocatorPtr make_caching_allocator(Device device, CachingAllocatorConfig config) {
   config = with_environment(config);
   RawMemorySourcePtr source = device.is_cpu() ? make_host_memory_source() : make_cuda_memory_source(device.index);
-  return std::make_shared<CachingAllocator>(std::move(source), make_device_event_source(), config);
+  return std::make_shared<CachingAllocator>(std::move(source), make_device_event_source(device), config);
 }
 
 AllocatorPtr make_pinned_host_allocator(CachingAllocatorConfig config) {
   config = with_environment(config);
-  return std::make_shared<CachingAllocator>(make_pinned_host_memory_source(), make_device_event_source(), config);
+  // Pinned blocks serve host copies (Stream{}: complete at once) and CUDA
+  // streams' copies, whose events are their device's.
+  return std::make_shared<CachingAllocator>(make_pinned_host_memory_source(), make_device_event_source(Device::cpu()),
+                                            config);
 }
 
 }  // namespace zrt

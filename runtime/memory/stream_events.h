@@ -30,7 +30,9 @@ class StreamEventSource {
 using StreamEventSourcePtr = std::unique_ptr<StreamEventSource>;
 
 // zrt::Event on the recorded stream's device: it completes when the stream
-// reaches it (at once for the default CPU stream, Note [CPU streams]).
-StreamEventSourcePtr make_device_event_source();
+// reaches it. The default handle Stream{} means what it means to kernels on
+// `memory` (the allocator's device): the legacy default stream of a CUDA
+// device, asynchronous; on the CPU, complete at once (Note [CPU streams]).
+StreamEventSourcePtr make_device_event_source(Device memory);
 
 }  // namespace zrt

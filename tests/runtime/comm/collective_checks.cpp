@@ -61,7 +61,7 @@ void expect_elements(const Communicator& comm, const char* what, const Tensor& g
   const std::vector<double> v = got.to_doubles();
   for (std::size_t i = 0; i < v.size(); ++i) {
     const double e = expected(static_cast<std::int64_t>(i));
-    if (std::fabs(v[i] - e) > rel_tol * std::fabs(e))
+    if (!(std::fabs(v[i] - e) <= rel_tol * std::fabs(e)))  // a NaN is a miss too
       throw std::runtime_error(detail::concat(what, " on ", comm.name(), " rank ", comm.rank(),
                                               " of ", comm.size(), ", ", got.str(), ": element ",
                                               i, " is ", v[i], ", expected ", e));
@@ -134,7 +134,8 @@ void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
 
 void check_all_gather_bytes(Communicator& comm, std::uint64_t seed) {
   auto bytes_of_rank = [&](int r) {
-    std::vector<std::byte> b(static_cast<std::size_t>(r * 3));  // rank 0 sends nothing
+    // Rank 1 sends nothing; a world of one still moves bytes.
+    std::vector<std::byte> b(static_cast<std::size_t>(r == 1 ? 0 : 3 * (r + 1)));
     for (std::size_t i = 0; i < b.size(); ++i)
       b[i] = static_cast<std::byte>(input_value(seed, r, static_cast<std::int64_t>(i)));
     return b;
@@ -156,7 +157,7 @@ void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std:
   for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, dtype, n, root, seed + 3, device);
 }
 
-void check_split(Communicator& comm, std::uint64_t seed) {
+void check_split(Communicator& comm, std::uint64_t seed, Device device) {
   const int color = comm.rank() % 2;
   // Key reverses the order inside each group.
   auto child = comm.split(color, -comm.rank());
@@ -170,15 +171,15 @@ void check_split(Communicator& comm, std::uint64_t seed) {
          "split: unexpected child name " + child->name());
   expect(child->timeout() == comm.timeout(), "split: the child did not inherit the timeout");
   // The sum over the child of the parent ranks.
-  Tensor t = Tensor::from_doubles({static_cast<double>(comm.rank())}, DType::i64);
+  Tensor t = Tensor::from_doubles({static_cast<double>(comm.rank())}, DType::i64, device);
   child->all_reduce(t, ReduceOp::sum);
   double want = 0;
   for (int r = color; r < comm.size(); r += 2) want += r;
   expect(t.item(0) == want, detail::concat("split: sum over ", child->name(), " is ", t.item(0),
                                            ", expected ", want));
-  check_all_collectives(*child, DType::f32, 7, seed);
+  check_all_collectives(*child, DType::f32, 7, seed, device);
   // Collectives on the parent still work after the split.
-  check_all_reduce(comm, DType::i32, 3, ReduceOp::sum, seed);
+  check_all_reduce(comm, DType::i32, 3, ReduceOp::sum, seed, device);
 }
 
 void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed) {

@@ -25,15 +25,15 @@ void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp 
                       std::uint64_t seed, Device device = Device::cpu());
 void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
                      std::uint64_t seed, Device device = Device::cpu());
-// all_gather_bytes with a different length on every rank (including empty).
+// all_gather_bytes with a different length on every rank (rank 1's empty).
 void check_all_gather_bytes(Communicator& comm, std::uint64_t seed);
 // Every collective above for one dtype and size (avg, max, min included),
 // on tensors of `device`.
 void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
                            Device device = Device::cpu());
 // Splits into (rank % 2) groups and runs collectives inside each, checking
-// the members and sizes against the parent's ranks.
-void check_split(Communicator& comm, std::uint64_t seed);
+// the members and sizes against the parent's ranks, on tensors of `device`.
+void check_split(Communicator& comm, std::uint64_t seed, Device device = Device::cpu());
 // make_zero_groups(world, z): sizes, ranks and a sum inside each group.
 void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed);
 

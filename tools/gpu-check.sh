@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Runs zrt on a GPU machine in one go, from a bundle tools/gpu-bundle.sh made
+# elsewhere: every gpu suite directly (not through ctest, whose paths are the
+# building machine's), the same under compute-sanitizer (memcheck, racecheck,
+# synccheck), zrt-train --device cuda (tiny GPT on 1 and 2 local ranks
+# sharing the GPU, GPT-2 124M in bf16) and zrt-bench kernels and optim on the
+# device. Each step has a time limit; a failing step does not stop the
+# others. Writes SUMMARY.md (one line per step: result, seconds, the last
+# line that explains a failure) and gpu-check.log (every step's output) to
+# the summary folder, and prints the summary last.
+#
+# usage: tools/gpu-check.sh [BUNDLE [SUMMARY-DIR]]
+#   BUNDLE       default gpu-bundle/ in the repository
+#   SUMMARY-DIR  default $OUT when set (the device tool's), else out/gpu-check
+#   ZRT_GPU_CHECK_STAGES  the stages to run, of suites,sanitize,train,bench (default all)
+# Exits 77 on a machine without a GPU, saying so; 1 when a step failed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=${1:-$root/gpu-bundle}
+summary_dir=${2:-${OUT:-$root/out/gpu-check}}
+stages=${ZRT_GPU_CHECK_STAGES:-suites,sanitize,train,bench}
+
+if ! gpus=$(nvidia-smi -L 2> /dev/null) || [ -z "$gpus" ]; then
+  echo "gpu-check: no GPU on this machine (nvidia-smi -L lists none): nothing to check"
+  exit 77
+fi
+[ -x "$bundle/bin/zrt-train" ] || { echo "gpu-check: no bundle at $bundle: make one with tools/gpu-bundle.sh" >&2; exit 2; }
+bundle=$(cd "$bundle" && pwd)
+mkdir -p "$summary_dir"
+summary=$summary_dir/SUMMARY.md
+log=$summary_dir/gpu-check.log
+: > "$log"
+
+# Libraries: the bundle's, then the machine's CUDA toolkit, then its
+# PyTorch's CUDA wheels (cuBLAS, NCCL and the CUDA runtime are not carried).
+lib_path=$bundle/lib
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && lib_path+=:$d
+done
+wheels=$(python3 - 2> /dev/null << 'PY'
+import glob, os
+try:
+    import nvidia
+except ImportError:
+    raise SystemExit
+dirs = []
+for base in nvidia.__path__:
+    dirs += sorted(d for d in glob.glob(os.path.join(base, "*", "lib")) if os.path.isdir(d))
+print(":".join(dirs))
+PY
+)
+[ -n "$wheels" ] && lib_path+=:$wheels
+export LD_LIBRARY_PATH=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+failed=0
+rows=()
+# step NAME LIMIT-SECONDS COMMAND...: runs it, logs it, adds a summary row.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS rc result why=""
+  {
+    echo
+    echo "=== $name: $*"
+  } >> "$log"
+  timeout --kill-after=10 "$limit" "$@" > "$summary_dir/step.log" 2>&1
+  rc=$?
+  cat "$summary_dir/step.log" >> "$log"
+  case $rc in
+    0) result=pass ;;
+    77) result=skipped ;;
+    124 | 137) result="FAIL (over ${limit} s)" ;;
+    *) result="FAIL (exit $rc)" ;;
+  esac
+  if [ "$rc" != 0 ]; then
+    [ "$rc" != 77 ] && failed=1
+    why=$(grep -E "error|Error|ERROR|FAIL|failure|what\(\)" "$summary_dir/step.log" | tail -1 | cut -c1-160)
+    [ -z "$why" ] && why=$(tail -1 "$summary_dir/step.log" | cut -c1-160)
+  fi
+  rows+=("| $name | $result | $((SECONDS - t0)) | ${why//|/\\|} |")
+  rm -f "$summary_dir/step.log"
+}
+want() { [[ ",$stages," == *",$1,"* ]]; }
+
+bin=$bundle/bin
+suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu)
+if want suites; then
+  for s in "${suites[@]}"; do step "$s" 300 "$bin/$s" --report_level=short; done
+fi
+if want sanitize; then
+  for tool in memcheck racecheck synccheck; do
+    for s in "${suites[@]}"; do
+      step "$s under compute-sanitizer $tool" 300 \
+        compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin/$s" --report_level=short
+    done
+  done
+fi
+if want train; then
+  step "zrt-train tiny, cuda" 120 "$bin/zrt-train" --device cuda --steps 20 --log-every 5
+  step "zrt-train tiny, cuda, 2 local ranks" 120 "$bin/zrt-train" --device cuda --ranks 2 --steps 20 --log-every 5
+  step "zrt-train gpt2-124m bf16, cuda" 300 "$bin/zrt-train" --device cuda --preset gpt2-124m --dtype bf16 \
+    --batch-size 8 --seq-len 1024 --steps 10 --log-every 1
+fi
+if want bench; then
+  step "zrt-bench kernels, cuda" 120 "$bin/zrt-bench" kernels --device cuda --size 67108864
+  step "zrt-bench optim, cuda" 120 "$bin/zrt-bench" optim --device cuda --params 67108864
+fi
+
+{
+  echo "# zrt gpu-check"
+  echo
+  echo "- GPU: ${gpus//$'\n'/; }"
+  echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1)"
+  echo "- bundle: $(tr '\n' ';' < "$bundle/MANIFEST" 2> /dev/null)"
+  echo "- stages: $stages"
+  echo
+  echo "| step | result | s | last error line |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+} > "$summary"
+cat "$summary"
+exit $failed
