@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs zrt on a GPU machine in one go, from a bundle tools/gpu-bundle.sh made
 # elsewhere: every gpu suite directly (not through ctest, whose paths are the
-# building machine's), the same under compute-sanitizer (memcheck, racecheck,
-# synccheck), zrt-train --device cuda (tiny GPT on 1 and 2 local ranks
+# building machine's), the kernel and memory suites under compute-sanitizer
+# (memcheck, racecheck, synccheck; the communicators and one engine case
+# under memcheck), zrt-train --device cuda (tiny GPT on 1 and 2 local ranks
 # sharing the GPU, GPT-2 124M in bf16) and zrt-bench kernels and optim on the
 # device. Each step has a time limit; a failing step does not stop the
 # others. Writes SUMMARY.md (one line per step: result, seconds, the last
@@ -83,17 +84,26 @@ step() {
 want() { [[ ",$stages," == *",$1,"* ]]; }
 
 bin=$bundle/bin
-suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu)
+suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu test_engine_gpu)
 if want suites; then
   for s in "${suites[@]}"; do step "$s" 300 "$bin/$s" --report_level=short; done
 fi
 if want sanitize; then
+  # Every kernel runs under each tool through the kernel and memory suites;
+  # memcheck also takes the communicators (NCCL's kernels are not ours to
+  # race-check) and one engine case (the whole sweep would take an hour).
+  sanitized=(test_tensor_gpu test_caching_allocator_gpu test_kernels_gpu test_nn_kernels_gpu)
   for tool in memcheck racecheck synccheck; do
-    for s in "${suites[@]}"; do
+    for s in "${sanitized[@]}"; do
       step "$s under compute-sanitizer $tool" 300 \
         compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin/$s" --report_level=short
     done
   done
+  step "test_comm_gpu under compute-sanitizer memcheck" 300 \
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/test_comm_gpu" --report_level=short
+  step "test_engine_gpu (prefetch depths) under compute-sanitizer memcheck" 300 \
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/test_engine_gpu" --report_level=short \
+    --run_test=engine_gpu/prefetch_depth_changes_no_number_on_the_device
 fi
 if want train; then
   step "zrt-train tiny, cuda" 120 "$bin/zrt-train" --device cuda --steps 20 --log-every 5

@@ -20,6 +20,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.offload_grads = setup.offload_grads;
   c.engine.prefetch = setup.prefetch;
   c.engine.reduce_dtype = setup.reduce_dtype;
+  c.engine.device = setup.device;
   c.engine.adamw.beta2 = 0.95;
   c.engine.adamw.weight_decay = 0.1;
   c.engine.adamw.max_grad_norm = 1.0;
@@ -105,7 +106,8 @@ std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
 
 std::string describe(const TrainSetup& s) {
   return s.model + " " + optim::strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
-         " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "");
+         " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
+         (s.device.is_cpu() ? "" : " " + s.device.str());
 }
 
 }  // namespace zrt::testing
