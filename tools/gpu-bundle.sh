@@ -24,6 +24,9 @@ limit_mib=60  # of the 64 MiB a call carries, with room for the working tree's o
 suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu test_engine_gpu)
 programs=("${suites[@]}" zrt-train zrt-bench)
 
+# The tree as it is when the build starts, for the manifest.
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -58,7 +61,7 @@ for p in "$bundle"/bin/*; do
 done
 
 {
-  echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "commit $commit"
   echo "built $(uname -m), $(ldd --version | head -1), $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -1)"
   echo "programs ${programs[*]}"
 } > "$bundle/MANIFEST"
