@@ -29,10 +29,11 @@ commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(gi
 
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DZRT_CUDA=ON -DZRT_NCCL=ON -DZRT_MPI=OFF -DZRT_OPENBLAS=OFF -DZRT_BUILD_TESTS=ON -DZRT_WERROR=ON \
-  "${launcher[@]}" > "$build.configure.log" ||
-  { cat "$build.configure.log"; exit 1; }
+  "${launcher[@]}" > "$build/zrt-configure.log" ||
+  { cat "$build/zrt-configure.log"; exit 1; }
 cmake --build "$build" --target "${programs[@]}"
 
 rm -rf "$bundle"
