@@ -1,6 +1,7 @@
 #include "tests/model_zoo/engine/engine_checks.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "zrt/model_zoo/data/synthetic_data.h"
@@ -52,6 +53,29 @@ TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
   train_until(*trainer, setup.steps, out);
   out.params = full_params(*trainer);
   return out;
+}
+
+TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup) {
+  TrainOutput out;
+  run_local_ranks(ranks, [&](const CommPtr& world) {
+    auto mine = train_tiny(world, setup);
+    if (world->rank() == 0) out = std::move(mine);
+  }, std::chrono::seconds(120));
+  return out;
+}
+
+void expect_prefetch_depths_alike(int ranks, TrainSetup setup) {
+  TrainOutput runs[3];
+  for (int depth : {0, 1, 2}) {
+    setup.prefetch = depth;
+    runs[depth] = train_tiny_on_local_ranks(ranks, setup);
+  }
+  for (int depth : {0, 2}) {
+    ZRT_EXPECT(runs[depth].losses == runs[1].losses, describe(setup), ": losses at prefetch ", depth,
+               " differ from prefetch 1's");
+    ZRT_EXPECT(runs[depth].params == runs[1].params, describe(setup), ": parameters at prefetch ", depth,
+               " differ from prefetch 1's");
+  }
 }
 
 void expect_same_training(const TrainOutput& got, const TrainOutput& want, const Tolerance& tol,

@@ -34,6 +34,11 @@ struct TrainOutput {
 
 // Trains the tiny preset of `setup.model` on the embedded dataset.
 TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup);
+// train_tiny on `ranks` local ranks; rank 0's output.
+TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup);
+// Prefetch reorders gathers only: `setup` at prefetch 0 and 2 trains bit for
+// bit as at 1, on `ranks` local ranks. Throws CheckFailed naming the depth.
+void expect_prefetch_depths_alike(int ranks, TrainSetup setup);
 // The trainer train_tiny uses, before its first step (schedule over setup.steps).
 std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const TrainSetup& setup);
 // Steps `trainer` until next_step() == until, appending the losses.

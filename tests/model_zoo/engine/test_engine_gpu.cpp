@@ -5,26 +5,13 @@
 // training runs]: cuBLAS and the CPU GEMMs sum in other orders); prefetch
 // depths 0, 1 and 2 train bit for bit alike on the device, as on the CPU.
 #include <boost/test/unit_test.hpp>
-#include <chrono>
+#include <cmath>
+#include <string>
 
-#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 
 using namespace zrt;
 using namespace zrt::testing;
-
-namespace {
-
-TrainOutput train_on(int ranks, const TrainSetup& setup) {
-  TrainOutput out;
-  run_local_ranks(ranks, [&](const CommPtr& world) {
-    auto mine = train_tiny(world, setup);
-    if (world->rank() == 0) out = std::move(mine);
-  }, std::chrono::seconds(120));
-  return out;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine_gpu)
 
@@ -32,10 +19,11 @@ BOOST_AUTO_TEST_CASE(every_strategy_matches_its_cpu_run) {
   for (int w : {1, 2}) {
     for (TrainSetup setup : equivalence_setups("gpt", w)) {
       setup.steps = 5;
-      const TrainOutput cpu = train_on(w, setup);
+      const TrainOutput cpu = train_tiny_on_local_ranks(w, setup);
       setup.device = Device::cuda(0);
       try {
-        expect_same_training(train_on(w, setup), cpu, {}, std::to_string(w) + " ranks, " + describe(setup));
+        expect_same_training(train_tiny_on_local_ranks(w, setup), cpu, {},
+                             std::to_string(w) + " ranks, " + describe(setup));
       } catch (const std::exception& e) {
         BOOST_ERROR(e.what());
       }
@@ -48,14 +36,10 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number_on_the_device) {
   s.device = Device::cuda(0);
   s.micro_batches = 2;
   s.steps = 4;
-  TrainOutput runs[3];
-  for (int depth : {0, 1, 2}) {
-    s.prefetch = depth;
-    runs[depth] = train_on(2, s);
-  }
-  for (int depth : {0, 2}) {
-    BOOST_TEST(runs[depth].losses == runs[1].losses, describe(s) << " prefetch " << depth);
-    BOOST_TEST((runs[depth].params == runs[1].params), describe(s) << " prefetch " << depth);
+  try {
+    expect_prefetch_depths_alike(2, s);
+  } catch (const std::exception& e) {
+    BOOST_ERROR(e.what());
   }
 }
 
@@ -63,9 +47,9 @@ BOOST_AUTO_TEST_CASE(bf16_on_the_device_trains_close_to_its_cpu_run) {
   TrainSetup s;
   s.dtype = DType::bf16;
   s.steps = 5;
-  const TrainOutput cpu = train_on(2, s);
+  const TrainOutput cpu = train_tiny_on_local_ranks(2, s);
   s.device = Device::cuda(0);
-  const TrainOutput gpu = train_on(2, s);
+  const TrainOutput gpu = train_tiny_on_local_ranks(2, s);
   BOOST_REQUIRE_EQUAL(gpu.losses.size(), cpu.losses.size());
   for (std::size_t i = 0; i < cpu.losses.size(); ++i)
     BOOST_TEST(std::abs(gpu.losses[i] - cpu.losses[i]) <= 2e-2 * cpu.losses[i], "step " << i);
