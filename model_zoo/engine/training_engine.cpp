@@ -82,6 +82,11 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
 
   last_backward_stage_.assign(units.size(), -1);
   for (int s = model_->num_stages() - 1; s >= 0; --s) last_backward_stage_[model_->stage_unit(s)] = s;
+  checkpointed_.assign(static_cast<std::size_t>(model_->num_stages()), false);
+  kept_inputs_.resize(checkpointed_.size());
+  const std::vector<int> blocks = model_->block_stages();
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    if (config_.checkpointing.checkpoints(static_cast<int>(b))) checkpointed_.at(static_cast<std::size_t>(blocks[b])) = true;
   module_->optimizer();  // every unit is added: the optimizer's state exists from here on
 }
 
@@ -106,16 +111,20 @@ void TrainingEngine::prefetch(int stage, int step) {
   }
 }
 
-double TrainingEngine::forward(const Batch& given) {
-  const Stream stream = this->stream();
+Batch TrainingEngine::home(const Batch& given) const {
   // Layers allocate activations from their input's allocator: re-home the
   // batch on the engine's caching allocator so every activation comes from it.
   Batch batch = given;
   for (Tensor* t : {&batch.inputs, &batch.targets}) {
-    Tensor homed = Tensor::empty(t->shape(), t->dtype(), config_.device, module_->allocator(), stream);
-    homed.copy_(*t, stream);
+    Tensor homed = Tensor::empty(t->shape(), t->dtype(), config_.device, module_->allocator(), stream());
+    homed.copy_(*t, stream());
     *t = homed;
   }
+  return batch;
+}
+
+double TrainingEngine::forward(const Batch& batch) {
+  const Stream stream = this->stream();
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
     const auto u = static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s));
@@ -126,14 +135,17 @@ double TrainingEngine::forward(const Batch& given) {
     }
     {
       auto trace = traced("forward", module_->handle(u).name());
+      const bool checkpointed = checkpointed_[static_cast<std::size_t>(s)];
+      if (checkpointed) kept_inputs_[static_cast<std::size_t>(s)] = x;
       x = model_->stage_forward(s, x, batch, stream);
+      if (checkpointed) model_->release_stage(s);
     }
     scope.close();
   }
   return read_scalar(x, stream);
 }
 
-void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
+void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync_grads) {
   const Stream stream = this->stream();
   Tensor dy = dloss;
   for (int s = model_->num_stages() - 1; s >= 0; --s) {
@@ -142,6 +154,14 @@ void TrainingEngine::backward(const Tensor& dloss, bool sync_grads) {
     {
       auto trace = traced("prefetch", module_->handle(u).name(), "issue");
       prefetch(s, -1);
+    }
+    if (checkpointed_[static_cast<std::size_t>(s)]) {
+      // The unit is gathered for this backward: run the block's forward again
+      // to refill its layers' caches (Note [Activation checkpointing]).
+      auto trace = traced("recompute", module_->handle(u).name());
+      Tensor& kept = kept_inputs_[static_cast<std::size_t>(s)];
+      model_->stage_forward(s, kept, batch, stream);
+      kept = Tensor();
     }
     {
       auto trace = traced("backward", module_->handle(u).name());
@@ -168,9 +188,10 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   double local_loss = 0;
   std::int64_t local_tokens = 0;
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
-    local_loss += forward(micro_batches[m]);
-    local_tokens += micro_batches[m].targets.numel();
-    backward(dloss, m + 1 == micro_batches.size());
+    const Batch batch = home(micro_batches[m]);
+    local_loss += forward(batch);
+    local_tokens += batch.targets.numel();
+    backward(batch, dloss, m + 1 == micro_batches.size());
   }
   StepStats stats;
   std::pair<double, double> sums;

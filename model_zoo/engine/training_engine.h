@@ -24,7 +24,8 @@
 // CUDA their all-gathers run on the communication stream, overlapping the
 // compute (Note [Unshard on the communication stream]), at the price of up
 // to d + 1 unsharded units at a time instead of one. d = 0 gathers each unit
-// just before its stage (least memory, no overlap).
+// just before its stage (least memory, no overlap). Checkpointed blocks run
+// their forward a second time in backward (Note [Activation checkpointing]).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "zrt/model_zoo/engine/activation_checkpointing.h"
 #include "zrt/model_zoo/models/model.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/communicator.h"
@@ -46,6 +48,7 @@ struct EngineConfig {
   Device device = Device::cpu();
   bool offload_grads = false;
   int prefetch = 1;                // stages whose units are unsharded ahead (0, 1 or 2)
+  ActivationCheckpointing checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
   DType reduce_dtype = DType::f32; // gradient reduce-scatter dtype
   optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
   std::uint64_t seed = 1337;
@@ -85,8 +88,10 @@ class TrainingEngine {
   optim::DynamicLossScaler* loss_scaler() { return module_->loss_scaler(); }  // f16 only, else null
 
  private:
+  // The micro-batch on the engine's device and caching allocator.
+  Batch home(const Batch& batch) const;
   double forward(const Batch& batch);
-  void backward(const Tensor& dloss, bool sync_grads);
+  void backward(const Batch& batch, const Tensor& dloss, bool sync_grads);
   // Sums (loss, targets) over the world on the device, in stream order.
   std::pair<double, double> all_reduce_sum(double a, double b);
   Stream stream() const { return module_->stream(); }
@@ -106,6 +111,8 @@ class TrainingEngine {
   std::unique_ptr<Model> model_;
   EngineConfig config_;
   std::vector<int> last_backward_stage_;  // per unit: stage whose backward syncs
+  std::vector<bool> checkpointed_;        // per stage: keeps only its input (Note [Activation checkpointing])
+  std::vector<Tensor> kept_inputs_;       // per checkpointed stage: its input, from forward to backward
 };
 
 }  // namespace zrt::model_zoo

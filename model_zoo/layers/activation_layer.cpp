@@ -18,9 +18,13 @@ Tensor ActivationLayer::backward(const Tensor& dy, Stream stream) {
                 x_.str());
   Tensor dx = new_activation(dy, dy.shape(), dy.dtype(), stream);
   kernels::activation_backward(act_, x_, dy, dx, stream);
+  release();
+  return dx;
+}
+
+void ActivationLayer::release() {
   x_ = Tensor();
   has_x_ = false;
-  return dx;
 }
 
 }  // namespace zrt::model_zoo

@@ -13,6 +13,8 @@ class ActivationLayer {
   Tensor forward(const Tensor& x, Stream stream = {});
   // dx = act'(x) · dy. Releases the cached x.
   Tensor backward(const Tensor& dy, Stream stream = {});
+  // Drops the cached x without a backward (Note [Activation checkpointing]).
+  void release();
 
  private:
   kernels::Activation act_;

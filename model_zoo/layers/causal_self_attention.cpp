@@ -40,4 +40,11 @@ Tensor CausalSelfAttention::backward(const Tensor& dy, GradMode mode, Stream str
   return qkv_.backward(dqkv, mode, stream);
 }
 
+void CausalSelfAttention::release() {
+  qkv_.release();
+  proj_.release();
+  qkv_out_ = att_out_ = lse_ = Tensor();
+  has_cache_ = false;
+}
+
 }  // namespace zrt::model_zoo

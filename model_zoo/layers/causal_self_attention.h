@@ -21,6 +21,8 @@ class CausalSelfAttention {
   Tensor forward(const Tensor& x, Stream stream = {});
   // dy: [B, T, C] -> dx; parameter gradients written or accumulated per `mode`.
   Tensor backward(const Tensor& dy, GradMode mode, Stream stream = {});
+  // Drops every cache without a backward (Note [Activation checkpointing]).
+  void release();
 
  private:
   Linear qkv_, proj_;

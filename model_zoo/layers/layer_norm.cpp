@@ -32,9 +32,13 @@ Tensor LayerNorm::backward(const Tensor& dy, GradMode mode, Stream stream) {
   Tensor dx = new_activation(dy, dy.shape(), dy.dtype(), stream);
   kernels::layernorm_backward(dy, x_, weight_.value, mean_, rstd_, dx, weight_.grad, bias_.grad,
                               mode == GradMode::accumulate, stream);
+  release();
+  return dx;
+}
+
+void LayerNorm::release() {
   x_ = mean_ = rstd_ = Tensor();
   has_x_ = false;
-  return dx;
 }
 
 }  // namespace zrt::model_zoo

@@ -14,6 +14,8 @@ class LayerNorm {
   Tensor forward(const Tensor& x, Stream stream = {});
   // dy -> dx; weight and bias gradients written or accumulated per `mode`.
   Tensor backward(const Tensor& dy, GradMode mode, Stream stream = {});
+  // Drops the cache without a backward (Note [Activation checkpointing]).
+  void release();
 
  private:
   Param weight_, bias_;

@@ -70,9 +70,13 @@ Tensor Linear::backward(const Tensor& dy, GradMode mode, Stream stream) {
     gemm(ones(dy, rows, stream).view({1, rows}), false, dy, false, bias_->grad.view({1, out_}), 1.0,
          beta, stream);                                              // db = 1ᵀ·dy
   }
+  release();
+  return dx;
+}
+
+void Linear::release() {
   x_ = Tensor();
   has_x_ = false;
-  return dx;
 }
 
 }  // namespace zrt::model_zoo

@@ -27,6 +27,9 @@ class Linear {
   // dy: [..., out] -> dx: [..., in]; the weight (and bias) gradients are
   // written or accumulated per `mode`. Releases the cached x.
   Tensor backward(const Tensor& dy, GradMode mode, Stream stream = {});
+  // Drops the cached x without a backward (activation checkpointing runs
+  // forward again before backward; Note [Activation checkpointing]).
+  void release();
 
  private:
   // n ones (bias broadcast and bias gradient as GEMMs), on `like`'s device

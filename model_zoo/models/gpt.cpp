@@ -141,6 +141,25 @@ Tensor Gpt::stage_backward(int s, const Tensor& dy, Stream stream) {
   return ln_f_->backward(dh, GradMode::accumulate, stream);
 }
 
+std::vector<int> Gpt::block_stages() const {
+  std::vector<int> stages;
+  for (int s = 1; s <= dims_.n_layer; ++s) stages.push_back(s);
+  return stages;
+}
+
+void Gpt::release_stage(int s) {
+  ZRT_CHECK_ARG(s >= 1 && s <= dims_.n_layer, "gpt release_stage: stage ", s, " is not a block (1..",
+                dims_.n_layer, ")");
+  check_bound("release_stage");
+  Block& b = blocks_[static_cast<std::size_t>(s - 1)];
+  b.ln_1.release();
+  b.attn.release();
+  b.ln_2.release();
+  b.c_fc.release();
+  b.gelu.release();
+  b.c_proj.release();
+}
+
 Tensor Gpt::block_forward(Block& b, const Tensor& x, Stream stream) {
   Tensor x1 = b.add.forward(x, b.attn.forward(b.ln_1.forward(x, stream), stream), stream);
   Tensor m = b.c_proj.forward(b.gelu.forward(b.c_fc.forward(b.ln_2.forward(x1, stream), stream),

@@ -35,6 +35,9 @@ class Gpt : public Model {
   int stage_unit(int s) const override;
   Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) override;
   Tensor stage_backward(int s, const Tensor& dy, Stream stream) override;
+  // Stages 1..n_layer (h.0 .. h.{L-1}).
+  std::vector<int> block_stages() const override;
+  void release_stage(int s) override;
 
  private:
   struct Block {

@@ -79,6 +79,20 @@ Tensor Mlp::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
   return loss_.forward(y, t.device() == device_ ? t : t.to(device_), batch.normaliser, stream);
 }
 
+std::vector<int> Mlp::block_stages() const {
+  std::vector<int> stages;
+  for (int s = 1; s + 1 < num_stages(); ++s) stages.push_back(s);
+  return stages;
+}
+
+void Mlp::release_stage(int s) {
+  ZRT_CHECK_ARG(s >= 1 && s + 1 < num_stages(), "mlp release_stage: stage ", s, " is not a hidden block (1..",
+                num_stages() - 2, ")");
+  ZRT_CHECK_STATE(!layers_.empty(), "mlp release_stage: bind() has not been called");
+  layers_[static_cast<std::size_t>(s)].release();
+  acts_[static_cast<std::size_t>(s)].release();
+}
+
 Tensor Mlp::stage_backward(int s, const Tensor& dy, Stream stream) {
   check_stage(s, "stage_backward");
   ZRT_CHECK_STATE(!layers_.empty(), "mlp stage_backward: bind() has not been called");

@@ -26,6 +26,9 @@ class Mlp : public Model {
   int stage_unit(int s) const override;
   Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) override;
   Tensor stage_backward(int s, const Tensor& dy, Stream stream) override;
+  // The hidden layers after the first: stages 1 .. num_stages() - 2.
+  std::vector<int> block_stages() const override;
+  void release_stage(int s) override;
 
  private:
   void check_stage(int s, const char* what) const;

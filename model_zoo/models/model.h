@@ -59,6 +59,13 @@ class Model {
   // The last stage takes dloss (1-element f32 tensor) as dy. Stage 0 returns
   // an empty tensor. Gradients are ACCUMULATED into the bound grad views.
   virtual Tensor stage_backward(int s, const Tensor& dy, Stream stream) = 0;
+  // The stages that are repeated blocks (GPT's transformer blocks, an MLP's
+  // hidden layers), in order: they read x only (not the batch), so the engine
+  // may keep just their input and run them again before their backward
+  // (Note [Activation checkpointing]).
+  virtual std::vector<int> block_stages() const = 0;
+  // Drops what block stage s's forward kept for its backward.
+  virtual void release_stage(int s) = 0;
 };
 
 // Builds the model of a validated config (InvalidArgument naming the problem).

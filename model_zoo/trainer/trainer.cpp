@@ -24,6 +24,7 @@ StepReport Trainer::step() {
   std::vector<Batch> batches;
   for (int m = 0; m < config_.micro_batches; ++m)
     batches.push_back(make_micro_batch(data_, step_, geometry_, world_->rank(), m, config_.engine.device));
+  engine_->module().allocator()->reset_peak_stats();  // the report's peaks are this step's
   StepReport r;
   r.step = step_;
   r.lr = schedule_->lr(step_);

@@ -32,7 +32,7 @@ struct StepReport {
   double lr = 0;
   StepStats stats;
   double seconds = 0;     // wall time of the step on this rank
-  MemoryStats memory;     // this rank's allocator after the step
+  MemoryStats memory;     // this rank's allocator after the step; its peaks are the step's own
 };
 
 class Trainer {

@@ -4,7 +4,9 @@
 # GFLOP/s = FLOPs per step / median step, the measured or given peak, memory,
 # a first loss near ln 256), on one rank and on two local ranks; --prefetch
 # 0,1,2 gives one object per depth, in order, with the same losses (prefetch
-# changes when, not what) and communication figures; a bad value fails.
+# changes when, not what) and communication figures; --activation-checkpointing
+# none,blocks,every:2 likewise, each mode's step peak below none's; a bad value
+# fails.
 # tools/bench/torch_gpt.py
 # prints its skip message and exits 0 without PyTorch 2.x: under PYTHON when
 # its torch is older (Debian's 1.13), and with site-packages off (-S: no torch).
@@ -18,10 +20,10 @@ check_json() {  # check_json RANKS JSON
 import json, math, sys
 ranks, r = int(sys.argv[1]), json.loads(sys.argv[2])
 fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "ranks", "threads", "strategy",
-          "dtype", "batch_size", "seq_len", "prefetch", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
+          "dtype", "batch_size", "seq_len", "prefetch", "activation_checkpointing", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
           "step_vs_first", "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak",
           "comm_ms_per_step", "comm_overlapped", "loss_first",
-          "loss_last", "alloc_peak_MiB", "rss_peak_MiB", "rss_base_MiB"]
+          "loss_last", "step_peak_MiB", "alloc_peak_MiB", "rss_peak_MiB", "rss_base_MiB"]
 missing = [f for f in fields if f not in r]
 assert not missing, f"missing fields {missing} in {r}"
 assert (r["model"], r["preset"], r["ranks"], r["steps"], r["warmup"]) == ("gpt", "tiny", ranks, 2, 1), r
@@ -68,6 +70,19 @@ assert len({(r["loss_first"], r["loss_last"]) for r in rows}) == 1, [(r["loss_fi
 assert rows[0]["step_vs_first"] == 1 and all(r["step_vs_first"] > 0 for r in rows), rows
 print("ok   --prefetch 2,0,1: " + ", ".join(f"{r['prefetch']}: {r['step_ms']:.1f} ms, {100 * r['comm_overlapped']:.0f}% overlapped" for r in rows))
 PY
+out=$("$bench" train --preset tiny --n-layer 4 --steps 2 --warmup 1 --threads 1 --peak-gflops 100 --batch-size 16 \
+      --activation-checkpointing none,blocks,every:2 --json) || fail "--activation-checkpointing exited non-zero"
+"$python" - "$out" <<'PY' || fail "--activation-checkpointing none,blocks,every:2: $out"
+import json, sys
+rows = [json.loads(line) for line in sys.argv[1].splitlines()]
+assert [r["activation_checkpointing"] for r in rows] == ["none", "blocks", "every:2"], rows
+assert len({(r["loss_first"], r["loss_last"]) for r in rows}) == 1, [(r["loss_first"], r["loss_last"]) for r in rows]
+none, blocks, every2 = (r["step_peak_MiB"] for r in rows)
+assert 0 < blocks < every2 < none, (none, blocks, every2)
+print("ok   --activation-checkpointing: " + ", ".join(f"{r['activation_checkpointing']}: step peak {r['step_peak_MiB']:.2f} MiB" for r in rows))
+PY
+"$bench" train --preset tiny --steps 1 --activation-checkpointing blocks,every:0 > /dev/null 2>&1 &&
+  fail "--activation-checkpointing blocks,every:0 was accepted"
 "$bench" train --preset tiny --steps 1 --prefetch 0,3 > /dev/null 2>&1 && fail "--prefetch 0,3 was accepted"
 "$bench" train --preset tiny --steps 1 --prefetch 1, > /dev/null 2>&1 && fail "--prefetch 1, was accepted"
 "$bench" train --preset tiny --steps 1 --cpu-streams some > /dev/null 2>&1 && fail "--cpu-streams some was accepted"

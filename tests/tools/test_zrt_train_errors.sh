@@ -42,6 +42,7 @@ expect_error "seq-len longer than the data" "seq|short|long" --data "$dir/short.
 expect_error "batch not divisible" "divisible|divide" --ranks 2 --batch-size 3
 expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --micro-batches 4
 expect_error "unknown preset" "preset" --preset huge
+expect_error "activation checkpointing every:0" "activation checkpointing .every:0. is not one of none, blocks, every:N" --activation-checkpointing every:0
 expect_error "unknown flag value" "dtype" --dtype fp8
 expect_error "init file with missing keys" "h\.1\..*missing|missing.*h\.1\." --init-from "$dir/shallow.safetensors"
 expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safetensors"

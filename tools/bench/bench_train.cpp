@@ -1,6 +1,7 @@
 // zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer --n-head --n-embd --vocab-size]
 //                 [--batch-size B] [--seq-len T] [--dtype D] [--strategy S] [--ranks R]
-//                 [--prefetch LIST] [--cpu-streams none|comm|all] [--rounds R]
+//                 [--prefetch LIST] [--activation-checkpointing LIST]
+//                 [--cpu-streams none|comm|all] [--rounds R]
 //                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G]
 //                 [--save-init W] [--save-data D] [--json]
 //
@@ -19,6 +20,9 @@
 // and the fraction of it that ran while the rank computed (Tracer::overlap
 // of the timed steps' trace: collectives on the communication track inside
 // the compute track's "compute" events, Note [Trace timeline]).
+// --activation-checkpointing none,blocks,every:2 does the same for the
+// checkpointing modes (Note [Activation checkpointing]), each with its step's
+// allocator peak; with both lists, every depth with every mode.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +46,7 @@ namespace {
 struct Options {
   train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from, --cpu-streams
   std::vector<int> prefetch;  // the depths to time, in this order
+  std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
   int warmup = 2, steps = 5, threads = 0, rounds = 1;
   double peak_gflops = 0;     // > 0: use instead of measuring
   std::string save_init, save_data;
@@ -65,15 +70,35 @@ std::vector<int> parse_prefetch_list(const std::string& list) {
   return out;
 }
 
+// "none,every:2" -> {"none", "every:2"}, each a valid mode; InvalidArgument naming the list otherwise.
+std::vector<std::string> parse_checkpointing_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    try {
+      out.push_back(model_zoo::parse_activation_checkpointing(item).str());
+    } catch (const InvalidArgument& e) {
+      ZRT_THROW(InvalidArgument, "train: --activation-checkpointing takes modes separated by commas, not '", list,
+                "': ", e.what());
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   train::TrainOptions& t = o.train;
   t.batch_size = 8;
   std::string prefetch = std::to_string(t.prefetch);
+  std::string checkpointing = t.activation_checkpointing;
   OptionParser("train",
                "usage: zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H] [--n-embd C]\n"
                "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
-               "         [--strategy S] [--ranks R] [--prefetch LIST] [--cpu-streams none|comm|all]\n"
+               "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
+               "         [--cpu-streams none|comm|all]\n"
                "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
                "         [--init-from W.safetensors] [--peak-gflops G] [--save-init W.safetensors]\n"
                "         [--save-data D.safetensors] [--json]")
@@ -89,6 +114,7 @@ Options parse(int argc, char** argv) {
       .value("--strategy", t.strategy)
       .value("--ranks", t.ranks)
       .value("--prefetch", prefetch)
+      .value("--activation-checkpointing", checkpointing)
       .value("--cpu-streams", t.cpu_streams)
       .value("--rounds", o.rounds)
       .value("--init-from", t.init_from)
@@ -108,6 +134,7 @@ Options parse(int argc, char** argv) {
   ZRT_CHECK_ARG(t.batch_size > 0 && t.seq_len > 0 && o.steps > 0 && o.rounds > 0,
                 "train: --batch-size, --seq-len, --steps and --rounds must be positive");
   o.prefetch = parse_prefetch_list(prefetch);
+  o.checkpointing = parse_checkpointing_list(checkpointing);
   if (!t.cpu_streams.empty()) optim::parse_cpu_streams(t.cpu_streams);  // InvalidArgument naming it
   ZRT_CHECK_ARG(o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0,
                 "train: --warmup, --threads, --ranks and --peak-gflops must not be negative");
@@ -192,47 +219,56 @@ double peak_rss_bytes() {
   return 0;
 }
 
-// One prefetch depth's figures (rank 0 holds them; the others' go into them).
+// One prefetch depth's and checkpointing mode's figures (rank 0 holds them;
+// the others' go into them).
 struct Result {
   int prefetch = 0;
+  std::string checkpointing;
   std::vector<double> step_s;  // per timed step over the rounds, the slowest rank's time
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0;
   double comm_us = 0, overlapped_us = 0;  // summed over ranks and timed steps
   double alloc_peak = 0, rss_peak = 0;    // the largest over ranks
+  double step_peak = 0;  // the largest allocator peak of one timed step (allocated bytes) over ranks
 };
 
 struct Run {
-  std::vector<Result> results;  // one per --prefetch depth, in order
+  std::vector<Result> results;  // one per --prefetch depth and --activation-checkpointing mode, in order
   std::int64_t params = 0;
   int threads = 0;  // rank 0's kernel threads
   double peak_gflops = 0;
   model_zoo::GptDims gpt;  // gpt only
 };
 
-// Trains a fresh model at prefetch depth `result.prefetch` for the warm-up and
-// timed steps and adds this round's figures to `result` (on rank 0).
-void time_depth(const CommPtr& world, int local_rank, const Options& o, Result& result, Run& run) {
+// Trains a fresh model at prefetch depth `result.prefetch` and checkpointing
+// `result.checkpointing` for the warm-up and timed steps and adds this round's
+// figures to `result` (on rank 0).
+void time_variant(const CommPtr& world, int local_rank, const Options& o, Result& result, Run& run) {
   train::TrainOptions t = o.train;
   t.prefetch = result.prefetch;
+  t.activation_checkpointing = result.checkpointing;
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
   config.engine.tracer = tracer;
   model_zoo::Trainer trainer = train::make_trainer(world, t, config);
-  std::vector<double> mine;  // timed step seconds, comm busy and overlapped us, allocator peak, process peak RSS
-  double since_us = 0;
+  std::vector<double> mine;  // timed step seconds, comm busy and overlapped us, allocator peaks, process peak RSS
+  double since_us = 0, step_peak = 0;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) since_us = tracer->now_us();
     const model_zoo::StepReport r = trainer.step();
     if (s == 0) result.loss_first = r.stats.loss;
     result.loss_last = r.stats.loss;
     result.tokens = static_cast<double>(r.stats.tokens);
-    if (s >= o.warmup) mine.push_back(r.seconds);
+    if (s >= o.warmup) {
+      mine.push_back(r.seconds);
+      step_peak = std::max(step_peak, static_cast<double>(r.memory.peak_allocated));
+    }
   }
   const Tracer::Overlap overlap = tracer->overlap("comm", "compute", since_us);
   mine.push_back(overlap.busy_us);
   mine.push_back(overlap.overlapped_us);
   mine.push_back(static_cast<double>(trainer.engine().memory_stats().peak_reserved));
   mine.push_back(peak_rss_bytes());
+  mine.push_back(step_peak);
   const auto all = gather(*world, mine);
   if (world->rank() != 0) return;
   const std::size_t n = static_cast<std::size_t>(o.steps);
@@ -246,6 +282,7 @@ void time_depth(const CommPtr& world, int local_rank, const Options& o, Result& 
     result.overlapped_us += v[n + 1];
     result.alloc_peak = std::max(result.alloc_peak, v[n + 2]);
     result.rss_peak = std::max(result.rss_peak, v[n + 3]);
+    result.step_peak = std::max(result.step_peak, v[n + 4]);
   }
   const ParamCounts counts = count_params(trainer.engine());
   run.params = counts.all;
@@ -270,10 +307,16 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
   }
   const int threads = kernels::cpu_threads();  // this rank's, as run_ranks set them
   const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, threads);
-  std::vector<Result> results(o.prefetch.size());
-  for (std::size_t i = 0; i < results.size(); ++i) results[i].prefetch = o.prefetch[i];
+  std::vector<Result> results;
+  for (int depth : o.prefetch)
+    for (const std::string& mode : o.checkpointing) {
+      Result r;
+      r.prefetch = depth;
+      r.checkpointing = mode;
+      results.push_back(r);
+    }
   for (int round = 0; round < o.rounds; ++round)
-    for (Result& r : results) time_depth(world, local_rank, o, r, run);
+    for (Result& r : results) time_variant(world, local_rank, o, r, run);
   if (!lead) return;
   run.results = std::move(results);
   run.peak_gflops = peak;
@@ -318,28 +361,29 @@ int bench_train(int argc, char** argv) {
         {"n_embd", run.gpt.n_embd}, {"vocab_size", run.gpt.vocab_size}, {"params", run.params},
         {"ranks", world_size}, {"threads", run.threads}, {"strategy", t.strategy}, {"dtype", t.dtype},
         {"batch_size", t.batch_size}, {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"prefetch", r.prefetch},
-        {"cpu_streams", streams}, {"warmup", o.warmup}, {"steps", o.steps}, {"rounds", o.rounds},
+        {"activation_checkpointing", r.checkpointing}, {"cpu_streams", streams}, {"warmup", o.warmup}, {"steps", o.steps}, {"rounds", o.rounds},
         {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},
         {"step_vs_first", step / base_step}, {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9},
         {"gflops", gflops}, {"peak_gflops", run.peak_gflops},
         {"peak_source", o.peak_gflops > 0 ? "given" : fma_isa()}, {"frac_peak", gflops / run.peak_gflops},
         {"comm_ms_per_step", comm_ms}, {"comm_overlapped", overlap}, {"loss_first", r.loss_first},
-        {"loss_last", r.loss_last}, {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB},
+        {"loss_last", r.loss_last}, {"step_peak_MiB", r.step_peak / MiB}, {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB},
         {"rss_base_MiB", rss_base / MiB}};
     if (o.json) {
       std::printf("%s\n", j.dump().c_str());
       continue;
     }
-    std::printf("prefetch %d\n", r.prefetch);
+    std::printf("prefetch %d, activation checkpointing %s\n", r.prefetch, r.checkpointing.c_str());
     std::printf("  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d round(s))",
                 step * 1e3, sorted.front() * 1e3, sorted.back() * 1e3, r.step_s.size(), o.warmup, o.rounds);
-    if (&r != &run.results.front()) std::printf(", %.3fx prefetch %d's", step / base_step, run.results.front().prefetch);
+    if (&r != &run.results.front()) std::printf(", %.3fx the first's", step / base_step);
     std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s fp32 peak (%s)\n", r.tokens / step,
                 gflops, 100 * gflops / run.peak_gflops, run.peak_gflops,
                 o.peak_gflops > 0 ? "--peak-gflops" : ("measured, " + fma_isa()).c_str());
     std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n", comm_ms, 100 * overlap);
-    std::printf("  memory    allocator peak reserved %.1f MiB per rank (largest), process peak RSS %.1f MiB (%.1f MiB before training)\n",
-                r.alloc_peak / MiB, r.rss_peak / MiB, rss_base / MiB);
+    std::printf("  memory    step peak %.1f MiB allocated, allocator peak reserved %.1f MiB per rank (largest), "
+                "process peak RSS %.1f MiB (%.1f MiB before training)\n",
+                r.step_peak / MiB, r.alloc_peak / MiB, r.rss_peak / MiB, rss_base / MiB);
     std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first, r.loss_last);
   }
   return 0;

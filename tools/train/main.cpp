@@ -293,6 +293,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
                                            {"tokens_per_s", per_s},
                                            {"mem_allocated", r.memory.allocated},
                                            {"mem_reserved", r.memory.reserved},
+                                           {"mem_peak", r.memory.peak_allocated},
                                            {"rss", resident_bytes()}};
       metrics << line.dump() << "\n";
       metrics.flush();
@@ -302,10 +303,11 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     if (tty || last || r.step % o.log_every == 0) {
       const double eta = elapsed / static_cast<double>(s + 1 - first) * static_cast<double>(o.steps - s - 1);
       std::lock_guard lock(io);
-      std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s  eta %.0fs%s",
+      std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  eta %.0fs%s",
                   tty ? "\r" : "", static_cast<long long>(r.step + 1), o.steps, r.stats.loss, r.lr,
                   r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
-                  o.model == "gpt" ? "tok" : "rows", human_bytes(static_cast<double>(r.memory.allocated)).c_str(), eta,
+                  o.model == "gpt" ? "tok" : "rows", human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
+                  human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
                   tty && !last ? "" : "\n");
       std::fflush(stdout);
     }

@@ -204,6 +204,17 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--prefetch", o.prefetch, "units all-gathered ahead of their stage (0: none, less memory)")
       ->check(CLI::Range(0, 2));
+  app.add_option("--activation-checkpointing", o.activation_checkpointing,
+                 "blocks that keep only their input and run forward again in backward: none, blocks (all), "
+                 "every:N (one in N); less activation memory for about a third more compute")
+      ->check([](const std::string& v) {
+        try {
+          model_zoo::parse_activation_checkpointing(v);
+          return std::string();
+        } catch (const InvalidArgument& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--cpu-streams", o.cpu_streams,
                  "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, overlapping "
                  "compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
@@ -351,6 +362,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
             {"reduce_dtype", o.reduce_dtype},
             {"device", o.device},
             {"prefetch", o.prefetch},
+            {"activation_checkpointing", o.activation_checkpointing},
             {"strategy", o.strategy},
             {"zero3_size", o.zero3_size},
             {"offload_grads", o.offload_grads},

@@ -32,6 +32,7 @@ struct TrainOptions {
   std::string device = "cpu";   // cpu | cuda
   std::string reduce_dtype = "fp32";  // gradient reduce-scatter dtype
   int prefetch = 1;             // units gathered ahead: 0, 1 or 2
+  std::string activation_checkpointing = "none";  // none | blocks | every:N (Note [Activation checkpointing])
   std::string cpu_streams;      // none, comm, all; "": ZRT_CPU_STREAMS or comm (Note [Streams of a CPU module])
   std::string strategy = "full";
   int zero3_size = 0;           // 0: the whole world

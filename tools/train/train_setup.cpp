@@ -54,6 +54,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   e.dtype = *parse_dtype(o.dtype);
   e.reduce_dtype = *parse_dtype(o.reduce_dtype);
   e.prefetch = o.prefetch;
+  e.checkpointing = model_zoo::parse_activation_checkpointing(o.activation_checkpointing);
   if (!o.cpu_streams.empty()) e.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
   e.device = o.device == "cuda" ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
                                 : Device::cpu();

@@ -20,6 +20,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.dtype = setup.dtype;
   c.engine.offload_grads = setup.offload_grads;
   c.engine.prefetch = setup.prefetch;
+  c.engine.checkpointing = setup.checkpointing;
   c.engine.reduce_dtype = setup.reduce_dtype;
   c.engine.device = setup.device;
   c.engine.adamw.beta2 = 0.95;
@@ -64,18 +65,23 @@ TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup) {
   return out;
 }
 
+void expect_bitwise_alike(int ranks, const TrainSetup& base, const std::vector<TrainSetup>& variants) {
+  const TrainOutput want = train_tiny_on_local_ranks(ranks, base);
+  for (const TrainSetup& v : variants) {
+    const TrainOutput got = train_tiny_on_local_ranks(ranks, v);
+    ZRT_EXPECT(got.losses == want.losses, ranks, " ranks: the losses of ", describe(v), " differ from those of ",
+               describe(base));
+    ZRT_EXPECT(got.params == want.params, ranks, " ranks: the parameters of ", describe(v),
+               " differ from those of ", describe(base));
+  }
+}
+
 void expect_prefetch_depths_alike(int ranks, TrainSetup setup) {
-  TrainOutput runs[3];
-  for (int depth : {0, 1, 2}) {
-    setup.prefetch = depth;
-    runs[depth] = train_tiny_on_local_ranks(ranks, setup);
-  }
-  for (int depth : {0, 2}) {
-    ZRT_EXPECT(runs[depth].losses == runs[1].losses, describe(setup), ": losses at prefetch ", depth,
-               " differ from prefetch 1's");
-    ZRT_EXPECT(runs[depth].params == runs[1].params, describe(setup), ": parameters at prefetch ", depth,
-               " differ from prefetch 1's");
-  }
+  setup.prefetch = 1;
+  std::vector<TrainSetup> variants(2, setup);
+  variants[0].prefetch = 0;
+  variants[1].prefetch = 2;
+  expect_bitwise_alike(ranks, setup, variants);
 }
 
 void expect_same_training(const TrainOutput& got, const TrainOutput& want, const Tolerance& tol,
@@ -105,7 +111,14 @@ void expect_same_training(const TrainOutput& got, const TrainOutput& want, const
 std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
   std::vector<TrainSetup> out;
   for (int micro : {1, 4}) {
-    auto add = [&](optim::ShardingStrategy s, int z) { out.push_back({model, s, z, micro}); };
+    auto add = [&](optim::ShardingStrategy s, int z) {
+      TrainSetup setup;
+      setup.model = model;
+      setup.strategy = s;
+      setup.zero3_size = z;
+      setup.micro_batches = micro;
+      out.push_back(setup);
+    };
     add(optim::ShardingStrategy::full_shard, w);
     add(optim::ShardingStrategy::shard_grad_op, w);
     add(optim::ShardingStrategy::no_shard, 1);
@@ -131,7 +144,8 @@ std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
 std::string describe(const TrainSetup& s) {
   return s.model + " " + optim::strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
          " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
-         (s.device.is_cpu() ? "" : " " + s.device.str());
+         (s.device.is_cpu() ? "" : " " + s.device.str()) + " prefetch=" + std::to_string(s.prefetch) +
+         (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "");
 }
 
 }  // namespace zrt::testing

@@ -23,6 +23,7 @@ struct TrainSetup {
   bool offload_grads = false;
   int batch_size = 16;  // global sequences or rows per step
   int prefetch = 1;
+  model_zoo::ActivationCheckpointing checkpointing;
   DType reduce_dtype = DType::f32;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
 };
@@ -36,6 +37,9 @@ struct TrainOutput {
 TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup);
 // train_tiny on `ranks` local ranks; rank 0's output.
 TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup);
+// Each of `variants` trains bit for bit as `base` on `ranks` local ranks:
+// the same losses and final parameters. Throws CheckFailed naming the variant.
+void expect_bitwise_alike(int ranks, const TrainSetup& base, const std::vector<TrainSetup>& variants);
 // Prefetch reorders gathers only: `setup` at prefetch 0 and 2 trains bit for
 // bit as at 1, on `ranks` local ranks. Throws CheckFailed naming the depth.
 void expect_prefetch_depths_alike(int ranks, TrainSetup setup);
