@@ -34,8 +34,8 @@ void check_adamw_options(const AdamWOptions& o) {
   ZRT_CHECK_ARG(static_cast<bool>(o.decays), "AdamW: empty decay policy");
 }
 
-ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options)
-    : options_(std::move(options)), raw_handles_(std::move(handles)) {
+ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options, OptimizerOffload offload)
+    : options_(std::move(options)), offload_(std::move(offload)), raw_handles_(std::move(handles)) {
   check_adamw_options(options_);
   ZRT_CHECK_ARG(!raw_handles_.empty(), "ZeroAdamW: no handles");
   for (std::size_t k = 0; k < raw_handles_.size(); ++k) {
@@ -50,8 +50,34 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
     ZRT_CHECK_ARG(h->options().device == raw_handles_.front()->options().device, "ZeroAdamW: handle ", h->name(),
                   " is on ", h->options().device.str(), ", ", raw_handles_.front()->name(), " on ",
                   raw_handles_.front()->options().device.str());
-    handles_.push_back({h, zeroed_state_like(*h), zeroed_state_like(*h), shard_decay_ranges(*h, options_.decays)});
+    const bool on_disk = offload_.kind == OptimizerOffload::Kind::disk;
+    handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h), on_disk ? Tensor() : zeroed_state_like(*h),
+                        shard_decay_ranges(*h, options_.decays)});
   }
+  if (offload_.kind == OptimizerOffload::Kind::disk) {
+    std::vector<std::int64_t> sizes;
+    for (const FlatParamHandle* h : raw_handles_) sizes.push_back(h->zero1_shard().numel());
+    const FlatParamOptions& o = raw_handles_.front()->options();
+    moments_ = std::make_unique<OffloadedMoments>(offload_.dir, raw_handles_.front()->groups().zero1->rank(),
+                                                  std::move(sizes), offload_.chunk_elements, o.device, o.allocator,
+                                                  o.stream);
+  }
+}
+
+void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp, const kernels::AdamWStepOptions& step_options) {
+  moments_->update_all([&](const OffloadedMoments::Chunk& c) {
+    const ShardState& s = handles_[c.handle];
+    // The decay ranges that fall in the chunk, in its coordinates.
+    std::vector<kernels::ElementRange> decay;
+    for (const kernels::ElementRange& r : s.decay_ranges) {
+      const std::int64_t b = std::max(r.begin, c.begin), e = std::min(r.end, c.begin + c.count);
+      if (b < e) decay.push_back({b - c.begin, e - c.begin});
+    }
+    FlatParamHandle& h = *s.handle;
+    kernels::fused_adamw(h.zero1_shard().slice(c.begin, c.count), c.exp_avg, c.exp_avg_sq,
+                         h.zero1_grad().slice(c.begin, c.count), step_ + 1, hp, decay, step_options,
+                         h.options().stream);
+  });
 }
 
 StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
@@ -88,10 +114,12 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
   const kernels::AdamWHyperparams hp = hyperparams(options_, lr);
   kernels::AdamWStepOptions step_options;
   step_options.grad_scale = inv_loss_scale * r.clip_coef;
+  if (moments_) step_offloaded(hp, step_options);
   for (ShardState& s : handles_) {
     FlatParamHandle& h = *s.handle;
-    kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.zero1_grad(), r.step, hp, s.decay_ranges,
-                         step_options, h.options().stream);
+    if (!moments_)
+      kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.zero1_grad(), r.step, hp, s.decay_ranges,
+                           step_options, h.options().stream);
     h.mark_params_updated();
   }
   step_ = r.step;
@@ -116,8 +144,18 @@ void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total, std
   consecutive_skips_ = consecutive_skips;
 }
 
-const Tensor& ZeroAdamW::exp_avg_shard(std::size_t k) const { return at(k).exp_avg; }
-const Tensor& ZeroAdamW::exp_avg_sq_shard(std::size_t k) const { return at(k).exp_avg_sq; }
+Tensor ZeroAdamW::exp_avg_shard(std::size_t k) const { return moments_ ? moments_->read(k, 0) : at(k).exp_avg; }
+Tensor ZeroAdamW::exp_avg_sq_shard(std::size_t k) const { return moments_ ? moments_->read(k, 1) : at(k).exp_avg_sq; }
+
+void ZeroAdamW::load_moments(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq, Stream stream) {
+  const ShardState& s = at(k);
+  if (moments_) {
+    moments_->write(k, exp_avg, exp_avg_sq);
+    return;
+  }
+  Tensor(s.exp_avg).copy_(exp_avg, stream);
+  Tensor(s.exp_avg_sq).copy_(exp_avg_sq, stream);
+}
 
 Tensor ZeroAdamW::param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const {
   const FlatParamHandle& h = *at(k).handle;

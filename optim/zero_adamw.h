@@ -29,6 +29,8 @@
 #include "zrt/kernels/ops/adamw.h"
 #include "zrt/optim/decay_policy.h"
 #include "zrt/optim/loss_scaler.h"
+#include "zrt/optim/offloaded_moments.h"
+#include "zrt/optim/optimizer_offload.h"
 #include "zrt/optim/optim_error.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 
@@ -63,8 +65,10 @@ class ZeroAdamW {
  public:
   // `handles` (not owned; they must outlive the optimizer) share the same
   // groups; every rank passes its handles in the same order. Decay ranges
-  // are computed here, once.
-  ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {});
+  // are computed here, once. `offload` disk keeps m and v in a scratch file
+  // (Note [Optimizer state on disk]); host is for CUDA handles (on a CPU
+  // device the state is in host memory already, and host changes nothing).
+  ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {}, OptimizerOffload offload = {});
   ZeroAdamW(const ZeroAdamW&) = delete;
   ZeroAdamW& operator=(const ZeroAdamW&) = delete;
 
@@ -84,9 +88,15 @@ class ZeroAdamW {
   std::int64_t consecutive_skips() const { return consecutive_skips_; }
   // Restores the counters a checkpoint saved (all >= 0).
   void load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips);
-  // m / v of handle k's zero1 shard (same numel as zero1_shard()).
-  const Tensor& exp_avg_shard(std::size_t k) const;
-  const Tensor& exp_avg_sq_shard(std::size_t k) const;
+  // m / v of handle k's zero1 shard (same numel as zero1_shard()): the state
+  // itself, or with disk offload a copy read from the scratch file.
+  Tensor exp_avg_shard(std::size_t k) const;
+  Tensor exp_avg_sq_shard(std::size_t k) const;
+  // Replaces m and v of handle k (a checkpoint's), in `stream` order.
+  void load_moments(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq, Stream stream);
+  const OptimizerOffload& offload() const { return offload_; }
+  // The scratch file of disk offload; null otherwise.
+  const OffloadedMoments* offloaded_moments() const { return moments_.get(); }
   // Original parameter i of handle k: its flattened slice of m / v, aligned
   // with handle(k).sharded_param(i) (size 0 when this rank holds none of it).
   Tensor exp_avg(std::size_t k, std::size_t i) const;
@@ -95,13 +105,18 @@ class ZeroAdamW {
  private:
   struct ShardState {
     FlatParamHandle* handle;
-    Tensor exp_avg, exp_avg_sq;
+    Tensor exp_avg, exp_avg_sq;  // empty with disk offload
     std::vector<kernels::ElementRange> decay_ranges;
   };
   const ShardState& at(std::size_t k) const;
   Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;
 
+  // AdamW on the offloaded moments, chunk by chunk.
+  void step_offloaded(const kernels::AdamWHyperparams& hp, const kernels::AdamWStepOptions& step_options);
+
   AdamWOptions options_;
+  OptimizerOffload offload_;
+  std::unique_ptr<OffloadedMoments> moments_;  // disk offload only
   std::vector<FlatParamHandle*> raw_handles_;  // for global_grad_stats
   std::vector<ShardState> handles_;
   std::int64_t step_ = 0;

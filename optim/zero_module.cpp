@@ -200,7 +200,7 @@ ZeroAdamW& ZeroModule::optimizer() {
     ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule: no units were added");
     std::vector<FlatParamHandle*> raw;
     for (auto& h : handles_) raw.push_back(h.get());
-    optimizer_ = std::make_unique<ZeroAdamW>(raw, options_.adamw);
+    optimizer_ = std::make_unique<ZeroAdamW>(raw, options_.adamw, options_.offload_optimizer);
   }
   return *optimizer_;
 }

@@ -76,6 +76,7 @@ struct ZeroModuleOptions {
   Device device = Device::cpu();
   bool offload_grads = false;        // fp32 gradients in host memory between micro-batches
   AdamWOptions adamw;                // lr comes per step
+  OptimizerOffload offload_optimizer;  // where m and v live (Note [Optimizer state on disk])
   TracerPtr tracer;                  // the world's collectives and the step's timeline; null: none
   // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.
   std::optional<CpuStreams> cpu_streams;

@@ -35,6 +35,7 @@ optim::ZeroModuleOptions module_options(const EngineConfig& c) {
   o.device = c.device;
   o.offload_grads = c.offload_grads;
   o.adamw = c.adamw;
+  o.offload_optimizer = c.offload_optimizer;
   o.tracer = c.tracer;
   o.cpu_streams = c.cpu_streams;
   return o;

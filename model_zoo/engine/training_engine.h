@@ -51,6 +51,7 @@ struct EngineConfig {
   ActivationCheckpointing checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
   DType reduce_dtype = DType::f32; // gradient reduce-scatter dtype
   optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
+  optim::OptimizerOffload offload_optimizer;  // where AdamW's m and v live (Note [Optimizer state on disk])
   std::uint64_t seed = 1337;
   TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
   std::optional<optim::CpuStreams> cpu_streams;  // Note [Streams of a CPU module]; unset: ZRT_CPU_STREAMS or comm

@@ -189,8 +189,7 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     FlatParamHandle& h = *handles[k];
     const Stream stream = h.options().stream;
     Tensor(h.zero1_shard()).copy_(staged[k][0], stream);
-    Tensor(opt.exp_avg_shard(k)).copy_(staged[k][1], stream);
-    Tensor(opt.exp_avg_sq_shard(k)).copy_(staged[k][2], stream);
+    opt.load_moments(k, staged[k][1], staged[k][2], stream);
     h.mark_params_updated();
   }
   module.synchronize();  // the copies read the staged buffers, which go when this returns

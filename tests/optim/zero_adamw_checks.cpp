@@ -162,8 +162,8 @@ struct Snapshot {
 Snapshot snapshot(const Run& run, const ZeroAdamW& opt) {
   Snapshot s{{}, opt.step_count()};
   for (std::size_t k = 0; k < run.handles.size(); ++k)
-    for (const Tensor* t : {&run.handles[k]->zero1_shard(), &opt.exp_avg_shard(k), &opt.exp_avg_sq_shard(k)})
-      s.tensors.push_back(bytes_of(*t));
+    for (const Tensor& t : {run.handles[k]->zero1_shard(), opt.exp_avg_shard(k), opt.exp_avg_sq_shard(k)})
+      s.tensors.push_back(bytes_of(t));
   return s;
 }
 

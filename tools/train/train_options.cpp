@@ -96,6 +96,20 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     ZRT_CHECK_ARG(o.ranks <= kMaxLocalRanks, "--ranks ", o.ranks, " is more than the ", kMaxLocalRanks,
                   " local ranks one process runs; launch processes with mpirun instead");
   }
+  const optim::OptimizerOffload offload = optim::parse_optimizer_offload(o.offload_optimizer);
+  if (offload.kind == optim::OptimizerOffload::Kind::disk) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", o.offload_optimizer, ": directory ",
+                  offload.dir, " does not exist");
+    ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", o.offload_optimizer,
+                  ": directory ", offload.dir, " is not writable");
+  }
+  ZRT_CHECK_ARG(offload.kind != optim::OptimizerOffload::Kind::host || o.device == "cpu",
+                "--offload-optimizer host is not available with --device cuda yet: use disk:DIR, or none");
+  if (offload.kind == optim::OptimizerOffload::Kind::host)
+    std::cerr << "zrt-train: note: --offload-optimizer host changes nothing on --device cpu: the optimizer state is "
+                 "in host memory already\n";
   if (o.lr > 1.0)
     std::cerr << "zrt-train: warning: --lr " << o.lr << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
 }
@@ -225,6 +239,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
   app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
       ->check(kNonNegative);
+  app.add_option("--offload-optimizer", o.offload_optimizer,
+                 "where AdamW's m and v live: none (with the parameters), host (cuda: host memory; on cpu they are "
+                 "there already), disk:DIR (a scratch file per rank under DIR, streamed through in chunks)");
   app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
       ->check(kNonNegative);
@@ -366,6 +383,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
             {"strategy", o.strategy},
             {"zero3_size", o.zero3_size},
             {"offload_grads", o.offload_grads},
+            {"offload_optimizer (kind)", o.offload_optimizer.substr(0, o.offload_optimizer.find(':'))},
             {"max_skipped_steps", o.max_skipped_steps},
             {"init_from (given)", !o.init_from.empty()},
             {"save (given)", !o.save.empty()},

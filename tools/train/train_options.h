@@ -37,6 +37,7 @@ struct TrainOptions {
   std::string strategy = "full";
   int zero3_size = 0;           // 0: the whole world
   bool offload_grads = false;
+  std::string offload_optimizer = "none";  // none | host | disk:DIR (Note [Optimizer state on disk])
   int ranks = 0;                // >0: that many local ranks (threads) in this process
   int threads = 0;              // CPU kernel threads per rank (0: its share of the cores)
   // files

@@ -59,6 +59,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   e.device = o.device == "cuda" ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
                                 : Device::cpu();
   e.offload_grads = o.offload_grads;
+  e.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
   e.seed = o.seed;
   e.adamw = adamw_options(o);
   c.batch_size = o.batch_size;

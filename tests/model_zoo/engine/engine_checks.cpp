@@ -21,6 +21,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.offload_grads = setup.offload_grads;
   c.engine.prefetch = setup.prefetch;
   c.engine.checkpointing = setup.checkpointing;
+  c.engine.offload_optimizer = setup.offload_optimizer;
   c.engine.reduce_dtype = setup.reduce_dtype;
   c.engine.device = setup.device;
   c.engine.adamw.beta2 = 0.95;
@@ -145,7 +146,8 @@ std::string describe(const TrainSetup& s) {
   return s.model + " " + optim::strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
          " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
          (s.device.is_cpu() ? "" : " " + s.device.str()) + " prefetch=" + std::to_string(s.prefetch) +
-         (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "");
+         (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "") +
+         (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer" : "");
 }
 
 }  // namespace zrt::testing

@@ -24,6 +24,7 @@ struct TrainSetup {
   int batch_size = 16;  // global sequences or rows per step
   int prefetch = 1;
   model_zoo::ActivationCheckpointing checkpointing;
+  optim::OptimizerOffload offload_optimizer;
   DType reduce_dtype = DType::f32;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
 };

@@ -91,6 +91,22 @@ TrainSetup setup(optim::ShardingStrategy s, int z, DType dtype) {
 
 BOOST_AUTO_TEST_SUITE(checkpoint)
 
+BOOST_AUTO_TEST_CASE(offloaded_optimizer_state_resumes_either_way) {
+  // Note [Optimizer state on disk]: a checkpoint of an offloaded run is like
+  // any other; resuming it with or without offload continues bit for bit.
+  const TrainSetup plain = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
+  const TrainOutput want = never_stopped(2, plain);
+  TempDir scratch;
+  TrainSetup offloaded = plain;
+  offloaded.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch.str(), 999};
+  for (const auto& [a, b, what] : {std::tuple{offloaded, plain, "offloaded, resumed in memory"},
+                                   {plain, offloaded, "in memory, resumed offloaded"}}) {
+    TempDir dir;
+    expect_bitwise(interrupted(2, a, 2, b, dir.str()), want, what);
+  }
+  BOOST_TEST(fs::is_empty(scratch.path));  // Note [Scratch files]: nothing left behind
+}
+
 BOOST_AUTO_TEST_CASE(resume_is_bit_exact) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (auto [strategy, z] : {std::pair{optim::ShardingStrategy::full_shard, 4}, {optim::ShardingStrategy::hybrid_shard, 2},
