@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zrt-train's memory flags: every --metrics line carries the step's allocator
 # peak (mem_peak, bytes); --activation-checkpointing blocks and every:2 train
-# the same losses as none on two local ranks, with a lower mem_peak.
+# the same losses as none on two local ranks, with a lower mem_peak; so does
+# --offload-optimizer disk:DIR, leaving DIR empty.
 # usage: test_zrt_train_memory.sh ZRT-TRAIN PYTHON
 set -u
 train=$1 python=$2
@@ -24,3 +25,24 @@ assert peak["blocks"] < peak["every:2"] < peak["none"], peak
 print("ok   same losses; last step's mem_peak " + ", ".join(f"{m} {p} B" for m, p in peak.items()))
 PY
 grep -q "(peak " "$dir/blocks.out" || fail "the progress line has no peak: $(cat "$dir/blocks.out")"
+
+# --offload-optimizer disk:DIR: the same losses as in memory, a lower mem_peak,
+# nothing left in DIR; a missing DIR and host on cuda are refused.
+mkdir "$dir/scratch"
+"$train" --ranks 2 --threads 1 --n-layer 4 --batch-size 16 --steps 3 --offload-optimizer "disk:$dir/scratch" \
+  --metrics "$dir/disk.jsonl" > "$dir/disk.out" 2>&1 || fail "--offload-optimizer disk: $(cat "$dir/disk.out")"
+"$python" - "$dir" <<'PY' || fail "offload metrics"
+import json, sys
+none, disk = ([json.loads(l) for l in open(f"{sys.argv[1]}/{m}.jsonl")] for m in ("none", "disk"))
+assert [r["loss"] for r in disk] == [r["loss"] for r in none], (disk, none)
+assert disk[-1]["mem_peak"] < none[-1]["mem_peak"], (disk[-1], none[-1])
+print(f"ok   --offload-optimizer disk: same losses; mem_peak {disk[-1]['mem_peak']} B against {none[-1]['mem_peak']} B")
+PY
+[ -z "$(ls -A "$dir/scratch")" ] || fail "the scratch directory is not empty: $(ls -A "$dir/scratch")"
+out=$("$train" --steps 1 --offload-optimizer "disk:$dir/missing" 2>&1) && fail "a missing offload directory was accepted"
+grep -q "directory $dir/missing does not exist" <<<"$out" || fail "missing directory message: $out"
+out=$("$train" --steps 1 --offload-optimizer host 2>&1) || fail "--offload-optimizer host on cpu: $out"
+grep -q "changes nothing on --device cpu" <<<"$out" || fail "host on cpu says nothing: $out"
+out=$("$train" --steps 1 --offload-optimizer host --device cuda 2>&1) && fail "host on cuda was accepted"
+grep -q "not available with --device cuda yet" <<<"$out" || fail "host on cuda message: $out"
+echo "ok   offload directory and host checks"

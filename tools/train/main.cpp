@@ -157,7 +157,8 @@ std::uint64_t available_memory() {
 // numbers (as the disk-space check does), instead of being killed without a
 // word. What is counted is a floor, never a guess that could refuse a run
 // that fits: per rank, the fp32 master weights and AdamW's m and v of its
-// share of the parameters (12 bytes each, sharded over the world), and the
+// share of the parameters (12 bytes each, sharded over the world; 4 when m and
+// v are on disk, --offload-optimizer disk:DIR), and the
 // largest unit gathered in fp32 with its fp32 gradient (8 bytes per element).
 // Activations, buffers and the allocator's caching come on top.
 void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
@@ -166,15 +167,18 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   const std::uint64_t world = o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
   const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
-  const double floor = static_cast<double>(here) * (12.0 * static_cast<double>(params) / static_cast<double>(world) +
+  const bool moments_on_disk = optim::parse_optimizer_offload(o.offload_optimizer).kind == optim::OptimizerOffload::Kind::disk;
+  const double per_param = moments_on_disk ? 4.0 : 12.0;
+  const double floor = static_cast<double>(here) * (per_param * static_cast<double>(params) / static_cast<double>(world) +
                                                     8.0 * static_cast<double>(largest_unit));
   const std::uint64_t avail = available_memory();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ", params, " parameters need at least ",
             human_bytes(floor), " in this process (", here, " rank(s) of ", world,
-            ": fp32 weights and AdamW state of each rank's shard, one unit gathered with its gradient; activations "
-            "come on top), but ", human_bytes(static_cast<double>(avail)),
-            " is available. Use more ranks (mpirun across machines), a smaller model, or --device cuda");
+            moments_on_disk ? ": fp32 weights of each rank's shard" : ": fp32 weights and AdamW state of each rank's shard",
+            ", one unit gathered with its gradient; activations come on top), but ",
+            human_bytes(static_cast<double>(avail)), " is available. Use more ranks (mpirun across machines), a smaller "
+            "model, ", moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ", "or --device cuda");
 }
 
 // T.json for one rank, T.rank-R.json for rank R of several.
