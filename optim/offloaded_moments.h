@@ -7,15 +7,17 @@
 // [Scratch files]: preallocated, so a full disk fails before training, and
 // removed however the run ends): handle k's exp_avg then its exp_avg_sq,
 // handle after handle, fp32. The optimizer step walks every handle's shard in
-// chunks of at most `chunk_elements`; two buffers alternate, so while the
-// update of chunk i runs, chunk i + 1 is being read and chunk i - 1 written
-// (each on a thread of its own). AdamW is elementwise and its CPU loops are
+// chunks of at most `chunk_elements`; two buffers alternate, so while chunk
+// i is updated, chunk i + 1 is read into the other buffer, and chunk i's write
+// runs while the step waits for that read (each on a thread of its own). AdamW is elementwise and its CPU loops are
 // bit-identical at any offset (Note [CPU vector clones]), so the update of a
 // chunk is the update of those elements: the run is bit-identical to one that
 // keeps the moments in memory. Memory held: the two buffers, 4 moments × the
 // chunk, instead of 8 bytes per parameter of the shard. A checkpoint reads
 // and writes the moments through the same file, in the same format as any
-// other (resume with or without offload). An I/O error mid-step throws
+// other (resume with or without offload); a save reads each handle's moments
+// into memory for the write, and a load stages them as it stages every
+// shard, so both need the moments' bytes for a moment. An I/O error mid-step throws
 // ResourceError naming the file; the shards updated before it keep their
 // update, so the run cannot continue from memory, only from its last
 // checkpoint.

@@ -54,7 +54,14 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
     handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h), on_disk ? Tensor() : zeroed_state_like(*h),
                         shard_decay_ranges(*h, options_.decays)});
   }
+  ZRT_CHECK_ARG(offload_.kind != OptimizerOffload::Kind::host || raw_handles_.front()->options().device.is_cpu(),
+                "ZeroAdamW: optimizer offload to host memory is not available for CUDA handles yet (use disk:DIR)");
   if (offload_.kind == OptimizerOffload::Kind::disk) {
+    // One stream orders every handle's update before its chunk is written back.
+    for (const FlatParamHandle* h : raw_handles_)
+      ZRT_CHECK_ARG(h->options().stream == raw_handles_.front()->options().stream, "ZeroAdamW: optimizer offload to ",
+                    "disk needs every handle on one stream; ", h->name(), " is on another than ",
+                    raw_handles_.front()->name());
     std::vector<std::int64_t> sizes;
     for (const FlatParamHandle* h : raw_handles_) sizes.push_back(h->zero1_shard().numel());
     const FlatParamOptions& o = raw_handles_.front()->options();
@@ -166,11 +173,11 @@ Tensor ZeroAdamW::param_slice(const Tensor& shard, std::size_t k, std::size_t i,
 }
 
 Tensor ZeroAdamW::exp_avg(std::size_t k, std::size_t i) const {
-  return param_slice(at(k).exp_avg, k, i, ".exp_avg");
+  return param_slice(exp_avg_shard(k), k, i, ".exp_avg");
 }
 
 Tensor ZeroAdamW::exp_avg_sq(std::size_t k, std::size_t i) const {
-  return param_slice(at(k).exp_avg_sq, k, i, ".exp_avg_sq");
+  return param_slice(exp_avg_sq_shard(k), k, i, ".exp_avg_sq");
 }
 
 }  // namespace zrt::optim

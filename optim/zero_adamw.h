@@ -66,8 +66,9 @@ class ZeroAdamW {
   // `handles` (not owned; they must outlive the optimizer) share the same
   // groups; every rank passes its handles in the same order. Decay ranges
   // are computed here, once. `offload` disk keeps m and v in a scratch file
-  // (Note [Optimizer state on disk]); host is for CUDA handles (on a CPU
-  // device the state is in host memory already, and host changes nothing).
+  // (Note [Optimizer state on disk]) and needs every handle on one stream;
+  // host changes nothing on a CPU device (the state is in host memory
+  // already) and is refused for CUDA handles, where it is not built yet.
   ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {}, OptimizerOffload offload = {});
   ZeroAdamW(const ZeroAdamW&) = delete;
   ZeroAdamW& operator=(const ZeroAdamW&) = delete;

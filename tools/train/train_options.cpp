@@ -240,8 +240,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
       ->check(kNonNegative);
   app.add_option("--offload-optimizer", o.offload_optimizer,
-                 "where AdamW's m and v live: none (with the parameters), host (cuda: host memory; on cpu they are "
-                 "there already), disk:DIR (a scratch file per rank under DIR, streamed through in chunks)");
+                 "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file per rank under DIR, "
+                 "streamed through in chunks), host (on cpu they are there already; not available on cuda yet)");
   app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
       ->check(kNonNegative);

@@ -15,6 +15,16 @@ using namespace zrt::testing;
 using optim::OptimizerOffload;
 using zrt::test::TempDir;
 
+namespace {
+
+std::size_t open_file_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(optimizer_offload)
 
 BOOST_AUTO_TEST_CASE(moments_on_disk_change_no_number) {
@@ -33,6 +43,7 @@ BOOST_AUTO_TEST_CASE(moments_on_disk_change_no_number) {
       {"mlp", optim::ShardingStrategy::full_shard, 0, DType::f32},
   };
   TempDir scratch;
+  const std::size_t open_files = open_file_count();
   std::size_t alike = 0;
   for (const Case& c : cases) {
     TrainSetup base;
@@ -54,7 +65,9 @@ BOOST_AUTO_TEST_CASE(moments_on_disk_change_no_number) {
     }
   }
   BOOST_TEST(alike == std::size(cases));
-  BOOST_TEST(std::filesystem::is_empty(scratch.path));  // Note [Scratch files]
+  // Note [Scratch files]: unlinked at once, and closed (its space freed) with the run.
+  BOOST_TEST(std::filesystem::is_empty(scratch.path));
+  BOOST_TEST(open_file_count() == open_files);
 }
 
 BOOST_AUTO_TEST_CASE(moments_on_disk_leave_the_step_peak) {
