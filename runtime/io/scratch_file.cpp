@@ -39,32 +39,36 @@ ScratchFile::~ScratchFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void ScratchFile::read(std::uint64_t offset, std::span<std::byte> out) const {
-  ZRT_CHECK_ARG(offset + out.size() <= bytes_, "scratch file ", path_, ": read of ", out.size(), " bytes at ", offset,
-                " is past its ", bytes_, " bytes");
+namespace {
+
+// Moves all of `n` bytes at `offset` with pread or pwrite, resuming after
+// interruptions and short transfers; ResourceError names what failed.
+template <typename Byte, typename Call>
+void transfer(const char* verb, const std::string& path, std::uint64_t size, std::uint64_t offset, Byte* data,
+              std::size_t n, Call call) {
+  ZRT_CHECK_ARG(offset + n <= size, "scratch file ", path, ": ", verb, " of ", n, " bytes at ", offset,
+                " is past its ", size, " bytes");
   std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      ZRT_THROW(ResourceError, "reading ", out.size(), " bytes at offset ", offset, " of scratch file ", path_,
-                " failed: ", n == 0 ? "unexpected end of file" : std::strerror(errno));
-    done += static_cast<std::size_t>(n);
+  while (done < n) {
+    const ssize_t moved = call(data + done, n - done, static_cast<off_t>(offset + done));
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0)
+      ZRT_THROW(ResourceError, verb, " of ", n, " bytes at offset ", offset, " of scratch file ", path, " failed: ",
+                moved == 0 ? "nothing moved (end of file?)" : std::strerror(errno));
+    done += static_cast<std::size_t>(moved);
   }
 }
 
+}  // namespace
+
+void ScratchFile::read(std::uint64_t offset, std::span<std::byte> out) const {
+  transfer("read", path_, bytes_, offset, out.data(), out.size(),
+           [this](std::byte* p, std::size_t n, off_t at) { return ::pread(fd_, p, n, at); });
+}
+
 void ScratchFile::write(std::uint64_t offset, std::span<const std::byte> in) const {
-  ZRT_CHECK_ARG(offset + in.size() <= bytes_, "scratch file ", path_, ": write of ", in.size(), " bytes at ", offset,
-                " is past its ", bytes_, " bytes");
-  std::size_t done = 0;
-  while (done < in.size()) {
-    const ssize_t n = ::pwrite(fd_, in.data() + done, in.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      ZRT_THROW(ResourceError, "writing ", in.size(), " bytes at offset ", offset, " of scratch file ", path_,
-                " failed: ", n == 0 ? "nothing written" : std::strerror(errno));
-    done += static_cast<std::size_t>(n);
-  }
+  transfer("write", path_, bytes_, offset, in.data(), in.size(),
+           [this](const std::byte* p, std::size_t n, off_t at) { return ::pwrite(fd_, p, n, at); });
 }
 
 }  // namespace zrt

@@ -55,17 +55,24 @@ struct Options {
 
 // Flags as zrt-train spells them; --warmup here counts untimed steps (the
 // learning-rate warm-up keeps zrt-train's default).
+// "a,b,,c" -> {"a", "b", "", "c"}: empty items stay, for the parsers to refuse.
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 // "0,1,2" -> {0, 1, 2}; InvalidArgument naming the list otherwise.
 std::vector<int> parse_prefetch_list(const std::string& list) {
   std::vector<int> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t end = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, end - start);
+  for (const std::string& item : split_commas(list)) {
     ZRT_CHECK_ARG(item.size() == 1 && item[0] >= '0' && item[0] <= '2',
                   "train: --prefetch takes depths 0, 1 or 2 separated by commas, not '", list, "'");
     out.push_back(item[0] - '0');
-    start = end + 1;
   }
   return out;
 }
@@ -73,17 +80,13 @@ std::vector<int> parse_prefetch_list(const std::string& list) {
 // "none,every:2" -> {"none", "every:2"}, each a valid mode; InvalidArgument naming the list otherwise.
 std::vector<std::string> parse_checkpointing_list(const std::string& list) {
   std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t end = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, end - start);
+  for (const std::string& item : split_commas(list)) {
     try {
       out.push_back(model_zoo::parse_activation_checkpointing(item).str());
     } catch (const InvalidArgument& e) {
       ZRT_THROW(InvalidArgument, "train: --activation-checkpointing takes modes separated by commas, not '", list,
                 "': ", e.what());
     }
-    start = end + 1;
   }
   return out;
 }

@@ -77,6 +77,60 @@ void expect_bitwise_alike(int ranks, const TrainSetup& base, const std::vector<T
   }
 }
 
+std::vector<TrainSetup> one_setup_per_strategy() {
+  struct Case {
+    const char* model;
+    optim::ShardingStrategy strategy;
+    int zero3;
+    DType dtype;
+    int micro;
+  };
+  const Case cases[] = {
+      {"gpt", optim::ShardingStrategy::full_shard, 0, DType::f32, 2},
+      {"gpt", optim::ShardingStrategy::shard_grad_op, 0, DType::bf16, 1},
+      {"gpt", optim::ShardingStrategy::no_shard, 0, DType::f16, 2},
+      {"gpt", optim::ShardingStrategy::hybrid_shard, 1, DType::f32, 1},
+      {"gpt", optim::ShardingStrategy::layer_zero, 1, DType::bf16, 2},
+      {"mlp", optim::ShardingStrategy::full_shard, 0, DType::f32, 2},
+  };
+  std::vector<TrainSetup> out;
+  for (const Case& c : cases) {
+    TrainSetup s;
+    s.model = c.model;
+    s.strategy = c.strategy;
+    s.zero3_size = c.zero3;
+    s.dtype = c.dtype;
+    s.micro_batches = c.micro;
+    s.steps = 4;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<std::string> differences_per_strategy(
+    int ranks, const std::function<std::vector<TrainSetup>(const TrainSetup&)>& variants_of) {
+  std::vector<std::string> out;
+  for (const TrainSetup& base : one_setup_per_strategy()) {
+    try {
+      expect_bitwise_alike(ranks, base, variants_of(base));
+    } catch (const std::exception& e) {
+      out.push_back(e.what());
+    }
+  }
+  return out;
+}
+
+std::size_t second_step_peak(model_zoo::TrainerConfig config) {
+  std::size_t peak = 0;
+  config.steps = 2;
+  run_local_ranks(1, [&](const CommPtr& world) {
+    model_zoo::Trainer trainer(world, config, model_zoo::synthetic_text_dataset());
+    trainer.step();
+    peak = trainer.step().memory.peak_allocated;
+  });
+  return peak;
+}
+
 void expect_prefetch_depths_alike(int ranks, TrainSetup setup) {
   setup.prefetch = 1;
   std::vector<TrainSetup> variants(2, setup);

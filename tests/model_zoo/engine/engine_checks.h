@@ -2,6 +2,7 @@
 // strategies and micro-batch counts; shared by the local and mpirun suites.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,16 @@ TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup);
 // Each of `variants` trains bit for bit as `base` on `ranks` local ranks:
 // the same losses and final parameters. Throws CheckFailed naming the variant.
 void expect_bitwise_alike(int ranks, const TrainSetup& base, const std::vector<TrainSetup>& variants);
+// One setup per strategy (and one of the mlp), each with another dtype and
+// micro-batch count, 4 steps: the sweep for a setting that must change no number.
+std::vector<TrainSetup> one_setup_per_strategy();
+// expect_bitwise_alike(ranks, s, variants_of(s)) for each s of
+// one_setup_per_strategy(); the messages of those that differ (none: all alike).
+std::vector<std::string> differences_per_strategy(int ranks,
+                                                  const std::function<std::vector<TrainSetup>(const TrainSetup&)>& variants_of);
+// The allocator peak of the second step of `config` (trained on the embedded
+// text) on one local rank.
+std::size_t second_step_peak(model_zoo::TrainerConfig config);
 // Prefetch reorders gathers only: `setup` at prefetch 0 and 2 trains bit for
 // bit as at 1, on `ranks` local ranks. Throws CheckFailed naming the depth.
 void expect_prefetch_depths_alike(int ranks, TrainSetup setup);
