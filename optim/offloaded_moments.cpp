@@ -32,7 +32,10 @@ OffloadedMoments::OffloadedMoments(const std::string& dir, int rank, std::vector
     first_byte_.push_back(total);
     total += 2 * kFloat * static_cast<std::uint64_t>(n);
   }
-  file_ = std::make_unique<ScratchFile>(dir, "zrt-adamw-moments.rank-" + std::to_string(rank), total);
+  // A dry run's stream drops the step's work, and the file's I/O is part of
+  // it: no file (Note [Dry runs]).
+  if (!stream_.discards())
+    file_ = std::make_unique<ScratchFile>(dir, "zrt-adamw-moments.rank-" + std::to_string(rank), total);
 }
 
 OffloadedMoments::~OffloadedMoments() = default;
@@ -68,9 +71,11 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   stream_.synchronize();  // the buffers' memory is free for the I/O threads to fill
   auto moment = [&](int slot, int m, std::int64_t count) { return buffers[slot].slice(m * longest, count); };
   auto read = [&](int slot, const Piece& p) {
+    if (!file_) return;  // a dry run
     for (int m = 0; m < 2; ++m) file_->read(offset(p.handle, m, p.begin), bytes_of(moment(slot, m, p.count)));
   };
   auto write = [&](int slot, const Piece& p) {
+    if (!file_) return;
     for (int m = 0; m < 2; ++m) file_->write(offset(p.handle, m, p.begin), bytes_of(moment(slot, m, p.count)));
   };
   // Declared after the buffers: leaving early (an exception) waits for the I/O
@@ -105,6 +110,7 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
 Tensor OffloadedMoments::read(std::size_t k, int moment) const {
   ZRT_CHECK_ARG(k < shard_elements_.size() && (moment == 0 || moment == 1), "optimizer offload: no moment ", moment,
                 " of handle ", k);
+  ZRT_CHECK_STATE(file_ != nullptr, "optimizer offload: a dry run has no moments to read");
   Tensor host = Tensor::empty({shard_elements_[k]}, DType::f32);
   file_->read(offset(k, moment, 0), bytes_of(host));
   return device_.is_cpu() ? host : on_device(host);
@@ -112,6 +118,7 @@ Tensor OffloadedMoments::read(std::size_t k, int moment) const {
 
 void OffloadedMoments::write(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
   ZRT_CHECK_ARG(k < shard_elements_.size(), "optimizer offload: no handle ", k);
+  ZRT_CHECK_STATE(file_ != nullptr, "optimizer offload: a dry run has no moments to write");
   int m = 0;
   for (const Tensor* t : {&exp_avg, &exp_avg_sq}) {
     ZRT_CHECK_ARG(t->numel() == shard_elements_[k], "optimizer offload: handle ", k, " moments have ",

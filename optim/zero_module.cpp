@@ -26,17 +26,27 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 "ZeroModule: gradients combine by avg or sum");
   ZRT_CHECK_ARG(options_.zero3_size >= 0, "ZeroModule: zero3 size must not be negative (got ",
                 options_.zero3_size, ")");
+  ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(), "ZeroModule: a dry run runs on cpu, not ",
+                options_.device.str());
   set_current_device(options_.device);
-  allocator_ = make_caching_allocator(options_.device);
+  allocator_ = options_.allocator          ? options_.allocator
+               : options_.dry_run          ? make_unbacked_caching_allocator()
+                                           : make_caching_allocator(options_.device);
+  ZRT_CHECK_ARG(allocator_->device() == options_.device, "ZeroModule: the allocator is for ",
+                allocator_->device().str(), ", not ", options_.device.str());
+  if (options_.dry_run) dry_host_memory_ = make_unbacked_caching_allocator();
   if (options_.tracer) world_->set_tracer(options_.tracer);  // before the groups are split from it
   // A CPU stream's kernels use as many threads as this rank's (Note [Kernel threads per rank]).
   auto thread_init = [threads = kernels::cpu_threads()] { kernels::set_cpu_threads(threads); };
   const bool cuda = options_.device.is_cuda();
   if (!options_.cpu_streams) options_.cpu_streams = default_cpu_streams();
-  if (cuda || *options_.cpu_streams == CpuStreams::all)
-    compute_stream_ = std::make_unique<OwnedStream>(options_.device, thread_init);
-  if (cuda || *options_.cpu_streams != CpuStreams::none)
-    comm_stream_ = std::make_unique<OwnedStream>(options_.device, thread_init);
+  auto owned_stream = [&] {
+    return options_.dry_run ? std::make_unique<OwnedStream>(OwnedStream::discarding())
+                            : std::make_unique<OwnedStream>(options_.device, thread_init);
+  };
+  // A dry run drops compute too, so its compute stream is always one of its own.
+  if (cuda || *options_.cpu_streams == CpuStreams::all || options_.dry_run) compute_stream_ = owned_stream();
+  if (cuda || *options_.cpu_streams != CpuStreams::none) comm_stream_ = owned_stream();
   plan_ = std::make_unique<StrategyPlan>(
       plan_strategy(options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
   if (options_.dtype == DType::f16)
@@ -100,7 +110,12 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
       return c.first->shares_storage(p.tensor) && c.first->offset() == p.tensor.offset() &&
              c.first->shape() == p.tensor.shape();
     });
-    if (same == copies.end()) same = copies.insert(copies.end(), {&p.tensor, p.tensor.to(DType::f32)});
+    if (same == copies.end()) {
+      // A dry run reads no value: an unbacked stand-in of the copy (Note [Dry runs]).
+      Tensor copy = options_.dry_run ? Tensor::empty(p.tensor.shape(), DType::f32, Device::cpu(), dry_host_allocator())
+                                     : p.tensor.to(DType::f32);
+      same = copies.insert(copies.end(), {&p.tensor, copy});
+    }
     owned.push_back({p.module_path, p.name, same->second});
   }
   FlatParamOptions o;
@@ -113,6 +128,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
   o.offload_grads = options_.offload_grads;
   o.device = options_.device;
   o.allocator = allocator_;
+  if (options_.dry_run) o.host_allocator = dry_host_allocator();
   o.stream = stream();
   o.comm_stream = comm_stream();
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));

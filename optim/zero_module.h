@@ -80,6 +80,13 @@ struct ZeroModuleOptions {
   TracerPtr tracer;                  // the world's collectives and the step's timeline; null: none
   // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.
   std::optional<CpuStreams> cpu_streams;
+  // Memory for every buffer the module and its handles allocate (and the
+  // engine's activations); null: a caching allocator on `device`.
+  AllocatorPtr allocator;
+  // Note [Dry runs] (model_zoo/engine/memory_plan.h): the module's streams
+  // drop every kernel, copy and collective, its memory is unbacked (unless
+  // `allocator` is given), and add_unit reads no value. cpu only.
+  bool dry_run = false;
 };
 
 class ZeroModule {
@@ -181,6 +188,8 @@ class ZeroModule {
   CommPtr world_;
   ZeroModuleOptions options_;
   AllocatorPtr allocator_;
+  AllocatorPtr dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
+  const AllocatorPtr& dry_host_allocator() const { return dry_host_memory_; }
   std::unique_ptr<StrategyPlan> plan_;
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;
   std::unique_ptr<ZeroAdamW> optimizer_;

@@ -14,6 +14,8 @@ CpuStream::CpuStream(Task thread_init) {
   }
 }
 
+CpuStream::CpuStream(Discarding) : discards_(true) {}
+
 CpuStream::~CpuStream() {
   {
     std::lock_guard lock(mutex_);
@@ -24,6 +26,10 @@ CpuStream::~CpuStream() {
 }
 
 void CpuStream::push(Item item) {
+  if (discards_) {
+    if (item.always) item.task();  // an event record: complete at once
+    return;
+  }
   if (on_stream_thread()) {
     item.task();  // a task issuing more work: already in stream order
     return;

@@ -30,6 +30,11 @@
 //    timeout bounds how long a task can block.
 //  - Work issued from the stream's own thread (a task that issues more) runs
 //    inline: it is already in order.
+//  - A discarding CPU stream (OwnedStream::discarding()) drops every task
+//    and has no thread: event records complete at once, synchronize returns
+//    at once. A dry run (Note [Dry runs] in model_zoo/engine/memory_plan.h)
+//    issues the whole step to such streams, so every allocation happens
+//    and no kernel, copy or collective touches memory.
 // The stream's thread starts with the issuing thread's setup (the kernel
 // thread count, Note [Kernel threads per rank]) through the thread_init
 // function its owner passes.
@@ -51,6 +56,11 @@ class CpuStream {
   using Task = std::function<void()>;
   // Starts the stream's thread, which first runs `thread_init` (if any).
   explicit CpuStream(Task thread_init = {});
+  // A discarding stream (Note [CPU streams]): no thread, no task ever runs
+  // but those queued with enqueue_always, which run at once.
+  struct Discarding {};
+  explicit CpuStream(Discarding);
+  bool discards() const { return discards_; }
   // Runs what is queued, then joins the thread. Never throws.
   ~CpuStream();
   CpuStream(const CpuStream&) = delete;
@@ -88,6 +98,7 @@ class CpuStream {
   std::uint64_t issued_ = 0, done_ = 0;
   bool stopping_ = false;
   std::exception_ptr failure_;
+  bool discards_ = false;
   std::thread thread_;  // last: starts after every other member exists
 };
 

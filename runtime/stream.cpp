@@ -32,6 +32,11 @@ void Stream::synchronize() const {
 #endif
 }
 
+bool Stream::discards() const {
+  const CpuStream* q = cpu_queue();
+  return q != nullptr && q->discards();
+}
+
 void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task) {
   ZRT_CHECK_ARG(stream.is_cpu(), op, ": host work cannot be ordered on CUDA stream ", stream.device().str());
   if (CpuStream* q = stream.cpu_queue()) {
@@ -61,6 +66,13 @@ OwnedStream::~OwnedStream() {
 #ifdef ZRT_WITH_CUDA
   if (!stream_.is_cpu() && stream_.native()) cudaStreamDestroy(static_cast<cudaStream_t>(stream_.native()));
 #endif
+}
+
+OwnedStream OwnedStream::discarding() {
+  OwnedStream s;
+  s.cpu_ = std::make_unique<CpuStream>(CpuStream::Discarding{});
+  s.stream_ = Stream(Device::cpu(), s.cpu_.get());
+  return s;
 }
 
 OwnedStream::OwnedStream(OwnedStream&& o) noexcept

@@ -31,6 +31,8 @@ class Stream {
   bool is_cpu() const { return device_.is_cpu(); }
   // The owned CPU stream's queue; null for the default CPU stream and CUDA.
   CpuStream* cpu_queue() const { return is_cpu() ? static_cast<CpuStream*>(native_) : nullptr; }
+  // Whether work issued to it is dropped (OwnedStream::discarding()).
+  bool discards() const;
   // A key that tells streams apart (for per-stream free lists).
   std::uintptr_t id() const { return reinterpret_cast<std::uintptr_t>(native_); }
   void synchronize() const;
@@ -53,6 +55,9 @@ void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task
 class OwnedStream {
  public:
   explicit OwnedStream(Device device, std::function<void()> cpu_thread_init = {});
+  // A CPU stream that drops every kernel, copy and collective issued to it
+  // (Note [CPU streams]; Note [Dry runs] in model_zoo/engine/memory_plan.h).
+  static OwnedStream discarding();
   ~OwnedStream();
   OwnedStream(const OwnedStream&) = delete;
   OwnedStream& operator=(const OwnedStream&) = delete;
@@ -62,6 +67,7 @@ class OwnedStream {
   operator Stream() const { return stream_; }
 
  private:
+  OwnedStream() = default;
   Stream stream_;
   std::unique_ptr<CpuStream> cpu_;
 };

@@ -38,6 +38,8 @@ optim::ZeroModuleOptions module_options(const EngineConfig& c) {
   o.offload_optimizer = c.offload_optimizer;
   o.tracer = c.tracer;
   o.cpu_streams = c.cpu_streams;
+  o.allocator = c.allocator;
+  o.dry_run = c.dry_run;
   return o;
 }
 

@@ -55,6 +55,8 @@ struct EngineConfig {
   std::uint64_t seed = 1337;
   TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
   std::optional<optim::CpuStreams> cpu_streams;  // Note [Streams of a CPU module]; unset: ZRT_CPU_STREAMS or comm
+  AllocatorPtr allocator;          // the module's memory and the activations'; null: a caching allocator
+  bool dry_run = false;            // Note [Dry runs] (memory_plan.h): every allocation, no work, no memory
 };
 
 struct StepStats {

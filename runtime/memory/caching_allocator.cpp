@@ -393,4 +393,10 @@ AllocatorPtr make_pinned_host_allocator(CachingAllocatorConfig config) {
                                             config);
 }
 
+AllocatorPtr make_unbacked_caching_allocator(CachingAllocatorConfig config) {
+  config.poison = false;
+  return std::make_shared<CachingAllocator>(make_unbacked_memory_source(), make_device_event_source(Device::cpu()),
+                                            config);
+}
+
 }  // namespace zrt

@@ -103,5 +103,9 @@ AllocatorPtr make_caching_allocator(Device device, CachingAllocatorConfig config
 // A caching allocator over pinned host memory (device() is cpu), for offload
 // buffers that copies on CUDA streams read and write. Needs a CUDA build.
 AllocatorPtr make_pinned_host_allocator(CachingAllocatorConfig config = {});
+// A caching allocator for cpu over make_unbacked_memory_source(): what a dry
+// run allocates from (Note [Dry runs]). Never poisons (there is nothing to
+// fill), whatever ZRT_POISON_MEMORY says.
+AllocatorPtr make_unbacked_caching_allocator(CachingAllocatorConfig config = {});
 
 }  // namespace zrt

@@ -1,0 +1,267 @@
+#include "zrt/model_zoo/trainer/memory_plan.h"
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "zrt/model_zoo/models/model_config.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+
+namespace zrt::model_zoo {
+
+namespace {
+
+enum class Category { master_and_moments, zero3_shards, unsharded_params, gradients };
+
+// Who holds which block: the handles' buffers and the optimizer's moments,
+// by the address of their memory. The first claim wins, so memory that is
+// two buffers at once (a zero3 shard that is the master) counts once.
+using BlockOwners = std::unordered_map<const void*, Category>;
+
+BlockOwners block_owners(TrainingEngine& engine) {
+  BlockOwners owners;
+  auto claim = [&](const Tensor& t, Category c) {
+    if (!t.storage().is_freed()) owners.emplace(t.storage().data(), c);
+  };
+  optim::ZeroAdamW& adamw = engine.optimizer();
+  const auto& handles = engine.handles();
+  for (std::size_t k = 0; k < handles.size(); ++k) {
+    const optim::FlatParamHandle& h = *handles[k];
+    claim(h.zero1_shard(), Category::master_and_moments);
+    if (adamw.offloaded_moments() == nullptr) {  // on disk there is nothing in memory to claim
+      claim(adamw.exp_avg_shard(k), Category::master_and_moments);
+      claim(adamw.exp_avg_sq_shard(k), Category::master_and_moments);
+    }
+    claim(h.zero3_shard(), Category::zero3_shards);
+    claim(h.full_param_padded(), Category::unsharded_params);
+    claim(h.zero1_grad(), Category::gradients);
+    claim(h.full_grad_padded(), Category::gradients);
+    claim(h.full_prec_grad_padded(), Category::gradients);
+  }
+  return owners;
+}
+
+// Sits in front of a dry run's allocator and breaks its peak down (Note
+// [Memory plan]). A new peak is only marked when it happens, inside the
+// allocation that makes it, when the storage that asked has not received its
+// memory yet; it is broken down at the next call into the allocator (or at
+// settle()), before that call changes anything, when every storage holds what
+// it held at the peak.
+class PeakBreakdownAllocator final : public Allocator {
+ public:
+  explicit PeakBreakdownAllocator(AllocatorPtr inner) : inner_(std::move(inner)) {}
+
+  // From the engine on, the breakdown can name the handles' blocks.
+  void watch(TrainingEngine* engine) {
+    std::lock_guard lock(mutex_);
+    engine_ = engine;
+  }
+
+  void* allocate(std::size_t nbytes, Stream stream) override {
+    std::lock_guard lock(mutex_);
+    settle_locked();
+    void* p = inner_->allocate(nbytes, stream);
+    live_[p] = {nbytes, stream};
+    const std::size_t allocated = inner_->stats().allocated;
+    if (allocated > peak_) {
+      peak_ = allocated;
+      unsettled_ = true;
+    }
+    return p;
+  }
+  void deallocate(void* ptr) noexcept override {
+    std::lock_guard lock(mutex_);
+    settle_locked();
+    live_.erase(ptr);
+    inner_->deallocate(ptr);
+  }
+  void record_use(void* ptr, Stream stream) override { inner_->record_use(ptr, stream); }
+  Device device() const override { return inner_->device(); }
+  MemoryStats stats() const override { return inner_->stats(); }
+  void empty_cache() override { inner_->empty_cache(); }
+  void reset_peak_stats() override {
+    std::lock_guard lock(mutex_);
+    inner_->reset_peak_stats();
+    peak_ = inner_->stats().allocated;
+    unsettled_ = true;  // until something exceeds it, the peak is what is held now
+  }
+
+  // The breakdown of the peak since the last reset.
+  MemoryByCategory settle() {
+    std::lock_guard lock(mutex_);
+    settle_locked();
+    return at_peak_;
+  }
+
+ private:
+  struct Live {
+    std::size_t requested;
+    Stream stream;
+  };
+
+  void settle_locked() noexcept {
+    if (!unsettled_) return;
+    unsettled_ = false;
+    MemoryByCategory m;
+    const BlockOwners owners = engine_ ? block_owners(*engine_) : BlockOwners{};
+    const Stream comm = engine_ ? engine_->module().comm_stream() : Stream();
+    const bool own_comm_stream = engine_ && comm != engine_->module().stream();
+    std::size_t requested = 0;
+    for (const auto& [ptr, live] : live_) {
+      requested += live.requested;
+      auto it = owners.find(ptr);
+      std::size_t* slot = &m.activations;
+      if (it != owners.end()) {
+        switch (it->second) {
+          case Category::master_and_moments: slot = &m.master_and_moments; break;
+          case Category::zero3_shards: slot = &m.zero3_shards; break;
+          case Category::unsharded_params: slot = &m.unsharded_params; break;
+          case Category::gradients: slot = &m.gradients; break;
+        }
+      } else if (own_comm_stream && live.stream == comm) {
+        slot = &m.communication;
+      }
+      *slot += live.requested;
+    }
+    m.rounding = peak_ - requested;
+    at_peak_ = m;
+  }
+
+  AllocatorPtr inner_;
+  std::mutex mutex_;
+  TrainingEngine* engine_ = nullptr;
+  std::unordered_map<void*, Live> live_;
+  std::size_t peak_ = 0;
+  bool unsettled_ = false;
+  MemoryByCategory at_peak_;
+};
+
+// This rank's micro-batches: host tensors of the right shapes, never read
+// (a dry run's copies are dropped).
+std::vector<Batch> dry_micro_batches(const TrainerConfig& c, int world_size) {
+  const std::int64_t rows = c.batch_size / (static_cast<std::int64_t>(world_size) * c.micro_batches);
+  std::vector<Batch> batches(static_cast<std::size_t>(c.micro_batches));
+  for (Batch& b : batches) {
+    if (c.model.kind == "mlp") {
+      b.inputs = Tensor::empty({rows, resolve_mlp_dims(c.model).d_in}, DType::f32);
+      b.targets = Tensor::empty({rows}, DType::i64);
+      b.normaliser = static_cast<double>(c.batch_size);
+    } else {
+      b.inputs = Tensor::empty({rows, c.seq_len}, DType::i32);
+      b.targets = Tensor::empty({rows, c.seq_len}, DType::i32);
+      b.normaliser = static_cast<double>(c.batch_size * c.seq_len);
+    }
+  }
+  return batches;
+}
+
+void check_plan_geometry(const TrainerConfig& c, int world_size, int steps) {
+  ZRT_CHECK_ARG(world_size >= 1 && world_size <= kMaxPlannedRanks, "memory plan: a world of ", world_size,
+                " ranks; plans run every rank as a thread, 1 to ", kMaxPlannedRanks);
+  ZRT_CHECK_ARG(steps >= 1, "memory plan: ", steps, " steps; plan at least 1");
+  ZRT_CHECK_ARG(c.micro_batches >= 1, "memory plan: ", c.micro_batches, " micro-batches per step");
+  ZRT_CHECK_ARG(c.batch_size >= 1 && c.batch_size % (static_cast<std::int64_t>(world_size) * c.micro_batches) == 0,
+                "memory plan: batch size ", c.batch_size, " is not a positive multiple of ", world_size,
+                " ranks x ", c.micro_batches, " micro-batches");
+  if (c.model.kind != "mlp") {
+    const std::int64_t block = resolve_gpt_dims(c.model).block_size;
+    ZRT_CHECK_ARG(c.seq_len >= 1 && c.seq_len <= block, "memory plan: sequence length ", c.seq_len,
+                  " is outside [1, ", block, "], the model's block size");
+  }
+}
+
+RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int steps) {
+  TrainerConfig c = config;
+  const bool cuda = c.engine.device.is_cuda();
+  c.model.dtype = c.engine.dtype;
+  c.model.device = Device::cpu();
+  c.engine.device = Device::cpu();
+  if (cuda) c.engine.cpu_streams = optim::CpuStreams::all;  // CUDA's shape: compute and comm streams
+  if (!c.engine.cpu_streams) c.engine.cpu_streams = optim::default_cpu_streams();
+  c.engine.tracer = nullptr;
+  c.engine.dry_run = true;
+  auto memory = std::make_shared<PeakBreakdownAllocator>(make_unbacked_caching_allocator());
+  c.engine.allocator = memory;
+
+  auto model = make_model(c.model);
+  // Stand-ins for the initial values: a dry run reads none (Note [Dry runs]).
+  const AllocatorPtr host = make_unbacked_caching_allocator();
+  std::map<std::string, Tensor> initial;
+  for (const ParamDef& p : all_param_defs(model->units()))
+    initial.emplace(p.fqn(), Tensor::empty(p.shape, DType::f32, Device::cpu(), host));
+  TrainingEngine engine(std::move(model), world, c.engine, initial);
+  memory->watch(&engine);
+
+  RankMemoryPlan plan;
+  plan.rank = world->rank();
+  const std::vector<Batch> batches = dry_micro_batches(c, world->size());
+  for (int s = 0; s < steps; ++s) {
+    memory->reset_peak_stats();  // as the Trainer does: each step's own peak
+    engine.step(batches, c.schedule.max_lr);
+    const MemoryByCategory m = memory->settle();
+    plan.step_peaks.push_back(m.total());
+    if (m.total() > plan.peak) {
+      plan.peak = m.total();
+      plan.at_peak = m;
+    }
+  }
+  plan.reserved_peak = memory->stats().peak_reserved;
+  memory->watch(nullptr);
+  return plan;
+}
+
+}  // namespace
+
+const RankMemoryPlan& MemoryPlan::largest() const {
+  ZRT_CHECK_STATE(!ranks.empty(), "memory plan: no ranks");
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const RankMemoryPlan& a, const RankMemoryPlan& b) { return a.peak < b.peak; });
+}
+
+MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
+  TrainerConfig c = config;
+  c.model.dtype = c.engine.dtype;
+  validate_model_config(c.model);
+  check_plan_geometry(c, world_size, steps);
+  MemoryPlan plan;
+  plan.ranks.resize(static_cast<std::size_t>(world_size));
+  run_local_ranks(world_size, [&](const CommPtr& world) {
+    plan.ranks[static_cast<std::size_t>(world->rank())] = plan_rank(c, world, steps);
+  });
+  return plan;
+}
+
+std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size, std::size_t budget_bytes,
+                                           const std::string& offload_dir) {
+  using optim::ShardingStrategy;
+  std::vector<ShardingStrategy> strategies = {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op,
+                                              ShardingStrategy::no_shard};
+  if (std::find(strategies.begin(), strategies.end(), config.engine.strategy) == strategies.end())
+    strategies.push_back(config.engine.strategy);  // hybrid or layer-zero, with the user's zero3 size
+  const bool has_blocks = !make_model(config.model)->block_stages().empty();
+  std::vector<std::string> checkpointing = {"none"};
+  if (has_blocks) checkpointing = {"none", "every:2", "blocks"};
+  std::vector<FittingCandidate> fits;
+  for (const std::string& offload : {std::string("none"), "disk:" + offload_dir})
+    for (const std::string& ckpt : checkpointing)
+      for (ShardingStrategy strategy : strategies)
+        for (int prefetch = 2; prefetch >= 0; --prefetch) {
+          if (prefetch > 0 && strategy == ShardingStrategy::no_shard) continue;  // nothing to gather ahead
+          TrainerConfig c = config;
+          c.engine.strategy = strategy;
+          c.engine.prefetch = prefetch;
+          c.engine.checkpointing = parse_activation_checkpointing(ckpt);
+          c.engine.offload_optimizer = optim::parse_optimizer_offload(offload);
+          const RankMemoryPlan largest = plan_memory(c, world_size).largest();
+          if (largest.reserved_peak > budget_bytes) continue;
+          std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) + " --prefetch " +
+                                 std::to_string(prefetch) + " --activation-checkpointing " + ckpt +
+                                 " --offload-optimizer " + (offload == "none" ? "none" : "disk:DIR");
+          fits.push_back({settings, c, largest});
+        }
+  return fits;
+}
+
+}  // namespace zrt::model_zoo

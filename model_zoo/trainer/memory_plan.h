@@ -1,0 +1,109 @@
+// The memory plan: each rank's peak of a training configuration, by
+// category, predicted without memory and without training (zrt-train --plan),
+// and which settings fit a budget (--plan --fit BYTES).
+//
+// Note [Dry runs]
+// ~~~~~~~~~~~~~~~
+// A dry run is the real step with no data. Its ZeroModule (dry_run) issues
+// everything to discarding CPU streams (Note [CPU streams]), which drop every
+// kernel, copy and collective, and allocates from a caching allocator over
+// unbacked address space (make_unbacked_caching_allocator): the same rounding,
+// pools, splits and per-stream free lists, the same counters, and no memory
+// behind any block (touching one faults, so a dry run that did work on its
+// data would crash, not pass). The engine, the handles, the layers and the
+// optimizer run their own code, so every buffer is allocated and freed in the
+// order and at the size of a real step; nothing has to mirror them, and the
+// plan cannot drift from the engine as it changes. Host code that reads data
+// reads zeros or stand-ins: a loss, a gradient norm of 0 (so no step is
+// skipped), found-inf false. Collectives that run on the calling thread
+// (group splits, the handles' layout check) really run, between the planned
+// ranks as threads of one process, so every rank's groups and shards are
+// its own. Disk offload creates no scratch file. What a dry run cannot see:
+// memory outside zrt's allocator (NCCL's and cuBLAS's workspaces, pinned host
+// copies of offloaded gradients, the data set), and, for a CUDA run, which
+// it plans on CPU streams of CUDA's shape (compute and communication
+// streams of their own), the CUDA path's few small extra buffers (the
+// embedding gradient's token groups).
+//
+// Note [Memory plan]
+// ~~~~~~~~~~~~~~~~~~
+// plan_memory runs `steps` dry steps of the configuration on every rank of
+// the world and reports what each rank's allocator saw: the peak of each step
+// (what --metrics calls mem_peak: bytes handed out, rounded), the peak of
+// reserved segments (what the device must hold), and what the largest
+// step's peak consisted of. The breakdown is taken at the moment of the
+// peak, by block: the blocks that are a handle's buffers (zero1 shard,
+// zero3 shard, unsharded parameter, gradients) or the optimizer's moments
+// count as those; blocks allocated on the communication stream are its
+// cast and reduce buffers; every other block is an activation or a layer's
+// workspace (outputs kept for backward, inputs kept by checkpointed blocks,
+// the loss); rounding is what blocks hold beyond their requests. The steps
+// run in the order training does, so lazily allocated state (fp32 gradients
+// on first use, the optimizer's first step) is in them; two steps reach the
+// steady state.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "zrt/model_zoo/trainer/trainer.h"
+
+namespace zrt::model_zoo {
+
+// Bytes of one rank's allocator at its peak, by what they hold (Note [Memory
+// plan]). total() is the peak.
+struct MemoryByCategory {
+  std::size_t master_and_moments = 0;  // fp32 zero1 shards and AdamW's m and v in memory
+  std::size_t zero3_shards = 0;        // compute-dtype zero3 shards (none where they are the master)
+  std::size_t unsharded_params = 0;    // gathered flat parameters in flight (the unit and its prefetch)
+  std::size_t gradients = 0;           // runtime, fp32 accumulation and zero1 gradient shards
+  std::size_t communication = 0;       // cast and reduce buffers of the communication stream
+  std::size_t activations = 0;         // everything else: layers' outputs and caches, kept inputs, workspaces
+  std::size_t rounding = 0;            // what the allocator's blocks hold beyond the requests
+  std::size_t total() const {
+    return master_and_moments + zero3_shards + unsharded_params + gradients + communication + activations +
+           rounding;
+  }
+};
+
+struct RankMemoryPlan {
+  int rank = 0;
+  std::vector<std::size_t> step_peaks;  // each planned step's allocator peak (mem_peak)
+  std::size_t peak = 0;                 // the largest of them
+  std::size_t reserved_peak = 0;        // the most segments the allocator held
+  MemoryByCategory at_peak;             // the largest step's peak, by category
+};
+
+struct MemoryPlan {
+  std::vector<RankMemoryPlan> ranks;  // by rank
+  // The rank with the largest peak (the first of equals).
+  const RankMemoryPlan& largest() const;
+};
+
+// The largest world plan_memory runs: every rank is a thread of this process.
+inline constexpr int kMaxPlannedRanks = 64;
+
+// Plans `config` on a world of `world_size` ranks (Note [Memory plan]),
+// with `steps` (>= 1) dry steps (Note [Dry runs]). Validates like the
+// Trainer (typed errors naming the problem): the model, the batch geometry,
+// and 1 <= world_size <= kMaxPlannedRanks. A CUDA device is planned on CPU
+// streams of CUDA's shape. Allocates no memory for parameters, state or
+// activations, and computes nothing.
+MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps = 2);
+
+// One candidate of plan_fitting: what it changes and its plan's largest rank.
+struct FittingCandidate {
+  std::string settings;  // e.g. "--strategy full --prefetch 1 --activation-checkpointing blocks"
+  TrainerConfig config;
+  RankMemoryPlan largest;
+};
+
+// Plans the settings a user can change without changing the model or the
+// batch (strategy, prefetch, activation checkpointing, optimizer offload to
+// disk under `offload_dir`) and returns those whose largest rank's reserved
+// peak is at most `budget_bytes`, smallest peak first.
+std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size, std::size_t budget_bytes,
+                                           const std::string& offload_dir);
+
+}  // namespace zrt::model_zoo

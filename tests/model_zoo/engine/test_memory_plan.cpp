@@ -1,0 +1,247 @@
+// The memory plan (Note [Memory plan], Note [Dry runs]): for a sweep of
+// model size, world size, strategy, dtype, micro-batches, prefetch,
+// activation checkpointing and optimizer offload, each rank's planned peak of
+// each step is within 5% of the peak its allocator measured in a real run on
+// local ranks; the breakdown adds up and names what it should; a plan
+// allocates no memory and runs no kernel; bad input is a typed error.
+#include <sys/resource.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <sstream>
+
+#include "tests/model_zoo/engine/engine_checks.h"
+#include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/trainer/memory_plan.h"
+#include "zrt/runtime/comm/local_comm.h"
+
+using namespace zrt;
+using namespace zrt::model_zoo;
+using optim::ShardingStrategy;
+using zrt::test::TempDir;
+
+namespace {
+
+struct Case {
+  std::string name;
+  TrainerConfig config;
+  int world = 1;
+};
+
+TrainerConfig base_config(const std::string& kind) {
+  TrainerConfig c;
+  c.model.kind = kind;
+  c.model.preset = "tiny";
+  c.engine.adamw.max_grad_norm = 1.0;
+  c.engine.adamw.weight_decay = 0.1;
+  c.batch_size = 12;
+  c.seq_len = 16;
+  c.steps = 2;
+  // Compute and collectives on the calling thread: the issue order is the
+  // order memory is freed in, as on CUDA (Note [Memory plan]).
+  c.engine.cpu_streams = optim::CpuStreams::none;
+  return c;
+}
+
+// Each rank's allocator peak of each of the config's steps, trained for real
+// on the embedded data.
+std::vector<std::vector<std::size_t>> measured_peaks(const TrainerConfig& config, int world) {
+  std::vector<std::vector<std::size_t>> peaks(static_cast<std::size_t>(world));
+  run_local_ranks(world, [&](const CommPtr& comm) {
+    Dataset data = config.model.kind == "gpt" ? synthetic_text_dataset() : synthetic_cluster_dataset(0, 4096, 16, 8);
+    Trainer trainer(comm, config, std::move(data));
+    for (std::int64_t s = 0; s < config.steps; ++s)
+      peaks[static_cast<std::size_t>(comm->rank())].push_back(trainer.step().memory.peak_allocated);
+  }, std::chrono::seconds(120));
+  return peaks;
+}
+
+std::vector<Case> sweep(const std::string& scratch) {
+  std::vector<Case> cases;
+  auto add = [&](std::string name, int world, const std::function<void(TrainerConfig&)>& edit,
+                 const std::string& kind = "gpt") {
+    TrainerConfig c = base_config(kind);
+    edit(c);
+    cases.push_back({std::move(name), c, world});
+  };
+  auto wider = [](TrainerConfig& c) {  // blocks of about a MiB: the large pool and its unsplit remainders
+    c.model.n_layer = 3;
+    c.model.n_embd = 160;
+    c.model.n_head = 5;
+  };
+  add("gpt tiny, 1 rank", 1, [](TrainerConfig&) {});
+  add("gpt tiny, 2 ranks, full", 2, [](TrainerConfig&) {});
+  add("gpt tiny, 3 ranks, full, bf16, 2 micro-batches", 3, [](TrainerConfig& c) {
+    c.engine.dtype = DType::bf16;
+    c.micro_batches = 2;
+  });
+  add("gpt tiny, 2 ranks, grad-op, f16", 2, [](TrainerConfig& c) {
+    c.engine.strategy = ShardingStrategy::shard_grad_op;
+    c.engine.dtype = DType::f16;
+  });
+  add("gpt tiny, 2 ranks, no-shard, 2 micro-batches", 2, [](TrainerConfig& c) {
+    c.engine.strategy = ShardingStrategy::no_shard;
+    c.micro_batches = 2;
+  });
+  add("gpt tiny, 4 ranks, hybrid 2, bf16 reduce", 4, [](TrainerConfig& c) {
+    c.engine.strategy = ShardingStrategy::hybrid_shard;
+    c.engine.zero3_size = 2;
+    c.engine.reduce_dtype = DType::bf16;
+    c.batch_size = 16;
+  });
+  add("gpt tiny, 4 ranks, layer-zero 2, bf16", 4, [](TrainerConfig& c) {
+    c.engine.strategy = ShardingStrategy::layer_zero;
+    c.engine.zero3_size = 2;
+    c.engine.dtype = DType::bf16;
+    c.batch_size = 16;
+  });
+  for (int prefetch : {0, 2})
+    add("gpt tiny, 2 ranks, prefetch " + std::to_string(prefetch), 2,
+        [=](TrainerConfig& c) { c.engine.prefetch = prefetch; });
+  add("gpt tiny, 2 ranks, checkpointing blocks", 2,
+      [](TrainerConfig& c) { c.engine.checkpointing = parse_activation_checkpointing("blocks"); });
+  add("gpt tiny, 1 rank, offload grads, 3 micro-batches", 1, [](TrainerConfig& c) {
+    c.engine.offload_grads = true;
+    c.micro_batches = 3;
+  });
+  add("gpt tiny, 2 ranks, moments on disk", 2, [&](TrainerConfig& c) {
+    c.engine.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch, 1000};
+  });
+  add("gpt wider, 1 rank", 1, wider);
+  add("gpt wider, 2 ranks, every:2, bf16", 2, [&](TrainerConfig& c) {
+    wider(c);
+    c.engine.checkpointing = parse_activation_checkpointing("every:2");
+    c.engine.dtype = DType::bf16;
+  });
+  add("gpt wider, 3 ranks, full, prefetch 2, 2 micro-batches", 3, [&](TrainerConfig& c) {
+    wider(c);
+    c.engine.prefetch = 2;
+    c.micro_batches = 2;
+  });
+  add("mlp tiny, 1 rank", 1, [](TrainerConfig&) {}, "mlp");
+  add("mlp tiny, 3 ranks, grad-op, f16", 3, [](TrainerConfig& c) {
+    c.engine.strategy = ShardingStrategy::shard_grad_op;
+    c.engine.dtype = DType::f16;
+  }, "mlp");
+  return cases;
+}
+
+std::size_t max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::size_t>(u.ru_maxrss);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(memory_plan)
+
+BOOST_AUTO_TEST_CASE(plans_every_step_of_every_rank_within_five_percent) {
+  TempDir scratch;
+  double worst = -1;
+  std::string worst_case;
+  for (const Case& c : sweep(scratch.str())) {
+    const auto measured = measured_peaks(c.config, c.world);
+    const MemoryPlan plan = plan_memory(c.config, c.world, static_cast<int>(c.config.steps));
+    BOOST_TEST_REQUIRE(plan.ranks.size() == static_cast<std::size_t>(c.world));
+    for (int r = 0; r < c.world; ++r) {
+      const RankMemoryPlan& p = plan.ranks[static_cast<std::size_t>(r)];
+      BOOST_TEST(p.rank == r);
+      BOOST_TEST(p.at_peak.total() == p.peak, c.name << ": the breakdown adds up to the peak");
+      BOOST_TEST(p.reserved_peak >= p.peak);
+      for (std::size_t s = 0; s < measured[r].size(); ++s) {
+        const double want = static_cast<double>(measured[r][s]);
+        const double got = static_cast<double>(p.step_peaks.at(s));
+        const double error = std::abs(got - want) / want;
+        BOOST_TEST(error <= 0.05, c.name << ", rank " << r << ", step " << s << ": planned " << got
+                                         << " B, measured " << want << " B");
+        if (error > worst) {
+          worst = error;
+          worst_case = c.name;
+        }
+      }
+    }
+    BOOST_TEST_MESSAGE(c.name << ": peak " << plan.largest().peak << " B");
+  }
+  BOOST_TEST_MESSAGE("worst planned-vs-measured error: " << 100 * worst << "% (" << worst_case << ")");
+}
+
+BOOST_AUTO_TEST_CASE(work_queued_on_cpu_streams_only_adds_to_the_plan) {
+  // A task queued on an owned CPU stream keeps its tensors' memory until it
+  // runs, so a run whose host is ahead of its streams holds more than the
+  // issue order does: never less.
+  for (optim::CpuStreams streams : {optim::CpuStreams::comm, optim::CpuStreams::all}) {
+    TrainerConfig c = base_config("gpt");
+    c.engine.cpu_streams = streams;
+    const auto measured = measured_peaks(c, 2);
+    const MemoryPlan plan = plan_memory(c, 2);
+    for (int r = 0; r < 2; ++r)
+      for (std::size_t s = 0; s < measured[r].size(); ++s)
+        BOOST_TEST(measured[r][s] >= plan.ranks[r].step_peaks[s], optim::cpu_streams_name(streams) << ", rank " << r);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
+  TrainerConfig c = base_config("gpt");
+  c.model.n_layer = 4;
+  const RankMemoryPlan one = plan_memory(c, 1).largest();
+  // fp32 on one rank: the zero3 shard and the unsharded parameter are the
+  // master itself (Note [Unsharded parameter of a world of one]).
+  BOOST_TEST(one.at_peak.zero3_shards == 0u);
+  BOOST_TEST(one.at_peak.unsharded_params == 0u);
+  BOOST_TEST(one.at_peak.master_and_moments > 0u);
+  BOOST_TEST(one.at_peak.activations > 0u);
+
+  c.engine.dtype = DType::bf16;
+  const RankMemoryPlan two = plan_memory(c, 2).largest();
+  BOOST_TEST(two.at_peak.zero3_shards > 0u);
+  BOOST_TEST(two.at_peak.unsharded_params > 0u);
+  // Half the master and moments each, on two ranks.
+  BOOST_TEST(two.at_peak.master_and_moments < one.at_peak.master_and_moments);
+
+  TrainerConfig blocks = c;
+  blocks.engine.checkpointing = parse_activation_checkpointing("blocks");
+  BOOST_TEST(plan_memory(blocks, 2).largest().at_peak.activations < two.at_peak.activations);
+
+  TempDir scratch;
+  TrainerConfig disk = c;
+  disk.engine.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch.str(), 1000};
+  const RankMemoryPlan on_disk = plan_memory(disk, 2).largest();
+  // The master stays; m and v (twice the master's bytes) leave.
+  BOOST_TEST(3 * on_disk.at_peak.master_and_moments == two.at_peak.master_and_moments);
+  BOOST_TEST(std::filesystem::is_empty(scratch.path), "a dry run creates no scratch file");
+}
+
+BOOST_AUTO_TEST_CASE(a_plan_allocates_nothing) {
+  // 1.5 B parameters (24 GB of fp32 master and moments): planned in this
+  // process, whose largest resident set grows by far less.
+  TrainerConfig c = base_config("gpt");
+  c.model.preset = "gpt2-124m";
+  c.model.n_layer = 48;
+  c.model.n_embd = 1600;
+  c.model.n_head = 25;
+  c.batch_size = 1;
+  c.seq_len = 64;
+  const RankMemoryPlan p = plan_memory(c, 1, 1).largest();
+  const double rss = static_cast<double>(max_rss_kib()) * 1024;
+  BOOST_TEST_MESSAGE("planned peak " << p.peak / 1e9 << " GB; this process's largest resident set " << rss / 1e6
+                                     << " MB");
+  BOOST_TEST(p.at_peak.master_and_moments > 1.5e9 * 12);
+  BOOST_TEST(rss < 0.01 * static_cast<double>(p.peak));
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_a_typed_error) {
+  TrainerConfig c = base_config("gpt");
+  BOOST_CHECK_THROW(plan_memory(c, 0), InvalidArgument);
+  BOOST_CHECK_THROW(plan_memory(c, kMaxPlannedRanks + 1), InvalidArgument);
+  BOOST_CHECK_THROW(plan_memory(c, 5), InvalidArgument);  // 12 sequences over 5 ranks
+  BOOST_CHECK_THROW(plan_memory(c, 1, 0), InvalidArgument);
+  c.seq_len = 100000;
+  BOOST_CHECK_THROW(plan_memory(c, 1), InvalidArgument);
+  c = base_config("gpt");
+  c.model.n_head = 5;  // does not divide the tiny preset's width
+  BOOST_CHECK_THROW(plan_memory(c, 1), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
