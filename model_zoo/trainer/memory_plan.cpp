@@ -236,8 +236,9 @@ MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
 std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size, std::size_t budget_bytes,
                                            const std::string& offload_dir) {
   using optim::ShardingStrategy;
-  std::vector<ShardingStrategy> strategies = {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op,
-                                              ShardingStrategy::no_shard};
+  // Cheapest first: no gathers, one per unit and step, two.
+  std::vector<ShardingStrategy> strategies = {ShardingStrategy::no_shard, ShardingStrategy::shard_grad_op,
+                                              ShardingStrategy::full_shard};
   if (std::find(strategies.begin(), strategies.end(), config.engine.strategy) == strategies.end())
     strategies.push_back(config.engine.strategy);  // hybrid or layer-zero, with the user's zero3 size
   const bool has_blocks = !make_model(config.model)->block_stages().empty();

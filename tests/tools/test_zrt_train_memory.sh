@@ -2,7 +2,7 @@
 # zrt-train's memory flags: every --metrics line carries the step's allocator
 # peak (mem_peak, bytes); --activation-checkpointing blocks and every:2 train
 # the same losses as none on two local ranks, with a lower mem_peak; so does
-# --offload-optimizer disk:DIR.
+# --offload-optimizer disk:DIR; --plan predicts the peak.
 # usage: test_zrt_train_memory.sh ZRT-TRAIN PYTHON
 set -u
 train=$1 python=$2
@@ -25,6 +25,33 @@ assert peak["blocks"] < peak["every:2"] < peak["none"], peak
 print("ok   same losses; last step's mem_peak " + ", ".join(f"{m} {p} B" for m, p in peak.items()))
 PY
 grep -q "(peak " "$dir/blocks.out" || fail "the progress line has no peak: $(cat "$dir/blocks.out")"
+
+# --plan: the peak it prints for each rank is the mem_peak the same run
+# measures (compute on the calling thread, Note [Memory plan]), within 5%;
+# --fit lists settings for a generous budget and none (exit 3) for a tiny one.
+run=(--preset small --ranks 2 --threads 1 --batch-size 8 --seq-len 128 --cpu-streams none --activation-checkpointing every:2)
+"$train" "${run[@]}" --plan > "$dir/plan.out" 2>&1 || fail "--plan: $(cat "$dir/plan.out")"
+"$train" "${run[@]}" --steps 2 --metrics "$dir/planned.jsonl" > "$dir/planned.out" 2>&1 || fail "planned run: $(cat "$dir/planned.out")"
+"$python" - "$dir" <<'PY' || fail "plan against the run: $(cat "$dir/plan.out")"
+import json, sys
+d = sys.argv[1]
+row = [l.split() for l in open(f"{d}/plan.out") if l.startswith("0-1 ")]
+assert len(row) == 1, "no row for ranks 0-1"
+planned = float(row[0][1]) * 2**20
+measured = max(json.loads(l)["mem_peak"] for l in open(f"{d}/planned.jsonl"))
+assert abs(planned - measured) <= 0.05 * measured, (planned, measured)
+print(f"ok   --plan: {planned / 2**20:.1f} MiB planned, {measured / 2**20:.1f} MiB measured")
+PY
+"$train" "${run[@]}" --plan --fit 1GiB > "$dir/fit.out" 2>&1 || fail "--fit 1GiB: $(cat "$dir/fit.out")"
+grep -q -- "--strategy no-shard --prefetch 0 --activation-checkpointing none --offload-optimizer none" "$dir/fit.out" ||
+  fail "--fit 1GiB does not list the cheapest setting: $(cat "$dir/fit.out")"
+"$train" "${run[@]}" --plan --fit 1MiB > "$dir/nofit.out" 2>&1; [ $? -eq 3 ] || fail "--fit 1MiB: not exit 3: $(cat "$dir/nofit.out")"
+grep -q "0 setting(s) fit" "$dir/nofit.out" || fail "--fit 1MiB: $(cat "$dir/nofit.out")"
+out=$("$train" --fit 1GiB 2>&1) && fail "--fit without --plan was accepted"
+grep -q "read by --plan only" <<<"$out" || fail "--fit without --plan: $out"
+out=$("$train" --plan --fit 12parsecs 2>&1) && fail "a bad --fit was accepted"
+grep -q "unknown unit 'parsecs'" <<<"$out" || fail "bad --fit: $out"
+echo "ok   --fit lists what fits, and nothing for 1 MiB"
 
 # --offload-optimizer disk:DIR: the same losses as in memory, a lower
 # mem_peak; a missing DIR and host on cuda are refused.

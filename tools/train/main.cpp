@@ -16,6 +16,7 @@
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/io/safetensors.h"
+#include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
@@ -86,15 +87,6 @@ StepAgreement agree_after_step(Communicator& world, bool failed_here) {
     out.failed = out.failed || (b.size() == 2 && b[1] != std::byte{0});
   }
   return out;
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
-  return buf;
 }
 
 // The model's size, from its parameter definitions (nothing is allocated).
@@ -367,6 +359,10 @@ int main(int argc, char** argv) {
   std::mutex io;
   train::install_stop_handlers();
   try {
+    if (o.plan) {  // instead of training; one printout for a launched world
+      if (detect_launch().rank != 0) return 0;
+      return train::print_memory_plan(o, stdout) ? 0 : 3;
+    }
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
     train::check_free_space(train::planned_outputs(o, size));

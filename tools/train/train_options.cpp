@@ -1,4 +1,5 @@
 #include "tools/train/train_options.h"
+#include "tools/train/memory_plan_report.h"
 
 #include <CLI/CLI.hpp>
 #include <sys/stat.h>
@@ -260,6 +261,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
       ->check(kNonNegative);
+  app.add_flag("--plan", o.plan,
+               "print each rank's expected memory peak by category, from dry steps that allocate and compute "
+               "nothing, and exit");
+  app.add_option("--fit", o.fit, "with --plan: list the strategies and settings whose peak fits in BYTES "
+                                 "(e.g. 24GiB, 80GB)");
   auto* resume = app.add_option("--resume", o.resume_from,
                                 "continue from a checkpoint: a step directory, or (no value) `latest` under "
                                 "--checkpoint-dir, starting fresh if there is none yet")
@@ -280,6 +286,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
               e.what());
   }
   check_flag_combinations(app, o);
+  ZRT_CHECK_ARG(o.fit.empty() || o.plan, "--fit ", o.fit, " is read by --plan only");
+  if (!o.fit.empty()) parse_byte_count(o.fit);  // a bad budget fails now, with the flag
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {

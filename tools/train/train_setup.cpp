@@ -107,6 +107,15 @@ void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& 
   }
 }
 
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
 std::int64_t resident_bytes() {
   std::ifstream statm("/proc/self/statm");
   std::int64_t pages = 0, resident = 0;

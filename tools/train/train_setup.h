@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "tools/train/train_options.h"
 #include "zrt/model_zoo/data/dataset.h"
@@ -35,6 +36,9 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, mod
 // (kernels::default_cpu_threads). Rethrows a rank's error.
 void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn,
                int threads = 0);
+
+// "1.5 GiB": bytes for people.
+std::string human_bytes(double bytes);
 
 // This process's resident memory (Linux /proc; 0 where unknown).
 std::int64_t resident_bytes();

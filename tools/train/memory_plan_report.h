@@ -1,0 +1,23 @@
+// zrt-train --plan and --plan --fit BYTES: the memory plan of the run the
+// flags describe (Note [Memory plan] in model_zoo/trainer/memory_plan.h),
+// printed instead of training.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+#include "tools/train/train_options.h"
+
+namespace zrt::train {
+
+// "24GiB", "80 GB", "512MiB", "2.5e10" or "1000000" (bytes): binary units
+// with an i, decimal ones without. InvalidArgument names a bad value.
+std::size_t parse_byte_count(const std::string& text);
+
+// Prints the plan of the flags' run for the world of --ranks (or of the
+// launch) to `out`; with --fit, the settings that fit in that many bytes.
+// Returns whether something fits (always true without --fit).
+bool print_memory_plan(const TrainOptions& o, std::FILE* out);
+
+}  // namespace zrt::train
