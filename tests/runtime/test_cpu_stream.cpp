@@ -35,6 +35,28 @@ BOOST_AUTO_TEST_CASE(runs_in_issue_order_on_its_own_thread) {
   for (int i = 0; i < 100; ++i) BOOST_TEST(order[static_cast<std::size_t>(i)] == i);
 }
 
+BOOST_AUTO_TEST_CASE(a_discarding_stream_drops_work_and_completes_events) {
+  // Note [Dry runs]: kernels, copies and waits issued to it never run; event
+  // records complete at once, so nothing waits on it.
+  OwnedStream s = OwnedStream::discarding();
+  BOOST_TEST(s.get().discards());
+  BOOST_TEST(!OwnedStream(Device::cpu()).get().discards());
+  BOOST_TEST(!Stream().discards());
+  bool ran = false;
+  run_on_cpu_stream(s, "dropped", [&] { ran = true; });
+  Tensor a = Tensor::from_doubles({1, 2, 3}, DType::f32), b = Tensor::from_doubles({4, 5, 6}, DType::f32);
+  a.copy_(b, s);
+  Event done(Device::cpu());
+  done.record(s);
+  BOOST_TEST(done.query());
+  OwnedStream other(Device::cpu());
+  done.wait(other);  // complete: nothing to wait for
+  other.get().synchronize();
+  s.get().synchronize();
+  BOOST_TEST(!ran);
+  BOOST_TEST(a.to_doubles() == std::vector<double>({1, 2, 3}));
+}
+
 BOOST_AUTO_TEST_CASE(default_stream_runs_now) {
   bool ran = false;
   run_on_cpu_stream(Stream(), "now", [&] { ran = true; });

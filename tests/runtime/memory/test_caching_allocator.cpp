@@ -47,6 +47,41 @@ char* bytes(void* p) { return static_cast<char*>(p); }
 
 BOOST_AUTO_TEST_SUITE(caching_allocator)
 
+BOOST_AUTO_TEST_CASE(unbacked_memory_keeps_the_policy_and_its_counters) {
+  // Note [Dry runs]: the same requests and frees give the same blocks'
+  // sizes, peaks and segments over unbacked address space as over host memory.
+  const std::uint64_t seed = std::random_device{}();
+  BOOST_TEST_MESSAGE("seed " << seed);
+  std::mt19937_64 rng(seed);
+  AllocatorPtr host = make_caching_allocator(Device::cpu(), {.memory_cap = 0, .poison = false});
+  AllocatorPtr unbacked = make_unbacked_caching_allocator({.memory_cap = 0, .poison = true});
+  std::vector<std::pair<void*, void*>> live;
+  for (int i = 0; i < 2000; ++i) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const std::size_t k = rng() % live.size();
+      host->deallocate(live[k].first);
+      unbacked->deallocate(live[k].second);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    // Small and large requests, some just past a segment's rounding.
+    const std::size_t n = rng() % 4 == 0 ? (std::size_t{1} << 20) + rng() % (3 << 20) : 1 + rng() % 70000;
+    void* p = unbacked->allocate(n, Stream());
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(p) % 512 == 0u);
+    live.emplace_back(host->allocate(n, Stream()), p);
+  }
+  const MemoryStats h = host->stats(), u = unbacked->stats();
+  BOOST_TEST(u.allocated == h.allocated);
+  BOOST_TEST(u.peak_allocated == h.peak_allocated);
+  BOOST_TEST(u.reserved == h.reserved);
+  BOOST_TEST(u.peak_reserved == h.peak_reserved);
+  BOOST_TEST(u.num_raw_allocs == h.num_raw_allocs);
+  for (auto& [a, b] : live) {
+    host->deallocate(a);
+    unbacked->deallocate(b);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(size_policy) {
   BOOST_TEST(block_size_for(1) == 512u);
   BOOST_TEST(block_size_for(512) == 512u);
