@@ -1,6 +1,9 @@
 // The caching policy on CPU, over a fake raw source and fake stream events:
 // exact statistics, reuse, split/merge, pools, best fit, per-stream free
 // lists and event-guarded hand-off, empty_cache, the cap and OOM retry.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -80,6 +83,24 @@ BOOST_AUTO_TEST_CASE(unbacked_memory_keeps_the_policy_and_its_counters) {
     host->deallocate(a);
     unbacked->deallocate(b);
   }
+}
+
+BOOST_AUTO_TEST_CASE(touching_unbacked_memory_faults) {
+  // The net a dry run relies on: work that did reach its data would crash
+  // the plan instead of passing it (Note [Dry runs]). Shown in a child process.
+  AllocatorPtr unbacked = make_unbacked_caching_allocator();
+  void* p = unbacked->allocate(4096, Stream());
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  BOOST_TEST_REQUIRE(child >= 0);
+  if (child == 0) {
+    *static_cast<volatile char*>(p) = 1;
+    _exit(0);
+  }
+  int status = 0;
+  BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
+  BOOST_TEST(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "a write to unbacked memory succeeded");
+  unbacked->deallocate(p);
 }
 
 BOOST_AUTO_TEST_CASE(size_policy) {
