@@ -36,6 +36,7 @@ ZRT_DEFINE_ERROR(InvalidState, Error)     // the call is wrong for the object's 
 ZRT_DEFINE_ERROR(CommError, Error)        // a collective failed or timed out
 ZRT_DEFINE_ERROR(CheckpointError, Error)  // reading or writing a checkpoint failed
 ZRT_DEFINE_ERROR(ResourceError, Error)    // the system refused a thread, memory or disk space
+ZRT_DEFINE_ERROR(ConsistencyError, Error) // ranks that must hold equal data do not (Note [Consistency check])
 ZRT_DEFINE_ERROR(CudaError, Error)        // the CUDA runtime reported an error
 ZRT_DEFINE_ERROR(CublasError, CudaError)
 ZRT_DEFINE_ERROR(NcclError, CommError)

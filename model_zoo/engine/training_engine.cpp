@@ -1,5 +1,7 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
+#include "zrt/optim/consistency_check.h"
+
 namespace zrt::model_zoo {
 
 namespace {
@@ -184,7 +186,7 @@ std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
   return {host.item(0), host.item(1)};
 }
 
-StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr) {
+StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr, bool check_consistency) {
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
   for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
@@ -210,6 +212,10 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   {
     auto trace = traced("gradient reductions", {}, "wait");
     module_->wait_for_reduced_grads();
+  }
+  if (check_consistency) {
+    auto trace = traced("consistency check");
+    stats.inconsistencies = optim::check_consistency(*module_);
   }
   {
     auto trace = traced("optimizer step");

@@ -65,6 +65,9 @@ struct StepStats {
   bool skipped = false;   // non-finite gradients: no update
   double loss_scale = 1;
   std::int64_t tokens = 0;  // targets in the global batch
+  // Asked for: what the consistency check found before the update (Note
+  // [Consistency check]), the same on every rank; empty when ranks agree.
+  std::vector<std::string> inconsistencies;
 };
 
 class TrainingEngine {
@@ -76,7 +79,10 @@ class TrainingEngine {
   ~TrainingEngine();
 
   // One optimizer step over this rank's micro-batches of the global batch.
-  StepStats step(const std::vector<Batch>& micro_batches, double lr);
+  // With check_consistency, the ranks prove they agree after the gradient
+  // reduction and before the update, when every zero3 shard is current
+  // (Note [Consistency check]); the update runs either way.
+  StepStats step(const std::vector<Batch>& micro_batches, double lr, bool check_consistency = false);
 
   // Collective: every primary parameter in fp32 on cpu, by name.
   std::map<std::string, Tensor> full_params();

@@ -11,6 +11,8 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::m
   check_dataset_fits_model(data_, config_.model);
   geometry_ = {config_.batch_size, config_.seq_len, world_->size(), config_.micro_batches};
   check_batch_geometry(data_, geometry_);
+  ZRT_CHECK_ARG(config_.check_consistency_every >= 0, "consistency check every ", config_.check_consistency_every,
+                " steps: must be 0 (never) or positive");
   config_.schedule.total_steps = config_.steps;
   schedule_ = std::make_unique<optim::WarmupCosineLr>(config_.schedule);
   auto model = make_model(config_.model);
@@ -28,7 +30,13 @@ StepReport Trainer::step() {
   StepReport r;
   r.step = step_;
   r.lr = schedule_->lr(step_);
-  r.stats = engine_->step(batches, r.lr);
+  const std::int64_t every = config_.check_consistency_every;
+  r.stats = engine_->step(batches, r.lr, every > 0 && (step_ + 1) % every == 0);
+  if (!r.stats.inconsistencies.empty() && !config_.consistency_warn_only) {
+    std::string all;
+    for (const std::string& f : r.stats.inconsistencies) all += "; " + f;
+    ZRT_THROW(ConsistencyError, "step ", step_, ": ranks that must hold equal data do not", all);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.memory = engine_->memory_stats();
   ++step_;

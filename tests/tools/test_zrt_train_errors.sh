@@ -44,6 +44,8 @@ expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --mi
 expect_error "unknown preset" "preset" --preset huge
 expect_error "activation checkpointing every:0" "activation checkpointing .every:0. is not one of none, blocks, every:N" --activation-checkpointing every:0
 expect_error "unknown flag value" "dtype" --dtype fp8
+expect_error "on-inconsistency without a check" "--on-inconsistency is read by --check-consistency N only" --on-inconsistency warn
+expect_error "fit without plan" "--fit 1GiB is read by --plan only" --fit 1GiB
 expect_error "init file with missing keys" "h\.1\..*missing|missing.*h\.1\." --init-from "$dir/shallow.safetensors"
 expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safetensors"
 expect_error "init file with mis-shaped keys" "shape" --init-from "$dir/wide.safetensors"
@@ -178,6 +180,11 @@ struct.pack_into("<f", data, 8 + n + begin + 4 * 3, float("nan"))
 open(sys.argv[2], "wb").write(data)
 PY
 expect_error "NaN in the initial weights" "ln_f.weight' holds nan at flat index 3" --init-from "$dir/nan.safetensors" --n-layer 1
+
+# --check-consistency: agreeing ranks train on without a word.
+out=$("$train" --ranks 3 --threads 1 --strategy no-shard --dtype bf16 --batch-size 6 --steps 2 --check-consistency 1 2>&1) ||
+  { echo "FAIL --check-consistency 1 on agreeing ranks: $out"; failures=$((failures + 1)); }
+if grep -q "warning" <<<"$out"; then echo "FAIL --check-consistency 1 warned: $out"; failures=$((failures + 1)); fi
 
 total=$(grep -cE '^(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 )?expect_error(_raw)? "' "$0")
 echo "$(( total - failures )) of $total passed, $failures failed"

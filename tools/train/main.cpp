@@ -313,6 +313,9 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
   for (std::int64_t s = first; s < o.steps; ++s) {
     auto r = trainer.step();
     elapsed += r.seconds;
+    if (lead)  // --on-inconsistency warn: the findings, the same on every rank
+      for (const std::string& f : r.stats.inconsistencies)
+        std::fprintf(stderr, "zrt-train: warning: step %lld: %s\n", static_cast<long long>(r.step), f.c_str());
     std::string report_error;  // the lead's metrics write may fail: every rank must learn of it
     if (lead) {
       try {

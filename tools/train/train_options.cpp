@@ -261,6 +261,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
       ->check(kNonNegative);
+  app.add_option("--check-consistency", o.check_consistency,
+                 "every N steps, prove that replicas and zero3 shards agree, before the update (0: never)")
+      ->check(kNonNegative);
+  app.add_option("--on-inconsistency", o.on_inconsistency, "what a failed consistency check does")
+      ->check(CLI::IsMember({"stop", "warn"}));
   app.add_flag("--plan", o.plan,
                "print each rank's expected memory peak by category, from dry steps that allocate and compute "
                "nothing, and exit");
@@ -287,6 +292,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   check_flag_combinations(app, o);
   ZRT_CHECK_ARG(o.fit.empty() || o.plan, "--fit ", o.fit, " is read by --plan only");
+  ZRT_CHECK_ARG(!given(app, "--on-inconsistency") || o.check_consistency > 0,
+                "--on-inconsistency is read by --check-consistency N only");
   if (!o.fit.empty()) parse_byte_count(o.fit);  // a bad budget fails now, with the flag
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
   check_outputs(o);

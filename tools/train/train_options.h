@@ -39,6 +39,8 @@ struct TrainOptions {
   bool offload_grads = false;
   std::string offload_optimizer = "none";  // none | host | disk:DIR (Note [Optimizer state on disk])
   int ranks = 0;                // >0: that many local ranks (threads) in this process
+  int check_consistency = 0;    // every N steps, replicas and shards prove they agree (0: never)
+  std::string on_inconsistency = "stop";  // stop | warn
   bool plan = false;            // print the memory plan instead of training (Note [Memory plan])
   std::string fit;              // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
   int threads = 0;              // CPU kernel threads per rank (0: its share of the cores)

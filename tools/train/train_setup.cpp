@@ -69,6 +69,8 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   c.schedule.max_lr = o.lr;
   c.schedule.min_lr = o.min_lr;
   c.schedule.warmup_steps = std::min(o.warmup, o.steps);
+  c.check_consistency_every = o.check_consistency;
+  c.consistency_warn_only = o.on_inconsistency == "warn";
   return c;
 }
 
