@@ -37,7 +37,8 @@ std::chrono::milliseconds default_comm_timeout() {
 }
 
 Communicator::Communicator(int rank, int size, std::string name)
-    : rank_(rank), size_(size), name_(std::move(name)), timeout_(default_comm_timeout()) {
+    : rank_(rank), size_(size), name_(std::move(name)), timeout_(default_comm_timeout()),
+      flight_(std::make_shared<FlightRecorder>(rank)) {
   ZRT_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "communicator '", name_, "': rank ", rank,
                 " is not in a group of size ", size);
 }
@@ -155,18 +156,42 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
         [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 
-void Communicator::start_on_calling_thread() {
+template <class F>
+auto Communicator::on_calling_thread(const char* op, F&& collective) -> decltype(collective()) {
   queued_.synchronize();
   running_seq_ = ++seq_;
+  const std::uint64_t id = flight_->issued(op, name_, running_seq_, 0);
+  flight_->started(id);
+  try {
+    if constexpr (std::is_void_v<decltype(collective())>) {
+      collective();
+      flight_->ended(id, true);
+    } else {
+      auto result = collective();
+      flight_->ended(id, true);
+      return result;
+    }
+  } catch (...) {
+    flight_->ended(id, false);
+    throw;
+  }
 }
 
 void Communicator::issue(const char* trace_name, std::size_t bytes, Stream stream,
                          std::function<void(Stream)> collective) {
   const std::uint64_t seq = ++seq_;
-  auto run = [this, trace_name, bytes, stream, seq, collective = std::move(collective)] {
+  const std::uint64_t id = flight_->issued(trace_name, name_, seq, bytes);
+  auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_, collective = std::move(collective)] {
     running_seq_ = seq;
+    flight->started(id);
     auto trace = traced(*this, trace_name, bytes, seq);
-    collective(stream);
+    try {
+      collective(stream);
+    } catch (...) {
+      flight->ended(id, false);
+      throw;
+    }
+    flight->ended(id, true);
   };
   if (!stream.cpu_queue()) {
     queued_.synchronize();
@@ -179,14 +204,12 @@ void Communicator::issue(const char* trace_name, std::size_t bytes, Stream strea
 }
 
 void Communicator::barrier() {
-  start_on_calling_thread();
-  do_barrier();
+  on_calling_thread("barrier", [&] { do_barrier(); });
 }
 
 std::vector<std::vector<std::byte>> Communicator::all_gather_bytes(
     std::span<const std::byte> mine) {
-  start_on_calling_thread();
-  return do_all_gather_bytes(mine);
+  return on_calling_thread("all_gather_bytes", [&] { return do_all_gather_bytes(mine); });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
@@ -195,12 +218,12 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string child_name) {
   ZRT_CHECK_ARG(color >= 0, "split on group ", name_, ": color ", color, " must be >= 0");
-  start_on_calling_thread();
-  auto child = do_split(color, key, std::move(child_name));
+  auto child = on_calling_thread("split", [&] { return do_split(color, key, std::move(child_name)); });
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");
   child->set_timeout(timeout_);
   child->set_tracer(tracer_);
+  child->flight_ = flight_;  // one ring per rank
   return child;
 }
 

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "zrt/runtime/comm/flight_recorder.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
 #include "zrt/runtime/trace.h"
@@ -53,6 +54,9 @@ class Communicator {
   // afterwards) on the tracer's communication track; null: none.
   void set_tracer(TracerPtr tracer) { tracer_ = std::move(tracer); }
   const TracerPtr& tracer() const { return tracer_; }
+  // This rank's ring of its last collectives, shared by the groups split
+  // from this one (Note [Flight recorder]).
+  const std::shared_ptr<FlightRecorder>& flight_recorder() const { return flight_; }
 
   // out.numel() == size() * in.numel(); rank r's input lands at [r*n, (r+1)*n).
   void all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream = {});
@@ -96,9 +100,11 @@ class Communicator {
   // Numbers a collective and runs it in `stream`'s order (Note [Collective
   // contract]); `trace_name` and `bytes` label its trace event.
   void issue(const char* trace_name, std::size_t bytes, Stream stream, std::function<void(Stream)> collective);
-  // Numbers a collective that runs on the calling thread (barrier, split,
-  // all_gather_bytes), after the group's collectives queued on CPU streams.
-  void start_on_calling_thread();
+  // Runs a collective on the calling thread (barrier, split,
+  // all_gather_bytes), after the group's collectives queued on CPU streams:
+  // numbers it and records it in the flight recorder.
+  template <class F>
+  auto on_calling_thread(const char* op, F&& collective) -> decltype(collective());
 
   int rank_;
   int size_;
@@ -108,6 +114,7 @@ class Communicator {
   Event queued_{Device::cpu()};    // recorded after each collective queued on a CPU stream
   std::chrono::milliseconds timeout_;
   TracerPtr tracer_;
+  std::shared_ptr<FlightRecorder> flight_;
 };
 
 using CommPtr = std::shared_ptr<Communicator>;

@@ -16,6 +16,7 @@
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/io/safetensors.h"
+#include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
@@ -370,7 +371,15 @@ int main(int argc, char** argv) {
     train::check_memory_floor(o, size);
     train::check_free_space(train::planned_outputs(o, size));
     train::run_ranks(
-        o.ranks, [&](const CommPtr& world, int local_rank) { train::run(world, o, local_rank, io); },
+        o.ranks,
+        [&](const CommPtr& world, int local_rank) {
+          try {
+            train::run(world, o, local_rank, io);
+          } catch (const CommError&) {
+            train::report_flight(*world, o, io);  // Note [Flight recorder]
+            throw;
+          }
+        },
         o.threads);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());

@@ -1,0 +1,47 @@
+#include "tools/train/flight_report.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace zrt::train {
+
+std::string flight_record_dir(const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("ZRT_FLIGHT_RECORDER_DIR"); env != nullptr && *env != '\0') return env;
+  if (!o.trace.empty()) {
+    const fs::path parent = fs::path(o.trace).parent_path();
+    return parent.empty() ? "." : parent.string();
+  }
+  if (o.ranks > 0)
+    return (fs::temp_directory_path() / ("zrt-flight-recorder." + std::to_string(::getpid()))).string();
+  return "";
+}
+
+void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io) noexcept {
+  try {
+    const std::string dir = flight_record_dir(o);
+    const auto& recorder = world.flight_recorder();
+    if (dir.empty()) {
+      const std::string here = flight_report({recorder->entries()}, {true});
+      std::lock_guard lock(io);
+      std::fprintf(stderr, "zrt-train: flight recorder: rank %d %s (set ZRT_FLIGHT_RECORDER_DIR to a directory every "
+                   "rank sees for the report of all ranks)\n", world.rank(), here.substr(here.find(" is ") + 1).c_str());
+      return;
+    }
+    std::filesystem::create_directories(dir);
+    const std::string path = recorder->write(dir);
+    if (world.rank() != 0) return;
+    const std::string report = flight_report(dir, world.size(), std::chrono::seconds(5));
+    std::lock_guard lock(io);
+    std::fprintf(stderr, "zrt-train: flight recorder (rank files in %s): %s\n", dir.c_str(), report.c_str());
+  } catch (const std::exception& e) {
+    std::lock_guard lock(io);
+    std::fprintf(stderr, "zrt-train: flight recorder: rank %d could not write its record: %s\n", world.rank(),
+                 e.what());
+  }
+}
+
+}  // namespace zrt::train

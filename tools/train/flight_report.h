@@ -1,0 +1,25 @@
+// What zrt-train does with the flight recorder when a collective fails
+// (Note [Flight recorder]): every rank writes its ring, and rank 0 reads
+// them all and says where each rank is.
+#pragma once
+
+#include <mutex>
+
+#include "tools/train/train_options.h"
+#include "zrt/runtime/comm/communicator.h"
+
+namespace zrt::train {
+
+// Where the rank files go: ZRT_FLIGHT_RECORDER_DIR, else the directory of
+// --trace, else (local ranks, one process) a directory of this process
+// under the system's temporary directory; "" when none applies (ranks of a
+// launcher without a shared directory named), and each rank then prints
+// only where it is itself.
+std::string flight_record_dir(const TrainOptions& o);
+
+// After `world` failed on this rank: writes this rank's ring and, on rank 0,
+// prints the report of every rank's (waiting a few seconds for the others)
+// to stderr. Never throws: the failure being reported comes first.
+void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io) noexcept;
+
+}  // namespace zrt::train
