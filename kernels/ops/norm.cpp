@@ -73,8 +73,10 @@ NormResult squared_norm(const Tensor& x, Stream stream) {
   const std::int64_t n = x.numel();
   ZRT_CUDA_LAUNCH_AND_RETURN("squared_norm", device, [&] {
     // Device scratch for the block partials and the two f64 totals.
-    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, nullptr, stream);
-    Tensor result = Tensor::empty({2}, DType::f64, device, nullptr, stream);
+    // From x's own allocator (a caching one in training): no raw allocation per call.
+    const AllocatorPtr& memory = x.storage().allocator();
+    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, memory, stream);
+    Tensor result = Tensor::empty({2}, DType::f64, device, memory, stream);
     double host[2] = {0, 0};
     cuda::launch_squared_norm(x.data_ptr(), x.dtype(), n, static_cast<float*>(partials.data_ptr()),
                               static_cast<double*>(result.data_ptr()), host, cuda_stream(stream));

@@ -1,5 +1,6 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
+#include "zrt/kernels/ops/fill.h"
 #include "zrt/optim/consistency_check.h"
 
 namespace zrt::model_zoo {
@@ -178,7 +179,11 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
 }
 
 std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
-  Tensor t = Tensor::from_doubles({a, b}, DType::f64, config_.device);  // NCCL needs device memory
+  // On the device (NCCL needs device memory), from the caching allocator and
+  // written in stream order: no raw allocation, no host buffer to keep alive.
+  Tensor t = Tensor::empty({2}, DType::f64, config_.device, module_->allocator(), stream());
+  kernels::fill(t.slice(0, 1), a, stream());
+  kernels::fill(t.slice(1, 1), b, stream());
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
   Tensor host = Tensor::empty({2}, DType::f64);
   host.copy_(t, stream());
@@ -190,7 +195,8 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
   for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
-  Tensor dloss = Tensor::from_doubles({scale}, DType::f32, config_.device);
+  // On the host: the loss layer reads it there, with no device read per micro-batch.
+  const Tensor dloss = Tensor::from_doubles({scale}, DType::f32);
   double local_loss = 0;
   std::int64_t local_tokens = 0;
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {

@@ -56,8 +56,9 @@ class Model {
   // Stage 0 takes the batch inputs (x ignored); the last stage returns the
   // micro-batch loss as a 1-element f32 tensor = Σ per-target losses / batch.normaliser.
   virtual Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) = 0;
-  // The last stage takes dloss (1-element f32 tensor) as dy. Stage 0 returns
-  // an empty tensor. Gradients are ACCUMULATED into the bound grad views.
+  // The last stage takes dloss (a 1-element f32 host tensor: read there
+  // without a device sync) as dy. Stage 0 returns an empty tensor. Gradients
+  // are ACCUMULATED into the bound grad views.
   virtual Tensor stage_backward(int s, const Tensor& dy, Stream stream) = 0;
   // The stages that are repeated blocks (GPT's transformer blocks, an MLP's
   // hidden layers), in order: they read x only (not the batch), so the engine

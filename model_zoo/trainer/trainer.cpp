@@ -25,7 +25,8 @@ StepReport Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Batch> batches;
   for (int m = 0; m < config_.micro_batches; ++m)
-    batches.push_back(make_micro_batch(data_, step_, geometry_, world_->rank(), m, config_.engine.device));
+    // On the host: the engine copies them into its caching allocator's memory.
+    batches.push_back(make_micro_batch(data_, step_, geometry_, world_->rank(), m));
   engine_->module().allocator()->reset_peak_stats();  // the report's peaks are this step's
   StepReport r;
   r.step = step_;

@@ -3,12 +3,14 @@
 // tensors on the module's streams) trains as the same setup on the CPU does,
 // within the tolerances the CPU equivalence tests use (Note [Comparing
 // training runs]: cuBLAS and the CPU GEMMs sum in other orders); prefetch
-// depths 0, 1 and 2 train bit for bit alike on the device, as on the CPU.
+// depths 0, 1 and 2 train bit for bit alike on the device, as on the CPU;
+// steps after the second call cudaMalloc no more.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>
 
 #include "tests/model_zoo/engine/engine_checks.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -53,6 +55,22 @@ BOOST_AUTO_TEST_CASE(bf16_on_the_device_trains_close_to_its_cpu_run) {
   BOOST_REQUIRE_EQUAL(gpu.losses.size(), cpu.losses.size());
   for (std::size_t i = 0; i < cpu.losses.size(); ++i)
     BOOST_TEST(std::abs(gpu.losses[i] - cpu.losses[i]) <= 2e-2 * cpu.losses[i], "step " << i);
+}
+
+BOOST_AUTO_TEST_CASE(steady_steps_make_no_cuda_malloc) {
+  // After two steps the device's caching allocator serves every buffer of a
+  // step (norm scratch, loss buffers, micro-batches, gathers): its raw
+  // source, cudaMalloc, is not called again. As on the CPU (test_memory_plan).
+  for (TrainSetup s : equivalence_setups("gpt", 2)) {
+    s.device = Device::cuda(0);
+    std::vector<std::vector<std::uint64_t>> raw(2);
+    run_local_ranks(2, [&](const CommPtr& world) {
+      auto trainer = tiny_trainer(world, s);
+      for (int step = 0; step < 5; ++step)
+        raw[static_cast<std::size_t>(world->rank())].push_back(trainer->step().memory.num_raw_allocs);
+    });
+    for (const auto& r : raw) BOOST_TEST(r.back() == r[1], describe(s));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

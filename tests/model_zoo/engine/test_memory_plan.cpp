@@ -233,6 +233,29 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
   BOOST_TEST(std::filesystem::is_empty(scratch.path), "a dry run creates no scratch file");
 }
 
+BOOST_AUTO_TEST_CASE(steady_steps_make_no_raw_allocation) {
+  // After two steps every buffer of a step comes from the caching
+  // allocator's segments: the raw source (cudaMalloc on CUDA) is not called
+  // again. Every strategy, micro-batches, checkpointing and moments on disk.
+  TempDir scratch;
+  std::vector<std::pair<std::string, TrainerConfig>> configs;
+  for (const Case& c : sweep(scratch.str()))
+    if (c.world <= 2) configs.emplace_back(c.name, c.config);
+  for (auto& [name, config] : configs) {
+    config.steps = 5;
+    const int world = name.find("2 ranks") != std::string::npos ? 2 : 1;
+    std::vector<std::vector<std::uint64_t>> raw(static_cast<std::size_t>(world));
+    run_local_ranks(world, [&](const CommPtr& comm) {
+      Dataset data = config.model.kind == "gpt" ? synthetic_text_dataset() : synthetic_cluster_dataset(0, 4096, 16, 8);
+      Trainer trainer(comm, config, std::move(data));
+      for (std::int64_t s = 0; s < config.steps; ++s)
+        raw[static_cast<std::size_t>(comm->rank())].push_back(trainer.step().memory.num_raw_allocs);
+    }, std::chrono::seconds(120));
+    for (const auto& r : raw) BOOST_TEST(r.back() == r[1], name << ": raw allocations after each step " << r.front()
+                                                                  << ", " << r[1] << " ... " << r.back());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_a_typed_error) {
   TrainerConfig c = base_config("gpt");
   BOOST_CHECK_THROW(plan_memory(c, 0), InvalidArgument);
