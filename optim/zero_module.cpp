@@ -100,6 +100,25 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
 
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector<NamedParam>& params) {
   ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name, "'): units must be added before the first step");
+  // A tensor of an earlier unit here would be a tie across units, which the
+  // copies below would silently untie (two masters, two gradients): refused.
+  for (const auto& p : params) {
+    const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
+    const std::size_t end = begin + p.tensor.nbytes();
+    for (const SeenParam& seen : seen_params_) {
+      const auto storage = seen.storage.lock();
+      if (!storage || storage != p.tensor.storage_ptr() || end <= seen.begin || seen.end <= begin) continue;
+      ZRT_THROW(InvalidArgument, "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(),
+                "' shares its memory with parameter '", seen.fqn, "' of unit '", seen.unit,
+                "': parameters tied across wrap units are not supported; put the modules that share it in one "
+                "unit (a unit may hold the same tensor under several names)");
+    }
+  }
+  for (const auto& p : params)
+    if (p.tensor.numel() > 0)
+      seen_params_.push_back({p.tensor.storage_ptr(), static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize(),
+                              static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize() + p.tensor.nbytes(),
+                              p.fqn(), name});
   // Fresh fp32 copies: a handle claims its parameters' memory, and several
   // ranks of one process may share the initial values. One copy per distinct
   // tensor, so names tied to one tensor stay one parameter.

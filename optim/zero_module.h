@@ -105,7 +105,8 @@ class ZeroModule {
   // (equal on every rank; any dtype, cpu), named "unit.name". Units must be
   // added before the first step, in the same order on every rank. The same
   // tensor under two names is one parameter (tied): one master copy, one
-  // gradient.
+  // gradient. A tensor (or memory of one) of an earlier unit is refused with
+  // InvalidArgument naming both parameters: ties across units are not supported.
   Unit add_unit(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& params);
   // The same with each parameter's module path and name given (a model whose
   // names are not "unit.name"); tied names again share a tensor.
@@ -188,6 +189,12 @@ class ZeroModule {
   CommPtr world_;
   ZeroModuleOptions options_;
   AllocatorPtr allocator_;
+  struct SeenParam {  // an earlier unit's parameter, to refuse ties across units
+    std::weak_ptr<Storage> storage;
+    std::size_t begin, end;  // bytes of the storage
+    std::string fqn, unit;
+  };
+  std::vector<SeenParam> seen_params_;
   AllocatorPtr dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
   const AllocatorPtr& dry_host_allocator() const { return dry_host_memory_; }
   std::unique_ptr<StrategyPlan> plan_;

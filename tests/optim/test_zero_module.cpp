@@ -126,4 +126,26 @@ BOOST_AUTO_TEST_CASE(finds_parameters_by_name) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(a_tie_across_units_is_refused_not_untied) {
+  // Copying each unit's parameters would give the two uses two masters and
+  // two gradients: the tie would break without a word.
+  std::mt19937 rng(7);
+  auto params = unit_params(rng);
+  run_local_ranks(2, [&](const CommPtr& world) {
+    optim::ZeroModule module(world);
+    module.add_unit("embed", params);
+    std::string message;
+    try {
+      module.add_unit("head", {{"weight", params[0].second}});
+    } catch (const InvalidArgument& e) {
+      message = e.what();
+    }
+    ZRT_EXPECT(message.find("parameter 'head.weight' shares its memory with parameter 'embed.weight' of unit 'embed'") !=
+                   std::string::npos,
+               "the tie was not refused: '", message, "'");
+    std::mt19937 mine(11);  // the same on every rank
+    module.add_unit("other", unit_params(mine));  // distinct tensors are fine
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
