@@ -83,7 +83,7 @@ struct ZeroModuleOptions {
   // Memory for every buffer the module and its handles allocate (and the
   // engine's activations); null: a caching allocator on `device`.
   AllocatorPtr allocator;
-  // Note [Dry runs] (model_zoo/engine/memory_plan.h): the module's streams
+  // Note [Dry runs] (model_zoo/trainer/memory_plan.h): the module's streams
   // drop every kernel, copy and collective, its memory is unbacked (unless
   // `allocator` is given), and add_unit reads no value. cpu only.
   bool dry_run = false;
@@ -105,8 +105,10 @@ class ZeroModule {
   // (equal on every rank; any dtype, cpu), named "unit.name". Units must be
   // added before the first step, in the same order on every rank. The same
   // tensor under two names is one parameter (tied): one master copy, one
-  // gradient. A tensor (or memory of one) of an earlier unit is refused with
-  // InvalidArgument naming both parameters: ties across units are not supported.
+  // gradient. A tensor (or memory of one) given to an earlier unit, while
+  // it lives, is refused with InvalidArgument naming both parameters: ties
+  // across units are not supported (so do not reuse one buffer for the
+  // initial values of two units).
   Unit add_unit(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& params);
   // The same with each parameter's module path and name given (a model whose
   // names are not "unit.name"); tied names again share a tensor.

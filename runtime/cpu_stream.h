@@ -32,7 +32,7 @@
 //    inline: it is already in order.
 //  - A discarding CPU stream (OwnedStream::discarding()) drops every task
 //    and has no thread: event records complete at once, synchronize returns
-//    at once. A dry run (Note [Dry runs] in model_zoo/engine/memory_plan.h)
+//    at once. A dry run (Note [Dry runs] in model_zoo/trainer/memory_plan.h)
 //    issues the whole step to such streams, so every allocation happens
 //    and no kernel, copy or collective touches memory.
 // The stream's thread starts with the issuing thread's setup (the kernel

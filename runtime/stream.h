@@ -56,7 +56,7 @@ class OwnedStream {
  public:
   explicit OwnedStream(Device device, std::function<void()> cpu_thread_init = {});
   // A CPU stream that drops every kernel, copy and collective issued to it
-  // (Note [CPU streams]; Note [Dry runs] in model_zoo/engine/memory_plan.h).
+  // (Note [CPU streams]; Note [Dry runs] in model_zoo/trainer/memory_plan.h).
   static OwnedStream discarding();
   ~OwnedStream();
   OwnedStream(const OwnedStream&) = delete;

@@ -22,7 +22,7 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
 
 // One value of a device tensor, read in `stream` order.
 double read_scalar(const Tensor& t, Stream stream) {
-  Tensor host = Tensor::empty({1}, t.dtype());
+  Tensor host = Tensor::zeros({1}, t.dtype());  // zeros in a dry run, whose copies are dropped
   host.copy_(t.slice(0, 1), stream);
   stream.synchronize();  // the host reads it
   return host.item(0);
@@ -185,13 +185,13 @@ std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
   kernels::fill(t.slice(0, 1), a, stream());
   kernels::fill(t.slice(1, 1), b, stream());
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
-  Tensor host = Tensor::empty({2}, DType::f64);
+  Tensor host = Tensor::zeros({2}, DType::f64);  // zeros in a dry run, whose copies are dropped
   host.copy_(t, stream());
   stream().synchronize();  // the host reads it
   return {host.item(0), host.item(1)};
 }
 
-StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr, bool check_consistency) {
+StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr, ConsistencyCheck check) {
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
   for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
@@ -199,11 +199,15 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   const Tensor dloss = Tensor::from_doubles({scale}, DType::f32);
   double local_loss = 0;
   std::int64_t local_tokens = 0;
-  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
-    const Batch batch = home(micro_batches[m]);
+  // Every micro-batch on the device first: a copy from host memory waits
+  // for its stream, which here holds no work of this step yet.
+  std::vector<Batch> homed;
+  for (const Batch& b : micro_batches) homed.push_back(home(b));
+  for (std::size_t m = 0; m < homed.size(); ++m) {
+    const Batch& batch = homed[m];
     local_loss += forward(batch);
     local_tokens += batch.targets.numel();
-    backward(batch, dloss, m + 1 == micro_batches.size());
+    backward(batch, dloss, m + 1 == homed.size());
   }
   StepStats stats;
   std::pair<double, double> sums;
@@ -219,9 +223,13 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     auto trace = traced("gradient reductions", {}, "wait");
     module_->wait_for_reduced_grads();
   }
-  if (check_consistency) {
+  if (check != ConsistencyCheck::off) {
     auto trace = traced("consistency check");
     stats.inconsistencies = optim::check_consistency(*module_);
+    if (check == ConsistencyCheck::stop && !stats.inconsistencies.empty()) {
+      stats.update_withheld = true;  // no update from data the ranks disagree on
+      return stats;
+    }
   }
   {
     auto trace = traced("optimizer step");

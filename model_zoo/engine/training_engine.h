@@ -68,7 +68,14 @@ struct StepStats {
   // Asked for: what the consistency check found before the update (Note
   // [Consistency check]), the same on every rank; empty when ranks agree.
   std::vector<std::string> inconsistencies;
+  // ConsistencyCheck::stop found some: the update was not applied (the
+  // gradients stay reduced; the run is meant to end here).
+  bool update_withheld = false;
 };
+
+// Whether a step proves replicas and shards agree before its update, and
+// what a finding does: nothing more (warn), or no update (stop).
+enum class ConsistencyCheck { off, warn, stop };
 
 class TrainingEngine {
  public:
@@ -79,10 +86,10 @@ class TrainingEngine {
   ~TrainingEngine();
 
   // One optimizer step over this rank's micro-batches of the global batch.
-  // With check_consistency, the ranks prove they agree after the gradient
-  // reduction and before the update, when every zero3 shard is current
-  // (Note [Consistency check]); the update runs either way.
-  StepStats step(const std::vector<Batch>& micro_batches, double lr, bool check_consistency = false);
+  // With a check, the ranks prove they agree after the gradient reduction
+  // and before the update, when every zero3 shard is current (Note
+  // [Consistency check]); with `stop` a finding withholds the update.
+  StepStats step(const std::vector<Batch>& micro_batches, double lr, ConsistencyCheck check = ConsistencyCheck::off);
 
   // Collective: every primary parameter in fp32 on cpu, by name.
   std::map<std::string, Tensor> full_params();

@@ -104,6 +104,15 @@ class PeakBreakdownAllocator final : public Allocator {
   void settle_locked() noexcept {
     if (!unsettled_) return;
     unsettled_ = false;
+    try {
+      at_peak_ = breakdown_locked();
+    } catch (const std::exception&) {
+      at_peak_ = MemoryByCategory{};  // out of memory for the bookkeeping: the total still comes from the peak
+      at_peak_.activations = peak_;
+    }
+  }
+
+  MemoryByCategory breakdown_locked() const {
     MemoryByCategory m;
     const BlockOwners owners = engine_ ? block_owners(*engine_) : BlockOwners{};
     const Stream comm = engine_ ? engine_->module().comm_stream() : Stream();
@@ -126,7 +135,7 @@ class PeakBreakdownAllocator final : public Allocator {
       *slot += live.requested;
     }
     m.rounding = peak_ - requested;
-    at_peak_ = m;
+    return m;
   }
 
   AllocatorPtr inner_;
@@ -193,6 +202,10 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
     initial.emplace(p.fqn(), Tensor::empty(p.shape, DType::f32, Device::cpu(), host));
   TrainingEngine engine(std::move(model), world, c.engine, initial);
   memory->watch(&engine);
+  struct Unwatch {  // before the engine goes, however the plan ends
+    PeakBreakdownAllocator& memory;
+    ~Unwatch() { memory.watch(nullptr); }
+  } unwatch{*memory};
 
   RankMemoryPlan plan;
   plan.rank = world->rank();
@@ -208,7 +221,6 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
     }
   }
   plan.reserved_peak = memory->stats().peak_reserved;
-  memory->watch(nullptr);
   return plan;
 }
 

@@ -20,10 +20,12 @@
 // ranks as threads of one process, so every rank's groups and shards are
 // its own. Disk offload creates no scratch file. What a dry run cannot see:
 // memory outside zrt's allocator (NCCL's and cuBLAS's workspaces, pinned host
-// copies of offloaded gradients, the data set), and, for a CUDA run, which
-// it plans on CPU streams of CUDA's shape (compute and communication
-// streams of their own), the CUDA path's few small extra buffers (the
-// embedding gradient's token groups).
+// copies of offloaded gradients, the data set). A CUDA run is planned on CPU
+// streams of its shape (compute and communication streams of their own), so
+// the CPU path's buffers stand in for the CUDA path's: the embedding
+// gradient's token groups (small) are missing, and disk offload's two chunk
+// buffers (2 x 2 moments x the chunk, host memory on CUDA, where only the
+// chunk being updated is copied to the device) count as device memory.
 //
 // Note [Memory plan]
 // ~~~~~~~~~~~~~~~~~~
@@ -35,9 +37,11 @@
 // peak, by block: the blocks that are a handle's buffers (zero1 shard,
 // zero3 shard, unsharded parameter, gradients) or the optimizer's moments
 // count as those; blocks allocated on the communication stream are its
-// cast and reduce buffers; every other block is an activation or a layer's
+// cast and reduce buffers (with --cpu-streams none there is no such stream,
+// and they count as workspaces); every other block is an activation or a
 // workspace (outputs kept for backward, inputs kept by checkpointed blocks,
-// the loss); rounding is what blocks hold beyond their requests. The steps
+// the loss, disk offload's chunk buffers); rounding is what blocks hold
+// beyond their requests. The steps
 // run in the order training does, so lazily allocated state (fp32 gradients
 // on first use, the optimizer's first step) is in them; two steps reach the
 // steady state.

@@ -32,11 +32,16 @@ StepReport Trainer::step() {
   r.step = step_;
   r.lr = schedule_->lr(step_);
   const std::int64_t every = config_.check_consistency_every;
-  r.stats = engine_->step(batches, r.lr, every > 0 && (step_ + 1) % every == 0);
-  if (!r.stats.inconsistencies.empty() && !config_.consistency_warn_only) {
+  const bool check = every > 0 && (step_ + 1) % every == 0;
+  r.stats = engine_->step(batches, r.lr,
+                          !check                           ? ConsistencyCheck::off
+                          : config_.consistency_warn_only ? ConsistencyCheck::warn
+                                                          : ConsistencyCheck::stop);
+  if (r.stats.update_withheld) {  // next_step() stays: the state is the one before this step
     std::string all;
     for (const std::string& f : r.stats.inconsistencies) all += "; " + f;
-    ZRT_THROW(ConsistencyError, "step ", step_, ": ranks that must hold equal data do not", all);
+    ZRT_THROW(ConsistencyError, "step ", step_, ": ranks that must hold equal data do not (the step's update was "
+              "not applied)", all);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.memory = engine_->memory_stats();

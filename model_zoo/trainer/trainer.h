@@ -26,8 +26,9 @@ struct TrainerConfig {
   std::int64_t steps = 10;
   optim::WarmupCosineOptions schedule;  // total_steps is set to `steps`
   // Every N steps (0: never) the ranks prove that replicas and shards agree
-  // (Note [Consistency check]); a finding throws ConsistencyError naming the
-  // step, or with consistency_warn_only is returned in the step's report.
+  // (Note [Consistency check]); a finding withholds the step's update and
+  // throws ConsistencyError naming the step (next_step() stays), or with
+  // consistency_warn_only is returned in the step's report.
   std::int64_t check_consistency_every = 0;
   bool consistency_warn_only = false;
 };

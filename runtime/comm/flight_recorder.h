@@ -21,6 +21,9 @@
 // reordered or repeated a collective is alone where the others are not:
 //   rank 3 is in all_gather #57 on world/zero3(1); ranks 0-2 are in
 //   reduce_scatter #58 on world
+// On a CUDA stream an entry is done once NCCL has enqueued it: the device's
+// completion is not tracked (yet), so a collective hung on the device shows
+// as the first one after it that runs on the calling thread.
 // When every rank is in the same collective, the one that issued it last
 // is named with how late it came (the rank that stalled before it). A rank
 // with no file wrote none in time: it stalled outside any collective, or its

@@ -45,7 +45,7 @@ RawMemorySourcePtr make_cuda_memory_source(int device);
 // streams. Throws InvalidArgument in a build without CUDA.
 RawMemorySourcePtr make_pinned_host_memory_source();
 // Distinct addresses and no memory behind them (Note [Dry runs] in
-// model_zoo/engine/memory_plan.h): a caching allocator over it keeps its
+// model_zoo/trainer/memory_plan.h): a caching allocator over it keeps its
 // policy and counters exactly while nothing is allocated. Its blocks must
 // never be read or written (they fault); fill() does nothing.
 RawMemorySourcePtr make_unbacked_memory_source();

@@ -1,5 +1,5 @@
 // Address space without memory, for dry runs (Note [Dry runs] in
-// model_zoo/engine/memory_plan.h).
+// model_zoo/trainer/memory_plan.h).
 #include <atomic>
 #include <cstdint>
 

@@ -8,6 +8,15 @@
 
 namespace zrt::train {
 
+namespace {
+
+// The directory a process of local ranks uses when no other is named.
+std::string process_flight_dir() {
+  return (std::filesystem::temp_directory_path() / ("zrt-flight-recorder." + std::to_string(::getpid()))).string();
+}
+
+}  // namespace
+
 std::string flight_record_dir(const TrainOptions& o) {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("ZRT_FLIGHT_RECORDER_DIR"); env != nullptr && *env != '\0') return env;
@@ -15,9 +24,18 @@ std::string flight_record_dir(const TrainOptions& o) {
     const fs::path parent = fs::path(o.trace).parent_path();
     return parent.empty() ? "." : parent.string();
   }
-  if (o.ranks > 0)
-    return (fs::temp_directory_path() / ("zrt-flight-recorder." + std::to_string(::getpid()))).string();
+  if (o.ranks > 0) return process_flight_dir();
   return "";
+}
+
+void forget_flight_record(const TrainOptions& o, int rank) noexcept {
+  try {
+    const std::string dir = flight_record_dir(o);
+    std::error_code ignored;
+    if (!dir.empty())
+      std::filesystem::remove(std::filesystem::path(dir) / ("flight-rank-" + std::to_string(rank) + ".json"), ignored);
+  } catch (const std::exception&) {
+  }
 }
 
 void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io) noexcept {
@@ -35,8 +53,15 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
     const std::string path = recorder->write(dir);
     if (world.rank() != 0) return;
     const std::string report = flight_report(dir, world.size(), std::chrono::seconds(5));
-    std::lock_guard lock(io);
-    std::fprintf(stderr, "zrt-train: flight recorder (rank files in %s): %s\n", dir.c_str(), report.c_str());
+    {
+      std::lock_guard lock(io);
+      std::fprintf(stderr, "zrt-train: flight recorder (rank files in %s): %s\n", dir.c_str(), report.c_str());
+    }
+    if (dir == process_flight_dir()) {
+      // This process's own directory: every rank wrote before the report read it.
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
   } catch (const std::exception& e) {
     std::lock_guard lock(io);
     std::fprintf(stderr, "zrt-train: flight recorder: rank %d could not write its record: %s\n", world.rank(),

@@ -17,6 +17,10 @@ namespace zrt::train {
 // only where it is itself.
 std::string flight_record_dir(const TrainOptions& o);
 
+// Removes this rank's record of an earlier run from flight_record_dir, so
+// that a report never reads it as this run's. Call at the start of a run.
+void forget_flight_record(const TrainOptions& o, int rank) noexcept;
+
 // After `world` failed on this rank: writes this rank's ring and, on rank 0,
 // prints the report of every rank's (waiting a few seconds for the others)
 // to stderr. Never throws: the failure being reported comes first.

@@ -373,6 +373,7 @@ int main(int argc, char** argv) {
     train::run_ranks(
         o.ranks,
         [&](const CommPtr& world, int local_rank) {
+          train::forget_flight_record(o, world->rank());
           try {
             train::run(world, o, local_rank, io);
           } catch (const CommError&) {
