@@ -35,6 +35,8 @@ struct Block {
   int pending_events = 0;       // events to complete before the block is free again
   Block* prev = nullptr;
   Block* next = nullptr;
+  std::uint64_t segment = 0;    // its segment's number, in the order segments were made
+  std::size_t offset = 0;       // bytes from its segment's start
 
   bool is_free() const { return !allocated && pending_events == 0; }
   bool is_whole_segment() const { return prev == nullptr && next == nullptr; }
@@ -44,12 +46,16 @@ auto stream_key(const Stream& s) {
   return std::make_tuple(static_cast<int>(s.device().kind), s.device().index, s.id());
 }
 
-// Free blocks ordered by stream, then size, then address: lower_bound on
-// (stream, size) finds the best fit of that stream.
+// Free blocks ordered by stream, then size, then place (segment number and
+// offset): lower_bound on (stream, size) finds the best fit of that stream.
+// Equal sizes are told apart by place, not address, so which block serves a
+// request does not depend on where the raw source put its segments: the
+// same requests give the same blocks over any source (a dry run's unbacked
+// one included, Note [Dry runs]).
 struct BestFitOrder {
   bool operator()(const Block* a, const Block* b) const {
-    auto ka = std::make_tuple(stream_key(a->stream), a->size, reinterpret_cast<std::uintptr_t>(a->ptr));
-    auto kb = std::make_tuple(stream_key(b->stream), b->size, reinterpret_cast<std::uintptr_t>(b->ptr));
+    auto ka = std::make_tuple(stream_key(a->stream), a->size, a->segment, a->offset);
+    auto kb = std::make_tuple(stream_key(b->stream), b->size, b->segment, b->offset);
     return ka < kb;
   }
 };
@@ -79,6 +85,7 @@ struct CachingAllocator::State {
   std::set<Block*, BestFitOrder> free_small, free_large;
   std::unordered_map<void*, Block*> allocated;  // by ptr
   std::set<Block*> segments;                    // heads
+  std::uint64_t segments_made = 0;              // numbers the segments (Block::segment)
   std::deque<PendingEvent> pending;
 
   std::set<Block*, BestFitOrder>& pool(bool small) { return small ? free_small : free_large; }
@@ -107,6 +114,8 @@ struct CachingAllocator::State {
     rest->size = remaining;
     rest->stream = b->stream;
     rest->small = b->small;
+    rest->segment = b->segment;
+    rest->offset = b->offset + size;
     rest->prev = b;
     rest->next = b->next;
     if (b->next) b->next->prev = rest.get();
@@ -180,6 +189,7 @@ struct CachingAllocator::State {
     head->size = segment;
     head->stream = stream;
     head->small = small;
+    head->segment = ++segments_made;
     ++stats.num_raw_allocs;
     stats.reserved += segment;
     stats.peak_reserved = std::max(stats.peak_reserved, stats.reserved);
