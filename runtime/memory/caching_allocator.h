@@ -8,7 +8,9 @@
 // small pool (<= 1 MiB, packed into 2 MiB segments) or a large pool (segments
 // of the request rounded to 2 MiB). Free blocks are kept per pool and per
 // stream; a request takes the best fit (the smallest free block of its stream
-// that is big enough), splitting off the rest when worth it; a freed block
+// that is big enough; among equals the one made first, the lowest offset of
+// the oldest segment, never by address, so the same requests give the same
+// blocks over any raw source), splitting off the rest when worth it; a freed block
 // merges with free neighbours of its segment. When the raw source fails or the
 // memory cap would be exceeded, the cache is flushed (empty_cache) and the
 // raw allocation retried once before OutOfMemory is thrown.
