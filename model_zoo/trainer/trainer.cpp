@@ -19,6 +19,7 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::m
   const std::map<std::string, Tensor> seeded = initial ? std::map<std::string, Tensor>{}
                                                        : model->init_params(config_.engine.seed);
   engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, initial ? *initial : seeded);
+  if (config_.checkpoint_async) saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module());
 }
 
 StepReport Trainer::step() {
@@ -50,10 +51,14 @@ StepReport Trainer::step() {
 }
 
 std::string Trainer::save_checkpoint(const optim::CheckpointSaveOptions& options) {
+  if (saver_) return saver_->save(step_, options);
   return optim::save_checkpoint(engine_->module(), step_, options);
 }
 
+std::string Trainer::wait_for_checkpoint() { return saver_ ? saver_->wait() : std::string(); }
+
 std::string Trainer::resume(const std::string& path) {
+  wait_for_checkpoint();  // the step being written may be the one to load
   std::string run;
   const optim::TrainingState state = optim::load_checkpoint(engine_->module(), path, &run);
   step_ = state.next_step;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/model_zoo/data/dataset.h"
 #include "zrt/model_zoo/data/micro_batch.h"
@@ -31,6 +32,9 @@ struct TrainerConfig {
   // consistency_warn_only is returned in the step's report.
   std::int64_t check_consistency_every = 0;
   bool consistency_warn_only = false;
+  // Saves copy the state into host staging buffers and write it in the
+  // background (Note [Checkpoints saved in the background]).
+  bool checkpoint_async = false;
 };
 
 struct StepReport {
@@ -52,8 +56,14 @@ class Trainer {
   // One optimizer step over this rank's micro-batches of step `next_step()`.
   StepReport step();
   std::int64_t next_step() const { return step_; }
-  // Collective: saves the run's state as step next_step() (optim/checkpoint/module_checkpoint.h).
+  // Collective: saves the run's state as step next_step() (optim/checkpoint/module_checkpoint.h)
+  // and returns its step directory. With checkpoint_async it returns once
+  // the state is staged, the write going on in the background; the next
+  // save, a resume and wait_for_checkpoint() wait for it.
   std::string save_checkpoint(const optim::CheckpointSaveOptions& options);
+  // Waits for a save still being written; returns its step directory ("" when
+  // none), CheckpointError (on every rank alike) when it failed.
+  std::string wait_for_checkpoint();
   // Collective: loads a checkpoint of this model (any world size, strategy or
   // dtype) and continues from the step it was saved at. Returns its run JSON.
   std::string resume(const std::string& path);
@@ -67,6 +77,8 @@ class Trainer {
   BatchGeometry geometry_;
   std::unique_ptr<optim::WarmupCosineLr> schedule_;
   std::unique_ptr<TrainingEngine> engine_;
+  // Declared after the engine, so destroyed first: it waits for its write.
+  std::unique_ptr<optim::BackgroundCheckpointSaver> saver_;  // checkpoint_async only
   std::int64_t step_ = 0;
 };
 

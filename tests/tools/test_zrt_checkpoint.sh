@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # zrt-train checkpoints end to end: resume is bit-exact (local ranks and
 # mpirun), resharding a checkpoint of one world size into another continues
-# the run, SIGTERM saves and exits 0, SIGKILL at random moments never leaves
-# a `latest` that fails to verify, zrt-ckpt info/verify/export/reshard work
+# the run, SIGTERM saves and exits 0, SIGKILL at random moments (synchronous
+# and background saves) never leaves
+# a `latest` that fails to verify, --checkpoint-async writes what synchronous
+# saves write, zrt-ckpt info/verify/export/reshard work
 # and the export loads in PyTorch; bad input, an index that lies included, is
 # a named error changing nothing.
 # usage: test_zrt_checkpoint.sh ZRT-TRAIN ZRT-CKPT PYTHON [MPIEXEC]
@@ -70,8 +72,31 @@ if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" veri
   ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt")"
 else fail "SIGTERM: rc $rc: $(cat "$dir/sig.txt")"; fi
 
-# 5. Random SIGKILLs during saves never leave a bad `latest`.
+# 5. Random SIGKILLs during saves never leave a bad `latest`, also while they are written in the background.
 "$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" 20 && ok "20 kill trials" || fail "kill trials"
+"$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" 20 --checkpoint-async && ok "20 kill trials, saves in the background" ||
+  fail "kill trials, saves in the background"
+
+# 5b. --checkpoint-async: the same weights and the same checkpoint files as synchronous saves; SIGTERM waits for the write.
+rm -rf "$dir/cks" "$dir/cka"
+if run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/cks" --checkpoint-every 7 --save "$dir/sync.st" &&
+   run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/cka" --checkpoint-every 7 --save "$dir/async.st" \
+     --checkpoint-async && grep -q "saved checkpoint $dir/cka/step-000020" "$dir/out.txt"; then
+  same=1
+  for f in "$dir"/cks/step-*/*; do cmp -s "$f" "$dir/cka/${f#"$dir"/cks/}" || { same=0; echo "differs: $f"; }; done
+  cmp -s "$dir/sync.st" "$dir/async.st" || same=0
+  [ $same -eq 1 ] && [ "$(ls "$dir/cks")" = "$(ls "$dir/cka")" ] && ok "--checkpoint-async: steps and weights equal synchronous saves" ||
+    fail "--checkpoint-async differs from synchronous saves"
+else fail "--checkpoint-async run: $(cat "$dir/out.txt")"; fi
+rm -rf "$dir/siga"
+"$train" --steps 100000 --checkpoint-dir "$dir/siga" --checkpoint-async --log-every 100000 > "$dir/siga.txt" 2>&1 &
+pid=$!
+sleep 1.5
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+if [ $rc -eq 0 ] && grep -q "saved checkpoint" "$dir/siga.txt" && "$ckpt" verify "$dir/siga" > /dev/null; then
+  ok "SIGTERM with --checkpoint-async: exit 0, the background write finished"
+else fail "SIGTERM with --checkpoint-async: rc $rc: $(cat "$dir/siga.txt")"; fi
 
 # 6. Bad input: a named error, non-zero exit, nothing changed.
 expect_error() {

@@ -4,6 +4,9 @@
 // as many layers as N allows) trained one step on R local ranks, and
 // compares, in the same run and directory:
 //   save  vs writing the same bytes, one file per rank, with write + fsync;
+//   a background save's pause (the staging copy; Note [Checkpoints saved in
+//   the background]) vs the synchronous save, and its write, which overlaps
+//   a training step;
 //   load  vs reading those plain files back with read;
 //   the pause a save adds to a training step (step + save vs step alone).
 #include <fcntl.h>
@@ -17,6 +20,7 @@
 #include <mutex>
 #include <vector>
 
+#include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
@@ -74,7 +78,7 @@ int bench_ckpt(int argc, char** argv) {
   const std::int64_t width = 512;
   const int layers = static_cast<int>(std::max<std::int64_t>(1, o.params / (12 * width * width)));
 
-  std::vector<double> save_s, write_s, load_s, read_s, step_s, step_save_s;
+  std::vector<double> save_s, write_s, load_s, read_s, step_s, step_save_s, pause_s, written_s, step_async_s;
   std::int64_t numel = 0;
   std::uint64_t bytes = 0;
   std::mutex mu;
@@ -89,6 +93,10 @@ int bench_ckpt(int argc, char** argv) {
     model_zoo::Trainer trainer(world, c, model_zoo::synthetic_text_dataset());
     trainer.step();
     const std::string root = (dir / "ckpt").string();
+    zrt::optim::BackgroundCheckpointSaver saver(trainer.engine().module());  // collective
+    auto background = [&] { return saver.save(trainer.next_step(), zrt::optim::checkpoint_into(root + "-async", 1)); };
+    background();  // faults the staging buffers in once, as a run's first save does
+    saver.wait();
     const fs::path plain = dir / ("plain-" + std::to_string(world->rank()));
     for (int r = 0; r < o.reps; ++r) {
       world->barrier();
@@ -118,10 +126,20 @@ int bench_ckpt(int argc, char** argv) {
       trainer.step();
       trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1));
       const double step_and_save = seconds_since(t0);
+      // A background save, then a step while it is written.
+      world->barrier();
+      t0 = std::chrono::steady_clock::now();
+      background();
+      const double pause = seconds_since(t0);
+      trainer.step();
+      const double step_with_async = seconds_since(t0);
+      saver.wait();
+      const double written = seconds_since(t0);
       if (world->rank() == 0) {
         std::lock_guard lock(mu);
         save_s.push_back(save), write_s.push_back(write), load_s.push_back(load), read_s.push_back(read);
         step_s.push_back(step_alone), step_save_s.push_back(step_and_save);
+        pause_s.push_back(pause), written_s.push_back(written), step_async_s.push_back(step_with_async);
         bytes = reader.index().total_bytes();
         numel = 0;
         for (const auto& h : reader.index().handles)
@@ -137,12 +155,17 @@ int bench_ckpt(int argc, char** argv) {
   table.add({"save (write+fsync, index, rename)", Table::num(median(save_s) * 1e3), Table::num(gb / median(save_s)),
              Table::num(median(write_s) / median(save_s))});
   table.add({"plain write + fsync", Table::num(median(write_s) * 1e3), Table::num(gb / median(write_s)), "1"});
+  table.add({"background save: pause (vs_plain: pause / save)", Table::num(median(pause_s) * 1e3), "",
+             Table::num(median(pause_s) / median(save_s))});
+  table.add({"background save: written (a step overlapping)", Table::num(median(written_s) * 1e3), "", ""});
   table.add({"load (verify + reshard + apply)", Table::num(median(load_s) * 1e3), Table::num(gb / median(load_s)),
              Table::num(median(read_s) / median(load_s))});
   table.add({"plain read", Table::num(median(read_s) * 1e3), Table::num(gb / median(read_s)), "1"});
   table.add({"training step", Table::num(median(step_s) * 1e3), "", ""});
   table.add({"training step + save", Table::num(median(step_save_s) * 1e3), "",
              Table::num(median(step_s) / median(step_save_s))});
+  table.add({"training step + background save", Table::num(median(step_async_s) * 1e3), "",
+             Table::num(median(step_s) / median(step_async_s))});
   if (!o.json)
     std::printf("zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %.1f MB per checkpoint, "
                 "median of %d, in %s\n",

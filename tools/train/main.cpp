@@ -254,14 +254,20 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
   zrt::optim::CheckpointSaveOptions save_options = zrt::optim::checkpoint_into(o.checkpoint_dir, o.keep_last);
   save_options.run_json = train::run_flags_json(o);
   std::int64_t saved_at = o.resume ? trainer.next_step() : -1;
+  auto said_saved = [&](const std::string& dir) {
+    if (!lead || dir.empty()) return;
+    std::lock_guard lock(io);
+    std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "", dir.c_str());
+  };
+  // With --checkpoint-async, the save being written: waited for (and its
+  // failure thrown) by the next save and at the end.
+  auto finish_checkpoint = [&] { said_saved(trainer.wait_for_checkpoint()); };
   auto checkpoint = [&] {
     if (o.checkpoint_dir.empty() || saved_at == trainer.next_step()) return;
+    finish_checkpoint();
     const std::string dir = trainer.save_checkpoint(save_options);  // collective
     saved_at = trainer.next_step();
-    if (lead) {
-      std::lock_guard lock(io);
-      std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "", dir.c_str());
-    }
+    if (!o.checkpoint_async) said_saved(dir);
   };
   // Files are opened only after every input was validated: bad input writes nothing.
   std::ofstream metrics;
@@ -330,6 +336,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoint();
     if (agreed.stop) {
       checkpoint();
+      finish_checkpoint();
       if (lead)
         std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
                     static_cast<long long>(trainer.next_step()), o.steps,
@@ -338,6 +345,7 @@ void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex
     }
   }
   checkpoint();
+  finish_checkpoint();
   if (!o.save.empty()) {
     auto params = trainer.engine().full_params();  // collective
     if (lead) {

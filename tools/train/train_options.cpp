@@ -261,6 +261,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
       ->check(kNonNegative);
+  app.add_flag("--checkpoint-async", o.checkpoint_async,
+               "save checkpoints in the background: training pauses only to copy the state into host staging "
+               "buffers (one checkpoint's worth of memory per rank), then goes on while a thread writes it");
   app.add_option("--check-consistency", o.check_consistency,
                  "every N steps, prove that replicas and zero3 shards agree, before the update (0: never)")
       ->check(kNonNegative);
@@ -310,6 +313,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   if (o.checkpoint_dir.empty()) {
     ZRT_CHECK_ARG(o.checkpoint_every == 0, "--checkpoint-every needs --checkpoint-dir");
     ZRT_CHECK_ARG(o.keep_last == 0, "--keep-last needs --checkpoint-dir");
+    ZRT_CHECK_ARG(!o.checkpoint_async, "--checkpoint-async needs --checkpoint-dir");
     ZRT_CHECK_ARG(!o.resume || !o.resume_from.empty(),
                   "--resume without a path needs --checkpoint-dir (where `latest` names the step)");
   }
@@ -405,6 +409,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
             {"checkpoint_dir (given)", !o.checkpoint_dir.empty()},
             {"checkpoint_every", o.checkpoint_every},
             {"keep_last", o.keep_last},
+            {"checkpoint_async", o.checkpoint_async},
             {"resume (given)", o.resume}});
   return j.dump();
 }

@@ -52,6 +52,7 @@ struct TrainOptions {
   std::string checkpoint_dir;   // empty: no checkpoints
   int checkpoint_every = 0;     // > 0: save every N steps (and at the end, and on SIGTERM/SIGINT)
   int keep_last = 0;            // > 0: keep only the newest K steps
+  bool checkpoint_async = false;  // stage, then write in the background (Note [Checkpoints saved in the background])
   bool resume = false;          // --resume given
   std::string resume_from;      // its value; empty: `latest` under checkpoint_dir
 };

@@ -71,6 +71,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   c.schedule.warmup_steps = std::min(o.warmup, o.steps);
   c.check_consistency_every = o.check_consistency;
   c.consistency_warn_only = o.on_inconsistency == "warn";
+  c.checkpoint_async = o.checkpoint_async;
   return c;
 }
 

@@ -28,6 +28,7 @@ struct TrainSetup {
   optim::OptimizerOffload offload_optimizer;
   DType reduce_dtype = DType::f32;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
+  bool checkpoint_async = false;  // saves write in the background
 };
 
 struct TrainOutput {

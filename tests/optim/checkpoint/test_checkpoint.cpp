@@ -117,6 +117,15 @@ BOOST_AUTO_TEST_CASE(resume_is_bit_exact) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_background_save_resumes_bit_exactly) {
+  // The first trainer ends while its save may still be writing: its end waits.
+  TempDir dir;
+  TrainSetup s = setup(optim::ShardingStrategy::hybrid_shard, 2, DType::bf16);
+  TrainSetup background = s;
+  background.checkpoint_async = true;
+  expect_bitwise(interrupted(4, background, 4, s, dir.str()), never_stopped(4, s), "saved in the background");
+}
+
 BOOST_AUTO_TEST_CASE(resume_keeps_the_loss_scaler) {
   // f16 scales the loss: the scaler's state must survive to stay bit-exact.
   const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f16);

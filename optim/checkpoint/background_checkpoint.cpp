@@ -1,0 +1,45 @@
+#include "zrt/optim/checkpoint/background_checkpoint.h"
+
+#include <cstdio>
+#include <exception>
+#include <utility>
+
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
+
+namespace zrt::optim {
+
+BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module)
+    : module_(module), comm_(module.world()->split(0, module.world()->rank(), module.world()->name() + "/checkpoint")) {}
+
+BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zrt: a checkpoint saved in the background failed and nobody waited for it: %s\n", e.what());
+  }
+}
+
+std::string BackgroundCheckpointSaver::save(std::int64_t next_step, const CheckpointSaveOptions& options) {
+  wait();
+  snapshot_ = take_snapshot(module_, next_step, options, &staging_);
+  result_.clear();
+  error_ = nullptr;
+  worker_ = std::thread([this] {
+    try {
+      result_ = write_snapshot(*comm_, snapshot_);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+  return step_dir(options.root, next_step);
+}
+
+std::string BackgroundCheckpointSaver::wait() {
+  if (!worker_.joinable()) return {};
+  worker_.join();
+  snapshot_.tensors.clear();  // the staging buffers stay with staging_
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return result_;
+}
+
+}  // namespace zrt::optim

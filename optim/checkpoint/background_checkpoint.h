@@ -1,0 +1,63 @@
+// Checkpoints written while training goes on (Note [Checkpoints saved in the
+// background]).
+//
+// Note [Checkpoints saved in the background]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A save is a snapshot and a write (checkpoint_snapshot.h). Here the
+// snapshot copies this rank's shards and moments into staging buffers that
+// live from one save to the next (host memory, pinned on CUDA): that copy,
+// after waiting for the module's streams, is the only pause of training.
+// A thread of the saver then writes the snapshot exactly as a synchronous
+// save does (rank files with checksums, fsync, index, rename, `latest`,
+// pruning: Note [Atomic checkpoint steps]), so a kill at any moment leaves
+// what it leaves after a synchronous save. Its agreements (Note [Ranks agree
+// on checkpoints]) run on a communicator of the saver's own, split from the
+// world when the saver is made, so they never interleave with training's
+// collectives. One save is in flight at a time: the next save, a load and
+// wait() wait for it and throw its CheckpointError, the same on every rank;
+// a snapshot that fails on one rank (staging memory) fails that save on
+// every rank through the same agreement. The price is host memory: one
+// checkpoint's worth of this rank's file (staging_bytes()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "zrt/optim/checkpoint/checkpoint_snapshot.h"
+
+namespace zrt::optim {
+
+class BackgroundCheckpointSaver {
+ public:
+  // Collective over module.world() (it splits a communicator of its own).
+  // The module must outlive the saver.
+  explicit BackgroundCheckpointSaver(ZeroModule& module);
+  // Waits for the save in flight; an error nobody collected goes to stderr.
+  ~BackgroundCheckpointSaver();
+  BackgroundCheckpointSaver(const BackgroundCheckpointSaver&) = delete;
+  BackgroundCheckpointSaver& operator=(const BackgroundCheckpointSaver&) = delete;
+
+  // Every rank: waits for the previous save (throwing its error), copies the
+  // module's state as step `next_step` into staging and returns while a
+  // thread writes it. Returns the step directory it will be.
+  std::string save(std::int64_t next_step, const CheckpointSaveOptions& options);
+  // Waits for the save in flight and returns its step directory ("" when
+  // none was in flight); CheckpointError (alike on every rank) when it failed.
+  std::string wait();
+  bool in_flight() const { return worker_.joinable(); }
+  // Host memory the staging buffers hold.
+  std::uint64_t staging_bytes() const { return staging_.bytes(); }
+
+ private:
+  ZeroModule& module_;
+  std::unique_ptr<Communicator> comm_;  // the writes' agreements only
+  SnapshotStaging staging_;
+  CheckpointSnapshot snapshot_;  // of the save in flight
+  std::thread worker_;
+  std::string result_;  // the worker's step directory, or
+  std::exception_ptr error_;  // what it threw
+};
+
+}  // namespace zrt::optim

@@ -1,0 +1,144 @@
+#include "zrt/optim/checkpoint/checkpoint_snapshot.h"
+
+#include <filesystem>
+
+#include "zrt/optim/checkpoint/checkpoint_agreement.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+
+namespace zrt::optim {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Whether this rank writes its shards: replicas of a shard leave it to replica 0.
+bool writes_shards(const FlatParamHandle& h) {
+  const CommPtr& replica = h.groups().replica;
+  return !replica || replica->rank() == 0;
+}
+
+std::vector<HandleRecord> handle_records(const ZeroModule& module) {
+  std::vector<HandleRecord> out;
+  for (const auto& h : module.handles()) {
+    HandleRecord r;
+    r.name = h->name();
+    r.numel_padded = h->layout().numel_padded();
+    r.zero1_size = h->layout().zero1_size();
+    for (std::size_t i = 0; i < h->num_params(); ++i)
+      r.params.push_back({h->fqn(i), h->layout().params()[i].shape, h->layout().param_offset(i)});
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor SnapshotStaging::stage(const std::string& name, const Tensor& t, Stream stream) {
+  Tensor& buffer = buffers_[name];
+  if (!buffer.storage_ptr() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
+    // Copies from a device stream need pinned memory to be asynchronous.
+    if (t.device().is_cuda() && !pinned_) pinned_ = make_pinned_host_allocator();
+    buffer = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), t.device().is_cuda() ? pinned_ : nullptr);
+  }
+  buffer.copy_(t, stream);
+  return buffer;
+}
+
+std::uint64_t SnapshotStaging::bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [name, t] : buffers_) n += t.nbytes();
+  return n;
+}
+
+CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options,
+                                 SnapshotStaging* staging) {
+  ZRT_CHECK_ARG(!options.root.empty(), "save_checkpoint: no checkpoint directory given");
+  ZRT_CHECK_ARG(next_step >= 0, "save_checkpoint: step must be >= 0 (got ", next_step, ")");
+  Communicator& world = *module.world();
+  CheckpointSnapshot s;
+  s.next_step = next_step;
+  s.options = options;
+  const FlatParamHandle& first = *module.handles().front();
+  s.record.rank = world.rank();
+  s.record.zero1_rank = first.groups().zero1->rank();
+  s.writes_file = writes_shards(first);
+
+  CheckpointIndex& index = s.index;
+  index.step = next_step;
+  index.world_size = world.size();
+  index.strategy = strategy_name(module.options().strategy);
+  index.zero3_size = first.groups().zero3->size();
+  index.dtype = dtype_name(module.options().dtype);
+  index.handles = handle_records(module);
+  index.state.next_step = next_step;
+  index.state.optimizer_step = module.optimizer().step_count();
+  index.state.skipped_total = module.optimizer().skipped_total();
+  index.state.consecutive_skips = module.optimizer().consecutive_skips();
+  if (module.loss_scaler()) index.state.loss_scaler = module.loss_scaler()->state();
+  index.run_json = options.run_json;
+
+  module.synchronize();  // the shards are written on the module's streams (the last AdamW step)
+  s.error = error_of([&] {
+    if (!s.writes_file) return;
+    const ZeroAdamW& opt = module.optimizer();
+    const Stream stream = module.stream();
+    auto keep = [&](const std::string& name, const Tensor& t) {
+      s.tensors[name] = staging ? staging->stage(name, t, stream) : t;
+    };
+    for (std::size_t k = 0; k < module.handles().size(); ++k) {
+      const std::string& name = module.handles()[k]->name();
+      keep(shard_tensor_name(name, ShardKind::param), module.handles()[k]->zero1_shard());
+      keep(shard_tensor_name(name, ShardKind::exp_avg), opt.exp_avg_shard(k));
+      keep(shard_tensor_name(name, ShardKind::exp_avg_sq), opt.exp_avg_sq_shard(k));
+    }
+    if (staging) stream.synchronize();  // the copies into staging are done
+  });
+  return s;
+}
+
+std::string write_snapshot(Communicator& comm, const CheckpointSnapshot& s) {
+  const int rank = comm.rank();
+  const CheckpointSaveOptions& options = s.options;
+  const std::string what = "saving checkpoint " + step_dir(options.root, s.next_step);
+  const std::string tmp = step_tmp_dir(options.root, s.next_step);
+
+  // A snapshot that failed fails the first agreement, before any file exists.
+  std::string error = s.error;
+  if (error.empty() && rank == 0) error = error_of([&] { begin_step(options.root, s.next_step); });
+  agree(comm, error, what);
+
+  RankRecord record = s.record;
+  error = error_of([&] {
+    if (options.before_write) options.before_write(rank);
+    if (!s.writes_file) return;
+    record.file = rank_file_name(rank);
+    write_rank_file((fs::path(tmp) / record.file).string(), s.tensors, record);
+  });
+  // Records travel after a marker byte that errors never start with.
+  const std::vector<std::string> replies = exchange_texts(comm, error.empty() ? "\x01" + rank_record_to_json(record) : error);
+  for (std::size_t r = 0; r < replies.size(); ++r)
+    if (replies[r].empty() || replies[r][0] != '\x01') {
+      if (rank == 0) {
+        std::error_code ignored;
+        fs::remove_all(tmp, ignored);  // a failed save leaves nothing behind
+      }
+      ZRT_THROW(CheckpointError, what, " failed on rank ", r, ": ", replies[r]);
+    }
+
+  error = rank != 0 ? "" : error_of([&] {
+    CheckpointIndex index = s.index;
+    for (std::size_t r = 0; r < replies.size(); ++r)
+      index.ranks.push_back(rank_record_from_json(replies[r].substr(1), "rank " + std::to_string(r)));
+    commit_step(options.root, index, options.keep_last);
+  });
+  if (rank == 0 && !error.empty()) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+  }
+  agree(comm, error, what);
+  return step_dir(options.root, s.next_step);
+}
+
+}  // namespace zrt::optim
