@@ -1,3 +1,5 @@
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -26,6 +28,29 @@ class PlainHostAllocator final : public Allocator {
   }
   void deallocate(void* p) noexcept override { std::free(p); }
   Device device() const override { return Device::cpu(); }
+};
+
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
+class HugePageHostAllocator final : public Allocator {
+ public:
+  void* allocate(std::size_t nbytes, Stream stream) override {
+    if (nbytes < kHugePage) return small_.allocate(nbytes, stream);
+    const std::size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = std::aligned_alloc(kHugePage, rounded);
+    if (!p)
+      throw OutOfMemory(detail::concat("host allocation of ", nbytes, " bytes failed"),
+                        OutOfMemory::Numbers{.requested = nbytes}, __FILE__, __LINE__);
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without huge pages it is plain memory
+#endif
+    return p;
+  }
+  void deallocate(void* p) noexcept override { std::free(p); }
+  Device device() const override { return Device::cpu(); }
+
+ private:
+  PlainHostAllocator small_;
 };
 
 #ifdef ZRT_WITH_CUDA
@@ -58,6 +83,11 @@ class PlainCudaAllocator final : public Allocator {
 #endif
 
 }  // namespace
+
+AllocatorPtr huge_page_host_allocator() {
+  static const AllocatorPtr host = std::make_shared<HugePageHostAllocator>();
+  return host;
+}
 
 AllocatorPtr default_allocator(Device device) {
   if (device.is_cpu()) {

@@ -54,4 +54,10 @@ using AllocatorPtr = std::shared_ptr<Allocator>;
 // and no cache, so sharing them between ranks of one process is safe.
 AllocatorPtr default_allocator(Device device);
 
+// Host memory for large buffers filled at full speed (a checkpoint's
+// tensors as they are read): allocations of 2 MiB and more are 2 MiB-aligned
+// and ask for transparent huge pages (madvise), so filling them takes a
+// page fault per 2 MiB instead of per 4 KiB. Stateless, like the default.
+AllocatorPtr huge_page_host_allocator();
+
 }  // namespace zrt

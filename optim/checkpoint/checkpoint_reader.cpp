@@ -1,6 +1,9 @@
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -67,9 +70,11 @@ const ParamRecord* CheckpointReader::find_param(const std::string& fqn, std::siz
 }
 
 SafetensorsReader& CheckpointReader::file(const RankRecord& rank) {
-  auto& f = files_[rank.rank];
-  if (!f) f = std::make_unique<SafetensorsReader>((fs::path(step_dir_) / rank.file).string());
-  return *f;
+  // Only the calling thread opens files; read_shards opens them before its threads start.
+  auto it = files_.find(rank.rank);
+  if (it == files_.end())
+    it = files_.emplace(rank.rank, std::make_unique<SafetensorsReader>((fs::path(step_dir_) / rank.file).string())).first;
+  return *it->second;
 }
 
 Tensor CheckpointReader::read_verified(const RankRecord& rank, const std::string& name) {
@@ -80,22 +85,65 @@ Tensor CheckpointReader::read_verified(const RankRecord& rank, const std::string
   if (it->second.dtype != want.dtype || it->second.shape != want.shape)
     ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is ", dtype_name(it->second.dtype),
               shape_str(it->second.shape), ", the index says ", dtype_name(want.dtype), shape_str(want.shape));
-  Tensor t = f.read(name);
-  const std::string got = checksum_hex(xxh64(t.data_ptr(), t.nbytes()));
+  // Hashed piece by piece as it is read, while each piece is in cache.
+  StreamingXxh64 hash;
+  Tensor t = f.read(name, huge_page_host_allocator(), [&](const void* p, std::size_t n) { hash.update(p, n); });
+  const std::string got = checksum_hex(hash.digest());
   if (got != want.xxh64)
     ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " fails its checksum (xxh64 ", got, ", the index says ",
               want.xxh64, "): the file is corrupt");
   return t;
 }
 
+const RankRecord& CheckpointReader::holder(std::size_t h, int z) const {
+  for (const RankRecord& r : index_.ranks)
+    if (!r.file.empty() && r.zero1_rank == z) return r;
+  ZRT_THROW(CheckpointError, step_dir_, ": no rank file holds zero1 shard ", z, " of ", index_.handles[h].name);
+}
+
 const Tensor& CheckpointReader::shard(std::size_t h, int z, ShardKind kind) {
   const auto key = std::make_tuple(h, z, kind);
   auto it = shards_.find(key);
   if (it != shards_.end()) return it->second;
-  for (const RankRecord& r : index_.ranks)
-    if (!r.file.empty() && r.zero1_rank == z)
-      return shards_[key] = read_verified(r, shard_tensor_name(index_.handles[h].name, kind));
-  ZRT_THROW(CheckpointError, step_dir_, ": no rank file holds zero1 shard ", z, " of ", index_.handles[h].name);
+  return shards_[key] = read_verified(holder(h, z), shard_tensor_name(index_.handles[h].name, kind));
+}
+
+void CheckpointReader::read_shards(const std::vector<ShardKey>& keys) {
+  struct Job {
+    std::tuple<std::size_t, int, ShardKind> key;
+    const RankRecord* rank;
+    std::string name;
+  };
+  std::vector<Job> jobs;
+  for (const ShardKey& k : keys) {
+    const auto key = std::make_tuple(k.handle, k.zero1_rank, k.kind);
+    if (shards_.count(key) || std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
+      continue;
+    const RankRecord& r = holder(k.handle, k.zero1_rank);
+    file(r);  // opened here: the threads only read
+    jobs.push_back({key, &r, shard_tensor_name(index_.handles[k.handle].name, k.kind)});
+  }
+  std::vector<Tensor> read(jobs.size());
+  std::vector<std::exception_ptr> errors(jobs.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t j; (j = next++) < jobs.size();) {
+      try {
+        read[j] = read_verified(*jobs[j].rank, jobs[j].name);
+      } catch (...) {
+        errors[j] = std::current_exception();
+      }
+    }
+  };
+  // Reading from the page cache is a copy per thread: a few threads, not one per core.
+  const std::size_t threads = std::min<std::size_t>({jobs.size(), 4, std::max(1u, std::thread::hardware_concurrency())});
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);  // the first failing shard, in key order
+  for (std::size_t j = 0; j < jobs.size(); ++j) shards_[jobs[j].key] = read[j];
 }
 
 void CheckpointReader::read_param_range(const std::string& fqn, ShardKind kind, std::int64_t begin,
@@ -143,18 +191,28 @@ void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
   ZRT_CHECK_ARG(fqns.size() == infos.size(), "fill_shard: ", fqns.size(), " names for ", infos.size(), " infos");
   ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "fill_shard: ", out.str(), " must be f32 cpu");
   float* dst = out.data<float>();
-  // Parameters lie in flat order: zero only the padding between and after them.
-  std::int64_t filled = 0;
   for (std::size_t i = 0; i < fqns.size(); ++i) {
     const optim::ShardParamInfo& info = infos[i];
-    if (!info.in_shard || info.numel_in_shard == 0) continue;
-    ZRT_CHECK_ARG(info.offset_in_shard >= filled, "fill_shard: parameters out of flat order at ", fqns[i]);
-    std::fill(dst + filled, dst + info.offset_in_shard, 0.0f);
-    reader.read_param_range(fqns[i], kind, info.intra_param_start, info.intra_param_end,
-                            dst + info.offset_in_shard);
-    filled = info.offset_in_shard + info.numel_in_shard;
+    if (info.in_shard && info.numel_in_shard > 0)
+      reader.read_param_range(fqns[i], kind, info.intra_param_start, info.intra_param_end,
+                              dst + info.offset_in_shard);
   }
-  std::fill(dst + filled, dst + out.numel(), 0.0f);
+  zero_outside_params(infos, out);
+}
+
+void zero_outside_params(const std::vector<optim::ShardParamInfo>& infos, Tensor& out) {
+  ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "zero_outside_params: ", out.str(),
+                " must be f32 cpu");
+  float* dst = out.data<float>();
+  // Parameters lie in flat order: the padding is between and after them.
+  std::int64_t covered = 0;
+  for (const optim::ShardParamInfo& info : infos) {
+    if (!info.in_shard || info.numel_in_shard == 0) continue;
+    ZRT_CHECK_ARG(info.offset_in_shard >= covered, "zero_outside_params: parameters out of flat order");
+    std::fill(dst + covered, dst + info.offset_in_shard, 0.0f);
+    covered = info.offset_in_shard + info.numel_in_shard;
+  }
+  std::fill(dst + covered, dst + out.numel(), 0.0f);
 }
 
 }  // namespace zrt::optim

@@ -32,6 +32,14 @@ class CheckpointReader {
 
   // Handle h's zero1 shard z of `kind` (f32 cpu), verified on first read.
   const Tensor& shard(std::size_t h, int z, ShardKind kind);
+  struct ShardKey {
+    std::size_t handle;
+    int zero1_rank;
+    ShardKind kind;
+  };
+  // Reads and verifies these shards on a few threads at once (a file's
+  // tensors are independent), so that shard() then finds them.
+  void read_shards(const std::vector<ShardKey>& keys);
   // Elements [begin, end) of parameter `fqn`'s flattened `kind` into dst.
   void read_param_range(const std::string& fqn, ShardKind kind, std::int64_t begin, std::int64_t end, float* dst);
   // The whole parameter, original shape, f32 cpu.
@@ -42,6 +50,7 @@ class CheckpointReader {
 
  private:
   Tensor read_verified(const RankRecord& rank, const std::string& name);
+  const RankRecord& holder(std::size_t h, int z) const;  // the rank file with zero1 shard z
   SafetensorsReader& file(const RankRecord& rank);
 
   std::string step_dir_;
@@ -55,5 +64,8 @@ class CheckpointReader {
 // checkpoint: parameter `fqns[i]` where infos[i] places it, zeros elsewhere.
 void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
                 const std::vector<optim::ShardParamInfo>& infos, ShardKind kind, Tensor& out);
+// Zeros every element of `out` (f32 cpu, one zero1 shard) that no parameter
+// of `infos` covers: the padding, as fill_shard leaves it.
+void zero_outside_params(const std::vector<optim::ShardParamInfo>& infos, Tensor& out);
 
 }  // namespace zrt::optim

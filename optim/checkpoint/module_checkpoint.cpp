@@ -1,6 +1,7 @@
 #include "zrt/optim/checkpoint/module_checkpoint.h"
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "zrt/optim/checkpoint/checkpoint_agreement.h"
@@ -35,6 +36,24 @@ void check_same_model(const ZeroModule& module, const CheckpointReader& reader) 
                   " is not in the model (saved from another model?)");
 }
 
+// The saved handle holding h's parameters when its flat layout and zero1
+// group size are h's (the same model saved under the same sharding): its
+// shard z is then this rank's shard as it is.
+std::optional<std::size_t> saved_with_same_layout(const CheckpointReader& reader, const FlatParamHandle& h) {
+  std::size_t index = 0;
+  if (h.num_params() == 0 || !reader.find_param(h.fqn(0), &index)) return std::nullopt;
+  const HandleRecord& saved = reader.index().handles[index];
+  if (saved.numel_padded != h.layout().numel_padded() || saved.zero1_size != h.layout().zero1_size() ||
+      saved.params.size() != h.num_params())
+    return std::nullopt;
+  for (std::size_t i = 0; i < h.num_params(); ++i) {
+    const ParamRecord& p = saved.params[i];
+    if (p.fqn != h.fqn(i) || p.shape != h.layout().params()[i].shape || p.offset != h.layout().param_offset(i))
+      return std::nullopt;
+  }
+  return index;
+}
+
 }  // namespace
 
 std::string save_checkpoint(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options) {
@@ -51,12 +70,28 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   std::string error = error_of([&] {
     CheckpointReader reader(path);
     check_same_model(module, reader);
+    // Shards saved under this very layout are read whole, on a few threads.
+    std::vector<std::optional<std::size_t>> same(handles.size());
+    std::vector<CheckpointReader::ShardKey> whole;
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      same[k] = saved_with_same_layout(reader, *handles[k]);
+      if (same[k])
+        for (ShardKind kind : kAllShardKinds) whole.push_back({*same[k], handles[k]->groups().zero1->rank(), kind});
+    }
+    reader.read_shards(whole);
     for (std::size_t k = 0; k < handles.size(); ++k) {
       const FlatParamHandle& h = *handles[k];
       std::vector<std::string> fqns;
       for (std::size_t i = 0; i < h.num_params(); ++i) fqns.push_back(h.fqn(i));
       for (ShardKind kind : kAllShardKinds) {
-        Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32);
+        if (same[k]) {
+          // The saved shard is this rank's shard as it stands: no reshard, no copy.
+          Tensor t = reader.shard(*same[k], h.groups().zero1->rank(), kind);
+          zero_outside_params(h.zero1_shard_infos(), t);
+          staged[k].push_back(t);
+          continue;
+        }
+        Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, Device::cpu(), huge_page_host_allocator());
         fill_shard(reader, fqns, h.zero1_shard_infos(), kind, t);
         staged[k].push_back(t);
       }

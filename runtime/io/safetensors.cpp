@@ -1,6 +1,11 @@
 #include "zrt/runtime/io/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -164,19 +169,40 @@ SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const 
 }
 
 SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
-  in_.open(path_, std::ios::binary);
-  if (!in_) ZRT_THROW(CheckpointError, path_, ": cannot open safetensors file");
-  in_.seekg(0, std::ios::end);
-  const auto file_bytes = static_cast<std::uint64_t>(in_.tellg());
-  in_.seekg(0);
-  std::uint8_t first8[8] = {};
-  in_.read(reinterpret_cast<char*>(first8), std::min<std::uint64_t>(8, file_bytes));
-  const std::uint64_t header_len = header_length(first8, file_bytes, path_);
-  std::string text(header_len, '\0');
-  in_.read(text.data(), static_cast<std::streamsize>(header_len));
-  if (!in_) ZRT_THROW(CheckpointError, path_, ": read error in the safetensors header");
-  data_offset_ = 8 + header_len;
-  parse_header(text.data(), header_len, file_bytes - data_offset_, path_, entries_, metadata_);
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) ZRT_THROW(CheckpointError, path_, ": cannot open safetensors file: ", std::strerror(errno));
+  try {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
+      ZRT_THROW(CheckpointError, path_, ": not a regular file");
+    const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+    std::uint8_t first8[8] = {};
+    read_at(first8, std::min<std::uint64_t>(8, file_bytes), 0, "the safetensors header");
+    const std::uint64_t header_len = header_length(first8, file_bytes, path_);
+    std::string text(header_len, '\0');
+    read_at(text.data(), header_len, 8, "the safetensors header");
+    data_offset_ = 8 + header_len;
+    parse_header(text.data(), header_len, file_bytes - data_offset_, path_, entries_, metadata_);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsReader::read_at(void* dst, std::uint64_t bytes, std::uint64_t offset, const std::string& what) const {
+  char* p = static_cast<char*>(dst);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      ZRT_THROW(CheckpointError, path_, ": read error in ", what, " after ", done, " of ", bytes, " bytes: ",
+                n < 0 ? std::strerror(errno) : "the file ends early");
+    done += static_cast<std::uint64_t>(n);
+  }
 }
 
 const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const {
@@ -185,18 +211,25 @@ const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const 
   return it->second;
 }
 
-void SafetensorsReader::read_bytes(const std::string& name, void* dst) {
+void SafetensorsReader::read_bytes(const std::string& name, void* dst) const {
   const SafetensorsEntry& e = entry(name);
-  in_.clear();
-  in_.seekg(static_cast<std::streamoff>(data_offset_ + e.begin));
-  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
-  if (!in_) ZRT_THROW(CheckpointError, path_, ": read error in tensor '", name, "'");
+  read_at(dst, e.end - e.begin, data_offset_ + e.begin, "tensor '" + name + "'");
 }
 
-Tensor SafetensorsReader::read(const std::string& name) {
+Tensor SafetensorsReader::read(const std::string& name) const { return read(name, nullptr, {}); }
+
+Tensor SafetensorsReader::read(const std::string& name, const AllocatorPtr& allocator,
+                               const std::function<void(const void*, std::size_t)>& on_piece) const {
   const SafetensorsEntry& e = entry(name);
-  Tensor t = Tensor::empty(e.shape, e.dtype);
-  if (e.end > e.begin) read_bytes(name, t.data_ptr());
+  Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu(), allocator);
+  constexpr std::uint64_t kPiece = std::uint64_t(1) << 20;  // stays in L2 for the checksum
+  char* dst = e.end > e.begin ? static_cast<char*>(t.data_ptr()) : nullptr;
+  for (std::uint64_t done = 0; done < e.end - e.begin;) {
+    const std::uint64_t n = std::min(kPiece, e.end - e.begin - done);
+    read_at(dst + done, n, data_offset_ + e.begin + done, "tensor '" + name + "'");
+    if (on_piece) on_piece(dst + done, n);
+    done += n;
+  }
   return t.set_name(name);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,21 +56,32 @@ struct SafetensorsEntry {
 };
 
 // Random access to a file's tensors: the header is read and checked (as
-// read_safetensors does) on construction; tensors are read one at a time.
+// read_safetensors does) on construction; tensors are read with pread, so
+// threads may read different tensors of one reader at once.
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(std::string path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
   const std::string& path() const { return path_; }
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // CheckpointError naming the file for an unknown name or a short read.
   const SafetensorsEntry& entry(const std::string& name) const;
-  Tensor read(const std::string& name);
-  void read_bytes(const std::string& name, void* dst);  // entry(name).end - begin bytes
+  Tensor read(const std::string& name) const;
+  // The same into memory of `allocator`, handing each piece read to
+  // `on_piece` while it is still in cache (a checksum on the way).
+  Tensor read(const std::string& name, const AllocatorPtr& allocator,
+              const std::function<void(const void* data, std::size_t bytes)>& on_piece) const;
+  void read_bytes(const std::string& name, void* dst) const;  // entry(name).end - begin bytes
 
  private:
+  // `bytes` at `offset` of the file into dst; CheckpointError naming `what` on a short read.
+  void read_at(void* dst, std::uint64_t bytes, std::uint64_t offset, const std::string& what) const;
+
   std::string path_;
-  std::ifstream in_;
+  int fd_ = -1;
   std::uint64_t data_offset_ = 0;
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
