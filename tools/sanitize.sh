@@ -59,7 +59,8 @@ tsan() {
   local build=${ZRT_TSAN_BUILD_DIR:-build-tsan}
   local suites=(test_comm_local test_comm_tcp_rendezvous test_caching_allocator_users test_flat_param_handle
                 test_zero_adamw test_engine_equivalence test_checkpoint test_activation_checkpointing
-                test_optimizer_offload test_consistency_check test_flight_recorder test_memory_plan)
+                test_optimizer_offload test_consistency_check test_flight_recorder test_memory_plan
+                test_background_checkpoint)
   configure_and_build "$build" thread -DZRT_MPI=OFF -- "${suites[@]}" zrt-train
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   # Two sweeps that repeat, at TSan's tens-fold slowdown, thread interplay the
@@ -83,13 +84,16 @@ tsan() {
   echo "zrt-train --ranks 4 under ThreadSanitizer"
   "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1
   # ... with the compute asynchronous too, recomputed blocks, AdamW's
-  # moments streamed from disk by I/O threads, and a consistency check.
+  # moments streamed from disk by I/O threads, a consistency check, and
+  # checkpoints written in the background while the steps go on.
   local scratch
   scratch=$(mktemp -d)
+  mkdir "$scratch/moments"
   "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1 \
     --cpu-streams all --prefetch 2 --strategy hybrid --zero3-size 2 --activation-checkpointing every:2 \
-    --offload-optimizer "disk:$scratch" --check-consistency 1
-  rmdir "$scratch"
+    --offload-optimizer "disk:$scratch/moments" --check-consistency 1 \
+    --checkpoint-dir "$scratch/ck" --checkpoint-every 1 --checkpoint-async
+  rm -rf "$scratch"
   # The memory plan: 4 ranks of dry steps as threads (Note [Dry runs]).
   "$build/tools/train/zrt-train" --plan --ranks 4 --batch-size 8 --micro-batches 2 --strategy hybrid --zero3-size 2
 }

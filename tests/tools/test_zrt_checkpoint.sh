@@ -88,6 +88,16 @@ if run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/cks" --checkpoint-every 7
   [ $same -eq 1 ] && [ "$(ls "$dir/cks")" = "$(ls "$dir/cka")" ] && ok "--checkpoint-async: steps and weights equal synchronous saves" ||
     fail "--checkpoint-async differs from synchronous saves"
 else fail "--checkpoint-async run: $(cat "$dir/out.txt")"; fi
+if [ -n "$mpiexec" ]; then
+  rm -rf "$dir/ckm" "$dir/ckma"
+  mpi=("$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$train" --log-every 1000 "${common[@]}" --checkpoint-every 5)
+  if "${mpi[@]}" --checkpoint-dir "$dir/ckm" --save "$dir/sync-mpi.st" > "$dir/out.txt" 2>&1 &&
+     "${mpi[@]}" --checkpoint-dir "$dir/ckma" --save "$dir/async-mpi.st" --checkpoint-async > "$dir/out.txt" 2>&1 &&
+     cmp -s "$dir/sync-mpi.st" "$dir/async-mpi.st" && cmp -s "$dir/ckm/step-000015/index.json" "$dir/ckma/step-000015/index.json" &&
+     "$ckpt" verify "$dir/ckma" > /dev/null; then
+    ok "mpirun -np 2 --checkpoint-async: the steps and weights of synchronous saves"
+  else fail "mpirun -np 2 --checkpoint-async: $(cat "$dir/out.txt")"; fi
+fi
 rm -rf "$dir/siga"
 "$train" --steps 100000 --checkpoint-dir "$dir/siga" --checkpoint-async --log-every 100000 > "$dir/siga.txt" 2>&1 &
 pid=$!
