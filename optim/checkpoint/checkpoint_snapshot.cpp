@@ -42,7 +42,10 @@ Tensor SnapshotStaging::stage(const std::string& name, const Tensor& t, Stream s
     if (t.device().is_cuda() && !pinned_) pinned_ = make_pinned_host_allocator();
     buffer = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), t.device().is_cuda() ? pinned_ : nullptr);
   }
-  buffer.copy_(t, stream);
+  // Host data is copied here and now: the module's streams are synchronized,
+  // and `t` may be a temporary (moments read from disk) that a copy queued
+  // on a CPU stream would outlive.
+  buffer.copy_(t, t.device().is_cuda() ? stream : Stream());
   return buffer;
 }
 

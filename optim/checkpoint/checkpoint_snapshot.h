@@ -31,8 +31,9 @@ struct CheckpointSnapshot {
 // copies down are fast).
 class SnapshotStaging {
  public:
-  // A host tensor of t's dtype and shape under `name`, holding t's values
-  // once `stream` is synchronized (the copy is issued on it).
+  // A host tensor of t's dtype and shape under `name`, holding t's values:
+  // at once for a host tensor, once `stream` is synchronized for a device
+  // tensor (the copy is issued on it).
   Tensor stage(const std::string& name, const Tensor& t, Stream stream);
   std::uint64_t bytes() const;  // held, summed over every buffer
 

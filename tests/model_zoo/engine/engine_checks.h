@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct TrainSetup {
   DType reduce_dtype = DType::f32;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
   bool checkpoint_async = false;  // saves write in the background
+  std::optional<optim::CpuStreams> cpu_streams;  // unset: ZRT_CPU_STREAMS, else comm
 };
 
 struct TrainOutput {

@@ -56,11 +56,13 @@ struct Gates {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_background_save_writes_what_a_synchronous_save_writes) {
-  // Every strategy, dtype (f16: the loss scaler's state) and moments on disk.
+  // Every strategy, dtype (f16: the loss scaler's state) and moments on disk
+  // (read into temporaries while the compute runs on a stream of its own).
   std::vector<std::pair<TrainSetup, int>> cases;
   for (TrainSetup s : one_setup_per_strategy()) cases.push_back({s, 4});
   TrainSetup on_disk;
   on_disk.batch_size = 12;
+  on_disk.cpu_streams = optim::CpuStreams::all;
   on_disk.offload_optimizer.kind = optim::OptimizerOffload::Kind::disk;
   cases.push_back({on_disk, 3});
   for (auto& [s, ranks] : cases) {
