@@ -20,12 +20,15 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
   return it->second;
 }
 
-// One value of a device tensor, read in `stream` order.
-double read_scalar(const Tensor& t, Stream stream) {
-  Tensor host = Tensor::zeros({1}, t.dtype());  // zeros in a dry run, whose copies are dropped
-  host.copy_(t.slice(0, 1), stream);
+// The sum, in order and in double, of the values of a device tensor, read
+// in `stream` order.
+double read_sum(const Tensor& t, Stream stream) {
+  Tensor host = Tensor::zeros({t.numel()}, t.dtype());  // zeros in a dry run, whose copies are dropped
+  host.copy_(t, stream);
   stream.synchronize();  // the host reads it
-  return host.item(0);
+  double sum = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) sum += host.item(i);
+  return sum;
 }
 
 optim::ZeroModuleOptions module_options(const EngineConfig& c) {
@@ -129,7 +132,7 @@ Batch TrainingEngine::home(const Batch& given) const {
   return batch;
 }
 
-double TrainingEngine::forward(const Batch& batch) {
+Tensor TrainingEngine::forward(const Batch& batch) {
   const Stream stream = this->stream();
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
@@ -148,7 +151,7 @@ double TrainingEngine::forward(const Batch& batch) {
     }
     scope.close();
   }
-  return read_scalar(x, stream);
+  return x.slice(0, 1);
 }
 
 void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync_grads) {
@@ -197,7 +200,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   const double scale = module_->loss_scale();
   // On the host: the loss layer reads it there, with no device read per micro-batch.
   const Tensor dloss = Tensor::from_doubles({scale}, DType::f32);
-  double local_loss = 0;
+  Tensor losses;  // each micro-batch's, on the device: read once, after the last
   std::int64_t local_tokens = 0;
   // Every micro-batch on the device first: a copy from host memory waits
   // for its stream, which here holds no work of this step yet.
@@ -205,7 +208,11 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   for (const Batch& b : micro_batches) homed.push_back(home(b));
   for (std::size_t m = 0; m < homed.size(); ++m) {
     const Batch& batch = homed[m];
-    local_loss += forward(batch);
+    const Tensor loss = forward(batch);
+    if (m == 0)
+      losses = Tensor::empty({static_cast<std::int64_t>(homed.size())}, loss.dtype(), config_.device,
+                             module_->allocator(), stream());
+    losses.slice(static_cast<std::int64_t>(m), 1).copy_(loss, stream());
     local_tokens += batch.targets.numel();
     backward(batch, dloss, m + 1 == homed.size());
   }
@@ -213,7 +220,8 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   std::pair<double, double> sums;
   {
     auto trace = traced("loss all-reduce", {}, "wait");  // queued after the gradient reductions
-    sums = all_reduce_sum(local_loss, static_cast<double>(local_tokens));
+    // The host waits for the step's compute once, here, for the losses.
+    sums = all_reduce_sum(read_sum(losses, stream()), static_cast<double>(local_tokens));
   }
   const auto [loss, tokens] = sums;
   stats.loss = loss;

@@ -106,7 +106,8 @@ class TrainingEngine {
  private:
   // The micro-batch on the engine's device and caching allocator.
   Batch home(const Batch& batch) const;
-  double forward(const Batch& batch);
+  // The micro-batch's loss: one element on the device, in stream order.
+  Tensor forward(const Batch& batch);
   void backward(const Batch& batch, const Tensor& dloss, bool sync_grads);
   // Sums (loss, targets) over the world on the device, in stream order.
   std::pair<double, double> all_reduce_sum(double a, double b);
