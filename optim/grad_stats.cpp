@@ -9,28 +9,37 @@ namespace zrt::optim {
 
 GradStats global_grad_stats(std::span<FlatParamHandle* const> handles) {
   ZRT_CHECK_ARG(!handles.empty(), "global_grad_stats: no handles");
-  double local_sq = 0, local_bad = 0;
-  for (FlatParamHandle* h : handles) {
-    const kernels::NormResult r = kernels::squared_norm(h->zero1_grad(), h->options().stream);
-    local_sq += r.squared_norm;
-    if (r.non_finite) local_bad += 1;
-  }
-  // See Note [Global gradient norm over zero1 shards].
-  // The two numbers travel on the handles' device and stream (NCCL needs
-  // device memory), ordered with the collectives on that stream.
+  // See Note [Global gradient norm over zero1 shards]. Each handle's two
+  // numbers stay on the device (NCCL needs device memory), are reduced there
+  // in one collective per group, and the host waits once, for all of them.
   const FlatParamOptions& o = handles.front()->options();
   const ZeroGroups& groups = handles.front()->groups();
-  Tensor host = Tensor::from_doubles({local_sq, local_bad}, DType::f64);
-  Tensor stats = Tensor::empty({2}, DType::f64, o.device, o.allocator, o.stream);
-  stats.copy_(host, o.stream);
+  const auto k = static_cast<std::int64_t>(handles.size());
+  Tensor stats = Tensor::empty({2 * k}, DType::f64, o.device, o.allocator, o.stream);
+  Event done(o.device);
+  for (std::int64_t i = 0; i < k; ++i) {
+    const Stream s = handles[static_cast<std::size_t>(i)]->options().stream;
+    if (s != o.stream) {  // its gradient was written on its own stream
+      done.record(o.stream);
+      done.wait(s);
+    }
+    kernels::squared_norm_into(handles[static_cast<std::size_t>(i)]->zero1_grad(), stats.slice(2 * i, 2), s);
+    if (s != o.stream) {
+      done.record(s);
+      done.wait(o.stream);
+    }
+  }
   groups.zero1->all_reduce(stats, ReduceOp::sum, o.stream);
   if (groups.replica && groups.replica->size() > 1) groups.replica->all_reduce(stats, ReduceOp::max, o.stream);
+  Tensor host = Tensor::zeros({2 * k}, DType::f64);  // zeros in a dry run, whose copies are dropped
   host.copy_(stats, o.stream);
   o.stream.synchronize();
-  const std::vector<double> agreed = host.to_doubles();
   GradStats out;
-  out.squared_norm = agreed[0];
-  out.non_finite = agreed[1] > 0 || !std::isfinite(agreed[0]);
+  for (std::int64_t i = 0; i < k; ++i) {
+    out.squared_norm += host.item(2 * i);
+    out.non_finite = out.non_finite || host.item(2 * i + 1) > 0;
+  }
+  out.non_finite = out.non_finite || !std::isfinite(out.squared_norm);
   return out;
 }
 

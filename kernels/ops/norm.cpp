@@ -75,12 +75,11 @@ NormResult squared_norm(const Tensor& x, Stream stream) {
     // Device scratch for the block partials and the two f64 totals.
     // From x's own allocator (a caching one in training): no raw allocation per call.
     const AllocatorPtr& memory = x.storage().allocator();
-    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, memory, stream);
     Tensor result = Tensor::empty({2}, DType::f64, device, memory, stream);
-    double host[2] = {0, 0};
-    cuda::launch_squared_norm(x.data_ptr(), x.dtype(), n, static_cast<float*>(partials.data_ptr()),
-                              static_cast<double*>(result.data_ptr()), host, cuda_stream(stream));
-    return NormResult{host[0], std::isnan(host[1])};
+    squared_norm_into(x, result, stream);
+    Tensor host = Tensor::empty({2}, DType::f64);
+    host.copy_(result, stream);  // synchronised: the host is involved
+    return NormResult{host.item(0), host.item(1) != 0};
   }());
   return run_cpu_twin_and_wait(stream, "squared_norm", [xp = x.data_ptr(), t = x.dtype(), n] {
     return dispatch<StorageFloats>(t, "squared_norm", [&](auto tag) {
@@ -88,6 +87,34 @@ NormResult squared_norm(const Tensor& x, Stream stream) {
       return squared_norm_cpu(static_cast<const T*>(xp), n);
     });
   });
+}
+
+void squared_norm_into(const Tensor& x, const Tensor& out, Stream stream) {
+  const Device device = check_operands("squared_norm_into", {x, out}, stream);
+  check_kernel_float("squared_norm_into", x);
+  ZRT_CHECK_ARG(out.dtype() == DType::f64 && out.numel() == 2, "squared_norm_into: out ", out.str(),
+                " must be f64 with 2 elements");
+  const std::int64_t n = x.numel();
+  if (device.is_cuda()) {
+#ifdef ZRT_WITH_CUDA
+    CudaDeviceGuard guard(device.index);
+    // From x's own allocator (a caching one in training): no raw allocation per call.
+    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, x.storage().allocator(), stream);
+    cuda::launch_squared_norm(x.data_ptr(), x.dtype(), n, static_cast<float*>(partials.data_ptr()),
+                              static_cast<double*>(out.data_ptr()), true, cuda_stream(stream));
+    return;
+#else
+    throw_no_cuda("squared_norm_into");
+#endif
+  }
+  run_cpu_twin(stream, "squared_norm_into", [n](const Tensor& xv, const Tensor& outv) {
+    const NormResult r = dispatch<StorageFloats>(xv.dtype(), "squared_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return squared_norm_cpu(static_cast<const T*>(xv.data_ptr()), n);
+    });
+    outv.data<double>()[0] = r.squared_norm;
+    outv.data<double>()[1] = r.non_finite ? 1.0 : 0.0;
+  }, x, out);
 }
 
 bool has_non_finite(const Tensor& x, Stream stream) { return squared_norm(x, stream).non_finite; }

@@ -36,7 +36,7 @@ __global__ void norm_blocks_kernel(const T* x, std::int64_t n, float* partials) 
 }
 
 // One block: lane j sums block results j, j + 256, ... in f64, then the tree.
-__global__ void norm_final_kernel(const float* partials, std::int64_t blocks, double* result) {
+__global__ void norm_final_kernel(const float* partials, std::int64_t blocks, double* result, bool flag_non_finite) {
   __shared__ double sq[kNormLanes];
   __shared__ double nf[kNormLanes];
   double s = 0.0, f = 0.0;
@@ -50,14 +50,14 @@ __global__ void norm_final_kernel(const float* partials, std::int64_t blocks, do
   tree_reduce(nf);
   if (threadIdx.x == 0) {
     result[0] = sq[0];
-    result[1] = nf[0];
+    result[1] = flag_non_finite ? (isnan(nf[0]) ? 1.0 : 0.0) : nf[0];
   }
 }
 
 }  // namespace
 
 void launch_squared_norm(const void* x, DType dtype, std::int64_t n, float* block_partials,
-                         double* result_device, double result_host[2], cudaStream_t stream) {
+                         double* result_device, bool flag_non_finite, cudaStream_t stream) {
   const std::int64_t blocks = norm_blocks(n);
   dispatch<StorageFloats>(dtype, "squared_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -67,11 +67,8 @@ void launch_squared_norm(const void* x, DType dtype, std::int64_t n, float* bloc
       ZRT_CUDA_CHECK_LAUNCH();
     }
   });
-  norm_final_kernel<<<1, kNormLanes, 0, stream>>>(block_partials, blocks, result_device);
+  norm_final_kernel<<<1, kNormLanes, 0, stream>>>(block_partials, blocks, result_device, flag_non_finite);
   ZRT_CUDA_CHECK_LAUNCH();
-  ZRT_CUDA_CHECK(cudaMemcpyAsync(result_host, result_device, 2 * sizeof(double),
-                                 cudaMemcpyDeviceToHost, stream));
-  ZRT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace zrt::kernels::cuda

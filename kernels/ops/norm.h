@@ -15,6 +15,11 @@ struct NormResult {
 // reduction, since the result is returned on the host.
 NormResult squared_norm(const Tensor& x, Stream stream = {});
 
+// The same pass, left on the device for a later single read: writes, in
+// `stream` order, f64 {sum of x^2, 1 if some element is NaN or Inf else 0}
+// into `out` (f64, 2 elements, on x's device). Nothing waits.
+void squared_norm_into(const Tensor& x, const Tensor& out, Stream stream = {});
+
 // Whether any element of `x` is NaN or Inf (the same pass as squared_norm).
 bool has_non_finite(const Tensor& x, Stream stream = {});
 
