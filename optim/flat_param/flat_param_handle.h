@@ -183,6 +183,13 @@ class FlatParamHandle {
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
   void zero_grad();
+  // Adds `grad` (parameter i's shape or numel; f32, bf16 or f16, on the
+  // device) into the fp32 unsharded gradient, allocating it (zeroed, or
+  // reloaded when offloaded) if this step has none yet: a use of the
+  // parameter outside this unit (Note [Parameters tied across units] in
+  // zero_module.h). The next post_backward accumulates onto it and a sync
+  // reduces the sum. Idle, or inside a forward or before post_backward.
+  void add_to_grad(std::size_t i, const Tensor& grad);
 
   // --- whole parameters -----------------------------------------------------
   // Collective over zero1: every original parameter in fp32, original shapes.
