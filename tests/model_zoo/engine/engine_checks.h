@@ -28,6 +28,8 @@ struct TrainSetup {
   optim::OptimizerOffload offload_optimizer;
   DType reduce_dtype = DType::f32;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
+  bool head_unit = false;         // gpt: ln_f and the LM head in a unit of their own (ModelConfig::head_unit)
+  double max_grad_norm = 1.0;     // 0: no clipping
 };
 
 struct TrainOutput {
