@@ -190,6 +190,11 @@ FlatParamHandle& ZeroModule::handle(Unit unit) const {
 
 ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync)
     : module_(module), unit_(unit), handle_(&module->handle(unit)), backward_(backward), sync_(sync) {
+  // Checked before the owners are touched: a second scope of an open unit
+  // must not undo the first one's tie gradients below.
+  ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ", backward_ ? "backward" : "forward",
+                  " scope of unit '", handle_->name(), "' opened in state ", handle_state_name(handle_->state()),
+                  " (a scope of it is open)");
   try {
     module_->open_ties(unit_, backward_, &opened_owners_);
     if (backward_) handle_->pre_backward();

@@ -329,7 +329,8 @@ BOOST_AUTO_TEST_CASE(trains_as_the_float64_reference) {
 
 // The owner's backward must come after its users': a user's backward after
 // the owner synced would miss the step, and a step with an owner holding
-// tie gradients that it never reduced would drop them.
+// tie gradients that it never reduced would drop them. A second scope of an
+// open unit leaves the first one's tie gradient alone.
 BOOST_AUTO_TEST_CASE(the_owner_reduces_after_its_users) {
   std::mt19937_64 rng(3);
   const Params init = make_params({5, 3}, rng);
@@ -339,6 +340,17 @@ BOOST_AUTO_TEST_CASE(the_owner_reduces_after_its_users) {
       const Tensor E = tensor_of(init.E, {5, 3});
       const auto embed = module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
       const auto head = module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
+      {
+        auto outer = module.backward(head);
+        const std::string nested = invalid_state_message([&] { module.backward(head); });
+        ZRT_EXPECT(nested.find("a scope of it is open") != std::string::npos, "a nested scope of one unit: '",
+                   nested, "'");
+        module.synchronize();
+        outer.grad("weight").data<float>()[0] += 1.0f;  // the outer scope's tie gradient is still there
+      }
+      { auto scope = module.backward(embed); }
+      module.step(kLr);
+
       { auto scope = module.backward(embed); }
       const std::string late = invalid_state_message([&] { module.backward(head); });
       ZRT_EXPECT(late.find("'head'") != std::string::npos && late.find("'embed'") != std::string::npos &&
