@@ -42,7 +42,10 @@
 // the fp32 gradient is reduce-scattered over the zero1 group into the zero1
 // gradient shard (optionally in a lower reduce dtype), all-reduced across
 // replica groups (hybrid sharding, and no-shard, whose replicas are the
-// whole world), and freed.
+// whole world), and freed. A use of one of the unit's parameters in another
+// unit adds its gradient into the fp32 gradient too (add_to_grad, Note
+// [Parameters tied across units] in zero_module.h), before this unit's
+// post_backward adds onto it.
 //
 // Note [Unshard on the communication stream]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
