@@ -2,7 +2,8 @@
 // across units to wte in unit 0 (ModelConfig::head_unit, Note [Parameters
 // tied across units]), trains bit for bit as the default layout, where the
 // head shares unit 0 with the embedding: every strategy, fp32, bf16 and
-// f16, 1 and 3 ranks. The step is deterministic and the two layouts do the
+// f16, 1 and 3 ranks, offloaded gradients, deeper prefetch and recomputed
+// blocks. The step is deterministic and the two layouts do the
 // same arithmetic: the head's gradient of wte is rounded on its own and
 // added into unit 0's fp32 gradient before the embedding's, in both. Global
 // clipping is off: the norm sums the units' parts in another order, so with
@@ -59,15 +60,25 @@ BOOST_AUTO_TEST_CASE(trains_bit_for_bit_as_the_default_layout) {
       {S::hybrid_shard, 1, DType::f32, 1}, {S::hybrid_shard, 1, DType::bf16, 2},
       {S::full_shard, 0, DType::f16, 2},
   };
-  for (int ranks : {1, 3})
-    for (const Case& c : cases) {
-      const TrainSetup base = base_setup(c.strategy, c.zero3, c.dtype, c.micro);
-      try {
-        expect_bitwise_alike(ranks, base, {with_head_unit(base)});
-      } catch (const std::exception& e) {
-        BOOST_ERROR(e.what());
-      }
+  auto alike = [](int ranks, const TrainSetup& base) {
+    try {
+      expect_bitwise_alike(ranks, base, {with_head_unit(base)});
+    } catch (const std::exception& e) {
+      BOOST_ERROR(e.what());
     }
+  };
+  for (int ranks : {1, 3})
+    for (const Case& c : cases) alike(ranks, base_setup(c.strategy, c.zero3, c.dtype, c.micro));
+  // The owner's gradient reloaded from host memory for the head's addition;
+  // the owner gathered two stages ahead; recomputed blocks; layer-zero.
+  TrainSetup offload = base_setup(S::full_shard, 0, DType::f32, 2);
+  offload.offload_grads = true;
+  alike(3, offload);
+  TrainSetup deep = base_setup(S::full_shard, 0, DType::bf16, 2);
+  deep.prefetch = 2;
+  deep.checkpointing = {1};
+  alike(3, deep);
+  alike(3, base_setup(S::layer_zero, 1, DType::bf16, 2));
 }
 
 BOOST_AUTO_TEST_CASE(the_head_unit_holds_the_tie) {
