@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/ops/fill.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -100,31 +102,42 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
 
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector<NamedParam>& params) {
   ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name, "'): units must be added before the first step");
-  // A tensor of an earlier unit here would be a tie across units, which the
-  // copies below would silently untie (two masters, two gradients): refused.
+  const Unit unit = handles_.size();
+  // A tensor of an earlier unit here is that unit's parameter used again
+  // (Note [Parameters tied across units]): copying it would silently untie
+  // it (two masters, two gradients). Memory that only overlaps one is refused.
+  std::vector<TiedParam> ties;
+  std::vector<NamedParam> own;
   for (const auto& p : params) {
     const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
     const std::size_t end = begin + p.tensor.nbytes();
+    const SeenParam* tied = nullptr;
     for (const SeenParam& seen : seen_params_) {
       const auto storage = seen.storage.lock();
       if (!storage || storage != p.tensor.storage_ptr() || end <= seen.begin || seen.end <= begin) continue;
-      ZRT_THROW(InvalidArgument, "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(),
-                "' shares its memory with parameter '", seen.fqn, "' of unit '", seen.unit,
-                "': parameters tied across wrap units are not supported; put the modules that share it in one "
-                "unit (a unit may hold the same tensor under several names)");
+      ZRT_CHECK_ARG(seen.begin == begin && seen.dtype == p.tensor.dtype() && seen.shape == p.tensor.shape(),
+                    "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(), "' shares part of its memory with "
+                    "parameter '", seen.fqn, "' of unit '", handles_[seen.at.unit]->name(), "': a parameter tied "
+                    "across units must be the same tensor (storage, offset, dtype and shape)");
+      tied = &seen;
+      break;
     }
+    if (!tied) {
+      own.push_back(p);
+      continue;
+    }
+    ZRT_CHECK_ARG(!find_param(p.fqn()), "ZeroModule::add_unit('", name, "'): the tied name '", p.fqn(),
+                  "' is already a parameter's name");
+    ties.push_back({unit, p.fqn(), tied->at});
   }
-  for (const auto& p : params)
-    if (p.tensor.numel() > 0)
-      seen_params_.push_back({p.tensor.storage_ptr(), static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize(),
-                              static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize() + p.tensor.nbytes(),
-                              p.fqn(), name});
+  ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name, "'): every parameter is tied to an earlier "
+                "unit's; a unit needs one of its own (put its modules in the owner's unit)");
   // Fresh fp32 copies: a handle claims its parameters' memory, and several
   // ranks of one process may share the initial values. One copy per distinct
   // tensor, so names tied to one tensor stay one parameter.
   std::vector<std::pair<const Tensor*, Tensor>> copies;  // source, its copy
   std::vector<NamedParam> owned;
-  for (const auto& p : params) {
+  for (const auto& p : own) {
     auto same = std::find_if(copies.begin(), copies.end(), [&](const auto& c) {
       return c.first->shares_storage(p.tensor) && c.first->offset() == p.tensor.offset() &&
              c.first->shape() == p.tensor.shape();
@@ -151,8 +164,23 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
   o.stream = stream();
   o.comm_stream = comm_stream();
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));
+  const FlatParamHandle& h = *handles_.back();
   unsynced_.push_back(0);
-  return handles_.size() - 1;
+  synced_.push_back(false);
+  tie_grads_.push_back(0);
+  for (const auto& p : own)
+    if (p.tensor.numel() > 0) {
+      const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
+      seen_params_.push_back({p.tensor.storage_ptr(), begin, begin + p.tensor.nbytes(), p.tensor.dtype(),
+                              p.tensor.shape(), p.fqn(), {unit, h.index_of(p.fqn())}});
+    }
+  for (TiedParam& t : ties) {
+    const ParamSpec& spec = handles_[t.owner.unit]->layout().params()[t.owner.index];
+    Tensor grad = Tensor::from_storage(std::make_shared<Storage>(0, allocator_, stream()), spec.shape,
+                                       options_.dtype, 0, t.fqn + ".grad");
+    ties_.push_back({std::move(t), std::move(grad)});
+  }
+  return unit;
 }
 
 FlatParamHandle& ZeroModule::handle(Unit unit) const {
@@ -162,12 +190,33 @@ FlatParamHandle& ZeroModule::handle(Unit unit) const {
 
 ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync)
     : module_(module), unit_(unit), handle_(&module->handle(unit)), backward_(backward), sync_(sync) {
-  if (backward_) handle_->pre_backward();
-  else handle_->pre_forward();
+  // Checked before the owners are touched: a second scope of an open unit
+  // must not undo the first one's tie gradients below.
+  ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ", backward_ ? "backward" : "forward",
+                  " scope of unit '", handle_->name(), "' opened in state ", handle_state_name(handle_->state()),
+                  " (a scope of it is open)");
+  try {
+    module_->open_ties(unit_, backward_, &opened_owners_);
+    if (backward_) handle_->pre_backward();
+    else handle_->pre_forward();
+  } catch (...) {
+    // Undo what opened; the first failure is the one to report.
+    for (Tie& t : module_->ties_)
+      if (t.param.user == unit_ && !t.grad.is_freed()) free_storage(t.grad);
+    for (Unit o : opened_owners_) {
+      try {
+        module_->handle(o).post_forward();
+      } catch (const std::exception& e) {
+        report_in_destructor("ZeroModule scope", e);
+      }
+    }
+    throw;
+  }
 }
 
 ZeroModule::Scope::Scope(Scope&& o) noexcept
-    : module_(o.module_), unit_(o.unit_), handle_(o.handle_), backward_(o.backward_), sync_(o.sync_) {
+    : module_(o.module_), unit_(o.unit_), handle_(o.handle_), backward_(o.backward_), sync_(o.sync_),
+      opened_owners_(std::move(o.opened_owners_)) {
   o.handle_ = nullptr;
 }
 
@@ -184,17 +233,87 @@ void ZeroModule::Scope::close() {
   if (!handle_) return;
   FlatParamHandle* h = handle_;
   handle_ = nullptr;  // closed, whatever happens below
+  // Every part runs; the first failure is rethrown at the end.
+  std::exception_ptr failure;
+  auto attempt = [&](auto&& part) {
+    try {
+      part();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  if (backward_) attempt([&] { module_->add_tie_grads(unit_); });
+  for (Unit o : opened_owners_) attempt([&] { module_->handle(o).post_forward(); });
+  opened_owners_.clear();
   if (!backward_) {
-    h->post_forward();
-    return;
-  }
-  h->post_backward(sync_);
-  if (sync_) {
-    module_->synced_since_step_ = true;
-    module_->unsynced_[unit_] = 0;
+    attempt([&] { h->post_forward(); });
   } else {
-    ++module_->unsynced_[unit_];
+    attempt([&] {
+      h->post_backward(sync_);
+      if (sync_) {
+        module_->synced_since_step_ = true;
+        module_->synced_[unit_] = true;
+        module_->unsynced_[unit_] = 0;
+        module_->tie_grads_[unit_] = 0;
+      } else {
+        ++module_->unsynced_[unit_];
+      }
+    });
   }
+  if (failure) std::rethrow_exception(failure);
+}
+
+const ZeroModule::Tie* ZeroModule::find_tie(Unit user, const std::string& name) const {
+  const std::string full = handle(user).name() + "." + name;
+  for (const Tie& t : ties_)
+    if (t.param.user == user && (t.param.fqn == full || t.param.fqn == name)) return &t;
+  return nullptr;
+}
+
+void ZeroModule::open_ties(Unit user, bool backward, std::vector<Unit>* opened) {
+  for (const Tie& t : ties_) {
+    if (t.param.user != user) continue;
+    const Unit owner = t.param.owner.unit;
+    // The owner's sync has reduced its gradient: this one would miss the step.
+    ZRT_CHECK_STATE(!backward || !synced_[owner], "ZeroModule: the backward scope of unit '", handle(user).name(),
+                    "' uses parameter '", handle(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn,
+                    "') of unit '", handle(owner).name(), "', whose backward already synced this step; run "
+                    "the owner's backward after its users' (Note [Parameters tied across units])");
+    if (std::find(opened->begin(), opened->end(), owner) != opened->end()) continue;
+    FlatParamHandle& h = handle(owner);
+    if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre) continue;  // in its own scope
+    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(), "' uses parameter '",
+                    h.fqn(t.param.owner.index), "' of unit '", h.name(), "', which is in state ",
+                    handle_state_name(h.state()));
+    h.pre_forward();
+    opened->push_back(owner);
+  }
+  if (!backward) return;
+  for (Tie& t : ties_)
+    if (t.param.user == user) {
+      alloc_storage(t.grad);
+      kernels::zero(t.grad, stream());
+    }
+}
+
+void ZeroModule::add_tie_grads(Unit user) {
+  std::exception_ptr failure;
+  for (Tie& t : ties_) {
+    if (t.param.user != user || t.grad.is_freed()) continue;
+    const Unit owner = t.param.owner.unit;
+    try {
+      ZRT_CHECK_STATE(!synced_[owner], "ZeroModule: the backward scope of unit '", handle(user).name(),
+                      "' ends after unit '", handle(owner).name(), "' synced the gradient of its parameter '",
+                      handle(owner).fqn(t.param.owner.index), "' (used as '", t.param.fqn,
+                      "') this step; run the owner's backward after its users' (Note [Parameters tied across units])");
+      handle(owner).add_to_grad(t.param.owner.index, t.grad);
+      ++tie_grads_[owner];
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    free_storage(t.grad);  // stream-ordered: the addition above is queued before any reuse
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 namespace {
@@ -212,19 +331,37 @@ std::size_t scope_param_index(const FlatParamHandle* h, const std::string& name)
 }  // namespace
 
 Tensor ZeroModule::Scope::param(const std::string& name) const {
-  const std::size_t i = scope_param_index(handle_, name);
-  return handle_->param(i);
+  ZRT_CHECK_STATE(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  return module_->param_views(unit_, name).param;
 }
 
 Tensor ZeroModule::Scope::grad(const std::string& name) const {
   ZRT_CHECK_STATE(backward_, "ZeroModule: grad('", name, "') outside a backward scope");
-  const std::size_t i = scope_param_index(handle_, name);
-  return handle_->grad(i);
+  ZRT_CHECK_STATE(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  return module_->param_views(unit_, name).grad;
+}
+
+ZeroModule::ParamViews ZeroModule::param_views(Unit unit, const std::string& name) const {
+  const FlatParamHandle& h = handle(unit);
+  if (!h.find(h.name() + "." + name) && !h.find(name))  // the unit's own names first, as scopes always did
+    if (const Tie* t = find_tie(unit, name)) return {handle(t->param.owner.unit).param(t->param.owner.index), t->grad};
+  const std::size_t i = scope_param_index(&h, name);
+  return {h.param(i), h.grad(i)};
+}
+
+std::vector<ZeroModule::TiedParam> ZeroModule::tied_params() const {
+  std::vector<TiedParam> out;
+  for (const Tie& t : ties_) out.push_back(t.param);
+  return out;
 }
 
 ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(this, unit, false, false); }
 ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(this, unit, true, sync); }
-void ZeroModule::prefetch(Unit unit) { handle(unit).unshard(); }
+void ZeroModule::prefetch(Unit unit) {
+  handle(unit).unshard();
+  for (const Tie& t : ties_)
+    if (t.param.user == unit) handle(t.param.owner.unit).unshard();
+}
 
 void ZeroModule::wait_for_reduced_grads() {
   for (auto& h : handles_) h->wait_for_reduced_grads();
@@ -255,9 +392,14 @@ StepResult ZeroModule::step(double lr) {
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
                     unsynced_[u], " backward scope(s) with sync=false after its last sync; the last "
                     "micro-batch's backward must sync (backward(unit, true)) before step()");
+  for (Unit u = 0; u < handles_.size(); ++u)
+    ZRT_CHECK_STATE(tie_grads_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' holds ", tie_grads_[u],
+                    " gradient(s) of its parameters used by later units that no backward(unit, true) of its own "
+                    "reduced (Note [Parameters tied across units])");
   ZRT_CHECK_STATE(synced_since_step_, "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   synced_since_step_ = false;
+  synced_.assign(synced_.size(), false);
   wait_for_reduced_grads();
   return optimizer().step(lr, scaler_.get());
 }
@@ -274,6 +416,8 @@ std::map<std::string, Tensor> ZeroModule::full_params() {
 std::optional<ZeroModule::ParamLocation> ZeroModule::find_param(const std::string& name) const {
   for (Unit u = 0; u < handles_.size(); ++u)
     if (const auto i = handles_[u]->find(name)) return ParamLocation{u, *i};
+  for (const Tie& t : ties_)
+    if (t.param.fqn == name) return t.param.owner;
   return std::nullopt;
 }
 

@@ -22,6 +22,40 @@
 // scope); with several micro-batches, pass sync = false for all but the last
 // backward of the step, so communication happens once. Gradients are
 // averaged over the ranks (each rank's loss is a mean over its own rows).
+//
+// Note [Parameters tied across units]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A tensor given to a later unit that an earlier unit already holds (same
+// storage, offset, dtype and shape: an LM head tied to the embedding of the
+// first unit) stays one parameter. The earlier unit owns it: its flat
+// parameter holds the one master copy, and full_params(), checkpoints and
+// exports hold it once, under the owner's name; the later unit (the user)
+// records a tie and leaves it out of its own flat parameter. find_param,
+// full_param and the user's scopes resolve the user's name to the owner's
+// parameter.
+//  - A user's forward or backward scope needs the owner's parameter
+//    unsharded: when the owner is idle the scope opens it as a forward does
+//    (pre_forward; prefetch(user) gathers it ahead too) and ends that at
+//    close (post_forward, resharding per the strategy). Inside an open scope
+//    of the owner it is simply used; the owner's own scope cannot open
+//    inside a user's.
+//  - A user's backward scope hands out, for the tied name, a gradient buffer
+//    of its own (compute dtype, zeroed, alive for the scope). At close it is
+//    added into the owner's fp32 unsharded gradient at the parameter's place
+//    (FlatParamHandle::add_to_grad), and the owner's own post_backward adds
+//    onto that sum: the gradients of both uses meet before the owner's one
+//    reduce-scatter, so every rank's shard of the parameter gets the full
+//    gradient (FSDP's known failure with such ties is a shard that never
+//    updates). In bf16 and f16 the two uses are rounded separately, as two
+//    uses within one unit from two backward scopes are.
+//  - So the owner's backward must come after its users' in a step, as it
+//    does for an embedding in the first unit: a user's backward scope after
+//    the owner synced this step throws InvalidState naming both units, and
+//    step() refuses an owner that holds tie gradients no sync of its own
+//    reduced.
+// A partial overlap with an earlier unit's parameter is refused; a unit whose
+// every parameter is tied to earlier units is refused too (it would have no
+// flat parameter; put its modules in the owner's unit instead).
 #pragma once
 
 #include <map>
@@ -105,10 +139,11 @@ class ZeroModule {
   // (equal on every rank; any dtype, cpu), named "unit.name". Units must be
   // added before the first step, in the same order on every rank. The same
   // tensor under two names is one parameter (tied): one master copy, one
-  // gradient. A tensor (or memory of one) given to an earlier unit, while
-  // it lives, is refused with InvalidArgument naming both parameters: ties
-  // across units are not supported (so do not reuse one buffer for the
-  // initial values of two units).
+  // gradient. A tensor given to an earlier unit, while it lives, is that
+  // unit's parameter used here (Note [Parameters tied across units]); a
+  // tensor that only overlaps an earlier one is refused with
+  // InvalidArgument naming both parameters (so do not reuse one buffer for
+  // different initial values of two units).
   Unit add_unit(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& params);
   // The same with each parameter's module path and name given (a model whose
   // names are not "unit.name"); tied names again share a tensor.
@@ -120,6 +155,8 @@ class ZeroModule {
     Scope(Scope&&) noexcept;
     Scope& operator=(Scope&&) = delete;
     ~Scope();
+    // A name tied to an earlier unit's parameter gives the owner's unsharded
+    // parameter, and a gradient of its own (Note [Parameters tied across units]).
     Tensor param(const std::string& name) const;  // compute dtype, original shape
     Tensor grad(const std::string& name) const;   // backward scopes only: accumulate here
     // Ends the scope now (reshard; in backward, reduce if it syncs), throwing
@@ -133,20 +170,23 @@ class ZeroModule {
     Unit unit_;
     FlatParamHandle* handle_;
     bool backward_, sync_;
+    std::vector<Unit> opened_owners_;  // owners of tied parameters this scope unsharded
   };
   Scope forward(Unit unit);
   Scope backward(Unit unit, bool sync = true);
-  // Starts gathering a unit's parameters ahead of its scope (on CUDA on the
-  // communication stream, overlapping the compute); its scope then finds
-  // them gathered.
+  // Starts gathering a unit's parameters (and those it uses of earlier
+  // units) ahead of its scope (on CUDA on the communication stream,
+  // overlapping the compute); its scope then finds them gathered.
   void prefetch(Unit unit);
 
   // Collective: one AdamW step at `lr` on every unit's zero1 shard, from the
   // gradients the backward scopes synced since the last step (Note
   // [ZeroModule steps on synced gradients]). InvalidState when no unit
   // synced, or a unit holds gradients of backward(unit, sync=false) scopes
-  // that no later sync reduced: the step would apply weight decay alone.
-  // In f16 the gradients carry loss_scale(), which the step takes out.
+  // that no later sync reduced: the step would apply weight decay alone;
+  // the same when a unit holds gradients of its parameters used by later
+  // units (Note [Parameters tied across units]) that no sync of its own
+  // reduced. In f16 the gradients carry loss_scale(), which the step takes out.
   StepResult step(double lr);
   // The factor to multiply the loss by before backward: 1 unless f16.
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
@@ -162,6 +202,22 @@ class ZeroModule {
     std::size_t index;  // in handle(unit): its fqn(index), shape, shards
   };
   std::optional<ParamLocation> find_param(const std::string& name) const;  // nullopt: no unit has it
+  // A name of one unit tied to an earlier unit's parameter (Note
+  // [Parameters tied across units]).
+  struct TiedParam {
+    Unit user;
+    std::string fqn;    // the user's name
+    ParamLocation owner;
+  };
+  std::vector<TiedParam> tied_params() const;
+  // Views of parameter `name` of unit `unit` ("name" or "unit.name", own or
+  // tied) that stay valid across reshards, for layers that bind once: the
+  // unsharded parameter and the gradient the unit's backward scopes hand
+  // out (Scope::param and Scope::grad, whose memory exists only in scope).
+  struct ParamViews {
+    Tensor param, grad;
+  };
+  ParamViews param_views(Unit unit, const std::string& name) const;
   // Collective over the unit's groups: one parameter, fp32 on cpu, by name.
   // InvalidArgument (on every rank, before any collective) when no unit has it.
   Tensor full_param(const std::string& name);
@@ -191,12 +247,26 @@ class ZeroModule {
   CommPtr world_;
   ZeroModuleOptions options_;
   AllocatorPtr allocator_;
-  struct SeenParam {  // an earlier unit's parameter, to refuse ties across units
+  struct SeenParam {  // an earlier unit's parameter, to find ties across units
     std::weak_ptr<Storage> storage;
     std::size_t begin, end;  // bytes of the storage
-    std::string fqn, unit;
+    DType dtype;
+    Shape shape;
+    std::string fqn;
+    ParamLocation at;
   };
   std::vector<SeenParam> seen_params_;
+  struct Tie {  // Note [Parameters tied across units]
+    TiedParam param;
+    Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope
+  };
+  std::vector<Tie> ties_;
+  const Tie* find_tie(Unit user, const std::string& name) const;  // "name" or "unit.name"; null: none
+  // A user's scope: unshard the owners it needs (those it opened go to
+  // `opened`); in backward also check the order and give the tie gradients memory.
+  void open_ties(Unit user, bool backward, std::vector<Unit>* opened);
+  // A user's backward scope ends: its tie gradients go to their owners.
+  void add_tie_grads(Unit user);
   AllocatorPtr dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
   const AllocatorPtr& dry_host_allocator() const { return dry_host_memory_; }
   std::unique_ptr<StrategyPlan> plan_;
@@ -205,6 +275,8 @@ class ZeroModule {
   std::unique_ptr<DynamicLossScaler> scaler_;  // f16 only
   bool synced_since_step_ = false;  // a backward scope synced since the last step
   std::vector<int> unsynced_;       // per unit: backward scopes since its last sync that only accumulated
+  std::vector<bool> synced_;        // per unit: a backward scope of it synced since the last step
+  std::vector<int> tie_grads_;      // per unit: tie gradients added to it since its last sync
 };
 
 }  // namespace zrt::optim

@@ -75,18 +75,20 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
     module_->add_unit(unit.name, params);
   }
 
-  // Layers bind to the handles' unsharded views once; the views survive reshards.
-  std::map<std::string, std::pair<optim::FlatParamHandle*, std::size_t>> where;
+  // Layers bind to the module's views once; the views survive reshards. A
+  // name tied to an earlier unit's parameter reads the owner's unsharded
+  // parameter and accumulates into its unit's own gradient (Note
+  // [Parameters tied across units]).
+  std::map<std::string, optim::ZeroModule::Unit> unit_of;
   for (std::size_t u = 0; u < units.size(); ++u) {
-    optim::FlatParamHandle& h = module_->handle(u);
-    for (const auto& p : units[u].params) where[p.fqn()] = {&h, h.index_of(p.fqn())};
-    for (const auto& [second, primary] : units[u].tied) where[second] = {&h, h.index_of(primary)};
+    for (const auto& p : units[u].params) unit_of[p.fqn()] = u;
+    for (const auto& tied : units[u].tied) unit_of[tied.first] = u;
   }
   model_->bind([&](const std::string& fqn) {
-    auto it = where.find(fqn);
-    ZRT_CHECK_ARG(it != where.end(), "model asked for unknown parameter '", fqn, "'");
-    auto [h, i] = it->second;
-    return Param{h->param(i), h->grad(i)};
+    auto it = unit_of.find(fqn);
+    ZRT_CHECK_ARG(it != unit_of.end(), "model asked for unknown parameter '", fqn, "'");
+    const auto views = module_->param_views(it->second, fqn);
+    return Param{views.param, views.grad};
   });
 
   last_backward_stage_.assign(units.size(), -1);

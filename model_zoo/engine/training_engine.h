@@ -15,6 +15,10 @@
 // with pre_backward / post_backward. A unit used by several stages (the GPT
 // embedding and tied head) accumulates into its fp32 gradient at each use;
 // only the last use of the last micro-batch synchronises (reduce-scatter).
+// With the GPT head in a unit of its own (ModelConfig::head_unit) the head's
+// use of wte is a tie across units: its gradient goes into unit 0's fp32
+// gradient when the head's backward ends, before unit 0's own backward,
+// the last stage of the walk (Note [Parameters tied across units]).
 // The loss is the mean over every target of the GLOBAL batch: each
 // micro-batch's loss is its sum divided by the global target count, and
 // gradients are summed (not averaged) across ranks, so every world size,

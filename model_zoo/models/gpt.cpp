@@ -20,18 +20,21 @@ bool is_residual_projection(const std::string& fqn) {
 
 }  // namespace
 
-Gpt::Gpt(const GptDims& dims, DType dtype, Device device)
-    : dims_(dims), dtype_(dtype), device_(device) {}
+Gpt::Gpt(const GptDims& dims, DType dtype, Device device, bool head_unit)
+    : dims_(dims), head_unit_(head_unit), dtype_(dtype), device_(device) {}
 
-std::vector<UnitDef> Gpt::units() const {
+std::vector<UnitDef> Gpt::units() const { return units(head_unit_); }
+
+std::vector<UnitDef> Gpt::units(bool head_unit) const {
   const std::int64_t C = dims_.n_embd, V = dims_.vocab_size, P = dims_.block_size;
+  const std::vector<ParamDef> ln_f = {{"ln_f", "weight", {C}}, {"ln_f", "bias", {C}}};
+  const std::pair<std::string, std::string> lm_head = {"lm_head.weight", "wte.weight"};
   std::vector<UnitDef> units;
-  units.push_back({"embed_head",
-                   {{"wte", "weight", {V, C}},
-                    {"wpe", "weight", {P, C}},
-                    {"ln_f", "weight", {C}},
-                    {"ln_f", "bias", {C}}},
-                   {{"lm_head.weight", "wte.weight"}}});
+  units.push_back({head_unit ? "embed" : "embed_head", {{"wte", "weight", {V, C}}, {"wpe", "weight", {P, C}}}, {}});
+  if (!head_unit) {
+    units[0].params.insert(units[0].params.end(), ln_f.begin(), ln_f.end());
+    units[0].tied.push_back(lm_head);
+  }
   for (std::int64_t i = 0; i < dims_.n_layer; ++i) {
     const std::string h = block_path(i);
     units.push_back({h,
@@ -49,6 +52,7 @@ std::vector<UnitDef> Gpt::units() const {
                       {h + ".mlp.c_proj", "bias", {C}}},
                      {}});
   }
+  if (head_unit) units.push_back({"head", ln_f, {lm_head}});  // lm_head.weight: wte.weight of unit 0
   return units;
 }
 
@@ -57,7 +61,8 @@ std::map<std::string, Tensor> Gpt::init_params(std::uint64_t seed) const {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(dims_.n_layer));
   ParamInitStream rng(seed);
   std::map<std::string, Tensor> out;
-  for (const ParamDef& p : all_param_defs(units())) {
+  // In the default layout's order whatever the units: the same values either way.
+  for (const ParamDef& p : all_param_defs(units(false))) {
     const std::string fqn = p.fqn();
     const bool layer_norm = p.module_path.ends_with("ln_1") || p.module_path.ends_with("ln_2") ||
                             p.module_path == "ln_f";
@@ -93,7 +98,8 @@ void Gpt::bind(const ParamLookup& lookup) {
 
 int Gpt::stage_unit(int s) const {
   check_stage(s, "stage_unit");
-  return s == num_stages() - 1 ? 0 : s;
+  if (s < num_stages() - 1) return s;
+  return head_unit_ ? static_cast<int>(dims_.n_layer) + 1 : 0;
 }
 
 void Gpt::check_stage(int s, const char* what) const {

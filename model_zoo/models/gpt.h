@@ -19,18 +19,21 @@ namespace zrt::model_zoo {
 
 class Gpt : public Model {
  public:
-  Gpt(const GptDims& dims, DType dtype, Device device);
+  // head_unit: ln_f and the LM head in a last unit "head" (ModelConfig::head_unit).
+  Gpt(const GptDims& dims, DType dtype, Device device, bool head_unit = false);
 
   const GptDims& dims() const { return dims_; }
   std::string kind() const override { return "gpt"; }
   // unit 0 "embed_head" = wte, wpe, ln_f (+ tied lm_head.weight); unit i+1 = h.i.
+  // With a head unit: unit 0 "embed" = wte, wpe; unit L+1 "head" = ln_f (+
+  // lm_head.weight, tied to wte.weight in unit 0).
   std::vector<UnitDef> units() const override;
   // normal(0, 0.02) weights and embeddings; residual projections
   // (attn.c_proj.weight, mlp.c_proj.weight) normal(0, 0.02/sqrt(2·n_layer));
   // zero biases; LayerNorm weight 1, bias 0 (Note [Parameter init stream]).
   std::map<std::string, Tensor> init_params(std::uint64_t seed) const override;
   void bind(const ParamLookup& lookup) override;
-  // [embed (unit 0), h.0 .. h.{L-1} (units 1..L), ln_f + tied head + loss (unit 0)].
+  // [embed (unit 0), h.0 .. h.{L-1} (units 1..L), ln_f + tied head + loss (unit 0, or L+1 with a head unit)].
   int num_stages() const override { return static_cast<int>(dims_.n_layer) + 2; }
   int stage_unit(int s) const override;
   Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) override;
@@ -54,7 +57,10 @@ class Gpt : public Model {
   void check_stage(int s, const char* what) const;
   void check_bound(const char* what) const;
 
+  std::vector<UnitDef> units(bool head_unit) const;
+
   GptDims dims_;
+  bool head_unit_;
   DType dtype_;
   Device device_;
   std::optional<Embedding> embed_;

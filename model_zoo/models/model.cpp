@@ -12,7 +12,7 @@ std::string ParamDef::fqn() const {
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
   validate_model_config(config);
   if (config.kind == "gpt")
-    return std::make_unique<Gpt>(resolve_gpt_dims(config), config.dtype, config.device);
+    return std::make_unique<Gpt>(resolve_gpt_dims(config), config.dtype, config.device, config.head_unit);
   return std::make_unique<Mlp>(resolve_mlp_dims(config), config.dtype, config.device);
 }
 

@@ -27,7 +27,9 @@ struct ParamDef {
 struct UnitDef {
   std::string name;                                       // e.g. "h.3", "embed_head", "layers.0"
   std::vector<ParamDef> params;                           // module order
-  std::vector<std::pair<std::string, std::string>> tied;  // (second fqn, primary fqn)
+  // (second fqn, primary fqn); the primary is this unit's or an earlier
+  // unit's (a tie across units: Note [Parameters tied across units]).
+  std::vector<std::pair<std::string, std::string>> tied;
 };
 
 struct Batch {                 // one micro-batch on one rank

@@ -60,6 +60,7 @@ void validate_model_config(const ModelConfig& c) {
                 "' (gpt, mlp)");
   ZRT_CHECK_ARG(is_floating(c.dtype), "model config: compute dtype ", dtype_name(c.dtype),
                 " is not a floating type");
+  ZRT_CHECK_ARG(!c.head_unit || c.kind == "gpt", "model config: a head unit is a gpt layout, not ", c.kind, "'s");
   if (c.kind == "gpt") resolve_gpt_dims(c);
   else resolve_mlp_dims(c);
 }

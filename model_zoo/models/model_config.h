@@ -39,6 +39,10 @@ struct ModelConfig {
   std::optional<std::string> activation;
   DType dtype = DType::f32;     // compute dtype of parameters and activations
   Device device = Device::cpu();
+  // gpt: ln_f and the LM head in a wrap unit of their own ("head"), the head
+  // tied across units to wte in unit 0 (Note [Parameters tied across units]).
+  // Trains the same numbers as the default layout.
+  bool head_unit = false;
 };
 
 // The preset named by config.preset with the overrides applied; throws

@@ -40,6 +40,9 @@ BlockOwners block_owners(TrainingEngine& engine) {
     claim(h.full_grad_padded(), Category::gradients);
     claim(h.full_prec_grad_padded(), Category::gradients);
   }
+  // A use of a parameter tied across units has a gradient of its own in its unit's backward.
+  for (const auto& t : engine.module().tied_params())
+    claim(engine.module().param_views(t.user, t.fqn).grad, Category::gradients);
   return owners;
 }
 

@@ -391,6 +391,28 @@ void FlatParamHandle::zero_grad() {
   kernels::zero(zero1_grad_, options_.stream);
 }
 
+void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
+  ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
+  ZRT_CHECK_STATE(state_ == HandleState::idle || state_ == HandleState::forward ||
+                      state_ == HandleState::backward_pre,
+                  "flat parameter '", options_.name, "': add_to_grad called in state ", handle_state_name(state_));
+  const auto& p = layout_.params()[i];
+  ZRT_CHECK_ARG(grad.numel() == p.numel(), "flat parameter '", options_.name, "': a gradient of ", grad.numel(),
+                " elements for '", p.fqn, "' of ", p.numel());
+  if (full_prec_grad_.is_freed()) {
+    // As accumulate_runtime_grad finds it: the offloaded sum so far, or nothing yet.
+    alloc_storage(full_prec_grad_);
+    if (grad_offloaded_) {
+      full_prec_grad_.copy_(host_grad_, options_.stream);
+      grad_offloaded_ = false;
+    } else {
+      kernels::zero(full_prec_grad_, options_.stream);
+    }
+  }
+  kernels::accumulate_grad(full_prec_grad_.slice(layout_.param_offset(i), p.numel()), grad.flatten(), 1.0f,
+                           options_.stream);
+}
+
 std::vector<Tensor> FlatParamHandle::summon_full_params() {
   expect_state(HandleState::idle, "summon_full_params");
   state_ = HandleState::summon_full_params;

@@ -42,7 +42,10 @@
 // the fp32 gradient is reduce-scattered over the zero1 group into the zero1
 // gradient shard (optionally in a lower reduce dtype), all-reduced across
 // replica groups (hybrid sharding, and no-shard, whose replicas are the
-// whole world), and freed.
+// whole world), and freed. A use of one of the unit's parameters in another
+// unit adds its gradient into the fp32 gradient too (add_to_grad, Note
+// [Parameters tied across units] in zero_module.h), before this unit's
+// post_backward adds onto it.
 //
 // Note [Unshard on the communication stream]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -183,6 +186,13 @@ class FlatParamHandle {
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
   void zero_grad();
+  // Adds `grad` (parameter i's shape or numel; f32, bf16 or f16, on the
+  // device) into the fp32 unsharded gradient, allocating it (zeroed, or
+  // reloaded when offloaded) if this step has none yet: a use of the
+  // parameter outside this unit (Note [Parameters tied across units] in
+  // zero_module.h). The next post_backward accumulates onto it and a sync
+  // reduces the sum. Idle, or inside a forward or before post_backward.
+  void add_to_grad(std::size_t i, const Tensor& grad);
 
   // --- whole parameters -----------------------------------------------------
   // Collective over zero1: every original parameter in fp32, original shapes.

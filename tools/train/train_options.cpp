@@ -83,7 +83,7 @@ bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)-
 // elsewhere rather than silently ignored.
 void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
   const std::vector<const char*> gpt_only = {"--n-layer", "--n-head", "--n-embd", "--vocab-size", "--block-size",
-                                             "--seq-len"};
+                                             "--seq-len", "--head-unit"};
   const std::vector<const char*> mlp_only = {"--hidden", "--activation"};
   for (const char* f : o.model == "gpt" ? mlp_only : gpt_only)
     if (given(app, f)) ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
@@ -191,6 +191,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--block-size", o.block_size,
                  "gpt: positions of the position embedding, >= --seq-len (default: the preset's, raised to --seq-len)")
       ->check(kPositive);
+  app.add_flag("--head-unit", o.head_unit,
+               "gpt: ln_f and the LM head in a wrap unit of their own, the head tied across units to the token "
+               "embedding (the same numbers as the default layout, without --clip)");
   app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
   app.add_option("--activation", o.activation, "mlp: activation")->check(CLI::IsMember({"gelu", "relu"}));
   app.add_option("--data", o.data,
@@ -402,6 +405,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
             {"strategy", o.strategy},
             {"zero3_size", o.zero3_size},
             {"offload_grads", o.offload_grads},
+            {"head_unit", o.head_unit},
             {"offload_optimizer (kind)", o.offload_optimizer.substr(0, o.offload_optimizer.find(':'))},
             {"max_skipped_steps", o.max_skipped_steps},
             {"init_from (given)", !o.init_from.empty()},

@@ -15,6 +15,7 @@ struct TrainOptions {
   int block_size = 0;           // gpt positions (0: the preset's, raised to --seq-len)
   std::vector<int> hidden;      // mlp hidden widths (empty: the preset's)
   std::string activation = "gelu";
+  bool head_unit = false;       // gpt: ln_f and the LM head in a unit of their own, tied across units to wte
   // data
   std::string data;             // empty: the embedded default dataset
   int steps = 200;

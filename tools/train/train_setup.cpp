@@ -47,6 +47,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   }
   if (!o.hidden.empty()) m.hidden = std::vector<std::int64_t>(o.hidden.begin(), o.hidden.end());
   if (o.model == "mlp") m.activation = o.activation;
+  m.head_unit = o.head_unit;
 
   auto& e = c.engine;
   e.strategy = *optim::parse_strategy(o.strategy);

@@ -28,7 +28,8 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.cpu_streams = setup.cpu_streams;
   c.engine.adamw.beta2 = 0.95;
   c.engine.adamw.weight_decay = 0.1;
-  c.engine.adamw.max_grad_norm = 1.0;
+  c.engine.adamw.max_grad_norm = setup.max_grad_norm;
+  c.model.head_unit = setup.head_unit;
   c.batch_size = setup.batch_size;
   c.seq_len = 16;
   c.micro_batches = setup.micro_batches;
@@ -203,7 +204,8 @@ std::string describe(const TrainSetup& s) {
          " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
          (s.device.is_cpu() ? "" : " " + s.device.str()) + " prefetch=" + std::to_string(s.prefetch) +
          (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "") +
-         (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer" : "");
+         (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer" : "") +
+         (s.head_unit ? " head_unit" : "") + (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "");
 }
 
 }  // namespace zrt::testing

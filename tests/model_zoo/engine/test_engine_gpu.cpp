@@ -3,8 +3,9 @@
 // tensors on the module's streams) trains as the same setup on the CPU does,
 // within the tolerances the CPU equivalence tests use (Note [Comparing
 // training runs]: cuBLAS and the CPU GEMMs sum in other orders); prefetch
-// depths 0, 1 and 2 train bit for bit alike on the device, as on the CPU;
-// steps after the second call cudaMalloc no more.
+// depths 0, 1 and 2 train bit for bit alike on the device, as on the CPU,
+// and so do GPT's head unit and its default layout; steps after the second
+// call cudaMalloc no more.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>
@@ -42,6 +43,28 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number_on_the_device) {
     expect_prefetch_depths_alike(2, s);
   } catch (const std::exception& e) {
     BOOST_ERROR(e.what());
+  }
+}
+
+// GPT's head unit (a tie across units, Note [Parameters tied across units])
+// on the device: the tie's gradient buffer, its addition into the owner's
+// fp32 gradient and the owner's gathers all on the module's streams; bit for
+// bit as the default layout there, as on the CPU (clipping off).
+BOOST_AUTO_TEST_CASE(head_unit_trains_as_the_default_layout_on_the_device) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    TrainSetup s;
+    s.device = Device::cuda(0);
+    s.dtype = dtype;
+    s.micro_batches = 2;
+    s.steps = 4;
+    s.max_grad_norm = 0;
+    TrainSetup head = s;
+    head.head_unit = true;
+    try {
+      expect_bitwise_alike(2, s, {head});
+    } catch (const std::exception& e) {
+      BOOST_ERROR(e.what());
+    }
   }
 }
 

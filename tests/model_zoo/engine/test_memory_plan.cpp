@@ -111,6 +111,10 @@ std::vector<Case> sweep(const std::string& scratch) {
         [=](TrainerConfig& c) { c.engine.prefetch = prefetch; });
   add("gpt tiny, 2 ranks, checkpointing blocks", 2,
       [](TrainerConfig& c) { c.engine.checkpointing = parse_activation_checkpointing("blocks"); });
+  add("gpt tiny, 3 ranks, head unit, 2 micro-batches", 3, [](TrainerConfig& c) {
+    c.model.head_unit = true;  // the tie's gradient buffer in the head's backward
+    c.micro_batches = 2;
+  });
   add("gpt tiny, 1 rank, offload grads, 3 micro-batches", 1, [](TrainerConfig& c) {
     c.engine.offload_grads = true;
     c.micro_batches = 3;
