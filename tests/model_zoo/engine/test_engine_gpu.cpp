@@ -5,11 +5,17 @@
 // training runs]: cuBLAS and the CPU GEMMs sum in other orders); prefetch
 // depths 0, 1 and 2 train bit for bit alike on the device, as on the CPU,
 // and so do GPT's head unit and its default layout; steps after the second
-// call cudaMalloc no more.
+// call cudaMalloc no more; a CUDA run saved (synchronously, and in the
+// background through pinned staging) and resumed continues bit for bit.
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "zrt/runtime/comm/local_comm.h"
 
@@ -94,6 +100,51 @@ BOOST_AUTO_TEST_CASE(steady_steps_make_no_cuda_malloc) {
     });
     for (const auto& r : raw) BOOST_TEST(r.back() == r[1], describe(s));
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_cuda_run_saved_in_the_background_resumes_bit_exactly) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("zrt-gpu-ckpt-" + std::to_string(::getpid()));
+  TrainSetup s;
+  s.device = Device::cuda(0);
+  s.dtype = DType::bf16;
+  s.micro_batches = 2;
+  s.steps = 6;
+  const TrainOutput never_stopped = train_tiny_on_local_ranks(2, s);
+  TrainSetup background = s;
+  background.checkpoint_async = true;
+  TrainOutput resumed;
+  run_local_ranks(2, [&](const CommPtr& world) {
+    {
+      TrainOutput first;
+      auto t = tiny_trainer(world, background);
+      train_until(*t, 3, first);
+      t->save_checkpoint(optim::checkpoint_into((dir / "async").string()));  // pinned staging, then a thread
+      optim::save_checkpoint(t->engine().module(), t->next_step(), optim::checkpoint_into((dir / "sync").string()));
+      train_until(*t, 4, first);  // changes every shard while the background write may still run
+      t->wait_for_checkpoint();
+    }
+    auto t = tiny_trainer(world, s);
+    t->resume((dir / "async").string());
+    TrainOutput o;  // steps 3, 4 and 5
+    train_until(*t, 6, o);
+    o.params = full_params(*t);
+    if (world->rank() == 0) resumed = std::move(o);
+  });
+  auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  for (const auto& e : fs::directory_iterator(dir / "sync" / "step-000003"))
+    BOOST_TEST(bytes(e.path()) == bytes(dir / "async" / "step-000003" / e.path().filename()),
+               e.path().filename() << ": the background save differs from the synchronous one");
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  // Steps 4-6 of the resumed run against the never-stopped run's.
+  BOOST_REQUIRE_EQUAL(resumed.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i)
+    BOOST_TEST(resumed.losses[i] == never_stopped.losses[3 + i], "loss of step " << 3 + i);
+  for (const auto& [name, want] : never_stopped.params) BOOST_TEST(resumed.params.at(name) == want, name);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
