@@ -193,7 +193,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kPositive);
   app.add_flag("--head-unit", o.head_unit,
                "gpt: ln_f and the LM head in a wrap unit of their own, the head tied across units to the token "
-               "embedding (the same numbers as the default layout, without --clip)");
+               "embedding (the same numbers as the default layout when --clip is 0)");
   app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
   app.add_option("--activation", o.activation, "mlp: activation")->check(CLI::IsMember({"gelu", "relu"}));
   app.add_option("--data", o.data,
