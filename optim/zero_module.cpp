@@ -404,6 +404,15 @@ StepResult ZeroModule::step(double lr) {
   return optimizer().step(lr, scaler_.get());
 }
 
+void ZeroModule::discard_gradients() {
+  wait_for_reduced_grads();  // the reductions in flight write the shards zeroed here
+  for (auto& h : handles_) h->zero_grad();
+  synced_since_step_ = false;
+  synced_.assign(synced_.size(), false);
+  unsynced_.assign(unsynced_.size(), 0);
+  tie_grads_.assign(tie_grads_.size(), 0);
+}
+
 std::map<std::string, Tensor> ZeroModule::full_params() {
   std::map<std::string, Tensor> out;
   for (auto& h : handles_) {

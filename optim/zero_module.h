@@ -188,6 +188,11 @@ class ZeroModule {
   // units (Note [Parameters tied across units]) that no sync of its own
   // reduced. In f16 the gradients carry loss_scale(), which the step takes out.
   StepResult step(double lr);
+  // Drops every gradient accumulated or reduced since the last step (a step
+  // whose update is withheld): the next backward scopes start a step afresh,
+  // also the scopes of units that use parameters of earlier units. Every
+  // unit must be idle (no scope open).
+  void discard_gradients();
   // The factor to multiply the loss by before backward: 1 unless f16.
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
   // Collective: every parameter, fp32 on cpu, by its name ("unit.name" or the

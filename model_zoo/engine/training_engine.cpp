@@ -238,6 +238,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     stats.inconsistencies = optim::check_consistency(*module_);
     if (check == ConsistencyCheck::stop && !stats.inconsistencies.empty()) {
       stats.update_withheld = true;  // no update from data the ranks disagree on
+      module_->discard_gradients();  // so the step can be trained again once repaired
       return stats;
     }
   }
