@@ -376,12 +376,16 @@ void FlatParamHandle::post_backward(bool sync_grads) {
   if (sync_grads) {
     reduce_grads();
   } else if (options_.offload_grads) {
-    if (host_grad_.is_freed()) alloc_storage(host_grad_);
-    host_grad_.copy_(full_prec_grad_, options_.stream);
-    free_storage(full_prec_grad_);
-    grad_offloaded_ = true;
+    offload_grad();
   }
   state_ = HandleState::idle;
+}
+
+void FlatParamHandle::offload_grad() {
+  if (host_grad_.is_freed()) alloc_storage(host_grad_);
+  host_grad_.copy_(full_prec_grad_, options_.stream);
+  free_storage(full_prec_grad_);
+  grad_offloaded_ = true;
 }
 
 void FlatParamHandle::zero_grad() {
@@ -411,6 +415,10 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
   }
   kernels::accumulate_grad(full_prec_grad_.slice(layout_.param_offset(i), p.numel()), grad.flatten(), 1.0f,
                            options_.stream);
+  // Outside its own backward scope the sum goes back to host memory, as a
+  // post_backward without sync leaves it: the device does not hold it while
+  // other units' backward runs.
+  if (options_.offload_grads && state_ != HandleState::backward_pre) offload_grad();
 }
 
 std::vector<Tensor> FlatParamHandle::summon_full_params() {

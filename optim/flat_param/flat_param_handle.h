@@ -191,7 +191,9 @@ class FlatParamHandle {
   // reloaded when offloaded) if this step has none yet: a use of the
   // parameter outside this unit (Note [Parameters tied across units] in
   // zero_module.h). The next post_backward accumulates onto it and a sync
-  // reduces the sum. Idle, or inside a forward or before post_backward.
+  // reduces the sum; with offload_grads, outside this unit's own backward
+  // the sum goes back to host memory at once. Idle, or inside a forward or
+  // before post_backward.
   void add_to_grad(std::size_t i, const Tensor& grad);
 
   // --- whole parameters -----------------------------------------------------
@@ -205,6 +207,8 @@ class FlatParamHandle {
   static FlatParamLayout checked_layout(const std::vector<NamedParam>& params, const ZeroGroups& groups,
                                        const FlatParamOptions& options, std::vector<SharedParamSpec>* shared);
   void expect_state(HandleState expected, const char* call) const;
+  // The fp32 unsharded gradient to pinned host memory (offload_grads), freed on the device.
+  void offload_grad();
   void validate_across_ranks() const;
   Tensor new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const;
   Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const {

@@ -370,6 +370,38 @@ BOOST_AUTO_TEST_CASE(the_owner_reduces_after_its_users) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(offloaded_owner_gradients_stay_on_the_host_between_uses) {
+  // With offload_grads the owner's fp32 gradient is on the device only while
+  // gradients are added to it: a user's tie gradient goes in and the sum goes
+  // back to host memory, as the owner's own accumulating backward leaves it.
+  std::mt19937_64 rng(5);
+  const Params init = make_params({5, 3}, rng);
+  try {
+    run_local_ranks(2, [&](const CommPtr& world) {
+      optim::ZeroModuleOptions options;
+      options.offload_grads = true;
+      optim::ZeroModule module(world, options);
+      const Tensor E = tensor_of(init.E, {5, 3});
+      const auto embed = module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
+      const auto head = module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
+      for (int micro = 0; micro < 2; ++micro) {
+        const bool last = micro == 1;
+        {
+          auto scope = module.backward(head, last);
+          module.synchronize();
+          scope.grad("weight").data<float>()[0] += 1.0f;
+        }
+        ZRT_EXPECT(module.handle(embed).full_prec_grad_padded().is_freed(),
+                   "the owner's fp32 gradient stays on the device after a user's backward (micro-batch ", micro, ")");
+        { auto scope = module.backward(embed, last); }
+      }
+      module.step(kLr);
+    });
+  } catch (const std::exception& e) {
+    BOOST_ERROR(e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(only_whole_tensors_tie) {
   std::mt19937_64 rng(5);
   const Params init = make_params({5, 3}, rng);
