@@ -9,7 +9,10 @@
 namespace zrt::optim {
 
 BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module)
-    : module_(module), comm_(module.world()->split(0, module.world()->rank(), module.world()->name() + "/checkpoint")) {}
+    : module_(module), comm_(module.world()->split(0, module.world()->rank(), module.world()->name() + "/checkpoint")) {
+  // A writer waiting for a slow rank is not where training is stuck (Note [Flight recorder]).
+  comm_->use_own_flight_recorder();
+}
 
 BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {
   try {

@@ -13,8 +13,11 @@
 // what it leaves after a synchronous save. Its agreements (Note [Ranks agree
 // on checkpoints]) run on a communicator of the saver's own, split from the
 // world when the saver is made, so they never interleave with training's
-// collectives. One save is in flight at a time: the next save, a load and
-// wait() wait for it and throw its CheckpointError, the same on every rank;
+// collectives (and recording in a flight-recorder ring of its own, so a
+// report of a hang shows where training is, not the writer). One save is in
+// flight at a time: the next save and wait() wait for it and throw its
+// CheckpointError, the same on every rank (Trainer::resume waits too;
+// load_checkpoint knows nothing of a saver: wait() before loading);
 // a snapshot that fails on one rank (staging memory) fails that save on
 // every rank through the same agreement. The price is host memory: one
 // checkpoint's worth of this rank's file (staging_bytes()).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <cstring>
 #include <filesystem>
@@ -138,7 +139,11 @@ void CheckpointReader::read_shards(const std::vector<ShardKey>& keys) {
   // Reading from the page cache is a copy per thread: a few threads, not one per core.
   const std::size_t threads = std::min<std::size_t>({jobs.size(), 4, std::max(1u, std::thread::hardware_concurrency())});
   std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  try {
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: those started and this one read them all.
+  }
   work();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)

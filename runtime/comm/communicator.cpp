@@ -212,6 +212,8 @@ std::vector<std::vector<std::byte>> Communicator::all_gather_bytes(
   return on_calling_thread("all_gather_bytes", [&] { return do_all_gather_bytes(mine); });
 }
 
+void Communicator::use_own_flight_recorder() { flight_ = std::make_shared<FlightRecorder>(rank_); }
+
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   return split(color, key, detail::concat(name_, "/split(", color, ")"));
 }

@@ -57,6 +57,11 @@ class Communicator {
   // This rank's ring of its last collectives, shared by the groups split
   // from this one (Note [Flight recorder]).
   const std::shared_ptr<FlightRecorder>& flight_recorder() const { return flight_; }
+  // Records this group's collectives in a ring of its own from now on: a
+  // group whose collectives run beside the rank's others (a background
+  // checkpoint writer's), which would otherwise look like where the rank is
+  // stuck in a report of the rank's ring.
+  void use_own_flight_recorder();
 
   // out.numel() == size() * in.numel(); rank r's input lands at [r*n, (r+1)*n).
   void all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream = {});
