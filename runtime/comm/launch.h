@@ -35,15 +35,32 @@ struct World {
   CommPtr comm;
   int local_rank = 0;
   LaunchInfo launch;
+  CommPtr bootstrap;  // the MPI world an NCCL world was bootstrapped over, kept for the run
 };
 
+// What carries a launched world's collectives.
+//  - automatic: NCCL when the world's tensors are on CUDA and this build has
+//    NCCL (under mpirun and srun MPI only shares NCCL's id), else MPI; a
+//    torchrun-style launch is always NCCL (bootstrapped over TCP).
+//  - mpi: MPI, CUDA tensors staged through host memory (mpirun, srun).
+//  - nccl: NCCL, or an InvalidArgument saying why it cannot be.
+enum class WorldTransport { automatic, mpi, nccl };
+const char* world_transport_name(WorldTransport t);
+WorldTransport parse_world_transport(const std::string& s);  // InvalidArgument naming the choices
+
+// Whether a launch of more than one rank gets an NCCL world for tensors on
+// `device`; InvalidArgument naming the conflict (NCCL for cpu tensors, MPI
+// under torchrun, NCCL in a build without it).
+bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport transport, bool nccl_built);
+
 // The world communicator for this process: a size-1 world whose collectives
-// are copies for a single process, the MPI world under mpirun or Slurm (MPI
-// is initialised if needed). A torchrun-style launch of more than one rank
-// gets an NCCL world on device_for_local_rank(LOCAL_RANK) (CUDA tensors only), bootstrapped by
-// a TcpRendezvous on MASTER_ADDR:MASTER_PORT; in a build without NCCL it
-// throws InvalidState saying to use mpirun or srun.
-World init_world(std::chrono::milliseconds timeout = default_comm_timeout());
+// are copies for a single process; for more ranks the transport
+// world_uses_nccl picks: NCCL on device_for_local_rank(local rank) (CUDA
+// tensors only), bootstrapped by MPI under mpirun or Slurm and by a
+// TcpRendezvous on MASTER_ADDR:MASTER_PORT under torchrun, or the MPI world
+// (MPI is initialised if needed).
+World init_world(std::chrono::milliseconds timeout = default_comm_timeout(), Device device = Device::cpu(),
+                 WorldTransport transport = WorldTransport::automatic);
 
 // The one rule for a rank's GPU: local rank modulo the devices present (so
 // several ranks may share one), 0 when there are none.

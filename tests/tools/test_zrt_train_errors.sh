@@ -43,6 +43,8 @@ expect_error "batch not divisible" "divisible|divide" --ranks 2 --batch-size 3
 expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --micro-batches 4
 expect_error "unknown preset" "preset" --preset huge
 expect_error "activation checkpointing every:0" "activation checkpointing .every:0. is not one of none, blocks, every:N" --activation-checkpointing every:0
+expect_error "--transport nccl on cpu" "transport nccl moves CUDA tensors only" --transport nccl
+expect_error "--checkpoint-async without a directory" "checkpoint-async needs --checkpoint-dir" --checkpoint-async
 expect_error "unknown flag value" "dtype" --dtype fp8
 expect_error "on-inconsistency without a check" "--on-inconsistency is read by --check-consistency N only" --on-inconsistency warn
 expect_error "fit without plan" "--fit 1GiB is read by --plan only" --fit 1GiB

@@ -340,7 +340,7 @@ int bench_train(int argc, char** argv) {
         if (world->rank() == 0) world_size = world->size();
         run_rank(world, local_rank, o, run);
       },
-      o.threads);
+      o.threads, train::world_device(o.train), parse_world_transport(o.train.transport));
   if (run.results.empty()) return 0;  // not rank 0 of an MPI world
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;

@@ -389,7 +389,7 @@ int main(int argc, char** argv) {
             throw;
           }
         },
-        o.threads);
+        o.threads, train::world_device(o), parse_world_transport(o.transport));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
     return 1;

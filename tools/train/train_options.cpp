@@ -239,6 +239,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::IsMember({"none", "comm", "all"}));
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--transport", o.transport,
+                 "what carries an mpirun/srun world's collectives: auto (NCCL for --device cuda when built with it, "
+                 "else MPI), mpi (CUDA tensors staged through host memory) or nccl (MPI only shares its id); "
+                 "torchrun launches are NCCL")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--strategy", o.strategy, "sharding strategy")
       ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
   app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
@@ -313,6 +318,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                 o.steps, " (the default warm-up is cut to --steps; an explicit one is not)");
   ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
                 " is shorter than --seq-len ", o.seq_len, ": every position of a sequence needs an embedding");
+  ZRT_CHECK_ARG(o.transport != "nccl" || o.device == "cuda", "--transport nccl moves CUDA tensors only: it needs "
+                "--device cuda");
   if (o.checkpoint_dir.empty()) {
     ZRT_CHECK_ARG(o.checkpoint_every == 0, "--checkpoint-every needs --checkpoint-dir");
     ZRT_CHECK_ARG(o.keep_last == 0, "--keep-last needs --checkpoint-dir");

@@ -31,6 +31,7 @@ struct TrainOptions {
   // runtime
   std::string dtype = "fp32";   // fp32 | bf16 | fp16
   std::string device = "cpu";   // cpu | cuda
+  std::string transport = "auto";  // a launched world's: auto | mpi | nccl (WorldTransport)
   std::string reduce_dtype = "fp32";  // gradient reduce-scatter dtype
   int prefetch = 1;             // units gathered ahead: 0, 1 or 2
   std::string activation_checkpointing = "none";  // none | blocks | every:N (Note [Activation checkpointing])

@@ -95,7 +95,10 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, Tra
   return model_zoo::Trainer(world, std::move(config), std::move(data), o.init_from.empty() ? nullptr : &initial);
 }
 
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn, int threads) {
+Device world_device(const TrainOptions& o) { return o.device == "cuda" ? Device::cuda(0) : Device::cpu(); }
+
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn, int threads, Device device,
+               WorldTransport transport) {
   auto kernel_threads = [&](int ranks_here) {
     kernels::set_cpu_threads(threads > 0 ? threads : kernels::default_cpu_threads(ranks_here));
   };
@@ -105,7 +108,7 @@ void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& 
       fn(world, world->rank());
     });
   } else {
-    World w = init_world();
+    World w = init_world(default_comm_timeout(), device, transport);
     kernel_threads(w.launch.local_size);
     fn(w.comm, w.local_rank);
   }

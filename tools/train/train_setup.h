@@ -10,6 +10,7 @@
 #include "zrt/model_zoo/data/dataset.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/comm/launch.h"
 
 namespace zrt::train {
 
@@ -33,9 +34,12 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, mod
 // ranks as threads (the local backend) when positive, else the launch world
 // (mpirun, Slurm, torchrun, or a single process). Each rank runs its CPU
 // kernels on `threads` threads, or (0) on its share of the host's cores
-// (kernels::default_cpu_threads). Rethrows a rank's error.
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn,
-               int threads = 0);
+// (kernels::default_cpu_threads). A launch world carries the ranks' tensors
+// (on `device`'s kind) over `transport` (launch.h). Rethrows a rank's error.
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn, int threads = 0,
+               Device device = Device::cpu(), WorldTransport transport = WorldTransport::automatic);
+// The device kind and transport of the options (--device, --transport), for run_ranks.
+Device world_device(const TrainOptions& o);
 
 // "1.5 GiB": bytes for people.
 std::string human_bytes(double bytes);

@@ -2,6 +2,7 @@
 // single-process world.
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -68,6 +69,40 @@ BOOST_AUTO_TEST_CASE(bad_values_are_named) {
                           return std::string(e.what()).find("RANK='x1'") != std::string::npos;
                         });
   BOOST_CHECK_THROW(detect_launch(fake({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), InvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
+  LaunchInfo mpi, slurm, torch, single;
+  mpi.launcher = Launcher::mpirun, mpi.size = 4;
+  slurm.launcher = Launcher::slurm, slurm.size = 2;
+  torch.launcher = Launcher::torchrun, torch.size = 2;
+  const Device cuda = Device::cuda(0), cpu = Device::cpu();
+  using T = WorldTransport;
+  for (const LaunchInfo& l : {mpi, slurm}) {
+    BOOST_TEST(world_uses_nccl(l, cuda, T::automatic, true));    // MPI only shares NCCL's id
+    BOOST_TEST(!world_uses_nccl(l, cuda, T::automatic, false));  // no NCCL built: host-staged MPI
+    BOOST_TEST(!world_uses_nccl(l, cuda, T::mpi, true));         // asked for
+    BOOST_TEST(!world_uses_nccl(l, cpu, T::automatic, true));    // cpu tensors: MPI
+    BOOST_TEST(world_uses_nccl(l, cuda, T::nccl, true));
+  }
+  BOOST_TEST(world_uses_nccl(torch, cuda, T::automatic, true));
+  BOOST_TEST(world_uses_nccl(torch, cpu, T::automatic, true));  // torchrun has no MPI; NCCL says so on cpu tensors
+  BOOST_TEST(!world_uses_nccl(single, cuda, T::nccl, false));   // one rank: no transport
+  auto refused = [](const std::function<void()>& f, const std::string& says) {
+    try {
+      f();
+    } catch (const InvalidArgument& e) {
+      BOOST_TEST(std::string(e.what()).find(says) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_ERROR("not refused: " << says);
+  };
+  refused([&] { world_uses_nccl(torch, cuda, T::mpi, true); }, "needs mpirun or srun");
+  refused([&] { world_uses_nccl(mpi, cpu, T::nccl, true); }, "CUDA tensors only");
+  refused([&] { world_uses_nccl(mpi, cuda, T::nccl, false); }, "needs a zrt built with CUDA and NCCL");
+  refused([&] { world_uses_nccl(torch, cuda, T::automatic, false); }, "launch with mpirun or srun instead");
+  refused([&] { parse_world_transport("gloo"); }, "auto, mpi, nccl");
+  BOOST_TEST((parse_world_transport("nccl") == T::nccl));
 }
 
 BOOST_AUTO_TEST_CASE(single_process_world_copies) {
