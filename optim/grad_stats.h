@@ -10,6 +10,9 @@
 // They are combined with `max` instead, which also makes every replica agree
 // on the same bits of the norm (and so on the same clip coefficient) and on
 // the non-finite flag. The flag travels as a count in the same all-reduce.
+// Each handle's two numbers are reduced on their own (one collective per
+// group carries every handle's) and summed on the host in handle order, so
+// the host waits once per step for all of them.
 #pragma once
 
 #include <span>
