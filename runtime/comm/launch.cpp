@@ -91,7 +91,8 @@ bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport tra
                 "only; cpu tensors use mpi (or auto)");
   const bool nccl = torchrun || transport == WorldTransport::nccl ||
                     (transport == WorldTransport::automatic && device.is_cuda() && nccl_built);
-  ZRT_CHECK_ARG(!nccl || nccl_built, "a ", launcher_name(launch.launcher), " launch of ", launch.size, " ranks ",
+  // What the build lacks is a state of this zrt, not a wrong argument.
+  ZRT_CHECK_STATE(!nccl || nccl_built, "a ", launcher_name(launch.launcher), " launch of ", launch.size, " ranks ",
                 torchrun ? "(its world is NCCL, bootstrapped over TCP on MASTER_ADDR:MASTER_PORT) " : "with the nccl transport ",
                 "needs a zrt built with CUDA and NCCL; this build has none",
                 torchrun ? ": launch with mpirun or srun instead" : ": use --transport mpi or auto");
