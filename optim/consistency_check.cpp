@@ -49,8 +49,11 @@ Tensor on_host(const Tensor& t, Stream stream) {
 Tensor master_in_compute_dtype(const FlatParamHandle& h) {
   const FlatParamOptions& o = h.options();
   if (o.param_dtype == DType::f32) return h.zero1_shard();
-  Tensor cast = Tensor::empty({h.zero1_shard().numel()}, o.param_dtype, o.device, o.allocator, o.stream);
-  kernels::cast(cast, h.zero1_shard(), o.stream);
+  // Where the master is (Note [Master in host memory]).
+  const bool host = o.master_on_host;
+  Tensor cast = Tensor::empty({h.zero1_shard().numel()}, o.param_dtype, host ? Device::cpu() : o.device,
+                              host ? o.host_allocator : o.allocator, o.stream);
+  kernels::cast(cast, h.zero1_shard(), h.master_stream());
   return cast;
 }
 

@@ -10,12 +10,15 @@ namespace zrt::optim {
 
 namespace {
 
-// fp32, like the zero1 shard, on its device, from its allocator; zeroed as
-// torch initialises exp_avg / exp_avg_sq.
+// fp32, like the zero1 shard, where it lives (its device and allocator, or
+// host memory, Note [Master in host memory]); zeroed as torch initialises
+// exp_avg / exp_avg_sq.
 Tensor zeroed_state_like(const FlatParamHandle& h) {
   const FlatParamOptions& o = h.options();
-  Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, o.device, o.allocator, o.stream);
-  kernels::zero(t, o.stream);
+  const bool host = o.master_on_host;
+  Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, host ? Device::cpu() : o.device,
+                           host ? o.host_allocator : o.allocator, o.stream);
+  kernels::zero(t, h.master_stream());
   return t;
 }
 
@@ -54,8 +57,11 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
     handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h), on_disk ? Tensor() : zeroed_state_like(*h),
                         shard_decay_ranges(*h, options_.decays)});
   }
-  ZRT_CHECK_ARG(offload_.kind != OptimizerOffload::Kind::host || raw_handles_.front()->options().device.is_cpu(),
-                "ZeroAdamW: optimizer offload to host memory is not available for CUDA handles yet (use disk:DIR)");
+  for (const FlatParamHandle* h : raw_handles_)
+    ZRT_CHECK_ARG(h->options().master_on_host == (offload_.kind == OptimizerOffload::Kind::host), "ZeroAdamW: ",
+                  "optimizer offload ", offload_.str(), " needs handles whose master is ",
+                  offload_.kind == OptimizerOffload::Kind::host ? "" : "not ", "in host memory; ", h->name(),
+                  "'s is ", h->options().master_on_host ? "" : "not ", "(FlatParamOptions::master_on_host)");
   if (offload_.kind == OptimizerOffload::Kind::disk) {
     // One stream orders every handle's update before its chunk is written back.
     for (const FlatParamHandle* h : raw_handles_)
@@ -82,7 +88,7 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp, const kernel
     }
     FlatParamHandle& h = *s.handle;
     kernels::fused_adamw(h.zero1_shard().slice(c.begin, c.count), c.exp_avg, c.exp_avg_sq,
-                         h.zero1_grad().slice(c.begin, c.count), step_ + 1, hp, decay, step_options,
+                         h.master_grad().slice(c.begin, c.count), step_ + 1, hp, decay, step_options,
                          h.options().stream);
   });
 }
@@ -124,9 +130,16 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
   if (moments_) step_offloaded(hp, step_options);
   for (ShardState& s : handles_) {
     FlatParamHandle& h = *s.handle;
+    if (h.master_stream() != h.options().stream) {
+      // Note [Master in host memory]: the host updates the master once the
+      // gradient's copy down has landed (the statistics' read above waited
+      // for the handles' first stream only).
+      h.wait_for_reduced_grads();
+      h.options().stream.synchronize();
+    }
     if (!moments_)
-      kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.zero1_grad(), r.step, hp, s.decay_ranges,
-                           step_options, h.options().stream);
+      kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.master_grad(), r.step, hp, s.decay_ranges,
+                           step_options, h.master_stream());
     h.mark_params_updated();
   }
   step_ = r.step;

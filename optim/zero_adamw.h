@@ -18,8 +18,9 @@
 //      the gradient is read once and never rewritten.
 //   4. Each handle is marked updated: its next unshard casts the new fp32
 //      master to the compute dtype and gathers it.
-// m and v are fp32, shaped and sharded exactly like each zero1 shard, on the
-// handle's device from its allocator.
+// m and v are fp32, shaped and sharded exactly like each zero1 shard, where
+// the master is: on the handle's device from its allocator, or in host
+// memory with it (Note [Master in host memory]).
 #pragma once
 
 #include <cstdint>
@@ -67,8 +68,9 @@ class ZeroAdamW {
   // groups; every rank passes its handles in the same order. Decay ranges
   // are computed here, once. `offload` disk keeps m and v in a scratch file
   // (Note [Optimizer state on disk]) and needs every handle on one stream;
-  // host changes nothing on a CPU device (the state is in host memory
-  // already) and is refused for CUDA handles, where it is not built yet.
+  // host keeps m and v beside the handles' masters in host memory and runs
+  // the update there (Note [Master in host memory]); it needs handles built
+  // with FlatParamOptions::master_on_host, and only those.
   ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {}, OptimizerOffload offload = {});
   ZeroAdamW(const ZeroAdamW&) = delete;
   ZeroAdamW& operator=(const ZeroAdamW&) = delete;

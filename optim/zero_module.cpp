@@ -158,6 +158,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
   o.reshard_after_forward = plan_->reshard_after_forward;
   o.reshard_after_backward = plan_->reshard_after_backward;
   o.offload_grads = options_.offload_grads;
+  o.master_on_host = options_.offload_optimizer.kind == OptimizerOffload::Kind::host;
   o.device = options_.device;
   o.allocator = allocator_;
   if (options_.dry_run) o.host_allocator = dry_host_allocator();

@@ -39,6 +39,9 @@ class Allocator {
   // inferred; a no-op for allocators that free at once.
   virtual void record_use(void* /*ptr*/, Stream /*stream*/) {}
   virtual Device device() const = 0;
+  // Host memory that a CUDA copy reads or writes without staging (pinned,
+  // cudaHostAlloc): what Tensor::copy_async_ needs on its host side.
+  virtual bool page_locked() const { return false; }
   virtual MemoryStats stats() const { return {}; }
   // Returns cached memory that no block uses to the raw source (a no-op for
   // allocators without a cache).

@@ -44,9 +44,11 @@ void host_cast(const void* src, DType src_t, void* dst, DType dst_t, std::int64_
   });
 }
 
-// Copies raw bytes between any two devices; synchronous when the host is involved.
+// Copies raw bytes between any two devices; synchronous when the host is
+// involved unless `host_waits` is false (the host side is page-locked and
+// the caller orders its use by the stream).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t n,
-                [[maybe_unused]] Stream stream) {
+                [[maybe_unused]] Stream stream, [[maybe_unused]] bool host_waits = true) {
   if (n == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
     std::memcpy(dst, src, n);
@@ -60,7 +62,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
     ZRT_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, n, s));
   else
     ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s));
-  if (dst_dev.is_cpu() || src_dev.is_cpu() || stream.is_cpu()) ZRT_CUDA_CHECK(cudaStreamSynchronize(s));
+  if ((host_waits && (dst_dev.is_cpu() || src_dev.is_cpu())) || stream.is_cpu())
+    ZRT_CUDA_CHECK(cudaStreamSynchronize(s));
 #else
   ZRT_THROW(InvalidArgument, "copy between ", src_dev.str(), " and ", dst_dev.str(),
             ": this build of zrt has no CUDA support");
@@ -241,6 +244,18 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
     host_cast(src_host.data_ptr(), src.dtype(), dst_host.data_ptr(), dtype_, numel_);
     copy_bytes(d, device(), dst_host.data_ptr(), Device::cpu(), nbytes(), stream);
   }
+  return *this;
+}
+
+Tensor& Tensor::copy_async_(const Tensor& src, Stream stream) {
+  ZRT_CHECK_ARG(src.dtype() == dtype_, "copy_async_ into ", str(), " from ", src.str(), ": dtypes differ");
+  if (device().is_cpu() == src.device().is_cpu()) return copy_(src, stream);
+  const Tensor& host = device().is_cpu() ? *this : src;
+  ZRT_CHECK_ARG(host.storage().allocator() && host.storage().allocator()->page_locked(), "copy_async_ between ",
+                src.str(), " and ", str(), ": the host side is not page-locked memory (a pinned allocator's)");
+  ZRT_CHECK_ARG(src.numel() == numel_, "copy_async_ into ", str(), " from ", src.str(), ": element counts differ");
+  if (numel_ == 0) return *this;
+  copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes(), stream, /*host_waits=*/false);
   return *this;
 }
 

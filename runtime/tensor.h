@@ -106,6 +106,12 @@ class Tensor {
   // stream runs a host copy on its thread; CUDA copies are synchronised when
   // the host is involved.
   Tensor& copy_(const Tensor& src, Stream stream = {});
+  // The same copy (equal dtypes), but one between a CUDA device and host
+  // memory returns once it is enqueued on `stream`: the host side must be
+  // page-locked (Allocator::page_locked; InvalidArgument otherwise), and
+  // the caller neither reads nor rewrites it before `stream` has passed the
+  // copy. Between host tensors it is copy_.
+  Tensor& copy_async_(const Tensor& src, Stream stream);
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
   Tensor to(Device device) const;

@@ -119,6 +119,12 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
                 "': allocator is for ", options_.allocator->device().str(), ", not ", options_.device.str());
   if (!options_.host_allocator)  // offload copies from a device stream need pinned memory
     options_.host_allocator = options_.device.is_cuda() ? make_pinned_host_allocator() : default_allocator(Device::cpu());
+  ZRT_CHECK_ARG(options_.host_allocator->device().is_cpu(), "flat parameter '", options_.name,
+                "': host_allocator is for ", options_.host_allocator->device().str(), ", not host memory");
+  ZRT_CHECK_ARG(!options_.device.is_cuda() || !(options_.offload_grads || options_.master_on_host) ||
+                    options_.host_allocator->page_locked(),
+                "flat parameter '", options_.name, "': offloading to host memory from a CUDA device needs a ",
+                "pinned host_allocator (null gives one)");
   for (const auto& p : params) {
     p.tensor.storage().claim(p.tensor.offset() * p.tensor.itemsize(), p.tensor.nbytes(), this, options_.name,
                              p.fqn());
@@ -135,8 +141,10 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
 
   // This rank's fp32 master slice, straight from the originals: the unsharded
   // flat parameter is never materialised at construction.
-  zero1_shard_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_shard");
-  kernels::zero(zero1_shard_, options_.stream);
+  // Note [Master in host memory]: with master_on_host the master is written on the host.
+  zero1_shard_ = options_.master_on_host ? host_buffer(n1, DType::f32, ".zero1_shard")
+                                         : new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_shard");
+  kernels::zero(zero1_shard_, master_stream());
   std::vector<std::size_t> primary_of_input;
   flat_param_specs(params, nullptr, &primary_of_input);
   std::vector<bool> done(layout_.num_params(), false);
@@ -147,13 +155,14 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
     const auto& info = zero1_infos_[i];
     if (!info.in_shard) continue;
     Tensor src = params[in].tensor.flatten().slice(info.intra_param_start, info.numel_in_shard);
-    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
+    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, master_stream());
   }
   options_.stream.synchronize();  // the copies read the caller's tensors
   zero1_grad_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_grad");
   kernels::zero(zero1_grad_, options_.stream);
   // fp32 and the same slice: the zero3 shard is the zero1 shard (Note [Zero1 and zero3 shards]).
-  const bool f32 = options_.param_dtype == DType::f32;
+  // A master in host memory is never device memory (Note [Master in host memory]).
+  const bool f32 = options_.param_dtype == DType::f32 && !options_.master_on_host;
   zero3_is_master_ = f32 && groups_.zero3->size() == groups_.zero1->size() &&
                      groups_.zero3->rank() == groups_.zero1->rank();
   // Note [Unsharded parameter of a world of one]
@@ -168,6 +177,12 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
   if (options_.offload_grads)
     host_grad_ = Tensor::from_storage(std::make_shared<Storage>(0, options_.host_allocator), {total},
                                       DType::f32, 0, options_.name + ".host_grad");
+  if (options_.master_on_host) {
+    host_zero1_grad_ = host_buffer(n1, DType::f32, ".host_zero1_grad");
+    kernels::zero(host_zero1_grad_, master_stream());
+    if (options_.param_dtype != DType::f32)
+      host_param_staging_ = host_buffer(n1, options_.param_dtype, ".host_param_staging");
+  }
 }
 
 FlatParamHandle::~FlatParamHandle() {
@@ -179,6 +194,33 @@ Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed, 
   auto storage = std::make_shared<Storage>(freed ? 0 : static_cast<std::size_t>(numel) * dtype_size(dtype),
                                            options_.allocator, stream);
   return Tensor::from_storage(std::move(storage), {numel}, dtype);
+}
+
+Tensor FlatParamHandle::host_buffer(std::int64_t numel, DType dtype, const std::string& name) const {
+  auto storage = std::make_shared<Storage>(static_cast<std::size_t>(numel) * dtype_size(dtype),
+                                           options_.host_allocator, options_.stream);
+  return Tensor::from_storage(std::move(storage), {numel}, dtype, 0, options_.name + name);
+}
+
+Tensor FlatParamHandle::master_on_device(DType dtype, Stream stream) {
+  if (!options_.master_on_host) {
+    if (dtype == DType::f32) return zero1_shard_;
+    Tensor cast = new_buffer(zero1_shard_.numel(), dtype, false, stream);
+    kernels::cast(cast, zero1_shard_, stream);
+    return cast;
+  }
+  // Note [Master in host memory]: cast on the host (in `stream`'s order on a
+  // CPU device, now beside a CUDA one), then upload from pinned memory.
+  const Tensor* host = &zero1_shard_;
+  if (dtype != DType::f32) {
+    ZRT_CHECK_STATE(dtype == options_.param_dtype, "flat parameter '", options_.name, "': the master is staged for ",
+                    "upload in ", dtype_name(options_.param_dtype), ", not ", dtype_name(dtype));
+    kernels::cast(host_param_staging_, zero1_shard_, options_.device.is_cuda() ? Stream::cpu() : stream);
+    host = &host_param_staging_;
+  }
+  Tensor up = new_buffer(zero1_shard_.numel(), dtype, false, stream);
+  up.copy_async_(*host, stream);
+  return up;
 }
 
 void FlatParamHandle::validate_across_ranks() const {
@@ -265,12 +307,7 @@ void FlatParamHandle::unshard() {
   }
   if (needs_param_sync_) {
     // First unshard after an update: cast the fp32 master and gather it over zero1.
-    Tensor src = zero1_shard_;
-    if (options_.param_dtype != DType::f32) {
-      src = new_buffer(zero1_shard_.numel(), options_.param_dtype, false, comm);
-      kernels::cast(src, zero1_shard_, comm);
-    }
-    groups_.zero1->all_gather_into_tensor(full_param_, src, comm);
+    groups_.zero1->all_gather_into_tensor(full_param_, master_on_device(options_.param_dtype, comm), comm);
   } else {
     groups_.zero3->all_gather_into_tensor(full_param_, zero3_shard_, comm);
   }
@@ -324,7 +361,7 @@ void FlatParamHandle::accumulate_runtime_grad() {
     kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
   } else if (grad_offloaded_) {
     alloc_storage(full_prec_grad_);
-    full_prec_grad_.copy_(host_grad_, options_.stream);  // reload, then add
+    full_prec_grad_.copy_async_(host_grad_, options_.stream);  // reload, then add
     grad_offloaded_ = false;
     kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
   } else if (full_grad_.dtype() == DType::f32) {
@@ -346,8 +383,9 @@ void FlatParamHandle::reduce_grads() {
     zero1_grad_.storage().adopt_memory(full_prec_grad_.storage());
   }
   const bool replicas = groups_.replica && groups_.replica->size() > 1;
-  if (!grad_is_master_ || replicas) {
-    const Stream comm = comm_stream();
+  const bool communicates = !grad_is_master_ || replicas;
+  const Stream comm = comm_stream();
+  if (communicates) {
     if (comm != options_.stream) {  // Note [Unshard on the communication stream]
       (grad_is_master_ ? zero1_grad_ : full_prec_grad_).storage().record_use(comm);
       compute_ready_.record(options_.stream);
@@ -363,8 +401,10 @@ void FlatParamHandle::reduce_grads() {
       kernels::cast(zero1_grad_, out, comm);
     }
     if (replicas) groups_.replica->all_reduce(zero1_grad_, op, comm);
-    if (comm != options_.stream) reduced_.record(comm);
   }
+  // Note [Master in host memory]: down to the optimizer before `reduced_` says the reduction is done.
+  if (options_.master_on_host) host_zero1_grad_.copy_async_(zero1_grad_, communicates ? comm : options_.stream);
+  if (communicates && comm != options_.stream) reduced_.record(comm);
   free_storage(full_prec_grad_);
 }
 
@@ -383,7 +423,8 @@ void FlatParamHandle::post_backward(bool sync_grads) {
 
 void FlatParamHandle::offload_grad() {
   if (host_grad_.is_freed()) alloc_storage(host_grad_);
-  host_grad_.copy_(full_prec_grad_, options_.stream);
+  // Only device work touches host_grad_, all on this stream: no host wait.
+  host_grad_.copy_async_(full_prec_grad_, options_.stream);
   free_storage(full_prec_grad_);
   grad_offloaded_ = true;
 }
@@ -393,6 +434,8 @@ void FlatParamHandle::zero_grad() {
   free_storage(full_prec_grad_);
   grad_offloaded_ = false;
   kernels::zero(zero1_grad_, options_.stream);
+  // The host copy follows in stream order, behind any copy still in flight into it.
+  if (options_.master_on_host) host_zero1_grad_.copy_async_(zero1_grad_, options_.stream);
 }
 
 void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
@@ -407,7 +450,7 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
     // As accumulate_runtime_grad finds it: the offloaded sum so far, or nothing yet.
     alloc_storage(full_prec_grad_);
     if (grad_offloaded_) {
-      full_prec_grad_.copy_(host_grad_, options_.stream);
+      full_prec_grad_.copy_async_(host_grad_, options_.stream);
       grad_offloaded_ = false;
     } else {
       kernels::zero(full_prec_grad_, options_.stream);
@@ -427,7 +470,7 @@ std::vector<Tensor> FlatParamHandle::summon_full_params() {
   std::vector<Tensor> out;
   try {
     Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false);
-    groups_.zero1->all_gather_into_tensor(full, zero1_shard_, options_.stream);
+    groups_.zero1->all_gather_into_tensor(full, master_on_device(DType::f32, options_.stream), options_.stream);
     options_.stream.synchronize();  // the clones below copy on another stream
     for (std::size_t i = 0; i < num_params(); ++i) {
       const auto& p = layout_.params()[i];
@@ -454,7 +497,7 @@ void FlatParamHandle::load_full_params(const std::vector<Tensor>& values) {
     const auto& info = zero1_infos_[i];
     if (!info.in_shard) continue;
     Tensor src = values[i].flatten().slice(info.intra_param_start, info.numel_in_shard);
-    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, options_.stream);
+    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, master_stream());
   }
   options_.stream.synchronize();  // the copies read the caller's tensors
   mark_params_updated();

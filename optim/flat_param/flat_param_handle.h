@@ -47,6 +47,34 @@
 // [Parameters tied across units] in zero_module.h), before this unit's
 // post_backward adds onto it.
 //
+// Note [Master in host memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With master_on_host (--offload-optimizer host) the fp32 zero1 shard comes
+// from host_allocator (pinned on CUDA), and so do the optimizer's m and v
+// (ZeroAdamW allocates them beside the master) and a host copy of the
+// reduced gradient shard: 16 bytes per parameter of a shard leave the
+// device, which keeps the compute-dtype zero3 shard and the fp32 gradient
+// shard it reduces into. Three copies connect the two sides, all in stream
+// order and asynchronous on pinned memory (Tensor::copy_async_):
+//   - reduce_grads copies the reduced gradient shard down on the stream of
+//     the reduction, before `reduced_` is recorded, so the optimizer's
+//     waits (wait_for_reduced_grads, then the host read of the gradient
+//     statistics) cover it;
+//   - the optimizer runs on the host (master_stream()): zrt's CPU AdamW on
+//     the pinned master, m, v and gradient copy, while the device is free;
+//   - the first unshard after an update casts the master to the compute
+//     dtype on the host, into a pinned staging shard, and copies it up on
+//     the communication stream before the gather: per unit, so with
+//     prefetch the upload of the next units overlaps this unit's compute.
+// The device gradient shard stays so that the gradient statistics (norm,
+// non-finite flag) are computed and reduced where the collectives run. The
+// master and the device buffers are different memory, so the zero3 shard and
+// the unsharded parameter of a world of one never alias the master (Note
+// [Zero1 and zero3 shards], Note [Unsharded parameter of a world of one]).
+// On a CPU device the host and the device are one memory: the same path
+// runs (the tests use it so), and the state only leaves the caching
+// allocator.
+//
 // Note [Unshard on the communication stream]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // unshard() may run ahead of compute (prefetch): its all-gather is issued on
@@ -112,6 +140,7 @@ struct FlatParamOptions {
   bool reshard_after_forward = true;       // false keeps the param for backward (SHARD_GRAD_OP)
   bool reshard_after_backward = true;      // false keeps it replicated (NO_SHARD)
   bool offload_grads = false;              // fp32 grads to pinned host between micro-batches
+  bool master_on_host = false;             // fp32 master (and its gradient copy) in host memory (Note [Master in host memory])
   Device device = Device::cpu();
   AllocatorPtr allocator;                  // device memory; null = default_allocator(device)
   AllocatorPtr host_allocator;             // host memory for offload; null = pinned (cuda) or plain host
@@ -146,8 +175,17 @@ class FlatParamHandle {
   HandleState state() const { return state_; }
 
   // --- sharded state (always allocated) ------------------------------------
-  const Tensor& zero1_shard() const { return zero1_shard_; }  // fp32 master
-  const Tensor& zero1_grad() const { return zero1_grad_; }    // fp32 gradient shard
+  const Tensor& zero1_shard() const { return zero1_shard_; }  // fp32 master (host with master_on_host)
+  const Tensor& zero1_grad() const { return zero1_grad_; }    // fp32 gradient shard, on the device
+  // The gradient shard the optimizer reads beside the master: zero1_grad(),
+  // or with master_on_host its host copy (Note [Master in host memory]).
+  const Tensor& master_grad() const { return options_.master_on_host ? host_zero1_grad_ : zero1_grad_; }
+  // Where the master is read and written in order: the compute stream, or
+  // with the master in host memory beside a CUDA device, the host (the
+  // default CPU stream, which runs kernels on the calling thread).
+  Stream master_stream() const {
+    return options_.master_on_host && options_.device.is_cuda() ? Stream::cpu() : options_.stream;
+  }
   const Tensor& zero3_shard() const { return zero3_shard_; }  // compute dtype
   // Parameter i's flattened slice of the zero1 shard / gradient shard (size 0
   // when this rank holds none of it): per-parameter optimizer options.
@@ -214,6 +252,11 @@ class FlatParamHandle {
   Tensor new_buffer(std::int64_t numel, DType dtype, bool freed) const {
     return new_buffer(numel, dtype, freed, options_.stream);
   }
+  // Host memory from host_allocator (pinned on CUDA), allocated now.
+  Tensor host_buffer(std::int64_t numel, DType dtype, const std::string& name) const;
+  // The master's n1 elements on the device in `dtype`, in `stream`'s order:
+  // the master itself, or a cast, or with master_on_host an upload.
+  Tensor master_on_device(DType dtype, Stream stream);
   Stream comm_stream() const { return options_.comm_stream == Stream() ? options_.stream : options_.comm_stream; }
   void wait_unsharded() const {
     if (comm_stream() != options_.stream && !skip_gather_wait_) gathered_.wait(options_.stream);
@@ -237,6 +280,8 @@ class FlatParamHandle {
   Tensor zero1_shard_, zero1_grad_, zero3_shard_;
   Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
   Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
+  Tensor host_zero1_grad_;                          // master_on_host: host copy of zero1_grad_
+  Tensor host_param_staging_;                       // master_on_host, non-fp32: the master cast for upload
   std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
   Event compute_ready_, gathered_, reduced_;        // Note [Unshard on the communication stream]
   // ZRT_TEST_SKIP_GATHER_WAIT=1 drops the wait for the gather: a test-only

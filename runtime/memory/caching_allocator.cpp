@@ -358,6 +358,8 @@ void CachingAllocator::record_use(void* ptr, Stream stream) {
 
 Device CachingAllocator::device() const { return state_->source->device(); }
 
+bool CachingAllocator::page_locked() const { return state_->source->page_locked(); }
+
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard lock(state_->mu);
   return state_->stats;

@@ -86,6 +86,7 @@ class CachingAllocator final : public Allocator {
   // pointer this allocator did not hand out (or already took back).
   void record_use(void* ptr, Stream stream) override;
   Device device() const override;
+  bool page_locked() const override;
   MemoryStats stats() const override;
   // Waits for the events of held blocks, then returns every fully free
   // segment to the raw source.

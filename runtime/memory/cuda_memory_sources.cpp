@@ -76,6 +76,7 @@ class PinnedHostMemorySource final : public RawMemorySource {
   }
   void free(void* ptr) noexcept override { cudaFreeHost(ptr); }
   Device device() const override { return Device::cpu(); }
+  bool page_locked() const override { return true; }
   const char* name() const override { return "pinned host memory"; }
 };
 

@@ -24,6 +24,8 @@ class RawMemorySource {
   virtual void free(void* ptr) noexcept = 0;
   // The device the memory lives on (cpu for pinned host memory).
   virtual Device device() const = 0;
+  // Pinned host memory (Allocator::page_locked).
+  virtual bool page_locked() const { return false; }
   // Bytes the source still has, when it knows (free device memory on CUDA).
   virtual std::optional<std::size_t> free_bytes() const { return std::nullopt; }
   // Short name for messages, e.g. "cudaMalloc on cuda:0".

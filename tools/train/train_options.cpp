@@ -106,11 +106,9 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", o.offload_optimizer,
                   ": directory ", offload.dir, " is not writable");
   }
-  ZRT_CHECK_ARG(offload.kind != optim::OptimizerOffload::Kind::host || o.device == "cpu",
-                "--offload-optimizer host is not available with --device cuda yet: use disk:DIR, or none");
-  if (offload.kind == optim::OptimizerOffload::Kind::host)
-    std::cerr << "zrt-train: note: --offload-optimizer host changes nothing on --device cpu: the optimizer state is "
-                 "in host memory already\n";
+  if (offload.kind == optim::OptimizerOffload::Kind::host && o.device == "cpu")
+    std::cerr << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu (host memory is the "
+                 "device's): the same numbers, the state outside the caching allocator (mem_peak)\n";
   if (o.lr > 1.0)
     std::cerr << "zrt-train: warning: --lr " << o.lr << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
 }
@@ -250,7 +248,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--offload-optimizer", o.offload_optimizer,
                  "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file per rank under DIR, "
-                 "streamed through in chunks), host (on cpu they are there already; not available on cuda yet)");
+                 "streamed through in chunks), host (with the fp32 master in pinned host memory, updated there by the "
+                 "CPU while the GPU goes on; on cpu it saves nothing)");
   app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
       ->check(kNonNegative);

@@ -99,8 +99,12 @@ BOOST_AUTO_TEST_CASE(offloaded_optimizer_state_resumes_either_way) {
   TempDir scratch;
   TrainSetup offloaded = plain;
   offloaded.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch.str(), 999};
+  TrainSetup on_host = plain;  // Note [Master in host memory]
+  on_host.offload_optimizer.kind = optim::OptimizerOffload::Kind::host;
   for (const auto& [a, b, what] : {std::tuple{offloaded, plain, "offloaded, resumed in memory"},
-                                   {plain, offloaded, "in memory, resumed offloaded"}}) {
+                                   {plain, offloaded, "in memory, resumed offloaded"},
+                                   {on_host, offloaded, "in host memory, resumed on disk"},
+                                   {plain, on_host, "in memory, resumed in host memory"}}) {
     TempDir dir;
     expect_bitwise(interrupted(2, a, 2, b, dir.str()), want, what);
   }
