@@ -60,6 +60,9 @@ class FlightRecorder {
   void started(std::uint64_t id);
   void ended(std::uint64_t id, bool ok);
 
+  // Entries ended so far (done or failed), including those the ring has
+  // dropped: a rank's progress (Note [Comm watchdog]).
+  std::uint64_t ended_count() const;
   // The ring, oldest first.
   std::vector<FlightEntry> entries() const;
   // {"rank": R, "entries": [...]}.
@@ -75,6 +78,7 @@ class FlightRecorder {
   mutable std::mutex mutex_;
   std::deque<FlightEntry> ring_;
   std::uint64_t first_id_ = 0;  // id of ring_.front()
+  std::uint64_t ended_ = 0;
 };
 
 // ZRT_FLIGHT_RECORDER_ENTRIES (a whole number from 1 to 1e6; InvalidArgument
