@@ -23,7 +23,8 @@
 //   reduce_scatter #58 on world
 // On a CUDA stream an entry is done once NCCL has enqueued it: the device's
 // completion is not tracked (yet), so a collective hung on the device shows
-// as the first one after it that runs on the calling thread.
+// as the first one after it that runs on the calling thread, and the comm
+// watchdog names the last one enqueued (Note [Comm watchdog]).
 // When every rank is in the same collective, the one that issued it last
 // is named with how late it came (the rank that stalled before it). A rank
 // with no file wrote none in time: it stalled outside any collective, or its
