@@ -132,7 +132,9 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives) {
     BOOST_CHECK_MESSAGE(waits[r].comm_error, "rank " << r << ": " << waits[r].message);
     BOOST_CHECK_MESSAGE(contains(waits[r].message, "all_reduce #1 on group world (rank " + std::to_string(r) + " of 3)"),
                         waits[r].message);
-    BOOST_CHECK_GE(waits[r].seconds, 0.9 * std::chrono::duration<double>(kTimeout).count());
+    // Not early: the backend's own timeout may fire first, from its own
+    // start a little before the wait's, on a loaded machine a little more.
+    BOOST_CHECK_GE(waits[r].seconds, 0.75 * std::chrono::duration<double>(kTimeout).count());
     BOOST_CHECK_LE(waits[r].seconds, std::chrono::duration<double>(kTimeout).count() + 2.0);
     BOOST_CHECK(drains[r].comm_error);
     BOOST_CHECK_LE(drains[r].seconds, 1.0);
