@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "zrt/kernels/ops/cast.h"
+#include "zrt/runtime/comm/comm_watchdog.h"
 
 namespace zrt::optim {
 
@@ -114,6 +115,7 @@ void locate_zero3_differences(const FlatParamHandle& h, std::uint64_t me, std::v
   const ZeroGroups& g = h.groups();
   Tensor full = Tensor::empty({h.layout().numel_padded()}, o.param_dtype, o.device, o.allocator, o.stream);
   g.zero1->all_gather_into_tensor(full, master_in_compute_dtype(h), o.stream);
+  CommWatchdog({g.zero1, g.zero3, g.replica}).synchronize(o.stream, "gathering the masters to locate a difference");
   const std::int64_t n3 = h.zero3_shard().numel();
   const Tensor want = on_host(full.slice(g.zero3->rank() * n3, n3), o.stream);
   const Tensor got = on_host(h.zero3_shard(), o.stream);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "zrt/kernels/ops/norm.h"
+#include "zrt/runtime/comm/comm_watchdog.h"
 
 namespace zrt::optim {
 
@@ -33,7 +34,7 @@ GradStats global_grad_stats(std::span<FlatParamHandle* const> handles) {
   if (groups.replica && groups.replica->size() > 1) groups.replica->all_reduce(stats, ReduceOp::max, o.stream);
   Tensor host = Tensor::zeros({2 * k}, DType::f64);  // zeros in a dry run, whose copies are dropped
   host.copy_(stats, o.stream);
-  o.stream.synchronize();
+  CommWatchdog({groups.zero1, groups.replica}).synchronize(o.stream, "reading the gradient statistics");
   GradStats out;
   for (std::int64_t i = 0; i < k; ++i) {
     out.squared_norm += host.item(2 * i);

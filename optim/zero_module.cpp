@@ -7,6 +7,7 @@
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
+#include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
@@ -64,8 +65,15 @@ ZeroModule::~ZeroModule() {
 }
 
 void ZeroModule::synchronize() const {
-  if (comm_stream_) comm_stream_->get().synchronize();
-  if (compute_stream_) compute_stream_->get().synchronize();
+  if (comm_stream_) synchronize(comm_stream_->get(), "synchronizing the module's communication stream");
+  if (compute_stream_) synchronize(compute_stream_->get(), "synchronizing the module's compute stream");
+}
+
+void ZeroModule::synchronize(Stream stream, const char* what) const {
+  // A module under construction may have no plan yet; world_ is always there.
+  std::vector<CommPtr> groups{world_};
+  if (plan_) groups.insert(groups.end(), {plan_->groups.zero1, plan_->groups.zero3, plan_->groups.replica});
+  CommWatchdog(groups).synchronize(stream, what);
 }
 
 const char* cpu_streams_name(CpuStreams s) {

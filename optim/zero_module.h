@@ -237,6 +237,13 @@ class ZeroModule {
   // Blocks until the work issued to the module's streams has run; throws a
   // failure raised there.
   void synchronize() const;
+  // Blocks until the work issued to `stream` so far has run, through a
+  // CommWatchdog over the module's groups (Note [Comm watchdog]): when a
+  // collective that work holds or waits for does not finish within their
+  // timeout, the groups are aborted and CommError names the collective.
+  // `what` names the wait in that message. Every host wait of the module's
+  // streams goes through here.
+  void synchronize(Stream stream, const char* what) const;
   // The compute stream waits for every unit's issued gradient reduction
   // (step() does this first; call it before to see the wait apart).
   void wait_for_reduced_grads();

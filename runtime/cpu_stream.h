@@ -27,7 +27,9 @@
 //    (event records still complete, carrying the failure), and every
 //    synchronize, and every wait for one of its events, throws the error
 //    again, prefixed with the operation that failed. A collective's own
-//    timeout bounds how long a task can block.
+//    timeout bounds how long a task can block; a host wait for a stream
+//    that may hold one goes through the comm watchdog, which aborts a
+//    collective blocked past its group's timeout (Note [Comm watchdog]).
 //  - Work issued from the stream's own thread (a task that issues more) runs
 //    inline: it is already in order.
 //  - A discarding CPU stream (OwnedStream::discarding()) drops every task

@@ -21,11 +21,12 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
 }
 
 // The sum, in order and in double, of the values of a device tensor, read
-// in `stream` order.
-double read_sum(const Tensor& t, Stream stream) {
+// in `stream` order (one of `module`'s streams, waited through its watchdog:
+// the step's compute waits for its collectives).
+double read_sum(const optim::ZeroModule& module, const Tensor& t, Stream stream) {
   Tensor host = Tensor::zeros({t.numel()}, t.dtype());  // zeros in a dry run, whose copies are dropped
   host.copy_(t, stream);
-  stream.synchronize();  // the host reads it
+  module.synchronize(stream, "reading the step's losses");  // the host reads it
   double sum = 0;
   for (std::int64_t i = 0; i < t.numel(); ++i) sum += host.item(i);
   return sum;
@@ -192,7 +193,7 @@ std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
   Tensor host = Tensor::zeros({2}, DType::f64);  // zeros in a dry run, whose copies are dropped
   host.copy_(t, stream());
-  stream().synchronize();  // the host reads it
+  module_->synchronize(stream(), "reading the all-reduced loss and token count");  // the host reads it
   return {host.item(0), host.item(1)};
 }
 
@@ -223,7 +224,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   {
     auto trace = traced("loss all-reduce", {}, "wait");  // queued after the gradient reductions
     // The host waits for the step's compute once, here, for the losses.
-    sums = all_reduce_sum(read_sum(losses, stream()), static_cast<double>(local_tokens));
+    sums = all_reduce_sum(read_sum(*module_, losses, stream()), static_cast<double>(local_tokens));
   }
   const auto [loss, tokens] = sums;
   stats.loss = loss;

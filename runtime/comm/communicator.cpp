@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt {
@@ -156,9 +157,42 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
         [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 
+void Communicator::abort(const std::string& why) noexcept {
+  {
+    std::lock_guard lock(abort_mu_);
+    if (aborted_.load(std::memory_order_relaxed)) return;
+    try {
+      abort_reason_ = why;
+    } catch (...) {  // out of memory for the message: aborting matters more
+    }
+    aborted_.store(true, std::memory_order_release);
+  }
+  do_abort(why);
+}
+
+std::string Communicator::abort_reason() const {
+  std::lock_guard lock(abort_mu_);
+  return abort_reason_;
+}
+
+void Communicator::wait_for_queued(const char* op) {
+  if (!queued_.query()) {
+    const std::string what = detail::concat(op, " waiting for the collectives queued before it on group ", name_);
+    CommWatchdog(std::vector<Communicator*>{this}).wait_until([&] { return queued_.query(); }, what.c_str());
+  }
+  queued_.synchronize();  // complete: rethrows a failed stream's error
+}
+
+void Communicator::check_not_aborted(const char* op) const {
+  if (!aborted()) return;
+  ZRT_THROW(CommError, op, " #", seq_ + 1, " on group ", name_, " (rank ", rank_, " of ", size_,
+            "): the group was aborted: ", abort_reason());
+}
+
 template <class F>
 auto Communicator::on_calling_thread(const char* op, F&& collective) -> decltype(collective()) {
-  queued_.synchronize();
+  check_not_aborted(op);
+  wait_for_queued(op);
   running_seq_ = ++seq_;
   const std::uint64_t id = flight_->issued(op, name_, running_seq_, 0);
   flight_->started(id);
@@ -179,6 +213,7 @@ auto Communicator::on_calling_thread(const char* op, F&& collective) -> decltype
 
 void Communicator::issue(const char* trace_name, std::size_t bytes, Stream stream,
                          std::function<void(Stream)> collective) {
+  check_not_aborted(trace_name);
   const std::uint64_t seq = ++seq_;
   const std::uint64_t id = flight_->issued(trace_name, name_, seq, bytes);
   auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_, collective = std::move(collective)] {
@@ -194,7 +229,7 @@ void Communicator::issue(const char* trace_name, std::size_t bytes, Stream strea
     flight->ended(id, true);
   };
   if (!stream.cpu_queue()) {
-    queued_.synchronize();
+    wait_for_queued(trace_name);
     run();
     return;
   }

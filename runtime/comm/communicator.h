@@ -16,14 +16,19 @@
 // (barrier, all_gather_bytes, split, any collective on the default stream)
 // first waits for those queued. Every blocking wait honours timeout(); on
 // expiry the backend throws CommError naming the op, the group, the sequence
-// number and, where known, the ranks that did not arrive.
+// number and, where known, the ranks that did not arrive. The host waits for
+// work that may hold collectives through a CommWatchdog (Note [Comm
+// watchdog]), which bounds even a backend call with no deadline of its own:
+// past the timeout it abort()s the group.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -83,6 +88,19 @@ class Communicator {
   // "local", "mpi", "nccl": names the backend in messages.
   virtual const char* backend_name() const { return "custom"; }
 
+  // Fails this group from any thread (Note [Comm watchdog]): a collective
+  // blocked in the backend returns with CommError naming `why`, and every
+  // later one of this group fails the same way (NCCL: ncclCommAbort).
+  // Idempotent (the first reason stays); never throws.
+  void abort(const std::string& why) noexcept;
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // The first abort's reason; empty when not aborted.
+  std::string abort_reason() const;
+  // A failure the backend learned of asynchronously, outside any call
+  // (NCCL: ncclCommGetAsyncError); empty when none. Polled by the watchdog
+  // from the waiting thread.
+  virtual std::string async_error() const { return {}; }
+
  protected:
   Communicator(int rank, int size, std::string name);
   // A CommError message prefix: "<op> #<seq> on group <name> (rank r of n)",
@@ -100,6 +118,9 @@ class Communicator {
   virtual void do_barrier() = 0;
   virtual std::vector<std::vector<std::byte>> do_all_gather_bytes(std::span<const std::byte> mine) = 0;
   virtual std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) = 0;
+  // The backend's part of abort(): wake what is blocked, fail what comes.
+  // Called once, from any thread; must not throw.
+  virtual void do_abort(const std::string& why) noexcept = 0;
 
  private:
   // Numbers a collective and runs it in `stream`'s order (Note [Collective
@@ -110,6 +131,11 @@ class Communicator {
   // numbers it and records it in the flight recorder.
   template <class F>
   auto on_calling_thread(const char* op, F&& collective) -> decltype(collective());
+  // Waits, through a CommWatchdog over this group, for the collectives
+  // queued on CPU streams before `op` (which runs on the calling thread).
+  void wait_for_queued(const char* op);
+  // CommError naming collective #(seq_ + 1) once the group is aborted.
+  void check_not_aborted(const char* op) const;
 
   int rank_;
   int size_;
@@ -120,6 +146,9 @@ class Communicator {
   std::chrono::milliseconds timeout_;
   TracerPtr tracer_;
   std::shared_ptr<FlightRecorder> flight_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;  // guards abort_reason_
+  std::string abort_reason_;
 };
 
 using CommPtr = std::shared_ptr<Communicator>;

@@ -90,6 +90,12 @@ void FlightRecorder::ended(std::uint64_t id, bool ok) {
     e->state = ok ? "done" : "failed";
     e->ended_s = now_s();
   }
+  ++ended_;
+}
+
+std::uint64_t FlightRecorder::ended_count() const {
+  std::lock_guard lock(mutex_);
+  return ended_;
 }
 
 std::vector<FlightEntry> FlightRecorder::entries() const {

@@ -23,7 +23,8 @@
 //   reduce_scatter #58 on world
 // On a CUDA stream an entry is done once NCCL has enqueued it: the device's
 // completion is not tracked (yet), so a collective hung on the device shows
-// as the first one after it that runs on the calling thread.
+// as the first one after it that runs on the calling thread, and the comm
+// watchdog names the last one enqueued (Note [Comm watchdog]).
 // When every rank is in the same collective, the one that issued it last
 // is named with how late it came (the rank that stalled before it). A rank
 // with no file wrote none in time: it stalled outside any collective, or its
@@ -60,6 +61,9 @@ class FlightRecorder {
   void started(std::uint64_t id);
   void ended(std::uint64_t id, bool ok);
 
+  // Entries ended so far (done or failed), including those the ring has
+  // dropped: a rank's progress (Note [Comm watchdog]).
+  std::uint64_t ended_count() const;
   // The ring, oldest first.
   std::vector<FlightEntry> entries() const;
   // {"rank": R, "entries": [...]}.
@@ -75,6 +79,7 @@ class FlightRecorder {
   mutable std::mutex mutex_;
   std::deque<FlightEntry> ring_;
   std::uint64_t first_id_ = 0;  // id of ring_.front()
+  std::uint64_t ended_ = 0;
 };
 
 // ZRT_FLIGHT_RECORDER_ENTRIES (a whole number from 1 to 1e6; InvalidArgument

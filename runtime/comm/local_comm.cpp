@@ -223,6 +223,16 @@ class LocalCommunicator final : public Communicator {
     post_and_arrive({.op = "barrier"});
   }
 
+  // Wakes this rank's collective blocked in the group and every other
+  // rank's: they throw CommError naming `why`, and so does every later one.
+  void do_abort(const std::string& why) noexcept override {
+    try {
+      group_->abort(why);
+    } catch (const std::exception& e) {
+      report_in_destructor("LocalCommunicator::abort", e);  // out of memory for the message
+    }
+  }
+
   std::vector<std::vector<std::byte>> do_all_gather_bytes(
       std::span<const std::byte> mine) override {
     post_and_arrive({.op = "all_gather_bytes", .bytes = mine});

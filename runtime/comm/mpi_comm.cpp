@@ -239,6 +239,10 @@ class MpiCommunicator final : public Communicator {
 
   void do_barrier() override { barrier_with_timeout("barrier"); }
 
+  // The polling wait below sees aborted() and throws; a blocking MPI call
+  // cannot be woken (Note [Entry barrier]).
+  void do_abort(const std::string&) noexcept override {}
+
   std::vector<std::vector<std::byte>> do_all_gather_bytes(
       std::span<const std::byte> mine) override {
     const char* op = "all_gather_bytes";
@@ -317,6 +321,10 @@ class MpiCommunicator final : public Communicator {
       // Spin first (latency), then back off so waiting ranks leave the CPU
       // to the ranks still computing.
       if (polls > 10000) std::this_thread::yield();
+      if ((polls & 63) == 0 && aborted()) {
+        broken_ = true;  // the request stays pending
+        ZRT_THROW(CommError, where(op), ": the group was aborted: ", abort_reason());
+      }
       if ((polls & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
         broken_ = true;
         ZRT_THROW(CommError, where(op), ": timed out after ", timeout().count(),

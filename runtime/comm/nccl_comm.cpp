@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/host_staging.h"
 #include "zrt/runtime/cuda_check.h"
@@ -114,6 +115,18 @@ class NcclCommunicator final : public Communicator {
 
   const char* backend_name() const override { return "nccl"; }
 
+  // The watchdog's error predicate: ncclCommGetAsyncError (a peer's
+  // failure, a network error); empty while the communicator is healthy.
+  // Called on the thread that issues this group's collectives, as abort().
+  std::string async_error() const override {
+    if (comm_ == nullptr) return {};  // aborted: abort_reason() says why
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
+    if (rc != ncclSuccess) return detail::concat("ncclCommGetAsyncError failed: ", ncclGetErrorString(rc));
+    if (async == ncclSuccess || async == ncclInProgress) return {};
+    return detail::concat("NCCL error: ", ncclGetErrorString(async));
+  }
+
  protected:
   bool accepts_device(Device d) const override { return d == Device::cuda(device_); }
 
@@ -191,6 +204,15 @@ class NcclCommunicator final : public Communicator {
     return all;
   }
 
+  // ncclCommAbort: the kernels of this communicator stop and its stream
+  // drains; every later call fails (broken_, Communicator::aborted()).
+  void do_abort(const std::string&) noexcept override {
+    broken_ = true;
+    if (comm_ == nullptr) return;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
   std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) override {
     CudaDeviceGuard guard(device_);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -219,10 +241,9 @@ class NcclCommunicator final : public Communicator {
   }
 
   [[noreturn]] void fail(const char* op, const std::string& why) {
-    broken_ = true;
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
-    ZRT_THROW(CommError, where(op), ": ", why, " (nccl backend; communicator aborted)");
+    const std::string message = detail::concat(where(op), ": ", why, " (nccl backend; communicator aborted)");
+    abort(message);
+    ZRT_THROW(CommError, message);
   }
 
   // Waits until this communicator has taken the work of a non-blocking call.
@@ -232,19 +253,11 @@ class NcclCommunicator final : public Communicator {
     if (rc != ncclSuccess) fail(op, nccl_failure(rc, timeout()));
   }
 
-  // Blocks until `stream` has finished, with the communicator's timeout.
+  // Blocks until `stream` has finished, through the watchdog (Note [Comm
+  // watchdog]): it polls the stream and async_error(), and aborts this
+  // communicator past the timeout.
   void wait_stream(Stream stream, const char* op) {
-    const auto deadline = Clock::now() + timeout();
-    for (;;) {
-      cudaError_t q = cudaStreamQuery(native(stream));
-      if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) ZRT_CUDA_CHECK(q);
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) fail(op, nccl_failure(async, timeout()));
-      if (Clock::now() > deadline) fail(op, nccl_failure(ncclInProgress, timeout()));
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    CommWatchdog(std::vector<Communicator*>{this}).synchronize(stream, op);
   }
 
   ncclComm_t comm_;

@@ -5,8 +5,10 @@
 // blocking = 0): every NCCL call that may wait (init, enqueue, split) is
 // followed by polling ncclCommGetAsyncError until the communicator's
 // timeout, and on expiry the communicator is aborted (ncclCommAbort) and
-// CommError thrown. Host-synchronous calls (barrier, all_gather_bytes) also
-// poll their stream with the same deadline.
+// CommError thrown. Host-synchronous calls (barrier, all_gather_bytes) wait
+// for their stream through the comm watchdog (Note [Comm watchdog]), for
+// which this backend's async_error() is ncclCommGetAsyncError and abort()
+// is ncclCommAbort.
 #pragma once
 
 #include <chrono>
