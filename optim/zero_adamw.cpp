@@ -5,6 +5,7 @@
 
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/optim/grad_stats.h"
+#include "zrt/runtime/comm/comm_watchdog.h"
 
 namespace zrt::optim {
 
@@ -135,7 +136,8 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
       // gradient's copy down has landed (the statistics' read above waited
       // for the handles' first stream only).
       h.wait_for_reduced_grads();
-      h.options().stream.synchronize();
+      const ZeroGroups& g = h.groups();
+      CommWatchdog({g.zero1, g.zero3, g.replica}).synchronize(h.options().stream, "copying the gradient shard to host memory");
     }
     if (!moments_)
       kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.master_grad(), r.step, hp, s.decay_ranges,

@@ -205,6 +205,13 @@ void Event::synchronize() const {
 #endif
 }
 
+bool Event::wait_for(std::chrono::microseconds limit) const {
+  if (!cpu_) return query();
+  std::unique_lock lock(cpu_->mutex);
+  const std::uint64_t target = cpu_->recorded;
+  return cpu_->completed_cv.wait_for(lock, limit, [&] { return cpu_->completed >= target; });
+}
+
 bool Event::query() const {
   if (cpu_) {
     std::lock_guard lock(cpu_->mutex);

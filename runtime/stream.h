@@ -4,6 +4,7 @@
 // cross-stream lifetimes] in memory/caching_allocator.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,6 +88,10 @@ class Event {
   void wait(Stream s) const;    // make `s` wait for the captured work
   void synchronize() const;     // block the host until it completes
   bool query() const;           // true when complete (a failed CPU stream's record counts)
+  // Blocks the host up to `limit` for the captured work and says whether it
+  // completed: a CPU event wakes the moment it does; a CUDA one is queried
+  // once, at once (the caller sleeps between tries).
+  bool wait_for(std::chrono::microseconds limit) const;
   // Milliseconds between two recorded timing events.
   static float elapsed_ms(const Event& start, const Event& end);
   Device device() const { return device_; }

@@ -58,7 +58,7 @@ std::uint64_t CommWatchdog::progress() const {
   return ended;
 }
 
-void CommWatchdog::wait_until(const std::function<bool()>& done, const char* what) const {
+void CommWatchdog::wait_until(const std::function<bool()>& done, const char* what, bool done_blocks) const {
   ZRT_CHECK_ARG(static_cast<bool>(done), "CommWatchdog: no completion test for ", what);
   if (done()) return;
   const std::chrono::milliseconds limit = timeout();
@@ -81,7 +81,7 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
     } else if (now >= deadline) {
       fail(what, detail::concat(what, " timed out after ", limit.count(), " ms without a collective finishing"));
     }
-    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    if (!done_blocks) std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min<std::chrono::microseconds>(pause * 2, kLongestPoll);
   }
 }
@@ -91,9 +91,10 @@ void CommWatchdog::synchronize(Stream stream, const char* what) const {
     CpuStream* queue = stream.cpu_queue();
     if (queue == nullptr) return;  // the default CPU stream: everything issued is done
     if (queue->on_stream_thread()) return;  // already in order, as CpuStream::synchronize
+    // A CPU event wakes its waiter as it completes: no poll interval is added to the wait.
     Event issued(Device::cpu());
     issued.record(stream);
-    wait_until([&] { return issued.query(); }, what);
+    wait_until([&] { return issued.wait_for(kLongestPoll); }, what, /*done_blocks=*/true);
     if (std::exception_ptr failure = queue->failure()) CpuStream::rethrow(failure, "CPU stream");
     return;
   }

@@ -15,7 +15,8 @@
 //    cudaEventQuery on CUDA, the CPU stream's progress on the host) and each
 //    group's Communicator::async_error() (NCCL: ncclCommGetAsyncError),
 //    sleeping between polls from 20 us up to 1 ms, so a short wait costs
-//    little and a long one little CPU.
+//    little and a long one little CPU (a CPU stream's event is waited on
+//    for up to 1 ms at a time instead, and wakes the host as it completes).
 //  - The deadline is the groups' (largest) timeout() with no progress: it
 //    starts when the wait starts and restarts whenever one of the rank's
 //    collectives finishes (its flight recorder's count of ended entries), so
@@ -70,8 +71,10 @@ class CommWatchdog {
   // in a timeout's message ("reading the gradient statistics").
   void synchronize(Stream stream, const char* what) const;
   // Blocks until `done()` returns true: the general form for a caller with
-  // its own completion test. `done` is called on this thread only.
-  void wait_until(const std::function<bool()>& done, const char* what) const;
+  // its own completion test. `done` is called on this thread only. With
+  // `done_blocks` the test itself blocks a while (up to the longest poll
+  // interval, waking on completion) instead of the watchdog sleeping.
+  void wait_until(const std::function<bool()>& done, const char* what, bool done_blocks = false) const;
 
   // The longest timeout of the watched groups: the deadline without progress.
   std::chrono::milliseconds timeout() const;
