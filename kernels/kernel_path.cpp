@@ -14,6 +14,7 @@ unsigned bit_of(std::string_view name) {
   if (name == "cross_entropy") return unsigned(FastKernel::cross_entropy);
   if (name == "layernorm") return unsigned(FastKernel::layernorm);
   if (name == "elementwise") return unsigned(FastKernel::elementwise);
+  if (name == "attention") return unsigned(FastKernel::attention);
   return 0;
 }
 

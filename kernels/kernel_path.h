@@ -18,7 +18,10 @@ namespace zrt::kernels {
 //   layernorm      the weight/bias gradients: per-tile partial sums then a
 //                  column pass (simple: a thread per feature over all rows);
 //   elementwise    residual add and activations: 16-byte vector loads with
-//                  a scalar tail (simple: one element per index).
+//                  a scalar tail (simple: one element per index);
+//   attention      causal attention forward and backward: tiles in shared
+//                  memory with an online softmax (Note [Tiled causal
+//                  attention]; simple: a thread per query or key row).
 // The CPU twins are unaffected. The variable is read once per process (a
 // read-only cached parse); an unknown name is ignored. Tests compare both
 // versions in one process through ScopedSimpleKernels, a thread-local
@@ -27,6 +30,7 @@ enum class FastKernel : unsigned {
   cross_entropy = 1u << 0,
   layernorm = 1u << 1,
   elementwise = 1u << 2,
+  attention = 1u << 3,
 };
 
 // The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none).

@@ -4,7 +4,11 @@
 // long double sum (relative tolerance 1e-6 of Σ|term| for floats, 1e-14 for
 // doubles; the cross-entropy mean in that order within 1e-6 of exact and
 // 2e-5 of the CPU twin's row-order sum), and the LayerNorm parameter tiles
-// covering every row once.
+// covering every row once; the tiled attention (Note [Tiled causal
+// attention]) emulated on the host, its tile functions run on one thread in
+// the kernels' block order, against the CPU twin: out, lse and dqkv within
+// 1e-5 (f32) or 1e-12 (f64) of 1 + max |twin|, 1e-2 for bf16 inputs, at odd
+// T, T not a multiple of the tiles, T under one tile, head dims 16 to 64.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <iostream>
@@ -13,9 +17,12 @@
 #include <vector>
 
 #include "zrt/kernels/kernel_path.h"
+#include "zrt/kernels/nn/attention.h"
+#include "zrt/kernels/nn/attention_tiles_math.h"
 #include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/cross_entropy.h"
 #include "zrt/kernels/nn/layernorm_math.h"
+#include "zrt/kernels/nn/nn_checks.h"
 
 using namespace zrt;
 using namespace zrt::kernels;
@@ -42,8 +49,10 @@ BOOST_AUTO_TEST_CASE(parse_simple_kernels_names) {
              (bits(FastKernel::layernorm) | bits(FastKernel::elementwise)));
   BOOST_TEST(parse_simple_kernels("bogus,,layernorm,") == bits(FastKernel::layernorm));
   BOOST_TEST(parse_simple_kernels("Layernorm") == 0u);  // names are case-sensitive
+  BOOST_TEST(parse_simple_kernels("attention") == bits(FastKernel::attention));
   const unsigned all = parse_simple_kernels("all");
-  for (FastKernel k : {FastKernel::cross_entropy, FastKernel::layernorm, FastKernel::elementwise})
+  for (FastKernel k : {FastKernel::cross_entropy, FastKernel::layernorm, FastKernel::elementwise,
+                       FastKernel::attention})
     BOOST_TEST((all & bits(k)) != 0u);
 }
 
@@ -142,6 +151,118 @@ BOOST_AUTO_TEST_CASE(layernorm_param_tiles_cover_the_rows) {
       BOOST_TEST(tiles <= kLayerNormMaxTiles);
       BOOST_TEST(tiles * len >= rows);
       BOOST_TEST((tiles - 1) * len < rows);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_tiles_cover_the_causal_triangle) {
+  // Query tile qt visits key tile kt (kt < attention_kv_tiles_of) exactly when
+  // some row of qt sees some key of kt, and the backward's key/value blocks
+  // start at the first such query tile.
+  for (std::int64_t seq : {1, 5, 31, 32, 33, 64, 97, 200}) {
+    const std::int64_t nq = attention_tiles(seq, kAttnBr), nk = attention_tiles(seq, kAttnBc);
+    for (std::int64_t qt = 0; qt < nq; ++qt) {
+      for (std::int64_t kt = 0; kt < nk; ++kt) {
+        bool any = false;
+        for (std::int64_t q = qt * kAttnBr; q < std::min(seq, (qt + 1) * kAttnBr); ++q)
+          for (std::int64_t k = kt * kAttnBc; k < std::min(seq, (kt + 1) * kAttnBc); ++k)
+            any = any || attention_visible(q, k, seq);
+        BOOST_TEST_CONTEXT("seq " << seq << " qt " << qt << " kt " << kt) {
+          BOOST_TEST((kt < attention_kv_tiles_of(seq, qt)) == any);
+          BOOST_TEST((qt >= attention_first_query_tile(kt)) == any);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_online_softmax_update) {
+  // Two tiles in turn give the max, sum and rescaled probabilities of one
+  // softmax over both; a row with nothing visible stays empty.
+  const float ninf = attention_neg_inf<float>();
+  float t1[4] = {0.5f, -1.0f, ninf, 2.0f}, t2[4] = {3.0f, ninf, ninf, -0.25f};
+  const float all[8] = {0.5f, -1.0f, ninf, 2.0f, 3.0f, ninf, ninf, -0.25f};
+  float m = ninf, l = 0, alpha = -7;
+  attention_online_softmax(t1, 4, m, l, alpha);
+  BOOST_TEST(alpha == 0.0f);
+  BOOST_TEST(m == 2.0f);
+  attention_online_softmax(t2, 4, m, l, alpha);
+  BOOST_TEST(m == 3.0f);
+  BOOST_TEST(std::abs(alpha - std::exp(-1.0f)) <= 1e-7f);
+  double exact = 0;
+  for (float s : all)
+    if (s != ninf) exact += std::exp(double(s) - 3.0);
+  BOOST_TEST(std::abs(l - exact) <= 1e-6 * exact);
+  BOOST_TEST(std::abs(t2[3] - std::exp(-3.25f)) <= 1e-7f);
+  BOOST_TEST(t2[1] == 0.0f);
+  float none[3] = {ninf, ninf, ninf}, m0 = ninf, l0 = 0, a0 = -7;
+  attention_online_softmax(none, 3, m0, l0, a0);
+  BOOST_TEST(m0 == ninf);
+  BOOST_TEST(l0 == 0.0f);
+  BOOST_TEST(a0 == 1.0f);
+  BOOST_TEST(none[0] == 0.0f);
+}
+
+namespace {
+
+// max |a - b| <= tol · (1 + max |a|), NaN failing.
+void check_close(const std::string& what, const std::vector<double>& ref, const std::vector<double>& got,
+                 double tol) {
+  BOOST_REQUIRE_EQUAL(ref.size(), got.size());
+  double err = 0, scale = 1;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::abs(ref[i] - got[i]);
+    err = std::isnan(d) ? INFINITY : std::max(err, d);
+    scale = std::max(scale, 1 + std::abs(ref[i]));
+  }
+  BOOST_TEST(err <= tol * scale, what << ": max |tiled - twin| " << err << ", scale " << scale);
+}
+
+// The tiled host emulation against the CPU twin for one shape and dtype.
+template <class T>
+void check_tiled_attention(std::int64_t batch, std::int64_t seq, std::int64_t c, std::int64_t heads,
+                           std::mt19937& gen) {
+  using A = acc_t<T>;
+  const DType t = dtype_of<T>(), at = acc_dtype(t);
+  const double tol = t == DType::f64 ? 1e-12 : t == DType::f32 ? 1e-5 : 1e-2;
+  std::uniform_real_distribution<double> dist(-2, 2);
+  auto rnd = [&](std::int64_t n) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = dist(gen);
+    return v;
+  };
+  const AttentionDims d{batch, seq, c, heads, c / heads};
+  Tensor qkv = Tensor::from_doubles(rnd(batch * seq * 3 * c), t, Device::cpu(), {batch, seq, 3 * c});
+  Tensor dout = Tensor::from_doubles(rnd(batch * seq * c), t, Device::cpu(), {batch, seq, c});
+  Tensor out = Tensor::full({batch, seq, c}, NAN, t), lse = Tensor::full({batch, heads, seq}, NAN, at);
+  attention_forward(qkv, out, lse, heads);
+  Tensor tout = Tensor::full({batch, seq, c}, NAN, t), tlse = Tensor::full({batch, heads, seq}, NAN, at);
+  attention_forward_tiled_host<T, A>(d, qkv.data<T>(), tout.data<T>(), tlse.data<A>());
+  check_close("out", out.to_doubles(), tout.to_doubles(), tol);
+  check_close("lse", lse.to_doubles(), tlse.to_doubles(), tol);
+  // The backward from the twin's out and lse, so it is checked on its own.
+  Tensor dqkv = Tensor::full(qkv.shape(), NAN, t), tdqkv = Tensor::full(qkv.shape(), NAN, t);
+  attention_backward(dout, qkv, out, lse, dqkv, heads);
+  attention_backward_tiled_host<T, A>(d, dout.data<T>(), qkv.data<T>(), out.data<T>(), lse.data<A>(),
+                                      tdqkv.data<T>());
+  check_close("dqkv", dqkv.to_doubles(), tdqkv.to_doubles(), tol);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tiled_attention_emulation_matches_the_twin) {
+  std::mt19937 gen(fresh_seed());
+  struct Shape4 {
+    std::int64_t batch, seq, c, heads;
+  };
+  // Head dims 16, 32, 64; T under a tile, odd, a tile multiple, past tiles.
+  for (const Shape4& s : {Shape4{1, 1, 16, 1}, Shape4{2, 7, 32, 2}, Shape4{1, 31, 64, 2},
+                          Shape4{2, 32, 48, 3}, Shape4{1, 33, 64, 1}, Shape4{3, 65, 96, 3},
+                          Shape4{1, 97, 128, 2}, Shape4{2, 64, 64, 4}}) {
+    BOOST_TEST_CONTEXT("B " << s.batch << " T " << s.seq << " C " << s.c << " H " << s.heads) {
+      BOOST_TEST_CONTEXT("f32") { check_tiled_attention<float>(s.batch, s.seq, s.c, s.heads, gen); }
+      BOOST_TEST_CONTEXT("f64") { check_tiled_attention<double>(s.batch, s.seq, s.c, s.heads, gen); }
+      BOOST_TEST_CONTEXT("bf16") { check_tiled_attention<bf16>(s.batch, s.seq, s.c, s.heads, gen); }
     }
   }
 }
