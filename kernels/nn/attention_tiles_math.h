@@ -30,7 +30,7 @@
 //   dK/dV    (2·Br + 4·Bc)·hd + 2·Br·Bc + 2·Br,
 //   dQ       (3·Br + 2·Bc)·hd + 2·Br·Bc + 2·Br;
 // the launcher takes the simple kernels when that exceeds what the device
-// grants a block (f32 at hd 256 needs 205 KiB for dK/dV, within an H100's
+// grants a block (f32 at hd 256 needs 200 KiB for dK/dV, within an H100's
 // 227 KiB).
 #pragma once
 
