@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "zrt/runtime/cuda_check.h"
@@ -19,10 +20,66 @@ constexpr int kThreadsPerBlock = 256;
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = kThreadsPerBlock / kWarpSize;
 
-// Enough blocks to fill an H100 several times over; the loop strides past it.
+// The current device's multiprocessor count, asked of the driver once per
+// device and cached in a function-local table of atomics (0: not asked yet;
+// two threads asking at once store the same value).
+inline int device_sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> counts[kMaxDevices] = {};
+  int device = 0;
+  ZRT_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  int count = counts[device].load(std::memory_order_relaxed);
+  if (count == 0) {
+    ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    count = std::max(count, 1);
+    counts[device].store(count, std::memory_order_relaxed);
+  }
+  return count;
+}
+
+// Enough blocks to fill the current device several times over (16 blocks a
+// multiprocessor); the loop strides past it.
 inline unsigned grid_for(std::int64_t n) {
   std::int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 132 * 16));
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, std::int64_t(device_sm_count()) * 16));
+}
+
+// The smaller of two indices, in device code.
+__device__ inline std::int64_t min_i64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+// A 16-byte pack of elements of T, the unit of a vector load or store.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kLen = 16 / sizeof(T);
+  T v[kLen];
+};
+
+// True when p is 16-byte aligned, so it can be read and written in Packs.
+inline bool pack_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <class T, class F>
+__global__ void for_each_pack_kernel(std::int64_t n, F f) {
+  constexpr int kLen = Pack<T>::kLen;
+  const std::int64_t packs = n / kLen;
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  const std::int64_t first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::int64_t p = first; p < packs; p += stride) f.pack(p);
+  // The scalar tail: fewer than kLen elements past the last whole pack.
+  if (first < n - packs * kLen) f(packs * kLen + first);
+}
+
+// Runs f(i) for every i in [0, n) on `stream`, as for_each_index, but in
+// 16-byte packs of T: f.pack(p) does elements [p·L, p·L + L) (L =
+// Pack<T>::kLen) with vector loads and stores, f(i) the tail past the last
+// whole pack. Every pointer f reads or writes must be pack_aligned; the
+// caller checks, and calls for_each_index instead when one is not.
+template <class T, class F>
+void for_each_pack(std::int64_t n, const F& f, cudaStream_t stream) {
+  if (n <= 0) return;
+  const std::int64_t work = std::max<std::int64_t>(n / Pack<T>::kLen, n % Pack<T>::kLen);
+  for_each_pack_kernel<T><<<grid_for(work), kThreadsPerBlock, 0, stream>>>(n, f);
+  ZRT_CUDA_CHECK_LAUNCH();
 }
 
 template <class F>

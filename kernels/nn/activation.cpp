@@ -4,6 +4,7 @@
 
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
@@ -21,7 +22,7 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y, Stream
   check_operands(op, {x, y}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
       cuda::launch_activation_forward(act, x.dtype(), x.numel(), x.data_ptr(), y.data_ptr(),
-                                      cuda_stream(stream)));
+                                      simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& x, const Tensor& y) {
     dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -48,7 +49,8 @@ void activation_backward(Activation act, const Tensor& x, const Tensor& dy, cons
   check_operands(op, {x, dy, dx}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
       cuda::launch_activation_backward(act, x.dtype(), x.numel(), x.data_ptr(), dy.data_ptr(),
-                                       dx.data_ptr(), cuda_stream(stream)));
+                                       dx.data_ptr(), simple_kernel(FastKernel::elementwise),
+                                       cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& x, const Tensor& dy, const Tensor& dx) {
     dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;

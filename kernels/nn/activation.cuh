@@ -1,4 +1,6 @@
-// CUDA launchers for kernels/nn/activation.h.
+// CUDA launchers for kernels/nn/activation.h: 16-byte packs when every
+// pointer is 16-byte aligned (for_each_pack, grid.cuh), or with `simple` an
+// element per index (Note [Fast kernels and their simple references]).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,8 +13,8 @@
 namespace zrt::kernels::cuda {
 
 void launch_activation_forward(Activation act, DType dtype, std::int64_t n, const void* x, void* y,
-                               cudaStream_t stream);
+                               bool simple, cudaStream_t stream);
 void launch_activation_backward(Activation act, DType dtype, std::int64_t n, const void* x,
-                                const void* dy, void* dx, cudaStream_t stream);
+                                const void* dy, void* dx, bool simple, cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

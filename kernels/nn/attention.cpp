@@ -6,6 +6,7 @@
 
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/attention_math.h"
 #include "zrt/kernels/nn/cpu_widen.h"
@@ -65,7 +66,8 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   check_operands(op, {qkv, out, lse}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
-                                     lse.data_ptr(), cuda_stream(stream)));
+                                     lse.data_ptr(),
+                                     simple_kernel(FastKernel::attention), cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& qkv, const Tensor& out, const Tensor& lse) {
     dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -102,7 +104,8 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
                                       out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
-                                      dqkv.data_ptr(), cuda_stream(stream)));
+                                      dqkv.data_ptr(),
+                                      simple_kernel(FastKernel::attention), cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                const Tensor& dqkv) {
     dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {

@@ -1,5 +1,8 @@
+#include <algorithm>
+
 #include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/nn/attention.cuh"
+#include "zrt/kernels/nn/attention_tiles_math.h"
 
 namespace zrt::kernels::cuda {
 namespace {
@@ -46,14 +49,106 @@ struct AttentionKeyBody {
   }
 };
 
+// A thread block as the tile functions' Block (attention_tiles_math.h):
+// threads stride over a tile's indices; sync is a block barrier.
+struct AttentionDeviceBlock {
+  template <class F>
+  ZRT_HD void for_each(int n, const F& f) const {
+#if defined(__CUDA_ARCH__)
+    for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) f(i);
+#else
+    (void)n;
+    (void)f;
+#endif
+  }
+  ZRT_HD void sync() const {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#endif
+  }
+};
+
+// Fast forward: a block per (pair, query tile), pairs outermost.
+template <class T, class A>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_forward_tiled_kernel(AttentionDims d, std::int64_t tiles, const T* qkv, T* out,
+                                   A* lse) {
+  extern __shared__ __align__(16) unsigned char attention_smem[];
+  const std::int64_t block = blockIdx.x;
+  attention_forward_tile<T, A>(AttentionDeviceBlock{}, d, block / tiles, block % tiles, qkv, out,
+                               lse, reinterpret_cast<A*>(attention_smem));
+}
+
+// D = dout·out per row, the order of the simple query pass.
+template <class T>
+struct AttentionRowSumBody {
+  using A = acc_t<T>;
+  AttentionDims d;
+  const T* dout;
+  const T* out;
+  A* dsum;
+  __device__ void operator()(std::int64_t r) const {
+    const AttentionRow row(d, r);
+    const std::int64_t off = (row.b * d.seq + row.t) * d.channels + row.h * d.head_dim;
+    dsum[r] = attention_dot<T, A>(dout + off, out + off, d.head_dim);
+  }
+};
+
+template <class T, class A>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_backward_kv_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
+                                 const A* lse, const A* dsum, T* dqkv) {
+  extern __shared__ __align__(16) unsigned char attention_smem[];
+  const std::int64_t block = blockIdx.x;
+  attention_backward_kv_tile<T, A>(AttentionDeviceBlock{}, d, block / tiles, block % tiles, dout,
+                                   qkv, lse, dsum, dqkv, reinterpret_cast<A*>(attention_smem));
+}
+
+template <class T, class A>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_backward_q_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
+                                const A* lse, const A* dsum, T* dqkv) {
+  extern __shared__ __align__(16) unsigned char attention_smem[];
+  const std::int64_t block = blockIdx.x;
+  attention_backward_q_tile<T, A>(AttentionDeviceBlock{}, d, block / tiles, block % tiles, dout,
+                                  qkv, lse, dsum, dqkv, reinterpret_cast<A*>(attention_smem));
+}
+
+// The most dynamic shared memory the current device grants a block.
+int max_block_smem() {
+  int device = 0, bytes = 0;
+  ZRT_CUDA_CHECK(cudaGetDevice(&device));
+  ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return bytes;
+}
+
+// Launches `kernel` with `blocks` blocks of kAttnThreads and `bytes` of
+// dynamic shared memory, raising the kernel's limit past the default 48 KiB.
+template <class Kernel, class... Args>
+void launch_tiled(Kernel kernel, std::int64_t blocks, std::int64_t bytes, cudaStream_t stream,
+                  Args... args) {
+  ZRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(bytes)));
+  kernel<<<unsigned(blocks), kAttnThreads, std::size_t(bytes), stream>>>(args...);
+  ZRT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void launch_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv, void* out,
-                              void* lse, cudaStream_t stream) {
+                              void* lse, bool simple, cudaStream_t stream) {
   const std::int64_t rows = dims.batch * dims.heads * dims.seq;
   dispatch<NnFloats>(dtype, "attention_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
+    const std::int64_t bytes = attention_forward_smem(dims.head_dim) * std::int64_t(sizeof(A));
+    if (!simple && bytes <= max_block_smem()) {
+      const std::int64_t tiles = attention_tiles(dims.seq, kAttnBr);
+      launch_tiled(attention_forward_tiled_kernel<T, A>, dims.batch * dims.heads * tiles, bytes,
+                   stream, dims, tiles, static_cast<const T*>(qkv), static_cast<T*>(out),
+                   static_cast<A*>(lse));
+      return;
+    }
     for_each_index(rows,
                    AttentionForwardBody<T>{dims, static_cast<const T*>(qkv), static_cast<T*>(out),
                                            static_cast<A*>(lse)},
@@ -63,11 +158,29 @@ void launch_attention_forward(DType dtype, const AttentionDims& dims, const void
 
 void launch_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
                                const void* qkv, const void* out, const void* lse, void* dsum,
-                               void* dqkv, cudaStream_t stream) {
+                               void* dqkv, bool simple, cudaStream_t stream) {
   const std::int64_t rows = dims.batch * dims.heads * dims.seq;
   dispatch<NnFloats>(dtype, "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
+    const std::int64_t kv_bytes = attention_backward_kv_smem(dims.head_dim) * std::int64_t(sizeof(A));
+    const std::int64_t q_bytes = attention_backward_q_smem(dims.head_dim) * std::int64_t(sizeof(A));
+    if (!simple && std::max(kv_bytes, q_bytes) <= max_block_smem()) {
+      for_each_index(rows,
+                     AttentionRowSumBody<T>{dims, static_cast<const T*>(dout),
+                                            static_cast<const T*>(out), static_cast<A*>(dsum)},
+                     stream);
+      const std::int64_t pairs = dims.batch * dims.heads;
+      const std::int64_t kv_tiles = attention_tiles(dims.seq, kAttnBc);
+      const std::int64_t q_tiles = attention_tiles(dims.seq, kAttnBr);
+      launch_tiled(attention_backward_kv_kernel<T, A>, pairs * kv_tiles, kv_bytes, stream, dims,
+                   kv_tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                   static_cast<const A*>(lse), static_cast<const A*>(dsum), static_cast<T*>(dqkv));
+      launch_tiled(attention_backward_q_kernel<T, A>, pairs * q_tiles, q_bytes, stream, dims,
+                   q_tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                   static_cast<const A*>(lse), static_cast<const A*>(dsum), static_cast<T*>(dqkv));
+      return;
+    }
     for_each_index(rows,
                    AttentionQueryBody<T>{dims, static_cast<const T*>(dout),
                                          static_cast<const T*>(qkv), static_cast<const T*>(out),

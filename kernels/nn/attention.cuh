@@ -9,12 +9,15 @@
 
 namespace zrt::kernels::cuda {
 
+// simple: the thread-per-row kernel instead of the tiled one (Note [Tiled
+// causal attention]), which is also taken when the tiles' shared memory
+// exceeds the device's per-block limit.
 void launch_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv, void* out,
-                              void* lse, cudaStream_t stream);
+                              void* lse, bool simple, cudaStream_t stream);
 
-// dsum: scratch of B*H*T accumulators.
+// dsum: scratch of B*H*T accumulators (D per row).
 void launch_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
                                const void* qkv, const void* out, const void* lse, void* dsum,
-                               void* dqkv, cudaStream_t stream);
+                               void* dqkv, bool simple, cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

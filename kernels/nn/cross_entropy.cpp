@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
+#include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/cross_entropy_math.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
@@ -48,10 +50,17 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   else check_operands(op, {loss}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
     host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
+    // Scratch for the loss mean's block partials (Note [Deterministic block
+    // sums]), from the loss's allocator in the stream's order.
+    const bool simple = simple_kernel(FastKernel::cross_entropy) || d.rows == 0;
+    const Tensor partials = simple ? Tensor()
+                                   : Tensor::empty({block_sum_chunks(d.rows)}, loss.dtype(), loss.device(),
+                                                   loss.storage().allocator(), stream);
     cuda::launch_cross_entropy_forward(logits.dtype(), d.rows, d.vocab, d.rows ? logits.data_ptr() : nullptr,
                                        d.rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser,
                                        d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr,
-                                       loss.data_ptr(), cuda_stream(stream));
+                                       loss.data_ptr(), simple ? nullptr : partials.data_ptr(), simple,
+                                       cuda_stream(stream));
   }());
   run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses,
                                const Tensor& lse, const Tensor& loss) {

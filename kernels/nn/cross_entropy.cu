@@ -1,4 +1,5 @@
 #include "zrt/kernels/grid.cuh"
+#include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/cross_entropy.cuh"
 #include "zrt/kernels/nn/cross_entropy_math.h"
 #include "zrt/kernels/nn/warp_reduce.cuh"
@@ -31,13 +32,37 @@ struct CrossEntropyRow {
   }
 };
 
-// The mean in row order on one thread, so it is bit-identical to the CPU's.
+// The simple mean: rows in order on one thread, bit-identical to the CPU
+// twin's (Note [Fast kernels and their simple references]).
 template <class A>
 __global__ void cross_entropy_sum_kernel(std::int64_t rows, const A* losses, A normaliser,
                                          A* loss) {
   A s = 0;
   for (std::int64_t r = 0; r < rows; ++r) s += losses[r];
   *loss = s / normaliser;
+}
+
+// The fast mean, first pass: block b sums its chunk of rows into partial[b]
+// (Note [Deterministic block sums]).
+template <class A>
+__global__ void __launch_bounds__(kBlockSumThreads)
+    cross_entropy_partial_kernel(std::int64_t rows, std::int64_t chunk, const A* losses, A* partial) {
+  const std::int64_t lo = min_i64(rows, std::int64_t(blockIdx.x) * chunk);
+  const std::int64_t hi = min_i64(rows, lo + chunk);
+  A s = 0;
+  for (std::int64_t r = lo + threadIdx.x; r < hi; r += kBlockSumThreads) s += losses[r];
+  s = block_sum<A, kBlockSumThreads>(s);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// Second pass: one block over the partials, in the same order.
+template <class A>
+__global__ void __launch_bounds__(kBlockSumThreads)
+    cross_entropy_final_kernel(std::int64_t chunks, const A* partial, A normaliser, A* loss) {
+  A s = 0;
+  for (std::int64_t b = threadIdx.x; b < chunks; b += kBlockSumThreads) s += partial[b];
+  s = block_sum<A, kBlockSumThreads>(s);
+  if (threadIdx.x == 0) *loss = s / normaliser;
 }
 
 template <class T, class I>
@@ -63,7 +88,7 @@ struct CrossEntropyBackwardBody {
 void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                   const void* logits, const void* targets, DType targets_dtype,
                                   double normaliser, void* losses, void* lse, void* loss,
-                                  cudaStream_t stream) {
+                                  void* partials, bool simple, cudaStream_t stream) {
   dispatch<NnFloats>(dtype, "cross_entropy_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -75,8 +100,18 @@ void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t v
                                               static_cast<A*>(losses), static_cast<A*>(lse)},
                         stream);
     });
-    cross_entropy_sum_kernel<A><<<1, 1, 0, stream>>>(rows, static_cast<const A*>(losses),
-                                                     A(normaliser), static_cast<A*>(loss));
+    if (simple || rows == 0) {
+      cross_entropy_sum_kernel<A><<<1, 1, 0, stream>>>(rows, static_cast<const A*>(losses),
+                                                       A(normaliser), static_cast<A*>(loss));
+      ZRT_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    const std::int64_t chunks = block_sum_chunks(rows);
+    cross_entropy_partial_kernel<A><<<unsigned(chunks), kBlockSumThreads, 0, stream>>>(
+        rows, block_sum_chunk_len(rows), static_cast<const A*>(losses), static_cast<A*>(partials));
+    ZRT_CUDA_CHECK_LAUNCH();
+    cross_entropy_final_kernel<A><<<1, kBlockSumThreads, 0, stream>>>(
+        chunks, static_cast<const A*>(partials), A(normaliser), static_cast<A*>(loss));
     ZRT_CUDA_CHECK_LAUNCH();
   });
 }

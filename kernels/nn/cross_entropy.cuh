@@ -1,6 +1,11 @@
 // CUDA launchers for kernels/nn/cross_entropy.h (raw pointers; losses, lse
 // and loss are float, or double when dtype is f64; targets i32 or i64 per
 // targets_dtype).
+//
+// The forward's loss mean is the fast two-pass sum of Note [Deterministic
+// block sums], into `partials` (block_sum_chunks(rows) accumulators), or
+// with `simple` the rows in order on one thread (Note [Fast kernels and
+// their simple references]).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +19,7 @@ namespace zrt::kernels::cuda {
 void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                   const void* logits, const void* targets, DType targets_dtype,
                                   double normaliser, void* losses, void* lse, void* loss,
-                                  cudaStream_t stream);
+                                  void* partials, bool simple, cudaStream_t stream);
 
 void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                    const void* logits, const void* targets, DType targets_dtype,

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/cpu_reduce.h"
 #include "zrt/kernels/nn/layernorm_math.h"
@@ -142,11 +143,19 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     return;
   }
   check_operands(op, {dy, x, weight, mean, rstd, dx, dweight, dbias}, stream);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
-      cuda::launch_layernorm_backward(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(),
-                                      weight.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
-                                      dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr(),
-                                      accumulate_param_grads, cuda_stream(stream)));
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(), [&] {
+    // Scratch for the parameter gradients' tile partials (layernorm_math.h),
+    // from x's allocator in the stream's order.
+    const bool simple = simple_kernel(FastKernel::layernorm);
+    const Tensor partials = simple ? Tensor()
+                                   : Tensor::empty({2 * layernorm_param_tiles(rows) * c}, mean.dtype(),
+                                                   x.device(), x.storage().allocator(), stream);
+    cuda::launch_layernorm_backward(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(),
+                                    weight.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
+                                    dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr(),
+                                    accumulate_param_grads, simple ? nullptr : partials.data_ptr(),
+                                    simple, cuda_stream(stream));
+  }());
   run_cpu_twin(stream, op, [=](const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
                                const Tensor& dbias) {

@@ -91,6 +91,66 @@ struct LayerNormParamGradBody {
   }
 };
 
+// The fast parameter gradients, first pass: block (x, y) covers 32 features
+// from 32·x and row tile y; its warps (kLayerNormTileLanes of them) stride
+// the tile's rows, a lane per feature (coalesced), and warp 0 adds the warps'
+// sums in order into the tile's partials.
+constexpr int kLayerNormTileThreads = kLayerNormTileLanes * kWarpSize;
+
+template <class T>
+__global__ void __launch_bounds__(kLayerNormTileThreads)
+    layernorm_param_partial_kernel(std::int64_t rows, std::int64_t c, std::int64_t tile_len,
+                                   const T* dy, const T* x, const acc_t<T>* mean,
+                                   const acc_t<T>* rstd, acc_t<T>* part_w, acc_t<T>* part_b) {
+  using A = acc_t<T>;
+  __shared__ A sw[kLayerNormTileLanes][kWarpSize], sb[kLayerNormTileLanes][kWarpSize];
+  const int lane = int(threadIdx.x) % kWarpSize, j = int(threadIdx.x) / kWarpSize;
+  const std::int64_t col = std::int64_t(blockIdx.x) * kWarpSize + lane;
+  const std::int64_t lo = min_i64(rows, std::int64_t(blockIdx.y) * tile_len);
+  const std::int64_t hi = min_i64(rows, lo + tile_len);
+  A gw = 0, gb = 0;
+  if (col < c) {
+    for (std::int64_t r = lo + j; r < hi; r += kLayerNormTileLanes) {
+      const A d = load<A>(dy[r * c + col]);
+      gw += d * (load<A>(x[r * c + col]) - mean[r]) * rstd[r];
+      gb += d;
+    }
+  }
+  sw[j][lane] = gw;
+  sb[j][lane] = gb;
+  __syncthreads();
+  if (j == 0 && col < c) {
+    A w = 0, b = 0;
+    for (int k = 0; k < kLayerNormTileLanes; ++k) {
+      w += sw[k][lane];
+      b += sb[k][lane];
+    }
+    part_w[std::int64_t(blockIdx.y) * c + col] = w;
+    part_b[std::int64_t(blockIdx.y) * c + col] = b;
+  }
+}
+
+// Second pass: a thread per feature adds the tiles' partials in tile order.
+template <class T>
+struct LayerNormParamFinalBody {
+  using A = acc_t<T>;
+  std::int64_t tiles, c;
+  const A* part_w;
+  const A* part_b;
+  T* dw;
+  T* db;
+  bool accumulate;
+  __device__ void operator()(std::int64_t i) const {
+    A gw = 0, gb = 0;
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      gw += part_w[t * c + i];
+      gb += part_b[t * c + i];
+    }
+    dw[i] = store<T>((accumulate ? load<A>(dw[i]) : A(0)) + gw);
+    db[i] = store<T>((accumulate ? load<A>(db[i]) : A(0)) + gb);
+  }
+};
+
 }  // namespace
 
 void launch_layernorm_forward(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
@@ -111,17 +171,34 @@ void launch_layernorm_forward(DType dtype, std::int64_t rows, std::int64_t c, co
 void launch_layernorm_backward(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
                                const void* x, const void* weight, const void* mean,
                                const void* rstd, void* dx, void* dweight, void* dbias,
-                               bool accumulate_param_grads, cudaStream_t stream) {
+                               bool accumulate_param_grads, void* partials, bool simple,
+                               cudaStream_t stream) {
   dispatch<NnFloats>(dtype, "layernorm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     // Parameter gradients first: dx may overwrite dy.
-    for_each_index(c,
-                   LayerNormParamGradBody<T>{rows, c, static_cast<const T*>(dy),
-                                             static_cast<const T*>(x), static_cast<const A*>(mean),
-                                             static_cast<const A*>(rstd), static_cast<T*>(dweight),
-                                             static_cast<T*>(dbias), accumulate_param_grads},
-                   stream);
+    if (!simple) {
+      const std::int64_t tiles = layernorm_param_tiles(rows);
+      A* part_w = static_cast<A*>(partials);
+      A* part_b = part_w + tiles * c;
+      const dim3 grid(unsigned((c + kWarpSize - 1) / kWarpSize), unsigned(tiles));
+      layernorm_param_partial_kernel<T><<<grid, kLayerNormTileThreads, 0, stream>>>(
+          rows, c, layernorm_param_tile_len(rows), static_cast<const T*>(dy),
+          static_cast<const T*>(x), static_cast<const A*>(mean), static_cast<const A*>(rstd),
+          part_w, part_b);
+      ZRT_CUDA_CHECK_LAUNCH();
+      for_each_index(c,
+                     LayerNormParamFinalBody<T>{tiles, c, part_w, part_b, static_cast<T*>(dweight),
+                                                static_cast<T*>(dbias), accumulate_param_grads},
+                     stream);
+    } else {
+      for_each_index(c,
+                     LayerNormParamGradBody<T>{rows, c, static_cast<const T*>(dy),
+                                               static_cast<const T*>(x), static_cast<const A*>(mean),
+                                               static_cast<const A*>(rstd), static_cast<T*>(dweight),
+                                               static_cast<T*>(dbias), accumulate_param_grads},
+                     stream);
+    }
     for_each_warp_row(rows,
                       LayerNormDxRow<T>{c, static_cast<const T*>(dy), static_cast<const T*>(x),
                                         static_cast<const T*>(weight), static_cast<const A*>(mean),

@@ -1,6 +1,7 @@
 #include "zrt/kernels/nn/residual_add.h"
 
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/element.h"
 #include "zrt/kernels/nn/nn_checks.h"
@@ -20,7 +21,7 @@ void residual_add(const Tensor& a, const Tensor& b, const Tensor& out, Stream st
   check_operands(op, {a, b, out}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, a.device(),
       cuda::launch_residual_add(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                                cuda_stream(stream)));
+                                simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& out) {
     dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;

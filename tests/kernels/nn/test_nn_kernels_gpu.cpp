@@ -1,16 +1,25 @@
 // Each model-zoo CUDA kernel against its CPU twin on the same inputs, with
 // outputs poisoned first. Tolerance, relative to 1 + max |CPU result|: 1e-4
 // for f32 (the GPU sums in a different order: warp trees, cuBLAS tiles) and
-// 1e-2 for bf16 (one output rounding apart).
+// 1e-2 for bf16 (one output rounding apart). The fast kernels (Note [Fast
+// kernels and their simple references]) are also checked against their simple
+// versions at the same tolerance, on fresh random inputs whose seed is
+// printed, and their deterministic sums bit for bit. The tiled attention is
+// checked against the simple kernels and the CPU twin for out, lse and dqkv
+// at odd sizes (T under a tile, T past several tiles, head dims 16 to 64),
+// and two fast runs bit for bit.
 #include <boost/test/unit_test.hpp>
 #include <functional>
+#include <iostream>
 #include <random>
 
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/nn/activation.h"
 #include "zrt/kernels/nn/attention.h"
 #include "zrt/kernels/nn/cross_entropy.h"
 #include "zrt/kernels/nn/embedding.h"
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/layernorm.h"
 #include "zrt/kernels/nn/nn_checks.h"
 #include "zrt/kernels/nn/residual_add.h"
@@ -47,6 +56,23 @@ void check_twin(const std::string& what, const Tensor& cpu, const Tensor& dev) {
 }
 
 const DType kDTypes[] = {DType::f32, DType::bf16};
+
+const unsigned kSimpleAll = ~0u;
+
+unsigned fresh_seed(const char* what) {
+  const unsigned seed = std::random_device{}();
+  std::cout << what << " seed " << seed << "\n";
+  return seed;
+}
+
+// Bit-for-bit equality of two tensors' values (NaN never equal).
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const auto x = a.to(Device::cpu()).to_doubles(), y = b.to(Device::cpu()).to_doubles();
+  if (x.size() != y.size()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!(x[i] == y[i])) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -166,6 +192,160 @@ BOOST_AUTO_TEST_CASE(cross_entropy_twin) {
     auto [lossg, dlogitsg] = run(gpu);
     check_twin("cross-entropy loss", loss, lossg);
     check_twin("cross-entropy dlogits", dlogits, dlogitsg);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_fast_mean) {
+  // The fast mean equals the host emulation of its order over the kernel's own
+  // per-row losses bit for bit, is bit-identical run to run, and matches the
+  // simple mean (itself bit-identical to the row-order sum) and the CPU twin
+  // within check_twin's tolerance. 20011 rows span several blocks.
+  std::mt19937 gen(fresh_seed("cross_entropy_fast_mean"));
+  for (const std::int64_t rows : {std::int64_t(1), std::int64_t(333), std::int64_t(20011)}) {
+    const std::int64_t vocab = 67;
+    Tensor logits = rnd({rows, vocab}, DType::f32, gen);
+    std::vector<double> tv(static_cast<std::size_t>(rows));
+    std::uniform_int_distribution<int> pick(-1, int(vocab) - 1);
+    for (auto& t : tv) t = pick(gen);
+    Tensor targets = Tensor::from_doubles(tv, DType::i32);
+    auto run = [&](Device d, unsigned simple) {
+      ScopedSimpleKernels path(simple);
+      Tensor losses = poisoned({rows}, DType::f32, d), lse = poisoned({rows}, DType::f32, d);
+      Tensor loss = poisoned({1}, DType::f32, d);
+      cross_entropy_forward(logits.to(d), targets.to(d), 1234.0, losses, lse, loss);
+      return std::make_pair(losses.to(Device::cpu()), loss.to(Device::cpu()));
+    };
+    auto [losses_fast, fast] = run(gpu, 0);
+    auto [losses_simple, simple] = run(gpu, kSimpleAll);
+    auto [losses_cpu, cpu] = run(Device::cpu(), 0);
+    BOOST_TEST_CONTEXT("rows " << rows) {
+      const float* pl = losses_fast.data<float>();
+      const float emulated = block_tree_sum<float>(rows, [&](std::int64_t r) { return pl[r]; }) / 1234.0f;
+      BOOST_TEST(fast.to_doubles()[0] == double(emulated));
+      float in_order = 0;
+      for (std::int64_t r = 0; r < rows; ++r) in_order += pl[r];
+      BOOST_TEST(simple.to_doubles()[0] == double(in_order / 1234.0f));
+      BOOST_TEST(same_bits(run(gpu, 0).second, fast));
+      check_twin("cross-entropy fast vs simple", simple, fast);
+      check_twin("cross-entropy fast vs cpu", cpu, fast);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layernorm_fast_param_grads) {
+  // Fast two-pass parameter gradients against the simple per-feature loop and
+  // the CPU twin (check_twin's tolerance), written and accumulated, at odd
+  // sizes (C not a multiple of 32, rows across several tiles), and
+  // bit-identical run to run.
+  std::mt19937 gen(fresh_seed("layernorm_fast_param_grads"));
+  for (DType t : kDTypes) {
+    for (const auto& size : {std::pair<std::int64_t, std::int64_t>{1, 5}, {1237, 771}, {9001, 33}}) {
+      const std::int64_t rows = size.first, c = size.second;
+      Tensor x = rnd({rows, c}, t, gen), w = rnd({c}, t, gen), b = rnd({c}, t, gen);
+      Tensor dy = rnd({rows, c}, t, gen), dw0 = rnd({c}, t, gen), db0 = rnd({c}, t, gen);
+      Tensor mean = poisoned({rows}, DType::f32, Device::cpu()), rstd = poisoned({rows}, DType::f32, Device::cpu());
+      Tensor y = poisoned({rows, c}, t, Device::cpu());
+      layernorm_forward(x, w, b, y, mean, rstd);
+      for (bool accumulate : {false, true}) {
+        auto run = [&](Device d, unsigned simple) {
+          ScopedSimpleKernels path(simple);
+          Tensor dx = poisoned({rows, c}, t, d), dw = dw0.to(d), db = db0.to(d);
+          layernorm_backward(dy.to(d), x.to(d), w.to(d), mean.to(d), rstd.to(d), dx, dw, db, accumulate);
+          return std::make_tuple(dx, dw, db);
+        };
+        auto [dx_f, dw_f, db_f] = run(gpu, 0);
+        auto [dx_s, dw_s, db_s] = run(gpu, kSimpleAll);
+        auto [dx_c, dw_c, db_c] = run(Device::cpu(), 0);
+        BOOST_TEST_CONTEXT("rows " << rows << " C " << c << " accumulate " << accumulate) {
+          check_twin("layernorm dw fast vs simple", dw_s.to(Device::cpu()), dw_f);
+          check_twin("layernorm db fast vs simple", db_s.to(Device::cpu()), db_f);
+          check_twin("layernorm dw fast vs cpu", dw_c, dw_f);
+          check_twin("layernorm db fast vs cpu", db_c, db_f);
+          check_twin("layernorm dx fast vs cpu", dx_c, dx_f);
+          auto [dx_2, dw_2, db_2] = run(gpu, 0);
+          BOOST_TEST(same_bits(dw_2, dw_f));
+          BOOST_TEST(same_bits(db_2, db_f));
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(elementwise_packs_and_tails) {
+  // Residual add and activations in 16-byte packs against the simple
+  // per-element kernels and the CPU twin (check_twin's tolerance), on aligned
+  // tensors and on views one element in (not 16-byte aligned: the scalar
+  // fallback), with lengths that leave a tail.
+  std::mt19937 gen(fresh_seed("elementwise_packs_and_tails"));
+  for (DType t : kDTypes) {
+    for (std::int64_t n : {1, 7, 8, 1031, 65537}) {
+      for (std::int64_t offset : {0, 1}) {
+        Tensor a = rnd({n + offset}, t, gen), b = rnd({n + offset}, t, gen);
+        auto view = [&](const Tensor& full) { return full.slice(offset, n); };
+        BOOST_TEST_CONTEXT(dtype_name(t) << " n " << n << " offset " << offset) {
+          Tensor sum_c = poisoned({n}, t, Device::cpu());
+          residual_add(view(a), view(b), sum_c);
+          for (Activation act : {Activation::gelu, Activation::relu}) {
+            Tensor y_c = poisoned({n}, t, Device::cpu()), dx_c = poisoned({n}, t, Device::cpu());
+            activation_forward(act, view(a), y_c);
+            activation_backward(act, view(a), view(b), dx_c);
+            for (unsigned simple : {0u, kSimpleAll}) {
+              ScopedSimpleKernels path(simple);
+              Tensor ag = a.to(gpu), bg = b.to(gpu);
+              Tensor yg_full = poisoned({n + offset}, t, gpu), dxg_full = poisoned({n + offset}, t, gpu);
+              activation_forward(act, view(ag), view(yg_full));
+              activation_backward(act, view(ag), view(bg), view(dxg_full));
+              check_twin(simple ? "activation_forward simple" : "activation_forward packs", y_c, view(yg_full));
+              check_twin(simple ? "activation_backward simple" : "activation_backward packs", dx_c, view(dxg_full));
+            }
+          }
+          for (unsigned simple : {0u, kSimpleAll}) {
+            ScopedSimpleKernels path(simple);
+            Tensor og_full = poisoned({n + offset}, t, gpu);
+            residual_add(view(a.to(gpu)), view(b.to(gpu)), view(og_full));
+            check_twin(simple ? "residual_add simple" : "residual_add packs", sum_c, view(og_full));
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_tiled_forward_and_backward) {
+  std::mt19937 gen(fresh_seed("attention_tiled_forward_and_backward"));
+  struct Shape4 {
+    std::int64_t batch, seq, c, heads;
+  };
+  for (DType t : kDTypes) {
+    for (const Shape4& s : {Shape4{1, 1, 16, 1}, Shape4{2, 23, 24, 3}, Shape4{1, 33, 64, 2},
+                            Shape4{2, 64, 64, 1}, Shape4{3, 97, 96, 3}, Shape4{1, 130, 128, 2}}) {
+      const DType at = acc_dtype(t);
+      Tensor qkv = rnd({s.batch, s.seq, 3 * s.c}, t, gen), dout = rnd({s.batch, s.seq, s.c}, t, gen);
+      auto run = [&](Device d, unsigned simple) {
+        ScopedSimpleKernels path(simple);
+        Tensor out = poisoned({s.batch, s.seq, s.c}, t, d), lse = poisoned({s.batch, s.heads, s.seq}, at, d);
+        Tensor q = qkv.to(d);
+        attention_forward(q, out, lse, s.heads);
+        Tensor dqkv = poisoned(qkv.shape(), t, d);
+        attention_backward(dout.to(d), q, out, lse, dqkv, s.heads);
+        return std::make_tuple(out.to(Device::cpu()), lse.to(Device::cpu()), dqkv.to(Device::cpu()));
+      };
+      auto [out_f, lse_f, dqkv_f] = run(gpu, 0);
+      auto [out_s, lse_s, dqkv_s] = run(gpu, unsigned(FastKernel::attention));
+      auto [out_c, lse_c, dqkv_c] = run(Device::cpu(), 0);
+      BOOST_TEST_CONTEXT(dtype_name(t) << " B " << s.batch << " T " << s.seq << " C " << s.c << " H " << s.heads) {
+        check_twin("attention out tiled vs simple", out_s, out_f);
+        check_twin("attention lse tiled vs simple", lse_s, lse_f);
+        check_twin("attention dqkv tiled vs simple", dqkv_s, dqkv_f);
+        check_twin("attention out tiled vs cpu", out_c, out_f);
+        check_twin("attention lse tiled vs cpu", lse_c, lse_f);
+        check_twin("attention dqkv tiled vs cpu", dqkv_c, dqkv_f);
+        auto [out_2, lse_2, dqkv_2] = run(gpu, 0);
+        BOOST_TEST(same_bits(out_2, out_f));
+        BOOST_TEST(same_bits(lse_2, lse_f));
+        BOOST_TEST(same_bits(dqkv_2, dqkv_f));
+      }
+    }
   }
 }
 

@@ -1,0 +1,55 @@
+#include "zrt/kernels/kernel_path.h"
+
+#include <cstdlib>
+#include <string_view>
+
+namespace zrt::kernels {
+namespace {
+
+// -1: no override on this thread; otherwise the simple bits.
+thread_local int t_override = -1;
+
+unsigned bit_of(std::string_view name) {
+  if (name == "all") return ~0u;
+  if (name == "cross_entropy") return unsigned(FastKernel::cross_entropy);
+  if (name == "layernorm") return unsigned(FastKernel::layernorm);
+  if (name == "elementwise") return unsigned(FastKernel::elementwise);
+  if (name == "attention") return unsigned(FastKernel::attention);
+  return 0;
+}
+
+unsigned env_simple_bits() {
+  static const unsigned bits = parse_simple_kernels(std::getenv("ZRT_SIMPLE_KERNELS"));
+  return bits;
+}
+
+}  // namespace
+
+unsigned parse_simple_kernels(const char* value) {
+  if (!value) return 0;
+  unsigned bits = 0;
+  std::string_view rest(value);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    bits |= bit_of(name);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return bits;
+}
+
+bool simple_kernel(FastKernel k) {
+  const unsigned bits = t_override >= 0 ? unsigned(t_override) : env_simple_bits();
+  return (bits & unsigned(k)) != 0;
+}
+
+ScopedSimpleKernels::ScopedSimpleKernels(unsigned simple_bits) : previous_(t_override) {
+  t_override = static_cast<int>(simple_bits & 0x7fffffffu);
+}
+
+ScopedSimpleKernels::~ScopedSimpleKernels() { t_override = previous_; }
+
+}  // namespace zrt::kernels

@@ -1,0 +1,56 @@
+// Which CUDA kernels take their fast path and which their simple reference;
+// see Note [Fast kernels and their simple references].
+#pragma once
+
+#include <string_view>
+
+namespace zrt::kernels {
+
+// Note [Fast kernels and their simple references]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Some CUDA launchers have two versions: a fast one, and the simple one it
+// replaced, kept as the reference the gpu test suites compare it with and as
+// a fallback, so a run that meets a fault in a fast kernel can go on without
+// it. ZRT_SIMPLE_KERNELS, a comma-separated list of FastKernel names ("all"
+// for every one), picks the simple version:
+//   cross_entropy  the loss mean: fixed block partials then one fixed-order
+//                  pass (simple: one thread sums the rows in order);
+//   layernorm      the weight/bias gradients: per-tile partial sums then a
+//                  column pass (simple: a thread per feature over all rows);
+//   elementwise    residual add and activations: 16-byte vector loads with
+//                  a scalar tail (simple: one element per index);
+//   attention      causal attention forward and backward: tiles in shared
+//                  memory with an online softmax (Note [Tiled causal
+//                  attention]; simple: a thread per query or key row).
+// The CPU twins are unaffected. The variable is read once per process (a
+// read-only cached parse); an unknown name is ignored. Tests compare both
+// versions in one process through ScopedSimpleKernels, a thread-local
+// override for the calling thread, which is the one that launches.
+enum class FastKernel : unsigned {
+  cross_entropy = 1u << 0,
+  layernorm = 1u << 1,
+  elementwise = 1u << 2,
+  attention = 1u << 3,
+};
+
+// The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none).
+unsigned parse_simple_kernels(const char* value);
+
+// True when kernel `k` should run its simple version on this thread.
+bool simple_kernel(FastKernel k);
+
+// Overrides ZRT_SIMPLE_KERNELS on the calling thread for its lifetime:
+// `simple_bits` (FastKernel bits, or ~0u for all) take the simple path, the
+// rest the fast one. Nested overrides restore the previous one.
+class ScopedSimpleKernels {
+ public:
+  explicit ScopedSimpleKernels(unsigned simple_bits);
+  ~ScopedSimpleKernels();
+  ScopedSimpleKernels(const ScopedSimpleKernels&) = delete;
+  ScopedSimpleKernels& operator=(const ScopedSimpleKernels&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace zrt::kernels
