@@ -69,12 +69,16 @@ void ZeroModule::synchronize() const {
   if (compute_stream_) synchronize(compute_stream_->get(), "synchronizing the module's compute stream");
 }
 
-void ZeroModule::synchronize(Stream stream, const char* what) const {
+CommWatchdog ZeroModule::watchdog() const {
   // A module under construction may have no plan yet; world_ is always there.
   std::vector<CommPtr> groups{world_};
   if (plan_) groups.insert(groups.end(), {plan_->groups.zero1, plan_->groups.zero3, plan_->groups.replica});
-  CommWatchdog(groups).synchronize(stream, what);
+  return CommWatchdog(groups);
 }
+
+void ZeroModule::synchronize(Stream stream, const char* what) const { watchdog().synchronize(stream, what); }
+
+void ZeroModule::wait(const Event& event, const char* what) const { watchdog().wait(event, what); }
 
 const char* cpu_streams_name(CpuStreams s) {
   switch (s) {

@@ -69,6 +69,7 @@
 #include "zrt/optim/flat_param/sharding_strategy.h"
 #include "zrt/optim/loss_scaler.h"
 #include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/comm/communicator.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/trace.h"
@@ -244,6 +245,8 @@ class ZeroModule {
   // `what` names the wait in that message. Every host wait of the module's
   // streams goes through here.
   void synchronize(Stream stream, const char* what) const;
+  // The same for the work `event` captured.
+  void wait(const Event& event, const char* what) const;
   // The compute stream waits for every unit's issued gradient reduction
   // (step() does this first; call it before to see the wait apart).
   void wait_for_reduced_grads();
@@ -257,6 +260,8 @@ class ZeroModule {
   // alive. Null: the calling thread's stream (Note [Streams of a CPU module]).
   std::unique_ptr<OwnedStream> compute_stream_, comm_stream_;
   CommPtr world_;
+  // Over the module's groups (Note [Comm watchdog]).
+  CommWatchdog watchdog() const;
   ZeroModuleOptions options_;
   AllocatorPtr allocator_;
   struct SeenParam {  // an earlier unit's parameter, to find ties across units

@@ -64,6 +64,18 @@ void cast(const Tensor& dst, const Tensor& src, Stream stream) {
   const Device device = check_operands("cast", {dst, src}, stream);
   check_same_numel("cast", dst, src);
   if (dst.dtype() == src.dtype()) return copy_same_dtype(dst, src, stream);
+  if (dst.dtype() == DType::f64 && src.dtype() == DType::f32) {  // exact widening
+    if (dst.numel() == 0) return;
+    ZRT_CUDA_LAUNCH_AND_RETURN("cast", device,
+                               cuda::launch_widen_f32_to_f64(static_cast<double*>(dst.data_ptr()),
+                                                              static_cast<const float*>(src.data_ptr()), dst.numel(),
+                                                              cuda_stream(stream)));
+    run_cpu_twin(stream, "cast", [d = static_cast<double*>(dst.data_ptr()),
+                                  s = static_cast<const float*>(src.data_ptr()), n = dst.numel()] {
+      for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
+    });
+    return;
+  }
   check_kernel_float("cast", dst);
   check_kernel_float("cast", src);
   if (dst.numel() == 0) return;

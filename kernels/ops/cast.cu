@@ -35,6 +35,18 @@ void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, s
   });
 }
 
+namespace {
+struct WidenBody {
+  double* dst;
+  const float* src;
+  __device__ void operator()(std::int64_t i) const { dst[i] = static_cast<double>(src[i]); }
+};
+}  // namespace
+
+void launch_widen_f32_to_f64(double* dst, const float* src, std::int64_t n, cudaStream_t stream) {
+  for_each_index(n, WidenBody{dst, src}, stream);
+}
+
 void launch_cast_stochastic_bf16(std::uint16_t* dst, const float* src, std::int64_t n,
                                  std::uint64_t seed, cudaStream_t stream) {
   for_each_index(n, StochasticBody{dst, src, seed}, stream);

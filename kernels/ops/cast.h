@@ -9,8 +9,9 @@
 namespace zrt::kernels {
 
 // dst[i] = src[i] converted to dst's dtype. Equal numel; dtypes in {f32,
-// bf16, f16}, or any dtype when both are the same (a plain copy). dst and src
-// must not overlap unless they are the same view.
+// bf16, f16}, f32 -> f64 (exact: values the host sums in double), or any
+// dtype when both are the same (a plain copy). dst and src must not overlap
+// unless they are the same view.
 void cast(const Tensor& dst, const Tensor& src, Stream stream = {});
 
 // dst (bf16) = src (f32) with stochastic rounding: element i uses the random

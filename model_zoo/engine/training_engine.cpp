@@ -1,7 +1,9 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
+#include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/optim/consistency_check.h"
+#include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::model_zoo {
 
@@ -18,18 +20,6 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
   auto it = initial.find(fqn);
   ZRT_CHECK_ARG(it != initial.end(), "initial parameters have no '", fqn, "'");
   return it->second;
-}
-
-// The sum, in order and in double, of the values of a device tensor, read
-// in `stream` order (one of `module`'s streams, waited through its watchdog:
-// the step's compute waits for its collectives).
-double read_sum(const optim::ZeroModule& module, const Tensor& t, Stream stream) {
-  Tensor host = Tensor::zeros({t.numel()}, t.dtype());  // zeros in a dry run, whose copies are dropped
-  host.copy_(t, stream);
-  module.synchronize(stream, "reading the step's losses");  // the host reads it
-  double sum = 0;
-  for (std::int64_t i = 0; i < t.numel(); ++i) sum += host.item(i);
-  return sum;
 }
 
 optim::ZeroModuleOptions module_options(const EngineConfig& c) {
@@ -59,6 +49,7 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2, "prefetch depth must be 0, 1 or 2 (got ",
                 config_.prefetch, ")");
   module_ = std::make_unique<optim::ZeroModule>(std::move(world), module_options(config_));
+  if (config_.device.is_cuda()) pinned_ = make_pinned_host_allocator();  // Note [One host wait per step]
 
   const auto units = model_->units();
   for (const auto& unit : units) {
@@ -129,7 +120,17 @@ Batch TrainingEngine::home(const Batch& given) const {
   Batch batch = given;
   for (Tensor* t : {&batch.inputs, &batch.targets}) {
     Tensor homed = Tensor::empty(t->shape(), t->dtype(), config_.device, module_->allocator(), stream());
-    homed.copy_(*t, stream());
+    if (pinned_ && t->device().is_cpu()) {
+      // Note [One host wait per step]: staged in pinned memory, uploaded with
+      // no host wait. The staging block is the host's until the upload has
+      // run (Note [Explicit cross-stream lifetimes]).
+      Tensor staged = Tensor::empty(t->shape(), t->dtype(), Device::cpu(), pinned_, Stream::cpu());
+      staged.copy_(*t);
+      homed.copy_async_(staged, stream());
+      staged.storage().record_use(stream());
+    } else {
+      homed.copy_(*t, stream());
+    }
     *t = homed;
   }
   return batch;
@@ -184,17 +185,21 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
   }
 }
 
-std::pair<double, double> TrainingEngine::all_reduce_sum(double a, double b) {
+void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, Event& copied) {
   // On the device (NCCL needs device memory), from the caching allocator and
-  // written in stream order: no raw allocation, no host buffer to keep alive.
-  Tensor t = Tensor::empty({2}, DType::f64, config_.device, module_->allocator(), stream());
-  kernels::fill(t.slice(0, 1), a, stream());
-  kernels::fill(t.slice(1, 1), b, stream());
+  // written in stream order: no raw allocation. Exact in f64: the host sums.
+  const std::int64_t m = losses.numel();
+  Tensor t = Tensor::empty({m + 1}, DType::f64, config_.device, module_->allocator(), stream());
+  kernels::cast(t.slice(0, m), losses, stream());
+  kernels::fill(t.slice(m, 1), static_cast<double>(local_tokens), stream());
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
-  Tensor host = Tensor::zeros({2}, DType::f64);  // zeros in a dry run, whose copies are dropped
-  host.copy_(t, stream());
-  module_->synchronize(stream(), "reading the all-reduced loss and token count");  // the host reads it
-  return {host.item(0), host.item(1)};
+  if (loss_sums_host_.numel() != m + 1) {
+    // Zeros in a dry run, whose copies are dropped; pinned on CUDA, so the copy down is asynchronous.
+    loss_sums_host_ = pinned_ ? Tensor::empty({m + 1}, DType::f64, Device::cpu(), pinned_, Stream::cpu())
+                              : Tensor::zeros({m + 1}, DType::f64);
+  }
+  loss_sums_host_.copy_async_(t, stream());
+  copied.record(stream());
 }
 
 StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr, ConsistencyCheck check) {
@@ -220,15 +225,18 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     backward(batch, dloss, m + 1 == homed.size());
   }
   StepStats stats;
-  std::pair<double, double> sums;
+  Event losses_copied(config_.device);
   {
-    auto trace = traced("loss all-reduce", {}, "wait");  // queued after the gradient reductions
-    // The host waits for the step's compute once, here, for the losses.
-    sums = all_reduce_sum(read_sum(*module_, losses, stream()), static_cast<double>(local_tokens));
+    auto trace = traced("loss all-reduce", {}, "issue");  // queued after the gradient reductions
+    queue_loss_sums(losses, local_tokens, losses_copied);
   }
-  const auto [loss, tokens] = sums;
-  stats.loss = loss;
-  stats.tokens = static_cast<std::int64_t>(tokens);
+  // The step's losses, on the host once `losses_copied` has completed.
+  auto read_losses = [&] {
+    module_->wait(losses_copied, "reading the step's losses");
+    const std::int64_t m = loss_sums_host_.numel() - 1;
+    for (std::int64_t i = 0; i < m; ++i) stats.loss += loss_sums_host_.item(i);
+    stats.tokens = static_cast<std::int64_t>(loss_sums_host_.item(m));
+  };
   optim::StepResult r;
   {
     auto trace = traced("gradient reductions", {}, "wait");
@@ -240,13 +248,15 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     if (check == ConsistencyCheck::stop && !stats.inconsistencies.empty()) {
       stats.update_withheld = true;  // no update from data the ranks disagree on
       module_->discard_gradients();  // so the step can be trained again once repaired
+      read_losses();
       return stats;
     }
   }
   {
-    auto trace = traced("optimizer step");
+    auto trace = traced("optimizer step");  // its statistics' read is the step's one host wait
     r = module_->step(lr);
   }
+  read_losses();
   if (config_.tracer) {
     const MemoryStats m = module_->memory_stats();
     config_.tracer->counter("memory", {{"allocated", static_cast<double>(m.allocated)},

@@ -30,6 +30,23 @@
 // to d + 1 unsharded units at a time instead of one. d = 0 gathers each unit
 // just before its stage (least memory, no overlap). Checkpointed blocks run
 // their forward a second time in backward (Note [Activation checkpointing]).
+//
+// Note [One host wait per step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The engine's host waits for the device once per step, when the optimizer
+// reads the gradient statistics (Note [One optimizer step]). Around it:
+//   - a micro-batch on the host goes up through pinned staging, copied
+//     asynchronously (a copy from pageable memory waits for its stream);
+//   - each micro-batch's loss stays on the device; after the last, the loss
+//     values widened to f64 and the step's target count are all-reduced
+//     over the world and copied down to pinned host memory, all queued
+//     before the optimizer's statistics, so by the time those are read the
+//     losses are there too: the engine waits on their event only to make
+//     that order explicit, and that wait never blocks. The host sums the
+//     world's micro-batch losses in micro-batch order, in double.
+// On a CPU device host memory is the device's: batches are not staged, and
+// the same queue orders the read. (What still waits: the kernels' token-id
+// checks on CUDA, and the consistency check and host offload, when asked.)
 #pragma once
 
 #include <cstdint>
@@ -113,8 +130,10 @@ class TrainingEngine {
   // The micro-batch's loss: one element on the device, in stream order.
   Tensor forward(const Batch& batch);
   void backward(const Batch& batch, const Tensor& dloss, bool sync_grads);
-  // Sums (loss, targets) over the world on the device, in stream order.
-  std::pair<double, double> all_reduce_sum(double a, double b);
+  // Queues the world's sums of each micro-batch's loss (on the device, one
+  // each) and of the targets, and their copy to loss_sums_host_; `copied`
+  // completes when it holds them (Note [One host wait per step]).
+  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, Event& copied);
   Stream stream() const { return module_->stream(); }
 
   // Prefetches the units of the `prefetch` stages after (forward, step +1) or
@@ -134,6 +153,8 @@ class TrainingEngine {
   std::vector<int> last_backward_stage_;  // per unit: stage whose backward syncs
   std::vector<bool> checkpointed_;        // per stage: keeps only its input (Note [Activation checkpointing])
   std::vector<Tensor> kept_inputs_;       // per checkpointed stage: its input, from forward to backward
+  AllocatorPtr pinned_;                   // CUDA: staging of batches and the loss read; null on the CPU
+  Tensor loss_sums_host_;                 // the world's micro-batch losses, then the target count
 };
 
 }  // namespace zrt::model_zoo

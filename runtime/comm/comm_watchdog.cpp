@@ -86,6 +86,13 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
   }
 }
 
+void CommWatchdog::wait(const Event& event, const char* what) const {
+  // A CPU event wakes its waiter as it completes; a CUDA one is polled.
+  const bool blocks = event.device().is_cpu();
+  wait_until([&] { return blocks ? event.wait_for(kLongestPoll) : event.query(); }, what, blocks);
+  event.synchronize();  // complete: returns at once, or reports the stream's failure
+}
+
 void CommWatchdog::synchronize(Stream stream, const char* what) const {
   if (stream.is_cpu()) {
     CpuStream* queue = stream.cpu_queue();

@@ -70,6 +70,9 @@ class CommWatchdog {
   // the stream's failure as Stream::synchronize does. `what` names the wait
   // in a timeout's message ("reading the gradient statistics").
   void synchronize(Stream stream, const char* what) const;
+  // Blocks until `event`'s captured work is done, then rethrows a failure
+  // as Event::synchronize does.
+  void wait(const Event& event, const char* what) const;
   // Blocks until `done()` returns true: the general form for a caller with
   // its own completion test. `done` is called on this thread only. With
   // `done_blocks` the test itself blocks a while (up to the longest poll

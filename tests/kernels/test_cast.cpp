@@ -161,6 +161,17 @@ BOOST_AUTO_TEST_CASE(same_dtype_copies_any_dtype) {
   BOOST_TEST(dst.to_doubles() == std::vector<double>({-2, 3, 40000}), boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(f32_widens_to_f64_exactly_and_no_other_f64_pair_casts) {
+  const std::vector<double> values{1.0 / 3, -0.0, 3.4e38, 1e-45, -7.25};
+  Tensor src = Tensor::from_doubles(values, DType::f32);
+  Tensor dst = Tensor::empty({5}, DType::f64);
+  cast(dst, src);
+  BOOST_TEST(dst.to_doubles() == src.to_doubles(), boost::test_tools::per_element());
+  BOOST_TEST(std::signbit(dst.item(1)));
+  BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::f32), dst), InvalidArgument);   // narrowing: not a cast
+  BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::f64), Tensor::empty({5}, DType::bf16)), InvalidArgument);
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_throw_typed_errors) {
   Tensor f = Tensor::empty({5}, DType::f32);
   BOOST_CHECK_THROW(cast(Tensor::empty({4}, DType::bf16), f), InvalidArgument);
