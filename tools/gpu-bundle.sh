@@ -2,8 +2,10 @@
 # Prepares, on a machine without a GPU, everything a lent GPU machine needs to
 # run tools/gpu-check.sh, in one folder that git ignores: the gpu suites,
 # zrt-train and zrt-bench built here (Release, sm_90, MPI and OpenBLAS off,
-# stripped) and the shared libraries they need that such a machine lacks
-# (Boost.Test, xxHash). The CUDA runtime, cuBLAS and NCCL are not carried:
+# stripped), the shared libraries they need that such a machine lacks
+# (Boost.Test, xxHash), and in scripts/ the PyTorch side of the training
+# comparison (tools/bench/torch_gpt.py with the safetensors reader it imports,
+# tests/model_zoo/models/safetensors_io.py, beside it). The CUDA runtime, cuBLAS and NCCL are not carried:
 # gpu-check.sh takes them from that machine's CUDA toolkit or its PyTorch's
 # nvidia/*/lib wheels (CUDA 13 there as here). Prints the bundle's size, which must
 # stay under the 64 MiB a device call carries.
@@ -37,7 +39,8 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_AR
 cmake --build "$build" --target "${programs[@]}"
 
 rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/lib"
+mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/scripts"
+cp "$root/tools/bench/torch_gpt.py" "$root/tests/model_zoo/models/safetensors_io.py" "$bundle/scripts/"
 for p in "${programs[@]}"; do
   path=$(find "$build" -type f -name "$p" -perm -u+x | head -1)
   [ -n "$path" ] || { echo "gpu-bundle: $p was not built" >&2; exit 1; }
@@ -65,10 +68,11 @@ done
   echo "commit $commit"
   echo "built $(uname -m), $(ldd --version | head -1), $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -1)"
   echo "programs ${programs[*]}"
+  echo "scripts torch_gpt.py safetensors_io.py"
 } > "$bundle/MANIFEST"
 size_kib=$(du -sk "$bundle" | cut -f1)
 echo "gpu-bundle: $bundle: $((size_kib / 1024)) MiB ($size_kib KiB)"
-ls -l "$bundle/bin" "$bundle/lib" | awk 'NF > 5 {printf "  %8.1f MiB  %s\n", $5 / 1048576, $NF}'
+ls -l "$bundle/bin" "$bundle/lib" "$bundle/scripts" | awk 'NF > 5 {printf "  %8.1f MiB  %s\n", $5 / 1048576, $NF}'
 if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
   echo "gpu-bundle: larger than $limit_mib MiB: a device call carries 64 MiB in all" >&2
   exit 1

@@ -4,11 +4,17 @@
 # building machine's), the kernel and memory suites under compute-sanitizer
 # (memcheck, racecheck, synccheck; the communicators and one engine case
 # under memcheck), zrt-train --device cuda (tiny GPT on 1 and 2 local ranks
-# sharing the GPU, GPT-2 124M in bf16) and zrt-bench kernels and optim on the
-# device. Each step has a time limit; a failing step does not stop the
-# others. Writes SUMMARY.md (one line per step: result, seconds, the last
-# line that explains a failure) and gpu-check.log (every step's output) to
-# the summary folder, and prints the summary last.
+# sharing the GPU, GPT-2 124M in bf16), zrt-bench kernels and optim on the
+# device, and zrt-bench train --device cuda on GPT-2 124M shapes in bf16 side
+# by side with the same GPT in PyTorch on the same GPU (the bundle's
+# scripts/torch_gpt.py --compare under python3 from PATH: tokens/s, step time,
+# MFU against the datasheet peak, peak memory, zrt/PyTorch ratios; its JSON
+# goes to bench-train-cuda.json in the summary folder; skipped, exit 77, when
+# that python3 has no PyTorch 2.x with CUDA). Each step has a time limit; a
+# failing step does not stop the others. Writes SUMMARY.md (one line per
+# step: result, seconds, the last line that explains a failure) and
+# gpu-check.log (every step's output) to the summary folder, and prints the
+# summary last.
 #
 # usage: tools/gpu-check.sh [BUNDLE [SUMMARY-DIR]]
 #   BUNDLE       default gpu-bundle/ in the repository
@@ -114,6 +120,12 @@ fi
 if want bench; then
   step "zrt-bench kernels, cuda" 120 "$bin/zrt-bench" kernels --device cuda --size 67108864
   step "zrt-bench optim, cuda" 120 "$bin/zrt-bench" optim --device cuda --params 67108864
+  # GPT-2 124M shapes, 8 x 1024 tokens a step (zrt-train's bf16 step above
+  # fits the same batch), one zrt run then one PyTorch run on its weights and
+  # tokens, each 2 warm-up and 5 timed steps.
+  step "zrt-bench train gpt2-124m bf16 vs PyTorch, cuda" 420 python3 "$bundle/scripts/torch_gpt.py" --compare \
+    --zrt-bench "$bin/zrt-bench" --device cuda --dtype bf16 --preset gpt2-124m --batch-size 8 --seq-len 1024 \
+    --warmup 2 --steps 5 --rounds 1 --json-out "$summary_dir/bench-train-cuda.json"
 fi
 
 {

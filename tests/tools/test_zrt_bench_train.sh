@@ -6,10 +6,15 @@
 # 0,1,2 gives one object per depth, in order, with the same losses (prefetch
 # changes when, not what) and communication figures; --activation-checkpointing
 # none,blocks,every:2 likewise, each mode's step peak below none's; a bad value
-# fails.
+# fails. --device: cpu is the default and gives the same figures; cuda in a
+# build without CUDA is a usage error (exit 2, saying so), in a CUDA build
+# on a machine without a GPU an error naming that, and with a GPU a run on it;
+# --peak-tflops T is --peak-gflops 1000·T, and the two together are refused.
 # tools/bench/torch_gpt.py
 # prints its skip message and exits 0 without PyTorch 2.x: under PYTHON when
-# its torch is older (Debian's 1.13), and with site-packages off (-S: no torch).
+# its torch is older (Debian's 1.13), and with site-packages off (-S: no torch);
+# --device cuda with a PyTorch 2.x that has no CUDA (a stand-in torch module
+# here) exits 77 saying so, for a single run and for --compare.
 # usage: test_zrt_bench_train.sh ZRT-BENCH PYTHON TORCH_GPT_PY
 set -u
 bench=$1 python=$2 torch_gpt=$3
@@ -19,7 +24,8 @@ check_json() {  # check_json RANKS JSON
   "$python" - "$1" "$2" <<'PY'
 import json, math, sys
 ranks, r = int(sys.argv[1]), json.loads(sys.argv[2])
-fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "ranks", "threads", "strategy",
+fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "device", "device_name", "ranks",
+          "threads", "strategy",
           "dtype", "batch_size", "seq_len", "prefetch", "activation_checkpointing", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
           "step_vs_first", "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak",
           "comm_ms_per_step", "comm_overlapped", "loss_first",
@@ -27,6 +33,7 @@ fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "param
 missing = [f for f in fields if f not in r]
 assert not missing, f"missing fields {missing} in {r}"
 assert (r["model"], r["preset"], r["ranks"], r["steps"], r["warmup"]) == ("gpt", "tiny", ranks, 2, 1), r
+assert (r["device"], r["device_name"]) == ("cpu", "cpu"), r
 assert (r["n_layer"], r["n_head"], r["n_embd"], r["vocab_size"], r["params"]) == (2, 2, 32, 256, 35712), r
 assert 0 < r["step_ms_min"] <= r["step_ms"] <= r["step_ms_max"], r
 step_s = r["step_ms"] / 1e3
@@ -49,10 +56,11 @@ print(f"ok   {ranks} rank(s): {r['step_ms']:.1f} ms/step, {r['tokens_per_s']:.0f
 PY
 }
 
-# One rank measures the peak; two local ranks take it from --peak-gflops.
+# One rank measures the peak (on the default device, cpu, named on one run);
+# two local ranks take it from --peak-gflops, or --peak-tflops.
 for ranks in 1 2; do
-  peak=()
-  [ "$ranks" = 2 ] && peak=(--peak-gflops 100)
+  peak=(--device cpu)
+  [ "$ranks" = 2 ] && peak=(--peak-tflops 0.1)
   out=$("$bench" train --model gpt --preset tiny --steps 2 --warmup 1 --ranks "$ranks" --threads 1 "${peak[@]}" --json) ||
     fail "zrt-bench train --ranks $ranks exited non-zero"
   [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "--json printed more than one line: $out"
@@ -88,7 +96,34 @@ PY
 "$bench" train --preset tiny --steps 1 --cpu-streams some > /dev/null 2>&1 && fail "--cpu-streams some was accepted"
 "$bench" train --preset tiny --steps 0 --json > /dev/null 2>&1 && fail "--steps 0 was accepted"
 "$bench" train --model mlp --n-head 2 --steps 1 > /dev/null 2>&1 && fail "a gpt flag was accepted for mlp"
+"$bench" train --preset tiny --steps 1 --device tpu > /dev/null 2>&1 && fail "--device tpu was accepted"
+"$bench" train --preset tiny --steps 1 --peak-gflops 100 --peak-tflops 0.1 > /dev/null 2>&1 &&
+  fail "--peak-gflops with --peak-tflops was accepted"
+"$bench" train --preset tiny --steps 1 --peak-tflops -1 > /dev/null 2>&1 && fail "--peak-tflops -1 was accepted"
 echo "ok   bad values refused"
+
+out=$("$bench" train --preset tiny --steps 1 --warmup 0 --device cuda --json 2>&1)
+rc=$?
+case $rc in
+  2) case $out in
+       *"usage error"*"--device cuda"*"no CUDA support"*) echo "ok   --device cuda without CUDA: exit 2, '$out'" ;;
+       *) fail "--device cuda exited 2 without saying the build has no CUDA: $out" ;;
+     esac ;;
+  1) case $out in
+       *"no CUDA device is usable"*) echo "ok   --device cuda in a CUDA build without a GPU: exit 1, '$out'" ;;
+       *) fail "--device cuda exited 1 without naming the missing GPU: $out" ;;
+     esac ;;
+  0) "$python" - "$out" <<'PY' || fail "--device cuda: $out"
+import json, math, sys
+r = json.loads(sys.argv[1])
+assert r["device"] == "cuda" and r["device_name"] and r["step_ms"] > 0 and r["alloc_peak_MiB"] > 0, r
+assert r["frac_peak"] is None or 0 < r["frac_peak"] < 1, r
+assert abs(r["loss_first"] - math.log(256)) < 0.5, r
+print(f"ok   --device cuda on {r['device_name']}: {r['step_ms']:.1f} ms/step ({r['peak_source']})")
+PY
+     ;;
+  *) fail "--device cuda: exit $rc: $out" ;;
+esac
 
 expect_skip() {  # expect_skip WHAT MESSAGE PYTHON-ARGS...
   local what=$1 message=$2
@@ -106,3 +141,29 @@ if [ -n "$major" ] && [ "$major" -lt 2 ]; then
 else
   echo "note: $python has no torch older than 2; the old-torch skip is not checked"
 fi
+
+# torch_gpt.py --device cuda with a PyTorch 2.x built without CUDA: a stand-in
+# torch package (the version and CUDA queries only) in front of the real one.
+fake=$(mktemp -d)
+trap 'rm -rf "$fake"' EXIT
+mkdir -p "$fake/torch"
+cat > "$fake/torch/__init__.py" <<'PY'
+"""Stand-in for a CPU-only PyTorch 2.x: version and CUDA queries only."""
+import types
+__version__ = "2.11.0+cpu"
+version = types.SimpleNamespace(cuda=None)
+cuda = types.SimpleNamespace(is_available=lambda: False)
+PY
+for mode in single compare; do
+  args=(--device cuda --init none --data none --n-head 2 --batch-size 8 --seq-len 64)
+  [ "$mode" = compare ] && args=(--compare --device cuda --dtype bf16 --zrt-bench "$bench")
+  out=$(PYTHONPATH=$fake "$python" "$torch_gpt" "${args[@]}" 2>&1)
+  rc=$?
+  [ "$rc" = 77 ] || fail "torch_gpt.py --device cuda ($mode) without CUDA: exit $rc, not 77: $out"
+  case $out in
+    *"torch_gpt.py: skipped: --device cuda"*"built without CUDA"*) echo "ok   torch_gpt.py --device cuda ($mode) without CUDA: exit 77, '$out'" ;;
+    *) fail "torch_gpt.py --device cuda ($mode) without CUDA: no message saying so: $out" ;;
+  esac
+done
+PYTHONPATH=$fake "$python" "$torch_gpt" --device cpu --dtype fp16 > /dev/null 2>&1 && fail "torch_gpt.py --dtype fp16 was accepted"
+echo "ok   torch_gpt.py --dtype fp16 refused"

@@ -1,8 +1,8 @@
-// zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer --n-head --n-embd --vocab-size]
+// zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer --n-head --n-embd --vocab-size]
 //                 [--batch-size B] [--seq-len T] [--dtype D] [--strategy S] [--ranks R]
 //                 [--prefetch LIST] [--activation-checkpointing LIST]
 //                 [--cpu-streams none|comm|all] [--rounds R]
-//                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G]
+//                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G | --peak-tflops T]
 //                 [--save-init W] [--save-data D] [--json]
 //
 // Times whole training steps of a model-zoo model, built and driven as
@@ -14,6 +14,13 @@
 // tokens, so another framework (tools/bench/torch_gpt.py) trains the same
 // model on the same data.
 //
+// --device cuda trains on the GPU (rank r on cuda:r mod the device count, as
+// zrt-train): each timed step is bracketed by device synchronisations, so it
+// counts the kernels it queued, and the fraction of peak is taken against
+// the dense tensor-core (bf16/fp16) or plain fp32 figure of the device's
+// datasheet (Note [CUDA peak]) unless --peak-gflops/--peak-tflops gives one.
+// A build without CUDA refuses --device cuda as a usage error (exit 2).
+//
 // --prefetch 0,1,2 times each prefetch depth side by side, alternating over
 // --rounds rounds (a fresh model each time, so each starts alike), with each
 // depth's step time against the first's, and the communication time per step
@@ -24,6 +31,7 @@
 // checkpointing modes (Note [Activation checkpointing]), each with its step's
 // allocator peak; with both lists, every depth with every mode.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +39,9 @@
 #include <string>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#ifdef ZRT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "tools/bench/bench_util.h"
 #include "tools/bench/fp32_peak.h"
@@ -48,7 +59,8 @@ struct Options {
   std::vector<int> prefetch;  // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
   int warmup = 2, steps = 5, threads = 0, rounds = 1;
-  double peak_gflops = 0;     // > 0: use instead of measuring
+  double peak_gflops = 0;     // > 0: use instead of measuring (cpu) or the datasheet table (cuda)
+  double peak_tflops = 0;     // --peak-tflops, the same in TFLOP/s
   std::string save_init, save_data;
   bool json = false;
 };
@@ -98,13 +110,15 @@ Options parse(int argc, char** argv) {
   std::string prefetch = std::to_string(t.prefetch);
   std::string checkpointing = t.activation_checkpointing;
   OptionParser("train",
-               "usage: zrt-bench train [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H] [--n-embd C]\n"
+               "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H]\n"
+               "         [--n-embd C]"
                "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
                "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
                "         [--cpu-streams none|comm|all]\n"
                "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
-               "         [--init-from W.safetensors] [--peak-gflops G] [--save-init W.safetensors]\n"
+               "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init W.safetensors]\n"
                "         [--save-data D.safetensors] [--json]")
+      .value("--device", t.device)
       .value("--model", t.model)
       .value("--preset", t.preset)
       .value("--n-layer", t.n_layer)
@@ -125,10 +139,19 @@ Options parse(int argc, char** argv) {
       .value("--warmup", o.warmup)
       .value("--steps", o.steps)
       .value("--peak-gflops", o.peak_gflops)
+      .value("--peak-tflops", o.peak_tflops)
       .value("--save-init", o.save_init)
       .value("--save-data", o.save_data)
       .flag("--json", o.json)
       .parse(argc, argv);
+  ZRT_CHECK_ARG(t.device == "cpu" || t.device == "cuda", "train: --device is cpu or cuda, not '", t.device, "'");
+#ifndef ZRT_WITH_CUDA
+  if (t.device == "cuda")
+    throw UsageError("train: --device cuda: this build of zrt has no CUDA support (configure with -DZRT_CUDA=ON)",
+                     __FILE__, __LINE__);
+#endif
+  ZRT_CHECK_ARG(t.device == "cpu" || cuda_device_count() > 0,
+                "train: --device cuda, but no CUDA device is usable here");
   ZRT_CHECK_ARG(t.model == "gpt" || t.model == "mlp", "train: --model is gpt or mlp, not ", t.model);
   ZRT_CHECK_ARG(t.model == "gpt" || (t.n_layer == 0 && t.n_head == 0 && t.n_embd == 0 && t.vocab_size == 0),
                 "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
@@ -139,8 +162,10 @@ Options parse(int argc, char** argv) {
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
   if (!t.cpu_streams.empty()) optim::parse_cpu_streams(t.cpu_streams);  // InvalidArgument naming it
-  ZRT_CHECK_ARG(o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0,
-                "train: --warmup, --threads, --ranks and --peak-gflops must not be negative");
+  ZRT_CHECK_ARG(o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
+                "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
+  ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0, "train: give --peak-gflops or --peak-tflops, not both");
+  if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;
   ZRT_CHECK_ARG(parse_dtype(t.dtype).has_value(), "train: unknown --dtype ", t.dtype);
   ZRT_CHECK_ARG(t.ranks == 0 || detect_launch().launcher == Launcher::single,
                 "train: --ranks starts local ranks, but this process was started by a launcher: drop --ranks");
@@ -212,6 +237,66 @@ double measured_peak_gflops(Communicator& world, int threads) {
   return best;
 }
 
+// Note [CUDA peak]
+// ~~~~~~~~~~~~~~~~~
+// On --device cuda the fraction of peak is against the device's datasheet
+// figure for the compute dtype, dense (NVIDIA's tensor-core figures are
+// quoted "with sparsity", twice the dense ones): the H100 datasheet
+// (nvidia.com/en-us/data-center/h100, SXM5 / PCIe / NVL) and the H200 one
+// (nvidia.com/en-us/data-center/h200, SXM / NVL), in TFLOP/s:
+//                         bf16/fp16 tensor   tf32 tensor   fp32 (no tensor core)
+//   H100 SXM5, H200 SXM, GH200      989            495             67
+//   H100 NVL, H200 NVL              835            418             60
+//   H100 PCIe                       756            378             51
+// fp32 runs take the plain fp32 column: zrt's fp32 GEMMs compute in
+// CUBLAS_COMPUTE_32F (kernels/nn/gemm.cu), which uses no TF32, and PyTorch's
+// matmuls do not either by default, so the TF32 figures are not the ceiling
+// of either. The device is matched by cudaGetDeviceProperties' name; another
+// GPU has no figure here (peak_source "unknown", no fraction) unless
+// --peak-gflops or --peak-tflops gives one.
+struct Peak {
+  double gflops = 0;   // 0: unknown
+  std::string source;  // "given", the measured ISA, or the datasheet row
+};
+
+std::string cuda_device_name([[maybe_unused]] int index) {
+#ifdef ZRT_WITH_CUDA
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) == cudaSuccess) return prop.name;
+  cudaGetLastError();
+#endif
+  return "unknown";
+}
+
+Peak cuda_datasheet_peak(const std::string& name, const std::string& dtype) {
+  struct Row {
+    const char* match;  // a substring of the device name
+    const char* label;
+    double bf16, fp32;  // dense TFLOP/s
+  };
+  static constexpr Row rows[] = {
+      {"H100 NVL", "H100 NVL", 835, 60},     {"H200 NVL", "H200 NVL", 835, 60},
+      {"H100 PCIe", "H100 PCIe", 756, 51},   {"GH200", "GH200", 989, 67},
+      {"H100", "H100 SXM5", 989, 67},        {"H200", "H200 SXM", 989, 67},
+  };
+  const bool half = dtype == "bf16" || dtype == "fp16";
+  for (const Row& r : rows)
+    if (name.find(r.match) != std::string::npos)
+      return {(half ? r.bf16 : r.fp32) * 1e3,
+              std::string("datasheet, ") + r.label + (half ? " dense bf16/fp16 tensor" : " fp32")};
+  return {0, "unknown"};
+}
+
+// Waits for every kernel this thread's current device has queued (a no-op on cpu).
+void device_synchronize([[maybe_unused]] const std::string& device) {
+#ifdef ZRT_WITH_CUDA
+  if (device == "cuda") {
+    const cudaError_t st = cudaDeviceSynchronize();
+    ZRT_CHECK_AS(CudaError, st == cudaSuccess, "train: cudaDeviceSynchronize: ", cudaGetErrorString(st));
+  }
+#endif
+}
+
 // This process's peak resident memory: VmHWM (Linux /proc; 0 where unknown).
 // Unlike getrusage's ru_maxrss it starts afresh at exec, so a parent's peak
 // (a Python driver with PyTorch loaded) does not count.
@@ -238,7 +323,8 @@ struct Run {
   std::vector<Result> results;  // one per --prefetch depth and --activation-checkpointing mode, in order
   std::int64_t params = 0;
   int threads = 0;  // rank 0's kernel threads
-  double peak_gflops = 0;
+  Peak peak;
+  std::string device_name;  // cuda: rank 0's GPU
   model_zoo::GptDims gpt;  // gpt only
 };
 
@@ -255,15 +341,23 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
   model_zoo::Trainer trainer = train::make_trainer(world, t, config);
   std::vector<double> mine;  // timed step seconds, comm busy and overlapped us, allocator peaks, process peak RSS
   double since_us = 0, step_peak = 0, reserved_peak = 0;
+  const bool cuda = t.device == "cuda";
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) since_us = tracer->now_us();
+    // On cuda the step's own clock stops when its last kernel is queued, not
+    // run: time it between device synchronisations instead.
+    device_synchronize(t.device);
+    const auto t0 = std::chrono::steady_clock::now();
     const model_zoo::StepReport r = trainer.step();
+    device_synchronize(t.device);
+    const double seconds =
+        cuda ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : r.seconds;
     if (s == 0) result.loss_first = r.stats.loss;
     result.loss_last = r.stats.loss;
     result.tokens = static_cast<double>(r.stats.tokens);
     reserved_peak = std::max(reserved_peak, static_cast<double>(r.memory.peak_reserved));  // each step's own peak
     if (s >= o.warmup) {
-      mine.push_back(r.seconds);
+      mine.push_back(seconds);
       step_peak = std::max(step_peak, static_cast<double>(r.memory.peak_allocated));
     }
   }
@@ -310,7 +404,16 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
     }
   }
   const int threads = kernels::cpu_threads();  // this rank's, as run_ranks set them
-  const double peak = o.peak_gflops > 0 ? o.peak_gflops : measured_peak_gflops(*world, threads);
+  Peak peak;
+  std::string device_name;
+  if (o.train.device == "cuda")
+    device_name = cuda_device_name(train::trainer_config(o.train, local_rank).engine.device.index);
+  if (o.peak_gflops > 0)
+    peak = {o.peak_gflops, "given"};
+  else if (o.train.device == "cuda")
+    peak = cuda_datasheet_peak(device_name, o.train.dtype);
+  else
+    peak = {measured_peak_gflops(*world, threads), fma_isa()};
   std::vector<Result> results;
   for (int depth : o.prefetch)
     for (const std::string& mode : o.checkpointing) {
@@ -323,7 +426,8 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
     for (Result& r : results) time_variant(world, local_rank, o, r, run);
   if (!lead) return;
   run.results = std::move(results);
-  run.peak_gflops = peak;
+  run.peak = peak;
+  run.device_name = device_name;
   run.threads = threads;
 }
 
@@ -349,10 +453,12 @@ int bench_train(int argc, char** argv) {
   const double base_step = median(run.results.front().step_s);
   if (!o.json)
     std::printf("zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d thread(s), "
-                "cpu streams %s\n",
+                "%s%s\n",
                 t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
                 t.model == "gpt" ? t.seq_len : 1, t.dtype.c_str(), t.strategy.c_str(), world_size, run.threads,
-                streams.c_str());
+                t.device == "cuda" ? "on cuda, " : "cpu streams ",
+                t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
+  const bool peak_known = run.peak.gflops > 0;
   for (const Result& r : run.results) {
     std::vector<double> sorted = r.step_s;
     std::sort(sorted.begin(), sorted.end());
@@ -363,13 +469,14 @@ int bench_train(int argc, char** argv) {
     nlohmann::ordered_json j = {
         {"model", t.model}, {"preset", t.preset}, {"n_layer", run.gpt.n_layer}, {"n_head", run.gpt.n_head},
         {"n_embd", run.gpt.n_embd}, {"vocab_size", run.gpt.vocab_size}, {"params", run.params},
+        {"device", t.device}, {"device_name", t.device == "cuda" ? run.device_name : "cpu"},
         {"ranks", world_size}, {"threads", run.threads}, {"strategy", t.strategy}, {"dtype", t.dtype},
         {"batch_size", t.batch_size}, {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"prefetch", r.prefetch},
         {"activation_checkpointing", r.checkpointing}, {"cpu_streams", streams}, {"warmup", o.warmup}, {"steps", o.steps}, {"rounds", o.rounds},
         {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},
         {"step_vs_first", step / base_step}, {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9},
-        {"gflops", gflops}, {"peak_gflops", run.peak_gflops},
-        {"peak_source", o.peak_gflops > 0 ? "given" : fma_isa()}, {"frac_peak", gflops / run.peak_gflops},
+        {"gflops", gflops}, {"peak_gflops", run.peak.gflops}, {"peak_source", run.peak.source},
+        {"frac_peak", peak_known ? nlohmann::ordered_json(gflops / run.peak.gflops) : nlohmann::ordered_json()},
         {"comm_ms_per_step", comm_ms}, {"comm_overlapped", overlap}, {"loss_first", r.loss_first},
         {"loss_last", r.loss_last}, {"step_peak_MiB", r.step_peak / MiB}, {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB},
         {"rss_base_MiB", rss_base / MiB}};
@@ -381,13 +488,21 @@ int bench_train(int argc, char** argv) {
     std::printf("  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d round(s))",
                 step * 1e3, sorted.front() * 1e3, sorted.back() * 1e3, r.step_s.size(), o.warmup, o.rounds);
     if (&r != &run.results.front()) std::printf(", %.3fx the first's", step / base_step);
-    std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s fp32 peak (%s)\n", r.tokens / step,
-                gflops, 100 * gflops / run.peak_gflops, run.peak_gflops,
-                o.peak_gflops > 0 ? "--peak-gflops" : ("measured, " + fma_isa()).c_str());
+    if (peak_known)
+      std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s %s peak (%s)\n", r.tokens / step,
+                  gflops, 100 * gflops / run.peak.gflops, run.peak.gflops,
+                  t.device == "cuda" ? t.dtype.c_str() : "fp32",
+                  o.peak_gflops > 0 ? "--peak-gflops/--peak-tflops"
+                  : t.device == "cuda" ? run.peak.source.c_str()
+                                       : ("measured, " + run.peak.source).c_str());
+    else
+      std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s (no peak known for %s: give --peak-tflops)\n",
+                  r.tokens / step, gflops, run.device_name.c_str());
     std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n", comm_ms, 100 * overlap);
-    std::printf("  memory    step peak %.1f MiB allocated, allocator peak reserved %.1f MiB per rank (largest), "
+    std::printf("  memory    step peak %.1f MiB allocated, %sallocator peak reserved %.1f MiB per rank (largest), "
                 "process peak RSS %.1f MiB (%.1f MiB before training)\n",
-                r.step_peak / MiB, r.alloc_peak / MiB, r.rss_peak / MiB, rss_base / MiB);
+                r.step_peak / MiB, t.device == "cuda" ? "device " : "", r.alloc_peak / MiB, r.rss_peak / MiB,
+                rss_base / MiB);
     std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first, r.loss_last);
   }
   return 0;

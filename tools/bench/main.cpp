@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 
+#include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
 
 namespace {
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], s.name)) {
       try {
         return s.run(argc - 1, argv + 1);
+      } catch (const zrt::bench::UsageError& e) {
+        std::fprintf(stderr, "zrt-bench %s: usage error: %s\n", s.name, e.what());
+        return 2;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "zrt-bench %s: %s\n", s.name, e.what());
         return 1;

@@ -11,21 +11,32 @@ nn.Linear), tokens from `--save-data`; step s takes zrt's global batch (Note
 r of R its slice [r·B/R, (r+1)·B/R). The optimisation is zrt-bench train's:
 AdamW (lr 3e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on ≥2-D
 parameters), gradients clipped to norm 1.0, linear warm-up of 5 steps then
-cosine decay to 3e-4 at the last step. fp32 on the CPU; --ranks R > 1 spawns R
-processes whose blocks and root are sharded with FSDP2 `fully_shard` over
-gloo.
+cosine decay to 3e-4 at the last step. On the CPU by default; --ranks R > 1
+spawns R processes whose blocks and root are sharded with FSDP2 `fully_shard`
+over gloo. --device cuda trains on one GPU (cuda:0; one rank), each timed step
+between torch.cuda.synchronize() calls, and reports the CUDA caching
+allocator's peak (torch.cuda.max_memory_allocated / max_memory_reserved).
+--dtype bf16 keeps fp32 weights and optimizer state and computes under
+torch.autocast in bf16 (zrt's bf16: 16-bit compute, fp32 master state).
 
     torch_gpt.py --init W.safetensors --data D.safetensors --n-head H --batch-size B
-                 --seq-len T [--ranks R] [--threads N] [--warmup K] [--steps N] [--json]
-    torch_gpt.py --compare [zrt-bench train flags] [--rounds 2] [--mpirun] [--zrt-bench PATH]
+                 --seq-len T [--device cpu|cuda] [--dtype fp32|bf16] [--ranks R] [--threads N]
+                 [--warmup K] [--steps N] [--json]
+    torch_gpt.py --compare [zrt-bench train flags] [--device cpu|cuda] [--dtype fp32|bf16] [--rounds 2]
+                 [--mpirun] [--zrt-bench PATH] [--json-out FILE]
 
 --compare runs zrt-bench train (which writes the weights and tokens), then
 this trainer on them, alternately for --rounds rounds, and prints both side by
 side: each side's best median step time over the rounds, tokens/s, model
 GFLOP/s and its fraction of the fp32 peak zrt-bench measured (same formula,
-same threads), memory, and the first-step losses, which must agree.
+same threads; on cuda the datasheet peak zrt-bench took for the GPU and
+dtype), memory, the zrt/PyTorch ratios of tokens/s and of peak allocated
+memory, and the first-step losses, which must agree (to 1e-3 relative in fp32,
+3e-2 in bf16). --json-out also writes that summary as JSON to FILE.
 
-Needs PyTorch 2.x: without it the script prints a skip message and exits 0.
+Needs PyTorch 2.x: without it the script prints a skip message and exits 0
+(77 with --device cuda). --device cuda with a PyTorch 2.x that has no CUDA
+(or sees no GPU) exits 77, saying so.
 """
 import argparse
 import json
@@ -38,7 +49,12 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+# gpu-bundle.sh carries this script with safetensors_io.py beside it; in the
+# repository the reader lives with the reference tests.
+SAFETENSORS_IO_DIRS = [HERE, os.path.join(REPO, "tests", "model_zoo", "models")]
+EXIT_SKIP = 77  # --device cuda without CUDA: the test harnesses' "skipped"
 
 
 def torch_or_skip():
@@ -117,11 +133,11 @@ def build_model(torch, weights, n_head):
             self.lm_head.weight = self.wte.weight
 
         def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.h:
                 x = block(x)
             logits = self.lm_head(self.ln_f(x))
-            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+            return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
 
     model = Gpt()
     linear = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
@@ -146,20 +162,26 @@ def train(rank, a, result_path):
     """One rank's run; rank 0 writes the result (JSON) to result_path."""
     torch = torch_or_skip()
     torch.set_num_threads(a.threads)
+    cuda = a.device == "cuda"
+    device = torch.device("cuda:0" if cuda else "cpu")
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     dist = torch.distributed
     world = a.ranks
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world)
-    sys.path.insert(0, os.path.join(REPO, "tests", "model_zoo", "models"))
+    sys.path[:0] = SAFETENSORS_IO_DIRS
     import safetensors_io  # the reference tests' reader: json + struct + torch.frombuffer
 
     rss_base = resident_bytes()  # the interpreter and torch's libraries
     weights, _ = safetensors_io.read(a.init)
     weights = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in weights.items()
                if k != "lm_head.weight"}
-    tokens = safetensors_io.read(a.data)[0]["tokens"].to(torch.int64)
-    model = build_model(torch, weights, a.n_head)
+    tokens = safetensors_io.read(a.data)[0]["tokens"].to(device=device, dtype=torch.int64)
+    model = build_model(torch, {k: v.float() for k, v in weights.items()}, a.n_head).to(device)
     del weights  # copied into the model
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     if world > 1:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -174,15 +196,17 @@ def train(rank, a, result_path):
     B, T, total = a.batch_size, a.seq_len, a.warmup + a.steps
     span = tokens.numel() - T - 1
     b = B // world
-    offsets = torch.arange(T)
+    offsets = torch.arange(T, device=device)
     times, losses = [], []
     for s in range(total):
+        sync()
         t0 = time.perf_counter()
-        starts = torch.tensor([((s * B + j) * T) % span for j in range(rank * b, (rank + 1) * b)])
+        starts = torch.tensor([((s * B + j) * T) % span for j in range(rank * b, (rank + 1) * b)], device=device)
         x = tokens[starts[:, None] + offsets]
         y = tokens[starts[:, None] + offsets + 1]
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with autocast:
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, CLIP)
         for g in opt.param_groups:
@@ -193,6 +217,7 @@ def train(rank, a, result_path):
             dist.all_reduce(loss)
             loss /= world
         losses.append(loss.item())
+        sync()
         if s >= a.warmup:
             times.append(time.perf_counter() - t0)
     stats = torch.tensor(times + [float(peak_rss_bytes()), float(rss_base)], dtype=torch.float64)
@@ -206,7 +231,11 @@ def train(rank, a, result_path):
                   "steps": a.steps, "step_ms": median * 1e3, "step_ms_min": step_s[0] * 1e3,
                   "step_ms_max": step_s[-1] * 1e3, "tokens_per_s": B * T / median, "loss_first": losses[0],
                   "loss_last": losses[-1], "rss_peak_MiB": stats[a.steps].item() / 2**20,
-                  "rss_base_MiB": stats[a.steps + 1].item() / 2**20, "torch": torch.__version__}
+                  "rss_base_MiB": stats[a.steps + 1].item() / 2**20, "torch": torch.__version__,
+                  "device": a.device, "dtype": a.dtype,
+                  "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+                  "alloc_peak_MiB": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
+                  "reserved_peak_MiB": torch.cuda.max_memory_reserved(device) / 2**20 if cuda else None}
         with open(result_path, "w") as f:
             json.dump(result, f)
 
@@ -235,8 +264,8 @@ def run_torch(a):
 # ---------------------------------------------------------------------------
 # --compare: zrt-bench train and this trainer, alternately
 
-ZRT_FLAGS = ("preset", "n_layer", "n_head", "n_embd", "vocab_size", "batch_size", "seq_len", "ranks", "threads",
-             "warmup", "steps")
+ZRT_FLAGS = ("device", "dtype", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "batch_size", "seq_len",
+             "ranks", "threads", "warmup", "steps", "peak_tflops")
 
 
 def run_json(cmd, env=None):
@@ -279,6 +308,7 @@ def run_torch_process(init, data, z, ranks):
     """This script on zrt's run `z` in a process of its own, so no round inherits
     another's threads, heap or peak memory."""
     args = {"init": init, "data": data, "n-head": z["n_head"], "ranks": ranks, "threads": z["threads"],
+            "device": z["device"], "dtype": z["dtype"],
             "batch-size": z["batch_size"], "seq-len": z["seq_len"], "warmup": z["warmup"], "steps": z["steps"]}
     return run_json([sys.executable, os.path.abspath(__file__), "--json"]
                     + [x for k, v in args.items() for x in ("--" + k, str(v))], torch_env())
@@ -325,43 +355,65 @@ def report(a, zrt_runs, torch_runs):
     zrt = min(zrt_runs, key=lambda r: r["step_ms"])
     tch = min(torch_runs, key=lambda r: r["step_ms"])
     z0 = zrt_runs[0]
+    cuda = z0["device"] == "cuda"
     flop = z0["gflop_per_step"]
-    peak = max(r["peak_gflops"] for r in zrt_runs)
-    ok = abs(z0["loss_first"] - torch_runs[0]["loss_first"]) <= 1e-3 * max(1.0, abs(z0["loss_first"]))
+    peak = max(r["peak_gflops"] for r in zrt_runs)  # 0: zrt-bench knows no peak for this GPU
+    tolerance = 3e-2 if z0["dtype"] != "fp32" else 1e-3  # 16-bit compute rounds each side its own way
+    ok = abs(z0["loss_first"] - torch_runs[0]["loss_first"]) <= tolerance * max(1.0, abs(z0["loss_first"]))
     rows = []
     for name, r in (("zrt", zrt), ("torch", tch)):
         gflops = flop / (r["step_ms"] / 1e3)
+        # Peak allocated memory: zrt's step peak (its caching allocator, on the
+        # device on cuda), PyTorch's max_memory_allocated on cuda (none on cpu).
+        alloc = r["step_peak_MiB"] if name == "zrt" else r.get("alloc_peak_MiB")
+        reserved = r["alloc_peak_MiB"] if name == "zrt" else r.get("reserved_peak_MiB")
         rows.append({"impl": name, "step_ms": r["step_ms"], "step_ms_min": r["step_ms_min"],
                      "step_ms_max": r["step_ms_max"], "tokens_per_s": r["tokens_per_s"], "gflops": gflops,
-                     "frac_peak": gflops / peak, "alloc_peak_MiB": r.get("alloc_peak_MiB"),
+                     "frac_peak": gflops / peak if peak > 0 else None,
+                     "alloc_peak_MiB": r["alloc_peak_MiB"] if name == "zrt" and not cuda else alloc,
+                     "reserved_peak_MiB": reserved if cuda else None,
                      "rss_peak_MiB": r["rss_peak_MiB"], "rss_base_MiB": r["rss_base_MiB"],
                      "loss_first": r["loss_first"], "loss_last": r["loss_last"]})
-    summary = {"preset": z0["preset"], "params": z0["params"], "batch_size": z0["batch_size"],
+    summary = {"device": z0["device"], "device_name": z0["device_name"], "dtype": z0["dtype"],
+               "peak_source": z0["peak_source"], "torch_device_name": tch["device_name"],
+               "preset": z0["preset"], "params": z0["params"], "batch_size": z0["batch_size"],
                "seq_len": z0["seq_len"], "ranks": z0["ranks"], "threads": z0["threads"], "steps": z0["steps"],
                "warmup": z0["warmup"], "rounds": a.rounds, "peak_gflops": peak, "torch": tch["torch"],
                "omp_wait_policy": torch_env()["OMP_WAIT_POLICY"],
-               "ratio": zrt["step_ms"] / tch["step_ms"], "losses_match": ok,
+               "ratio": zrt["step_ms"] / tch["step_ms"], "tokens_per_s_ratio": zrt["tokens_per_s"] / tch["tokens_per_s"],
+               "alloc_peak_ratio": rows[0]["alloc_peak_MiB"] / rows[1]["alloc_peak_MiB"] if cuda else None,
+               "losses_match": ok, "loss_tolerance": tolerance,
                "zrt_step_ms_rounds": [r["step_ms"] for r in zrt_runs],
                "torch_step_ms_rounds": [r["step_ms"] for r in torch_runs], "rows": rows}
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(summary, f, indent=1)
     if a.json:
         print(json.dumps(summary))
     elif a.markdown:
         print(markdown_row(summary, a.mpirun))
     else:
-        print(f"gpt/{z0['preset']} ({z0['params']} parameters), batch {z0['batch_size']} x {z0['seq_len']}, fp32, "
-              f"{z0['ranks']} rank(s) x {z0['threads']} thread(s), {z0['steps']} timed steps after {z0['warmup']}, "
+        where = f"cuda ({z0['device_name']})" if cuda else f"{z0['ranks']} rank(s) x {z0['threads']} thread(s)"
+        print(f"gpt/{z0['preset']} ({z0['params']} parameters), batch {z0['batch_size']} x {z0['seq_len']}, "
+              f"{z0['dtype']}, {where}, {z0['steps']} timed steps after {z0['warmup']}, "
               f"best of {a.rounds} rounds (zrt, torch alternately); torch {tch['torch']}, "
               f"OMP_WAIT_POLICY={summary['omp_wait_policy']}")
         print(f"{'':6} {'step ms':>9} {'min':>9} {'max':>9} {'tokens/s':>10} {'GFLOP/s':>8} {'% peak':>7} "
               f"{'alloc MiB':>10} {'RSS MiB':>8} {'RSS0 MiB':>9} {'loss[0]':>8} {'loss[-1]':>9}")
         for r in rows:
             alloc = f"{r['alloc_peak_MiB']:10.1f}" if r["alloc_peak_MiB"] is not None else f"{'-':>10}"
+            frac = f"{100 * r['frac_peak']:6.1f}%" if r["frac_peak"] is not None else f"{'-':>7}"
             print(f"{r['impl']:6} {r['step_ms']:9.1f} {r['step_ms_min']:9.1f} {r['step_ms_max']:9.1f} "
-                  f"{r['tokens_per_s']:10.0f} {r['gflops']:8.2f} {100 * r['frac_peak']:6.1f}% {alloc} "
+                  f"{r['tokens_per_s']:10.0f} {r['gflops']:8.2f} {frac} {alloc} "
                   f"{r['rss_peak_MiB']:8.1f} {r['rss_base_MiB']:9.1f} {r['loss_first']:8.4f} {r['loss_last']:9.4f}")
         print(f"zrt/torch step time: {summary['ratio']:.2f}  (rounds: zrt "
               + ", ".join(f"{x:.1f}" for x in summary["zrt_step_ms_rounds"]) + " ms; torch "
-              + ", ".join(f"{x:.1f}" for x in summary["torch_step_ms_rounds"]) + f" ms); peak {peak:.1f} GFLOP/s")
+              + ", ".join(f"{x:.1f}" for x in summary["torch_step_ms_rounds"]) + f" ms); peak {peak:.1f} GFLOP/s "
+              f"({z0['peak_source']})")
+        print(f"zrt/torch tokens/s: {summary['tokens_per_s_ratio']:.2f}"
+              + (f"; peak allocated: zrt {rows[0]['alloc_peak_MiB']:.1f} MiB, torch {rows[1]['alloc_peak_MiB']:.1f} "
+                 f"MiB ({summary['alloc_peak_ratio']:.2f}); peak reserved: zrt {rows[0]['reserved_peak_MiB']:.1f} "
+                 f"MiB, torch {rows[1]['reserved_peak_MiB']:.1f} MiB" if cuda else ""))
         print(f"first-step loss: zrt {z0['loss_first']:.6f}, torch {torch_runs[0]['loss_first']:.6f}: "
               + ("match" if ok else "MISMATCH"))
     if not ok:
@@ -380,6 +432,9 @@ def main():
     ap.add_argument("--threads", type=int, help="CPU threads per process (torch.set_num_threads)")
     ap.add_argument("--warmup", type=int, help="untimed steps first")
     ap.add_argument("--steps", type=int, help="timed steps")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (cuda: one GPU)")
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                    help="compute dtype (bf16: autocast over fp32 weights)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--markdown", action="store_true", help="--compare: print a row of README.md's table")
     cmp = ap.add_argument_group("--compare")
@@ -390,9 +445,19 @@ def main():
     cmp.add_argument("--n-layer", type=int)
     cmp.add_argument("--n-embd", type=int)
     cmp.add_argument("--vocab-size", type=int)
+    cmp.add_argument("--peak-tflops", type=float, help="zrt-bench train's peak (instead of its measured/datasheet one)")
+    cmp.add_argument("--json-out", help="also write the summary as JSON to this file")
     a = ap.parse_args()
-    if torch_or_skip() is None:
-        return 0
+    torch = torch_or_skip()
+    if torch is None:
+        return EXIT_SKIP if a.device == "cuda" else 0  # a cuda check reports a skip, not a pass
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            why = "was built without CUDA" if torch.version.cuda is None else "sees no GPU"
+            print(f"torch_gpt.py: skipped: --device cuda, but torch {torch.__version__} ({sys.executable}) {why}")
+            return EXIT_SKIP
+        if (a.ranks or 1) > 1:
+            ap.error("--device cuda trains on one GPU: --ranks must be 1")
     if a.compare:
         compare(a)
         return 0
