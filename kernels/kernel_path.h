@@ -21,7 +21,10 @@ namespace zrt::kernels {
 //                  a scalar tail (simple: one element per index);
 //   attention      causal attention forward and backward: tiles in shared
 //                  memory with an online softmax (Note [Tiled causal
-//                  attention]; simple: a thread per query or key row).
+//                  attention]; simple: a thread per query or key row);
+//   embedding_backward  the token grouping of Note [Deterministic embedding
+//                  gradient]: a stable radix sort on the device (simple: a
+//                  counting sort on the host, an upload and a stream sync).
 // The CPU twins are unaffected. The variable is read once per process (a
 // read-only cached parse); an unknown name is ignored. Tests compare both
 // versions in one process through ScopedSimpleKernels, a thread-local
@@ -31,6 +34,7 @@ enum class FastKernel : unsigned {
   layernorm = 1u << 1,
   elementwise = 1u << 2,
   attention = 1u << 3,
+  embedding_backward = 1u << 4,
 };
 
 // The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none).

@@ -7,6 +7,7 @@
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/cross_entropy_math.h"
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -34,11 +35,17 @@ CrossEntropyDims cross_entropy_dims(const char* op, const Tensor& logits, const 
   return d;
 }
 
+#ifdef ZRT_WITH_CUDA
+unsigned long long* flag_words(const Tensor* id_flag) {
+  return id_flag ? static_cast<unsigned long long*>(id_flag->data_ptr()) : nullptr;
+}
+#endif
+
 }  // namespace
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double normaliser,
                            const Tensor& losses, const Tensor& lse, const Tensor& loss,
-                           Stream stream) {
+                           Stream stream, const Tensor* id_flag) {
   constexpr const char* op = "cross_entropy_forward";
   const CrossEntropyDims d = cross_entropy_dims(op, logits, targets, lse, normaliser);
   check_dtype(op, losses, lse.dtype());
@@ -46,10 +53,11 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   check_dtype(op, loss, lse.dtype());
   check_numel(op, loss, 1);
   check_ids(op, targets);
+  if (id_flag) check_id_flag(op, *id_flag, loss.device());
   if (d.rows > 0) check_operands(op, {logits, targets, losses, lse, loss}, stream);
   else check_operands(op, {loss}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
-    host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
+    if (!id_flag) host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
     // Scratch for the loss mean's block partials (Note [Deterministic block
     // sums]), from the loss's allocator in the stream's order.
     const bool simple = simple_kernel(FastKernel::cross_entropy) || d.rows == 0;
@@ -60,8 +68,10 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
                                        d.rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser,
                                        d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr,
                                        loss.data_ptr(), simple ? nullptr : partials.data_ptr(), simple,
-                                       cuda_stream(stream));
+                                       flag_words(id_flag), cuda_stream(stream));
   }());
+  // The CPU twin checks on the host and throws, flag or not (Note [Device id
+  // checks]).
   run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses,
                                const Tensor& lse, const Tensor& loss) {
     dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
@@ -101,21 +111,22 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             double dloss, double normaliser, const Tensor& dlogits,
-                            Stream stream) {
+                            Stream stream, const Tensor* id_flag) {
   constexpr const char* op = "cross_entropy_backward";
   const CrossEntropyDims d = cross_entropy_dims(op, logits, targets, lse, normaliser);
   check_nn_floats(op, {logits, dlogits});
   ZRT_CHECK_ARG(dlogits.shape() == logits.shape(), op, ": ", dlogits.str(), " must match ",
                 logits.str());
+  if (id_flag) check_id_flag(op, *id_flag, dlogits.device());
   if (d.rows == 0) return;
   check_ids(op, targets);
   check_operands(op, {logits, targets, lse, dlogits}, stream);
   const double scale = dloss / normaliser;
   ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(), [&] {
-    host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
+    if (!id_flag) host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
     cuda::launch_cross_entropy_backward(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
                                         targets.data_ptr(), targets.dtype(), lse.data_ptr(), scale,
-                                        dlogits.data_ptr(), cuda_stream(stream));
+                                        dlogits.data_ptr(), flag_words(id_flag), cuda_stream(stream));
   }());
   run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                const Tensor& dlogits) {

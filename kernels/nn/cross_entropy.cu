@@ -2,6 +2,8 @@
 #include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/cross_entropy.cuh"
 #include "zrt/kernels/nn/cross_entropy_math.h"
+#include "zrt/kernels/nn/id_check.cuh"
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/nn/warp_reduce.cuh"
 
 namespace zrt::kernels::cuda {
@@ -16,6 +18,7 @@ struct CrossEntropyRow {
   const I* targets;
   A* losses;
   A* lse;
+  unsigned long long* flag;
   __device__ void operator()(std::int64_t row, int lane) const {
     const T* x = logits + row * vocab;
     A m = load<A>(x[0]);
@@ -26,8 +29,10 @@ struct CrossEntropyRow {
     const A row_lse = m + log_(warp_sum(s));
     if (lane == 0) {
       const std::int64_t t = static_cast<std::int64_t>(targets[row]);
+      // t >= vocab only with a flag (the host checked otherwise): ignored.
+      if (t >= vocab && flag) record_bad_id(flag, row, t, unsigned(IdSource::target));
       lse[row] = row_lse;
-      losses[row] = t < 0 ? A(0) : row_lse - load<A>(x[t]);
+      losses[row] = t < 0 || t >= vocab ? A(0) : row_lse - load<A>(x[t]);
     }
   }
 };
@@ -74,10 +79,12 @@ struct CrossEntropyBackwardBody {
   const A* lse;
   A scale;
   T* dlogits;
+  unsigned long long* flag;
   __device__ void operator()(std::int64_t idx) const {
     const std::int64_t r = idx / vocab, i = idx % vocab;
     const std::int64_t t = static_cast<std::int64_t>(targets[r]);
-    dlogits[idx] = t < 0 ? store<T>(A(0))
+    if (t >= vocab && i == 0 && flag) record_bad_id(flag, r, t, unsigned(IdSource::target));
+    dlogits[idx] = t < 0 || t >= vocab ? store<T>(A(0))
                          : store<T>(cross_entropy_dlogit(load<A>(logits[idx]), lse[r], i == t,
                                                          scale));
   }
@@ -88,7 +95,8 @@ struct CrossEntropyBackwardBody {
 void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                   const void* logits, const void* targets, DType targets_dtype,
                                   double normaliser, void* losses, void* lse, void* loss,
-                                  void* partials, bool simple, cudaStream_t stream) {
+                                  void* partials, bool simple, unsigned long long* flag,
+                                  cudaStream_t stream) {
   dispatch<NnFloats>(dtype, "cross_entropy_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -97,7 +105,7 @@ void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t v
       for_each_warp_row(rows,
                         CrossEntropyRow<T, I>{vocab, static_cast<const T*>(logits),
                                               static_cast<const I*>(targets),
-                                              static_cast<A*>(losses), static_cast<A*>(lse)},
+                                              static_cast<A*>(losses), static_cast<A*>(lse), flag},
                         stream);
     });
     if (simple || rows == 0) {
@@ -119,7 +127,7 @@ void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t v
 void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                    const void* logits, const void* targets, DType targets_dtype,
                                    const void* lse, double scale, void* dlogits,
-                                   cudaStream_t stream) {
+                                   unsigned long long* flag, cudaStream_t stream) {
   dispatch<NnFloats>(dtype, "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
@@ -129,7 +137,7 @@ void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t 
                      CrossEntropyBackwardBody<T, I>{vocab, static_cast<const T*>(logits),
                                                     static_cast<const I*>(targets),
                                                     static_cast<const A*>(lse), A(scale),
-                                                    static_cast<T*>(dlogits)},
+                                                    static_cast<T*>(dlogits), flag},
                      stream);
     });
   });

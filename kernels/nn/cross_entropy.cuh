@@ -6,6 +6,10 @@
 // block sums], into `partials` (block_sum_chunks(rows) accumulators), or
 // with `simple` the rows in order on one thread (Note [Fast kernels and
 // their simple references]).
+//
+// flag: an id flag's words, or null when the host checked the targets; a
+// target >= vocab is then recorded and treated as ignored (Note [Device id
+// checks] in id_check.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,11 +23,12 @@ namespace zrt::kernels::cuda {
 void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                   const void* logits, const void* targets, DType targets_dtype,
                                   double normaliser, void* losses, void* lse, void* loss,
-                                  void* partials, bool simple, cudaStream_t stream);
+                                  void* partials, bool simple, unsigned long long* flag,
+                                  cudaStream_t stream);
 
 void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t vocab,
                                    const void* logits, const void* targets, DType targets_dtype,
                                    const void* lse, double scale, void* dlogits,
-                                   cudaStream_t stream);
+                                   unsigned long long* flag, cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 
+#include <climits>
+
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/embedding_math.h"
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
 #ifdef ZRT_WITH_CUDA
@@ -41,36 +45,51 @@ EmbeddingDims embedding_dims(const char* op, const Tensor& ids, const Tensor& wt
 }
 
 // The grouping of positions by token (Note [Deterministic embedding gradient]):
-// rows[offsets[v] .. offsets[v+1]) are the positions holding token v, in order.
+// rows[offsets[v] .. offsets[v+1]) are the positions holding token v, in
+// order. Ids outside [0, vocab) (possible only when a device id flag records
+// them) are left out.
 struct TokenGroups {
   std::vector<std::int64_t> offsets, rows;
 };
 TokenGroups token_groups(const std::vector<std::int64_t>& tokens, std::int64_t vocab) {
-  TokenGroups g{std::vector<std::int64_t>(static_cast<std::size_t>(vocab) + 1, 0),
-                std::vector<std::int64_t>(tokens.size())};
-  for (std::int64_t t : tokens) ++g.offsets[static_cast<std::size_t>(t) + 1];
+  auto good = [&](std::int64_t t) { return t >= 0 && t < vocab; };
+  TokenGroups g{std::vector<std::int64_t>(static_cast<std::size_t>(vocab) + 1, 0), {}};
+  for (std::int64_t t : tokens)
+    if (good(t)) ++g.offsets[static_cast<std::size_t>(t) + 1];
   for (std::size_t v = 0; v < static_cast<std::size_t>(vocab); ++v) g.offsets[v + 1] += g.offsets[v];
+  g.rows.resize(static_cast<std::size_t>(g.offsets.back()));
   std::vector<std::int64_t> next(g.offsets.begin(), g.offsets.end() - 1);
   for (std::size_t i = 0; i < tokens.size(); ++i)
-    g.rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] = static_cast<std::int64_t>(i);
+    if (good(tokens[i]))
+      g.rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] = static_cast<std::int64_t>(i);
   return g;
 }
+
+#ifdef ZRT_WITH_CUDA
+// The flag's words on the device, or null (no flag: check on the host).
+unsigned long long* flag_words(const Tensor* id_flag) {
+  return id_flag ? static_cast<unsigned long long*>(id_flag->data_ptr()) : nullptr;
+}
+#endif
 
 }  // namespace
 
 void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, const Tensor& out,
-                       Stream stream) {
+                       Stream stream, const Tensor* id_flag) {
   constexpr const char* op = "embedding_forward";
   const EmbeddingDims d = embedding_dims(op, ids, wte, wpe, out);
+  if (id_flag) check_id_flag(op, *id_flag, out.device());
   if (d.n * d.channels == 0) return;
   if (wpe) check_operands(op, {ids, wte, *wpe, out}, stream);
   else check_operands(op, {ids, wte, out}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(), [&] {
-    host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream);
-    cuda::launch_embedding_forward(wte.dtype(), d.n, d.channels, d.seq, ids.data_ptr(), ids.dtype(),
-                                   wte.data_ptr(), wpe ? wpe->data_ptr() : nullptr, out.data_ptr(),
-                                   cuda_stream(stream));
+    if (!id_flag) host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream);
+    cuda::launch_embedding_forward(wte.dtype(), d.n, d.channels, d.seq, d.vocab, ids.data_ptr(),
+                                   ids.dtype(), wte.data_ptr(), wpe ? wpe->data_ptr() : nullptr,
+                                   out.data_ptr(), flag_words(id_flag), cuda_stream(stream));
   }());
+  // The CPU twin checks on the host and throws, flag or not (Note [Device id
+  // checks]).
   run_cpu_twin(stream, op, [=](const Tensor& ids, const Tensor& wte, const auto& wpe, const Tensor& out) {
     host_ids(op, ids, d.vocab, /*allow_negative=*/false, {});
     dispatch<NnFloats>(wte.dtype(), op, [&](auto tag) {
@@ -92,9 +111,10 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwte,
-                        const Tensor* dwpe, bool accumulate, Stream stream) {
+                        const Tensor* dwpe, bool accumulate, Stream stream, const Tensor* id_flag) {
   constexpr const char* op = "embedding_backward";
   const EmbeddingDims d = embedding_dims(op, ids, dwte, dwpe, dout);
+  if (id_flag) check_id_flag(op, *id_flag, dout.device());
   if (d.n > 0) check_operands(op, {ids, dout}, stream);
   for (const Tensor* grad : {&dwte, dwpe}) {
     if (!grad || grad->numel() == 0) continue;
@@ -103,7 +123,32 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
                   dout.device(), " like ", dout.str());
   }
   ZRT_CUDA_LAUNCH_AND_RETURN(op, dout.device(), [&] {
-    const TokenGroups g = token_groups(host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream), d.vocab);
+    if (!simple_kernel(FastKernel::embedding_backward)) {
+      // Groups on the device: no upload, no sync (scratch from dout's
+      // allocator in the stream's order).
+      ZRT_CHECK_ARG(d.n < INT_MAX && d.vocab < INT_MAX, op, ": ", ids.str(), " and ", d.vocab,
+                    " tokens must both be below 2^31 - 1");
+      if (!id_flag) host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream);
+      const std::size_t bytes = cuda::embedding_group_scratch_bytes(d.n, d.vocab, cuda_stream(stream));
+      const Tensor scratch = Tensor::empty({static_cast<std::int64_t>(bytes)}, DType::u8, dout.device(),
+                                           dout.storage().allocator(), stream);
+      const cuda::TokenGroupsDev g = cuda::launch_embedding_group_tokens(
+          d.n, d.vocab, d.n ? ids.data_ptr() : nullptr, ids.dtype(), scratch.data_ptr(), bytes,
+          flag_words(id_flag), cuda_stream(stream));
+      cuda::launch_embedding_backward(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
+                                      g.offsets, d.n ? g.rows : nullptr, d.n ? dout.data_ptr() : nullptr,
+                                      dwte.data_ptr(), dwpe ? dwpe->data_ptr() : nullptr, accumulate,
+                                      cuda_stream(stream));
+      return;
+    }
+    // The simple version: the grouping on the host. With a flag, the device
+    // records the bad ids and the host grouping leaves them out.
+    if (id_flag && d.n > 0)
+      cuda::launch_embedding_check_ids(d.n, d.vocab, ids.data_ptr(), ids.dtype(), flag_words(id_flag),
+                                       cuda_stream(stream));
+    const TokenGroups g = token_groups(id_flag ? read_host_ids(op, ids, stream)
+                                               : host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream),
+                                       d.vocab);
     auto upload = [&](const std::vector<std::int64_t>& v) {
       Tensor host = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
       if (!v.empty()) std::copy(v.begin(), v.end(), host.data<std::int64_t>());

@@ -5,10 +5,20 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Many positions can hold the same token, so a scatter-add of rows would race
 // (atomics) or round in the parameter dtype once per occurrence. Instead the
-// host groups positions by token (counting sort, positions ascending: CSR
-// offsets[V+1] and rows[N]) and every gradient element sums its rows in that
-// fixed order in fp32, then adds to the gradient once. Tokens that do not
-// occur get 0 (or keep their value when accumulating).
+// positions are grouped by token (CSR: offsets[V+1] and rows[N], each
+// token's positions ascending) and every gradient element sums its rows in
+// that fixed order in fp32, then adds to the gradient once. Tokens that do
+// not occur get 0 (or keep their value when accumulating). The CPU twin and
+// the simple CUDA version (ZRT_SIMPLE_KERNELS=embedding_backward) group on
+// the host (a counting sort; on CUDA an id copy, an upload and a stream
+// sync); the CUDA fast version groups on the device with no host round trip:
+// keys (the token; V for an id a device id flag recorded as bad, a bucket no
+// gradient row reads), a stable CUB radix sort of (token, position) pairs
+// with positions ascending in, so ascending within a token out, then
+// offsets[v] by binary search for the first key >= v. Same groups, same
+// order, so the two CUDA versions agree bit for bit. Its scratch (keys,
+// positions, offsets, CUB's temporary storage) is one block from dout's
+// allocator in the stream's order.
 #pragma once
 
 #include "zrt/kernels/nn/element.h"

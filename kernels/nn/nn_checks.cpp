@@ -23,8 +23,7 @@ void check_ids(const char* op, const Tensor& t) {
                 " must hold i32 or i64 ids");
 }
 
-std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64_t limit,
-                                   bool allow_negative, Stream stream) {
+std::vector<std::int64_t> read_host_ids(const char* op, const Tensor& ids, Stream stream) {
   check_ids(op, ids);
   std::vector<std::int64_t> out(static_cast<std::size_t>(ids.numel()));
   if (ids.numel() == 0) return out;
@@ -38,6 +37,12 @@ std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64
     const I* p = static_cast<const I*>(host.data_ptr());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);
   });
+  return out;
+}
+
+std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64_t limit,
+                                   bool allow_negative, Stream stream) {
+  std::vector<std::int64_t> out = read_host_ids(op, ids, stream);
   for (std::size_t i = 0; i < out.size(); ++i) {
     ZRT_CHECK_ARG(out[i] < limit && (allow_negative || out[i] >= 0), op, ": id ", out[i],
                   " at position ", i, " of ", ids.str(), " is outside [0, ", limit, ")");

@@ -25,6 +25,8 @@ void check_ids(const char* op, const Tensor& t);
 // runs in its stream's order (Note [CPU streams]).
 std::vector<std::int64_t> host_ids(const char* op, const Tensor& ids, std::int64_t limit,
                                    bool allow_negative, Stream stream);
+// The ids of `ids` as host integers, unchecked (host_ids without its check).
+std::vector<std::int64_t> read_host_ids(const char* op, const Tensor& ids, Stream stream);
 // The dtype an op keeps fp statistics in for activations of dtype `t`: f64 for
 // f64, f32 otherwise.
 DType acc_dtype(DType t);

@@ -17,12 +17,13 @@ Embedding::Embedding(Param wte, std::optional<Param> wpe)
   }
 }
 
-Tensor Embedding::forward(const Tensor& ids, Stream stream) {
+Tensor Embedding::forward(const Tensor& ids, Stream stream, const Tensor* id_flag) {
   Shape shape = ids.shape();
   shape.push_back(wte_.value.size(1));
   Tensor out = new_activation(wte_.value, shape, wte_.value.dtype(), stream);
-  kernels::embedding_forward(ids, wte_.value, wpe_ ? &wpe_->value : nullptr, out, stream);
+  kernels::embedding_forward(ids, wte_.value, wpe_ ? &wpe_->value : nullptr, out, stream, id_flag);
   ids_ = ids;
+  id_flag_ = id_flag ? *id_flag : Tensor();
   has_ids_ = true;
   return out;
 }
@@ -30,8 +31,9 @@ Tensor Embedding::forward(const Tensor& ids, Stream stream) {
 void Embedding::backward(const Tensor& dout, GradMode mode, Stream stream) {
   check_forward_ran("Embedding", has_ids_);
   kernels::embedding_backward(ids_, dout, wte_.grad, wpe_ ? &wpe_->grad : nullptr,
-                              mode == GradMode::accumulate, stream);
-  ids_ = Tensor();
+                              mode == GradMode::accumulate, stream,
+                              id_flag_.numel() ? &id_flag_ : nullptr);
+  ids_ = id_flag_ = Tensor();
   has_ids_ = false;
 }
 

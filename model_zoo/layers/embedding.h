@@ -12,8 +12,10 @@ class Embedding {
   // wte: [V, C]; wpe: [P, C] (P = the longest sequence) or none.
   Embedding(Param wte, std::optional<Param> wpe);
 
-  // ids: [B, T] (or [..., T]) i32/i64 in [0, V) -> [..., T, C]. Caches ids.
-  Tensor forward(const Tensor& ids, Stream stream = {});
+  // ids: [B, T] (or [..., T]) i32/i64 in [0, V) -> [..., T, C]. Caches ids
+  // and id_flag (null, or an id flag the forward and the backward check the
+  // ids into on CUDA: Note [Device id checks] in kernels/nn/id_check.h).
+  Tensor forward(const Tensor& ids, Stream stream = {}, const Tensor* id_flag = nullptr);
   // Scatter-adds dout into the table gradients (deterministic), written or
   // accumulated per `mode`. Embeddings have no input gradient.
   void backward(const Tensor& dout, GradMode mode, Stream stream = {});
@@ -22,6 +24,7 @@ class Embedding {
   Param wte_;
   std::optional<Param> wpe_;
   Tensor ids_;
+  Tensor id_flag_;  // empty: none
   bool has_ids_ = false;
 };
 

@@ -120,7 +120,7 @@ Tensor Gpt::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
                   "gpt: inputs ", ids.str(), " must be [b, T] i32/i64 token ids");
     ZRT_CHECK_ARG(ids.size(1) <= dims_.block_size, "gpt: sequence length ", ids.size(1),
                   " exceeds block_size ", dims_.block_size);
-    return embed_->forward(ids.device() == device_ ? ids : ids.to(device_), stream);
+    return embed_->forward(ids.device() == device_ ? ids : ids.to(device_), stream, id_check());
   }
   if (s <= dims_.n_layer) return block_forward(blocks_[static_cast<std::size_t>(s - 1)], x, stream);
   const Tensor& targets = batch.targets;
@@ -128,7 +128,7 @@ Tensor Gpt::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
                 targets.str(), " must be [b, T] for activations ", x.str());
   Tensor logits = lm_head_->forward(ln_f_->forward(x, stream), stream);
   return loss_.forward(logits, targets.device() == device_ ? targets : targets.to(device_),
-                       batch.normaliser, stream);
+                       batch.normaliser, stream, id_check());
 }
 
 Tensor Gpt::stage_backward(int s, const Tensor& dy, Stream stream) {

@@ -41,6 +41,7 @@ class Gpt : public Model {
   // Stages 1..n_layer (h.0 .. h.{L-1}).
   std::vector<int> block_stages() const override;
   void release_stage(int s) override;
+  std::int64_t id_limit() const override { return dims_.vocab_size; }
 
  private:
   struct Block {

@@ -29,6 +29,7 @@ class Mlp : public Model {
   // The hidden layers after the first: stages 1 .. num_stages() - 2.
   std::vector<int> block_stages() const override;
   void release_stage(int s) override;
+  std::int64_t id_limit() const override { return dims_.n_classes; }
 
  private:
   void check_stage(int s, const char* what) const;

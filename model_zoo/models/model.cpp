@@ -2,8 +2,18 @@
 
 #include "zrt/model_zoo/models/gpt.h"
 #include "zrt/model_zoo/models/mlp.h"
+#include "zrt/kernels/nn/id_check.h"
 
 namespace zrt::model_zoo {
+
+void Model::set_id_check(Tensor flag) {
+  if (flag.numel() != 0) kernels::check_id_flag("Model::set_id_check", flag, Device::cpu());
+  id_flag_ = std::move(flag);
+}
+
+void Model::throw_if_bad_ids(const Tensor& host_flag) const {
+  kernels::throw_if_bad_ids(host_flag, id_limit());
+}
 
 std::string ParamDef::fqn() const {
   return module_path.empty() ? name : module_path + "." + name;

@@ -69,6 +69,25 @@ class Model {
   virtual std::vector<int> block_stages() const = 0;
   // Drops what block stage s's forward kept for its backward.
   virtual void release_stage(int s) = 0;
+
+  // The ids (GPT's tokens, the targets) are in [0, id_limit()).
+  virtual std::int64_t id_limit() const = 0;
+  // Per-step device id checks (Note [Device id checks] in
+  // kernels/nn/id_check.h): while `flag` (an id flag on the model's device,
+  // e.g. kernels::new_id_flag) is set, the stages' CUDA ops check their ids
+  // into it instead of copying them to the host, and a stage's backward uses
+  // the flag its forward saw. An empty tensor clears it (host checks). On the
+  // CPU the ops still check on the host and throw.
+  void set_id_check(Tensor flag);
+  // The flag set, or null.
+  const Tensor* id_check() const { return id_flag_.numel() ? &id_flag_ : nullptr; }
+  // Throws InvalidArgument "token id out of range [0, id_limit())" naming the
+  // first bad id and its position when `host_flag` (the flag read back to
+  // the host) records one; returns otherwise.
+  void throw_if_bad_ids(const Tensor& host_flag) const;
+
+ private:
+  Tensor id_flag_;
 };
 
 // Builds the model of a validated config (InvalidArgument naming the problem).

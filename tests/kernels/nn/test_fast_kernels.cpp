@@ -50,9 +50,10 @@ BOOST_AUTO_TEST_CASE(parse_simple_kernels_names) {
   BOOST_TEST(parse_simple_kernels("bogus,,layernorm,") == bits(FastKernel::layernorm));
   BOOST_TEST(parse_simple_kernels("Layernorm") == 0u);  // names are case-sensitive
   BOOST_TEST(parse_simple_kernels("attention") == bits(FastKernel::attention));
+  BOOST_TEST(parse_simple_kernels("embedding_backward") == bits(FastKernel::embedding_backward));
   const unsigned all = parse_simple_kernels("all");
   for (FastKernel k : {FastKernel::cross_entropy, FastKernel::layernorm, FastKernel::elementwise,
-                       FastKernel::attention})
+                       FastKernel::attention, FastKernel::embedding_backward})
     BOOST_TEST((all & bits(k)) != 0u);
 }
 

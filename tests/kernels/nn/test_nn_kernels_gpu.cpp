@@ -19,6 +19,7 @@
 #include "zrt/kernels/nn/cross_entropy.h"
 #include "zrt/kernels/nn/embedding.h"
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/layernorm.h"
 #include "zrt/kernels/nn/nn_checks.h"
@@ -350,3 +351,133 @@ BOOST_AUTO_TEST_CASE(attention_tiled_forward_and_backward) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Note [Deterministic embedding gradient]: the device grouping (a stable
+// radix sort) against the simple host grouping bit for bit (the same
+// per-token order) and against the CPU twin within check_twin's tolerance;
+// odd sizes, many repeats, V much larger than N, a table bigger than 2^k.
+BOOST_AUTO_TEST_CASE(embedding_backward_device_groups) {
+  std::mt19937 gen(fresh_seed("embedding_backward_device_groups"));
+  struct Case { std::int64_t batch, seq, vocab, channels, distinct; };
+  for (const Case c : {Case{1, 1, 1, 3, 1}, Case{3, 7, 5, 9, 3}, Case{2, 33, 50257, 5, 11},
+                       Case{5, 129, 1000, 17, 1000}, Case{4, 61, 4097, 8, 2}}) {
+    for (DType t : kDTypes) {
+      for (DType it : {DType::i32, DType::i64}) {
+        BOOST_TEST_CONTEXT("batch " << c.batch << " seq " << c.seq << " vocab " << c.vocab
+                                    << " channels " << c.channels << " " << dtype_name(t) << " ids "
+                                    << dtype_name(it)) {
+          std::vector<double> iv(static_cast<std::size_t>(c.batch * c.seq));
+          std::uniform_int_distribution<std::int64_t> pick(0, c.distinct - 1);
+          for (auto& v : iv) v = double((pick(gen) * 7919) % c.vocab);
+          Tensor ids = Tensor::from_doubles(iv, it, Device::cpu(), {c.batch, c.seq});
+          Tensor dout = rnd({c.batch, c.seq, c.channels}, t, gen);
+          Tensor acc0 = rnd({c.vocab, c.channels}, t, gen), pacc0 = rnd({c.seq + 2, c.channels}, t, gen);
+          for (const bool accumulate : {false, true}) {
+            auto run = [&](Device d, unsigned simple) {
+              ScopedSimpleKernels path(simple);
+              Tensor dwte = accumulate ? acc0.to(d) : poisoned({c.vocab, c.channels}, t, d);
+              Tensor dwpe = accumulate ? pacc0.to(d) : poisoned({c.seq + 2, c.channels}, t, d);
+              embedding_backward(ids.to(d), dout.to(d), dwte, &dwpe, accumulate);
+              return std::make_pair(dwte.to(Device::cpu()), dwpe.to(Device::cpu()));
+            };
+            auto [fast, fastp] = run(gpu, 0);
+            auto [simple, simplep] = run(gpu, kSimpleAll);
+            auto [cpu, cpup] = run(Device::cpu(), 0);
+            BOOST_TEST(same_bits(fast, simple));
+            BOOST_TEST(same_bits(fastp, simplep));
+            BOOST_TEST(same_bits(run(gpu, 0).first, fast));
+            check_twin("embedding dwte device groups", cpu, fast);
+            check_twin("embedding dwpe device groups", cpup, fastp);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Note [Device id checks]: with a flag, bad ids set it (count, the smallest
+// position and its id, the kinds) and neither crash nor touch what they must
+// not: a bad id's output row is wpe alone, its position adds to no dwte row
+// (rows of tokens that do not occur keep their accumulated values bit for
+// bit), a bad target's row is ignored. Good ids with a flag give the same
+// bits as without one. Out-of-bounds accesses are for compute-sanitizer.
+BOOST_AUTO_TEST_CASE(device_id_checks) {
+  std::mt19937 gen(fresh_seed("device_id_checks"));
+  const std::int64_t batch = 2, seq = 5, vocab = 9, channels = 6;
+  Tensor wte = rnd({vocab, channels}, DType::f32, gen), wpe = rnd({seq, channels}, DType::f32, gen);
+  Tensor dout = rnd({batch, seq, channels}, DType::f32, gen);
+  Tensor good = Tensor::from_doubles({1, 2, 2, 8, 0, 3, 1, 1, 4, 5}, DType::i32, Device::cpu(), {batch, seq});
+  // Bad at positions 3 (9 = V), 6 (-2) and 8 (1 << 20); token 7 and 6 never occur.
+  Tensor bad = Tensor::from_doubles({1, 2, 2, 9, 0, 3, -2, 1, 1 << 20, 5}, DType::i32, Device::cpu(), {batch, seq});
+  Tensor wteg = wte.to(gpu), wpeg = wpe.to(gpu), doutg = dout.to(gpu);
+  for (const unsigned simple : {0u, kSimpleAll}) {
+    BOOST_TEST_CONTEXT("simple " << simple) {
+      ScopedSimpleKernels path(simple);
+      // Good ids: the flag stays zero and changes no bit.
+      {
+        Tensor flag = new_id_flag(gpu);
+        Tensor o0 = poisoned({batch, seq, channels}, DType::f32, gpu), o1 = poisoned({batch, seq, channels}, DType::f32, gpu);
+        embedding_forward(good.to(gpu), wteg, &wpeg, o0);
+        embedding_forward(good.to(gpu), wteg, &wpeg, o1, {}, &flag);
+        BOOST_TEST(same_bits(o0, o1));
+        Tensor g0 = poisoned({vocab, channels}, DType::f32, gpu), g1 = poisoned({vocab, channels}, DType::f32, gpu);
+        embedding_backward(good.to(gpu), doutg, g0, nullptr, false);
+        embedding_backward(good.to(gpu), doutg, g1, nullptr, false, {}, &flag);
+        BOOST_TEST(same_bits(g0, g1));
+        BOOST_TEST(flag.to(Device::cpu()).to_doubles() == std::vector<double>(kIdFlagWords, 0.0));
+      }
+      Tensor flag = new_id_flag(gpu);
+      Tensor out = poisoned({batch, seq, channels}, DType::f32, gpu);
+      embedding_forward(bad.to(gpu), wteg, &wpeg, out, {}, &flag);
+      const Tensor outh = out.to(Device::cpu());
+      for (const std::int64_t p : {3, 6, 8}) {
+        for (std::int64_t ch = 0; ch < channels; ++ch)
+          BOOST_TEST(outh.data<float>()[p * channels + ch] == wpe.data<float>()[(p % seq) * channels + ch]);
+      }
+      Tensor acc = rnd({vocab, channels}, DType::f32, gen);
+      Tensor dwte = acc.to(gpu);
+      embedding_backward(bad.to(gpu), doutg, dwte, nullptr, true, {}, &flag);
+      const Tensor dh = dwte.to(Device::cpu());
+      for (const std::int64_t v : {6, 7, 8}) {
+        for (std::int64_t ch = 0; ch < channels; ++ch)
+          BOOST_TEST(dh.data<float>()[v * channels + ch] == acc.data<float>()[v * channels + ch]);
+      }
+      // The good positions match the CPU twin on the good ids alone.
+      Tensor masked = Tensor::from_doubles({1, 2, 2, 0, 0, 3, 0, 1, 0, 5}, DType::i32, Device::cpu(), {batch, seq});
+      Tensor dmask = dout.clone();
+      for (const std::int64_t p : {3, 6, 8})
+        for (std::int64_t ch = 0; ch < channels; ++ch) dmask.data<float>()[p * channels + ch] = 0.0f;
+      Tensor ref = acc.clone();
+      embedding_backward(masked, dmask, ref, nullptr, true);
+      check_twin("embedding dwte with bad ids", ref, dh);
+      const BadIds b = decode_id_flag(flag.to(Device::cpu()).data<std::int64_t>());
+      BOOST_TEST(b.count == 6);  // 3 in the forward, 3 in the backward
+      BOOST_TEST(b.position == 3);
+      BOOST_TEST(b.id == 9);
+      BOOST_TEST(b.sources == unsigned(IdSource::token));
+      BOOST_CHECK_THROW(throw_if_bad_ids(flag.to(Device::cpu()), vocab), InvalidArgument);
+      // Cross-entropy: target V at row 2 and 1000 at row 4 are ignored and recorded.
+      const std::int64_t rows = 6, cv = 37;
+      Tensor logits = rnd({rows, cv}, DType::f32, gen).to(gpu);
+      Tensor tflag = new_id_flag(gpu);
+      Tensor tg = Tensor::from_doubles({0, 36, 37, -1, 1000, 5}, DType::i32).to(gpu);
+      Tensor tr = Tensor::from_doubles({0, 36, -1, -1, -1, 5}, DType::i32).to(gpu);
+      auto ce = [&](const Tensor& targets, const Tensor* f) {
+        Tensor losses = poisoned({rows}, DType::f32, gpu), lse = poisoned({rows}, DType::f32, gpu);
+        Tensor loss = poisoned({1}, DType::f32, gpu), dl = poisoned({rows, cv}, DType::f32, gpu);
+        cross_entropy_forward(logits, targets, 3.0, losses, lse, loss, {}, f);
+        cross_entropy_backward(logits, targets, lse, 1.0, 3.0, dl, {}, f);
+        return std::make_pair(loss.to(Device::cpu()), dl.to(Device::cpu()));
+      };
+      auto [lb, db] = ce(tg, &tflag);
+      auto [lr, dr] = ce(tr, nullptr);
+      BOOST_TEST(same_bits(lb, lr));
+      BOOST_TEST(same_bits(db, dr));
+      const BadIds tb = decode_id_flag(tflag.to(Device::cpu()).data<std::int64_t>());
+      BOOST_TEST(tb.count == 4);  // 2 in the forward, 2 in the backward
+      BOOST_TEST(tb.position == 2);
+      BOOST_TEST(tb.id == 37);
+      BOOST_TEST(tb.sources == unsigned(IdSource::target));
+    }
+  }
+}
