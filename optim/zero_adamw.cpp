@@ -94,7 +94,7 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp, const kernel
   });
 }
 
-StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
+StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler, const std::function<void()>& before_update) {
   // lr is checked by fused_adamw before it writes anything; a skipped step
   // reads no lr.
   for (const ShardState& s : handles_)
@@ -102,6 +102,7 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler) {
                     " is in state ", handle_state_name(s.handle->state()), ", expected idle");
 
   const GradStats stats = global_grad_stats(raw_handles_);
+  if (before_update) before_update();
   const double inv_loss_scale = scaler ? scaler->inv_scale() : 1.0;
   if (scaler) scaler->update(stats.non_finite);
   StepResult r;

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -78,7 +79,11 @@ class ZeroAdamW {
   // One step (Note [One optimizer step]), collective over the handles'
   // groups. With a scaler, the gradients are unscaled by 1 / scaler->scale()
   // and the scaler is updated from the agreed non-finite flag.
-  StepResult step(double lr, DynamicLossScaler* scaler = nullptr);
+  // `before_update`, when given, runs after the statistics' host read (the
+  // step's one wait for the device) and before the scaler, the counters or
+  // any shard changes: a caller's check of values it queued before the step
+  // (the engine's token-id flag) that ends the step with nothing changed.
+  StepResult step(double lr, DynamicLossScaler* scaler = nullptr, const std::function<void()>& before_update = {});
 
   const AdamWOptions& options() const { return options_; }
   std::size_t num_handles() const { return handles_.size(); }

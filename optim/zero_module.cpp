@@ -399,7 +399,7 @@ ZeroAdamW& ZeroModule::optimizer() {
 // nothing said. So step() needs at least one sync since the last step, and
 // no unit whose latest backward scopes only accumulated. The counts are the
 // same on every rank (scopes are collective), so every rank throws alike.
-StepResult ZeroModule::step(double lr) {
+StepResult ZeroModule::step(double lr, const std::function<void()>& before_update) {
   ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
   for (Unit u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
@@ -414,7 +414,7 @@ StepResult ZeroModule::step(double lr) {
   synced_since_step_ = false;
   synced_.assign(synced_.size(), false);
   wait_for_reduced_grads();
-  return optimizer().step(lr, scaler_.get());
+  return optimizer().step(lr, scaler_.get(), before_update);
 }
 
 void ZeroModule::discard_gradients() {

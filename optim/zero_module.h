@@ -58,6 +58,7 @@
 // flat parameter; put its modules in the owner's unit instead).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -188,7 +189,10 @@ class ZeroModule {
   // the same when a unit holds gradients of its parameters used by later
   // units (Note [Parameters tied across units]) that no sync of its own
   // reduced. In f16 the gradients carry loss_scale(), which the step takes out.
-  StepResult step(double lr);
+  // `before_update`, when given, runs once the gradient statistics are read
+  // and before anything is updated (ZeroAdamW::step); what it throws ends
+  // the step with nothing changed.
+  StepResult step(double lr, const std::function<void()>& before_update = {});
   // Drops every gradient accumulated or reduced since the last step (a step
   // whose update is withheld): the next backward scopes start a step afresh,
   // also the scopes of units that use parameters of earlier units. Every

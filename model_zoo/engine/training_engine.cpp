@@ -2,6 +2,7 @@
 
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/optim/consistency_check.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -185,7 +186,8 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
   }
 }
 
-void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, Event& copied) {
+void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag,
+                                     Event& copied) {
   // On the device (NCCL needs device memory), from the caching allocator and
   // written in stream order: no raw allocation. Exact in f64: the host sums.
   const std::int64_t m = losses.numel();
@@ -199,6 +201,11 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
                               : Tensor::zeros({m + 1}, DType::f64);
   }
   loss_sums_host_.copy_async_(t, stream());
+  if (id_flag.numel() > 0) {
+    if (id_flag_host_.numel() == 0)
+      id_flag_host_ = Tensor::empty({id_flag.numel()}, id_flag.dtype(), Device::cpu(), pinned_, Stream::cpu());
+    id_flag_host_.copy_async_(id_flag, stream());
+  }
   copied.record(stream());
 }
 
@@ -208,6 +215,13 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   const double scale = module_->loss_scale();
   // On the host: the loss layer reads it there, with no device read per micro-batch.
   const Tensor dloss = Tensor::from_doubles({scale}, DType::f32);
+  // Note [One host wait per step]: on CUDA the ids are checked on the device.
+  const Tensor id_flag = pinned_ ? kernels::new_id_flag(config_.device, module_->allocator(), stream()) : Tensor();
+  model_->set_id_check(id_flag);
+  struct ClearIdCheck {
+    Model& model;
+    ~ClearIdCheck() { model.set_id_check(Tensor()); }
+  } clear_id_check{*model_};
   Tensor losses;  // each micro-batch's, on the device: read once, after the last
   std::int64_t local_tokens = 0;
   // Every micro-batch on the device first: a copy from host memory waits
@@ -228,11 +242,16 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   Event losses_copied(config_.device);
   {
     auto trace = traced("loss all-reduce", {}, "issue");  // queued after the gradient reductions
-    queue_loss_sums(losses, local_tokens, losses_copied);
+    queue_loss_sums(losses, local_tokens, id_flag, losses_copied);
   }
-  // The step's losses, on the host once `losses_copied` has completed.
+  // The step's losses and id flag, on the host once `losses_copied` has
+  // completed: read before anything is updated, and a bad id ends the step.
+  bool losses_read = false;
   auto read_losses = [&] {
+    if (losses_read) return;
+    losses_read = true;
     module_->wait(losses_copied, "reading the step's losses");
+    if (id_flag.numel() > 0) model_->throw_if_bad_ids(id_flag_host_);
     const std::int64_t m = loss_sums_host_.numel() - 1;
     for (std::int64_t i = 0; i < m; ++i) stats.loss += loss_sums_host_.item(i);
     stats.tokens = static_cast<std::int64_t>(loss_sums_host_.item(m));
@@ -254,7 +273,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   }
   {
     auto trace = traced("optimizer step");  // its statistics' read is the step's one host wait
-    r = module_->step(lr);
+    r = module_->step(lr, read_losses);
   }
   read_losses();
   if (config_.tracer) {

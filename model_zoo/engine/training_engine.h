@@ -45,8 +45,11 @@
 //     that order explicit, and that wait never blocks. The host sums the
 //     world's micro-batch losses in micro-batch order, in double.
 // On a CPU device host memory is the device's: batches are not staged, and
-// the same queue orders the read. (What still waits: the kernels' token-id
-// checks on CUDA, and the consistency check and host offload, when asked.)
+// the same queue orders the read. On CUDA the token ids are range-checked on
+// the device into a flag (Note [Device id checks] in kernels/nn/id_check.h)
+// that comes down with the losses and is read before anything is updated:
+// a bad id ends the step with the parameters untouched. (What else waits:
+// the consistency check and host offload, when asked.)
 #pragma once
 
 #include <cstdint>
@@ -133,7 +136,8 @@ class TrainingEngine {
   // Queues the world's sums of each micro-batch's loss (on the device, one
   // each) and of the targets, and their copy to loss_sums_host_; `copied`
   // completes when it holds them (Note [One host wait per step]).
-  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, Event& copied);
+  // With an id flag (CUDA), queues its copy to id_flag_host_ too.
+  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag, Event& copied);
   Stream stream() const { return module_->stream(); }
 
   // Prefetches the units of the `prefetch` stages after (forward, step +1) or
@@ -155,6 +159,7 @@ class TrainingEngine {
   std::vector<Tensor> kept_inputs_;       // per checkpointed stage: its input, from forward to backward
   AllocatorPtr pinned_;                   // CUDA: staging of batches and the loss read; null on the CPU
   Tensor loss_sums_host_;                 // the world's micro-batch losses, then the target count
+  Tensor id_flag_host_;                   // CUDA: the step's token-id flag, read with the losses
 };
 
 }  // namespace zrt::model_zoo
