@@ -15,6 +15,7 @@ unsigned bit_of(std::string_view name) {
   if (name == "layernorm") return unsigned(FastKernel::layernorm);
   if (name == "elementwise") return unsigned(FastKernel::elementwise);
   if (name == "attention") return unsigned(FastKernel::attention);
+  if (name == "gemm_epilogue") return unsigned(FastKernel::gemm_epilogue);
   return 0;
 }
 

@@ -21,7 +21,11 @@ namespace zrt::kernels {
 //                  a scalar tail (simple: one element per index);
 //   attention      causal attention forward and backward: tiles in shared
 //                  memory with an online softmax (Note [Tiled causal
-//                  attention]; simple: a thread per query or key row).
+//                  attention]; simple: a thread per query or key row);
+//   gemm_epilogue  Linear's bias (and GPT's MLP GELU) in the cuBLASLt GEMM
+//                  epilogue (Note [GEMM epilogues]; simple: a bias GEMM
+//                  against ones, the GEMM accumulating onto it, then the
+//                  GELU kernel).
 // The CPU twins are unaffected. The variable is read once per process (a
 // read-only cached parse); an unknown name is ignored. Tests compare both
 // versions in one process through ScopedSimpleKernels, a thread-local
@@ -31,6 +35,7 @@ enum class FastKernel : unsigned {
   layernorm = 1u << 1,
   elementwise = 1u << 2,
   attention = 1u << 3,
+  gemm_epilogue = 1u << 4,
 };
 
 // The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none).

@@ -1,5 +1,10 @@
 #include "zrt/kernels/nn/gemm.h"
 
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -16,6 +21,9 @@
 
 namespace zrt::kernels {
 namespace {
+
+// -1: not read yet; 0 or 1 after ZRT_TF32 or set_tf32_gemms.
+std::atomic<int> g_tf32{-1};
 
 // The CPU twin: rows of c split over threads, each range one call of the
 // CPU GEMM backend (Note [CPU GEMM backends]); bf16/f16 operands are widened
@@ -71,7 +79,7 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
   ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device(),
       cuda::launch_gemm(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
                         k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
-                        cuda_stream(stream)));
+                        tf32_gemms(), cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& c) {
     dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -82,6 +90,29 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
 }
 
 }  // namespace
+
+bool parse_tf32(const char* value) {
+  if (!value) return false;
+  std::string_view v(value);
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  std::string lower(v);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower == "1" || lower == "true" || lower == "on";
+}
+
+bool tf32_gemms() {
+  int v = g_tf32.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int expected = -1;
+    g_tf32.compare_exchange_strong(expected, parse_tf32(std::getenv("ZRT_TF32")) ? 1 : 0,
+                                   std::memory_order_relaxed);
+    v = g_tf32.load(std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void set_tf32_gemms(bool on) { g_tf32.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           double alpha, double beta, Stream stream) {
