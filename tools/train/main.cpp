@@ -13,6 +13,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "zrt/kernels/nn/gemm.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/io/safetensors.h"
@@ -364,6 +365,7 @@ int main(int argc, char** argv) {
   train::TrainOptions o;
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
+    if (o.tf32) kernels::set_tf32_gemms(true);  // Note [TF32 GEMMs]
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
     return 2;
