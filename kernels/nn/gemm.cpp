@@ -1,6 +1,5 @@
 #include "zrt/kernels/nn/gemm.h"
 
-#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <string>
@@ -22,8 +21,8 @@
 namespace zrt::kernels {
 namespace {
 
-// -1: not read yet; 0 or 1 after ZRT_TF32 or set_tf32_gemms.
-std::atomic<int> g_tf32{-1};
+// -1: no ScopedTf32Gemms on this thread; otherwise 0 or 1.
+thread_local int t_tf32_override = -1;
 
 // The CPU twin: rows of c split over threads, each range one call of the
 // CPU GEMM backend (Note [CPU GEMM backends]); bf16/f16 operands are widened
@@ -102,17 +101,14 @@ bool parse_tf32(const char* value) {
 }
 
 bool tf32_gemms() {
-  int v = g_tf32.load(std::memory_order_relaxed);
-  if (v < 0) {
-    int expected = -1;
-    g_tf32.compare_exchange_strong(expected, parse_tf32(std::getenv("ZRT_TF32")) ? 1 : 0,
-                                   std::memory_order_relaxed);
-    v = g_tf32.load(std::memory_order_relaxed);
-  }
-  return v == 1;
+  if (t_tf32_override >= 0) return t_tf32_override == 1;
+  static const bool env = parse_tf32(std::getenv("ZRT_TF32"));
+  return env;
 }
 
-void set_tf32_gemms(bool on) { g_tf32.store(on ? 1 : 0, std::memory_order_relaxed); }
+ScopedTf32Gemms::ScopedTf32Gemms(bool on) : previous_(t_tf32_override) { t_tf32_override = on ? 1 : 0; }
+
+ScopedTf32Gemms::~ScopedTf32Gemms() { t_tf32_override = previous_; }
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           double alpha, double beta, Stream stream) {

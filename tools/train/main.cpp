@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <exception>
 #include <fstream>
@@ -13,7 +14,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "zrt/kernels/nn/gemm.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/launch.h"
 #include "zrt/runtime/io/safetensors.h"
@@ -365,7 +365,8 @@ int main(int argc, char** argv) {
   train::TrainOptions o;
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
-    if (o.tf32) kernels::set_tf32_gemms(true);  // Note [TF32 GEMMs]
+    // Note [TF32 GEMMs]: read once, at the first GEMM, after this.
+    if (o.tf32) ::setenv("ZRT_TF32", "1", 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
     return 2;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iostream>
 #include <random>
+#include <thread>
 
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/nn/activation.h"
@@ -103,11 +104,19 @@ BOOST_AUTO_TEST_CASE(simple_kernels_and_tf32_parsing) {
   for (const char* off : {"", "0", "false", "off", "yes", "2"}) BOOST_TEST(!parse_tf32(off), off);
   BOOST_TEST(!parse_tf32(nullptr));
   const bool before = tf32_gemms();
-  set_tf32_gemms(true);
-  BOOST_TEST(tf32_gemms());
-  set_tf32_gemms(false);
-  BOOST_TEST(!tf32_gemms());
-  set_tf32_gemms(before);
+  {
+    ScopedTf32Gemms on(true);
+    BOOST_TEST(tf32_gemms());
+    {
+      ScopedTf32Gemms off(false);
+      BOOST_TEST(!tf32_gemms());
+    }
+    BOOST_TEST(tf32_gemms());
+    bool other_thread = true;
+    std::thread([&] { other_thread = tf32_gemms(); }).join();
+    BOOST_TEST(other_thread == before);  // the override is the calling thread's alone
+  }
+  BOOST_TEST(tf32_gemms() == before);
 }
 
 BOOST_AUTO_TEST_CASE(cpu_equals_the_separate_ops_and_a_f64_reference) {

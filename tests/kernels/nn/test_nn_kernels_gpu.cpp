@@ -404,10 +404,6 @@ BOOST_AUTO_TEST_CASE(gemm_epilogue_against_simple_and_twin) {
 
 BOOST_AUTO_TEST_CASE(tf32_is_an_opt_in_within_its_tolerance) {
   std::mt19937 gen(fresh_seed("tf32_is_an_opt_in_within_its_tolerance"));
-  struct RestoreTf32 {
-    bool before = tf32_gemms();
-    ~RestoreTf32() { set_tf32_gemms(before); }
-  } restore;
   const std::int64_t m = 96, n = 136, k = 300;
   Tensor a = rnd({m, k}, DType::f32, gen), w = rnd({n, k}, DType::f32, gen), b = rnd({n}, DType::f32, gen);
   Tensor ones = Tensor::full({m}, 1.0, DType::f32);
@@ -416,7 +412,7 @@ BOOST_AUTO_TEST_CASE(tf32_is_an_opt_in_within_its_tolerance) {
   gemm_bias(a, w, true, b, ones, y_c);
   const Tensor ag = a.to(gpu), wg = w.to(gpu), bg = b.to(gpu), og = ones.to(gpu);
   for (bool tf32 : {false, true}) {
-    set_tf32_gemms(tf32);
+    ScopedTf32Gemms mode(tf32);
     const double tol = tf32 ? 1e-2 : 1e-4;
     const std::string how = tf32 ? " tf32" : " fp32";
     for (unsigned simple : {kSimpleAll, 0u}) {
