@@ -16,6 +16,7 @@ unsigned bit_of(std::string_view name) {
   if (name == "elementwise") return unsigned(FastKernel::elementwise);
   if (name == "attention") return unsigned(FastKernel::attention);
   if (name == "embedding_backward") return unsigned(FastKernel::embedding_backward);
+  if (name == "gemm_epilogue") return unsigned(FastKernel::gemm_epilogue);
   return 0;
 }
 

@@ -25,6 +25,10 @@ namespace zrt::kernels {
 //   embedding_backward  the token grouping of Note [Deterministic embedding
 //                  gradient]: a stable radix sort on the device (simple: a
 //                  counting sort on the host, an upload and a stream sync).
+//   gemm_epilogue  Linear's bias (and GPT's MLP GELU) in the cuBLASLt GEMM
+//                  epilogue (Note [GEMM epilogues]; simple: a bias GEMM
+//                  against ones, the GEMM accumulating onto it, then the
+//                  GELU kernel).
 // The CPU twins are unaffected. The variable is read once per process (a
 // read-only cached parse); an unknown name is ignored. Tests compare both
 // versions in one process through ScopedSimpleKernels, a thread-local
@@ -35,6 +39,7 @@ enum class FastKernel : unsigned {
   elementwise = 1u << 2,
   attention = 1u << 3,
   embedding_backward = 1u << 4,
+  gemm_epilogue = 1u << 5,
 };
 
 // The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none).

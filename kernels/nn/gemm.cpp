@@ -1,5 +1,9 @@
 #include "zrt/kernels/nn/gemm.h"
 
+#include <cctype>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -16,6 +20,9 @@
 
 namespace zrt::kernels {
 namespace {
+
+// -1: no ScopedTf32Gemms on this thread; otherwise 0 or 1.
+thread_local int t_tf32_override = -1;
 
 // The CPU twin: rows of c split over threads, each range one call of the
 // CPU GEMM backend (Note [CPU GEMM backends]); bf16/f16 operands are widened
@@ -71,7 +78,7 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
   ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device(),
       cuda::launch_gemm(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
                         k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
-                        cuda_stream(stream)));
+                        tf32_gemms(), cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& c) {
     dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -82,6 +89,26 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
 }
 
 }  // namespace
+
+bool parse_tf32(const char* value) {
+  if (!value) return false;
+  std::string_view v(value);
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  std::string lower(v);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower == "1" || lower == "true" || lower == "on";
+}
+
+bool tf32_gemms() {
+  if (t_tf32_override >= 0) return t_tf32_override == 1;
+  static const bool env = parse_tf32(std::getenv("ZRT_TF32"));
+  return env;
+}
+
+ScopedTf32Gemms::ScopedTf32Gemms(bool on) : previous_(t_tf32_override) { t_tf32_override = on ? 1 : 0; }
+
+ScopedTf32Gemms::~ScopedTf32Gemms() { t_tf32_override = previous_; }
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           double alpha, double beta, Stream stream) {

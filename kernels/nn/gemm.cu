@@ -52,7 +52,7 @@ cudaDataType_t cuda_type(DType t) {
 
 void launch_gemm(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
                  std::int64_t k, double alpha, const void* a, const void* b, double beta, void* c,
-                 int device, cudaStream_t stream) {
+                 int device, bool tf32, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
   ZRT_CHECK_ARG(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "gemm: dims ", m, "x", n, "x", k,
                 " exceed cuBLAS's 32-bit sizes");
@@ -74,7 +74,9 @@ void launch_gemm(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::i
   } else {
     const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
     ZRT_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, int(n), int(m), int(k), &alpha_f, b, t, ldb, a,
-                                  t, lda, &beta_f, c, t, int(n), CUBLAS_COMPUTE_32F,
+                                  t, lda, &beta_f, c, t, int(n),
+                                  tf32 && dtype == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                              : CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
   }
 }

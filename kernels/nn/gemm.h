@@ -21,4 +21,37 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                const Tensor& c, double alpha = 1.0, double beta = 0.0);
 
+// Note [TF32 GEMMs]
+// ~~~~~~~~~~~~~~~~~
+// On CUDA an fp32 GEMM may round its inputs to TF32 (a 10-bit mantissa) on
+// the tensor cores and still accumulate in fp32: several times faster on
+// sm_80+, at about 1e-3 relative error per product instead of 1e-7. It is an
+// opt-in, off by default: ZRT_TF32=1 (also "true", "on") turns it on for
+// every fp32 GEMM, gemm() (compute type CUBLAS_COMPUTE_32F_FAST_TF32) and
+// the cuBLASLt epilogue GEMMs of gemm_epilogue.h alike. The variable is read
+// once per process (a read-only cached parse, so the libraries keep no
+// mutable process state); zrt-train --tf32 sets it before any rank starts.
+// Tests switch in one process through ScopedTf32Gemms, a thread-local
+// override for the calling thread, the one that launches. bf16/f16 (already
+// tensor-core inputs), f64 and the CPU twins are unaffected.
+
+// True for a ZRT_TF32 value that turns TF32 on ("1", "true", "on", any case,
+// surrounding spaces ignored; nullptr or anything else: off).
+bool parse_tf32(const char* value);
+// Whether fp32 CUDA GEMMs launched by this thread use TF32.
+bool tf32_gemms();
+
+// Overrides ZRT_TF32 on the calling thread for its lifetime; nested
+// overrides restore the previous one.
+class ScopedTf32Gemms {
+ public:
+  explicit ScopedTf32Gemms(bool on);
+  ~ScopedTf32Gemms();
+  ScopedTf32Gemms(const ScopedTf32Gemms&) = delete;
+  ScopedTf32Gemms& operator=(const ScopedTf32Gemms&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace zrt::kernels

@@ -12,6 +12,11 @@ Tensor ActivationLayer::forward(const Tensor& x, Stream stream) {
   return y;
 }
 
+void ActivationLayer::record_input(const Tensor& x) {
+  x_ = x;
+  has_x_ = true;
+}
+
 Tensor ActivationLayer::backward(const Tensor& dy, Stream stream) {
   check_forward_ran(act_ == kernels::Activation::gelu ? "Gelu" : "Relu", has_x_);
   ZRT_CHECK_ARG(dy.shape() == x_.shape(), "activation backward: ", dy.str(), " must match ",

@@ -11,6 +11,9 @@ class ActivationLayer {
   explicit ActivationLayer(kernels::Activation act) : act_(act) {}
   // y = act(x), same shape and dtype. Caches x.
   Tensor forward(const Tensor& x, Stream stream = {});
+  // Caches x as forward(x) would, for an activation whose output was
+  // computed elsewhere (a GEMM epilogue: Linear::forward_gelu).
+  void record_input(const Tensor& x);
   // dx = act'(x) · dy. Releases the cached x.
   Tensor backward(const Tensor& dy, Stream stream = {});
   // Drops the cached x without a backward (Note [Activation checkpointing]).

@@ -1,6 +1,8 @@
 #include "zrt/model_zoo/layers/linear.h"
 
+#include "zrt/kernels/nn/activation.h"
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/kernels/nn/gemm_epilogue.h"
 #include "zrt/kernels/ops/fill.h"
 
 namespace zrt::model_zoo {
@@ -38,17 +40,37 @@ Tensor Linear::forward(const Tensor& x, Stream stream) {
   const Tensor& w = weight_.value;
   Tensor y = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
   const std::int64_t rows = y.numel() / std::max<std::int64_t>(out_, 1);
-  double beta = 0.0;
   if (bias_ && rows > 0) {
-    // y = ones[rows, 1] · b[1, out], then the main GEMM adds x·W to it.
-    gemm(ones(x, rows, stream).view({rows, 1}), false, bias_->value.view({1, out_}), false, y, 1.0,
-         0.0, stream);
-    beta = 1.0;
+    // y = x·W + b: one epilogue GEMM, or ones[rows, 1] · b[1, out] with x·W
+    // accumulated onto it (Note [GEMM epilogues]).
+    kernels::gemm_bias(x, w, layout_ == WeightLayout::out_in, bias_->value, ones(x, rows, stream), y, stream);
+  } else {
+    gemm(x, false, w, layout_ == WeightLayout::out_in, y, 1.0, 0.0, stream);
   }
-  gemm(x, false, w, layout_ == WeightLayout::out_in, y, 1.0, beta, stream);
   x_ = x;
   has_x_ = true;
   return y;
+}
+
+Linear::GeluOutput Linear::forward_gelu(const Tensor& x, Stream stream) {
+  ZRT_CHECK_ARG(x.dim() >= 1 && x.size(-1) == in_, "Linear: input ", x.str(), " must be [..., ",
+                in_, "]");
+  const Tensor& w = weight_.value;
+  const std::int64_t rows = x.numel() / std::max<std::int64_t>(in_, 1);
+  GeluOutput r;
+  if (!bias_ || rows == 0 || in_ == 0) {
+    r.pre = forward(x, stream);
+    r.out = new_activation(r.pre, r.pre.shape(), r.pre.dtype(), stream);
+    kernels::activation_forward(kernels::Activation::gelu, r.pre, r.out, stream);
+    return r;
+  }
+  r.pre = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
+  r.out = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
+  kernels::gemm_bias_gelu(x, w, layout_ == WeightLayout::out_in, bias_->value, ones(x, rows, stream), r.pre,
+                          r.out, stream);
+  x_ = x;
+  has_x_ = true;
+  return r;
 }
 
 Tensor Linear::backward(const Tensor& dy, GradMode mode, Stream stream) {

@@ -23,7 +23,17 @@ class Linear {
   std::int64_t out_features() const { return out_; }
 
   // x: [..., in] in the weight's dtype and device -> y: [..., out]. Caches x.
+  // The bias is added in the GEMM's epilogue where it can be (Note [GEMM
+  // epilogues]).
   Tensor forward(const Tensor& x, Stream stream = {});
+  // The forward followed by GELU: pre = forward(x) and out = gelu(pre), in one
+  // cuBLASLt GEMM where it can be (Note [GEMM epilogues]). Caches x as
+  // forward does; the GELU layer that follows keeps pre for its backward
+  // (ActivationLayer::record_input).
+  struct GeluOutput {
+    Tensor pre, out;
+  };
+  GeluOutput forward_gelu(const Tensor& x, Stream stream = {});
   // dy: [..., out] -> dx: [..., in]; the weight (and bias) gradients are
   // written or accumulated per `mode`. Releases the cached x.
   Tensor backward(const Tensor& dy, GradMode mode, Stream stream = {});

@@ -168,9 +168,11 @@ void Gpt::release_stage(int s) {
 
 Tensor Gpt::block_forward(Block& b, const Tensor& x, Stream stream) {
   Tensor x1 = b.add.forward(x, b.attn.forward(b.ln_1.forward(x, stream), stream), stream);
-  Tensor m = b.c_proj.forward(b.gelu.forward(b.c_fc.forward(b.ln_2.forward(x1, stream), stream),
-                                             stream),
-                              stream);
+  // c_fc's bias and the GELU in one GEMM epilogue where it can be (Note [GEMM
+  // epilogues]); the GELU layer keeps the pre-activation for its backward.
+  Linear::GeluOutput h = b.c_fc.forward_gelu(b.ln_2.forward(x1, stream), stream);
+  b.gelu.record_input(h.pre);
+  Tensor m = b.c_proj.forward(h.out, stream);
   return b.add.forward(x1, m, stream);
 }
 

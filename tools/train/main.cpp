@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <exception>
 #include <fstream>
@@ -364,6 +365,8 @@ int main(int argc, char** argv) {
   train::TrainOptions o;
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
+    // Note [TF32 GEMMs]: read once, at the first GEMM, after this.
+    if (o.tf32) ::setenv("ZRT_TF32", "1", 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
     return 2;

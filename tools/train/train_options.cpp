@@ -251,6 +251,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "streamed through in chunks), host (with the fp32 master in pinned host memory, updated there by the "
                  "CPU while the GPU goes on; on cpu it saves nothing)");
   app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
+  app.add_flag("--tf32", o.tf32,
+               "fp32 GEMMs on CUDA round their inputs to TF32 on the tensor cores (fp32 accumulation, about 1e-3 "
+               "relative error; ZRT_TF32=1 does the same; no effect on cpu or bf16)");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
       ->check(kNonNegative);
   app.add_option("--threads", o.threads,
@@ -420,6 +423,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
             {"checkpoint_every", o.checkpoint_every},
             {"keep_last", o.keep_last},
             {"checkpoint_async", o.checkpoint_async},
+            {"tf32", o.tf32},
             {"resume (given)", o.resume}});
   return j.dump();
 }

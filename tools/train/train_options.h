@@ -39,6 +39,7 @@ struct TrainOptions {
   std::string strategy = "full";
   int zero3_size = 0;           // 0: the whole world
   bool offload_grads = false;
+  bool tf32 = false;            // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
   std::string offload_optimizer = "none";  // none | host | disk:DIR (Note [Optimizer state on disk])
   int ranks = 0;                // >0: that many local ranks (threads) in this process
   int check_consistency = 0;    // every N steps, replicas and shards prove they agree (0: never)

@@ -7,8 +7,15 @@
 // printed, and their deterministic sums bit for bit. The tiled attention is
 // checked against the simple kernels and the CPU twin for out, lse and dqkv
 // at odd sizes (T under a tile, T past several tiles, head dims 16 to 64),
-// and two fast runs bit for bit.
+// and two fast runs bit for bit. The GEMM epilogues (Note [GEMM epilogues])
+// against the simple path and the CPU twin at the same tolerance, f32, bf16
+// and f16 (f16 at 1e-2), both weight layouts, shapes the epilogue takes and
+// odd ones (m, n, k not multiples of 8; GELU with n % 8 != 0 and a
+// misaligned view, which take the simple path); with TF32 on (Note [TF32
+// GEMMs]) f32 GEMMs within 1e-2 (TF32 keeps 10 mantissa bits to bf16's 8),
+// and off by default within the f32 tolerance.
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <random>
@@ -19,6 +26,7 @@
 #include "zrt/kernels/nn/cross_entropy.h"
 #include "zrt/kernels/nn/embedding.h"
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/kernels/nn/gemm_epilogue.h"
 #include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/layernorm.h"
@@ -41,8 +49,7 @@ Tensor rnd(const Shape& shape, DType t, std::mt19937& gen) {
 
 Tensor poisoned(const Shape& shape, DType t, Device d) { return Tensor::full(shape, NAN, t, d); }
 
-void check_twin(const std::string& what, const Tensor& cpu, const Tensor& dev) {
-  const double tol = cpu.dtype() == DType::bf16 ? 1e-2 : 1e-4;
+void check_close(const std::string& what, const Tensor& cpu, const Tensor& dev, double tol) {
   auto a = cpu.to_doubles(), b = dev.to(Device::cpu()).to_doubles();
   BOOST_REQUIRE_EQUAL(a.size(), b.size());
   double err = 0, scale = 1;
@@ -54,6 +61,10 @@ void check_twin(const std::string& what, const Tensor& cpu, const Tensor& dev) {
     scale = std::max(scale, 1 + std::abs(a[i]));
   }
   BOOST_TEST((std::isfinite(scale) && err <= tol * scale), what << " " << dtype_name(cpu.dtype()) << ": max |gpu - cpu| " << err);
+}
+
+void check_twin(const std::string& what, const Tensor& cpu, const Tensor& dev) {
+  check_close(what, cpu, dev, cpu.dtype() == DType::f32 || cpu.dtype() == DType::f64 ? 1e-4 : 1e-2);
 }
 
 const DType kDTypes[] = {DType::f32, DType::bf16};
@@ -346,6 +357,74 @@ BOOST_AUTO_TEST_CASE(attention_tiled_forward_and_backward) {
         BOOST_TEST(same_bits(lse_2, lse_f));
         BOOST_TEST(same_bits(dqkv_2, dqkv_f));
       }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gemm_epilogue_against_simple_and_twin) {
+  std::mt19937 gen(fresh_seed("gemm_epilogue_against_simple_and_twin"));
+  BOOST_TEST(tf32_gemms() == parse_tf32(std::getenv("ZRT_TF32")));  // off unless ZRT_TF32 asks
+  ScopedTf32Gemms fp32(false);  // fp32 tolerances even under ZRT_TF32=1
+  const std::int64_t sizes[][3] = {{64, 128, 256}, {37, 24, 13}, {33, 19, 45}, {1, 8, 1}, {5, 3, 0}};
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    for (auto [m, n, k] : sizes) {
+      for (bool trans_w : {false, true}) {
+        for (std::int64_t offset : {0, 1}) {  // 1: x a view one element in (misaligned)
+          BOOST_TEST_CONTEXT(dtype_name(t) << " m " << m << " n " << n << " k " << k << " trans_w " << trans_w
+                                           << " offset " << offset) {
+            Tensor x_full = rnd({m * k + offset}, t, gen), w = rnd(trans_w ? Shape{n, k} : Shape{k, n}, t, gen);
+            Tensor x = x_full.slice(offset, m * k).view({m, k});
+            Tensor b = rnd({n}, t, gen), ones = Tensor::full({m}, 1.0, t);
+            Tensor y_c = poisoned({m, n}, t, Device::cpu()), pre_c = poisoned({m, n}, t, Device::cpu());
+            Tensor g_c = poisoned({m, n}, t, Device::cpu());
+            gemm_bias(x, w, trans_w, b, ones, y_c);
+            gemm_bias_gelu(x, w, trans_w, b, ones, pre_c, g_c);
+            const Tensor xg = x_full.to(gpu).slice(offset, m * k).view({m, k}), wg = w.to(gpu);
+            const Tensor bg = b.to(gpu), og = ones.to(gpu);
+            Tensor y_s, g_s;
+            for (unsigned simple : {kSimpleAll, 0u}) {
+              ScopedSimpleKernels path(simple);
+              const std::string how = simple ? " simple" : " epilogue";
+              Tensor y = poisoned({m, n}, t, gpu), pre = poisoned({m, n}, t, gpu), g = poisoned({m, n}, t, gpu);
+              gemm_bias(xg, wg, trans_w, bg, og, y);
+              gemm_bias_gelu(xg, wg, trans_w, bg, og, pre, g);
+              check_twin("gemm_bias" + how, y_c, y);
+              check_twin("gemm_bias_gelu pre" + how, pre_c, pre);
+              check_twin("gemm_bias_gelu" + how, g_c, g);
+              if (simple) {
+                y_s = y, g_s = g;
+              } else {
+                check_twin("gemm_bias epilogue vs simple", y_s.to(Device::cpu()), y);
+                check_twin("gemm_bias_gelu epilogue vs simple", g_s.to(Device::cpu()), g);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tf32_is_an_opt_in_within_its_tolerance) {
+  std::mt19937 gen(fresh_seed("tf32_is_an_opt_in_within_its_tolerance"));
+  const std::int64_t m = 96, n = 136, k = 300;
+  Tensor a = rnd({m, k}, DType::f32, gen), w = rnd({n, k}, DType::f32, gen), b = rnd({n}, DType::f32, gen);
+  Tensor ones = Tensor::full({m}, 1.0, DType::f32);
+  Tensor c_c = poisoned({m, n}, DType::f32, Device::cpu()), y_c = poisoned({m, n}, DType::f32, Device::cpu());
+  gemm(a, false, w, true, c_c);
+  gemm_bias(a, w, true, b, ones, y_c);
+  const Tensor ag = a.to(gpu), wg = w.to(gpu), bg = b.to(gpu), og = ones.to(gpu);
+  for (bool tf32 : {false, true}) {
+    ScopedTf32Gemms mode(tf32);
+    const double tol = tf32 ? 1e-2 : 1e-4;
+    const std::string how = tf32 ? " tf32" : " fp32";
+    for (unsigned simple : {kSimpleAll, 0u}) {
+      ScopedSimpleKernels path(simple);
+      Tensor c = poisoned({m, n}, DType::f32, gpu), y = poisoned({m, n}, DType::f32, gpu);
+      gemm(ag, false, wg, true, c);
+      gemm_bias(ag, wg, true, bg, og, y);
+      check_close("gemm" + how, c_c, c, tol);
+      check_close(std::string("gemm_bias") + (simple ? " simple" : " epilogue") + how, y_c, y, tol);
     }
   }
 }
