@@ -24,7 +24,7 @@ namespace zrt::kernels {
 //                  attention]; simple: a thread per query or key row);
 //   embedding_backward  the token grouping of Note [Deterministic embedding
 //                  gradient]: a stable radix sort on the device (simple: a
-//                  counting sort on the host, an upload and a stream sync).
+//                  counting sort on the host, an upload and a stream sync);
 //   gemm_epilogue  Linear's bias (and GPT's MLP GELU) in the cuBLASLt GEMM
 //                  epilogue (Note [GEMM epilogues]; simple: a bias GEMM
 //                  against ones, the GEMM accumulating onto it, then the
