@@ -1,5 +1,5 @@
 // The engine on CUDA against its CPU run: the tiny GPT for every strategy on
-// 1 rank and on 2 local ranks sharing cuda:0 (the local backend moves CUDA
+// 1 rank and on 2 and 4 local ranks sharing cuda:0 (the local backend moves CUDA
 // tensors on the module's streams) trains as the same setup on the CPU does,
 // within the tolerances the CPU equivalence tests use (Note [Comparing
 // training runs]: cuBLAS and the CPU GEMMs sum in other orders); prefetch
@@ -26,7 +26,7 @@ using namespace zrt::testing;
 BOOST_AUTO_TEST_SUITE(engine_gpu)
 
 BOOST_AUTO_TEST_CASE(every_strategy_matches_its_cpu_run) {
-  for (int w : {1, 2}) {
+  for (int w : {1, 2, 4}) {
     for (TrainSetup setup : equivalence_setups("gpt", w)) {
       setup.steps = 5;
       const TrainOutput cpu = train_tiny_on_local_ranks(w, setup);
