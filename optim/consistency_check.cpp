@@ -114,7 +114,13 @@ void locate_zero3_differences(const FlatParamHandle& h, std::uint64_t me, std::v
   const FlatParamOptions& o = h.options();
   const ZeroGroups& g = h.groups();
   Tensor full = Tensor::empty({h.layout().numel_padded()}, o.param_dtype, o.device, o.allocator, o.stream);
-  g.zero1->all_gather_into_tensor(full, master_in_compute_dtype(h), o.stream);
+  Tensor mine = master_in_compute_dtype(h);
+  if (mine.device() != o.device) {  // a master in host memory (Note [Master in host memory]): up first
+    Tensor up = Tensor::empty({mine.numel()}, o.param_dtype, o.device, o.allocator, o.stream);
+    up.copy_(mine, o.stream);
+    mine = up;
+  }
+  g.zero1->all_gather_into_tensor(full, mine, o.stream);
   CommWatchdog({g.zero1, g.zero3, g.replica}).synchronize(o.stream, "gathering the masters to locate a difference");
   const std::int64_t n3 = h.zero3_shard().numel();
   const Tensor want = on_host(full.slice(g.zero3->rank() * n3, n3), o.stream);

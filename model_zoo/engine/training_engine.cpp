@@ -201,10 +201,15 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
                               : Tensor::zeros({m + 1}, DType::f64);
   }
   loss_sums_host_.copy_async_(t, stream());
+  if (pinned_) loss_sums_host_.storage().record_use(stream());  // a block freed early waits for the copy
   if (id_flag.numel() > 0) {
+    // Every rank decides on the world's flag: the largest count, and the
+    // smallest position's id (Note [Device id checks]'s packing is a max).
+    module_->world()->all_reduce(id_flag, ReduceOp::max, stream());
     if (id_flag_host_.numel() == 0)
       id_flag_host_ = Tensor::empty({id_flag.numel()}, id_flag.dtype(), Device::cpu(), pinned_, Stream::cpu());
     id_flag_host_.copy_async_(id_flag, stream());
+    id_flag_host_.storage().record_use(stream());
   }
   copied.record(stream());
 }
@@ -241,7 +246,13 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   StepStats stats;
   Event losses_copied(config_.device);
   {
-    auto trace = traced("loss all-reduce", {}, "issue");  // queued after the gradient reductions
+    // The compute stream waits for the gradient reductions first: the
+    // rank's collectives run in one order (Note [Unshard on the communication stream]).
+    auto trace = traced("gradient reductions", {}, "wait");
+    module_->wait_for_reduced_grads();
+  }
+  {
+    auto trace = traced("loss all-reduce", {}, "issue");
     queue_loss_sums(losses, local_tokens, id_flag, losses_copied);
   }
   // The step's losses and id flag, on the host once `losses_copied` has
@@ -257,10 +268,6 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     stats.tokens = static_cast<std::int64_t>(loss_sums_host_.item(m));
   };
   optim::StepResult r;
-  {
-    auto trace = traced("gradient reductions", {}, "wait");
-    module_->wait_for_reduced_grads();
-  }
   if (check != ConsistencyCheck::off) {
     auto trace = traced("consistency check");
     stats.inconsistencies = optim::check_consistency(*module_);

@@ -22,8 +22,11 @@ using BlockOwners = std::unordered_map<const void*, Category>;
 
 BlockOwners block_owners(TrainingEngine& engine) {
   BlockOwners owners;
+  // Only the allocator the plan watches: host memory (a master in host
+  // memory, Note [Master in host memory]) has addresses of its own.
+  const AllocatorPtr& watched = engine.module().allocator();
   auto claim = [&](const Tensor& t, Category c) {
-    if (!t.storage().is_freed()) owners.emplace(t.storage().data(), c);
+    if (!t.storage().is_freed() && t.storage().allocator() == watched) owners.emplace(t.storage().data(), c);
   };
   optim::ZeroAdamW& adamw = engine.optimizer();
   const auto& handles = engine.handles();

@@ -112,6 +112,9 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
 
   ZeroAdamW& opt = module.optimizer();
   // Moments on disk are written here, which can fail on one rank: every rank learns of it.
+  // Queued work may still read the masters (an upload of a master in host
+  // memory, a prefetched gather): it runs before they are overwritten.
+  module.synchronize();
   error = error_of([&] {
     for (std::size_t k = 0; k < handles.size(); ++k) {
       FlatParamHandle& h = *handles[k];

@@ -9,6 +9,7 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
+#include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
@@ -108,6 +109,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       compute_ready_(options_.device),
       gathered_(options_.device),
       reduced_(options_.device),
+      uploaded_(options_.device),
       skip_gather_wait_(std::getenv("ZRT_TEST_SKIP_GATHER_WAIT") != nullptr) {
   ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::sum || options_.grad_reduce == ReduceOp::avg,
                 "flat parameter '", options_.name, "': gradients reduce with sum or avg, not ",
@@ -215,12 +217,20 @@ Tensor FlatParamHandle::master_on_device(DType dtype, Stream stream) {
   if (dtype != DType::f32) {
     ZRT_CHECK_STATE(dtype == options_.param_dtype, "flat parameter '", options_.name, "': the master is staged for ",
                     "upload in ", dtype_name(options_.param_dtype), ", not ", dtype_name(dtype));
+    wait_for_uploads();  // an earlier upload may still read the staging
     kernels::cast(host_param_staging_, zero1_shard_, options_.device.is_cuda() ? Stream::cpu() : stream);
     host = &host_param_staging_;
   }
   Tensor up = new_buffer(zero1_shard_.numel(), dtype, false, stream);
   up.copy_async_(*host, stream);
+  if (options_.device.is_cuda()) uploaded_.record(stream);
   return up;
+}
+
+void FlatParamHandle::wait_for_uploads() const {
+  // On a CPU device the host work is queued on the streams in order instead.
+  if (!options_.master_on_host || !options_.device.is_cuda()) return;
+  CommWatchdog({groups_.zero1, groups_.zero3, groups_.replica}).wait(uploaded_, "uploading the master to the device");
 }
 
 void FlatParamHandle::validate_across_ranks() const {
@@ -493,11 +503,14 @@ void FlatParamHandle::load_full_params(const std::vector<Tensor>& values) {
                   "' has shape ", shape_str(layout_.params()[i].shape), " but the value has ",
                   shape_str(values[i].shape()));
   state_ = HandleState::sync_params;
+  wait_for_uploads();  // the master is written below
   for (std::size_t i = 0; i < num_params(); ++i) {
     const auto& info = zero1_infos_[i];
     if (!info.in_shard) continue;
     Tensor src = values[i].flatten().slice(info.intra_param_start, info.numel_in_shard);
-    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, master_stream());
+    // A value on the device is read in the compute stream's order.
+    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard)
+        .copy_(src, src.device().is_cpu() ? master_stream() : options_.stream);
   }
   options_.stream.synchronize();  // the copies read the caller's tensors
   mark_params_updated();

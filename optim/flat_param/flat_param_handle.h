@@ -257,6 +257,9 @@ class FlatParamHandle {
   // The master's n1 elements on the device in `dtype`, in `stream`'s order:
   // the master itself, or a cast, or with master_on_host an upload.
   Tensor master_on_device(DType dtype, Stream stream);
+  // Before the host writes the master or its staging beside a CUDA device:
+  // the uploads that read them have run (Note [Master in host memory]).
+  void wait_for_uploads() const;
   Stream comm_stream() const { return options_.comm_stream == Stream() ? options_.stream : options_.comm_stream; }
   void wait_unsharded() const {
     if (comm_stream() != options_.stream && !skip_gather_wait_) gathered_.wait(options_.stream);
@@ -284,6 +287,7 @@ class FlatParamHandle {
   Tensor host_param_staging_;                       // master_on_host, non-fp32: the master cast for upload
   std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
   Event compute_ready_, gathered_, reduced_;        // Note [Unshard on the communication stream]
+  Event uploaded_;                                  // master_on_host: the last upload of the master issued
   // ZRT_TEST_SKIP_GATHER_WAIT=1 drops the wait for the gather: a test-only
   // fault that shows Note [Poisoned memory] catches a missing wait.
   bool skip_gather_wait_ = false;
