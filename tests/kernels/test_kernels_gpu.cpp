@@ -85,8 +85,8 @@ Tensor cpu_copy(const Tensor& t) {
 // operands within one ulp, AdamW's rule, the caller checking the others).
 // Returns the fast path's operands.
 template <class Op>
-std::vector<Tensor> require_paths_agree(const std::string& what, const std::vector<Tensor>& operands, bool aligned, Op op,
-                         bool cpu_within_ulp = false) {
+std::vector<Tensor> require_paths_agree(const std::string& what, const std::vector<Tensor>& operands,
+                                        bool aligned, Op op, bool cpu_within_ulp = false) {
   auto run = [&](bool gpu, unsigned simple) {
     kernels::ScopedSimpleKernels path(simple);
     std::vector<Tensor> t;
