@@ -48,38 +48,67 @@ inline unsigned grid_for(std::int64_t n) {
 // The smaller of two indices, in device code.
 __device__ inline std::int64_t min_i64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
-// A 16-byte pack of elements of T, the unit of a vector load or store.
-template <class T>
+// L elements of T read or written together: by default a 16-byte pack, the
+// unit of a vector load or store; a longer L (a multiple of 16 bytes) is
+// read or written as several 16-byte words.
+template <class T, int L = 16 / int(sizeof(T))>
 struct alignas(16) Pack {
-  static constexpr int kLen = 16 / sizeof(T);
-  T v[kLen];
+  static_assert(L * sizeof(T) % 16 == 0, "a Pack spans whole 16-byte words");
+  static constexpr int kLen = L;
+  T v[L];
 };
 
-// True when p is 16-byte aligned, so it can be read and written in Packs.
-inline bool pack_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+// The elements per pack of an op over several element types: one 16-byte
+// word of the narrowest, so every array of the op moves in whole words.
+template <class... T>
+inline constexpr int kPackLen = std::max({Pack<T>::kLen...});
 
-template <class T, class F>
+// Pack p of L elements of the array at `base` (pack_aligned), to read or write.
+template <int L, class T>
+__device__ inline const Pack<T, L>& pack_at(const T* base, std::int64_t p) {
+  return reinterpret_cast<const Pack<T, L>*>(base)[p];
+}
+template <int L, class T>
+__device__ inline Pack<T, L>& pack_at(T* base, std::int64_t p) {
+  return reinterpret_cast<Pack<T, L>*>(base)[p];
+}
+
+// True when every one of the pointers is 16-byte aligned, so each can be
+// read and written in Packs.
+template <class... P>
+inline bool pack_aligned(const P*... p) {
+  return ((reinterpret_cast<std::uintptr_t>(p) % 16 == 0) && ...);
+}
+
+template <int L, class F>
 __global__ void for_each_pack_kernel(std::int64_t n, F f) {
-  constexpr int kLen = Pack<T>::kLen;
-  const std::int64_t packs = n / kLen;
+  const std::int64_t packs = n / L;
   const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
   const std::int64_t first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (std::int64_t p = first; p < packs; p += stride) f.pack(p);
-  // The scalar tail: fewer than kLen elements past the last whole pack.
-  if (first < n - packs * kLen) f(packs * kLen + first);
+  // The scalar tail: fewer than L elements past the last whole pack.
+  if (first < n - packs * L) f(packs * L + first);
 }
 
-// Runs f(i) for every i in [0, n) on `stream`, as for_each_index, but in
-// 16-byte packs of T: f.pack(p) does elements [p·L, p·L + L) (L =
-// Pack<T>::kLen) with vector loads and stores, f(i) the tail past the last
-// whole pack. Every pointer f reads or writes must be pack_aligned; the
-// caller checks, and calls for_each_index instead when one is not.
+// Runs f(i) for every i in [0, n) on `stream`, as for_each_index, but L
+// elements at a time: f.pack(p) does elements [p·L, p·L + L) with vector
+// loads and stores, f(i) the tail past the last whole pack. Every pointer f
+// reads or writes must be pack_aligned; the caller checks, and calls
+// for_each_index instead when one is not. An op over one element type T
+// takes for_each_pack<T> (L = Pack<T>::kLen); one over several,
+// for_each_pack_of<kPackLen<...>>, reading each array as Pack<T, L>.
+template <int L, class F>
+void for_each_pack_of(std::int64_t n, const F& f, cudaStream_t stream) {
+  if (n <= 0) return;
+  const std::int64_t work = std::max<std::int64_t>(n / L, n % L);
+  for_each_pack_kernel<L><<<grid_for(work), kThreadsPerBlock, 0, stream>>>(n, f);
+  ZRT_CUDA_CHECK_LAUNCH();
+}
+
+// for_each_pack_of in 16-byte packs of T.
 template <class T, class F>
 void for_each_pack(std::int64_t n, const F& f, cudaStream_t stream) {
-  if (n <= 0) return;
-  const std::int64_t work = std::max<std::int64_t>(n / Pack<T>::kLen, n % Pack<T>::kLen);
-  for_each_pack_kernel<T><<<grid_for(work), kThreadsPerBlock, 0, stream>>>(n, f);
-  ZRT_CUDA_CHECK_LAUNCH();
+  for_each_pack_of<Pack<T>::kLen>(n, f, stream);
 }
 
 template <class F>

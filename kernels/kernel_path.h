@@ -17,8 +17,12 @@ namespace zrt::kernels {
 //                  pass (simple: one thread sums the rows in order);
 //   layernorm      the weight/bias gradients: per-tile partial sums then a
 //                  column pass (simple: a thread per feature over all rows);
-//   elementwise    residual add and activations: 16-byte vector loads with
-//                  a scalar tail (simple: one element per index);
+//   elementwise    residual add and activations, and the runtime ops cast
+//                  (stochastic too), scale, fill, grad accumulate and the
+//                  fused AdamW: 16-byte vector loads and stores with a
+//                  scalar tail where every pointer is 16-byte aligned, the
+//                  per-element arithmetic unchanged, so the results are the
+//                  same bits (simple: one element per index);
 //   attention      causal attention forward and backward: tiles in shared
 //                  memory with an online softmax (Note [Tiled causal
 //                  attention]; simple: a thread per query or key row);

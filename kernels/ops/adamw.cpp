@@ -6,6 +6,7 @@
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/adamw_math.h"
 #include "zrt/kernels/ops/op_checks.h"
@@ -118,6 +119,7 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
                              cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(),
                                                 out ? out->data_ptr() : nullptr,
                                                 out ? out->dtype() : DType::f32, pieces, c,
+                                                simple_kernel(FastKernel::elementwise),
                                                 cuda_stream(stream)));
   run_cpu_twin(stream, kOp, [p, m, v, gp = grad.data_ptr(), gtype = grad.dtype(),
                               op = out ? out->data_ptr() : nullptr, otype = out ? out->dtype() : DType::f32, n,

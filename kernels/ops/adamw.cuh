@@ -11,10 +11,12 @@
 namespace zrt::kernels::cuda {
 
 // `param_out` may be nullptr (then `param_out_dtype` is ignored); otherwise
-// bf16 or f16. One launch per piece.
+// bf16 or f16. One launch per piece. `simple`: one element per index, else
+// 16-byte vector loads and stores for a piece whose arrays are all aligned
+// (Note [Fast kernels and their simple references]); the same bits.
 void launch_adamw(float* param, float* exp_avg, float* exp_avg_sq, const void* grad,
                   DType grad_dtype, void* param_out, DType param_out_dtype,
                   std::span<const AdamWPiece> pieces, const AdamWCoefficients& coefficients,
-                  cudaStream_t stream);
+                  bool simple, cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

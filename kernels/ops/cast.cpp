@@ -4,6 +4,7 @@
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cast_math.h"
 #include "zrt/kernels/ops/cpu_clones.h"
@@ -81,7 +82,9 @@ void cast(const Tensor& dst, const Tensor& src, Stream stream) {
   if (dst.numel() == 0) return;
   ZRT_CUDA_LAUNCH_AND_RETURN("cast", device,
                              cuda::launch_cast(dst.data_ptr(), dst.dtype(), src.data_ptr(),
-                                               src.dtype(), dst.numel(), cuda_stream(stream)));
+                                               src.dtype(), dst.numel(),
+                                               simple_kernel(FastKernel::elementwise),
+                                               cuda_stream(stream)));
   run_cpu_twin(stream, "cast", [d = dst.data_ptr(), dt = dst.dtype(), s = src.data_ptr(), st = src.dtype(),
                                 n = dst.numel()] {
     dispatch<StorageFloats>(dt, "cast", [&](auto dtag) {
@@ -104,6 +107,7 @@ void cast_stochastic(const Tensor& dst, const Tensor& src, std::uint64_t seed, S
   const auto* s = static_cast<const float*>(src.data_ptr());
   ZRT_CUDA_LAUNCH_AND_RETURN("cast_stochastic", device,
                              cuda::launch_cast_stochastic_bf16(d, s, dst.numel(), seed,
+                                                               simple_kernel(FastKernel::elementwise),
                                                                cuda_stream(stream)));
   run_cpu_twin(stream, "cast_stochastic", [d, s, n = dst.numel(), seed] { cast_stochastic_cpu(d, s, n, seed); });
 }

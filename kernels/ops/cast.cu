@@ -10,7 +10,15 @@ template <class D, class S>
 struct CastBody {
   D* dst;
   const S* src;
+  static constexpr int kLen = kPackLen<D, S>;
   __device__ void operator()(std::int64_t i) const { dst[i] = cast_element<D>(src[i]); }
+  __device__ void pack(std::int64_t p) const {
+    const Pack<S, kLen> ps = pack_at<kLen>(src, p);
+    Pack<D, kLen> pd;
+#pragma unroll
+    for (int j = 0; j < kLen; ++j) pd.v[j] = cast_element<D>(ps.v[j]);
+    pack_at<kLen>(dst, p) = pd;
+  }
 };
 
 struct StochasticBody {
@@ -20,17 +28,29 @@ struct StochasticBody {
   __device__ void operator()(std::int64_t i) const {
     dst[i] = f32_to_bf16_stochastic(src[i], seed, static_cast<std::uint64_t>(i));
   }
+  static constexpr int kLen = kPackLen<std::uint16_t, float>;
+  __device__ void pack(std::int64_t p) const {
+    const Pack<float, kLen> ps = pack_at<kLen>(src, p);
+    Pack<std::uint16_t, kLen> pd;
+#pragma unroll
+    for (int j = 0; j < kLen; ++j)
+      pd.v[j] = f32_to_bf16_stochastic(ps.v[j], seed, static_cast<std::uint64_t>(p * kLen + j));
+    pack_at<kLen>(dst, p) = pd;
+  }
 };
 
 }  // namespace
 
 void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, std::int64_t n,
-                 cudaStream_t stream) {
+                 bool simple, cudaStream_t stream) {
   dispatch<StorageFloats>(dst_dtype, "cast", [&](auto dt) {
     using D = typename decltype(dt)::type;
     dispatch<StorageFloats>(src_dtype, "cast", [&](auto st) {
       using S = typename decltype(st)::type;
-      for_each_index(n, CastBody<D, S>{static_cast<D*>(dst), static_cast<const S*>(src)}, stream);
+      using Body = CastBody<D, S>;
+      const Body body{static_cast<D*>(dst), static_cast<const S*>(src)};
+      if (!simple && pack_aligned(dst, src)) for_each_pack_of<Body::kLen>(n, body, stream);
+      else for_each_index(n, body, stream);
     });
   });
 }
@@ -48,8 +68,10 @@ void launch_widen_f32_to_f64(double* dst, const float* src, std::int64_t n, cuda
 }
 
 void launch_cast_stochastic_bf16(std::uint16_t* dst, const float* src, std::int64_t n,
-                                 std::uint64_t seed, cudaStream_t stream) {
-  for_each_index(n, StochasticBody{dst, src, seed}, stream);
+                                 std::uint64_t seed, bool simple, cudaStream_t stream) {
+  const StochasticBody body{dst, src, seed};
+  if (!simple && pack_aligned(dst, src)) for_each_pack_of<StochasticBody::kLen>(n, body, stream);
+  else for_each_index(n, body, stream);
 }
 
 void launch_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t stream) {

@@ -6,6 +6,7 @@
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/cpu_clones.h"
 #include "zrt/kernels/ops/op_checks.h"
@@ -76,6 +77,7 @@ void fill(const Tensor& dst, double value, Stream stream) {
   if (dst.numel() == 0) return;
   ZRT_CUDA_LAUNCH_AND_RETURN("fill", device,
                              cuda::launch_fill(dst.data_ptr(), dst.dtype(), dst.numel(), pattern,
+                                               simple_kernel(FastKernel::elementwise),
                                                cuda_stream(stream)));
   run_cpu_twin(stream, "fill", [p = dst.data_ptr(), n = dst.numel(), t = dst.dtype(), pattern] {
     dispatch<WordTypes>(t, "fill", [&](auto tag) {

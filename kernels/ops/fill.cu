@@ -10,15 +10,23 @@ struct FillBody {
   U* dst;
   U value;
   __device__ void operator()(std::int64_t i) const { dst[i] = value; }
+  __device__ void pack(std::int64_t p) const {
+    Pack<U> pd;
+#pragma unroll
+    for (int j = 0; j < Pack<U>::kLen; ++j) pd.v[j] = value;
+    pack_at<Pack<U>::kLen>(dst, p) = pd;
+  }
 };
 
 }  // namespace
 
-void launch_fill(void* dst, DType dtype, std::int64_t n, std::uint64_t pattern,
+void launch_fill(void* dst, DType dtype, std::int64_t n, std::uint64_t pattern, bool simple,
                  cudaStream_t stream) {
   dispatch<WordTypes>(dtype, "fill", [&](auto tag) {
     using U = typename decltype(tag)::type;
-    for_each_index(n, FillBody<U>{static_cast<U*>(dst), static_cast<U>(pattern)}, stream);
+    const FillBody<U> body{static_cast<U*>(dst), static_cast<U>(pattern)};
+    if (!simple && pack_aligned(dst)) for_each_pack<U>(n, body, stream);
+    else for_each_index(n, body, stream);
   });
 }
 

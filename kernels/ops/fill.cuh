@@ -10,7 +10,9 @@
 namespace zrt::kernels::cuda {
 
 // `pattern` holds the element's bits in its low dtype_size(dtype) bytes.
-void launch_fill(void* dst, DType dtype, std::int64_t n, std::uint64_t pattern,
+// `simple`: one element per index, else 16-byte vector stores where dst is
+// aligned (Note [Fast kernels and their simple references]); the same bits.
+void launch_fill(void* dst, DType dtype, std::int64_t n, std::uint64_t pattern, bool simple,
                  cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

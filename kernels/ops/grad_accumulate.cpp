@@ -2,6 +2,7 @@
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/grad_accumulate_math.h"
 #include "zrt/kernels/ops/op_checks.h"
@@ -21,7 +22,8 @@ void accumulate_grad(const Tensor& acc, const Tensor& grad, float scale, Stream 
   float* a = static_cast<float*>(acc.data_ptr());
   ZRT_CUDA_LAUNCH_AND_RETURN("accumulate_grad", device,
                              cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n,
-                                                          scale, cuda_stream(stream)));
+                                                          scale, simple_kernel(FastKernel::elementwise),
+                                                          cuda_stream(stream)));
   run_cpu_twin(stream, "accumulate_grad", [a, gp = grad.data_ptr(), gt = grad.dtype(), n, scale] {
     dispatch<StorageFloats>(gt, "accumulate_grad", [&](auto tag) {
       using G = typename decltype(tag)::type;

@@ -11,16 +11,27 @@ struct AccumulateBody {
   float* acc;
   const G* grad;
   float scale;
+  static constexpr int kLen = kPackLen<float, G>;
   __device__ void operator()(std::int64_t i) const { acc[i] = accumulate_element(acc[i], grad[i], scale); }
+  __device__ void pack(std::int64_t p) const {
+    Pack<float, kLen> pa = pack_at<kLen>(acc, p);
+    const Pack<G, kLen> pg = pack_at<kLen>(grad, p);
+#pragma unroll
+    for (int j = 0; j < kLen; ++j) pa.v[j] = accumulate_element(pa.v[j], pg.v[j], scale);
+    pack_at<kLen>(acc, p) = pa;
+  }
 };
 
 }  // namespace
 
 void launch_accumulate_grad(float* acc, const void* grad, DType grad_dtype, std::int64_t n,
-                            float scale, cudaStream_t stream) {
+                            float scale, bool simple, cudaStream_t stream) {
   dispatch<StorageFloats>(grad_dtype, "accumulate_grad", [&](auto gt) {
     using G = typename decltype(gt)::type;
-    for_each_index(n, AccumulateBody<G>{acc, static_cast<const G*>(grad), scale}, stream);
+    using Body = AccumulateBody<G>;
+    const Body body{acc, static_cast<const G*>(grad), scale};
+    if (!simple && pack_aligned(acc, grad)) for_each_pack_of<Body::kLen>(n, body, stream);
+    else for_each_index(n, body, stream);
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/dispatch.h"
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/op_checks.h"
 #include "zrt/kernels/ops/scale_math.h"
@@ -19,6 +20,7 @@ void scale_(const Tensor& x, double factor, Stream stream) {
   if (n == 0) return;
   ZRT_CUDA_LAUNCH_AND_RETURN("scale_", device,
                              cuda::launch_scale(x.data_ptr(), x.dtype(), n, f,
+                                                simple_kernel(FastKernel::elementwise),
                                                 cuda_stream(stream)));
   run_cpu_twin(stream, "scale_", [xp = x.data_ptr(), t = x.dtype(), n, f] {
     dispatch<StorageFloats>(t, "scale_", [&](auto tag) {

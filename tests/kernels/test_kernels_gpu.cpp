@@ -1,9 +1,13 @@
 // Every CUDA runtime kernel against its CPU twin on the same inputs: bit for
 // bit for cast (stochastic too), fill, flatten, accumulate and scale; within
-// one ulp for AdamW and the norm. Device outputs are poisoned first.
+// one ulp for AdamW and the norm. Device outputs are poisoned first. The
+// elementwise ops' fast (16-byte vector) path against their simple one: bit
+// for bit, on aligned views and on views one element off, which take the
+// scalar fallback.
 #include <boost/test/unit_test.hpp>
 #include <bit>
 
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/ops/adamw.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
@@ -52,9 +56,120 @@ void require_within_ulp(const Tensor& gpu, const Tensor& cpu, const std::string&
   }
 }
 
+// Lengths around the pack widths (4 f32 or 8 bf16 elements), with tails.
+constexpr std::int64_t kPackSizes[] = {1, 7, 8, 1031, 65537};
+
+// A device copy of `t` at the start of a fresh allocation (16-byte aligned)
+// or one element past it (not 16-byte aligned, so the scalar fallback runs).
+Tensor gpu_copy(const Tensor& t, bool aligned) {
+  const std::int64_t off = aligned ? 0 : 1;
+  Tensor d = Tensor::empty({t.numel() + off}, t.dtype(), kGpu).slice(off, t.numel());
+  const bool at16 = reinterpret_cast<std::uintptr_t>(d.data_ptr()) % 16 == 0;
+  BOOST_REQUIRE_MESSAGE(at16 == aligned, "device view alignment: want aligned=" << aligned);
+  d.copy_(t);
+  return d;
+}
+
+// A host copy of `t` (the CPU twin updates its operands in place).
+Tensor cpu_copy(const Tensor& t) {
+  Tensor c = odd_offset_view(t.numel(), t.dtype());
+  c.copy_(t);
+  return c;
+}
+
+// Runs `op` on copies of `operands` three times: on the device with the fast
+// elementwise path, on the device with the simple one, and on the CPU. The
+// device copies are aligned or one element off. Requires every operand
+// after the op to have the same bits on both device paths, and, unless
+// `cpu_within_ulp`, the same bits as the CPU twin too (else its f32
+// operands within one ulp, AdamW's rule, the caller checking the others).
+// Returns the fast path's operands.
+template <class Op>
+std::vector<Tensor> require_paths_agree(const std::string& what, const std::vector<Tensor>& operands,
+                                        bool aligned, Op op, bool cpu_within_ulp = false) {
+  auto run = [&](bool gpu, unsigned simple) {
+    kernels::ScopedSimpleKernels path(simple);
+    std::vector<Tensor> t;
+    for (const Tensor& x : operands) t.push_back(gpu ? gpu_copy(x, aligned) : cpu_copy(x));
+    op(t);
+    return t;
+  };
+  const std::vector<Tensor> fast = run(true, 0);
+  const std::vector<Tensor> simple = run(true, static_cast<unsigned>(kernels::FastKernel::elementwise));
+  const std::vector<Tensor> cpu = run(false, 0);
+  const std::string where = what + (aligned ? " (aligned)" : " (one element off)");
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    const std::string operand = where + " operand " + std::to_string(k);
+    BOOST_REQUIRE_MESSAGE(bytes_of(fast[k]) == bytes_of(simple[k]), operand << ": fast and simple paths differ");
+    if (!cpu_within_ulp) require_same_bits(fast[k], cpu[k], operand);
+    else if (operands[k].dtype() == DType::f32) require_within_ulp(fast[k], cpu[k], operand);
+  }
+  return fast;
+}
+
+Tensor poisoned_cpu(std::int64_t n, DType t) {
+  Tensor h = odd_offset_view(n, t);
+  poison(h);
+  return h;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(kernels_gpu)
+
+BOOST_AUTO_TEST_CASE(elementwise_fast_equals_simple) {
+  auto gen = fresh_generator();  // its seed is printed with the test case's name
+  const kernels::AdamWHyperparams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  for (std::int64_t n : kPackSizes) {
+    for (bool aligned : {true, false}) {
+      BOOST_TEST_CONTEXT("n " << n << " aligned " << aligned) {
+        for (DType from : {DType::f32, DType::bf16, DType::f16}) {
+          const Tensor src = random_tensor(n, from, gen, -70000, 70000);
+          for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+            require_paths_agree(std::string("cast ") + dtype_name(from) + "->" + dtype_name(to),
+                                {src, poisoned_cpu(n, to)}, aligned,
+                                [](std::vector<Tensor>& t) { kernels::cast(t[1], t[0]); });
+          }
+          require_paths_agree(std::string("scale_ ") + dtype_name(from), {random_tensor(n, from, gen)}, aligned,
+                              [](std::vector<Tensor>& t) { kernels::scale_(t[0], 0.37); });
+          require_paths_agree(std::string("accumulate_grad ") + dtype_name(from),
+                              {random_tensor(n, DType::f32, gen), random_tensor(n, from, gen)}, aligned,
+                              [](std::vector<Tensor>& t) { kernels::accumulate_grad(t[0], t[1], 0.25f); });
+        }
+        require_paths_agree("cast_stochastic", {random_tensor(n, DType::f32, gen), poisoned_cpu(n, DType::bf16)},
+                            aligned, [](std::vector<Tensor>& t) { kernels::cast_stochastic(t[1], t[0], 1234); });
+        for (DType t : kAllDTypes)
+          require_paths_agree(std::string("fill ") + dtype_name(t), {poisoned_cpu(n, t)}, aligned,
+                              [](std::vector<Tensor>& t) { kernels::fill(t[0], 3.0); });
+        for (DType gt : {DType::f32, DType::bf16}) {
+          // One decayed piece over the whole shard (packed when aligned), then
+          // random pieces, most starting off a pack boundary.
+          for (const auto& ranges : {std::vector<kernels::ElementRange>{{0, n}}, random_decay_ranges(n, gen)}) {
+            const std::vector<Tensor> state = {random_tensor(n, DType::f32, gen),
+                                               random_tensor(n, DType::f32, gen, -0.1, 0.1),
+                                               random_tensor(n, DType::f32, gen, 0, 0.01), random_tensor(n, gt, gen)};
+            require_paths_agree(std::string("fused_adamw grad ") + dtype_name(gt), state, aligned,
+                                [&](std::vector<Tensor>& t) {
+                                  kernels::fused_adamw(t[0], t[1], t[2], t[3], 3, hp, ranges,
+                                                       {.grad_scale = 0.5, .param_out = std::nullopt});
+                                }, true);
+            std::vector<Tensor> with_out = state;
+            with_out.push_back(poisoned_cpu(n, DType::bf16));
+            const std::vector<Tensor> fast =
+                require_paths_agree(std::string("fused_adamw to bf16, grad ") + dtype_name(gt), with_out, aligned,
+                                    [&](std::vector<Tensor>& t) {
+                                      kernels::fused_adamw(t[0], t[1], t[2], t[3], 3, hp, ranges,
+                                                           {.grad_scale = 0.5, .param_out = t[4]});
+                                    }, true);
+            const std::vector<double> param = fast[0].to(Device::cpu()).to_doubles(),
+                                      out = fast[4].to(Device::cpu()).to_doubles();
+            for (std::int64_t i = 0; i < n; ++i) BOOST_REQUIRE(same_value(out[i], round_to_bf16(param[i])));
+          }
+        }
+      }
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(cast_fill_scale_accumulate_bit_exact) {
   auto gen = fresh_generator();
