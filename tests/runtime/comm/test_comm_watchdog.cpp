@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives) {
 BOOST_AUTO_TEST_CASE(catches_a_collective_with_no_deadline) {
   constexpr auto kTimeout = 300ms;
   std::vector<Outcome> waits(2);
-  std::vector<bool> still_blocked(2), returned(2), aborted(2);
+  std::vector<char> still_blocked(2), returned(2), aborted(2);  // one byte per rank: vector<bool> packs bits
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
