@@ -32,8 +32,14 @@ GradStats global_grad_stats(std::span<FlatParamHandle* const> handles) {
   }
   groups.zero1->all_reduce(stats, ReduceOp::sum, o.stream);
   if (groups.replica && groups.replica->size() > 1) groups.replica->all_reduce(stats, ReduceOp::max, o.stream);
-  Tensor host = Tensor::zeros({2 * k}, DType::f64);  // zeros in a dry run, whose copies are dropped
-  host.copy_(stats, o.stream);
+  // Pinned beside a CUDA device, so the copy down is only enqueued and the
+  // one wait below is the watchdog's: a plain copy_ would block the host on
+  // the stream (its collectives included) where no watchdog looks. Zeros on
+  // the CPU, as a dry run's copies are dropped.
+  Tensor host = o.device.is_cuda() ? Tensor::empty({2 * k}, DType::f64, Device::cpu(), o.host_allocator, Stream::cpu())
+                                   : Tensor::zeros({2 * k}, DType::f64);
+  host.copy_async_(stats, o.stream);
+  if (o.device.is_cuda()) host.storage().record_use(o.stream);  // freed by a throwing wait: reused after the copy
   CommWatchdog({groups.zero1, groups.replica}).synchronize(o.stream, "reading the gradient statistics");
   GradStats out;
   for (std::int64_t i = 0; i < k; ++i) {

@@ -165,6 +165,8 @@ void Event::record([[maybe_unused]] Stream s) {
   // A cpu stream handle with a device event means the device's legacy default stream.
   ZRT_CHECK_ARG(s.is_cpu() || s.device() == device_, "Event::record: event on ", device_.str(),
                 " cannot record stream on ", s.device().str());
+  ZRT_CHECK_ARG(!s.cpu_queue(), "Event::record: event on ", device_.str(),
+                " cannot record an owned CPU stream (its work runs on a host thread, not the device)");
   CudaDeviceGuard g(device_.index);
   ZRT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(native_), static_cast<cudaStream_t>(s.native())));
 #endif
@@ -184,6 +186,8 @@ void Event::wait([[maybe_unused]] Stream s) const {
   }
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
+  ZRT_CHECK_ARG(!s.cpu_queue(), "Event::wait: an owned CPU stream cannot wait for an event on ", device_.str(),
+                " (its work runs on a host thread, not the device)");
   CudaDeviceGuard g(s.is_cpu() ? device_.index : s.device().index);
   ZRT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.native()), static_cast<cudaEvent_t>(native_), 0));
 #endif

@@ -55,6 +55,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
     return;
   }
 #ifdef ZRT_WITH_CUDA
+  ZRT_CHECK_ARG(!stream.cpu_queue(), "copy between ", src_dev.str(), " and ", dst_dev.str(),
+                ": an owned CPU stream cannot order a device copy (use the device's stream)");
   int dev = dst_dev.is_cuda() ? dst_dev.index : src_dev.index;
   CudaDeviceGuard g(dev);
   auto s = static_cast<cudaStream_t>(stream.native());

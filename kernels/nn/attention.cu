@@ -124,11 +124,14 @@ int max_block_smem() {
 
 // Launches `kernel` with `blocks` blocks of kAttnThreads and `bytes` of
 // dynamic shared memory, raising the kernel's limit past the default 48 KiB.
+// The limit is the device's whole grant, the same on every call: a limit set
+// to this call's size could be lowered by another host thread (another
+// rank's) between its setting and this launch.
 template <class Kernel, class... Args>
 void launch_tiled(Kernel kernel, std::int64_t blocks, std::int64_t bytes, cudaStream_t stream,
                   Args... args) {
   ZRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(bytes)));
+                                      max_block_smem()));
   kernel<<<unsigned(blocks), kAttnThreads, std::size_t(bytes), stream>>>(args...);
   ZRT_CUDA_CHECK_LAUNCH();
 }

@@ -25,12 +25,15 @@
 //    accumulates dQ += dS·K. Every output element is summed by one thread in
 //    a fixed order (tiles in order, rows of a tile in order, the head dim in
 //    order), with no atomics, so results are run-to-run deterministic.
+// K and V tiles keep rows of hd + 1 elements in shared memory: the score
+// steps give a warp's lanes one query row and 32 keys, and with rows of hd
+// (a multiple of 32) every lane's K or V read would fall in one bank.
 // Shared memory per block, in elements of A (hd the head dim):
-//   forward  (2·Br + 2·Bc)·hd + Br·Bc + 3·Br,
-//   dK/dV    (2·Br + 4·Bc)·hd + 2·Br·Bc + 2·Br,
-//   dQ       (3·Br + 2·Bc)·hd + 2·Br·Bc + 2·Br;
+//   forward  (2·Br + 2·Bc)·hd + 2·Bc + Br·Bc + 3·Br,
+//   dK/dV    (2·Br + 4·Bc)·hd + 2·Bc + 2·Br·Bc + 2·Br,
+//   dQ       (3·Br + 2·Bc)·hd + 2·Bc + 2·Br·Bc + 2·Br;
 // the launcher takes the simple kernels when that exceeds what the device
-// grants a block (f32 at hd 256 needs 200 KiB for dK/dV, within an H100's
+// grants a block (f32 at hd 256 needs 201 KiB for dK/dV, within an H100's
 // 227 KiB).
 #pragma once
 
@@ -118,14 +121,18 @@ struct AttentionPair {
         base_off(b * d.seq * 3 * d.channels + h * d.head_dim) {}
 };
 
+// The row length of K and V tiles in shared memory (Note [Tiled causal attention]).
+ZRT_HD inline std::int64_t attention_kv_ld(std::int64_t hd) { return hd + 1; }
+
 // Loads rows [r0, r0 + n) (feature offset `off` in rows of `stride`) of a
-// tile of `rows` rows into dst, zero past n.
+// tile of `rows` rows into dst, rows `ld` apart, zero past n.
 template <class T, class A, class Block>
 ZRT_HD void attention_load_tile(const Block& blk, A* dst, const T* src, std::int64_t stride,
-                                std::int64_t r0, std::int64_t n, int rows, std::int64_t hd) {
+                                std::int64_t r0, std::int64_t n, int rows, std::int64_t hd,
+                                std::int64_t ld) {
   blk.for_each(int(rows * hd), [&](int idx) {
     const std::int64_t i = idx / hd, x = idx % hd;
-    dst[idx] = i < n ? load<A>(src[(r0 + i) * stride + x]) : A(0);
+    dst[i * ld + x] = i < n ? load<A>(src[(r0 + i) * stride + x]) : A(0);
   });
 }
 
@@ -140,15 +147,16 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
   const A scale = A(1) / sqrt_(A(hd));
   const std::int64_t q0 = qt * kAttnBr;
   const std::int64_t qn = seq - q0 < kAttnBr ? seq - q0 : kAttnBr;
+  const std::int64_t ld = attention_kv_ld(hd);
   A* Q = smem;
   A* O = Q + kAttnBr * hd;
   A* K = O + kAttnBr * hd;
-  A* V = K + kAttnBc * hd;
-  A* S = V + kAttnBc * hd;
+  A* V = K + kAttnBc * ld;
+  A* S = V + kAttnBc * ld;
   A* M = S + kAttnBr * kAttnBc;
   A* L = M + kAttnBr;
   A* Alpha = L + kAttnBr;
-  attention_load_tile<T, A>(blk, Q, base, pr.s3, q0, qn, kAttnBr, hd);
+  attention_load_tile<T, A>(blk, Q, base, pr.s3, q0, qn, kAttnBr, hd, hd);
   blk.for_each(int(kAttnBr * hd), [&](int idx) { O[idx] = 0; });
   blk.for_each(kAttnBr, [&](int i) {
     M[i] = attention_neg_inf<A>();
@@ -159,13 +167,13 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
     const std::int64_t k0 = kt * kAttnBc;
     const std::int64_t kn = seq - k0 < kAttnBc ? seq - k0 : kAttnBc;
     blk.sync();  // the previous tile's K, V and S are read
-    attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd);
-    attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd);
+    attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+    attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
     blk.sync();
     blk.for_each(kAttnBr * kAttnBc, [&](int idx) {
       const int i = idx / kAttnBc, c = idx % kAttnBc;
       S[idx] = attention_visible(q0 + i, k0 + c, seq)
-                   ? scale * attention_tile_dot(Q + i * hd, K + c * hd, hd)
+                   ? scale * attention_tile_dot(Q + i * hd, K + c * ld, hd)
                    : attention_neg_inf<A>();
     });
     blk.sync();
@@ -176,7 +184,7 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
     blk.for_each(int(kAttnBr * hd), [&](int idx) {
       const std::int64_t i = idx / hd, x = idx % hd;
       A acc = O[idx] * Alpha[i];
-      for (int c = 0; c < kAttnBc; ++c) acc += S[i * kAttnBc + c] * V[c * hd + x];
+      for (int c = 0; c < kAttnBc; ++c) acc += S[i * kAttnBc + c] * V[c * ld + x];
       O[idx] = acc;
     });
   }
@@ -198,7 +206,7 @@ ZRT_HD void attention_tile_p_ds(const Block& blk, const AttentionDims& d, std::i
                                 std::int64_t k0, A scale, const A* Q, const A* dO,
                                 const A* K, const A* V, const A* Lse, const A* Dr, A* P,
                                 A* dS) {
-  const std::int64_t hd = d.head_dim;
+  const std::int64_t hd = d.head_dim, ld = attention_kv_ld(hd);
   blk.for_each(kAttnBr * kAttnBc, [&](int idx) {
     const int i = idx / kAttnBc, c = idx % kAttnBc;
     if (!attention_visible(q0 + i, k0 + c, d.seq)) {
@@ -206,9 +214,9 @@ ZRT_HD void attention_tile_p_ds(const Block& blk, const AttentionDims& d, std::i
       dS[idx] = 0;
       return;
     }
-    const A p = exp_(scale * attention_tile_dot(Q + i * hd, K + c * hd, hd) - Lse[i]);
+    const A p = exp_(scale * attention_tile_dot(Q + i * hd, K + c * ld, hd) - Lse[i]);
     P[idx] = p;
-    dS[idx] = p * (attention_tile_dot(dO + i * hd, V + c * hd, hd) - Dr[i]);
+    dS[idx] = p * (attention_tile_dot(dO + i * hd, V + c * ld, hd) - Dr[i]);
   });
 }
 
@@ -218,8 +226,8 @@ ZRT_HD void attention_load_query_tile(const Block& blk, const AttentionDims& d,
                                       const AttentionPair& pr, std::int64_t pair, std::int64_t q0,
                                       std::int64_t qn, const T* qkv, const T* dout, const A* lse,
                                       const A* dsum, A* Q, A* dO, A* Lse, A* Dr) {
-  attention_load_tile<T, A>(blk, Q, qkv + pr.base_off, pr.s3, q0, qn, kAttnBr, d.head_dim);
-  attention_load_tile<T, A>(blk, dO, dout + pr.obase_off, d.channels, q0, qn, kAttnBr,
+  attention_load_tile<T, A>(blk, Q, qkv + pr.base_off, pr.s3, q0, qn, kAttnBr, d.head_dim, d.head_dim);
+  attention_load_tile<T, A>(blk, dO, dout + pr.obase_off, d.channels, q0, qn, kAttnBr, d.head_dim,
                             d.head_dim);
   blk.for_each(kAttnBr, [&](int i) {
     Lse[i] = i < qn ? lse[pair * d.seq + q0 + i] : A(0);
@@ -239,9 +247,10 @@ ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionDims& d,
   const A scale = A(1) / sqrt_(A(hd));
   const std::int64_t k0 = kt * kAttnBc;
   const std::int64_t kn = seq - k0 < kAttnBc ? seq - k0 : kAttnBc;
+  const std::int64_t ld = attention_kv_ld(hd);
   A* K = smem;
-  A* V = K + kAttnBc * hd;
-  A* dK = V + kAttnBc * hd;
+  A* V = K + kAttnBc * ld;
+  A* dK = V + kAttnBc * ld;
   A* dV = dK + kAttnBc * hd;
   A* Q = dV + kAttnBc * hd;
   A* dO = Q + kAttnBr * hd;
@@ -249,8 +258,8 @@ ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionDims& d,
   A* dS = P + kAttnBr * kAttnBc;
   A* Lse = dS + kAttnBr * kAttnBc;
   A* Dr = Lse + kAttnBr;
-  attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd);
-  attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd);
+  attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+  attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
   blk.for_each(int(kAttnBc * hd), [&](int idx) { dK[idx] = dV[idx] = 0; });
   const std::int64_t nq = attention_tiles(seq, kAttnBr);
   for (std::int64_t qt = attention_first_query_tile(kt); qt < nq; ++qt) {
@@ -295,12 +304,13 @@ ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionDims& d, 
   const A scale = A(1) / sqrt_(A(hd));
   const std::int64_t q0 = qt * kAttnBr;
   const std::int64_t qn = seq - q0 < kAttnBr ? seq - q0 : kAttnBr;
+  const std::int64_t ld = attention_kv_ld(hd);
   A* Q = smem;
   A* dO = Q + kAttnBr * hd;
   A* dQ = dO + kAttnBr * hd;
   A* K = dQ + kAttnBr * hd;
-  A* V = K + kAttnBc * hd;
-  A* P = V + kAttnBc * hd;
+  A* V = K + kAttnBc * ld;
+  A* P = V + kAttnBc * ld;
   A* dS = P + kAttnBr * kAttnBc;
   A* Lse = dS + kAttnBr * kAttnBc;
   A* Dr = Lse + kAttnBr;
@@ -311,15 +321,15 @@ ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionDims& d, 
     const std::int64_t k0 = kt * kAttnBc;
     const std::int64_t kn = seq - k0 < kAttnBc ? seq - k0 : kAttnBc;
     blk.sync();  // the previous key/value tile is read
-    attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd);
-    attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd);
+    attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+    attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
     blk.sync();
     attention_tile_p_ds(blk, d, q0, k0, scale, Q, dO, K, V, Lse, Dr, P, dS);
     blk.sync();
     blk.for_each(int(kAttnBr * hd), [&](int idx) {
       const std::int64_t i = idx / hd, x = idx % hd;
       A acc = dQ[idx];
-      for (int c = 0; c < kAttnBc; ++c) acc += dS[i * kAttnBc + c] * K[c * hd + x];
+      for (int c = 0; c < kAttnBc; ++c) acc += dS[i * kAttnBc + c] * K[c * ld + x];
       dQ[idx] = acc;
     });
   }
@@ -333,13 +343,13 @@ ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionDims& d, 
 
 // Shared memory per block, in elements of A (Note [Tiled causal attention]).
 ZRT_HD inline std::int64_t attention_forward_smem(std::int64_t hd) {
-  return (2 * kAttnBr + 2 * kAttnBc) * hd + kAttnBr * kAttnBc + 3 * kAttnBr;
+  return (2 * kAttnBr + 2 * kAttnBc) * hd + 2 * kAttnBc + kAttnBr * kAttnBc + 3 * kAttnBr;
 }
 ZRT_HD inline std::int64_t attention_backward_kv_smem(std::int64_t hd) {
-  return (2 * kAttnBr + 4 * kAttnBc) * hd + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
+  return (2 * kAttnBr + 4 * kAttnBc) * hd + 2 * kAttnBc + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
 }
 ZRT_HD inline std::int64_t attention_backward_q_smem(std::int64_t hd) {
-  return (3 * kAttnBr + 2 * kAttnBc) * hd + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
+  return (3 * kAttnBr + 2 * kAttnBc) * hd + 2 * kAttnBc + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
 }
 
 // The host's block: one thread running every index in order.
@@ -352,10 +362,17 @@ struct AttentionHostBlock {
 };
 
 // Host emulations of the fast CUDA kernels: the same tile functions, blocks
-// in grid order, on one thread.
+// in grid order, on one thread. Their shared memory starts as NaN, as a
+// block's holds whatever it held: a read of an element no step wrote (the K
+// and V rows' padding, a carve-up off by one) turns the results NaN.
+template <class A>
+std::vector<A> attention_host_smem(std::int64_t elements) {
+  return std::vector<A>(static_cast<std::size_t>(elements), static_cast<A>(NAN));
+}
+
 template <class T, class A>
 void attention_forward_tiled_host(const AttentionDims& d, const T* qkv, T* out, A* lse) {
-  std::vector<A> smem(static_cast<std::size_t>(attention_forward_smem(d.head_dim)));
+  std::vector<A> smem = attention_host_smem<A>(attention_forward_smem(d.head_dim));
   const std::int64_t nq = attention_tiles(d.seq, kAttnBr);
   for (std::int64_t pair = 0; pair < d.batch * d.heads; ++pair)
     for (std::int64_t qt = 0; qt < nq; ++qt)
@@ -372,8 +389,8 @@ void attention_backward_tiled_host(const AttentionDims& d, const T* dout, const 
     const std::int64_t off = (row.b * d.seq + row.t) * d.channels + row.h * d.head_dim;
     dsum[r] = attention_dot<T, A>(dout + off, out + off, d.head_dim);
   }
-  std::vector<A> kv_smem(static_cast<std::size_t>(attention_backward_kv_smem(d.head_dim)));
-  std::vector<A> q_smem(static_cast<std::size_t>(attention_backward_q_smem(d.head_dim)));
+  std::vector<A> kv_smem = attention_host_smem<A>(attention_backward_kv_smem(d.head_dim));
+  std::vector<A> q_smem = attention_host_smem<A>(attention_backward_q_smem(d.head_dim));
   const std::int64_t nq = attention_tiles(d.seq, kAttnBr), nk = attention_tiles(d.seq, kAttnBc);
   for (std::int64_t pair = 0; pair < d.batch * d.heads; ++pair) {
     for (std::int64_t kt = 0; kt < nk; ++kt)

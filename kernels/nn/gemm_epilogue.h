@@ -38,11 +38,12 @@ namespace zrt::kernels {
 // matmul descriptor, layouts and chosen algorithm are cached per thread for
 // each shape (dtype, op(w), m, n, k, GELU, TF32, operand alignment). The
 // workspace, kGemmEpilogueWorkspaceBytes, comes from y's allocator in the
-// stream's order, so a step allocates nothing raw. fp32 GEMMs take TF32 as
-// gemm() does (Note [TF32 GEMMs]).
+// stream's order, so a step allocates nothing raw; 32 MiB, cuBLAS's advice
+// for Hopper (less rules out some of its algorithms). fp32 GEMMs take TF32
+// as gemm() does (Note [TF32 GEMMs]).
 
 inline constexpr std::uintptr_t kGemmEpilogueAlign = 16;
-inline constexpr std::int64_t kGemmEpilogueWorkspaceBytes = std::int64_t{4} << 20;
+inline constexpr std::int64_t kGemmEpilogueWorkspaceBytes = std::int64_t{32} << 20;
 
 // The operands of one epilogue GEMM y[m, n] = x[m, k] · op(w)[k, n] + b[n],
 // by address (pre: the GELU's pre-activation, 0 without GELU).

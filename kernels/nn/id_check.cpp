@@ -17,19 +17,41 @@ BadIds decode_id_flag(const std::int64_t* words) {
   return b;
 }
 
-void throw_if_bad_ids(const Tensor& host_flag, std::int64_t vocab) {
-  ZRT_CHECK_ARG(host_flag.device().is_cpu() && host_flag.dtype() == DType::i64 &&
-                    host_flag.numel() == kIdFlagWords,
-                "throw_if_bad_ids: ", host_flag.str(), " must be a host i64 id flag of ",
-                kIdFlagWords, " words");
-  const BadIds b = decode_id_flag(host_flag.data<std::int64_t>());
+BadIds combine_id_flags(const std::int64_t* words, int ranks) {
+  BadIds all;
+  std::uint64_t first_key = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const std::int64_t* w = words + std::int64_t(r) * kIdFlagWords;
+    if (w[0] == 0) continue;
+    all.count += w[0];
+    all.sources |= static_cast<unsigned>(w[2]);
+    const auto key = static_cast<std::uint64_t>(w[1]);
+    if (key > first_key) {  // a larger key is a smaller position
+      first_key = key;
+      const BadIds b = decode_id_flag(w);
+      all.position = b.position;
+      all.id = b.id;
+      all.rank = r;
+    }
+  }
+  return all;
+}
+
+void throw_if_bad_ids(const Tensor& host_flags, std::int64_t vocab) {
+  ZRT_CHECK_ARG(host_flags.device().is_cpu() && host_flags.dtype() == DType::i64 && host_flags.numel() > 0 &&
+                    host_flags.numel() % kIdFlagWords == 0,
+                "throw_if_bad_ids: ", host_flags.str(), " must hold host i64 id flags of ", kIdFlagWords,
+                " words each");
+  const int ranks = static_cast<int>(host_flags.numel() / kIdFlagWords);
+  const BadIds b = combine_id_flags(host_flags.data<std::int64_t>(), ranks);
   if (b.count == 0) return;
   std::string kinds;
   if (b.sources & unsigned(IdSource::token)) kinds = "token ids";
   if (b.sources & unsigned(IdSource::target)) kinds += kinds.empty() ? "targets" : " and targets";
   ZRT_CHECK_ARG(false, "token id out of range [0, ", vocab, "): ", b.count,
                 " failed checks in ", kinds.empty() ? "ids" : kinds, "; the first: id ", b.id,
-                " at position ", b.position, " of its micro-batch");
+                " at position ", b.position, " of its micro-batch",
+                ranks > 1 ? " on rank " + std::to_string(b.rank) : std::string());
 }
 
 void check_id_flag(const char* op, const Tensor& flag, const Device& device) {

@@ -27,7 +27,10 @@ namespace zrt::kernels {
 // The positions are within the call's ids tensor, so with several
 // micro-batches a step's "first" is the smallest position over all of them.
 // The caller reads the flag at the step's one host sync, together with the
-// loss, and throws throw_if_bad_ids's error. The CPU twins keep their host
+// loss, and throws throw_if_bad_ids's error. Over several ranks it gathers
+// every rank's flag (no reduction op is right for all three words: the
+// counts add, the keys take the max, the kinds are a union), and
+// throw_if_bad_ids combines them, naming the rank of the first bad id. The CPU twins keep their host
 // check and throw at once, flag or not: there the check needs no sync. When
 // the flag is not given, the CUDA ops check on the host as before.
 inline constexpr std::int64_t kIdFlagWords = 3;
@@ -43,16 +46,22 @@ struct BadIds {
   std::int64_t position = 0;  // the smallest position holding a bad id
   std::int64_t id = 0;        // the id there (saturated to int32)
   unsigned sources = 0;       // IdSource bits
+  int rank = 0;               // whose flag held that position (combine_id_flags)
 };
 
 // Decodes kIdFlagWords words read from a flag.
 BadIds decode_id_flag(const std::int64_t* words);
 
+// Combines `ranks` flags, kIdFlagWords words each, rank after rank: the
+// counts summed, the kinds united, the first bad id the smallest position
+// over the ranks (the lowest rank among equals), with its rank.
+BadIds combine_id_flags(const std::int64_t* words, int ranks);
+
 // Throws InvalidArgument "token id out of range [0, vocab)" naming the count,
-// the first position and id and the kinds of id when `host_flag` (i64,
-// kIdFlagWords elements, on the CPU: the flag copied to the host) records a
-// bad id; returns otherwise.
-void throw_if_bad_ids(const Tensor& host_flag, std::int64_t vocab);
+// the first position, id and rank, and the kinds of id when `host_flags`
+// (i64 on the CPU: one or more ranks' flags copied to the host, kIdFlagWords
+// words each, rank after rank) records a bad id; returns otherwise.
+void throw_if_bad_ids(const Tensor& host_flags, std::int64_t vocab);
 
 // Checks that `flag` is an id flag: i64 with kIdFlagWords elements, on
 // `device` unless that is the CPU (where a flag is not written).

@@ -24,7 +24,8 @@ __device__ inline A warp_max(A v) {
 // Σ v over a block of kThreads threads (a multiple of 32, at most 1024):
 // each warp's xor butterfly, then warp 0's over the warps' sums. The result
 // is valid in warp 0 (every lane of it). Every thread of the block must call
-// it (it synchronises the block).
+// it (it synchronises the block, also before returning, so that a second
+// call does not overwrite the warps' sums while warp 0 still reads them).
 template <class A, int kThreads>
 __device__ inline A block_sum(A v) {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024);
@@ -35,6 +36,7 @@ __device__ inline A block_sum(A v) {
   if (lane == 0) warp_part[warp] = v;
   __syncthreads();
   if (warp == 0) v = warp_sum(lane < kWarps ? warp_part[lane] : A(0));
+  __syncthreads();
   return v;
 }
 

@@ -203,12 +203,17 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
   loss_sums_host_.copy_async_(t, stream());
   if (pinned_) loss_sums_host_.storage().record_use(stream());  // a block freed early waits for the copy
   if (id_flag.numel() > 0) {
-    // Every rank decides on the world's flag: the largest count, and the
-    // smallest position's id (Note [Device id checks]'s packing is a max).
-    module_->world()->all_reduce(id_flag, ReduceOp::max, stream());
-    if (id_flag_host_.numel() == 0)
-      id_flag_host_ = Tensor::empty({id_flag.numel()}, id_flag.dtype(), Device::cpu(), pinned_, Stream::cpu());
-    id_flag_host_.copy_async_(id_flag, stream());
+    // Every rank decides on every rank's flag (Note [Device id checks]).
+    Communicator& world = *module_->world();
+    const std::int64_t words = id_flag.numel() * world.size();
+    Tensor flags = id_flag;
+    if (world.size() > 1) {
+      flags = Tensor::empty({words}, id_flag.dtype(), config_.device, module_->allocator(), stream());
+      world.all_gather_into_tensor(flags, id_flag, stream());
+    }
+    if (id_flag_host_.numel() != words)
+      id_flag_host_ = Tensor::empty({words}, id_flag.dtype(), Device::cpu(), pinned_, Stream::cpu());
+    id_flag_host_.copy_async_(flags, stream());
     id_flag_host_.storage().record_use(stream());
   }
   copied.record(stream());

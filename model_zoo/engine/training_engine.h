@@ -137,7 +137,7 @@ class TrainingEngine {
   // Queues the world's sums of each micro-batch's loss (on the device, one
   // each) and of the targets, and their copy to loss_sums_host_; `copied`
   // completes when it holds them (Note [One host wait per step]).
-  // With an id flag (CUDA), queues its copy to id_flag_host_ too.
+  // With an id flag (CUDA), gathers every rank's and queues their copy to id_flag_host_ too.
   void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag, Event& copied);
   Stream stream() const { return module_->stream(); }
 
@@ -160,7 +160,7 @@ class TrainingEngine {
   std::vector<Tensor> kept_inputs_;       // per checkpointed stage: its input, from forward to backward
   AllocatorPtr pinned_;                   // CUDA: staging of batches and the loss read; null on the CPU
   Tensor loss_sums_host_;                 // the world's micro-batch losses, then the target count
-  Tensor id_flag_host_;                   // CUDA: the step's token-id flag, read with the losses
+  Tensor id_flag_host_;                   // CUDA: every rank's token-id flag of the step, read with the losses
 };
 
 }  // namespace zrt::model_zoo

@@ -11,8 +11,8 @@ void Model::set_id_check(Tensor flag) {
   id_flag_ = std::move(flag);
 }
 
-void Model::throw_if_bad_ids(const Tensor& host_flag) const {
-  kernels::throw_if_bad_ids(host_flag, id_limit());
+void Model::throw_if_bad_ids(const Tensor& host_flags) const {
+  kernels::throw_if_bad_ids(host_flags, id_limit());
 }
 
 std::string ParamDef::fqn() const {

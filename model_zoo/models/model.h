@@ -82,9 +82,9 @@ class Model {
   // The flag set, or null.
   const Tensor* id_check() const { return id_flag_.numel() ? &id_flag_ : nullptr; }
   // Throws InvalidArgument "token id out of range [0, id_limit())" naming the
-  // first bad id and its position when `host_flag` (the flag read back to
-  // the host) records one; returns otherwise.
-  void throw_if_bad_ids(const Tensor& host_flag) const;
+  // first bad id and its position when `host_flags` (the flag read back to
+  // the host, or every rank's, rank after rank) records one; returns otherwise.
+  void throw_if_bad_ids(const Tensor& host_flags) const;
 
  private:
   Tensor id_flag_;

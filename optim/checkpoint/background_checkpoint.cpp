@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
+#include "zrt/runtime/device.h"
 
 namespace zrt::optim {
 
@@ -27,8 +28,11 @@ std::string BackgroundCheckpointSaver::save(std::int64_t next_step, const Checkp
   snapshot_ = take_snapshot(module_, next_step, options, &staging_);
   result_.clear();
   error_ = nullptr;
-  worker_ = std::thread([this] {
+  worker_ = std::thread([this, device = module_.options().device] {
     try {
+      // A new thread's current device is 0: the rank's is made current
+      // before any CUDA call, or a device guard would make a context on GPU 0.
+      set_current_device(device);
       result_ = write_snapshot(*comm_, snapshot_);
     } catch (...) {
       error_ = std::current_exception();

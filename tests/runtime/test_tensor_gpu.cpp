@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 #include <random>
 
+#include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
 
 using namespace zrt;
@@ -35,6 +36,21 @@ BOOST_AUTO_TEST_CASE(device_views_and_free) {
   alloc_storage(t);
   t.fill_(9.0);
   BOOST_TEST(v.item(2) == 9.0);
+}
+
+// An owned CPU stream's handle is a host queue, never a cudaStream_t: a
+// device copy or a CUDA event given one is refused, not handed to CUDA.
+BOOST_AUTO_TEST_CASE(an_owned_cpu_stream_cannot_order_device_work) {
+  const OwnedStream queue(Device::cpu());
+  Tensor dev = Tensor::zeros({5}, DType::f32, Device::cuda(0));
+  Tensor host = Tensor::from_doubles({1, 2, 3, 4, 5}, DType::f32);
+  BOOST_CHECK_THROW(dev.copy_(host, queue), InvalidArgument);
+  BOOST_CHECK_THROW(host.copy_(dev, queue), InvalidArgument);
+  Event event(Device::cuda(0));
+  BOOST_CHECK_THROW(event.record(queue), InvalidArgument);
+  event.record(Stream());  // the device's legacy default stream
+  BOOST_CHECK_THROW(event.wait(queue), InvalidArgument);
+  BOOST_TEST(dev.to(Device::cpu()).to_doubles() == std::vector<double>(5, 0.0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -46,6 +46,33 @@ BOOST_AUTO_TEST_CASE(decode_flag_words) {
   BOOST_TEST(decode_id_flag(zero.data<std::int64_t>()).count == 0);
 }
 
+// Every rank's flag, rank after rank, as the engine gathers them.
+Tensor flags_of(const std::vector<Tensor>& per_rank) {
+  std::vector<std::int64_t> w;
+  for (const Tensor& f : per_rank) w.insert(w.end(), f.data<std::int64_t>(), f.data<std::int64_t>() + kIdFlagWords);
+  return Tensor::from_host(w.data(), {static_cast<std::int64_t>(w.size())}, DType::i64);
+}
+
+// Counts add, kinds unite, and the first bad id is the smallest position
+// over the ranks, with its rank: what no single reduction op gives.
+BOOST_AUTO_TEST_CASE(flags_of_several_ranks_combine) {
+  const Tensor none = Tensor::zeros({kIdFlagWords}, DType::i64);
+  const Tensor all = flags_of({none, flag_of(2, 9, 61, unsigned(IdSource::token)), none,
+                               flag_of(3, 4, -7, unsigned(IdSource::target)), flag_of(1, 4, 99, unsigned(IdSource::token))});
+  const BadIds b = combine_id_flags(all.data<std::int64_t>(), 5);
+  BOOST_TEST(b.count == 6);
+  BOOST_TEST(b.sources == 3u);
+  BOOST_TEST(b.position == 4);
+  BOOST_TEST(b.id == -7);
+  BOOST_TEST(b.rank == 3);  // the lowest rank of the two at position 4
+  BOOST_CHECK_EXCEPTION(throw_if_bad_ids(all, 50), InvalidArgument, [](const InvalidArgument& e) {
+    return says(e, "6 failed checks in token ids and targets") && says(e, "id -7 at position 4") &&
+           says(e, "on rank 3");
+  });
+  BOOST_CHECK_NO_THROW(throw_if_bad_ids(flags_of({none, none, none}), 50));
+  BOOST_TEST(combine_id_flags(flags_of({none, none}).data<std::int64_t>(), 2).count == 0);
+}
+
 BOOST_AUTO_TEST_CASE(error_from_flag) {
   BOOST_CHECK_NO_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords}, DType::i64), 50));
   BOOST_CHECK_EXCEPTION(throw_if_bad_ids(flag_of(2, 3, 77, unsigned(IdSource::token)), 50),
@@ -55,8 +82,10 @@ BOOST_AUTO_TEST_CASE(error_from_flag) {
                         });
   BOOST_CHECK_EXCEPTION(throw_if_bad_ids(flag_of(1, 0, 50, unsigned(IdSource::target)), 50),
                         InvalidArgument, [](const InvalidArgument& e) { return says(e, "in targets"); });
-  // Not a host i64 flag of kIdFlagWords words.
+  // Not host i64 flags of kIdFlagWords words each.
   BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({2}, DType::i64), 50), InvalidArgument);
+  BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords + 1}, DType::i64), 50), InvalidArgument);
+  BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({0}, DType::i64), 50), InvalidArgument);
   BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords}, DType::i32), 50), InvalidArgument);
 }
 
