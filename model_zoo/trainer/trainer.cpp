@@ -19,7 +19,8 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::m
   const std::map<std::string, Tensor> seeded = initial ? std::map<std::string, Tensor>{}
                                                        : model->init_params(config_.engine.seed);
   engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, initial ? *initial : seeded);
-  if (config_.checkpoint_async) saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module());
+  if (config_.checkpoint_async)
+    saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module(), config_.host_comm.get());
 }
 
 StepReport Trainer::step() {

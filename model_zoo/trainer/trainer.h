@@ -35,6 +35,9 @@ struct TrainerConfig {
   // Saves copy the state into host staging buffers and write it in the
   // background (Note [Checkpoints saved in the background]).
   bool checkpoint_async = false;
+  // Beside a world of device tensors only (NCCL): the same ranks over a host
+  // transport (World::bootstrap), for a background save's agreements.
+  CommPtr host_comm;
 };
 
 struct StepReport {

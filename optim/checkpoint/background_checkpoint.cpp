@@ -9,8 +9,30 @@
 
 namespace zrt::optim {
 
-BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module)
-    : module_(module), comm_(module.world()->split(0, module.world()->rank(), module.world()->name() + "/checkpoint")) {
+namespace {
+
+// The saver's own communicator for its agreements, on the host (Note
+// [Checkpoints saved in the background]).
+std::unique_ptr<Communicator> agreement_comm(Communicator& world, Communicator* host) {
+  if (!host) {
+    ZRT_CHECK_ARG(world.keeps_to_host(), "checkpoints saved in the background beside world '",
+                  world.name(), "' (", world.backend_name(),
+                  ": device tensors only) need a host communicator for their agreements, or may deadlock the GPU: "
+                  "launch with mpirun or srun (their MPI world serves), or save synchronously (no --checkpoint-async)");
+    host = &world;
+  }
+  ZRT_CHECK_ARG(host->keeps_to_host(), "checkpoints saved in the background: the host communicator '", host->name(),
+                "' (", host->backend_name(), ") takes device tensors only");
+  ZRT_CHECK_ARG(host->size() == world.size() && host->rank() == world.rank(), "checkpoints saved in the background: ",
+                "the host communicator '", host->name(), "' has rank ", host->rank(), " of ", host->size(),
+                " but the world has rank ", world.rank(), " of ", world.size());
+  return host->split(0, world.rank(), world.name() + "/checkpoint");
+}
+
+}  // namespace
+
+BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module, Communicator* host)
+    : module_(module), comm_(agreement_comm(*module.world(), host)) {
   // A writer waiting for a slow rank is not where training is stuck (Note [Flight recorder]).
   comm_->use_own_flight_recorder();
 }

@@ -11,10 +11,17 @@
 // save does (rank files with checksums, fsync, index, rename, `latest`,
 // pruning: Note [Atomic checkpoint steps]), so a kill at any moment leaves
 // what it leaves after a synchronous save. Its agreements (Note [Ranks agree
-// on checkpoints]) run on a communicator of the saver's own, split from the
-// world when the saver is made, so they never interleave with training's
-// collectives (and recording in a flight-recorder ring of its own, so a
-// report of a hang shows where training is, not the writer). One save is in
+// on checkpoints]) run on a communicator of the saver's own, split when the
+// saver is made, so they never interleave with training's collectives (and
+// recording in a flight-recorder ring of its own, so a report of a hang
+// shows where training is, not the writer). It is split from a communicator
+// whose collectives stay on the host: the world, or beside an NCCL world
+// (device tensors only) the host communicator the caller gives (the MPI
+// world it was bootstrapped over, World::bootstrap). NCCL collectives of two
+// communicators in flight at once, on two threads' streams, may deadlock
+// the GPU (NCCL's documentation: kernels of each wait for their peers, and
+// neither is guaranteed to progress), so a saver beside an NCCL world
+// without a host communicator is refused rather than left to chance. One save is in
 // flight at a time: the next save and wait() wait for it and throw its
 // CheckpointError, the same on every rank (Trainer::resume waits too;
 // load_checkpoint knows nothing of a saver: wait() before loading);
@@ -34,9 +41,12 @@ namespace zrt::optim {
 
 class BackgroundCheckpointSaver {
  public:
-  // Collective over module.world() (it splits a communicator of its own).
+  // Collective over `host` when given, else over module.world() (it splits
+  // a communicator of its own from it). `host`: the world's ranks in the
+  // same order over a transport that keeps to the host; needed beside a
+  // world that takes only device tensors (NCCL), InvalidArgument without it.
   // The module must outlive the saver.
-  explicit BackgroundCheckpointSaver(ZeroModule& module);
+  explicit BackgroundCheckpointSaver(ZeroModule& module, Communicator* host = nullptr);
   // Waits for the save in flight; an error nobody collected goes to stderr.
   ~BackgroundCheckpointSaver();
   BackgroundCheckpointSaver(const BackgroundCheckpointSaver&) = delete;

@@ -87,6 +87,9 @@ class Communicator {
 
   // "local", "mpi", "nccl": names the backend in messages.
   virtual const char* backend_name() const { return "custom"; }
+  // Whether its collectives take host tensors (not NCCL's, which take only
+  // its device's; their all_gather_bytes runs through the device too).
+  bool keeps_to_host() const { return accepts_device(Device::cpu()); }
 
   // Fails this group from any thread (Note [Comm watchdog]): a collective
   // blocked in the backend returns with CommError naming `why`, and every

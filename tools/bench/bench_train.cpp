@@ -440,7 +440,7 @@ int bench_train(int argc, char** argv) {
   int world_size = 1;
   train::run_ranks(
       o.train.ranks,
-      [&](const CommPtr& world, int local_rank) {
+      [&](const CommPtr& world, int local_rank, const CommPtr& /*host*/) {
         if (world->rank() == 0) world_size = world->size();
         run_rank(world, local_rank, o, run);
       },

@@ -184,8 +184,9 @@ std::string trace_path(const std::string& path, int rank, int size) {
   return (p.parent_path() / (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string())).string();
 }
 
-void run(const CommPtr& world, const TrainOptions& o, int local_rank, std::mutex& io) {
+void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int local_rank, std::mutex& io) {
   TrainerConfig config = trainer_config(o, local_rank);
+  config.host_comm = host;  // a background save's agreements beside an NCCL world
   if (!o.trace.empty()) config.engine.tracer = std::make_shared<Tracer>(world->rank());
   // The trace is written however the run ends (finished, stopped by a signal, failed).
   struct TraceWriter {
@@ -383,10 +384,10 @@ int main(int argc, char** argv) {
     train::check_free_space(train::planned_outputs(o, size));
     train::run_ranks(
         o.ranks,
-        [&](const CommPtr& world, int local_rank) {
+        [&](const CommPtr& world, int local_rank, const CommPtr& host) {
           train::forget_flight_record(o, world->rank());
           try {
-            train::run(world, o, local_rank, io);
+            train::run(world, host, o, local_rank, io);
           } catch (const CommError&) {
             train::report_flight(*world, o, io);  // Note [Flight recorder]
             throw;

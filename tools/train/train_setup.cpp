@@ -97,7 +97,7 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, Tra
 
 Device world_device(const TrainOptions& o) { return o.device == "cuda" ? Device::cuda(0) : Device::cpu(); }
 
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn, int threads, Device device,
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn, int threads, Device device,
                WorldTransport transport) {
   auto kernel_threads = [&](int ranks_here) {
     kernels::set_cpu_threads(threads > 0 ? threads : kernels::default_cpu_threads(ranks_here));
@@ -105,12 +105,12 @@ void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& 
   if (local_ranks > 0) {
     run_local_ranks(local_ranks, [&](const CommPtr& world) {
       kernel_threads(local_ranks);
-      fn(world, world->rank());
+      fn(world, world->rank(), nullptr);
     });
   } else {
     World w = init_world(default_comm_timeout(), device, transport);
     kernel_threads(w.launch.local_size);
-    fn(w.comm, w.local_rank);
+    fn(w.comm, w.local_rank, w.bootstrap);
   }
 }
 

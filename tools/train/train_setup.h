@@ -30,13 +30,14 @@ model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConf
 // model's seeded init. Collective over `world`.
 model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, model_zoo::TrainerConfig config);
 
-// Runs fn(world, local_rank) on every rank of this process: `local_ranks`
+// Runs fn(world, local_rank, host) on every rank of this process: `local_ranks`
 // ranks as threads (the local backend) when positive, else the launch world
-// (mpirun, Slurm, torchrun, or a single process). Each rank runs its CPU
+// (mpirun, Slurm, torchrun, or a single process); `host` is an NCCL world's
+// MPI bootstrap (World::bootstrap), else null. Each rank runs its CPU
 // kernels on `threads` threads, or (0) on its share of the host's cores
 // (kernels::default_cpu_threads). A launch world carries the ranks' tensors
 // (on `device`'s kind) over `transport` (launch.h). Rethrows a rank's error.
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int)>& fn, int threads = 0,
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn, int threads = 0,
                Device device = Device::cpu(), WorldTransport transport = WorldTransport::automatic);
 // The device kind and transport of the options (--device, --transport), for run_ranks.
 Device world_device(const TrainOptions& o);

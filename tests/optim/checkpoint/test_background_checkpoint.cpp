@@ -14,6 +14,7 @@
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/support/rank_check.h"
+#include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/local_comm.h"
 
@@ -141,4 +142,44 @@ BOOST_AUTO_TEST_CASE(a_failed_background_write_fails_on_every_rank_and_the_next_
   BOOST_CHECK(!fs::exists(dir.path / "step-000002.tmp"));
   BOOST_CHECK(fs::exists(dir.path / "step-000001" / "index.json"));
   BOOST_CHECK_EQUAL(optim::resolve_checkpoint(dir.str()), (dir.path / "step-000003").string());
+}
+
+// Beside an NCCL world the agreements take a host communicator (the MPI
+// bootstrap): given one, the saver splits from it and the world carries none
+// of the save's exchanges; the files are a synchronous save's. A host
+// communicator of other ranks is refused before any collective.
+BOOST_AUTO_TEST_CASE(a_host_communicator_carries_the_agreements) {
+  constexpr int kRanks = 3;
+  TempDir sync_dir, async_dir;
+  TrainSetup s;
+  s.batch_size = 12;
+  const std::vector<CommPtr> host = make_local_world(kRanks);
+  run_local_ranks(kRanks, [&](const CommPtr& world) {
+    const int r = world->rank();
+    auto t = tiny_trainer(world, s);
+    TrainOutput o;
+    train_until(*t, 1, o);
+    optim::ZeroModule& module = t->engine().module();
+    bool refused = false;
+    try {
+      optim::BackgroundCheckpointSaver other(module, host[static_cast<std::size_t>((r + 1) % kRanks)].get());
+    } catch (const InvalidArgument&) {
+      refused = true;
+    }
+    ZRT_EXPECT(refused, "a host communicator of other ranks was taken");
+    const CommPtr& mine = host[static_cast<std::size_t>(r)];
+    const std::uint64_t world_seq = world->sequence_number(), host_seq = mine->sequence_number();
+    {
+      optim::BackgroundCheckpointSaver saver(module, mine.get());
+      saver.save(t->next_step(), optim::checkpoint_into(async_dir.str()));
+      ZRT_EXPECT(saver.wait() == async_dir.str() + "/step-000001", "the background save was not written");
+    }
+    ZRT_EXPECT(world->sequence_number() == world_seq, "the world carried ", world->sequence_number() - world_seq,
+               " collectives of the background save");
+    ZRT_EXPECT(mine->sequence_number() == host_seq + 1, "the saver split from the host communicator ",
+               mine->sequence_number() - host_seq, " times");
+    optim::save_checkpoint(module, t->next_step(), optim::checkpoint_into(sync_dir.str()));
+  }, std::chrono::seconds(120));
+  for (const std::string& d : differing_files(sync_dir.path / "step-000001", async_dir.path / "step-000001"))
+    BOOST_ERROR(d);
 }
