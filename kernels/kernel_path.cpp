@@ -8,6 +8,7 @@ namespace {
 
 // -1: no override on this thread; otherwise the simple bits.
 thread_local int t_override = -1;
+thread_local bool t_planning_cuda = false;
 
 unsigned bit_of(std::string_view name) {
   if (name == "all") return ~0u;
@@ -53,5 +54,11 @@ ScopedSimpleKernels::ScopedSimpleKernels(unsigned simple_bits) : previous_(t_ove
 }
 
 ScopedSimpleKernels::~ScopedSimpleKernels() { t_override = previous_; }
+
+bool planning_cuda_kernels() { return t_planning_cuda; }
+
+ScopedCudaKernelPlan::ScopedCudaKernelPlan() : previous_(t_planning_cuda) { t_planning_cuda = true; }
+
+ScopedCudaKernelPlan::~ScopedCudaKernelPlan() { t_planning_cuda = previous_; }
 
 }  // namespace zrt::kernels

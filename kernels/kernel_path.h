@@ -66,4 +66,24 @@ class ScopedSimpleKernels {
   int previous_;
 };
 
+// Note [CUDA kernels planned on the CPU]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A dry run plans a CUDA configuration on CPU tensors (Note [Dry runs]), so
+// an op whose CUDA path allocates what its CPU twin does not (the workspace
+// of attention's GEMM path) must choose as CUDA would. The memory plan holds
+// a ScopedCudaKernelPlan on each planning thread; such ops ask
+// planning_cuda_kernels() besides their tensors' device.
+bool planning_cuda_kernels();
+
+class ScopedCudaKernelPlan {
+ public:
+  ScopedCudaKernelPlan();
+  ~ScopedCudaKernelPlan();
+  ScopedCudaKernelPlan(const ScopedCudaKernelPlan&) = delete;
+  ScopedCudaKernelPlan& operator=(const ScopedCudaKernelPlan&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace zrt::kernels

@@ -8,6 +8,8 @@
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
+#include "zrt/kernels/nn/attention_gemm.h"
+#include "zrt/kernels/nn/attention_path.h"
 #include "zrt/kernels/nn/attention_math.h"
 #include "zrt/kernels/nn/cpu_widen.h"
 #include "zrt/kernels/nn/nn_checks.h"
@@ -56,6 +58,17 @@ void attention_cpu(bool backward, const AttentionCall<A>& call) {
   });
 }
 
+// The path this call takes (Note [Attention paths]).
+AttentionChoice attention_choice(const AttentionDims& d, const Tensor& qkv) {
+  AttentionQuery q;
+  q.cuda = qkv.device().is_cuda() || planning_cuda_kernels();
+  q.dims = d;
+  q.dtype = qkv.dtype();
+  q.simple = simple_kernel(FastKernel::attention);
+  q.forced = forced_attention_path();
+  return choose_attention_path(q);
+}
+
 }  // namespace
 
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -64,10 +77,12 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   const AttentionDims d = attention_dims(op, qkv, out, lse, n_head);
   if (qkv.numel() == 0) return;
   check_operands(op, {qkv, out, lse}, stream);
+  const AttentionChoice choice = attention_choice(d, qkv);
+  if (choice.path == AttentionPath::gemm) return attention_gemm_forward(d, choice, qkv, out, lse, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
-                                     lse.data_ptr(),
-                                     simple_kernel(FastKernel::attention), cuda_stream(stream)));
+                                     lse.data_ptr(), choice.path == AttentionPath::simple,
+                                     cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& qkv, const Tensor& out, const Tensor& lse) {
     dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -98,14 +113,17 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   // The query pass writes dq while the key pass still reads q.
   ZRT_CHECK_ARG(!dqkv.shares_storage(qkv), op, ": ", dqkv.str(), " must not share memory with ",
                 qkv.str());
+  const AttentionChoice choice = attention_choice(d, qkv);
+  if (choice.path == AttentionPath::gemm)
+    return attention_gemm_backward(d, choice, dout, qkv, lse, dqkv, stream);
   // Row sums D of the query pass (Note [Attention without the T×T matrix]).
   Tensor dsum = Tensor::empty(lse.shape(), lse.dtype(), lse.device(),
                               lse.storage().allocator(), stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
                                       out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
-                                      dqkv.data_ptr(),
-                                      simple_kernel(FastKernel::attention), cuda_stream(stream)));
+                                      dqkv.data_ptr(), choice.path == AttentionPath::simple,
+                                      cuda_stream(stream)));
   run_cpu_twin(stream, op, [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                const Tensor& dqkv) {
     dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
