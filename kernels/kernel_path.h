@@ -23,9 +23,10 @@ namespace zrt::kernels {
 //                  scalar tail where every pointer is 16-byte aligned, the
 //                  per-element arithmetic unchanged, so the results are the
 //                  same bits (simple: one element per index);
-//   attention      causal attention forward and backward: tiles in shared
-//                  memory with an online softmax (Note [Tiled causal
-//                  attention]; simple: a thread per query or key row);
+//   attention      causal attention forward and backward: strided-batched
+//                  GEMMs on the tensor cores, or tiles in shared memory
+//                  with an online softmax, as Note [Attention paths]
+//                  chooses (simple: a thread per query or key row);
 //   embedding_backward  the token grouping of Note [Deterministic embedding
 //                  gradient]: a stable radix sort on the device (simple: a
 //                  counting sort on the host, an upload and a stream sync);

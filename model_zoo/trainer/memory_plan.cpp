@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/model_zoo/models/model_config.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/memory/caching_allocator.h"
@@ -197,6 +199,9 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
   if (!c.engine.cpu_streams) c.engine.cpu_streams = optim::default_cpu_streams();
   c.engine.tracer = nullptr;
   c.engine.dry_run = true;
+  // Ops choose their CUDA paths' buffers (Note [CUDA kernels planned on the CPU]).
+  std::optional<kernels::ScopedCudaKernelPlan> as_cuda;
+  if (cuda) as_cuda.emplace();
   auto memory = std::make_shared<PeakBreakdownAllocator>(make_unbacked_caching_allocator());
   c.engine.allocator = memory;
 

@@ -47,18 +47,7 @@ Options parse(int argc, char** argv) {
 
 // Median seconds of `fn` on `stream`: CUDA events on the GPU, wall clock on the CPU.
 double time_it(const std::function<void()>& fn, const Options& o, Stream stream) {
-  if (o.device.is_cpu()) return median_seconds(fn, 2, o.reps);
-  std::vector<double> times;
-  for (int i = 0; i < 2 + o.reps; ++i) {
-    Event start(o.device, true), end(o.device, true);
-    start.record(stream);
-    fn();
-    end.record(stream);
-    end.synchronize();
-    if (i >= 2) times.push_back(Event::elapsed_ms(start, end) / 1e3);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_stream_seconds(fn, o.device, stream, o.reps);
 }
 
 }  // namespace

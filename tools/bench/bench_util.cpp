@@ -72,6 +72,21 @@ double median_seconds(const std::function<void()>& fn, int warmup, int reps,
   return median(std::move(times));
 }
 
+double median_stream_seconds(const std::function<void()>& fn, Device device, Stream stream,
+                             int reps) {
+  if (device.is_cpu()) return median_seconds(fn, 2, reps, [&] { stream.synchronize(); });
+  std::vector<double> times;
+  for (int i = 0; i < 2 + std::max(reps, 1); ++i) {
+    Event start(device, true), end(device, true);
+    start.record(stream);
+    fn();
+    end.record(stream);
+    end.synchronize();
+    if (i >= 2) times.push_back(Event::elapsed_ms(start, end) / 1e3);
+  }
+  return median(std::move(times));
+}
+
 std::string Table::num(double v, int precision) {
   std::ostringstream os;
   os.precision(precision);

@@ -10,6 +10,7 @@
 
 #include "zrt/runtime/device.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/stream.h"
 
 namespace CLI {
 class App;
@@ -53,6 +54,12 @@ double median(std::vector<double> v);
 // wall-clock seconds of the timed runs.
 double median_seconds(const std::function<void()>& fn, int warmup, int reps,
                       const std::function<void()>& sync = {});
+
+// The median seconds of `fn`, issued to `stream` on `device`, after two
+// warm-up runs: CUDA events around each run on the GPU, wall clock on the
+// CPU (where `fn` runs, or is waited for, before it returns).
+double median_stream_seconds(const std::function<void()>& fn, Device device, Stream stream,
+                             int reps);
 
 // A result table: text for people, one JSON object per row for scripts.
 class Table {

@@ -24,6 +24,7 @@ constexpr Suite kSuites[] = {
     {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},
     {"train", zrt::bench::bench_train, "training steps: tokens/s, GFLOP/s vs the measured fp32 peak, memory"},
     {"gemm", zrt::bench::bench_gemm, "GPT GEMMs vs the measured fp32 FMA peak"},
+    {"attention", zrt::bench::bench_attention, "causal attention's paths vs one Q·Kᵀ batched GEMM"},
     {"tensor", zrt::bench::bench_tensor, "Tensor handle: sizeof, ns per copy/view vs a shared_ptr copy"},
 };
 

@@ -7,7 +7,10 @@
 // printed, and their deterministic sums bit for bit. The tiled attention is
 // checked against the simple kernels and the CPU twin for out, lse and dqkv
 // at odd sizes (T under a tile, T past several tiles, head dims 16 to 64),
-// and two fast runs bit for bit. The GEMM epilogues (Note [GEMM epilogues])
+// and two fast runs bit for bit; so is the GEMM path (Note [Attention on
+// GEMMs]), also against the same calls on the CPU, with its strided-batched
+// GEMMs (every transpose pair, bf16/f16 into f32) and causal softmax kernels
+// against their twins. The GEMM epilogues (Note [GEMM epilogues])
 // against the simple path and the CPU twin at the same tolerance, f32, bf16
 // and f16 (f16 at 1e-2), both weight layouts, shapes the epilogue takes and
 // odd ones (m, n, k not multiples of 8; GELU with n % 8 != 0 and a
@@ -18,11 +21,15 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/nn/activation.h"
 #include "zrt/kernels/nn/attention.h"
+#include "zrt/kernels/nn/attention_path.h"
+#include "zrt/kernels/nn/batched_gemm.h"
+#include "zrt/kernels/nn/causal_softmax.h"
 #include "zrt/kernels/nn/cross_entropy.h"
 #include "zrt/kernels/nn/embedding.h"
 #include "zrt/kernels/nn/gemm.h"
@@ -323,18 +330,22 @@ BOOST_AUTO_TEST_CASE(elementwise_packs_and_tails) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(attention_tiled_forward_and_backward) {
-  std::mt19937 gen(fresh_seed("attention_tiled_forward_and_backward"));
+BOOST_AUTO_TEST_CASE(attention_fast_paths_forward_and_backward) {
+  // Each fast path (Note [Attention paths]) against the simple kernels and
+  // the CPU twin; the GEMM path also against its own calls on the CPU.
+  std::mt19937 gen(fresh_seed("attention_fast_paths_forward_and_backward"));
   struct Shape4 {
     std::int64_t batch, seq, c, heads;
   };
   for (DType t : kDTypes) {
     for (const Shape4& s : {Shape4{1, 1, 16, 1}, Shape4{2, 23, 24, 3}, Shape4{1, 33, 64, 2},
-                            Shape4{2, 64, 64, 1}, Shape4{3, 97, 96, 3}, Shape4{1, 130, 128, 2}}) {
+                            Shape4{2, 64, 64, 1}, Shape4{3, 97, 96, 3}, Shape4{1, 130, 128, 2},
+                            Shape4{2, 256, 768, 12}}) {
       const DType at = acc_dtype(t);
       Tensor qkv = rnd({s.batch, s.seq, 3 * s.c}, t, gen), dout = rnd({s.batch, s.seq, s.c}, t, gen);
-      auto run = [&](Device d, unsigned simple) {
+      auto run = [&](Device d, unsigned simple, std::optional<AttentionPath> forced) {
         ScopedSimpleKernels path(simple);
+        ScopedAttentionPath chosen(forced);
         Tensor out = poisoned({s.batch, s.seq, s.c}, t, d), lse = poisoned({s.batch, s.heads, s.seq}, at, d);
         Tensor q = qkv.to(d);
         attention_forward(q, out, lse, s.heads);
@@ -342,20 +353,93 @@ BOOST_AUTO_TEST_CASE(attention_tiled_forward_and_backward) {
         attention_backward(dout.to(d), q, out, lse, dqkv, s.heads);
         return std::make_tuple(out.to(Device::cpu()), lse.to(Device::cpu()), dqkv.to(Device::cpu()));
       };
-      auto [out_f, lse_f, dqkv_f] = run(gpu, 0);
-      auto [out_s, lse_s, dqkv_s] = run(gpu, unsigned(FastKernel::attention));
-      auto [out_c, lse_c, dqkv_c] = run(Device::cpu(), 0);
-      BOOST_TEST_CONTEXT(dtype_name(t) << " B " << s.batch << " T " << s.seq << " C " << s.c << " H " << s.heads) {
-        check_twin("attention out tiled vs simple", out_s, out_f);
-        check_twin("attention lse tiled vs simple", lse_s, lse_f);
-        check_twin("attention dqkv tiled vs simple", dqkv_s, dqkv_f);
-        check_twin("attention out tiled vs cpu", out_c, out_f);
-        check_twin("attention lse tiled vs cpu", lse_c, lse_f);
-        check_twin("attention dqkv tiled vs cpu", dqkv_c, dqkv_f);
-        auto [out_2, lse_2, dqkv_2] = run(gpu, 0);
-        BOOST_TEST(same_bits(out_2, out_f));
-        BOOST_TEST(same_bits(lse_2, lse_f));
-        BOOST_TEST(same_bits(dqkv_2, dqkv_f));
+      auto [out_s, lse_s, dqkv_s] = run(gpu, unsigned(FastKernel::attention), std::nullopt);
+      auto [out_c, lse_c, dqkv_c] = run(Device::cpu(), 0, std::nullopt);
+      auto [out_cg, lse_cg, dqkv_cg] = run(Device::cpu(), 0, AttentionPath::gemm);
+      for (AttentionPath p : {AttentionPath::tiled, AttentionPath::gemm}) {
+        BOOST_TEST_CONTEXT(attention_path_name(p) << " " << dtype_name(t) << " B " << s.batch << " T "
+                                                  << s.seq << " C " << s.c << " H " << s.heads) {
+          auto [out_f, lse_f, dqkv_f] = run(gpu, 0, p);
+          check_twin("attention out vs simple", out_s, out_f);
+          check_twin("attention lse vs simple", lse_s, lse_f);
+          check_twin("attention dqkv vs simple", dqkv_s, dqkv_f);
+          check_twin("attention out vs cpu", out_c, out_f);
+          check_twin("attention lse vs cpu", lse_c, lse_f);
+          check_twin("attention dqkv vs cpu", dqkv_c, dqkv_f);
+          if (p == AttentionPath::gemm) {
+            check_twin("attention out vs the cpu's gemm path", out_cg, out_f);
+            check_twin("attention dqkv vs the cpu's gemm path", dqkv_cg, dqkv_f);
+          }
+          auto [out_2, lse_2, dqkv_2] = run(gpu, 0, p);
+          BOOST_TEST(same_bits(out_2, out_f));
+          BOOST_TEST(same_bits(lse_2, lse_f));
+          BOOST_TEST(same_bits(dqkv_2, dqkv_f));
+        }
+      }
+    }
+  }
+  // The default on CUDA at these sizes is the GEMM path.
+  AttentionQuery q;
+  q.cuda = true;
+  q.dims = {2, 256, 768, 12, 64};
+  q.dtype = DType::bf16;
+  BOOST_TEST(int(choose_attention_path(q).path) == int(AttentionPath::gemm));
+}
+
+BOOST_AUTO_TEST_CASE(batched_gemm_twin) {
+  // Attention's layouts: heads side by side in rows (two stride levels, one
+  // cuBLAS call per batch element) and squares one after another (one call).
+  std::mt19937 gen(fresh_seed("batched_gemm_twin"));
+  const std::int64_t b = 3, h = 4, t_len = 37, hd = 24, c = h * hd;
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (DType ct : {t, acc_dtype(t)}) {
+      for (int tr = 0; tr < 4; ++tr) {
+        BOOST_TEST_CONTEXT(dtype_name(t) << " -> " << dtype_name(ct) << " trans " << tr) {
+          BatchedGemm g;  // [T, hd] slices · their transposes -> [T, T] squares
+          g.trans_a = tr & 1, g.trans_b = tr & 2;
+          g.m = t_len, g.n = t_len, g.k = hd;
+          g.outer = b, g.inner = h;
+          // Stored a is [T, hd] unless transposed ([hd, T]): rows of c or T.
+          const std::int64_t lda = g.trans_a ? h * t_len : c, ldb = g.trans_b ? c : h * t_len;
+          g.a = {lda, (g.trans_a ? hd : t_len) * lda, g.trans_a ? t_len : hd};
+          g.b = {ldb, (g.trans_b ? t_len : hd) * ldb, g.trans_b ? hd : t_len};
+          g.c = {t_len, h * t_len * t_len, t_len * t_len};
+          g.alpha = 0.5, g.beta = 1.0;
+          Tensor a = rnd({b * (g.trans_a ? hd : t_len) * lda}, t, gen);
+          Tensor bb = rnd({b * (g.trans_b ? t_len : hd) * ldb}, t, gen);
+          Tensor cc = rnd({b * h * t_len * t_len}, ct, gen), cg = cc.to(gpu);
+          batched_gemm(a, bb, cc, g);
+          batched_gemm(a.to(gpu), bb.to(gpu), cg, g);
+          check_twin("batched_gemm", cc, cg);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(causal_softmax_twins) {
+  std::mt19937 gen(fresh_seed("causal_softmax_twins"));
+  for (DType t : kDTypes) {
+    for (std::int64_t seq : {1, 31, 33, 300}) {
+      BOOST_TEST_CONTEXT(dtype_name(t) << " T " << seq) {
+        const DType at = acc_dtype(t);
+        const std::int64_t pairs = 5;
+        Tensor s = rnd({pairs, seq, seq}, at, gen), dp = rnd({pairs, seq, seq}, at, gen);
+        Tensor p = poisoned({pairs, seq, seq}, t, Device::cpu()), lse = poisoned({pairs, seq}, at, Device::cpu());
+        Tensor pg = poisoned({pairs, seq, seq}, t, gpu), lseg = poisoned({pairs, seq}, at, gpu);
+        causal_softmax_forward(s, p, lse);
+        causal_softmax_forward(s.to(gpu), pg, lseg);
+        check_twin("causal_softmax_forward probs", p, pg);
+        check_twin("causal_softmax_forward lse", lse, lseg);
+        Tensor r = poisoned({pairs, seq, seq}, t, Device::cpu()), rg = poisoned({pairs, seq, seq}, t, gpu);
+        causal_softmax_recompute(s, lse, r);
+        causal_softmax_recompute(s.to(gpu), lse.to(gpu), rg);
+        check_twin("causal_softmax_recompute", r, rg);
+        Tensor pg_in = p.to(gpu);
+        causal_softmax_backward(p, dp, p);  // in place, as the GEMM path runs it
+        causal_softmax_backward(pg_in, dp.to(gpu), pg_in);
+        pg = pg_in;
+        check_twin("causal_softmax_backward", p, pg);
       }
     }
   }

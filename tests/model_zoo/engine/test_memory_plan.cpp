@@ -12,6 +12,7 @@
 
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "zrt/kernels/nn/attention_path.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/memory_plan.h"
 #include "zrt/runtime/comm/local_comm.h"
@@ -245,6 +246,27 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
   // The master stays; m and v (twice the master's bytes) leave.
   BOOST_TEST(3 * on_disk.at_peak.master_and_moments == two.at_peak.master_and_moments);
   BOOST_TEST(std::filesystem::is_empty(scratch.path), "a dry run creates no scratch file");
+}
+
+BOOST_AUTO_TEST_CASE(a_cuda_plan_counts_the_attention_workspace) {
+  // A CUDA run's attention takes the GEMM path (Note [Attention paths]),
+  // whose T² workspace the CPU path does not have: its plan (on CPU streams
+  // of CUDA's shape) must hold it. At T = 256 and 8 heads the workspace of
+  // 12 x 8 pairs (f32 scores and probabilities, 48 MiB) outweighs the rest
+  // of tiny's step (about 27 MiB).
+  TrainerConfig c = base_config("gpt");
+  c.seq_len = 256;
+  c.model.block_size = 256;
+  c.model.n_head = 8;
+  c.engine.cpu_streams = optim::CpuStreams::all;
+  const std::size_t cpu = plan_memory(c, 1).largest().peak;
+  c.engine.device = Device::cuda(0);
+  const std::size_t cuda = plan_memory(c, 1).largest().peak;
+  const std::size_t workspace = 12 * 8 * kernels::attention_gemm_pair_bytes(256, DType::f32);
+  // The CUDA peak is the workspace on top of what is live at an attention
+  // call, which is no more than the CPU run's peak.
+  BOOST_TEST(cuda > workspace, "cuda plan " << cuda << ", attention workspace " << workspace);
+  BOOST_TEST(cuda - workspace <= cpu, "cuda plan " << cuda << ", cpu plan " << cpu);
 }
 
 BOOST_AUTO_TEST_CASE(steady_steps_make_no_raw_allocation) {
