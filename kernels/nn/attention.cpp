@@ -79,6 +79,10 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   check_operands(op, {qkv, out, lse}, stream);
   const AttentionChoice choice = attention_choice(d, qkv);
   if (choice.path == AttentionPath::gemm) return attention_gemm_forward(d, choice, qkv, out, lse, stream);
+  if (choice.path == AttentionPath::flash)
+    ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
+        cuda::launch_flash_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
+                                             lse.data_ptr(), cuda_stream(stream)));
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
                                      lse.data_ptr(), choice.path == AttentionPath::simple,
@@ -119,6 +123,11 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   // Row sums D of the query pass (Note [Attention without the T×T matrix]).
   Tensor dsum = Tensor::empty(lse.shape(), lse.dtype(), lse.device(),
                               lse.storage().allocator(), stream);
+  if (choice.path == AttentionPath::flash)
+    ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
+        cuda::launch_flash_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
+                                              out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
+                                              dqkv.data_ptr(), cuda_stream(stream)));
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
       cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
                                       out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),

@@ -3,6 +3,7 @@
 #include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/nn/attention.cuh"
 #include "zrt/kernels/nn/attention_tiles_math.h"
+#include "zrt/kernels/nn/smem_launch.cuh"
 
 namespace zrt::kernels::cuda {
 namespace {
@@ -114,28 +115,6 @@ __global__ void __launch_bounds__(kAttnThreads)
                                   qkv, lse, dsum, dqkv, reinterpret_cast<A*>(attention_smem));
 }
 
-// The most dynamic shared memory the current device grants a block.
-int max_block_smem() {
-  int device = 0, bytes = 0;
-  ZRT_CUDA_CHECK(cudaGetDevice(&device));
-  ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return bytes;
-}
-
-// Launches `kernel` with `blocks` blocks of kAttnThreads and `bytes` of
-// dynamic shared memory, raising the kernel's limit past the default 48 KiB.
-// The limit is the device's whole grant, the same on every call: a limit set
-// to this call's size could be lowered by another host thread (another
-// rank's) between its setting and this launch.
-template <class Kernel, class... Args>
-void launch_tiled(Kernel kernel, std::int64_t blocks, std::int64_t bytes, cudaStream_t stream,
-                  Args... args) {
-  ZRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      max_block_smem()));
-  kernel<<<unsigned(blocks), kAttnThreads, std::size_t(bytes), stream>>>(args...);
-  ZRT_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void launch_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv, void* out,
@@ -147,9 +126,9 @@ void launch_attention_forward(DType dtype, const AttentionDims& dims, const void
     const std::int64_t bytes = attention_forward_smem(dims.head_dim) * std::int64_t(sizeof(A));
     if (!simple && bytes <= max_block_smem()) {
       const std::int64_t tiles = attention_tiles(dims.seq, kAttnBr);
-      launch_tiled(attention_forward_tiled_kernel<T, A>, dims.batch * dims.heads * tiles, bytes,
-                   stream, dims, tiles, static_cast<const T*>(qkv), static_cast<T*>(out),
-                   static_cast<A*>(lse));
+      launch_with_smem(attention_forward_tiled_kernel<T, A>, dims.batch * dims.heads * tiles,
+                       kAttnThreads, bytes, stream, dims, tiles, static_cast<const T*>(qkv),
+                       static_cast<T*>(out), static_cast<A*>(lse));
       return;
     }
     for_each_index(rows,
@@ -176,12 +155,14 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
       const std::int64_t pairs = dims.batch * dims.heads;
       const std::int64_t kv_tiles = attention_tiles(dims.seq, kAttnBc);
       const std::int64_t q_tiles = attention_tiles(dims.seq, kAttnBr);
-      launch_tiled(attention_backward_kv_kernel<T, A>, pairs * kv_tiles, kv_bytes, stream, dims,
-                   kv_tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
-                   static_cast<const A*>(lse), static_cast<const A*>(dsum), static_cast<T*>(dqkv));
-      launch_tiled(attention_backward_q_kernel<T, A>, pairs * q_tiles, q_bytes, stream, dims,
-                   q_tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
-                   static_cast<const A*>(lse), static_cast<const A*>(dsum), static_cast<T*>(dqkv));
+      launch_with_smem(attention_backward_kv_kernel<T, A>, pairs * kv_tiles, kAttnThreads, kv_bytes,
+                       stream, dims, kv_tiles, static_cast<const T*>(dout),
+                       static_cast<const T*>(qkv), static_cast<const A*>(lse),
+                       static_cast<const A*>(dsum), static_cast<T*>(dqkv));
+      launch_with_smem(attention_backward_q_kernel<T, A>, pairs * q_tiles, kAttnThreads, q_bytes,
+                       stream, dims, q_tiles, static_cast<const T*>(dout),
+                       static_cast<const T*>(qkv), static_cast<const A*>(lse),
+                       static_cast<const A*>(dsum), static_cast<T*>(dqkv));
       return;
     }
     for_each_index(rows,

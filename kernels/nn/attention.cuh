@@ -20,4 +20,12 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
                                const void* qkv, const void* out, const void* lse, void* dsum,
                                void* dqkv, bool simple, cudaStream_t stream);
 
+// Note [Flash attention on tensor cores]: bf16 or f16, head dims 16, 32, 64
+// or 128 (flash_head_dim_supported); lse and dsum (B*H*T scratch) float.
+void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv,
+                                    void* out, void* lse, cudaStream_t stream);
+void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
+                                     const void* qkv, const void* out, const void* lse,
+                                     void* dsum, void* dqkv, cudaStream_t stream);
+
 }  // namespace zrt::kernels::cuda

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "zrt/kernels/nn/flash_attention_math.h"
 #include "zrt/kernels/nn/nn_checks.h"
 #include "zrt/runtime/error.h"
 
@@ -19,18 +20,21 @@ std::optional<AttentionPath> env_forced() {
     if (!v || !*v) return std::optional<AttentionPath>();
     const std::optional<AttentionPath> p = parse_attention_path(v);
     ZRT_CHECK_ARG(p.has_value(), "ZRT_ATTENTION_PATH=", v,
-                  " names no attention path (gemm, tiled, simple or cpu_blocked)");
+                  " names no attention path (gemm, flash, tiled, simple or cpu_blocked)");
     return p;
   }();
   return path;
 }
 
-bool exists_on(AttentionPath p, bool cuda) {
+bool exists_for(AttentionPath p, const AttentionQuery& q) {
   switch (p) {
-    case AttentionPath::cpu_blocked: return !cuda;
+    case AttentionPath::cpu_blocked: return !q.cuda;
     case AttentionPath::simple:
-    case AttentionPath::tiled: return cuda;
+    case AttentionPath::tiled: return q.cuda;
     case AttentionPath::gemm: return true;
+    case AttentionPath::flash:
+      return q.cuda && (q.dtype == DType::bf16 || q.dtype == DType::f16) &&
+             flash_head_dim_supported(q.dims.head_dim);
   }
   return false;
 }
@@ -49,7 +53,7 @@ AttentionChoice choose_attention_path(const AttentionQuery& q) {
   const bool fits = pair <= q.workspace_budget;
   if (q.cuda && q.simple) {
     c.path = AttentionPath::simple;
-  } else if (q.forced && exists_on(*q.forced, q.cuda)) {
+  } else if (q.forced && exists_for(*q.forced, q)) {
     c.path = *q.forced;
   } else if (q.cuda) {
     c.path = fits ? AttentionPath::gemm : AttentionPath::tiled;
@@ -79,6 +83,7 @@ const char* attention_path_name(AttentionPath p) {
     case AttentionPath::simple: return "simple";
     case AttentionPath::tiled: return "tiled";
     case AttentionPath::gemm: return "gemm";
+    case AttentionPath::flash: return "flash";
   }
   return "?";
 }
@@ -87,7 +92,7 @@ std::optional<AttentionPath> parse_attention_path(std::string_view value) {
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
   for (AttentionPath p : {AttentionPath::cpu_blocked, AttentionPath::simple, AttentionPath::tiled,
-                          AttentionPath::gemm})
+                          AttentionPath::gemm, AttentionPath::flash})
     if (value == attention_path_name(p)) return p;
   return std::nullopt;
 }

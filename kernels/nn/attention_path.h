@@ -14,7 +14,7 @@ namespace zrt::kernels {
 
 // Note [Attention paths]
 // ~~~~~~~~~~~~~~~~~~~~~~
-// Causal attention has four implementations:
+// Causal attention has five implementations:
 //   cpu_blocked  the CPU twin (Note [Blocked CPU attention]): per (batch,
 //                head) and query block, GEMMs on the widened operands;
 //   simple       CUDA, a thread per query or key row (the reference);
@@ -23,18 +23,24 @@ namespace zrt::kernels {
 //   gemm         both devices: strided-batched GEMMs on the tensor cores and
 //                a causal softmax kernel between them (Note [Attention on
 //                GEMMs]), with a workspace of T² scores and probabilities per
-//                (batch, head) pair in flight.
+//                (batch, head) pair in flight;
+//   flash        CUDA, bf16/f16 with head dims 16, 32, 64 or 128: tiles in
+//                shared memory, products as mma.sync on the tensor cores,
+//                an online softmax, O(T) memory (Note [Flash attention on
+//                tensor cores]).
 // choose_attention_path picks one: on the CPU cpu_blocked; on CUDA simple
 // when ZRT_SIMPLE_KERNELS names attention, else gemm when one pair's
 // workspace fits the budget (kAttentionWorkspaceBudget, 256 MiB: at T = 1024
 // and 12 heads of bf16, 8 batch elements in two rounds), else tiled.
-// ZRT_ATTENTION_PATH=gemm|tiled|simple (read once per process; tests use
+// ZRT_ATTENTION_PATH=gemm|flash|tiled|simple (read once per process; tests use
 // ScopedAttentionPath, a thread-local override) forces a path where that
-// path exists: gemm on either device, tiled and simple on CUDA; elsewhere it
-// is ignored. The gemm path runs its pairs in rounds of `pairs` (whole batch
+// path exists: gemm on either device, tiled and simple on CUDA, flash on
+// CUDA for the dtypes and head dims it has kernels for; elsewhere it
+// is ignored. flash is taken only when forced until the gpu suites and
+// zrt-bench attention have measured it on a device. The gemm path runs its pairs in rounds of `pairs` (whole batch
 // elements, or a group of one element's heads) so the workspace stays
 // within the budget however large B·H is.
-enum class AttentionPath : std::uint8_t { cpu_blocked, simple, tiled, gemm };
+enum class AttentionPath : std::uint8_t { cpu_blocked, simple, tiled, gemm, flash };
 
 inline constexpr std::size_t kAttentionWorkspaceBudget = std::size_t(256) << 20;
 

@@ -7,8 +7,9 @@
 // printed, and their deterministic sums bit for bit. The tiled attention is
 // checked against the simple kernels and the CPU twin for out, lse and dqkv
 // at odd sizes (T under a tile, T past several tiles, head dims 16 to 64),
-// and two fast runs bit for bit; so is the GEMM path (Note [Attention on
-// GEMMs]), also against the same calls on the CPU, with its strided-batched
+// and two fast runs bit for bit; so are the flash kernels (Note [Flash
+// attention on tensor cores]) and the GEMM path (Note [Attention on
+// GEMMs]), the latter also against the same calls on the CPU, with its strided-batched
 // GEMMs (every transpose pair, bf16/f16 into f32) and causal softmax kernels
 // against their twins. The GEMM epilogues (Note [GEMM epilogues])
 // against the simple path and the CPU twin at the same tolerance, f32, bf16
@@ -356,7 +357,9 @@ BOOST_AUTO_TEST_CASE(attention_fast_paths_forward_and_backward) {
       auto [out_s, lse_s, dqkv_s] = run(gpu, unsigned(FastKernel::attention), std::nullopt);
       auto [out_c, lse_c, dqkv_c] = run(Device::cpu(), 0, std::nullopt);
       auto [out_cg, lse_cg, dqkv_cg] = run(Device::cpu(), 0, AttentionPath::gemm);
-      for (AttentionPath p : {AttentionPath::tiled, AttentionPath::gemm}) {
+      // flash where it has kernels (bf16, head dims 16..128); elsewhere the
+      // forced path falls back to the default, which must agree too.
+      for (AttentionPath p : {AttentionPath::tiled, AttentionPath::gemm, AttentionPath::flash}) {
         BOOST_TEST_CONTEXT(attention_path_name(p) << " " << dtype_name(t) << " B " << s.batch << " T "
                                                   << s.seq << " C " << s.c << " H " << s.heads) {
           auto [out_f, lse_f, dqkv_f] = run(gpu, 0, p);

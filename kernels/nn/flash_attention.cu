@@ -1,0 +1,219 @@
+// The CUDA side of Note [Flash attention on tensor cores]: the Warp policy
+// of flash_attention_math.h on one lane (mma.sync, quad shuffles), the
+// kernels and their launchers.
+#include <cstdint>
+#include <type_traits>
+
+#include "zrt/kernels/grid.cuh"
+#include "zrt/kernels/nn/attention.cuh"
+#include "zrt/kernels/nn/flash_attention_math.h"
+#include "zrt/kernels/nn/smem_launch.cuh"
+
+namespace zrt::kernels::cuda {
+namespace {
+
+// c += a · b for one m16n8k16 tile, this lane's fragments.
+template <class T>
+__device__ void flash_mma(const std::uint32_t* a, const std::uint32_t* b, float* c) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    static_assert(std::is_same_v<T, f16>, "flash attention runs bf16 and f16");
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+}
+
+// A warp as the math's Warp policy: this lane alone; what crosses lanes is
+// mma.sync and shuffles within the quad (lanes 4g..4g+3 share a row).
+struct FlashDeviceWarp {
+  static constexpr int kLanes = 1;
+  int lane_id;
+  ZRT_HD int lane(int) const { return lane_id; }
+  template <class T, class AOf, class BOf, class COf>
+  ZRT_HD void mma(const AOf& a_of, const BOf& b_of, const COf& c_of) const {
+#if defined(__CUDA_ARCH__)
+    flash_mma<T>(a_of(0), b_of(0), c_of(0));
+#else
+    (void)a_of, (void)b_of, (void)c_of;
+#endif
+  }
+  template <class Of>
+  ZRT_HD void quad_max(const Of& v) const {
+#if defined(__CUDA_ARCH__)
+    float* x = v(0);
+    for (int offset = 1; offset < 4; offset *= 2) {
+      const float o = __shfl_xor_sync(0xffffffffu, *x, offset);
+      *x = o > *x ? o : *x;
+    }
+#else
+    (void)v;
+#endif
+  }
+  template <class Of>
+  ZRT_HD void quad_sum(const Of& v) const {
+#if defined(__CUDA_ARCH__)
+    float* x = v(0);
+    for (int offset = 1; offset < 4; offset *= 2) *x += __shfl_xor_sync(0xffffffffu, *x, offset);
+#else
+    (void)v;
+#endif
+  }
+};
+
+// The block's warps as the math's Warps policy: this thread's lane state.
+template <class Lane>
+struct FlashDeviceWarps {
+  Lane state[1];
+  int warp, lane;
+  template <class F>
+  ZRT_HD void for_each_lane(const F& f) {
+    f(warp, lane, state[0]);
+  }
+  template <class F>
+  ZRT_HD void for_each_warp(const F& f) {
+    f(FlashDeviceWarp{lane}, warp, state);
+  }
+};
+
+// Threads striding over a tile's elements; sync is a block barrier.
+struct FlashDeviceBlock {
+  template <class F>
+  ZRT_HD void for_each(int n, const F& f) const {
+#if defined(__CUDA_ARCH__)
+    for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) f(i);
+#else
+    (void)n, (void)f;
+#endif
+  }
+  ZRT_HD void sync() const {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#endif
+  }
+};
+
+template <class Lane>
+__device__ FlashDeviceWarps<Lane> flash_warps() {
+  FlashDeviceWarps<Lane> w;
+  w.warp = int(threadIdx.x) / 32;
+  w.lane = int(threadIdx.x) % 32;
+  return w;
+}
+
+// The tiles with the most work first: the last query tiles see every key.
+__device__ inline std::int64_t flash_tile_of(std::int64_t block, std::int64_t tiles, bool last_first) {
+  const std::int64_t t = block % tiles;
+  return last_first ? tiles - 1 - t : t;
+}
+
+template <class T, int HD>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_forward_kernel(AttentionDims d, std::int64_t tiles, const T* qkv, T* out, float* lse) {
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  auto warps = flash_warps<FlashForwardLane<HD>>();
+  const std::int64_t block = blockIdx.x;
+  flash_forward_block<T, HD>(FlashDeviceBlock{}, warps, d, block / tiles, flash_tile_of(block, tiles, true),
+                             qkv, out, lse, reinterpret_cast<T*>(flash_smem));
+}
+
+template <class T, int HD>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_backward_kv_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
+                             const float* lse, const float* dsum, T* dqkv) {
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  auto warps = flash_warps<FlashKeyLane<HD>>();
+  const std::int64_t block = blockIdx.x;
+  // The first key tiles see every query tile.
+  flash_backward_kv_block<T, HD>(FlashDeviceBlock{}, warps, d, block / tiles,
+                                 flash_tile_of(block, tiles, false), dout, qkv, lse, dsum, dqkv,
+                                 reinterpret_cast<T*>(flash_smem));
+}
+
+template <class T, int HD>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_backward_q_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
+                            const float* lse, const float* dsum, T* dqkv) {
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  auto warps = flash_warps<FlashQueryLane<HD>>();
+  const std::int64_t block = blockIdx.x;
+  flash_backward_q_block<T, HD>(FlashDeviceBlock{}, warps, d, block / tiles,
+                                flash_tile_of(block, tiles, true), dout, qkv, lse, dsum, dqkv,
+                                reinterpret_cast<T*>(flash_smem));
+}
+
+template <class T>
+struct FlashRowSumBody {
+  AttentionDims d;
+  const T* dout;
+  const T* out;
+  float* dsum;
+  __device__ void operator()(std::int64_t r) const { dsum[r] = flash_row_dsum(d, r, dout, out); }
+};
+
+// f(T, HD tag) for the call's dtype and head dim.
+template <class F>
+void flash_dispatch(DType dtype, std::int64_t hd, const char* op, const F& f) {
+  auto with_hd = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (hd) {
+      case 16: return f(T{}, std::integral_constant<int, 16>{});
+      case 32: return f(T{}, std::integral_constant<int, 32>{});
+      case 64: return f(T{}, std::integral_constant<int, 64>{});
+      case 128: return f(T{}, std::integral_constant<int, 128>{});
+      default: break;
+    }
+    ZRT_THROW(InvalidArgument, op, ": flash attention has no kernel for head dim ", hd);
+  };
+  if (dtype == DType::bf16) return with_hd(std::type_identity<bf16>{});
+  if (dtype == DType::f16) return with_hd(std::type_identity<f16>{});
+  ZRT_THROW(InvalidArgument, op, ": flash attention runs bf16 and f16, not ", dtype_name(dtype));
+}
+
+std::int64_t flash_tiles(std::int64_t seq) { return (seq + kFlashRows - 1) / kFlashRows; }
+
+}  // namespace
+
+void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv,
+                                    void* out, void* lse, cudaStream_t stream) {
+  flash_dispatch(dtype, dims.head_dim, "attention_forward", [&](auto t, auto hd) {
+    using T = decltype(t);
+    constexpr int HD = decltype(hd)::value;
+    const std::int64_t tiles = flash_tiles(dims.seq);
+    launch_with_smem(flash_forward_kernel<T, HD>, dims.batch * dims.heads * tiles, kFlashThreads,
+                     flash_forward_smem(HD) * std::int64_t(sizeof(T)), stream, dims, tiles,
+                     static_cast<const T*>(qkv), static_cast<T*>(out), static_cast<float*>(lse));
+  });
+}
+
+void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
+                                     const void* qkv, const void* out, const void* lse,
+                                     void* dsum, void* dqkv, cudaStream_t stream) {
+  flash_dispatch(dtype, dims.head_dim, "attention_backward", [&](auto t, auto hd) {
+    using T = decltype(t);
+    constexpr int HD = decltype(hd)::value;
+    const std::int64_t tiles = flash_tiles(dims.seq), pairs = dims.batch * dims.heads;
+    for_each_index(pairs * dims.seq,
+                   FlashRowSumBody<T>{dims, static_cast<const T*>(dout), static_cast<const T*>(out),
+                                      static_cast<float*>(dsum)},
+                   stream);
+    const std::int64_t bytes = flash_backward_smem(HD) * std::int64_t(sizeof(T));
+    launch_with_smem(flash_backward_kv_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
+                     dims, tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                     static_cast<const float*>(lse), static_cast<const float*>(dsum),
+                     static_cast<T*>(dqkv));
+    launch_with_smem(flash_backward_q_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
+                     dims, tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                     static_cast<const float*>(lse), static_cast<const float*>(dsum),
+                     static_cast<T*>(dqkv));
+  });
+}
+
+}  // namespace zrt::kernels::cuda
