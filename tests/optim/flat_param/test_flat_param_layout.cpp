@@ -48,7 +48,8 @@ BOOST_AUTO_TEST_CASE(padded_rows) {
   BOOST_TEST(l.numel_unpadded() == 9);
   BOOST_TEST(l.numel_padded() == 16);
   BOOST_TEST(l.segments().size() == 5u);  // w, its padded rows, alignment, b, tail
-  BOOST_TEST((l.segments()[1].is_padding && l.segments()[1].offset == 6 && l.segments()[1].numel == 4));
+  const optim::FlatSegment& pad = l.segments()[1];
+  BOOST_TEST((pad.is_padding && pad.offset == 6 && pad.numel == 4));
   const auto r0 = l.shard_infos(0, 2);  // [0, 8): w's 6 elements, no padded row counted
   BOOST_TEST((r0[0].in_shard && r0[0].numel_in_shard == 6 && !r0[1].in_shard));
   BOOST_CHECK_THROW((optim::FlatParamLayout({{"s", {}, 1}}, DType::f32, 1)), InvalidArgument);
