@@ -160,7 +160,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
                                      : p.tensor.to(DType::f32);
       same = copies.insert(copies.end(), {&p.tensor, copy});
     }
-    owned.push_back({p.module_path, p.name, same->second});
+    owned.push_back({p.module_path, p.name, same->second, p.pad_rows});
   }
   FlatParamOptions o;
   o.name = name;
@@ -189,8 +189,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
     }
   for (TiedParam& t : ties) {
     const ParamSpec& spec = handles_[t.owner.unit]->layout().params()[t.owner.index];
-    Tensor grad = Tensor::from_storage(std::make_shared<Storage>(0, allocator_, stream()), spec.shape,
-                                       options_.dtype, 0, t.fqn + ".grad");
+    Tensor grad = Tensor::from_storage(std::make_shared<Storage>(0, allocator_, stream()),
+                                       spec.padded_shape(), options_.dtype, 0, t.fqn + ".grad");
     ties_.push_back({std::move(t), std::move(grad)});
   }
   return unit;

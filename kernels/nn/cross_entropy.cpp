@@ -39,7 +39,34 @@ CrossEntropyDims cross_entropy_dims(const char* op, const Tensor& logits, const 
 unsigned long long* flag_words(const Tensor* id_flag) {
   return id_flag ? static_cast<unsigned long long*>(id_flag->data_ptr()) : nullptr;
 }
+
+// Scratch for the loss mean's block partials (Note [Deterministic block
+// sums]), from the loss's allocator in the stream's order; none for the
+// simple mean.
+Tensor mean_partials(const Tensor& loss, std::int64_t rows, bool simple, Stream stream) {
+  return simple ? Tensor()
+                : Tensor::empty({block_sum_chunks(rows)}, loss.dtype(), loss.device(),
+                                loss.storage().allocator(), stream);
+}
 #endif
+
+// log Σ exp over a row's first `vocab` logits: the max, then the sum.
+template <class T, class A = acc_t<T>>
+A row_lse(const T* xr, std::int64_t vocab) {
+  A m = load<A>(xr[0]);
+  for (std::int64_t i = 1; i < vocab; ++i) m = std::max(m, load<A>(xr[i]));
+  A s = 0;
+  for (std::int64_t i = 0; i < vocab; ++i) s += exp_(load<A>(xr[i]) - m);
+  return m + log_(s);
+}
+
+// The CPU twins' loss mean: the rows in order.
+template <class A>
+void mean_of_losses(const A* losses, std::int64_t rows, double normaliser, A* loss) {
+  A sum = 0;
+  for (std::int64_t r = 0; r < rows; ++r) sum += losses[r];
+  *loss = sum / A(normaliser);
+}
 
 }  // namespace
 
@@ -58,12 +85,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   else check_operands(op, {loss}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
     if (!id_flag) host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
-    // Scratch for the loss mean's block partials (Note [Deterministic block
-    // sums]), from the loss's allocator in the stream's order.
     const bool simple = simple_kernel(FastKernel::cross_entropy) || d.rows == 0;
-    const Tensor partials = simple ? Tensor()
-                                   : Tensor::empty({block_sum_chunks(d.rows)}, loss.dtype(), loss.device(),
-                                                   loss.storage().allocator(), stream);
+    const Tensor partials = mean_partials(loss, d.rows, simple, stream);
     cuda::launch_cross_entropy_forward(logits.dtype(), d.rows, d.vocab, d.rows ? logits.data_ptr() : nullptr,
                                        d.rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser,
                                        d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr,
@@ -91,20 +114,14 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
         parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
             const T* xr = x + r * d.vocab;
-            A m = load<A>(xr[0]);
-            for (std::int64_t i = 1; i < d.vocab; ++i) m = std::max(m, load<A>(xr[i]));
-            A s = 0;
-            for (std::int64_t i = 0; i < d.vocab; ++i) s += exp_(load<A>(xr[i]) - m);
-            const A row_lse = m + log_(s);
+            const A lse_r = row_lse(xr, d.vocab);
             const std::int64_t target = static_cast<std::int64_t>(t[r]);
-            plse[r] = row_lse;
-            plosses[r] = target < 0 ? A(0) : row_lse - load<A>(xr[target]);
+            plse[r] = lse_r;
+            plosses[r] = target < 0 ? A(0) : lse_r - load<A>(xr[target]);
           }
         });
       });
-      A sum = 0;
-      for (std::int64_t r = 0; r < d.rows; ++r) sum += plosses[r];
-      *ploss = sum / A(normaliser);
+      mean_of_losses(plosses, d.rows, normaliser, ploss);
     });
   }, logits, targets, losses, lse, loss);
 }
@@ -151,6 +168,74 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       });
     });
   }, logits, targets, lse, dlogits);
+}
+
+void cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t vocab,
+                         double normaliser, double dloss, const Tensor& losses, const Tensor& loss,
+                         const Tensor& dlogits, Stream stream, const Tensor* id_flag) {
+  constexpr const char* op = "cross_entropy_fused";
+  check_nn_floats(op, {logits, dlogits});
+  check_ids(op, targets);
+  ZRT_CHECK_ARG(logits.dim() >= 1 && logits.size(-1) > 0, op, ": ", logits.str(),
+                " must be [..., V] with V > 0");
+  const std::int64_t rows = matrix_rows(logits), cols = logits.size(-1);
+  if (vocab == 0) vocab = cols;
+  ZRT_CHECK_ARG(vocab > 0 && vocab <= cols, op, ": vocabulary ", vocab, " is not within the ", cols,
+                " columns of ", logits.str());
+  ZRT_CHECK_ARG(dlogits.shape() == logits.shape() && dlogits.dtype() == logits.dtype(), op, ": ",
+                dlogits.str(), " must match ", logits.str());
+  ZRT_CHECK_ARG(normaliser > 0, op, ": normaliser must be positive, got ", normaliser);
+  check_numel(op, targets, rows);
+  check_dtype(op, losses, acc_dtype(logits.dtype()));
+  check_numel(op, losses, rows);
+  check_dtype(op, loss, losses.dtype());
+  check_numel(op, loss, 1);
+  if (id_flag) check_id_flag(op, *id_flag, loss.device());
+  if (rows > 0) check_operands(op, {logits, targets, losses, loss, dlogits}, stream);
+  else check_operands(op, {loss}, stream);
+  const double scale = dloss / normaliser;
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
+    if (!id_flag && rows > 0) host_ids(op, targets, vocab, /*allow_negative=*/true, stream);
+    const bool simple = simple_kernel(FastKernel::cross_entropy) || rows == 0;
+    const Tensor partials = mean_partials(loss, rows, simple, stream);
+    cuda::launch_cross_entropy_fused(
+        logits.dtype(), rows, vocab, cols, rows ? logits.data_ptr() : nullptr,
+        rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser, scale,
+        rows ? losses.data_ptr() : nullptr, loss.data_ptr(), rows ? dlogits.data_ptr() : nullptr,
+        simple ? nullptr : partials.data_ptr(), simple, flag_words(id_flag), cuda_stream(stream));
+  }());
+  // The forward's and the backward's arithmetic, row by row: each row's
+  // statistics and loss are taken before its gradient overwrites it.
+  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                               const Tensor& loss, const Tensor& dlogits) {
+    dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc_t<T>;
+      if (rows > 0) host_ids(op, targets, vocab, /*allow_negative=*/true, {});
+      A* plosses = rows ? losses.data<A>() : nullptr;
+      const T* x = rows ? logits.data<T>() : nullptr;
+      T* dx = rows ? dlogits.data<T>() : nullptr;
+      if (rows > 0) dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+        const auto* t = targets.data<typename decltype(id_tag)::type>();
+        parallel_for(rows * cols, cols, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t r = lo / cols; r < hi / cols; ++r) {
+            const T* xr = x + r * cols;
+            T* dxr = dx + r * cols;
+            const std::int64_t target = static_cast<std::int64_t>(t[r]);
+            const A lse_r = row_lse(xr, vocab);
+            plosses[r] = target < 0 ? A(0) : lse_r - load<A>(xr[target]);
+            for (std::int64_t i = 0; i < cols; ++i) {
+              const bool zero = target < 0 || i >= vocab;  // ignored row, padded column
+              dxr[i] = zero ? store<T>(A(0))
+                            : store<T>(cross_entropy_dlogit(load<A>(xr[i]), lse_r, i == target,
+                                                            A(scale)));
+            }
+          }
+        });
+      });
+      mean_of_losses(plosses, rows, normaliser, loss.data<A>());
+    });
+  }, logits, targets, losses, loss, dlogits);
 }
 
 }  // namespace zrt::kernels

@@ -70,6 +70,52 @@ __global__ void __launch_bounds__(kBlockSumThreads)
   if (threadIdx.x == 0) *loss = s / normaliser;
 }
 
+// A warp per row of the fused classifier (Note [Fused classifier]): each lane
+// keeps a running max m and Σ exp(x - m), rescaling the sum when m grows, so
+// the statistics take one read; the warp then combines its lanes' (m, s) and
+// writes the row's gradient in a second read. Every lane reads x[t] before
+// the warp's first write: dlogits may be logits.
+template <class T, class I>
+struct FusedClassifierRow {
+  using A = acc_t<T>;
+  std::int64_t vocab, cols;
+  const T* logits;
+  const I* targets;
+  A scale;
+  A* losses;
+  T* dlogits;
+  unsigned long long* flag;
+  __device__ void operator()(std::int64_t row, int lane) const {
+    const T* x = logits + row * cols;
+    T* dx = dlogits + row * cols;
+    A m = load<A>(x[0]), s = 0;
+    for (std::int64_t i = lane; i < vocab; i += kWarpSize) {
+      const A v = load<A>(x[i]);
+      if (v > m) {
+        s = s * exp_(m - v) + A(1);
+        m = v;
+      } else {
+        s += exp_(v - m);
+      }
+    }
+    const A row_max = warp_max(m);
+    const A row_lse = row_max + log_(warp_sum(s * exp_(m - row_max)));
+    const std::int64_t t = static_cast<std::int64_t>(targets[row]);
+    // t >= vocab only with a flag (the host checked otherwise): ignored.
+    const bool ignored = t < 0 || t >= vocab;
+    const A xt = ignored ? A(0) : load<A>(x[t]);
+    if (lane == 0) {
+      if (t >= vocab && flag) record_bad_id(flag, row, t, unsigned(IdSource::target));
+      losses[row] = ignored ? A(0) : row_lse - xt;
+    }
+    __syncwarp();
+    for (std::int64_t i = lane; i < cols; i += kWarpSize)
+      dx[i] = ignored || i >= vocab
+                  ? store<T>(A(0))
+                  : store<T>(cross_entropy_dlogit(load<A>(x[i]), row_lse, i == t, scale));
+  }
+};
+
 template <class T, class I>
 struct CrossEntropyBackwardBody {
   using A = acc_t<T>;
@@ -90,6 +136,24 @@ struct CrossEntropyBackwardBody {
   }
 };
 
+// loss = Σ losses / normaliser: the simple mean, or the fast two-pass one.
+template <class A>
+void launch_loss_mean(std::int64_t rows, const A* losses, double normaliser, A* loss, A* partials,
+                      bool simple, cudaStream_t stream) {
+  if (simple || rows == 0) {
+    cross_entropy_sum_kernel<A><<<1, 1, 0, stream>>>(rows, losses, A(normaliser), loss);
+    ZRT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const std::int64_t chunks = block_sum_chunks(rows);
+  cross_entropy_partial_kernel<A><<<unsigned(chunks), kBlockSumThreads, 0, stream>>>(
+      rows, block_sum_chunk_len(rows), losses, partials);
+  ZRT_CUDA_CHECK_LAUNCH();
+  cross_entropy_final_kernel<A>
+      <<<1, kBlockSumThreads, 0, stream>>>(chunks, partials, A(normaliser), loss);
+  ZRT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t vocab,
@@ -108,19 +172,30 @@ void launch_cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t v
                                               static_cast<A*>(losses), static_cast<A*>(lse), flag},
                         stream);
     });
-    if (simple || rows == 0) {
-      cross_entropy_sum_kernel<A><<<1, 1, 0, stream>>>(rows, static_cast<const A*>(losses),
-                                                       A(normaliser), static_cast<A*>(loss));
-      ZRT_CUDA_CHECK_LAUNCH();
-      return;
-    }
-    const std::int64_t chunks = block_sum_chunks(rows);
-    cross_entropy_partial_kernel<A><<<unsigned(chunks), kBlockSumThreads, 0, stream>>>(
-        rows, block_sum_chunk_len(rows), static_cast<const A*>(losses), static_cast<A*>(partials));
-    ZRT_CUDA_CHECK_LAUNCH();
-    cross_entropy_final_kernel<A><<<1, kBlockSumThreads, 0, stream>>>(
-        chunks, static_cast<const A*>(partials), A(normaliser), static_cast<A*>(loss));
-    ZRT_CUDA_CHECK_LAUNCH();
+    launch_loss_mean<A>(rows, static_cast<const A*>(losses), normaliser, static_cast<A*>(loss),
+                        static_cast<A*>(partials), simple, stream);
+  });
+}
+
+void launch_cross_entropy_fused(DType dtype, std::int64_t rows, std::int64_t vocab,
+                                std::int64_t cols, const void* logits, const void* targets,
+                                DType targets_dtype, double normaliser, double scale, void* losses,
+                                void* loss, void* dlogits, void* partials, bool simple,
+                                unsigned long long* flag, cudaStream_t stream) {
+  dispatch<NnFloats>(dtype, "cross_entropy_fused", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    dispatch<IdTypes>(targets_dtype, "cross_entropy_fused", [&](auto id_tag) {
+      using I = typename decltype(id_tag)::type;
+      for_each_warp_row(
+          rows,
+          FusedClassifierRow<T, I>{vocab, cols, static_cast<const T*>(logits),
+                                   static_cast<const I*>(targets), A(scale),
+                                   static_cast<A*>(losses), static_cast<T*>(dlogits), flag},
+          stream);
+    });
+    launch_loss_mean<A>(rows, static_cast<const A*>(losses), normaliser, static_cast<A*>(loss),
+                        static_cast<A*>(partials), simple, stream);
   });
 }
 

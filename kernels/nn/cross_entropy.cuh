@@ -31,4 +31,13 @@ void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t 
                                    const void* lse, double scale, void* dlogits,
                                    unsigned long long* flag, cudaStream_t stream);
 
+// Note [Fused classifier]: rows of `cols` logits whose first `vocab` are the
+// classes; dlogits may be logits. scale = dloss / normaliser. The loss mean
+// as the forward's.
+void launch_cross_entropy_fused(DType dtype, std::int64_t rows, std::int64_t vocab,
+                                std::int64_t cols, const void* logits, const void* targets,
+                                DType targets_dtype, double normaliser, double scale, void* losses,
+                                void* loss, void* dlogits, void* partials, bool simple,
+                                unsigned long long* flag, cudaStream_t stream);
+
 }  // namespace zrt::kernels::cuda

@@ -34,4 +34,32 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                             double dloss, double normaliser, const Tensor& dlogits,
                             Stream stream = {}, const Tensor* id_flag = nullptr);
 
+// Note [Fused classifier]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The forward and the backward above read the logits three times and keep a
+// second buffer of their size for the gradient. The fused classifier reads
+// each row once for its statistics (on CUDA a warp per row keeps a running
+// max and rescales its sum of exponentials as the max grows, so max and sum
+// take one read; the CPU twin reads twice, as the forward's twin does), then
+// once more to write the row's gradient, in place when dlogits is logits:
+// the dloss the backward will pass must be known in the forward, as llm.c's
+// fused_classifier has it (Batch::dloss: the loss scale). The per-row losses
+// and their mean are the forward's (the same deterministic block sums), the
+// mean stays on the device. The CPU twin's arithmetic is the forward's and
+// the backward's, so its loss and gradient are theirs bit for bit; the CUDA
+// kernel's lse differs from theirs by rounding (a different summation order).
+//
+// logits: [..., V'] floating; the classes are its first `vocab` columns
+// (0: all V'); columns >= vocab are padding (Note [Padded vocabulary] in
+// model_zoo/models/gpt.h): out of the log-sum-exp, gradient 0. targets as for
+// the forward, in [0, vocab). Writes losses ([N], acc dtype, 0 when ignored),
+// loss ([1] = Σ losses / normaliser) and dlogits (the logits' shape and
+// dtype; may be logits itself) = (softmax - onehot) · dloss / normaliser in
+// the first vocab columns, 0 elsewhere and in ignored rows. id_flag as for
+// the forward (a bad target's row is ignored).
+void cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t vocab,
+                         double normaliser, double dloss, const Tensor& losses, const Tensor& loss,
+                         const Tensor& dlogits, Stream stream = {},
+                         const Tensor* id_flag = nullptr);
+
 }  // namespace zrt::kernels

@@ -59,7 +59,7 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
       const Tensor& v = initial_value(initial, p.fqn());
       ZRT_CHECK_ARG(v.shape() == p.shape, "initial value of '", p.fqn(), "' has shape ", shape_str(v.shape()),
                     " but the model expects ", shape_str(p.shape));
-      params.push_back({p.module_path, p.name, v});
+      params.push_back({p.module_path, p.name, v, p.pad_rows});
     }
     for (const auto& [second, primary] : unit.tied) {
       auto [module_path, name] = split_fqn(second);
@@ -237,7 +237,11 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   // Every micro-batch on the device first: a copy from host memory waits
   // for its stream, which here holds no work of this step yet.
   std::vector<Batch> homed;
-  for (const Batch& b : micro_batches) homed.push_back(home(b));
+  for (const Batch& b : micro_batches) {
+    homed.push_back(home(b));
+    homed.back().dloss =
+        dloss.item(0);  // the loss stage's gradient in its forward (Note [Fused classifier])
+  }
   for (std::size_t m = 0; m < homed.size(); ++m) {
     const Batch& batch = homed[m];
     const Tensor loss = forward(batch);

@@ -4,11 +4,16 @@
 
 namespace zrt::model_zoo {
 
-Embedding::Embedding(Param wte, std::optional<Param> wpe)
+Embedding::Embedding(Param wte, std::optional<Param> wpe, std::int64_t vocab)
     : wte_(std::move(wte)), wpe_(std::move(wpe)) {
   ZRT_CHECK_ARG(wte_.value.dim() == 2 && wte_.grad.shape() == wte_.value.shape(),
                 "Embedding: token table ", wte_.value.str(), " must be [V, C] like its gradient ",
                 wte_.grad.str());
+  ZRT_CHECK_ARG(vocab >= 0 && vocab <= wte_.value.size(0), "Embedding: vocabulary ", vocab,
+                " is not within the token table ", wte_.value.str());
+  // The padded rows stay out of the kernels: ids are checked against vocab,
+  // and no gradient is written there.
+  if (vocab > 0) wte_ = Param{wte_.value.narrow(0, vocab), wte_.grad.narrow(0, vocab)};
   if (wpe_) {
     ZRT_CHECK_ARG(wpe_->value.dim() == 2 && wpe_->grad.shape() == wpe_->value.shape() &&
                       wpe_->value.size(1) == wte_.value.size(1),

@@ -9,8 +9,10 @@ namespace zrt::model_zoo {
 
 class Embedding {
  public:
-  // wte: [V, C]; wpe: [P, C] (P = the longest sequence) or none.
-  Embedding(Param wte, std::optional<Param> wpe);
+  // wte: [V', C]; wpe: [P, C] (P = the longest sequence) or none. vocab:
+  // the rows in use, V <= V' (the rest are padding no id reaches: Note
+  // [Padded vocabulary] in models/gpt.h); 0: all V'.
+  Embedding(Param wte, std::optional<Param> wpe, std::int64_t vocab = 0);
 
   // ids: [B, T] (or [..., T]) i32/i64 in [0, V) -> [..., T, C]. Caches ids
   // and id_flag (null, or an id flag the forward and the backward check the
@@ -21,7 +23,7 @@ class Embedding {
   void backward(const Tensor& dout, GradMode mode, Stream stream = {});
 
  private:
-  Param wte_;
+  Param wte_;  // its rows in use
   std::optional<Param> wpe_;
   Tensor ids_;
   Tensor id_flag_;  // empty: none

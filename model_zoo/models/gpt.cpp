@@ -21,7 +21,15 @@ bool is_residual_projection(const std::string& fqn) {
 }  // namespace
 
 Gpt::Gpt(const GptDims& dims, DType dtype, Device device, bool head_unit)
-    : dims_(dims), head_unit_(head_unit), dtype_(dtype), device_(device) {}
+    : dims_(dims),
+      head_unit_(head_unit),
+      dtype_(dtype),
+      device_(device),
+      loss_(dims.vocab_size, /*in_place=*/true) {
+  ZRT_CHECK_ARG(dims_.padded_vocab_size == 0 || dims_.padded_vocab_size >= dims_.vocab_size,
+                "gpt: padded vocabulary ", dims_.padded_vocab_size, " is smaller than vocab_size ",
+                dims_.vocab_size);
+}
 
 std::vector<UnitDef> Gpt::units() const { return units(head_unit_); }
 
@@ -30,7 +38,10 @@ std::vector<UnitDef> Gpt::units(bool head_unit) const {
   const std::vector<ParamDef> ln_f = {{"ln_f", "weight", {C}}, {"ln_f", "bias", {C}}};
   const std::pair<std::string, std::string> lm_head = {"lm_head.weight", "wte.weight"};
   std::vector<UnitDef> units;
-  units.push_back({head_unit ? "embed" : "embed_head", {{"wte", "weight", {V, C}}, {"wpe", "weight", {P, C}}}, {}});
+  const std::int64_t pad_rows = dims_.model_vocab() - V;  // Note [Padded vocabulary]
+  units.push_back({head_unit ? "embed" : "embed_head",
+                   {{"wte", "weight", {V, C}, pad_rows}, {"wpe", "weight", {P, C}}},
+                   {}});
   if (!head_unit) {
     units[0].params.insert(units[0].params.end(), ln_f.begin(), ln_f.end());
     units[0].tied.push_back(lm_head);
@@ -75,7 +86,7 @@ std::map<std::string, Tensor> Gpt::init_params(std::uint64_t seed) const {
 
 void Gpt::bind(const ParamLookup& lookup) {
   ZRT_CHECK_STATE(!embed_, "gpt: bind called twice");
-  embed_.emplace(lookup("wte.weight"), lookup("wpe.weight"));
+  embed_.emplace(lookup("wte.weight"), lookup("wpe.weight"), dims_.vocab_size);
   blocks_.reserve(static_cast<std::size_t>(dims_.n_layer));
   for (std::int64_t i = 0; i < dims_.n_layer; ++i) {
     const std::string h = block_path(i) + ".";
@@ -128,7 +139,7 @@ Tensor Gpt::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
                 targets.str(), " must be [b, T] for activations ", x.str());
   Tensor logits = lm_head_->forward(ln_f_->forward(x, stream), stream);
   return loss_.forward(logits, targets.device() == device_ ? targets : targets.to(device_),
-                       batch.normaliser, stream, id_check());
+                       batch.normaliser, stream, id_check(), batch.dloss);
 }
 
 Tensor Gpt::stage_backward(int s, const Tensor& dy, Stream stream) {

@@ -2,6 +2,24 @@
 // blocks (x + attn(ln_1(x)); x + mlp(ln_2(x)), GELU tanh, no dropout, LN eps
 // 1e-5), a final LayerNorm and an LM head tied to the token embedding.
 // Parameter names and shapes are Hugging Face GPT-2's (Conv1D weights [in, out]).
+//
+// Note [Padded vocabulary]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// cuBLAS picks slow unaligned kernels for the LM head's GEMMs when the
+// vocabulary is odd (GPT-2's 50257: 15.6 ms of a step's three head GEMMs on
+// an H200 went to an sm75 align1 kernel). Inside the model the token table
+// has padded_vocab_size rows (vocab_size rounded up to ModelConfig::
+// vocab_align, 128 by default: 50257 -> 50304): wte.weight keeps its own
+// shape [V, C] and asks for V' - V padded rows (Note [Padded rows of a
+// parameter] in optim/flat_param/flat_param_layout.h), so init values (the
+// same draws: Note [Parameter init stream]), checkpoints, --init-from, --save
+// and exports are [V, C] as before, and an unpadded run's checkpoint loads.
+// The padded rows start at zero and stay zero: the embedding uses rows [0, V)
+// only (ids are checked against V), and the head's logits of the padded
+// columns (x · 0 = 0) take no part in the loss, which gives them a zero
+// gradient (Note [Fused classifier] in kernels/nn/cross_entropy.h), so their
+// rows of the head's gradient are zero too. A padded run trains the unpadded
+// run's numbers up to the GEMMs' rounding.
 #pragma once
 
 #include <optional>
@@ -41,7 +59,7 @@ class Gpt : public Model {
   // Stages 1..n_layer (h.0 .. h.{L-1}).
   std::vector<int> block_stages() const override;
   void release_stage(int s) override;
-  std::int64_t id_limit() const override { return dims_.vocab_size; }
+  std::int64_t id_limit() const override { return dims_.vocab_size; }  // the real vocabulary
 
  private:
   struct Block {
@@ -68,7 +86,7 @@ class Gpt : public Model {
   std::vector<Block> blocks_;
   std::optional<LayerNorm> ln_f_;
   std::optional<Linear> lm_head_;
-  CrossEntropy loss_;
+  CrossEntropy loss_;  // over the real vocabulary, in place
 };
 
 }  // namespace zrt::model_zoo

@@ -76,7 +76,8 @@ Tensor Mlp::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
   const Tensor& t = batch.targets;
   ZRT_CHECK_ARG(t.dim() == 1 && t.size(0) == y.size(0), "mlp: targets ", t.str(), " must be [",
                 y.size(0), "]");
-  return loss_.forward(y, t.device() == device_ ? t : t.to(device_), batch.normaliser, stream, id_check());
+  return loss_.forward(y, t.device() == device_ ? t : t.to(device_), batch.normaliser, stream,
+                       id_check(), batch.dloss);
 }
 
 std::vector<int> Mlp::block_stages() const {

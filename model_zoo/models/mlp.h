@@ -40,7 +40,7 @@ class Mlp : public Model {
   std::vector<std::int64_t> widths_;  // d_in, hidden..., n_classes
   std::vector<Linear> layers_;
   std::vector<ActivationLayer> acts_;  // after every layer but the last
-  CrossEntropy loss_;
+  CrossEntropy loss_{0, /*in_place=*/true};
 };
 
 }  // namespace zrt::model_zoo

@@ -1,8 +1,9 @@
 #include "zrt/model_zoo/models/model.h"
 
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/model_zoo/models/gpt.h"
 #include "zrt/model_zoo/models/mlp.h"
-#include "zrt/kernels/nn/id_check.h"
+#include "zrt/optim/flat_param/flat_param_layout.h"
 
 namespace zrt::model_zoo {
 
@@ -18,6 +19,8 @@ void Model::throw_if_bad_ids(const Tensor& host_flags) const {
 std::string ParamDef::fqn() const {
   return module_path.empty() ? name : module_path + "." + name;
 }
+
+Shape ParamDef::padded_shape() const { return optim::padded_rows_shape(shape, pad_rows); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
   validate_model_config(config);

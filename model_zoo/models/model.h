@@ -20,8 +20,12 @@ namespace zrt::model_zoo {
 struct ParamDef {
   std::string module_path;  // e.g. "h.3.attn.c_attn" ("" at top level)
   std::string name;         // e.g. "weight"
-  Shape shape;
+  Shape shape;              // its own: what init, checkpoints and files hold
+  // Zero rows the layers see after its own (Note [Padded rows of a parameter]
+  // in optim/flat_param/flat_param_layout.h): their views are padded_shape().
+  std::int64_t pad_rows = 0;
   std::string fqn() const;  // "h.3.attn.c_attn.weight"
+  Shape padded_shape() const;
 };
 
 struct UnitDef {
@@ -36,9 +40,12 @@ struct Batch {                 // one micro-batch on one rank
   Tensor inputs;               // gpt: [b, T] i32 token ids; mlp: [b, d_in] f32
   Tensor targets;              // gpt: [b, T] i32; mlp: [b] i64
   double normaliser = 1.0;     // target tokens/rows in the GLOBAL batch (loss = sum / normaliser)
+  // The dloss the backward will pass (the loss scale): the loss stage's
+  // forward writes the logits' gradient for it already (Note [Fused classifier]).
+  double dloss = 1.0;
 };
 
-// Value/grad views (compute dtype) of a parameter by its fqn.
+// Value/grad views (compute dtype, ParamDef::padded_shape()) of a parameter by its fqn.
 using ParamLookup = std::function<Param(const std::string& fqn)>;
 
 class Model {

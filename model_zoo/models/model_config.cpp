@@ -33,6 +33,9 @@ GptDims resolve_gpt_dims(const ModelConfig& c) {
   check_positive("n_embd", d.n_embd);
   check_positive("vocab_size", d.vocab_size);
   check_positive("block_size", d.block_size);
+  ZRT_CHECK_ARG(c.vocab_align >= 1 && c.vocab_align <= (std::int64_t{1} << 20),
+                "model config: vocab_align ", c.vocab_align, " is not in [1, 2^20]");
+  d.padded_vocab_size = (d.vocab_size + c.vocab_align - 1) / c.vocab_align * c.vocab_align;
   ZRT_CHECK_ARG(d.n_embd % d.n_head == 0, "model config: n_embd ", d.n_embd,
                 " is not divisible by n_head ", d.n_head);
   return d;

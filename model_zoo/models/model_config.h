@@ -3,6 +3,7 @@
 // checks every dimension so a bad configuration fails here, naming the field.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,11 @@ struct GptDims {
   std::int64_t n_embd = 0;
   std::int64_t vocab_size = 0;
   std::int64_t block_size = 0;  // the longest sequence (rows of wpe)
+  // Rows of the token embedding and the LM head inside the model: vocab_size
+  // rounded up to ModelConfig::vocab_align (Note [Padded vocabulary] in
+  // gpt.h); 0 or vocab_size: none padded.
+  std::int64_t padded_vocab_size = 0;
+  std::int64_t model_vocab() const { return std::max(vocab_size, padded_vocab_size); }
 };
 
 struct MlpDims {
@@ -33,6 +39,10 @@ struct ModelConfig {
   std::string preset = "tiny";  // gpt: tiny | small | gpt2-124m; mlp: tiny
   // gpt overrides
   std::optional<std::int64_t> n_layer, n_head, n_embd, vocab_size, block_size;
+  // gpt: the model pads its vocabulary to a multiple of this many rows for
+  // aligned GEMMs (Note [Padded vocabulary] in gpt.h); 1: no padding.
+  std::int64_t vocab_align = kDefaultVocabAlign;
+  static constexpr std::int64_t kDefaultVocabAlign = 128;
   // mlp overrides
   std::optional<std::int64_t> d_in, n_classes;
   std::optional<std::vector<std::int64_t>> hidden;

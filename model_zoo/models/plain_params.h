@@ -20,14 +20,17 @@ class PlainParams {
               Device device = Device::cpu());
 
   // Resolves primary and tied fqns (e.g. lm_head.weight → wte.weight);
-  // InvalidArgument for an unknown fqn. The lookup refers to this object.
+  // InvalidArgument for an unknown fqn. The lookup refers to this object and
+  // gives the padded views (ParamDef::padded_shape); at() and params() the
+  // parameters' own shapes, views of the same memory.
   ParamLookup lookup() const;
   const Param& at(const std::string& fqn) const;
   const std::map<std::string, Param>& params() const { return params_; }
+  const Param& padded(const std::string& fqn) const { return padded_.at(fqn); }
   void zero_grads();
 
  private:
-  std::map<std::string, Param> params_;
+  std::map<std::string, Param> params_, padded_;
   std::map<std::string, std::string> tied_;  // second fqn → primary fqn
 };
 

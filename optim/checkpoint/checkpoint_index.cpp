@@ -50,7 +50,11 @@ std::string index_to_json(const CheckpointIndex& x) {
   json handles = json::array();
   for (const HandleRecord& h : x.handles) {
     json params = json::array();
-    for (const ParamRecord& p : h.params) params.push_back({{"fqn", p.fqn}, {"shape", p.shape}, {"offset", p.offset}});
+    for (const ParamRecord& p : h.params) {
+      params.push_back({{"fqn", p.fqn}, {"shape", p.shape}, {"offset", p.offset}});
+      // Absent when 0: an index without padded rows is byte for byte as before.
+      if (p.pad_rows > 0) params.back()["pad_rows"] = p.pad_rows;
+    }
     handles.push_back(
         {{"name", h.name}, {"numel_padded", h.numel_padded}, {"zero1_size", h.zero1_size}, {"params", params}});
   }
@@ -218,6 +222,8 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
       p.fqn = r.string(pj, "fqn", where + ".params[]");
       p.shape = r.shape(pj, where + ".params[" + p.fqn + "]");
       p.offset = r.integer(pj, "offset", where + ".params[" + p.fqn + "]");
+      if (pj.contains("pad_rows"))
+        p.pad_rows = r.integer(pj, "pad_rows", where + ".params[" + p.fqn + "]");
       h.params.push_back(std::move(p));
     }
     x.handles.push_back(std::move(h));

@@ -87,7 +87,8 @@ struct RankRecord {
 struct ParamRecord {
   std::string fqn;
   Shape shape;
-  std::int64_t offset = 0;  // in the flat parameter
+  std::int64_t offset = 0;    // in the flat parameter
+  std::int64_t pad_rows = 0;  // "pad_rows", only when > 0 (Note [Padded rows of a parameter])
 };
 
 struct HandleRecord {

@@ -27,7 +27,8 @@ std::vector<HandleRecord> handle_records(const ZeroModule& module) {
     r.numel_padded = h->layout().numel_padded();
     r.zero1_size = h->layout().zero1_size();
     for (std::size_t i = 0; i < h->num_params(); ++i)
-      r.params.push_back({h->fqn(i), h->layout().params()[i].shape, h->layout().param_offset(i)});
+      r.params.push_back({h->fqn(i), h->layout().params()[i].shape, h->layout().param_offset(i),
+                          h->layout().params()[i].pad_rows});
     out.push_back(std::move(r));
   }
   return out;

@@ -88,7 +88,20 @@ void validate_handles(const CheckpointIndex& x, const Header& hd, const std::str
         refuse(source, pw + ".shape", "is ", shape_str(p.shape), ": with the parameters before it, more than the ",
                h.numel_padded, " elements of numel_padded");
       total += *n;
-      specs.push_back({p.fqn, p.shape});
+      if (p.pad_rows > 0) {
+        if (p.shape.empty() || p.pad_rows > kMaxNumel)
+          refuse(source, pw + ".pad_rows", "is ", p.pad_rows,
+                 ", padded rows need a parameter of 1 or more dims");
+        Shape pad = p.shape;
+        pad[0] = p.pad_rows;
+        const std::optional<std::int64_t> np = checked_numel(pad);
+        if (!np || *np > h.numel_padded - total)
+          refuse(source, pw + ".pad_rows", "is ", p.pad_rows,
+                 ": with the parameters before it, more than the ", h.numel_padded,
+                 " elements of numel_padded");
+        total += *np;
+      }
+      specs.push_back({p.fqn, p.shape, p.pad_rows});
     }
     // The layout rule itself, not a second copy of it: offsets and padding must be exactly its own.
     const FlatParamLayout layout(std::move(specs), hd.dtype, h.zero1_size);

@@ -48,7 +48,8 @@ std::optional<std::size_t> saved_with_same_layout(const CheckpointReader& reader
     return std::nullopt;
   for (std::size_t i = 0; i < h.num_params(); ++i) {
     const ParamRecord& p = saved.params[i];
-    if (p.fqn != h.fqn(i) || p.shape != h.layout().params()[i].shape || p.offset != h.layout().param_offset(i))
+    if (p.fqn != h.fqn(i) || p.shape != h.layout().params()[i].shape ||
+        p.offset != h.layout().param_offset(i) || p.pad_rows != h.layout().params()[i].pad_rows)
       return std::nullopt;
   }
   return index;

@@ -39,7 +39,7 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
   std::vector<optim::FlatParamLayout> layouts;
   for (HandleRecord& h : index.handles) {
     std::vector<optim::ParamSpec> specs;
-    for (const ParamRecord& p : h.params) specs.push_back({p.fqn, p.shape});
+    for (const ParamRecord& p : h.params) specs.push_back({p.fqn, p.shape, p.pad_rows});
     layouts.emplace_back(specs, dtype, zero1_size);
     h.numel_padded = layouts.back().numel_padded();
     h.zero1_size = zero1_size;

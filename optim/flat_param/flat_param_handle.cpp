@@ -56,7 +56,9 @@ std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, con
      << " reduce_dtype=" << dtype_name(o.reduce_dtype) << " zero1=" << g.zero1->size()
      << " zero3=" << g.zero3->size() << " replica=" << (g.replica ? g.replica->size() : 0)
      << " params=" << l.num_params() << " numel_padded=" << l.numel_padded() << "\n";
-  for (const auto& p : l.params()) os << "parameter '" << p.fqn << "' " << shape_str(p.shape) << "\n";
+  for (const auto& p : l.params())
+    os << "parameter '" << p.fqn << "' " << shape_str(p.shape) << " pad_rows=" << p.pad_rows
+       << "\n";
   for (const auto& s : shared) os << "tied '" << s.fqn << "' -> '" << l.params()[s.prim_index].fqn << "'\n";
   return os.str();
 }
@@ -91,7 +93,7 @@ std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
     for (std::size_t s = 0; s < specs.size(); ++s)
       if (same_tensor(params[input_of_spec[s]].tensor, params[i].tensor)) prim = s;
     if (prim == specs.size()) {
-      specs.push_back({params[i].fqn(), params[i].tensor.shape()});
+      specs.push_back({params[i].fqn(), params[i].tensor.shape(), params[i].pad_rows});
       input_of_spec.push_back(i);
     } else if (shared) {
       shared->push_back({params[i].fqn(), prim});
@@ -291,13 +293,17 @@ Tensor FlatParamHandle::sharded_grad(std::size_t i) const {
 Tensor FlatParamHandle::param(std::size_t i) const {
   ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
   const auto& p = layout_.params()[i];
-  return full_param_.slice(layout_.param_offset(i), p.numel()).view(p.shape).set_name(p.fqn);
+  return full_param_.slice(layout_.param_offset(i), p.padded_numel())
+      .view(p.padded_shape())
+      .set_name(p.fqn);
 }
 
 Tensor FlatParamHandle::grad(std::size_t i) const {
   ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
   const auto& p = layout_.params()[i];
-  return full_grad_.slice(layout_.param_offset(i), p.numel()).view(p.shape).set_name(p.fqn + ".grad");
+  return full_grad_.slice(layout_.param_offset(i), p.padded_numel())
+      .view(p.padded_shape())
+      .set_name(p.fqn + ".grad");
 }
 
 void FlatParamHandle::unshard() {
@@ -454,8 +460,9 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
                       state_ == HandleState::backward_pre,
                   "flat parameter '", options_.name, "': add_to_grad called in state ", handle_state_name(state_));
   const auto& p = layout_.params()[i];
-  ZRT_CHECK_ARG(grad.numel() == p.numel(), "flat parameter '", options_.name, "': a gradient of ", grad.numel(),
-                " elements for '", p.fqn, "' of ", p.numel());
+  ZRT_CHECK_ARG(grad.numel() == p.padded_numel(), "flat parameter '", options_.name,
+                "': a gradient of ", grad.numel(), " elements for '", p.fqn, "' of ",
+                p.padded_numel());
   if (full_prec_grad_.is_freed()) {
     // As accumulate_runtime_grad finds it: the offloaded sum so far, or nothing yet.
     alloc_storage(full_prec_grad_);
@@ -466,8 +473,8 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
       kernels::zero(full_prec_grad_, options_.stream);
     }
   }
-  kernels::accumulate_grad(full_prec_grad_.slice(layout_.param_offset(i), p.numel()), grad.flatten(), 1.0f,
-                           options_.stream);
+  kernels::accumulate_grad(full_prec_grad_.slice(layout_.param_offset(i), p.padded_numel()),
+                           grad.flatten(), 1.0f, options_.stream);
   // Outside its own backward scope the sum goes back to host memory, as a
   // post_backward without sync leaves it: the device does not hold it while
   // other units' backward runs.

@@ -129,6 +129,7 @@ struct NamedParam {
   std::string module_path;  // "" for the root module
   std::string name;
   Tensor tensor;
+  std::int64_t pad_rows = 0;  // zero rows after it (Note [Padded rows of a parameter])
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 
@@ -193,8 +194,10 @@ class FlatParamHandle {
   Tensor sharded_grad(std::size_t i) const;
 
   // --- unsharded views (data access throws while resharded) ---------------
-  Tensor param(std::size_t i) const;  // compute dtype, original shape
-  Tensor grad(std::size_t i) const;   // runtime gradient, compute dtype
+  // Compute dtype, the padded shape (the original one unless it has padded
+  // rows: Note [Padded rows of a parameter]).
+  Tensor param(std::size_t i) const;
+  Tensor grad(std::size_t i) const;  // runtime gradient, compute dtype, padded shape
   const Tensor& full_param_padded() const { return full_param_; }
   const Tensor& full_grad_padded() const { return full_grad_; }
   const Tensor& full_prec_grad_padded() const { return full_prec_grad_; }
@@ -224,7 +227,7 @@ class FlatParamHandle {
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
   void zero_grad();
-  // Adds `grad` (parameter i's shape or numel; f32, bf16 or f16, on the
+  // Adds `grad` (parameter i's padded shape or numel; f32, bf16 or f16, on the
   // device) into the fp32 unsharded gradient, allocating it (zeroed, or
   // reloaded when offloaded) if this step has none yet: a use of the
   // parameter outside this unit (Note [Parameters tied across units] in

@@ -9,6 +9,15 @@ namespace {
 constexpr std::int64_t kAlignmentBytes = 16;
 }
 
+Shape padded_rows_shape(const Shape& shape, std::int64_t pad_rows) {
+  if (pad_rows == 0) return shape;
+  ZRT_CHECK_ARG(!shape.empty() && pad_rows > 0, "a shape ", shape_str(shape), " cannot have ",
+                pad_rows, " padded rows");
+  Shape s = shape;
+  s[0] += pad_rows;
+  return s;
+}
+
 FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtype, int zero1_size)
     : params_(std::move(params)),
       aligned_numel_(kAlignmentBytes / static_cast<std::int64_t>(dtype_size(param_dtype))),
@@ -29,12 +38,18 @@ FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtyp
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];
     ZRT_CHECK_ARG(seen.insert(p.fqn).second, "parameter name '", p.fqn, "' appears twice");
+    ZRT_CHECK_ARG(p.pad_rows >= 0 && (p.pad_rows == 0 || !p.shape.empty()), "parameter '", p.fqn,
+                  "' ", shape_str(p.shape), " cannot have ", p.pad_rows, " padded rows");
     std::int64_t n = p.numel();
     pad_to(aligned_numel_);
     param_offsets_.push_back(total);
     segments_.push_back({total, n, false, static_cast<int>(i)});
     total += n;
     numel_unpadded_ += n;
+    if (const std::int64_t rows = p.padded_numel() - n; rows > 0) {
+      segments_.push_back({total, rows, true, -1});
+      total += rows;
+    }
   }
   pad_to(zero1_size_);
   // A unit of zero-size parameters still gets one element per rank, so every

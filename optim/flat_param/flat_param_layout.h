@@ -12,6 +12,18 @@
 // so the flat parameter splits into equal shards with no copy for the
 // reduce-scatter; since the zero3 size divides the zero1 size, the zero3
 // shards are equal too. Shard r of W is elements [r*N/W, (r+1)*N/W).
+//
+// Note [Padded rows of a parameter]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A parameter may ask for pad_rows zero rows right after its own elements
+// (ParamSpec::pad_rows): they are padding like the alignment zeros, so its
+// shape, its checkpointed and exported values, and the sum of the others'
+// offsets stay the parameter's own, while its unsharded views have the
+// padded shape [rows + pad_rows, ...] (a vocabulary padded for aligned
+// GEMMs: Note [Padded vocabulary] in model_zoo/models/gpt.h). Padding starts
+// at zero in every buffer (masters, moments, gradients); a layer that writes
+// zero gradients there keeps it zero through AdamW (zero moments, no update,
+// decay of a zero is zero). A checkpoint records pad_rows beside the shape.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +35,17 @@
 
 namespace zrt::optim {
 
+// `shape` with pad_rows more rows (dim 0): a parameter's padded shape.
+Shape padded_rows_shape(const Shape& shape, std::int64_t pad_rows);
+
 struct ParamSpec {
   std::string fqn;  // fully-qualified name, e.g. "h.0.attn.c_attn.weight"
   Shape shape;
+  std::int64_t pad_rows = 0;  // zero rows after it (Note [Padded rows of a parameter])
   std::int64_t numel() const { return shape_numel(shape); }
+  // [rows + pad_rows, ...]: the shape of its unsharded views.
+  Shape padded_shape() const { return padded_rows_shape(shape, pad_rows); }
+  std::int64_t padded_numel() const { return shape_numel(padded_shape()); }
 };
 
 // A parameter stored under another name (see SharedParamInfo in the design).

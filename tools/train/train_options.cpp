@@ -82,8 +82,9 @@ bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)-
 // Flags that only one model kind, strategy or launcher reads are an error
 // elsewhere rather than silently ignored.
 void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
-  const std::vector<const char*> gpt_only = {"--n-layer", "--n-head", "--n-embd", "--vocab-size", "--block-size",
-                                             "--seq-len", "--head-unit"};
+  const std::vector<const char*> gpt_only = {"--n-layer",   "--n-head",    "--n-embd",
+                                             "--vocab-size", "--vocab-align", "--block-size",
+                                             "--seq-len",   "--head-unit"};
   const std::vector<const char*> mlp_only = {"--hidden", "--activation"};
   for (const char* f : o.model == "gpt" ? mlp_only : gpt_only)
     if (given(app, f)) ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
@@ -186,6 +187,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--n-head", o.n_head, "gpt: attention heads (default: the preset's)")->check(kPositive);
   app.add_option("--n-embd", o.n_embd, "gpt: embedding width (default: the preset's)")->check(kPositive);
   app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (default: the preset's)")->check(kPositive);
+  app.add_option("--vocab-align", o.vocab_align,
+                 "gpt: the token embedding and LM head are padded inside the model to a multiple "
+                 "of this many rows, for aligned GEMMs (1: no padding); data, checkpoints and "
+                 "weight files keep --vocab-size")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--block-size", o.block_size,
                  "gpt: positions of the position embedding, >= --seq-len (default: the preset's, raised to --seq-len)")
       ->check(kPositive);
@@ -410,6 +416,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
             {"reduce_dtype", o.reduce_dtype},
             {"device", o.device},
             {"prefetch", o.prefetch},
+            {"vocab_align", o.vocab_align},
             {"activation_checkpointing", o.activation_checkpointing},
             {"strategy", o.strategy},
             {"zero3_size", o.zero3_size},

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "zrt/model_zoo/models/model_config.h"
+
 namespace zrt::train {
 
 struct TrainOptions {
@@ -13,6 +15,8 @@ struct TrainOptions {
   std::string preset = "tiny";
   int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
   int block_size = 0;           // gpt positions (0: the preset's, raised to --seq-len)
+  // gpt: rows the vocabulary is padded to a multiple of inside the model (1: none)
+  int vocab_align = static_cast<int>(model_zoo::ModelConfig::kDefaultVocabAlign);
   std::vector<int> hidden;      // mlp hidden widths (empty: the preset's)
   std::string activation = "gelu";
   bool head_unit = false;       // gpt: ln_f and the LM head in a unit of their own, tied across units to wte

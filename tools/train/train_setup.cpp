@@ -40,6 +40,7 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   set(m.n_embd, o.n_embd);
   set(m.vocab_size, o.vocab_size);
   set(m.block_size, o.block_size);
+  m.vocab_align = o.vocab_align;
   if (o.model == "gpt" && o.block_size == 0) {
     // Position embeddings must cover the sequence length.
     auto dims = model_zoo::resolve_gpt_dims(m);

@@ -30,6 +30,9 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.adamw.weight_decay = 0.1;
   c.engine.adamw.max_grad_norm = setup.max_grad_norm;
   c.model.head_unit = setup.head_unit;
+  if (setup.vocab_size > 0) c.model.vocab_size = setup.vocab_size;
+  c.model.vocab_align = setup.vocab_align;
+  c.engine.seed = setup.seed;
   c.batch_size = setup.batch_size;
   c.seq_len = 16;
   c.micro_batches = setup.micro_batches;
@@ -39,6 +42,12 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.schedule.warmup_steps = 2;
   auto data = setup.model == "gpt" ? model_zoo::synthetic_text_dataset()
                                    : model_zoo::synthetic_cluster_dataset(0, 4096, 16, 8);
+  if (setup.model == "gpt" && setup.vocab_size > 0) {
+    std::int32_t* t = data.tokens.data<std::int32_t>();
+    for (std::int64_t i = 0; i < data.tokens.numel(); ++i)
+      t[i] %= static_cast<std::int32_t>(setup.vocab_size);
+    data.vocab_size = std::min(data.vocab_size, setup.vocab_size);
+  }
   return std::make_unique<model_zoo::Trainer>(world, c, std::move(data));
 }
 
@@ -200,12 +209,18 @@ std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
 }
 
 std::string describe(const TrainSetup& s) {
-  return s.model + " " + optim::strategy_name(s.strategy) + " zero3=" + std::to_string(s.zero3_size) +
-         " micro=" + std::to_string(s.micro_batches) + " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
-         (s.device.is_cpu() ? "" : " " + s.device.str()) + " prefetch=" + std::to_string(s.prefetch) +
+  return s.model + " " + optim::strategy_name(s.strategy) +
+         " zero3=" + std::to_string(s.zero3_size) + " micro=" + std::to_string(s.micro_batches) +
+         " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
+         (s.device.is_cpu() ? "" : " " + s.device.str()) +
+         " prefetch=" + std::to_string(s.prefetch) +
          (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "") +
-         (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer" : "") +
-         (s.head_unit ? " head_unit" : "") + (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "");
+         (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer"
+                                                                          : "") +
+         (s.head_unit ? " head_unit" : "") +
+         (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "") +
+         (s.vocab_size ? " vocab=" + std::to_string(s.vocab_size) : "") +
+         " vocab_align=" + std::to_string(s.vocab_align);
 }
 
 }  // namespace zrt::testing

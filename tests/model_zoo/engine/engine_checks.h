@@ -33,6 +33,11 @@ struct TrainSetup {
   std::optional<optim::CpuStreams> cpu_streams;  // unset: ZRT_CPU_STREAMS, else comm
   bool head_unit = false;         // gpt: ln_f and the LM head in a unit of their own (ModelConfig::head_unit)
   double max_grad_norm = 1.0;     // 0: no clipping
+  // gpt: 0 is the preset's vocabulary; another folds the text's bytes into it (byte % vocab_size)
+  std::int64_t vocab_size = 0;
+  std::int64_t vocab_align =
+      model_zoo::ModelConfig::kDefaultVocabAlign;  // gpt (Note [Padded vocabulary])
+  std::uint64_t seed = 1337;                       // the init seed
 };
 
 struct TrainOutput {

@@ -5,11 +5,12 @@
 #include <cmath>
 #include <random>
 
+#include "tests/model_zoo/layers/layer_test_util.h"
+#include "tests/support/test_seed.h"
 #include "zrt/model_zoo/models/gpt.h"
 #include "zrt/model_zoo/models/mlp.h"
 #include "zrt/model_zoo/models/param_init.h"
 #include "zrt/model_zoo/models/plain_params.h"
-#include "tests/model_zoo/layers/layer_test_util.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -233,4 +234,63 @@ BOOST_AUTO_TEST_CASE(misuse_gives_typed_errors) {
   missing.erase("wpe.weight");
   check_throws_naming<InvalidArgument>([&] { PlainParams(*model, missing, DType::f32); },
                                        "wpe.weight");
+}
+
+// Note [Padded vocabulary]: the presets' padding, the same init draws, and a
+// padded model's loss and gradients those of the unpadded one (vocab 203
+// padded to 256, fresh random ids), its padded rows zero in value and
+// gradient, and ids among the padded rows refused.
+BOOST_AUTO_TEST_CASE(padded_vocabulary) {
+  BOOST_TEST(resolve_gpt_dims(gpt_config("gpt2-124m")).padded_vocab_size == 50304);
+  BOOST_TEST(resolve_gpt_dims(gpt_config("tiny")).padded_vocab_size == 256);  // aligned already
+  ModelConfig off = gpt_config("gpt2-124m");
+  off.vocab_align = 1;
+  BOOST_TEST(resolve_gpt_dims(off).padded_vocab_size == 50257);
+  off.vocab_align = 0;
+  check_throws_naming<InvalidArgument>([&] { make_model(off); }, "vocab_align");
+
+  const std::uint64_t seed = zrt::test::test_seed("models/padded_vocabulary");
+  std::mt19937 gen(static_cast<std::uint32_t>(seed));
+  ModelConfig c = gpt_config();
+  c.vocab_size = 203;
+  c.dtype = DType::f64;
+  ModelConfig u = c;
+  u.vocab_align = 1;
+  auto padded = make_model(c), plain = make_model(u);
+  BOOST_TEST(padded->units()[0].params[0].pad_rows == 53);
+  BOOST_TEST(plain->units()[0].params[0].pad_rows == 0);
+  const auto init = padded->init_params(seed), init_plain = plain->init_params(seed);
+  for (const auto& [fqn, v] : init_plain)
+    BOOST_TEST(v.to_doubles() == init.at(fqn).to_doubles(),
+               fqn << ": padding changed the init draws");
+
+  Batch b{Tensor::empty({3, 9}, DType::i32), Tensor::empty({3, 9}, DType::i32), 40};
+  for (std::int64_t i = 0; i < 27; ++i) {
+    b.inputs.data<std::int32_t>()[i] = static_cast<std::int32_t>(gen() % 203);
+    b.targets.data<std::int32_t>()[i] = i % 5 == 0 ? -1 : static_cast<std::int32_t>(gen() % 203);
+  }
+  b.targets.data<std::int32_t>()[1] = 202;  // the last real class
+  PlainParams pp(*padded, init, DType::f64), pu(*plain, init, DType::f64);
+  padded->bind(pp.lookup());
+  plain->bind(pu.lookup());
+  const double lp = forward_backward(*padded, b, 1.5).item(0),
+               lu = forward_backward(*plain, b, 1.5).item(0);
+  BOOST_TEST(std::abs(lp - lu) <= 1e-13 * std::abs(lu), "loss " << lp << " padded vs " << lu);
+  for (const auto& [fqn, p] : pu.params()) {
+    BOOST_TEST(pp.at(fqn).grad.shape() == p.grad.shape(), fqn);
+    BOOST_TEST(max_abs_diff(pp.at(fqn).grad, p.grad) <= 1e-12 * max_abs(p.grad), fqn);
+  }
+  const Param& wte = pp.padded("wte.weight");
+  BOOST_TEST((wte.value.shape() == Shape{256, 32}));
+  BOOST_TEST(max_abs(wte.value.narrow(203, 53)) == 0.0);
+  BOOST_TEST(max_abs(wte.grad.narrow(203, 53)) == 0.0);
+  BOOST_TEST(max_abs(wte.grad.narrow(0, 203)) > 0.0);
+  Batch bad = b;
+  bad.inputs = b.inputs.clone();
+  bad.inputs.data<std::int32_t>()[4] = 230;  // a padded row is no token
+  check_throws_naming<InvalidArgument>([&] { forward_backward(*padded, bad); }, "230");
+  bad = b;
+  bad.targets = b.targets.clone();
+  bad.targets.data<std::int32_t>()[4] = 203;
+  check_throws_naming<InvalidArgument>([&] { forward_backward(*padded, bad); }, "203");
 }

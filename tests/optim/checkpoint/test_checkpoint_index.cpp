@@ -232,6 +232,12 @@ std::vector<Lie> lies() {
       {"an offset shifted by one element",
        [](json& x) { return add(x["layout"]["handles"][1]["params"][1]["offset"], 1), true; },
        {"layout.handles[block].params[block.b].offset is"}},
+      {"padded rows added to a parameter (Note [Padded rows of a parameter])",
+       [](json& x) { return x["layout"]["handles"][1]["params"][0]["pad_rows"] = 2, true; },
+       {"index field layout.handles[block].params[block."}},  // the offset after, or the total
+      {"negative padded rows",
+       [](json& x) { return x["layout"]["handles"][1]["params"][0]["pad_rows"] = -1, true; },
+       {"params[block.w].pad_rows"}},
       {"two parameters' offsets swapped",
        [](json& x) {
          json& p = x["layout"]["handles"][1]["params"];

@@ -34,6 +34,28 @@ std::vector<Owner> elementwise_model(const std::vector<Shape>& shapes, std::int6
 
 BOOST_AUTO_TEST_SUITE(flat_param_layout)
 
+// Note [Padded rows of a parameter]: [3, 2] with 2 padded rows is 6
+// elements of its own and 4 of padding right after it; the next parameter
+// starts after both, aligned; shards cover the parameter's own elements only.
+BOOST_AUTO_TEST_CASE(padded_rows) {
+  std::vector<optim::ParamSpec> ps = {{"w", {3, 2}, 2}, {"b", {3}}};
+  BOOST_TEST((ps[0].padded_shape() == Shape{5, 2}));
+  BOOST_TEST(ps[0].padded_numel() == 10);
+  BOOST_TEST((ps[1].padded_shape() == Shape{3}));
+  optim::FlatParamLayout l(ps, DType::f32, 2);
+  BOOST_TEST(l.param_offset(0) == 0);
+  BOOST_TEST(l.param_offset(1) == 12);  // 6 + 4 padded + 2 alignment
+  BOOST_TEST(l.numel_unpadded() == 9);
+  BOOST_TEST(l.numel_padded() == 16);
+  BOOST_TEST(l.segments().size() == 5u);  // w, its padded rows, alignment, b, tail
+  const optim::FlatSegment& pad = l.segments()[1];
+  BOOST_TEST((pad.is_padding && pad.offset == 6 && pad.numel == 4));
+  const auto r0 = l.shard_infos(0, 2);  // [0, 8): w's 6 elements, no padded row counted
+  BOOST_TEST((r0[0].in_shard && r0[0].numel_in_shard == 6 && !r0[1].in_shard));
+  BOOST_CHECK_THROW((optim::FlatParamLayout({{"s", {}, 1}}, DType::f32, 1)), InvalidArgument);
+  BOOST_CHECK_THROW((optim::FlatParamLayout({{"w", {3}, -1}}, DType::f32, 1)), InvalidArgument);
+}
+
 BOOST_AUTO_TEST_CASE(hand_worked_f32) {
   optim::FlatParamLayout l(specs({{3}, {2, 2}, {5}}), DType::f32, 4);
   BOOST_TEST(l.aligned_numel() == 4);
