@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +178,39 @@ BOOST_AUTO_TEST_CASE(a_cuda_run_saved_in_the_background_resumes_bit_exactly) {
   for (std::size_t i = 0; i < 3; ++i)
     BOOST_TEST(resumed.losses[i] == never_stopped.losses[3 + i], "loss of step " << 3 + i);
   for (const auto& [name, want] : never_stopped.params) BOOST_TEST(resumed.params.at(name) == want, name);
+}
+
+// Note [Step phase times] on the device: CUDA events on the compute stream
+// time each stage's forward and backward and the optimizer, and on the
+// streams of the collectives every collective (2 local ranks on one GPU);
+// the three compute phases are disjoint parts of the step's device time.
+BOOST_AUTO_TEST_CASE(phase_times_come_from_cuda_events) {
+  std::vector<PhaseTimes> times(2);
+  std::vector<double> step_ms(2);
+  run_local_ranks(2, [&](const CommPtr& world) {
+    TrainSetup s;
+    s.device = Device::cuda(0);
+    s.micro_batches = 2;
+    s.phase_timer = std::make_shared<PhaseTimer>(s.device);
+    auto t = tiny_trainer(world, s);
+    t->step();
+    s.phase_timer->read();  // the first step's, with its warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    t->step();
+    const PhaseTimes p = s.phase_timer->read();  // waits for the step's last events
+    const auto r = static_cast<std::size_t>(world->rank());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    step_ms[r] = std::chrono::duration<double, std::milli>(took).count();
+    times[r] = p;
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    const PhaseTimes& p = times[r];
+    BOOST_TEST(p.forward_ms > 0);
+    BOOST_TEST(p.backward_ms > 0);
+    BOOST_TEST(p.optimizer_ms > 0);
+    BOOST_TEST(p.comm_ms > 0);
+    BOOST_TEST(p.forward_ms + p.backward_ms + p.optimizer_ms < step_ms[r]);
+  }
 }
 
 // Every split a run makes, over NCCL (a world of one: NCCL takes one rank
