@@ -94,6 +94,7 @@ struct Event::CpuState {
   std::condition_variable completed_cv;
   std::uint64_t recorded = 0, completed = 0;
   std::exception_ptr failure;  // of the stream whose record completed last
+  std::chrono::steady_clock::time_point completed_at;  // of the last record completed
 
   // Blocks until record `target` completed; throws its stream's failure.
   void wait_for(std::uint64_t target) {
@@ -150,6 +151,7 @@ void Event::record([[maybe_unused]] Stream s) {
         std::lock_guard lock(state->mutex);
         state->completed = std::max(state->completed, target);
         state->failure = queue ? queue->failure() : nullptr;
+        state->completed_at = std::chrono::steady_clock::now();
       }
       state->completed_cv.notify_all();
     };
@@ -234,6 +236,17 @@ bool Event::query() const {
 }
 
 float Event::elapsed_ms(const Event& start, const Event& end) {
+  ZRT_CHECK_ARG(!start.cpu_ == !end.cpu_, "Event::elapsed_ms: a cpu and a device event");
+  if (start.cpu_) {
+    auto completed_at = [](CpuState& s) {
+      std::lock_guard lock(s.mutex);
+      ZRT_CHECK_STATE(s.recorded > 0 && s.completed >= s.recorded,
+                      "Event::elapsed_ms: an event was not recorded or has not completed");
+      return s.completed_at;
+    };
+    const auto from = completed_at(*start.cpu_), to = completed_at(*end.cpu_);
+    return std::chrono::duration<float, std::milli>(to - from).count();
+  }
   if (!start.native_ || !end.native_) return 0.0f;
 #ifdef ZRT_WITH_CUDA
   float ms = 0;

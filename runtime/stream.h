@@ -92,7 +92,9 @@ class Event {
   // completed: a CPU event wakes the moment it does; a CUDA one is queried
   // once, at once (the caller sleeps between tries).
   bool wait_for(std::chrono::microseconds limit) const;
-  // Milliseconds between two recorded timing events.
+  // Milliseconds between two recorded timing events, both completed: on
+  // CUDA device time; on the CPU the host clock when each completed (its
+  // stream reached it).
   static float elapsed_ms(const Event& start, const Event& end);
   Device device() const { return device_; }
 

@@ -5,7 +5,9 @@
 # stripped), the shared libraries they need that such a machine lacks
 # (Boost.Test, xxHash), and in scripts/ the PyTorch side of the training
 # comparison (tools/bench/torch_gpt.py with the safetensors reader it imports,
-# tests/model_zoo/models/safetensors_io.py, beside it). The CUDA runtime, cuBLAS and NCCL are not carried:
+# tests/model_zoo/models/safetensors_io.py, beside it) and the reader of the
+# sanitizer's and ncu's output (tools/gpu_report.py). The CUDA runtime,
+# cuBLAS and NCCL are not carried:
 # gpu-check.sh takes them from that machine's CUDA toolkit or its PyTorch's
 # nvidia/*/lib wheels (CUDA 13 there as here). Prints the bundle's size, which must
 # stay under the 64 MiB a device call carries.
@@ -40,7 +42,8 @@ cmake --build "$build" --target "${programs[@]}"
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/scripts"
-cp "$root/tools/bench/torch_gpt.py" "$root/tests/model_zoo/models/safetensors_io.py" "$bundle/scripts/"
+cp "$root/tools/bench/torch_gpt.py" "$root/tests/model_zoo/models/safetensors_io.py" \
+  "$root/tools/gpu_report.py" "$bundle/scripts/"
 for p in "${programs[@]}"; do
   path=$(find "$build" -type f -name "$p" -perm -u+x | head -1)
   [ -n "$path" ] || { echo "gpu-bundle: $p was not built" >&2; exit 1; }
@@ -68,7 +71,7 @@ done
   echo "commit $commit"
   echo "built $(uname -m), $(ldd --version | head -1), $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -1)"
   echo "programs ${programs[*]}"
-  echo "scripts torch_gpt.py safetensors_io.py"
+  echo "scripts torch_gpt.py safetensors_io.py gpu_report.py"
 } > "$bundle/MANIFEST"
 size_kib=$(du -sk "$bundle" | cut -f1)
 echo "gpu-bundle: $bundle: $((size_kib / 1024)) MiB ($size_kib KiB)"

@@ -10,11 +10,20 @@
 # scripts/torch_gpt.py --compare under python3 from PATH: tokens/s, step time,
 # MFU against the datasheet peak, peak memory, zrt/PyTorch ratios; its JSON
 # goes to bench-train-cuda.json in the summary folder; skipped, exit 77, when
-# that python3 has no PyTorch 2.x with CUDA). Each step has a time limit; a
-# failing step does not stop the others. Writes SUMMARY.md (one line per
-# step: result, seconds, the last line that explains a failure) and
-# gpu-check.log (every step's output) to the summary folder, and prints the
-# summary last.
+# that python3 has no PyTorch 2.x with CUDA), then where the step's time goes:
+# ncu's device time of every kernel over 2 steps of zrt-train on GPT-2 124M in
+# bf16, summed per kernel name by scripts/gpu_report.py into
+# zrt-124m-bf16-per-kernel.txt in the summary folder (ms per step, launches,
+# share, most first; skipped without ncu). The sanitizer steps count errors
+# through scripts/gpu_report.py: API errors that NCCL or cuBLAS make inside
+# themselves (NCCL probing its kernels) are reported as library-internal and
+# do not fail the step; any other error does (Note [Whose sanitizer error] in
+# tools/gpu_report.py); each one's full output is in sanitizer/ in the summary
+# folder. Each step has a time limit; a failing step does not stop the others.
+# Writes SUMMARY.md (one line per step: result, seconds, the sanitizer's or
+# the kernel table's summary line, else the last line that explains a
+# failure) and gpu-check.log (every step's output) to the summary folder, and
+# prints the summary last.
 #
 # usage: tools/gpu-check.sh [BUNDLE [SUMMARY-DIR]]
 #   BUNDLE       default gpu-bundle/ in the repository
@@ -65,7 +74,7 @@ rows=()
 step() {
   local name=$1 limit=$2
   shift 2
-  local t0=$SECONDS rc result why=""
+  local t0=$SECONDS rc result why="" note
   {
     echo
     echo "=== $name: $*"
@@ -84,31 +93,42 @@ step() {
     why=$(grep -E "error|Error|ERROR|FAIL|failure|what\(\)" "$summary_dir/step.log" | tail -1 | cut -c1-160)
     [ -z "$why" ] && why=$(tail -1 "$summary_dir/step.log" | cut -c1-160)
   fi
+  # gpu_report.py's summary line says more than any other, pass or fail.
+  note=$(grep -E "^(compute-sanitizer: |total kernel time )" "$summary_dir/step.log" | tail -1)
+  note=${note:0:200}
+  [ -n "$note" ] && why=$note
   rows+=("| $name | $result | $((SECONDS - t0)) | ${why//|/\\|} |")
   rm -f "$summary_dir/step.log"
 }
 want() { [[ ",$stages," == *",$1,"* ]]; }
 
 bin=$bundle/bin
+report=$bundle/scripts/gpu_report.py
 suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu test_engine_gpu)
 if want suites; then
   for s in "${suites[@]}"; do step "$s" 300 "$bin/$s" --report_level=short; done
 fi
+# sanitized TOOL SUITE [ARGS...]: SUITE under compute-sanitizer TOOL, its
+# output kept in sanitizer/TOOL-SUITE.log and its errors counted there.
+sanitized() {
+  local tool=$1 suite=$2
+  shift 2
+  step "$suite under compute-sanitizer $tool" 300 python3 "$report" sanitizer \
+    "$summary_dir/sanitizer/$tool-$suite.log" -- \
+    compute-sanitizer --tool "$tool" "$bin/$suite" --report_level=short "$@"
+}
 if want sanitize; then
+  mkdir -p "$summary_dir/sanitizer"
   # Every kernel runs under each tool through the kernel and memory suites;
   # memcheck also takes the communicators (NCCL's kernels are not ours to
   # race-check) and one engine case (the whole sweep would take an hour).
-  sanitized=(test_tensor_gpu test_caching_allocator_gpu test_kernels_gpu test_nn_kernels_gpu)
   for tool in memcheck racecheck synccheck; do
-    for s in "${sanitized[@]}"; do
-      step "$s under compute-sanitizer $tool" 300 \
-        compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin/$s" --report_level=short
+    for s in test_tensor_gpu test_caching_allocator_gpu test_kernels_gpu test_nn_kernels_gpu; do
+      sanitized "$tool" "$s"
     done
   done
-  step "test_comm_gpu under compute-sanitizer memcheck" 300 \
-    compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/test_comm_gpu" --report_level=short
-  step "test_engine_gpu (prefetch depths) under compute-sanitizer memcheck" 300 \
-    compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/test_engine_gpu" --report_level=short \
+  sanitized memcheck test_comm_gpu
+  sanitized memcheck test_engine_gpu \
     --run_test=engine_gpu/prefetch_depth_changes_no_number_on_the_device
 fi
 if want train; then
@@ -126,6 +146,19 @@ if want bench; then
   step "zrt-bench train gpt2-124m bf16 vs PyTorch, cuda" 420 python3 "$bundle/scripts/torch_gpt.py" --compare \
     --zrt-bench "$bin/zrt-bench" --device cuda --dtype bf16 --preset gpt2-124m --batch-size 8 --seq-len 1024 \
     --warmup 2 --steps 5 --rounds 1 --json-out "$summary_dir/bench-train-cuda.json"
+  # Where the step's time goes: every kernel's device time over 2 steps.
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  train_124m=(--device cuda --preset gpt2-124m --dtype bf16 --batch-size 8 --seq-len 1024 --steps 2)
+  if [ -x "$ncu" ]; then
+    title="zrt-train ${train_124m[*]}, ${gpus%%$'\n'*}; ncu gpu__time_duration.sum per kernel name"
+    step "ncu per-kernel device time, zrt-train gpt2-124m bf16, 2 steps" 300 \
+      python3 "$report" kernels --steps 2 --out "$summary_dir/zrt-124m-bf16-per-kernel.txt" \
+      --title "$title" "$summary_dir/ncu-124m-bf16.log" -- \
+      "$ncu" --metrics gpu__time_duration.sum --print-summary per-kernel \
+      "$bin/zrt-train" "${train_124m[@]}"
+  else
+    rows+=("| ncu per-kernel device time | skipped | 0 | no ncu on PATH or in $(dirname "$ncu") |")
+  fi
 fi
 
 {
@@ -136,7 +169,7 @@ fi
   echo "- bundle: $(tr '\n' ';' < "$bundle/MANIFEST" 2> /dev/null)"
   echo "- stages: $stages"
   echo
-  echo "| step | result | s | last error line |"
+  echo "| step | result | s | summary, or the last error line |"
   echo "| --- | --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
 } > "$summary"

@@ -49,6 +49,8 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   ZRT_CHECK_ARG(model_ && world, "TrainingEngine needs a model and a world communicator");
   ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2, "prefetch depth must be 0, 1 or 2 (got ",
                 config_.prefetch, ")");
+  // Before the module splits its groups from the world, which inherit it.
+  if (config_.phase_timer) world->set_phase_timer(config_.phase_timer);
   module_ = std::make_unique<optim::ZeroModule>(std::move(world), module_options(config_));
   if (config_.device.is_cuda()) pinned_ = make_pinned_host_allocator();  // Note [One host wait per step]
 
@@ -94,7 +96,11 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   module_->optimizer();  // every unit is added: the optimizer's state exists from here on
 }
 
-TrainingEngine::~TrainingEngine() = default;
+TrainingEngine::~TrainingEngine() {
+  // The world outlives the engine: its collectives are no longer this engine's phases.
+  if (module_ && config_.phase_timer && module_->world()->phase_timer() == config_.phase_timer)
+    module_->world()->set_phase_timer(nullptr);
+}
 
 Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit, const char* category) const {
   Tracer* t = config_.tracer.get();
@@ -149,6 +155,7 @@ Tensor TrainingEngine::forward(const Batch& batch) {
     }
     {
       auto trace = traced("forward", module_->handle(u).name());
+      PhaseTimer::Scope phase(phase_timer(), Phase::forward, stream);
       const bool checkpointed = checkpointed_[static_cast<std::size_t>(s)];
       if (checkpointed) kept_inputs_[static_cast<std::size_t>(s)] = x;
       x = model_->stage_forward(s, x, batch, stream);
@@ -173,12 +180,14 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
       // The unit is gathered for this backward: run the block's forward again
       // to refill its layers' caches (Note [Activation checkpointing]).
       auto trace = traced("recompute", module_->handle(u).name());
+      PhaseTimer::Scope phase(phase_timer(), Phase::backward, stream);
       Tensor& kept = kept_inputs_[static_cast<std::size_t>(s)];
       model_->stage_forward(s, kept, batch, stream);
       kept = Tensor();
     }
     {
       auto trace = traced("backward", module_->handle(u).name());
+      PhaseTimer::Scope phase(phase_timer(), Phase::backward, stream);
       dy = model_->stage_backward(s, dy, stream);
     }
     auto trace = traced("reduce", module_->handle(u).name(), "issue");
@@ -289,6 +298,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   }
   {
     auto trace = traced("optimizer step");  // its statistics' read is the step's one host wait
+    PhaseTimer::Scope phase(phase_timer(), Phase::optimizer, stream());
     r = module_->step(lr, read_losses);
   }
   read_losses();

@@ -63,6 +63,7 @@
 #include "zrt/model_zoo/models/model.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/phase_timer.h"
 
 namespace zrt::model_zoo {
 
@@ -79,6 +80,8 @@ struct EngineConfig {
   optim::OptimizerOffload offload_optimizer;  // where AdamW's m and v live (Note [Optimizer state on disk])
   std::uint64_t seed = 1337;
   TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
+  PhaseTimerPtr phase_timer;       // times forward, backward, optimizer and the world's collectives
+                                   // (Note [Step phase times]); null: none
   std::optional<optim::CpuStreams> cpu_streams;  // Note [Streams of a CPU module]; unset: ZRT_CPU_STREAMS or comm
   AllocatorPtr allocator;          // the module's memory and the activations'; null: a caching allocator
   bool dry_run = false;            // Note [Dry runs] (memory_plan.h): every allocation, no work, no memory
@@ -140,6 +143,7 @@ class TrainingEngine {
   // With an id flag (CUDA), gathers every rank's and queues their copy to id_flag_host_ too.
   void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag, Event& copied);
   Stream stream() const { return module_->stream(); }
+  PhaseTimer* phase_timer() const { return config_.phase_timer.get(); }
 
   // Prefetches the units of the `prefetch` stages after (forward, step +1) or
   // before (backward, step -1) `stage`.

@@ -35,6 +35,7 @@ BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module, Communi
     : module_(module), comm_(agreement_comm(*module.world(), host)) {
   // A writer waiting for a slow rank is not where training is stuck (Note [Flight recorder]).
   comm_->use_own_flight_recorder();
+  comm_->set_phase_timer(nullptr);  // the writer's agreements are no step's communication
 }
 
 BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {

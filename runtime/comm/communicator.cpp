@@ -230,11 +230,15 @@ void Communicator::issue(const char* trace_name, std::size_t bytes, Stream strea
   };
   if (!stream.cpu_queue()) {
     wait_for_queued(trace_name);
+    PhaseTimer::Scope timed(phase_timer_.get(), Phase::comm, stream);  // Note [Step phase times]
     run();
     return;
   }
   queued_.wait(stream);  // after this group's collectives queued on another stream
-  run_on_cpu_stream(stream, trace_name, std::move(run));
+  {
+    PhaseTimer::Scope timed(phase_timer_.get(), Phase::comm, stream);
+    run_on_cpu_stream(stream, trace_name, std::move(run));
+  }
   queued_.record(stream);
 }
 
@@ -260,6 +264,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, std::strin
                   " backend returned no group");
   child->set_timeout(timeout_);
   child->set_tracer(tracer_);
+  child->set_phase_timer(phase_timer_);
   child->flight_ = flight_;  // one ring per rank
   return child;
 }

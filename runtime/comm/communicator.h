@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "zrt/runtime/comm/flight_recorder.h"
+#include "zrt/runtime/phase_timer.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
 #include "zrt/runtime/trace.h"
@@ -59,6 +60,11 @@ class Communicator {
   // afterwards) on the tracer's communication track; null: none.
   void set_tracer(TracerPtr tracer) { tracer_ = std::move(tracer); }
   const TracerPtr& tracer() const { return tracer_; }
+  // Times every collective issued to a stream by this group (and by groups
+  // split from it afterwards) as communication (Note [Step phase times]);
+  // null: none.
+  void set_phase_timer(PhaseTimerPtr timer) { phase_timer_ = std::move(timer); }
+  const PhaseTimerPtr& phase_timer() const { return phase_timer_; }
   // This rank's ring of its last collectives, shared by the groups split
   // from this one (Note [Flight recorder]).
   const std::shared_ptr<FlightRecorder>& flight_recorder() const { return flight_; }
@@ -148,6 +154,7 @@ class Communicator {
   Event queued_{Device::cpu()};    // recorded after each collective queued on a CPU stream
   std::chrono::milliseconds timeout_;
   TracerPtr tracer_;
+  PhaseTimerPtr phase_timer_;
   std::shared_ptr<FlightRecorder> flight_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;  // guards abort_reason_

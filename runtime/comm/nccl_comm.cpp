@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "zrt/runtime/comm/comm_creation.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/host_staging.h"
@@ -58,15 +59,32 @@ cudaStream_t native(Stream s) { return static_cast<cudaStream_t>(s.native()); }
 
 using Clock = std::chrono::steady_clock;
 
+// A comm's async state: ncclCommGetAsyncError's answer, or its own failure.
+ncclResult_t async_state(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+  return rc != ncclSuccess ? rc : state;
+}
+
 // A non-blocking NCCL call returns ncclInProgress until `comm` has taken the
 // work: poll its async state until it settles or `deadline` passes (then
 // ncclInProgress is returned).
 ncclResult_t settle(ncclComm_t comm, ncclResult_t rc, Clock::time_point deadline) {
-  while (rc == ncclInProgress && Clock::now() <= deadline) {
-    std::this_thread::yield();
-    ncclCommGetAsyncError(comm, &rc);
-  }
-  return rc;
+  if (rc != ncclInProgress) return rc;
+  return poll_while_in_progress(ncclInProgress, [&] { return async_state(comm); }, deadline);
+}
+
+// Waits for a communicator being made (Note [Non-blocking communicator
+// creation]): `owner` is the parent of a split, null for an init, whose
+// handle `*made` holds from the call on.
+Created<ncclComm_t, ncclResult_t> await_made(ncclComm_t owner, ncclComm_t* made, ncclResult_t call,
+                                             bool want_handle, Clock::time_point deadline) {
+  CreationPolls<ncclComm_t, ncclResult_t> polls{ncclSuccess, ncclInProgress, nullptr, nullptr,
+                                                async_state};
+  if (owner != nullptr) polls.owner = [owner] { return async_state(owner); };
+  // NCCL publishes a split's child from its job's thread.
+  polls.handle = [made] { return __atomic_load_n(made, __ATOMIC_ACQUIRE); };
+  return await_creation(polls, call, want_handle, deadline);
 }
 
 std::string nccl_failure(ncclResult_t rc, std::chrono::milliseconds timeout) {
@@ -90,14 +108,16 @@ class NcclCommunicator final : public Communicator {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
-    ncclResult_t rc = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-    if (comm != nullptr) rc = settle(comm, rc, Clock::now() + timeout);
-    if (rc != ncclSuccess) {
-      if (comm != nullptr) ncclCommAbort(comm);
-      ZRT_THROW(CommError, "NCCL init of rank ", rank, " of ", size, " on group ", name, ": ",
-                nccl_failure(rc, timeout));
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+    const auto made = await_made(nullptr, &comm, rc, true, Clock::now() + timeout);
+    if (made.result != ncclSuccess || made.missing) {
+      if (made.handle != nullptr) ncclCommAbort(made.handle);
+      const std::string why =
+          made.missing ? "NCCL returned no communicator" : nccl_failure(made.result, timeout);
+      ZRT_THROW(CommError, "NCCL init of rank ", rank, " of ", size, " on group ", name, ": ", why);
     }
-    return std::make_unique<NcclCommunicator>(comm, rank, size, device, std::move(name), timeout);
+    return std::make_unique<NcclCommunicator>(made.handle, rank, size, device, std::move(name),
+                                              timeout);
   }
 
   ~NcclCommunicator() override {
@@ -213,22 +233,35 @@ class NcclCommunicator final : public Communicator {
     comm_ = nullptr;
   }
 
+  // Note [Non-blocking communicator creation]: the child exists once the
+  // parent's split job has ended, and is ready once its own init has.
   std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) override {
     CudaDeviceGuard guard(device_);
+    ZRT_CHECK_AS(CommError, !broken_, where("split"), ": the communicator failed earlier");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t child = nullptr;
-    ncclResult_t rc = ncclCommSplit(comm_, color, key, &child, &config);
-    if (child != nullptr) rc = settle(child, rc, Clock::now() + timeout());
-    if (rc != ncclSuccess) {
-      if (child != nullptr) ncclCommAbort(child);
-      fail("split", nccl_failure(rc, timeout()));
+    const ncclResult_t rc = ncclCommSplit(comm_, color, key, &child, &config);
+    // Communicator::split takes colors >= 0, so every rank joins a group:
+    // no rank passes NCCL_SPLIT_NOCOLOR, the one color whose NULL is an answer.
+    const bool joins = color != NCCL_SPLIT_NOCOLOR;
+    const auto made = await_made(comm_, &child, rc, joins, Clock::now() + timeout());
+    if (made.result != ncclSuccess || made.missing) {
+      if (made.handle != nullptr) ncclCommAbort(made.handle);
+      fail("split", made.missing ? "NCCL made no child communicator for this rank"
+                                 : nccl_failure(made.result, timeout()));
     }
-    int rank = 0, size = 0;
-    ncclCommUserRank(child, &rank);
-    ncclCommCount(child, &size);
-    return std::make_unique<NcclCommunicator>(child, rank, size, device_, std::move(child_name),
-                                              timeout());
+    int rank = -1, size = 0;
+    const ncclResult_t rank_rc = ncclCommUserRank(made.handle, &rank);
+    const ncclResult_t size_rc = ncclCommCount(made.handle, &size);
+    if (rank_rc != ncclSuccess || size_rc != ncclSuccess || rank < 0 || rank >= size) {
+      ncclCommAbort(made.handle);
+      fail("split", detail::concat("the child communicator reports rank ", rank, " of ", size, " (",
+                                   ncclGetErrorString(rank_rc != ncclSuccess ? rank_rc : size_rc),
+                                   ")"));
+    }
+    return std::make_unique<NcclCommunicator>(made.handle, rank, size, device_,
+                                              std::move(child_name), timeout());
   }
 
  private:

@@ -2,16 +2,21 @@
 # tools/gpu-check.sh on a machine without a GPU: exits 77 saying so, before it
 # looks for a bundle or writes anything; with a GPU it is the device's job,
 # and this test says so and passes. Also: gpu-bundle.sh and gpu-check.sh
-# parse (bash -n), so a typo does not wait for a GPU to surface.
-# usage: test_gpu_check.sh SOURCE-DIR
+# parse (bash -n), so a typo does not wait for a GPU to surface; and the
+# sanitize and bench stages run end to end with stand-ins for nvidia-smi,
+# compute-sanitizer, ncu and the bundle's programs (saved outputs of the real
+# tools, tests/tools/gpu_report/): NCCL's probes leave test_comm_gpu's row a
+# pass that says so, a zrt error fails its row, and the kernel table is
+# written and summarised.
+# usage: test_gpu_check.sh SOURCE-DIR [PYTHON]
 set -u
-src=$1
+src=$1 python=${2:-python3}
 fail() { echo "FAIL: $*"; exit 1; }
 for script in gpu-bundle.sh gpu-check.sh; do
   bash -n "$src/tools/$script" || fail "tools/$script does not parse"
 done
 if gpus=$(nvidia-smi -L 2> /dev/null) && [ -n "$gpus" ]; then
-  echo "ok   a GPU is here ($gpus): the no-GPU exit is not checked"
+  echo "ok   a GPU is here ($gpus): the no-GPU exit and the stand-ins are not checked"
   exit 0
 fi
 dir=$(mktemp -d)
@@ -25,3 +30,53 @@ case $out in
 esac
 [ -e "$dir/summary" ] && fail "it wrote $dir/summary on a machine without a GPU"
 echo "ok   without a GPU: exit 77, '$out'"
+
+# Stand-ins: a GPU, the tools printing saved outputs, a bundle of programs that pass.
+data=$src/tests/tools/gpu_report
+mkdir -p "$dir/path" "$dir/bundle/bin" "$dir/bundle/scripts"
+cp "$src/tools/gpu_report.py" "$dir/bundle/scripts/"
+ln -s "$(command -v "$python")" "$dir/path/python3"
+printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: Stand-in GPU (UUID: GPU-0)" || echo 580.00\n' \
+  > "$dir/path/nvidia-smi"
+# compute-sanitizer --tool T PROGRAM ARGS: the program runs; its errors are the saved ones.
+cat > "$dir/path/compute-sanitizer" << EOF
+#!/bin/bash
+shift 2
+"\$@"; rc=\$?
+case \$1 in
+  */test_comm_gpu) cat "$data/sanitizer-nccl-probes.txt" ;;
+  */test_kernels_gpu) cat "$data/sanitizer-mixed.txt" ;;
+  *) cat "$data/sanitizer-clean.txt" ;;
+esac
+exit \$rc
+EOF
+printf '#!/bin/sh\ncat "%s"\n' "$data/ncu-per-kernel.txt" > "$dir/path/ncu"
+for p in test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu \
+  test_nn_kernels_gpu test_engine_gpu zrt-train zrt-bench; do
+  printf '#!/bin/sh\necho "%s: passed"\n' "$p" > "$dir/bundle/bin/$p"
+done
+printf 'import sys\nprint("no PyTorch here")\nsys.exit(77)\n' > "$dir/bundle/scripts/torch_gpt.py"
+chmod +x "$dir/path/"* "$dir/bundle/bin/"*
+out=$(PATH="$dir/path:$PATH" ZRT_GPU_CHECK_STAGES=sanitize,bench \
+  bash "$src/tools/gpu-check.sh" "$dir/bundle" "$dir/summary" 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "with a zrt error among the sanitizer's: exit $rc, not 1: $out"
+expect_row() {  # expect_row STEP PATTERN: SUMMARY.md's row of STEP matches PATTERN
+  local row
+  row=$(grep -F "| $1 |" "$dir/summary/SUMMARY.md") || fail "no row '$1' in SUMMARY.md: $out"
+  [[ $row == $2 ]] || fail "the row of '$1' is: $row"
+}
+expect_row "test_comm_gpu under compute-sanitizer memcheck" \
+  "*| pass |*0 error(s) in zrt, 16 library-internal*"
+expect_row "test_kernels_gpu under compute-sanitizer racecheck" \
+  "*| FAIL (exit 1) |*3 error(s) in zrt*"
+expect_row "test_tensor_gpu under compute-sanitizer synccheck" \
+  "*| pass |*0 error(s) in zrt, 0 library-internal*"
+expect_row "ncu per-kernel device time, zrt-train gpt2-124m bf16, 2 steps" \
+  "*| pass |*total kernel time 133.8 ms (2 steps)*"
+table=$dir/summary/zrt-124m-bf16-per-kernel.txt
+[[ $(head -1 "$table") == "zrt-train --device cuda --preset gpt2-124m"*"Stand-in GPU"* ]] ||
+  fail "the kernel table's title: $(head -1 "$table")"
+grep -q "attention_backward_kv_kernel" "$table" || fail "no kernels in the table: $(cat "$table")"
+[ -s "$dir/summary/sanitizer/memcheck-test_comm_gpu.log" ] || fail "no memcheck log of test_comm_gpu"
+echo "ok   with stand-ins: library-internal errors pass, zrt's fail, the kernel table is written"

@@ -2,7 +2,9 @@
 # zrt-bench train --json: one object with the documented fields and sane values
 # (positive times, min <= median <= max, tokens/s = batch x seq / median step,
 # GFLOP/s = FLOPs per step / median step, the measured or given peak, memory,
-# a first loss near ln 256), on one rank and on two local ranks; --prefetch
+# a first loss near ln 256, forward, backward, optimizer and communication
+# time per step on the host clock, the text's phases line), on one rank and
+# on two local ranks; --prefetch
 # 0,1,2 gives one object per depth, in order, with the same losses (prefetch
 # changes when, not what) and communication figures; --activation-checkpointing
 # none,blocks,every:2 likewise, each mode's step peak below none's; a bad value
@@ -28,7 +30,8 @@ fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "param
           "threads", "strategy",
           "dtype", "batch_size", "seq_len", "prefetch", "activation_checkpointing", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
           "step_vs_first", "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak",
-          "comm_ms_per_step", "comm_overlapped", "loss_first",
+          "comm_ms_per_step", "comm_overlapped", "forward_ms", "backward_ms", "optimizer_ms",
+          "comm_phase_ms", "phase_clock", "loss_first",
           "loss_last", "step_peak_MiB", "alloc_peak_MiB", "rss_peak_MiB", "rss_base_MiB"]
 missing = [f for f in fields if f not in r]
 assert not missing, f"missing fields {missing} in {r}"
@@ -51,6 +54,13 @@ assert abs(r["loss_first"] - math.log(256)) < 0.5 and math.isfinite(r["loss_last
 # Two ranks gather and reduce; one rank's only collective is the loss's sum.
 assert r["comm_ms_per_step"] > 0 if ranks > 1 else r["comm_ms_per_step"] >= 0, r
 assert 0 <= r["comm_overlapped"] <= 1, r
+# Note [Step phase times]: each phase took time; on one rank with compute on
+# the rank's thread the three compute phases are disjoint parts of a step.
+assert r["phase_clock"] == "host clock", r
+assert r["forward_ms"] > 0 and r["backward_ms"] > 0 and r["optimizer_ms"] > 0, r
+assert r["comm_phase_ms"] > 0 if ranks > 1 else r["comm_phase_ms"] >= 0, r
+if ranks == 1:
+    assert r["forward_ms"] + r["backward_ms"] + r["optimizer_ms"] <= r["step_ms_max"], r
 print(f"ok   {ranks} rank(s): {r['step_ms']:.1f} ms/step, {r['tokens_per_s']:.0f} tokens/s, "
       f"{r['gflops']:.2f} of {r['peak_gflops']:.1f} GFLOP/s")
 PY
@@ -66,6 +76,13 @@ for ranks in 1 2; do
   [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "--json printed more than one line: $out"
   check_json "$ranks" "$out" || fail "--ranks $ranks: $out"
 done
+
+out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100) ||
+  fail "zrt-bench train (text) exited non-zero"
+phases="phases    forward "*" ms, backward "*" ms, optimizer "*" ms, communication "*"(host clock)"
+[[ $out == *$phases* ]] ||
+  fail "the text has no phases line: $out"
+echo "ok   the text's phases line"
 
 out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100 --prefetch 2,0,1 \
       --cpu-streams all --rounds 2 --json) || fail "--prefetch 2,0,1 exited non-zero"
@@ -117,6 +134,9 @@ case $rc in
 import json, math, sys
 r = json.loads(sys.argv[1])
 assert r["device"] == "cuda" and r["device_name"] and r["step_ms"] > 0 and r["alloc_peak_MiB"] > 0, r
+assert r["phase_clock"] == "cuda events" and r["forward_ms"] > 0 and r["backward_ms"] > 0, r
+compute = r["forward_ms"] + r["backward_ms"] + r["optimizer_ms"]
+assert r["optimizer_ms"] > 0 and compute < r["step_ms_max"], r
 assert r["frac_peak"] is None or 0 < r["frac_peak"] < 1, r
 assert abs(r["loss_first"] - math.log(256)) < 0.5, r
 print(f"ok   --device cuda on {r['device_name']}: {r['step_ms']:.1f} ms/step ({r['peak_source']})")

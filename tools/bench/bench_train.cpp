@@ -30,6 +30,12 @@
 // --activation-checkpointing none,blocks,every:2 does the same for the
 // checkpointing modes (Note [Activation checkpointing]), each with its step's
 // allocator peak; with both lists, every depth with every mode.
+//
+// Every run also says where a step's time goes: forward, backward,
+// optimizer and communication per step and rank, from events recorded on
+// the streams that run them (CUDA events on the device, the host clock on
+// the CPU) and read after each step's synchronisation, so the step itself
+// waits no more (Note [Step phase times]).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +56,7 @@
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/phase_timer.h"
 
 namespace zrt::bench {
 namespace {
@@ -315,6 +322,7 @@ struct Result {
   std::vector<double> step_s;  // per timed step over the rounds, the slowest rank's time
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0;
   double comm_us = 0, overlapped_us = 0;  // summed over ranks and timed steps
+  PhaseTimes phases;  // summed over ranks and timed steps (Note [Step phase times])
   double alloc_peak = 0, rss_peak = 0;    // the largest over ranks
   double step_peak = 0;  // the largest allocator peak of one timed step (allocated bytes) over ranks
 };
@@ -338,9 +346,13 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
   config.engine.tracer = tracer;
+  const auto phase_timer = std::make_shared<PhaseTimer>(config.engine.device);
+  config.engine.phase_timer = phase_timer;
   model_zoo::Trainer trainer = train::make_trainer(world, t, config);
-  std::vector<double> mine;  // timed step seconds, comm busy and overlapped us, allocator peaks, process peak RSS
+  // timed step seconds, comm busy and overlapped us, allocator peaks, process peak RSS, phase ms
+  std::vector<double> mine;
   double since_us = 0, step_peak = 0, reserved_peak = 0;
+  PhaseTimes phases;
   const bool cuda = t.device == "cuda";
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) since_us = tracer->now_us();
@@ -352,6 +364,8 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
     device_synchronize(t.device);
     const double seconds =
         cuda ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : r.seconds;
+    // After the step's wait (and on cuda the synchronisation): nothing left to wait for.
+    const PhaseTimes step_phases = phase_timer->read();
     if (s == 0) result.loss_first = r.stats.loss;
     result.loss_last = r.stats.loss;
     result.tokens = static_cast<double>(r.stats.tokens);
@@ -359,6 +373,7 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
     if (s >= o.warmup) {
       mine.push_back(seconds);
       step_peak = std::max(step_peak, static_cast<double>(r.memory.peak_allocated));
+      phases += step_phases;
     }
   }
   const Tracer::Overlap overlap = tracer->overlap("comm", "compute", since_us);
@@ -367,6 +382,8 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
   mine.push_back(reserved_peak);
   mine.push_back(peak_rss_bytes());
   mine.push_back(step_peak);
+  for (double ms : {phases.forward_ms, phases.backward_ms, phases.optimizer_ms, phases.comm_ms})
+    mine.push_back(ms);
   const auto all = gather(*world, mine);
   if (world->rank() != 0) return;
   const std::size_t n = static_cast<std::size_t>(o.steps);
@@ -381,6 +398,7 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
     result.alloc_peak = std::max(result.alloc_peak, v[n + 2]);
     result.rss_peak = std::max(result.rss_peak, v[n + 3]);
     result.step_peak = std::max(result.step_peak, v[n + 4]);
+    result.phases += {v[n + 5], v[n + 6], v[n + 7], v[n + 8]};
   }
   const ParamCounts counts = count_params(trainer.engine());
   run.params = counts.all;
@@ -466,6 +484,8 @@ int bench_train(int argc, char** argv) {
     const double gflops = r.flops / step / 1e9;
     const double steps = static_cast<double>(r.step_s.size()) * world_size;  // timed steps of all ranks
     const double comm_ms = r.comm_us / steps / 1e3, overlap = r.comm_us > 0 ? r.overlapped_us / r.comm_us : 0;
+    const PhaseTimes& p = r.phases;  // per step and rank below
+    const char* phase_clock = t.device == "cuda" ? "cuda events" : "host clock";
     nlohmann::ordered_json j = {
         {"model", t.model}, {"preset", t.preset}, {"n_layer", run.gpt.n_layer}, {"n_head", run.gpt.n_head},
         {"n_embd", run.gpt.n_embd}, {"vocab_size", run.gpt.vocab_size}, {"params", run.params},
@@ -477,7 +497,10 @@ int bench_train(int argc, char** argv) {
         {"step_vs_first", step / base_step}, {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9},
         {"gflops", gflops}, {"peak_gflops", run.peak.gflops}, {"peak_source", run.peak.source},
         {"frac_peak", peak_known ? nlohmann::ordered_json(gflops / run.peak.gflops) : nlohmann::ordered_json()},
-        {"comm_ms_per_step", comm_ms}, {"comm_overlapped", overlap}, {"loss_first", r.loss_first},
+        {"comm_ms_per_step", comm_ms}, {"comm_overlapped", overlap},
+        {"forward_ms", p.forward_ms / steps}, {"backward_ms", p.backward_ms / steps},
+        {"optimizer_ms", p.optimizer_ms / steps}, {"comm_phase_ms", p.comm_ms / steps},
+        {"phase_clock", phase_clock}, {"loss_first", r.loss_first},
         {"loss_last", r.loss_last}, {"step_peak_MiB", r.step_peak / MiB}, {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB},
         {"rss_base_MiB", rss_base / MiB}};
     if (o.json) {
@@ -499,6 +522,10 @@ int bench_train(int argc, char** argv) {
       std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s (no peak known for %s: give --peak-tflops)\n",
                   r.tokens / step, gflops, run.device_name.c_str());
     std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n", comm_ms, 100 * overlap);
+    std::printf("  phases    forward %.2f ms, backward %.2f ms, optimizer %.2f ms, "
+                "communication %.2f ms per step and rank (%s)\n",
+                p.forward_ms / steps, p.backward_ms / steps, p.optimizer_ms / steps,
+                p.comm_ms / steps, phase_clock);
     std::printf("  memory    step peak %.1f MiB allocated, %sallocator peak reserved %.1f MiB per rank (largest), "
                 "process peak RSS %.1f MiB (%.1f MiB before training)\n",
                 r.step_peak / MiB, t.device == "cuda" ? "device " : "", r.alloc_peak / MiB, r.rss_peak / MiB,

@@ -25,6 +25,8 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.reduce_dtype = setup.reduce_dtype;
   c.engine.device = setup.device;
   c.checkpoint_async = setup.checkpoint_async;
+  c.host_comm = setup.host_comm;
+  c.engine.phase_timer = setup.phase_timer;
   c.engine.cpu_streams = setup.cpu_streams;
   c.engine.adamw.beta2 = 0.95;
   c.engine.adamw.weight_decay = 0.1;

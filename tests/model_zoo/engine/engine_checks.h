@@ -30,6 +30,8 @@ struct TrainSetup {
   DType reduce_dtype = DType::f32;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
   bool checkpoint_async = false;  // saves write in the background
+  CommPtr host_comm;              // where those saves agree (TrainerConfig::host_comm)
+  PhaseTimerPtr phase_timer;      // times the steps' phases (Note [Step phase times]); null: none
   std::optional<optim::CpuStreams> cpu_streams;  // unset: ZRT_CPU_STREAMS, else comm
   bool head_unit = false;         // gpt: ln_f and the LM head in a unit of their own (ModelConfig::head_unit)
   double max_grad_norm = 1.0;     // 0: no clipping

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/nccl_comm.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -176,6 +178,87 @@ BOOST_AUTO_TEST_CASE(a_cuda_run_saved_in_the_background_resumes_bit_exactly) {
   for (std::size_t i = 0; i < 3; ++i)
     BOOST_TEST(resumed.losses[i] == never_stopped.losses[3 + i], "loss of step " << 3 + i);
   for (const auto& [name, want] : never_stopped.params) BOOST_TEST(resumed.params.at(name) == want, name);
+}
+
+// Note [Step phase times] on the device: CUDA events on the compute stream
+// time each stage's forward and backward and the optimizer, and on the
+// streams of the collectives every collective (2 local ranks on one GPU);
+// the three compute phases are disjoint parts of the step's device time.
+BOOST_AUTO_TEST_CASE(phase_times_come_from_cuda_events) {
+  std::vector<PhaseTimes> times(2);
+  std::vector<double> step_ms(2);
+  run_local_ranks(2, [&](const CommPtr& world) {
+    TrainSetup s;
+    s.device = Device::cuda(0);
+    s.micro_batches = 2;
+    s.phase_timer = std::make_shared<PhaseTimer>(s.device);
+    auto t = tiny_trainer(world, s);
+    t->step();
+    s.phase_timer->read();  // the first step's, with its warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    t->step();
+    const PhaseTimes p = s.phase_timer->read();  // waits for the step's last events
+    const auto r = static_cast<std::size_t>(world->rank());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    step_ms[r] = std::chrono::duration<double, std::milli>(took).count();
+    times[r] = p;
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    const PhaseTimes& p = times[r];
+    BOOST_TEST(p.forward_ms > 0);
+    BOOST_TEST(p.backward_ms > 0);
+    BOOST_TEST(p.optimizer_ms > 0);
+    BOOST_TEST(p.comm_ms > 0);
+    BOOST_TEST(p.forward_ms + p.backward_ms + p.optimizer_ms < step_ms[r]);
+  }
+}
+
+// Every split a run makes, over NCCL (a world of one: NCCL takes one rank
+// per GPU, Note [Non-blocking communicator creation]): each strategy's
+// groups (no-shard's rank alone, hybrid's and layer-zero's zero3 and
+// replica groups, all split from one NCCL world in turn) train as the local
+// backend's world of one on the same GPU; checkpoints saved in the
+// background split their agreements from the host communicator beside the
+// NCCL world, and without one are refused.
+BOOST_AUTO_TEST_CASE(an_nccl_world_of_one_makes_every_split_of_a_run) {
+#ifdef ZRT_WITH_NCCL
+  namespace fs = std::filesystem;
+  const CommPtr host = make_local_world(1)[0];
+  const CommPtr nccl = make_nccl_communicator(*host, 0);
+  for (TrainSetup s : equivalence_setups("gpt", 1)) {
+    if (s.micro_batches != 1) continue;
+    s.device = Device::cuda(0);
+    s.steps = 3;
+    try {
+      expect_same_training(train_tiny(nccl, s), train_tiny_on_local_ranks(1, s), {},
+                           "NCCL against local, " + describe(s));
+    } catch (const std::exception& e) {
+      BOOST_ERROR(e.what());
+    }
+  }
+  TrainSetup s;
+  s.device = Device::cuda(0);
+  s.steps = 2;
+  s.checkpoint_async = true;
+  BOOST_CHECK_THROW(tiny_trainer(nccl, s), InvalidArgument);  // no host communicator
+  s.host_comm = host;
+  const fs::path dir =
+      fs::temp_directory_path() / ("zrt-gpu-nccl-ckpt-" + std::to_string(::getpid()));
+  {
+    auto t = tiny_trainer(nccl, s);
+    TrainOutput o;
+    train_until(*t, 1, o);
+    t->save_checkpoint(optim::checkpoint_into(dir.string()));
+    train_until(*t, 2, o);
+    BOOST_CHECK_EQUAL(t->wait_for_checkpoint(), (dir / "step-000001").string());
+  }
+  BOOST_CHECK(fs::exists(dir / "step-000001" / "index.json"));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  nccl->barrier();  // the world still works after every split
+#else
+  BOOST_TEST_MESSAGE("no NCCL in this build (-DZRT_NCCL=OFF)");
+#endif
 }
 
 BOOST_AUTO_TEST_SUITE_END()

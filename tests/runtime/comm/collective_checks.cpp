@@ -182,7 +182,7 @@ void check_split(Communicator& comm, std::uint64_t seed, Device device) {
   check_all_reduce(comm, DType::i32, 3, ReduceOp::sum, seed, device);
 }
 
-void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed) {
+void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed, Device device) {
   const int w = world->size(), r = world->rank();
   ZeroGroups g = make_zero_groups(world, zero3_size);
   expect(g.zero1 == world, "zero groups: zero1 is not the world");
@@ -193,8 +193,8 @@ void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed)
                         g.replica->size()));
   // Gathering world ranks tells who is in each group.
   auto members = [&](Communicator& c) {
-    Tensor in = Tensor::from_doubles({static_cast<double>(r)}, DType::i32);
-    Tensor out = Tensor::full({c.size()}, -1, DType::i32);
+    Tensor in = Tensor::from_doubles({static_cast<double>(r)}, DType::i32, device);
+    Tensor out = Tensor::full({c.size()}, -1, DType::i32, device);
     c.all_gather_into_tensor(out, in);
     return out.to_doubles();
   };
@@ -206,8 +206,8 @@ void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed)
   for (int i = 0; i < w / zero3_size; ++i)
     expect(rep[i] == i * zero3_size + r % zero3_size,
            detail::concat("zero groups: replica member ", i, " of rank ", r, " is ", rep[i]));
-  check_reduce_scatter(*g.zero3, DType::bf16, 5, ReduceOp::avg, seed);
-  check_all_gather(*g.replica, DType::f16, 3, seed);
+  check_reduce_scatter(*g.zero3, DType::bf16, 5, ReduceOp::avg, seed, device);
+  check_all_gather(*g.replica, DType::f16, 3, seed, device);
 }
 
 }  // namespace zrt::test

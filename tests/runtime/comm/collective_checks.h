@@ -34,7 +34,9 @@ void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std:
 // Splits into (rank % 2) groups and runs collectives inside each, checking
 // the members and sizes against the parent's ranks, on tensors of `device`.
 void check_split(Communicator& comm, std::uint64_t seed, Device device = Device::cpu());
-// make_zero_groups(world, z): sizes, ranks and a sum inside each group.
-void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed);
+// make_zero_groups(world, z): sizes, ranks and collectives inside each
+// group, on tensors of `device`.
+void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed,
+                       Device device = Device::cpu());
 
 }  // namespace zrt::test

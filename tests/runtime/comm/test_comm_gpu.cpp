@@ -1,4 +1,5 @@
-// CUDA tensors through every backend: NCCL (a world of one GPU), the local
+// CUDA tensors through every backend: NCCL (a world of one GPU, its splits
+// and the ZeRO groups made by splitting it), the local
 // backend (2-4 ranks sharing one GPU) and MPI (a singleton world, staged
 // through host memory, in builds with MPI).
 #include <boost/test/unit_test.hpp>
@@ -21,7 +22,10 @@ BOOST_AUTO_TEST_CASE(nccl_world_of_one) {
     for (std::int64_t n : {0, 1, 7})
       BOOST_CHECK_NO_THROW(test::check_all_collectives(*nccl, dtype, n, 5, Device::cuda(0)));
   BOOST_CHECK_NO_THROW(test::check_all_gather_bytes(*nccl, 5));
+  // Note [Non-blocking communicator creation]: each split waits for its
+  // child, and the parent takes collectives again after it.
   BOOST_CHECK_NO_THROW(test::check_split(*nccl, 5, Device::cuda(0)));
+  BOOST_CHECK_NO_THROW(test::check_zero_groups(nccl, 1, 6, Device::cuda(0)));
   nccl->barrier();
   // The NCCL backend moves CUDA tensors only.
   Tensor cpu = Tensor::full({3}, 1.0, DType::f32);
