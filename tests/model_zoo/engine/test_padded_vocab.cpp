@@ -77,7 +77,11 @@ BOOST_AUTO_TEST_CASE(trains_the_unpadded_losses) {
                  describe(padded).c_str(), max_rel_loss_diff(got, want));
     BOOST_TEST(got.params.at("wte.weight").size() == std::size_t(kVocab * kEmbd));
     try {
-      expect_same_training(got, want, Tolerance{}, describe(padded));
+      // bf16: the padded vocabulary changes the GEMMs' blocking over the
+      // vocabulary (dx = dlogits·W sums over it), so the runs differ by bf16
+      // rounding, as test_engine_mpi's bf16 runs do.
+      const Tolerance tol = padded.dtype == DType::f32 ? Tolerance{} : Tolerance{1e-3, 2e-2, 2e-2};
+      expect_same_training(got, want, tol, describe(padded));
     } catch (const std::exception& e) {
       BOOST_ERROR(e.what());
     }
