@@ -8,8 +8,9 @@
 // block, lane j (of kNormLanes) sums in f32 the squares of elements j,
 // j + kNormLanes, j + 2*kNormLanes, ...; the lanes are then added pairwise as
 // a halving tree (lane j += lane j + s for s = kNormLanes/2, ..., 1). The
-// GPU runs one thread per lane; the CPU runs the lanes as a vector loop. The
-// block sums are reduced by the same lane-and-tree scheme in f64.
+// GPU gives each thread a few neighbouring lanes (Note [Norm lanes in
+// registers] in norm.cu); the CPU runs the lanes as a vector loop. The block
+// sums are reduced by the same lane-and-tree scheme in f64.
 // Non-finite elements are found by the same pass summing x - x, which is 0
 // for finite x and NaN for Inf or NaN: the block's sum is NaN iff the block
 // holds a non-finite value (independent of squares overflowing to Inf).

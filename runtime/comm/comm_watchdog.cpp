@@ -14,6 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr auto kSpin = std::chrono::microseconds(200);
 constexpr auto kFirstPoll = std::chrono::microseconds(20);
 constexpr auto kLongestPoll = std::chrono::milliseconds(1);
 
@@ -65,6 +66,7 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
   std::uint64_t last_progress = progress();
   Clock::time_point deadline = Clock::now() + limit;
   std::chrono::microseconds pause = kFirstPoll;
+  const Clock::time_point spin_until = Clock::now() + kSpin;
   for (;;) {
     for (const Communicator* g : groups_) {
       std::string error = g->async_error();
@@ -81,7 +83,12 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
     } else if (now >= deadline) {
       fail(what, detail::concat(what, " timed out after ", limit.count(), " ms without a collective finishing"));
     }
-    if (!done_blocks) std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    if (done_blocks) continue;
+    if (now < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min<std::chrono::microseconds>(pause * 2, kLongestPoll);
   }
 }

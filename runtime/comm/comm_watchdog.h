@@ -14,8 +14,11 @@
 //  - It polls a completion predicate (an event recorded on the stream:
 //    cudaEventQuery on CUDA, the CPU stream's progress on the host) and each
 //    group's Communicator::async_error() (NCCL: ncclCommGetAsyncError),
-//    sleeping between polls from 20 us up to 1 ms, so a short wait costs
-//    little and a long one little CPU (a CPU stream's event is waited on
+//    yielding between polls for the first 200 us, then sleeping from 20 us
+//    up to 1 ms, so a short wait (the optimizer step's statistics, for
+//    which the device idles until the host has read them) ends within a
+//    poll of the event, not a timer's slack after it, and a long one costs
+//    little CPU (a CPU stream's event is waited on
 //    for up to 1 ms at a time instead, and wakes the host as it completes).
 //  - The deadline is the groups' (largest) timeout() with no progress: it
 //    starts when the wait starts and restarts whenever one of the rank's

@@ -4,64 +4,41 @@
 #include <array>
 #include <cstring>
 
+#include "zrt/runtime/comm/reduce_element.h"
 #include "zrt/runtime/dtype_dispatch.h"
 
 namespace zrt {
 
 namespace {
 
-// One operation in T's own type. The 16-bit floats compute in f32 and round
-// back after each operation (Note [16-bit storage types]).
-template <class T>
-bool greater(T a, T b) {
-  if constexpr (is_float16_v<T>) return to_f32(a) > to_f32(b);
-  else return a > b;
-}
-template <class T>
-T plus(T a, T b) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(to_f32(a) + to_f32(b));
-  else return static_cast<T>(a + b);
-}
-template <class T>
-T divided(T a, T b) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(to_f32(a) / to_f32(b));
-  else return static_cast<T>(a / b);
-}
-template <class T>
-T from_int(int v) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-
-template <class T>
-T combine(T a, T b, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::max: return greater(b, a) ? b : a;
-    case ReduceOp::min: return greater(a, b) ? b : a;
-    default: return plus(a, b);  // sum and avg accumulate a sum
-  }
-}
+using detail::reduce_combine;
+using detail::reduce_divided;
+using detail::reduce_from_int;
+using detail::reduce_greater;
+using detail::reduce_plus;
 
 // acc[i] = acc[i] (op) src[i] with `op` fixed at compile time so the loop vectorises.
 template <class T>
 void combine_into(T* acc, const T* src, std::int64_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::max:
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = greater(src[i], acc[i]) ? src[i] : acc[i];
+      for (std::int64_t i = 0; i < n; ++i)
+        acc[i] = reduce_greater(src[i], acc[i]) ? src[i] : acc[i];
       return;
     case ReduceOp::min:
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = greater(acc[i], src[i]) ? src[i] : acc[i];
+      for (std::int64_t i = 0; i < n; ++i)
+        acc[i] = reduce_greater(acc[i], src[i]) ? src[i] : acc[i];
       return;
     default:
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = plus(acc[i], src[i]);
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = reduce_plus(acc[i], src[i]);
       return;
   }
 }
 
 template <class T>
 void divide(T* data, std::int64_t n, int divisor) {
-  const T d = from_int<T>(divisor);
-  for (std::int64_t i = 0; i < n; ++i) data[i] = divided(data[i], d);
+  const T d = reduce_from_int<T>(divisor);
+  for (std::int64_t i = 0; i < n; ++i) data[i] = reduce_divided(data[i], d);
 }
 
 }  // namespace
@@ -92,7 +69,7 @@ void host_accumulate(const void* in, void* inout, std::int64_t numel, DType dtyp
     using T = typename decltype(tag)::type;
     const T* a = static_cast<const T*>(in);
     T* b = static_cast<T*>(inout);
-    for (std::int64_t i = 0; i < numel; ++i) b[i] = combine(a[i], b[i], op);
+    for (std::int64_t i = 0; i < numel; ++i) b[i] = reduce_combine(a[i], b[i], op);
   });
 }
 

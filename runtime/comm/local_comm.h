@@ -24,8 +24,10 @@
 // the other waiters at once and fails every later collective of the group.
 // run_local_ranks fails every group of the world the same way when a rank
 // throws (Note [Local ranks that fail]).
-// CUDA tensors are staged through host memory (cudaMemcpy), so the same
-// host arithmetic (Note [Deterministic reduction order]) serves both.
+// CUDA tensors stay on the device: the ranks' streams wait for each other's
+// events and copy or reduce (with the host path's arithmetic, Note
+// [Deterministic reduction order]) without the host waiting (Note [Local
+// collectives on the device] in local_comm.cpp).
 #pragma once
 
 #include <chrono>

@@ -18,6 +18,7 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/kernels/ops/scale.h"
+#include "zrt/runtime/memory/caching_allocator.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
 #include "tools/bench/bench_util.h"
@@ -57,8 +58,12 @@ int bench_kernels(int argc, char** argv) {
   OwnedStream owned(o.device);
   const Stream s = owned.get();
   const std::int64_t n = o.size;
-  auto f32 = [&](double v) { return Tensor::full({n}, v, DType::f32, o.device); };
-  auto bf16 = [&](double v) { return Tensor::full({n}, v, DType::bf16, o.device); };
+  // A caching allocator, as training's: an op's scratch (squared_norm's
+  // partials) comes from its input's allocator, and a plain cudaFree would
+  // wait for the device inside the timed call.
+  const AllocatorPtr memory = make_caching_allocator(o.device);
+  auto f32 = [&](double v) { return Tensor::full({n}, v, DType::f32, o.device, memory); };
+  auto bf16 = [&](double v) { return Tensor::full({n}, v, DType::bf16, o.device, memory); };
   Tensor a = f32(0.5), b = f32(0.25), p = f32(0.1), m = f32(0.01), v = f32(0.001), g = f32(0.02);
   Tensor lo = bf16(0.5), glo = bf16(0.02), plo = bf16(0.0);
   const std::vector<kernels::ElementRange> decay = {{0, n / 2}, {n / 2 + 1000, n}};

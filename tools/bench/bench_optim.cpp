@@ -16,6 +16,7 @@
 #include "zrt/optim/zero_adamw.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
+#include "zrt/runtime/memory/caching_allocator.h"
 #include "zrt/runtime/stream.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
@@ -65,6 +66,10 @@ int bench_optim(int argc, char** argv) {
   optim::FlatParamOptions fo;
   fo.device = o.device;
   fo.stream = s;
+  // A caching allocator, as ZeroModule gives its handles: the step's scratch
+  // (the statistics, the norm's partials) would otherwise be cudaMalloc'd,
+  // and its cudaFree wait for the device, every step.
+  fo.allocator = make_caching_allocator(o.device);
   std::vector<std::unique_ptr<optim::FlatParamHandle>> handles;
   std::vector<optim::FlatParamHandle*> raw;
   std::int64_t total = 0;
