@@ -5,7 +5,9 @@
 # (memcheck, racecheck, synccheck; the communicators and one engine case
 # under memcheck), zrt-train --device cuda (tiny GPT on 1 and 2 local ranks
 # sharing the GPU, GPT-2 124M in bf16), zrt-bench kernels and optim on the
-# device, and zrt-bench train --device cuda on GPT-2 124M shapes in bf16 side
+# device, zrt-bench attention (each attention path on GPT-2 124M's layer)
+# and zrt-bench train on GPT-2 124M in bf16 with each fast attention path,
+# and zrt-bench train --device cuda on GPT-2 124M shapes in bf16 side
 # by side with the same GPT in PyTorch on the same GPU (the bundle's
 # scripts/torch_gpt.py --compare under python3 from PATH: tokens/s, step time,
 # MFU against the datasheet peak, peak memory, zrt/PyTorch ratios; its JSON
@@ -140,6 +142,14 @@ fi
 if want bench; then
   step "zrt-bench kernels, cuda" 120 "$bin/zrt-bench" kernels --device cuda --size 67108864
   step "zrt-bench optim, cuda" 120 "$bin/zrt-bench" optim --device cuda --params 67108864
+  # Each attention path on GPT-2 124M's layer at batch 8 (Note [Attention
+  # paths]), and the whole step on each fast path's attention.
+  step "zrt-bench attention gpt2-124m layer bf16, cuda" 120 "$bin/zrt-bench" attention --device cuda
+  for path in gemm flash tiled; do
+    step "zrt-bench train gpt2-124m bf16, attention $path, cuda" 120 env ZRT_ATTENTION_PATH=$path \
+      "$bin/zrt-bench" train --device cuda --preset gpt2-124m --dtype bf16 --batch-size 8 --seq-len 1024 \
+      --warmup 2 --steps 5
+  done
   # GPT-2 124M shapes, 8 x 1024 tokens a step (zrt-train's bf16 step above
   # fits the same batch), one zrt run then one PyTorch run on its weights and
   # tokens, each 2 warm-up and 5 timed steps.
