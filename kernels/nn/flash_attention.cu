@@ -85,6 +85,7 @@ struct FlashDeviceWarps {
 
 // Threads striding over a tile's elements; sync is a block barrier.
 struct FlashDeviceBlock {
+  bool vec;  // tiles in 16-byte vectors (flash_vector_tiles)
   template <class F>
   ZRT_HD void for_each(int n, const F& f) const {
 #if defined(__CUDA_ARCH__)
@@ -109,42 +110,45 @@ __device__ FlashDeviceWarps<Lane> flash_warps() {
 }
 
 // The tiles with the most work first: the last query tiles see every key.
-__device__ inline std::int64_t flash_tile_of(std::int64_t block, std::int64_t tiles, bool last_first) {
+__device__ inline std::int64_t flash_tile_of(std::int64_t block, std::int64_t tiles,
+                                             bool last_first) {
   const std::int64_t t = block % tiles;
   return last_first ? tiles - 1 - t : t;
 }
 
 template <class T, int HD>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(AttentionDims d, std::int64_t tiles, const T* qkv, T* out, float* lse) {
+    flash_forward_kernel(AttentionDims d, std::int64_t tiles, bool vec, const T* qkv, T* out,
+                         float* lse) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
   auto warps = flash_warps<FlashForwardLane<HD>>();
   const std::int64_t block = blockIdx.x;
-  flash_forward_block<T, HD>(FlashDeviceBlock{}, warps, d, block / tiles, flash_tile_of(block, tiles, true),
-                             qkv, out, lse, reinterpret_cast<T*>(flash_smem));
+  flash_forward_block<T, HD>(FlashDeviceBlock{vec}, warps, d, block / tiles,
+                             flash_tile_of(block, tiles, true), qkv, out, lse,
+                             reinterpret_cast<T*>(flash_smem));
 }
 
 template <class T, int HD>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_kv_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
-                             const float* lse, const float* dsum, T* dqkv) {
+    flash_backward_kv_kernel(AttentionDims d, std::int64_t tiles, bool vec, const T* dout,
+                             const T* qkv, const float* lse, const float* dsum, T* dqkv) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
   auto warps = flash_warps<FlashKeyLane<HD>>();
   const std::int64_t block = blockIdx.x;
   // The first key tiles see every query tile.
-  flash_backward_kv_block<T, HD>(FlashDeviceBlock{}, warps, d, block / tiles,
+  flash_backward_kv_block<T, HD>(FlashDeviceBlock{vec}, warps, d, block / tiles,
                                  flash_tile_of(block, tiles, false), dout, qkv, lse, dsum, dqkv,
                                  reinterpret_cast<T*>(flash_smem));
 }
 
 template <class T, int HD>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_q_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
-                            const float* lse, const float* dsum, T* dqkv) {
+    flash_backward_q_kernel(AttentionDims d, std::int64_t tiles, bool vec, const T* dout,
+                            const T* qkv, const float* lse, const float* dsum, T* dqkv) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
   auto warps = flash_warps<FlashQueryLane<HD>>();
   const std::int64_t block = blockIdx.x;
-  flash_backward_q_block<T, HD>(FlashDeviceBlock{}, warps, d, block / tiles,
+  flash_backward_q_block<T, HD>(FlashDeviceBlock{vec}, warps, d, block / tiles,
                                 flash_tile_of(block, tiles, true), dout, qkv, lse, dsum, dqkv,
                                 reinterpret_cast<T*>(flash_smem));
 }
@@ -189,7 +193,8 @@ void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, cons
     const std::int64_t tiles = flash_tiles(dims.seq);
     launch_with_smem(flash_forward_kernel<T, HD>, dims.batch * dims.heads * tiles, kFlashThreads,
                      flash_forward_smem(HD) * std::int64_t(sizeof(T)), stream, dims, tiles,
-                     static_cast<const T*>(qkv), static_cast<T*>(out), static_cast<float*>(lse));
+                     flash_vector_tiles(qkv, qkv), static_cast<const T*>(qkv),
+                     static_cast<T*>(out), static_cast<float*>(lse));
   });
 }
 
@@ -205,12 +210,13 @@ void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, con
                                       static_cast<float*>(dsum)},
                    stream);
     const std::int64_t bytes = flash_backward_smem(HD) * std::int64_t(sizeof(T));
+    const bool vec = flash_vector_tiles(qkv, dout);
     launch_with_smem(flash_backward_kv_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
-                     dims, tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                     dims, tiles, vec, static_cast<const T*>(dout), static_cast<const T*>(qkv),
                      static_cast<const float*>(lse), static_cast<const float*>(dsum),
                      static_cast<T*>(dqkv));
     launch_with_smem(flash_backward_q_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
-                     dims, tiles, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                     dims, tiles, vec, static_cast<const T*>(dout), static_cast<const T*>(qkv),
                      static_cast<const float*>(lse), static_cast<const float*>(dsum),
                      static_cast<T*>(dqkv));
   });

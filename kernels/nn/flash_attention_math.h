@@ -258,12 +258,38 @@ inline ZRT_HD FlashPair flash_pair(const AttentionDims& d, std::int64_t pair) {
           float(1.0 / sqrt_(double(d.head_dim)))};
 }
 
+// 16 bytes, moved as one vector load and store.
+struct alignas(16) FlashVec16 {
+  std::uint32_t w[4];
+};
+
+// Whether a call's tiles move in 16-byte vectors: every row of every slice
+// starts on 16 bytes when the activations' base pointers do (rows are 3C or
+// C elements apart and slices start at multiples of hd, all multiples of 8
+// elements, since hd is a multiple of 16); shared-memory rows are hd + 8
+// elements apart.
+inline bool flash_vector_tiles(const void* qkv, const void* other) {
+  return reinterpret_cast<std::uintptr_t>(qkv) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(other) % 16 == 0;
+}
+
 // Copies rows [r0, r0 + n) of a [T, hd] slice (rows `stride` apart) into a
-// tile of kFlashRows rows, zeros past n.
+// tile of kFlashRows rows, zeros past n; in 16-byte vectors when blk.vec.
 template <class T, class Block>
 ZRT_HD void flash_load_tile(const Block& blk, T* tile, int hd, const T* src, std::int64_t stride,
                             std::int64_t r0, std::int64_t n) {
   const int ld = flash_ld(hd);
+  if (blk.vec) {
+    constexpr int kPer = 16 / int(sizeof(T));
+    const int chunks = hd / kPer;
+    blk.for_each(kFlashRows * chunks, [&](int idx) {
+      const int r = idx / chunks, col = (idx % chunks) * kPer;
+      FlashVec16 v{};
+      if (r < n) v = *reinterpret_cast<const FlashVec16*>(src + (r0 + r) * stride + col);
+      *reinterpret_cast<FlashVec16*>(tile + r * ld + col) = v;
+    });
+    return;
+  }
   blk.for_each(kFlashRows * hd, [&](int idx) {
     const int r = idx / hd, col = idx % hd;
     tile[r * ld + col] = r < n ? src[(r0 + r) * stride + col] : store<T>(0.0f);
@@ -614,6 +640,7 @@ ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const Attenti
 // --- the host emulation -------------------------------------------------------
 
 struct FlashHostBlock {
+  bool vec = false;  // tiles in 16-byte vectors (flash_vector_tiles)
   template <class F>
   void for_each(int n, const F& f) const {
     for (int i = 0; i < n; ++i) f(i);
@@ -643,31 +670,36 @@ std::vector<T> flash_host_smem(std::int64_t elements) {
   return std::vector<T>(static_cast<std::size_t>(elements), store<T>(NAN));
 }
 
+// vectors: the tiles in 16-byte vectors (the GPU's choice where
+// flash_vector_tiles holds), else element by element.
 template <class T, int HD>
-void flash_attention_forward_host(const AttentionDims& d, const T* qkv, T* out, float* lse) {
+void flash_attention_forward_host(const AttentionDims& d, const T* qkv, T* out, float* lse,
+                                  bool vectors) {
+  const FlashHostBlock blk{vectors && flash_vector_tiles(qkv, qkv)};
   std::vector<T> smem = flash_host_smem<T>(flash_forward_smem(HD));
   const std::int64_t tiles = (d.seq + kFlashRows - 1) / kFlashRows;
   for (std::int64_t pair = 0; pair < d.batch * d.heads; ++pair)
     for (std::int64_t qt = 0; qt < tiles; ++qt) {
       FlashHostWarps<FlashForwardLane<HD>> warps;
-      flash_forward_block<T, HD>(FlashHostBlock{}, warps, d, pair, qt, qkv, out, lse, smem.data());
+      flash_forward_block<T, HD>(blk, warps, d, pair, qt, qkv, out, lse, smem.data());
     }
 }
 
 template <class T, int HD>
 void flash_attention_backward_host(const AttentionDims& d, const T* dout, const T* qkv,
-                                   const T* out, const float* lse, T* dqkv) {
+                                   const T* out, const float* lse, T* dqkv, bool vectors) {
   std::vector<float> dsum(static_cast<std::size_t>(d.batch * d.heads * d.seq));
   for (std::size_t r = 0; r < dsum.size(); ++r) dsum[r] = flash_row_dsum(d, std::int64_t(r), dout, out);
   std::vector<T> smem = flash_host_smem<T>(flash_backward_smem(HD));
+  const FlashHostBlock blk{vectors && flash_vector_tiles(qkv, dout)};
   const std::int64_t tiles = (d.seq + kFlashRows - 1) / kFlashRows;
   for (std::int64_t pair = 0; pair < d.batch * d.heads; ++pair)
     for (std::int64_t t = 0; t < tiles; ++t) {
       FlashHostWarps<FlashKeyLane<HD>> kv;
-      flash_backward_kv_block<T, HD>(FlashHostBlock{}, kv, d, pair, t, dout, qkv, lse, dsum.data(), dqkv,
+      flash_backward_kv_block<T, HD>(blk, kv, d, pair, t, dout, qkv, lse, dsum.data(), dqkv,
                                      smem.data());
       FlashHostWarps<FlashQueryLane<HD>> q;
-      flash_backward_q_block<T, HD>(FlashHostBlock{}, q, d, pair, t, dout, qkv, lse, dsum.data(), dqkv,
+      flash_backward_q_block<T, HD>(blk, q, d, pair, t, dout, qkv, lse, dsum.data(), dqkv,
                                     smem.data());
     }
 }

@@ -6,9 +6,11 @@
 // (probabilities and dS rounded to the activation dtype before their
 // products, outputs rounded on store), at T under a tile, odd T, T a tile
 // multiple and past several tiles, every supported head dim, several heads
-// and batch elements. Also the fragment maps: each covers its tile once.
+// and batch elements; tiles moved in 16-byte vectors and element by element
+// give the same bits. Also the fragment maps: each covers its tile once.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
@@ -48,9 +50,18 @@ void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
   const std::vector<T> qkv = draw(batch * seq * 3 * c), dout = draw(batch * seq * c);
   std::vector<T> out(static_cast<std::size_t>(batch * seq * c), store<T>(NAN));
   std::vector<float> lse(static_cast<std::size_t>(batch * heads * seq), NAN);
-  flash_attention_forward_host<T, HD>(d, qkv.data(), out.data(), lse.data());
+  flash_attention_forward_host<T, HD>(d, qkv.data(), out.data(), lse.data(), true);
   std::vector<T> dqkv(qkv.size(), store<T>(NAN));
-  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(), dqkv.data());
+  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(), dqkv.data(), true);
+  // Element by element (the GPU's way for misaligned activations): the same
+  // tiles, so the same bits.
+  std::vector<T> out_e(out.size(), store<T>(NAN)), dqkv_e(qkv.size(), store<T>(NAN));
+  std::vector<float> lse_e(lse.size(), NAN);
+  flash_attention_forward_host<T, HD>(d, qkv.data(), out_e.data(), lse_e.data(), false);
+  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(), dqkv_e.data(), false);
+  BOOST_TEST(std::memcmp(out.data(), out_e.data(), out.size() * sizeof(T)) == 0);
+  BOOST_TEST(std::memcmp(lse.data(), lse_e.data(), lse.size() * sizeof(float)) == 0);
+  BOOST_TEST(std::memcmp(dqkv.data(), dqkv_e.data(), dqkv.size() * sizeof(T)) == 0);
 
   auto wide = [](const auto& v) {
     std::vector<double> w(v.size());
