@@ -77,6 +77,9 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   const AttentionDims d = attention_dims(op, qkv, out, lse, n_head);
   if (qkv.numel() == 0) return;
   check_operands(op, {qkv, out, lse}, stream);
+  // Every path reads qkv after writing some of out.
+  ZRT_CHECK_ARG(!out.shares_storage(qkv), op, ": ", out.str(), " must not share memory with ",
+                qkv.str());
   const AttentionChoice choice = attention_choice(d, qkv);
   if (choice.path == AttentionPath::gemm) return attention_gemm_forward(d, choice, qkv, out, lse, stream);
   if (choice.path == AttentionPath::flash)

@@ -25,10 +25,14 @@ void launch_batched_gemm(DType ab, DType c_dtype, const BatchedGemm& g, const vo
   ZRT_CUBLAS_CHECK(cublasSetStream(h, stream));
   // Row-major c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ: swap the
   // operands and keep each op (as launch_gemm); the leading dims are the
-  // stored rows' strides, at least 1 for cuBLAS even when k = 0.
+  // stored rows' strides.
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int lda = int(std::max<std::int64_t>(g.a.ld, 1)), ldb = int(std::max<std::int64_t>(g.b.ld, 1));
+  // With k = 0 (c = beta·c) neither operand is read, but cuBLAS still wants
+  // leading dims of at least their rows: any dim of the call is enough.
+  const std::int64_t any = g.k ? 1 : std::max<std::int64_t>({g.m, g.n, 1});
+  const int lda = int(std::max<std::int64_t>(g.a.ld, any));
+  const int ldb = int(std::max<std::int64_t>(g.b.ld, any));
   const int ldc = int(std::max<std::int64_t>(g.c.ld, 1));
   const cudaDataType_t t_ab = cublas_type(ab, "batched_gemm");
   const cudaDataType_t t_c = cublas_type(c_dtype, "batched_gemm");
