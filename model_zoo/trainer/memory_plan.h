@@ -25,7 +25,12 @@
 // the CPU path's buffers stand in for the CUDA path's: the embedding
 // gradient's token groups (small) are missing, and disk offload's two chunk
 // buffers (2 x 2 moments x the chunk, host memory on CUDA, where only the
-// chunk being updated is copied to the device) count as device memory.
+// chunk being updated is copied to the device) count as device memory. Nor
+// are the local backend's device collectives in the plan (Note [Local
+// collectives on the device] in runtime/comm/local_comm.cpp): a CUDA
+// all_reduce between local ranks takes device scratch of the whole
+// tensor's size on every rank, and a reduction reading another GPU's input
+// a copy of it, where the planned host path stages through host memory.
 //
 // Note [Memory plan]
 // ~~~~~~~~~~~~~~~~~~

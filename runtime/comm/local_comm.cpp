@@ -40,11 +40,8 @@ struct Post {
   int color = 0;
   int key = 0;
   // Note [Local collectives on the device]: the CUDA device the collective
-  // runs on (-1: the host path), the event after the rank's input is
-  // written, and (set before the second barrier) the one after its reads.
+  // runs on (-1: the host path).
   int device = -1;
-  const Event* ready = nullptr;
-  const Event* done = nullptr;
 };
 
 class LocalGroup;
@@ -65,7 +62,12 @@ class LocalFamily {
 class LocalGroup {
  public:
   LocalGroup(int size, std::shared_ptr<LocalFamily> family)
-      : family_(std::move(family)), present_(size, 0), posts_(size) {}
+      : family_(std::move(family)), present_(size, 0), posts_(size) {
+#ifdef ZRT_WITH_CUDA
+    ready_events.resize(static_cast<std::size_t>(size));
+    done_events.resize(static_cast<std::size_t>(size));
+#endif
+  }
 
   static std::shared_ptr<LocalGroup> create(int size, const std::shared_ptr<LocalFamily>& family) {
     auto group = std::make_shared<LocalGroup>(size, family);
@@ -82,9 +84,16 @@ class LocalGroup {
   // all_reduce's result buffer, kept between calls (resized by the last
   // arriver, read by every rank before it arrives at its next barrier).
   std::vector<std::byte> scratch;
-  // Every rank's `done` event of the last device collective, gathered by the
-  // last arriver of its second barrier.
-  std::vector<const Event*> done_events;
+#ifdef ZRT_WITH_CUDA
+  // Note [Local collectives on the device]: rank r's `ready` and `done`
+  // events, slot r, recorded (and re-created) by rank r alone. The group
+  // owns them, not the rank's communicator: every communicator of the group
+  // keeps the group alive, so a rank whose communicator is gone (it left
+  // the collective first, or failed) leaves its events to the slower ranks
+  // still issuing waits on them.
+  std::vector<std::optional<Event>> ready_events;
+  std::vector<std::optional<Event>> done_events;
+#endif
 
   // Blocks until every rank of the group has arrived at this barrier; the
   // last one to arrive runs `on_last` under the lock before releasing the
@@ -363,22 +372,40 @@ class LocalCommunicator final : public Communicator {
   // speed. Thread ranks share one address space, so the device reads the
   // other ranks' buffers itself and the host only orders the work:
   //  - Before the first barrier a rank records `ready` on its stream (its
-  //    input is written) and posts it beside its buffer's address.
+  //    input is written), and posts its buffer's address.
   //  - After it, its stream waits for every other rank's `ready`, then gets
   //    the copies (cudaMemcpyAsync, peer copies between GPUs included) or
   //    the reduction (device_reduce: host_reduce's arithmetic, so the bits
-  //    match the host path), and `done` is recorded after them.
+  //    match the host path, in launches of at most 16 inputs, Note [Device
+  //    reductions in batches] in device_reduce.h), and `done` is recorded
+  //    after them.
   //  - After the second barrier its stream waits for every other rank's
   //    `done`, so nothing it runs later overwrites its input while another
   //    rank's stream still reads it.
   // Nothing waits on the host: the rank's thread goes on issuing work. An
   // input on another GPU is copied over before a reduction reads it;
   // all_reduce reduces into a scratch tensor and copies it into place once
-  // every rank has read the original. A rank re-records an event only after
-  // the next first barrier, by when every other rank has issued its waits
-  // on the previous record. With the (default) CPU stream the collective
-  // runs on the device's legacy default stream and the host waits for it,
-  // as that stream's callers expect their results on return.
+  // every rank has read the original. The events are the group's (one slot
+  // per rank, LocalGroup::ready_events and done_events), not the rank's
+  // communicator's: a rank released from the second barrier may destroy its
+  // communicator (the ZeRO groups split per rank thread) while a slower
+  // rank has yet to issue its waits on that rank's `done`. A rank records
+  // `ready` again only before its next first barrier and `done` only after
+  // it, by when every other rank has issued its waits on the previous
+  // record; so re-creating an event for another device is safe there too.
+  // A rank that fails after the first barrier drains its stream before it
+  // throws (device_collective). With the (default) CPU stream the
+  // collective runs on the device's legacy default stream and the host
+  // waits for it, as that stream's callers expect their results on return.
+  //
+  // Memory --plan does not see: a dry run plans CUDA runs on CPU streams, so
+  // the device path's buffers are not in the plan (Note [Dry runs] in
+  // model_zoo/trainer/memory_plan.h). all_reduce takes a scratch tensor of
+  // the whole tensor's size per rank (the host path's one shared buffer is
+  // host memory), a reduction takes one copy of the reduced elements per
+  // input on another GPU, and reduce_scatter one of its output where the
+  // output is its own input chunk past the first 16 ranks; each lives from
+  // the collective's issue until its stream has run it.
 
   // The CUDA stream a collective on `t` runs in, or none for the host path.
   static std::optional<Stream> device_stream(const Tensor& t, Stream s) {
@@ -388,7 +415,9 @@ class LocalCommunicator final : public Communicator {
     return s;
   }
 
-  Event& event(std::optional<Event>& e, Device device) {
+  // This rank's event in slot `e` of the group, re-created when the
+  // collective's device changes.
+  static Event& event(std::optional<Event>& e, Device device) {
     if (!e || e->device() != device) e.emplace(device);
     return *e;
   }
@@ -399,28 +428,46 @@ class LocalCommunicator final : public Communicator {
     ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, static_cast<cudaStream_t>(s.native())));
   }
 
-  // The first barrier, and `s` waiting for every other rank's input.
-  void device_arrive(Post p, Stream s) {
-    Event& ready = event(ready_, s.device());
-    ready.record(s);
-    p.device = s.device().index;
-    p.ready = &ready;
-    post_and_arrive(p);
-    for (int r = 0; r < size(); ++r)
-      if (r != rank()) group_->post(r).ready->wait(s);
+  // `s` waits for every other rank's event in `slots`. A slot is empty only
+  // when its rank reached this barrier from something other than a device
+  // collective (it went on after failing in one): the group is out of step.
+  void wait_for_others(const std::vector<std::optional<Event>>& slots, Stream s, const char* op) {
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      if (!slots[r])
+        ZRT_THROW(CommError, where(op), ": rank ", r,
+                  " is out of step (it left an earlier collective part-way)");
+      slots[r]->wait(s);
+    }
   }
 
-  // The second barrier, and `s` waiting for every other rank's reads.
-  void device_depart(const char* op, Stream s) {
-    Event& done = event(done_, s.device());
-    done.record(s);
-    group_->post(rank()).done = &done;
-    group_->arrive(rank(), timeout(), [&] { return where(op); }, [&] {
-      group_->done_events.resize(static_cast<std::size_t>(size()));
-      for (int r = 0; r < size(); ++r) group_->done_events[r] = group_->post(r).done;
-    });
-    for (int r = 0; r < size(); ++r)
-      if (r != rank()) group_->done_events[r]->wait(s);
+  // One collective on `s`: `ready` and the first barrier; `s` waiting for
+  // every other rank's input; `body` (this rank's copies or reduction);
+  // `done`, the second barrier and `s` waiting for every other rank's reads.
+  // A failure once the first barrier has passed (a refused allocation or a
+  // failed launch in `body`, the second barrier's timeout) may leave reads
+  // of the other ranks' buffers queued on `s` that nothing orders before
+  // their owners reuse them: the host waits for `s` to drain before the
+  // failure propagates (its own failure, if any, is the lesser news).
+  template <class Body>
+  void device_collective(Post p, Stream s, const Body& body) {
+    const char* op = p.op;
+    event(group_->ready_events[rank()], s.device()).record(s);
+    p.device = s.device().index;
+    post_and_arrive(p);
+    try {
+      wait_for_others(group_->ready_events, s, op);
+      body();
+      event(group_->done_events[rank()], s.device()).record(s);
+      depart(op);
+      wait_for_others(group_->done_events, s, op);
+    } catch (...) {
+      try {
+        s.synchronize();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is rethrown
+      }
+      throw;
+    }
   }
 
   // dst = reduction over ranks of (posted src + byte_offset), on `s`.
@@ -438,8 +485,20 @@ class LocalCommunicator final : public Communicator {
       }
       srcs[r] = src;
     }
-    CudaDeviceGuard guard(s.device().index);
-    device_reduce(dst, srcs, count, dtype, op, s.native());
+    // Note [Device reductions in batches]: a launch after the first reads
+    // its inputs after dst has been written, so an output that is one of
+    // those inputs (reduce_scatter's chunk of a rank past the first launch's)
+    // is reduced into a scratch tensor and copied over.
+    const auto first = static_cast<std::ptrdiff_t>(std::min(srcs.size(), kMaxDeviceReduceInputs));
+    const bool aliased =
+        std::find(srcs.begin() + first, srcs.end(), static_cast<const void*>(dst)) != srcs.end();
+    Tensor scratch = aliased ? Tensor::empty({count}, dtype, s.device(), memory, s) : Tensor();
+    std::byte* out = aliased ? mutable_bytes_of(scratch) : dst;
+    {
+      CudaDeviceGuard guard(s.device().index);
+      device_reduce(out, srcs, count, dtype, op, s.native());
+    }
+    if (aliased) copy_bytes(dst, out, scratch.nbytes(), s);
   }
 
   static void finish_device(Stream s, bool host_waits) {
@@ -447,47 +506,47 @@ class LocalCommunicator final : public Communicator {
   }
 
   void device_all_gather(const Tensor& out, const Tensor& in, Stream s, bool host_waits) {
-    device_arrive({.op = "all_gather_into_tensor", .dtype = in.dtype(), .numel = in.numel(),
-                   .src = bytes_of(in)}, s);
     const auto n = static_cast<std::size_t>(in.nbytes());
     std::byte* dst = mutable_bytes_of(out);
-    for (int r = 0; r < size() && n > 0; ++r) copy_bytes(dst + r * n, group_->post(r).src, n, s);
-    device_depart("all_gather_into_tensor", s);
+    device_collective({.op = "all_gather_into_tensor", .dtype = in.dtype(), .numel = in.numel(),
+                       .src = bytes_of(in)}, s, [&] {
+      for (int r = 0; r < size() && n > 0; ++r) copy_bytes(dst + r * n, group_->post(r).src, n, s);
+    });
     finish_device(s, host_waits);
   }
 
   void device_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream s,
                              bool host_waits) {
-    device_arrive({.op = "reduce_scatter_tensor", .dtype = in.dtype(), .numel = out.numel(),
-                   .rop = op, .src = bytes_of(in)}, s);
-    // Only this rank reads its own chunk of `in`, so `out` may be that chunk.
-    const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
-    device_reduce_posts(mutable_bytes_of(out), chunk, out.numel(), out.dtype(), op, s,
-                        out.storage().allocator());
-    device_depart("reduce_scatter_tensor", s);
+    device_collective({.op = "reduce_scatter_tensor", .dtype = in.dtype(), .numel = out.numel(),
+                       .rop = op, .src = bytes_of(in)}, s, [&] {
+      // Only this rank reads its own chunk of `in`, so `out` may be that chunk.
+      const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
+      device_reduce_posts(mutable_bytes_of(out), chunk, out.numel(), out.dtype(), op, s,
+                          out.storage().allocator());
+    });
     finish_device(s, host_waits);
   }
 
   void device_all_reduce(const Tensor& t, ReduceOp op, Stream s, bool host_waits) {
-    device_arrive({.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op,
-                   .src = bytes_of(t)}, s);
-    Tensor sum = Tensor::empty({t.numel()}, t.dtype(), t.device(), t.storage().allocator(), s);
-    device_reduce_posts(mutable_bytes_of(sum), 0, t.numel(), t.dtype(), op, s,
-                        t.storage().allocator());
-    device_depart("all_reduce", s);
+    // The result waits in `sum` until every rank has read `t`.
+    Tensor sum;
+    device_collective({.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op,
+                       .src = bytes_of(t)}, s, [&] {
+      sum = Tensor::empty({t.numel()}, t.dtype(), t.device(), t.storage().allocator(), s);
+      device_reduce_posts(mutable_bytes_of(sum), 0, t.numel(), t.dtype(), op, s,
+                          t.storage().allocator());
+    });
     copy_bytes(mutable_bytes_of(t), bytes_of(sum), t.nbytes(), s);
     finish_device(s, host_waits);
   }
 
   void device_broadcast(const Tensor& t, int root, Stream s, bool host_waits) {
-    device_arrive({.op = "broadcast", .dtype = t.dtype(), .numel = t.numel(), .root = root,
-                   .src = bytes_of(t)}, s);
-    if (rank() != root) copy_bytes(mutable_bytes_of(t), group_->post(root).src, t.nbytes(), s);
-    device_depart("broadcast", s);
+    device_collective({.op = "broadcast", .dtype = t.dtype(), .numel = t.numel(), .root = root,
+                       .src = bytes_of(t)}, s, [&] {
+      if (rank() != root) copy_bytes(mutable_bytes_of(t), group_->post(root).src, t.nbytes(), s);
+    });
     finish_device(s, host_waits);
   }
-
-  std::optional<Event> ready_, done_;
 #endif
 
   std::shared_ptr<LocalGroup> group_;

@@ -4,10 +4,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
+#include <type_traits>
 
+#include "zrt/runtime/comm/device_reduce.h"
+#include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/dtype_dispatch.h"
+#include "zrt/runtime/float16.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/comm/zero_groups.h"
 #include "tests/runtime/comm/collective_checks.h"
@@ -242,6 +249,88 @@ BOOST_AUTO_TEST_CASE(default_timeout_reads_the_environment) {
   BOOST_CHECK_THROW(default_comm_timeout(), InvalidArgument);
   ::unsetenv("ZRT_COMM_TIMEOUT_S");
   BOOST_CHECK_EQUAL(default_comm_timeout().count(), 300000);
+}
+
+// Note [Device reductions in batches]: the launches cover the inputs once,
+// in rank order, each reading at most max_inputs buffers (dst included).
+BOOST_AUTO_TEST_CASE(device_reduce_batches_keep_rank_order) {
+  BOOST_CHECK(device_reduce_batches(0).empty());
+  BOOST_CHECK(device_reduce_batches(5, 1).empty());
+  for (std::size_t max : {std::size_t(2), std::size_t(3), std::size_t(5), kMaxDeviceReduceInputs}) {
+    for (std::size_t n = 1; n <= 70; ++n) {
+      const auto batches = device_reduce_batches(n, max);
+      BOOST_TEST_CONTEXT("inputs " << n << ", at most " << max << " per launch") {
+        BOOST_REQUIRE(!batches.empty());
+        std::size_t next = 0;
+        for (std::size_t i = 0; i < batches.size(); ++i) {
+          const DeviceReduceBatch& b = batches[i];
+          BOOST_CHECK_EQUAL(b.begin, next);
+          BOOST_CHECK_GT(b.end, b.begin);
+          BOOST_CHECK_EQUAL(b.accumulates, i > 0);
+          BOOST_CHECK_EQUAL(b.last, i + 1 == batches.size());
+          BOOST_CHECK_LE(b.end - b.begin + (b.accumulates ? 1 : 0), max);
+          next = b.end;
+        }
+        BOOST_CHECK_EQUAL(next, n);
+        // As few launches as the limit allows.
+        const std::size_t launches = n <= max ? 1 : 1 + (n - max + max - 2) / (max - 1);
+        BOOST_CHECK_EQUAL(batches.size(), launches);
+      }
+    }
+  }
+  BOOST_CHECK_EQUAL(device_reduce_batches(kMaxDeviceReduceInputs).size(), 1u);
+  BOOST_CHECK_EQUAL(device_reduce_batches(kMaxDeviceReduceInputs + 1).size(), 2u);
+}
+
+// What the kernel computes from the batches, on the host: each launch folds
+// dst (after the first) and its inputs in order; avg sums and divides once
+// by the whole count in the last. It must match host_reduce bit for bit.
+BOOST_AUTO_TEST_CASE(batched_reduction_has_the_host_bits) {
+  std::mt19937_64 rng(fresh_seed());
+  std::uniform_real_distribution<float> value(-8.f, 8.f);
+  std::uniform_int_distribution<int> scale(-6, 6), small(0, 9);
+  constexpr std::int64_t kNumel = 97;
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
+      for (std::size_t n :
+           std::initializer_list<std::size_t>{1, 2, 3, 15, 16, 17, 31, 32, 33, 47}) {
+        for (std::size_t max : {std::size_t(2), std::size_t(4), kMaxDeviceReduceInputs}) {
+          BOOST_TEST_CONTEXT(dtype_name(dtype) << " " << reduce_op_name(op) << ", " << n
+                                               << " inputs, " << max << " per launch") {
+            const std::size_t item = dtype_size(dtype);
+            std::vector<std::vector<std::byte>> inputs(n, std::vector<std::byte>(kNumel * item));
+            dispatch<HostTypes>(dtype, "test", [&](auto tag) {
+              using T = typename decltype(tag)::type;
+              for (auto& in : inputs)
+                for (std::int64_t i = 0; i < kNumel; ++i) {
+                  // Magnitudes apart, so another order of the sum rounds otherwise.
+                  const float f = std::ldexp(value(rng), scale(rng));
+                  T v{};
+                  if constexpr (is_float16_v<T>) v = from_f32<T>(f);
+                  else if constexpr (std::is_floating_point_v<T>) v = static_cast<T>(f);
+                  else v = static_cast<T>(small(rng));
+                  std::memcpy(in.data() + i * item, &v, item);
+                }
+            });
+            std::vector<const void*> srcs;
+            for (const auto& in : inputs) srcs.push_back(in.data());
+            std::vector<std::byte> want(kNumel * item), got(kNumel * item);
+            host_reduce(want.data(), srcs, kNumel, dtype, op);
+            for (const DeviceReduceBatch& b : device_reduce_batches(n, max)) {
+              std::vector<const void*> launch;
+              if (b.accumulates) launch.push_back(got.data());
+              for (std::size_t r = b.begin; r < b.end; ++r) launch.push_back(srcs[r]);
+              const ReduceOp fold = op == ReduceOp::avg ? ReduceOp::sum : op;
+              host_reduce(got.data(), launch, kNumel, dtype, fold);
+              if (b.last && op == ReduceOp::avg)
+                host_divide(got.data(), kNumel, dtype, static_cast<int>(n));
+            }
+            BOOST_CHECK(std::memcmp(want.data(), got.data(), want.size()) == 0);
+          }
+        }
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
