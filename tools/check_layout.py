@@ -36,7 +36,7 @@ LIBRARIES = ["runtime", "kernels", "optim", "model_zoo"]
 # folder). A folder may include its own files and any folder of a lower layer.
 LAYERS = {
     "runtime": [[""], ["memory", "io"], ["comm"]],
-    "kernels": [[""], ["math", "ops"], ["cpu_isa"], ["cpu_blas"], ["nn"]],
+    "kernels": [[""], ["ops"], ["cpu_isa"], ["cpu_blas"], ["nn"]],
     "optim": [["flat_param"], [""], ["checkpoint"]],
     "model_zoo": [["layers"], ["models"], ["io"], ["data", "engine"], ["trainer"]],
 }
