@@ -15,10 +15,15 @@
   headers outside a CUDA section (#ifdef ZRT_WITH_CUDA, __CUDACC__, ...),
   directly or through the zrt headers it includes outside one; and none
   includes a file that is not installed (.cuh, *_impl.h) outside one.
+- The docs follow the code: docs/design.md's table of layers equals LAYERS
+  and its table of folders names each library's sub-folders, no more; every
+  `Note [Title]` referenced anywhere (code, scripts, docs) is defined by a
+  `// Note [Title]` (or `# Note [Title]`) line somewhere; every repository
+  path that README.md or docs/*.md names, and every relative link, exists.
 
 Prints each violation as FILE:LINE: message and exits 1 if there is any.
 usage: tools/check_layout.py [SOURCE_ROOT]
-       tools/check_layout.py --self-test   (the header rules reject bad includes)
+       tools/check_layout.py --self-test   (the header and doc rules reject bad trees)
 """
 import pathlib
 import re
@@ -31,7 +36,7 @@ LIBRARIES = ["runtime", "kernels", "optim", "model_zoo"]
 # folder). A folder may include its own files and any folder of a lower layer.
 LAYERS = {
     "runtime": [[""], ["memory", "io"], ["comm"]],
-    "kernels": [[""], ["math", "ops"], ["cpu_isa"], ["cpu_blas"], ["nn"]],
+    "kernels": [[""], ["ops"], ["cpu_isa"], ["cpu_blas"], ["nn"]],
     "optim": [["flat_param"], [""], ["checkpoint"]],
     "model_zoo": [["layers"], ["models"], ["io"], ["data", "engine"], ["trainer"]],
 }
@@ -213,6 +218,123 @@ def check_installed_headers(root):
     return errors
 
 
+# --- docs checked against the code ---------------------------------------------
+
+# Where notes are defined and referenced, and the files read there.
+NOTE_FOLDERS = LIBRARIES + ["tools", "tests", "examples", "cmake", "docs", ".ci"]
+NOTE_SUFFIXES = SOURCE_SUFFIXES | {".py", ".sh", ".md", ".cmake", ".txt", ""}
+NOTE_DEFINITION = re.compile(r"^[ \t]*(?://|#)?[ \t]*Note \[([^\]]+)\][ \t]*$", re.M)
+NOTE_REFERENCE = re.compile(r"Note\s+\[([^\]]+)\]")
+# A line break and the comment leader of the next line: a wrapped reference.
+LINE_LEADER = re.compile(r"\n[ \t]*(?://+|#+|\*|>)?[ \t]*")
+CODE_SPAN = re.compile(r"`[^`]*`")
+# Repository paths in the docs: a top-level folder and what follows it, or
+# an include spelling zrt/LIBRARY/...; and the target of a relative link.
+TOP_FOLDERS = LIBRARIES + ["tests", "tools", "docs", "examples", "cmake", ".ci"]
+DOC_PATH = re.compile(r"(?<![\w./<-])(zrt/)?((?:%s)/[\w./+-]*)"
+                      % "|".join(map(re.escape, TOP_FOLDERS)))
+DOC_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def doc_files(root):
+    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))] if p.is_file()]
+
+
+def table_rows(text, header):
+    """The cells of the rows of the markdown table whose header row starts with `header`."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(header):
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip().strip("|").split("|")])
+            return rows
+    return None
+
+
+def folder_name(cell):
+    name = cell.strip().strip("`").rstrip("/")
+    return "" if name == "." else name
+
+
+def check_design_tables(root, layers):
+    """docs/design.md's table of layers equals `layers`; its table of folders
+    names each library's sub-folders and no others."""
+    design = root / "docs" / "design.md"
+    if not design.is_file():
+        return ["docs/design.md: missing (the layer table of tools/check_layout.py)"]
+    text = design.read_text()
+    errors = []
+    rows = table_rows(text, "| library | layers")
+    if rows is None:
+        return ["docs/design.md: no table headed '| library | layers ...' (section 2)"]
+    table = {folder_name(r[0]): [[folder_name(f) for f in layer.split(",")]
+                                 for layer in r[1].split("<")] for r in rows}
+    if table != layers:
+        errors.append(f"docs/design.md: the layer table {table} differs from "
+                      f"tools/check_layout.py's LAYERS {layers}")
+    rows = table_rows(text, "| folder | CMake target") or []
+    listed = {folder_name(r[0]): r[3] for r in rows if len(r) > 3}
+    for library, library_layers in layers.items():
+        named = set(re.findall(r"`(\w+)/`", listed.get(library, "")))
+        folders = {f for layer in library_layers for f in layer if f}
+        if library not in listed:
+            errors.append(f"docs/design.md: the folder table has no row for `{library}/`")
+        elif named != folders:
+            errors.append(f"docs/design.md: the folder table's `{library}/` row names "
+                          f"{sorted(named)}, its folders are {sorted(folders)}")
+    return errors
+
+
+def note_files(root):
+    for folder in NOTE_FOLDERS:
+        for path in sorted((root / folder).rglob("*")):
+            if (path.is_file() and path.suffix in NOTE_SUFFIXES and "__pycache__" not in path.parts
+                    and path.name != "check_layout.py"):  # whose self-tests name missing notes
+                yield path
+    yield from (p for p in [root / "README.md", root / "CMakeLists.txt"] if p.is_file())
+
+
+def check_notes(root):
+    """Every referenced note is defined somewhere."""
+    defined, referenced = set(), {}
+    for path in note_files(root):
+        text = path.read_text(errors="replace")
+        if path.suffix != ".md":
+            defined.update(NOTE_DEFINITION.findall(text))
+        else:
+            text = CODE_SPAN.sub("", text)  # `Note [Title]` spells the form itself
+        for m in NOTE_REFERENCE.finditer(LINE_LEADER.sub(" ", text)):
+            referenced.setdefault(" ".join(m.group(1).split()), path.relative_to(root))
+    return [f"{where}: Note [{title}] is defined nowhere (no '// Note [{title}]' line)"
+            for title, where in sorted(referenced.items()) if title not in defined]
+
+
+def check_doc_paths(root):
+    """Every repository path and relative link in README.md and docs/*.md exists."""
+    errors = []
+    for doc in doc_files(root):
+        rel = doc.relative_to(root)
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            for m in DOC_PATH.finditer(line):
+                path = m.group(2).rstrip(".,:;")
+                if m.group(1) and path.split("/")[0] not in LIBRARIES:
+                    continue
+                if not (root / path).exists():
+                    errors.append(f"{rel}:{number}: names {m.group(0)}, which does not exist")
+            for m in DOC_LINK.finditer(line):
+                target = m.group(1)
+                if "://" not in target and not (doc.parent / target).exists():
+                    errors.append(f"{rel}:{number}: links to {target}, which does not exist")
+    return errors
+
+
+def check_docs(root, layers=LAYERS):
+    return check_design_tables(root, layers) + check_notes(root) + check_doc_paths(root)
+
+
 # A small source tree per case, and the installed headers the rules must
 # report in it.
 SELF_TESTS = {
@@ -252,22 +374,71 @@ SELF_TESTS = {
 }
 
 
-def self_test():
+def design_tables(layers):
+    """docs/design.md's two tables as check_design_tables reads them, for `layers`."""
+    def cell(folders):
+        return ", ".join(f"`{f}/`" if f else "`.`" for f in folders)
+    text = "| library | layers, bottom first |\n| --- | --- |\n"
+    text += "".join(f"| `{lib}/` | {' < '.join(cell(layer) for layer in ls)} |\n"
+                    for lib, ls in layers.items())
+    text += "\n| folder | CMake target | namespace | contents |\n| --- | --- | --- | --- |\n"
+    text += "".join(f"| `{lib}/` | t | n | {cell(f for layer in ls for f in layer if f)} |\n"
+                    for lib, ls in layers.items())
+    return text
+
+
+DESIGN = design_tables(LAYERS)
+MOVED = {**LAYERS, "model_zoo": LAYERS["model_zoo"] + [["checkpoint"]]}
+UNLISTED = {**LAYERS, "runtime": [[""], ["memory"], ["comm"]]}
+# A small tree per case (docs/design.md as `design` unless given), and the
+# files the doc rules must report in it.
+DOC_SELF_TESTS = {
+    "a doc refers to a note defined nowhere": ({"README.md": "see Note [Gone]\n"}, {"README.md"}),
+    "code refers, wrapped over two lines, to a note defined nowhere": (
+        {"kernels/b.h": "// as Note [Gone\n//   away] says\n"}, {"kernels/b.h"}),
+    "a doc names a file that moved": (
+        {"README.md": "in `model_zoo/checkpoint/save.h`\n"}, {"README.md"}),
+    "a doc names a header by its include spelling, which moved": (
+        {"docs/x.md": "(`zrt/model_zoo/checkpoint/save.h`)\n"}, {"docs/x.md"}),
+    "a doc links to a page that does not exist": ({"docs/x.md": "[y](y.md#top)\n"}, {"docs/x.md"}),
+    "the layer table has a folder LAYERS lacks": (
+        {"docs/design.md": design_tables(MOVED)}, {"docs/design.md"}),
+    "the folder table leaves out a folder": (
+        {"docs/design.md": (DESIGN.split("\n\n")[0] + "\n\n"
+                            + design_tables(UNLISTED).split("\n\n")[1])},
+        {"docs/design.md"}),
+    "design.md has no layer table": ({"docs/design.md": "# Design\n"}, {"docs/design.md"}),
+    "defined notes, wrapped references, code spans and existing paths pass": (
+        {"runtime/a.h": "// Note [Kept note]\n// Note [Two\n// lines] below\n",
+         "tools/t.py": '"""\nNote [Two lines]\n"""\n',
+         "docs/x.md": "`runtime/a.h` (zrt/runtime/a.h, Note [Kept\n  note]); a `Note [Title]`;"
+                      " [design](design.md#2-folders) and [home](https://example.com)\n"}, set()),
+}
+
+
+def run_self_tests(cases, check, base):
     failures = 0
-    for name, (files, expected) in SELF_TESTS.items():
+    for name, (files, expected) in cases.items():
         with tempfile.TemporaryDirectory() as tmp:
             root = pathlib.Path(tmp)
             for library in LIBRARIES:
                 (root / library).mkdir()
-            for rel, text in files.items():
+            for rel, text in {**base, **files}.items():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_text(text)
-            errors = check_installed_headers(root)
+            errors = check(root)
         reported = {e.split(":")[0] for e in errors}
         if reported != expected:
             failures += 1
             print(f"self-test FAILED: {name}: expected reports on {sorted(expected)}, got {errors}")
         else:
             print(f"self-test ok: {name}" + "".join(f"\n  {e}" for e in errors))
+    return failures
+
+
+def self_test():
+    failures = run_self_tests(SELF_TESTS, check_installed_headers, {})
+    failures += run_self_tests(DOC_SELF_TESTS, check_docs, {"docs/design.md": DESIGN})
     return 1 if failures else 0
 
 
@@ -275,13 +446,14 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
-    errors = check(root) + check_installed_headers(root)
+    errors = check(root) + check_installed_headers(root) + check_docs(root)
     for e in errors:
         print(e)
     if errors:
-        print(f"check_layout: {len(errors)} include(s) against the layout and header rules in docs/design.md, section 2")
+        print(f"check_layout: {len(errors)} violation(s) of the layout, header and doc rules "
+              "(docs/design.md, section 2)")
         return 1
-    print("check_layout: the include graph follows the layout and the header rules")
+    print("check_layout: the include graph follows the layout and header rules; the docs match")
     return 0
 
 

@@ -22,7 +22,7 @@
 
 #include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/optim/zero_module.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 namespace {
 

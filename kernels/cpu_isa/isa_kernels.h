@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "zrt/kernels/math/attention_dims.h"
+#include "zrt/kernels/attention_dims.h"
 
 namespace zrt::kernels {
 

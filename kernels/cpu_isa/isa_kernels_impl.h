@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
-#include "zrt/kernels/math/gelu_math.h"
+#include "zrt/kernels/gelu_math.h"
 
 namespace zrt::kernels::ZRT_ISA {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "zrt/kernels/nn/element.h"
-#include "zrt/kernels/math/gelu_math.h"
+#include "zrt/kernels/gelu_math.h"
 
 namespace zrt::kernels {
 

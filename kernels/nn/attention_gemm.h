@@ -3,7 +3,7 @@
 // Note [Attention on GEMMs].
 #pragma once
 
-#include "zrt/kernels/math/attention_dims.h"
+#include "zrt/kernels/attention_dims.h"
 #include "zrt/kernels/nn/attention_path.h"
 #include "zrt/runtime/tensor.h"
 

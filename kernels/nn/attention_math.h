@@ -14,7 +14,7 @@
 // are [B, H, T].
 #pragma once
 
-#include "zrt/kernels/math/attention_dims.h"
+#include "zrt/kernels/attention_dims.h"
 #include "zrt/kernels/nn/element.h"
 
 namespace zrt::kernels {

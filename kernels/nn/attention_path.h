@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "zrt/kernels/math/attention_dims.h"
+#include "zrt/kernels/attention_dims.h"
 #include "zrt/runtime/dtype.h"
 
 namespace zrt::kernels {

@@ -43,7 +43,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "zrt/kernels/math/attention_dims.h"
+#include "zrt/kernels/attention_dims.h"
 #include "zrt/kernels/nn/element.h"
 #include "zrt/runtime/float16.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "tests/optim/zero_adamw_checks.h"
 
 using namespace zrt;

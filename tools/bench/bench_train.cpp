@@ -55,7 +55,7 @@
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/runtime/io/safetensors.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/phase_timer.h"
 
 namespace zrt::bench {

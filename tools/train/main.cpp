@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zrt/model_zoo/trainer/trainer.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"

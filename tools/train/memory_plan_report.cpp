@@ -6,7 +6,7 @@
 
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/trainer/memory_plan.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 namespace zrt::train {
 

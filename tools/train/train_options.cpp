@@ -19,7 +19,7 @@
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
 #include "tools/train/run_directory.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/error.h"
 #include "tools/train/train_setup.h"
 

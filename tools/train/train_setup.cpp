@@ -9,7 +9,7 @@
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/io/param_loader.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
 

@@ -10,7 +10,7 @@
 #include "zrt/model_zoo/data/dataset.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/communicator.h"
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 namespace zrt::train {
 
@@ -36,7 +36,7 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, mod
 // MPI bootstrap (World::bootstrap), else null. Each rank runs its CPU
 // kernels on `threads` threads, or (0) on its share of the host's cores
 // (kernels::default_cpu_threads). A launch world carries the ranks' tensors
-// (on `device`'s kind) over `transport` (launch.h). Rethrows a rank's error.
+// (on `device`'s kind) over `transport` (launched_world.h). Rethrows a rank's error.
 void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn, int threads = 0,
                Device device = Device::cpu(), WorldTransport transport = WorldTransport::automatic);
 // The device kind and transport of the options (--device, --transport), for run_ranks.

@@ -2,7 +2,7 @@
 // size and micro-batch count match the same model trained by one rank.
 #include <boost/test/unit_test.hpp>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/support/rank_check.h"

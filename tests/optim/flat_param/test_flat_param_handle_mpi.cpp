@@ -2,7 +2,7 @@
 // each rank a process.
 #include <boost/test/unit_test.hpp>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "tests/optim/flat_param/handle_checks.h"
 
 using namespace zrt;

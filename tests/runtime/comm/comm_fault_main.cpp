@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 int main() {
   zrt::World w = zrt::init_world();

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <random>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"
 #include "zrt/runtime/comm/zero_groups.h"
 #include "tests/runtime/comm/collective_checks.h"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/tcp_rendezvous.h"
 
 using namespace zrt;

@@ -15,7 +15,7 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/kernels/ops/scale.h"
-#include "tests/kernels/adamw_reference.h"
+#include "tests/kernels/ops/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "zrt/kernels/ops/adamw.h"
-#include "tests/kernels/adamw_reference.h"
+#include "tests/kernels/ops/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;
@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(matches_torch_optim_adamw) {
     kernels::fused_adamw(p, m, v, g, k, hp, ranges);
   }
   const std::string cmd = std::string(ZRT_PYTHON) + " " + ZRT_SOURCE_DIR +
-                          "/tests/kernels/adamw_torch_reference.py " + dir.string();
+                          "/tests/kernels/ops/adamw_torch_reference.py " + dir.string();
   const int rc = std::system(cmd.c_str());
   BOOST_REQUIRE_MESSAGE(rc != -1 && WIFEXITED(rc), "could not run `" << cmd << "`");
   BOOST_REQUIRE_MESSAGE(WEXITSTATUS(rc) != 3, "the PyTorch reference needs torch and numpy importable by "

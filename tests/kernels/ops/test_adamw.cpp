@@ -4,7 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "zrt/kernels/ops/adamw.h"
-#include "tests/kernels/adamw_reference.h"
+#include "tests/kernels/ops/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;

@@ -7,7 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 #include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;
@@ -23,7 +23,7 @@ EnvLookup fake(std::map<std::string, std::string> vars) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(comm_launch)
+BOOST_AUTO_TEST_SUITE(launched_world)
 
 BOOST_AUTO_TEST_CASE(each_launcher) {
   auto m = detect_launch(fake({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},

@@ -1,4 +1,4 @@
-#include "zrt/runtime/comm/launch.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 #include <cerrno>
 #include <cstdlib>
