@@ -23,21 +23,10 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
   return it->second;
 }
 
+// The engine's module: the config's, reducing with sum (Note [One step of the engine]).
 optim::ZeroModuleOptions module_options(const EngineConfig& c) {
-  optim::ZeroModuleOptions o;
-  o.strategy = c.strategy;
-  o.zero3_size = c.zero3_size;
-  o.dtype = c.dtype;
-  o.reduce_dtype = c.reduce_dtype;
-  o.grad_reduce = ReduceOp::sum;  // see Note [One step of the engine]
-  o.device = c.device;
-  o.offload_grads = c.offload_grads;
-  o.adamw = c.adamw;
-  o.offload_optimizer = c.offload_optimizer;
-  o.tracer = c.tracer;
-  o.cpu_streams = c.cpu_streams;
-  o.allocator = c.allocator;
-  o.dry_run = c.dry_run;
+  optim::ZeroModuleOptions o = c.zero;
+  o.grad_reduce = ReduceOp::sum;
   return o;
 }
 
@@ -52,7 +41,8 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   // Before the module splits its groups from the world, which inherit it.
   if (config_.phase_timer) world->set_phase_timer(config_.phase_timer);
   module_ = std::make_unique<optim::ZeroModule>(std::move(world), module_options(config_));
-  if (config_.device.is_cuda()) pinned_ = make_pinned_host_allocator();  // Note [One host wait per step]
+  // Note [One host wait per step]
+  if (config_.zero.device.is_cuda()) pinned_ = make_pinned_host_allocator();
 
   const auto units = model_->units();
   for (const auto& unit : units) {
@@ -103,7 +93,7 @@ TrainingEngine::~TrainingEngine() {
 }
 
 Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit, const char* category) const {
-  Tracer* t = config_.tracer.get();
+  Tracer* t = config_.zero.tracer.get();
   return Tracer::Scope(t, t ? (unit.empty() ? std::string(what) : std::string(what) + " " + unit) : std::string(),
                        category, Tracer::kComputeTrack, {});
 }
@@ -126,7 +116,8 @@ Batch TrainingEngine::home(const Batch& given) const {
   // batch on the engine's caching allocator so every activation comes from it.
   Batch batch = given;
   for (Tensor* t : {&batch.inputs, &batch.targets}) {
-    Tensor homed = Tensor::empty(t->shape(), t->dtype(), config_.device, module_->allocator(), stream());
+    Tensor homed =
+        Tensor::empty(t->shape(), t->dtype(), config_.zero.device, module_->allocator(), stream());
     if (pinned_ && t->device().is_cpu()) {
       // Note [One host wait per step]: staged in pinned memory, uploaded with
       // no host wait. The staging block is the host's until the upload has
@@ -200,7 +191,8 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
   // On the device (NCCL needs device memory), from the caching allocator and
   // written in stream order: no raw allocation. Exact in f64: the host sums.
   const std::int64_t m = losses.numel();
-  Tensor t = Tensor::empty({m + 1}, DType::f64, config_.device, module_->allocator(), stream());
+  Tensor t =
+      Tensor::empty({m + 1}, DType::f64, config_.zero.device, module_->allocator(), stream());
   kernels::cast(t.slice(0, m), losses, stream());
   kernels::fill(t.slice(m, 1), static_cast<double>(local_tokens), stream());
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
@@ -217,7 +209,8 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
     const std::int64_t words = id_flag.numel() * world.size();
     Tensor flags = id_flag;
     if (world.size() > 1) {
-      flags = Tensor::empty({words}, id_flag.dtype(), config_.device, module_->allocator(), stream());
+      flags = Tensor::empty({words}, id_flag.dtype(), config_.zero.device, module_->allocator(),
+                            stream());
       world.all_gather_into_tensor(flags, id_flag, stream());
     }
     if (id_flag_host_.numel() != words)
@@ -235,7 +228,9 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   // On the host: the loss layer reads it there, with no device read per micro-batch.
   const Tensor dloss = Tensor::from_doubles({scale}, DType::f32);
   // Note [One host wait per step]: on CUDA the ids are checked on the device.
-  const Tensor id_flag = pinned_ ? kernels::new_id_flag(config_.device, module_->allocator(), stream()) : Tensor();
+  const Device device = config_.zero.device;
+  const Tensor id_flag =
+      pinned_ ? kernels::new_id_flag(device, module_->allocator(), stream()) : Tensor();
   model_->set_id_check(id_flag);
   struct ClearIdCheck {
     Model& model;
@@ -255,14 +250,14 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     const Batch& batch = homed[m];
     const Tensor loss = forward(batch);
     if (m == 0)
-      losses = Tensor::empty({static_cast<std::int64_t>(homed.size())}, loss.dtype(), config_.device,
+      losses = Tensor::empty({static_cast<std::int64_t>(homed.size())}, loss.dtype(), device,
                              module_->allocator(), stream());
     losses.slice(static_cast<std::int64_t>(m), 1).copy_(loss, stream());
     local_tokens += batch.targets.numel();
     backward(batch, dloss, m + 1 == homed.size());
   }
   StepStats stats;
-  Event losses_copied(config_.device);
+  Event losses_copied(device);
   {
     // The compute stream waits for the gradient reductions first: the
     // rank's collectives run in one order (Note [Unshard on the communication stream]).
@@ -302,9 +297,9 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     r = module_->step(lr, read_losses);
   }
   read_losses();
-  if (config_.tracer) {
+  if (config_.zero.tracer) {
     const MemoryStats m = module_->memory_stats();
-    config_.tracer->counter("memory", {{"allocated", static_cast<double>(m.allocated)},
+    config_.zero.tracer->counter("memory", {{"allocated", static_cast<double>(m.allocated)},
                                        {"reserved", static_cast<double>(m.reserved)}});
   }
   stats.grad_norm = r.grad_norm;

@@ -67,24 +67,26 @@
 
 namespace zrt::model_zoo {
 
+// Note [Options owned by their layer]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A setting is declared once, in the options of the layer where it acts,
+// and checked there, where it enters; a layer above holds the options of
+// the one below whole instead of repeating their fields and copying them
+// across: TrainerConfig::engine is an EngineConfig, EngineConfig::zero the
+// ZeroModuleOptions of the engine's module. A new module setting is then
+// one field in ZeroModuleOptions (and its flag), not a field at every
+// level with a copy between each pair. The engine sets only its own rule
+// on what it passes down: gradients reduce with sum.
 struct EngineConfig {
-  optim::ShardingStrategy strategy = optim::ShardingStrategy::full_shard;
-  int zero3_size = 0;              // hybrid / layer-zero group size (0: the whole world)
-  DType dtype = DType::f32;        // compute dtype (f32, bf16, f16)
-  Device device = Device::cpu();
-  bool offload_grads = false;
+  // The module under the engine: sharding, dtypes, device, offload, AdamW,
+  // tracing, memory. Its grad_reduce is the engine's: sum (Note [One step
+  // of the engine]).
+  optim::ZeroModuleOptions zero;
   int prefetch = 1;                // stages whose units are unsharded ahead (0, 1 or 2)
   ActivationCheckpointing checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
-  DType reduce_dtype = DType::f32; // gradient reduce-scatter dtype
-  optim::AdamWOptions adamw;       // betas, eps, weight decay, clipping; lr comes per step
-  optim::OptimizerOffload offload_optimizer;  // where AdamW's m and v live (Note [Optimizer state on disk])
   std::uint64_t seed = 1337;
-  TracerPtr tracer;                // records the step's timeline (and the world's collectives); null: none
   PhaseTimerPtr phase_timer;       // times forward, backward, optimizer and the world's collectives
                                    // (Note [Step phase times]); null: none
-  std::optional<optim::CpuStreams> cpu_streams;  // Note [Streams of a CPU module]; unset: ZRT_CPU_STREAMS or comm
-  AllocatorPtr allocator;          // the module's memory and the activations'; null: a caching allocator
-  bool dry_run = false;            // Note [Dry runs] (memory_plan.h): every allocation, no work, no memory
 };
 
 struct StepStats {

@@ -191,19 +191,20 @@ void check_plan_geometry(const TrainerConfig& c, int world_size, int steps) {
 
 RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int steps) {
   TrainerConfig c = config;
-  const bool cuda = c.engine.device.is_cuda();
-  c.model.dtype = c.engine.dtype;
+  const bool cuda = c.engine.zero.device.is_cuda();
+  c.model.dtype = c.engine.zero.dtype;
   c.model.device = Device::cpu();
-  c.engine.device = Device::cpu();
-  if (cuda) c.engine.cpu_streams = optim::CpuStreams::all;  // CUDA's shape: compute and comm streams
-  if (!c.engine.cpu_streams) c.engine.cpu_streams = optim::default_cpu_streams();
-  c.engine.tracer = nullptr;
-  c.engine.dry_run = true;
+  c.engine.zero.device = Device::cpu();
+  // CUDA's shape: compute and comm streams
+  if (cuda) c.engine.zero.cpu_streams = optim::CpuStreams::all;
+  if (!c.engine.zero.cpu_streams) c.engine.zero.cpu_streams = optim::default_cpu_streams();
+  c.engine.zero.tracer = nullptr;
+  c.engine.zero.dry_run = true;
   // Ops choose their CUDA paths' buffers (Note [CUDA kernels planned on the CPU]).
   std::optional<kernels::ScopedCudaKernelPlan> as_cuda;
   if (cuda) as_cuda.emplace();
   auto memory = std::make_shared<PeakBreakdownAllocator>(make_unbacked_caching_allocator());
-  c.engine.allocator = memory;
+  c.engine.zero.allocator = memory;
 
   auto model = make_model(c.model);
   // Stand-ins for the initial values: a dry run reads none (Note [Dry runs]).
@@ -245,7 +246,7 @@ const RankMemoryPlan& MemoryPlan::largest() const {
 
 MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
   TrainerConfig c = config;
-  c.model.dtype = c.engine.dtype;
+  c.model.dtype = c.engine.zero.dtype;
   validate_model_config(c.model);
   check_plan_geometry(c, world_size, steps);
   MemoryPlan plan;
@@ -262,8 +263,10 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
   // Cheapest first: no gathers, one per unit and step, two.
   std::vector<ShardingStrategy> strategies = {ShardingStrategy::no_shard, ShardingStrategy::shard_grad_op,
                                               ShardingStrategy::full_shard};
-  if (std::find(strategies.begin(), strategies.end(), config.engine.strategy) == strategies.end())
-    strategies.push_back(config.engine.strategy);  // hybrid or layer-zero, with the user's zero3 size
+  const ShardingStrategy asked = config.engine.zero.strategy;
+  // hybrid or layer-zero, with the user's zero3 size
+  if (std::find(strategies.begin(), strategies.end(), asked) == strategies.end())
+    strategies.push_back(asked);
   const bool has_blocks = !make_model(config.model)->block_stages().empty();
   std::vector<std::string> checkpointing = {"none"};
   if (has_blocks) checkpointing = {"none", "every:2", "blocks"};
@@ -274,10 +277,10 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
         for (int prefetch = 2; prefetch >= 0; --prefetch) {
           if (prefetch > 0 && strategy == ShardingStrategy::no_shard) continue;  // nothing to gather ahead
           TrainerConfig c = config;
-          c.engine.strategy = strategy;
+          c.engine.zero.strategy = strategy;
           c.engine.prefetch = prefetch;
           c.engine.checkpointing = parse_activation_checkpointing(ckpt);
-          c.engine.offload_optimizer = optim::parse_optimizer_offload(offload);
+          c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
           const RankMemoryPlan largest = plan_memory(c, world_size).largest();
           if (largest.reserved_peak > budget_bytes) continue;
           std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) + " --prefetch " +

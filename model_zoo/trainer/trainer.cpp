@@ -5,8 +5,8 @@ namespace zrt::model_zoo {
 Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::map<std::string, Tensor>* initial)
     : world_(std::move(world)), config_(std::move(config)), data_(std::move(data)) {
   ZRT_CHECK_ARG(world_ != nullptr, "Trainer needs a world communicator");
-  config_.model.dtype = config_.engine.dtype;
-  config_.model.device = config_.engine.device;
+  config_.model.dtype = config_.engine.zero.dtype;
+  config_.model.device = config_.engine.zero.device;
   validate_model_config(config_.model);
   check_dataset_fits_model(data_, config_.model);
   geometry_ = {config_.batch_size, config_.seq_len, world_->size(), config_.micro_batches};

@@ -23,9 +23,9 @@ TrainerConfig checked_config(ShardingStrategy strategy, int zero3_size, DType dt
   TrainerConfig c;
   c.model.kind = "gpt";
   c.model.preset = "tiny";
-  c.engine.strategy = strategy;
-  c.engine.zero3_size = zero3_size;
-  c.engine.dtype = dtype;
+  c.engine.zero.strategy = strategy;
+  c.engine.zero.zero3_size = zero3_size;
+  c.engine.zero.dtype = dtype;
   c.batch_size = 12;
   c.seq_len = 16;
   c.steps = 3;

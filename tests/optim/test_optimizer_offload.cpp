@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(moments_on_disk_leave_the_step_peak) {
     c.model.preset = "tiny";
     c.model.n_layer = 4;
     c.model.n_embd = 128;
-    c.engine.offload_optimizer = offload;
+    c.engine.zero.offload_optimizer = offload;
     c.batch_size = 2;
     c.seq_len = 16;
     return static_cast<double>(second_step_peak(c));
@@ -112,8 +112,8 @@ BOOST_AUTO_TEST_CASE(master_in_host_memory_leaves_the_device_peak) {
     c.model.preset = "tiny";
     c.model.n_layer = 4;
     c.model.n_embd = 128;
-    c.engine.dtype = DType::bf16;
-    c.engine.offload_optimizer = offload;
+    c.engine.zero.dtype = DType::bf16;
+    c.engine.zero.offload_optimizer = offload;
     c.batch_size = 2;
     c.seq_len = 16;
     return static_cast<double>(second_step_peak(c));

@@ -345,8 +345,8 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
   t.activation_checkpointing = result.checkpointing;
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
-  config.engine.tracer = tracer;
-  const auto phase_timer = std::make_shared<PhaseTimer>(config.engine.device);
+  config.engine.zero.tracer = tracer;
+  const auto phase_timer = std::make_shared<PhaseTimer>(config.engine.zero.device);
   config.engine.phase_timer = phase_timer;
   model_zoo::Trainer trainer = train::make_trainer(world, t, config);
   // timed step seconds, comm busy and overlapped us, allocator peaks, process peak RSS, phase ms
@@ -425,7 +425,8 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
   Peak peak;
   std::string device_name;
   if (o.train.device == "cuda")
-    device_name = cuda_device_name(train::trainer_config(o.train, local_rank).engine.device.index);
+    device_name =
+        cuda_device_name(train::trainer_config(o.train, local_rank).engine.zero.device.index);
   if (o.peak_gflops > 0)
     peak = {o.peak_gflops, "given"};
   else if (o.train.device == "cuda")

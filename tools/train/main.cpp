@@ -184,178 +184,238 @@ std::string trace_path(const std::string& path, int rank, int size) {
   return (p.parent_path() / (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string())).string();
 }
 
-void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int local_rank, std::mutex& io) {
-  TrainerConfig config = trainer_config(o, local_rank);
-  config.host_comm = host;  // a background save's agreements beside an NCCL world
-  if (!o.trace.empty()) config.engine.tracer = std::make_shared<Tracer>(world->rank());
-  // The trace is written however the run ends (finished, stopped by a signal, failed).
-  struct TraceWriter {
-    const TracerPtr& tracer;
-    std::string path;
-    ~TraceWriter() {
-      if (!tracer) return;
-      try {
-        tracer->write(path);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
-      }
-    }
-  } trace_writer{config.engine.tracer, trace_path(o.trace, world->rank(), world->size())};
-  const bool lead = world->rank() == 0;
-  // Every rank was given the same flags and data: else one error on every
-  // rank naming the flags, before any step (different weights, or a hang).
-  {
-    const std::string mine = rank_agreement_json(o);
-    std::vector<std::string> all;
-    for (const auto& b : world->all_gather_bytes(std::as_bytes(std::span(mine.data(), mine.size()))))
-      all.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
-    check_ranks_agree(all);
-  }
-  // One run per checkpoint directory (Note [Resuming never loses work]).
-  std::optional<RunLock> run_lock;
-  all_or_none(*world, [&] {
-    if (lead && !o.checkpoint_dir.empty()) run_lock.emplace(o.checkpoint_dir);
-  });
-  model_zoo::Trainer trainer = make_trainer(world, o, config);
-  bool resumed = false;
-  if (o.resume) {
-    const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
-    const bool fresh = o.resume_from.empty() && !std::filesystem::exists(std::filesystem::path(path) / "latest");
-    if (fresh) {
-      if (lead) std::printf("zrt-train: no checkpoint under %s yet: starting at step 0\n", path.c_str());
-    } else {
-      const std::string saved = trainer.resume(path);
-      resumed = true;
-      if (lead) {
-        std::lock_guard lock(io);
-        std::printf("zrt-train: resumed from %s at step %lld\n", path.c_str(),
-                    static_cast<long long>(trainer.next_step()));
-        if (!o.init_from.empty())
-          std::printf("zrt-train: --init-from %s was not read: the checkpoint's weights were resumed\n",
-                      o.init_from.c_str());
-        std::string flags;
-        for (const auto& f : train::differing_run_flags(saved, o)) flags += " " + f;
-        if (!flags.empty())
-          std::fprintf(stderr, "zrt-train: warning: these flags differ from the checkpoint's run:%s\n", flags.c_str());
-      }
+// Writes the trace however the run ends (finished, stopped by a signal, failed).
+struct TraceWriter {
+  const TracerPtr& tracer;
+  std::string path;
+  ~TraceWriter() {
+    if (!tracer) return;
+    try {
+      tracer->write(path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
     }
   }
-  ZRT_CHECK_ARG(trainer.next_step() <= o.steps, "--steps ", o.steps, " is below the step ", trainer.next_step(),
-                " the checkpoint was saved at: there is nothing to train (raise --steps to continue)");
-  if (resumed && !o.checkpoint_dir.empty()) {
-    all_or_none(*world, [&] {
-      if (!lead) return;
-      const auto moved = set_aside_newer_steps(o.checkpoint_dir, trainer.next_step());
-      if (!moved.empty())
-        std::printf("zrt-train: %zu newer step(s) of %s (the trajectory abandoned by resuming step %lld) were moved "
-                    "into an abandoned-from-%lld-* directory there\n",
-                    moved.size(), o.checkpoint_dir.c_str(), static_cast<long long>(trainer.next_step()),
-                    static_cast<long long>(trainer.next_step()));
-    });
+};
+
+// Every rank was given the same flags and data: else one error on every
+// rank naming the flags, before any step (different weights, or a hang).
+void check_flags_agree(Communicator& world, const TrainOptions& o) {
+  const std::string mine = rank_agreement_json(o);
+  std::vector<std::string> all;
+  for (const auto& b : world.all_gather_bytes(std::as_bytes(std::span(mine.data(), mine.size()))))
+    all.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
+  check_ranks_agree(all);
+}
+
+// --resume: loads the checkpoint (collective) unless there is none yet;
+// returns whether it did. Newer steps of the directory are set aside.
+bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
+                     std::mutex& io) {
+  if (!o.resume) return false;
+  const bool lead = world.rank() == 0;
+  const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
+  const bool fresh =
+      o.resume_from.empty() && !std::filesystem::exists(std::filesystem::path(path) / "latest");
+  if (fresh) {
+    if (lead)
+      std::printf("zrt-train: no checkpoint under %s yet: starting at step 0\n", path.c_str());
+    return false;
   }
-  zrt::optim::CheckpointSaveOptions save_options = zrt::optim::checkpoint_into(o.checkpoint_dir, o.keep_last);
-  save_options.run_json = train::run_flags_json(o);
-  std::int64_t saved_at = o.resume ? trainer.next_step() : -1;
-  auto said_saved = [&](const std::string& dir) {
-    if (!lead || dir.empty()) return;
-    std::lock_guard lock(io);
-    std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "", dir.c_str());
-  };
-  // With --checkpoint-async, the save being written: waited for (and its
-  // failure thrown) by the next save and at the end.
-  auto finish_checkpoint = [&] { said_saved(trainer.wait_for_checkpoint()); };
-  auto checkpoint = [&] {
-    if (o.checkpoint_dir.empty() || saved_at == trainer.next_step()) return;
-    finish_checkpoint();
-    const std::string dir = trainer.save_checkpoint(save_options);  // collective
-    saved_at = trainer.next_step();
-    if (!o.checkpoint_async) said_saved(dir);
-  };
-  // Files are opened only after every input was validated: bad input writes nothing.
-  std::ofstream metrics;
-  if (lead && !o.metrics.empty()) {
-    // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
-    if (resumed) truncate_metrics_at(o.metrics, trainer.next_step());
-    metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
-    ZRT_CHECK_ARG(metrics.good(), "cannot write metrics file '", o.metrics, "'");
-  }
-  const bool tty = lead && isatty(fileno(stdout));
+  const std::string saved = trainer.resume(path);
+  const auto step = static_cast<long long>(trainer.next_step());
   if (lead) {
     std::lock_guard lock(io);
-    std::printf("zrt-train: %s/%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n", o.model.c_str(),
-                o.preset.c_str(), world->size(), o.strategy.c_str(), o.dtype.c_str(),
-                config.engine.device.str().c_str(), trainer.engine().handles().size());
+    std::printf("zrt-train: resumed from %s at step %lld\n", path.c_str(), step);
+    if (!o.init_from.empty())
+      std::printf("zrt-train: --init-from %s was not read: the checkpoint's weights were resumed\n",
+                  o.init_from.c_str());
+    std::string flags;
+    for (const auto& f : train::differing_run_flags(saved, o)) flags += " " + f;
+    if (!flags.empty())
+      std::fprintf(stderr, "zrt-train: warning: these flags differ from the checkpoint's run:%s\n",
+                   flags.c_str());
   }
-  double elapsed = 0;
-  const std::int64_t first = trainer.next_step();
-  // The lead's metrics line and progress line of step s.
-  auto report = [&](const model_zoo::StepReport& r, std::int64_t s) {
+  if (o.checkpoint_dir.empty()) return true;
+  all_or_none(world, [&] {
+    if (!lead) return;
+    const auto moved = set_aside_newer_steps(o.checkpoint_dir, trainer.next_step());
+    if (!moved.empty())
+      std::printf("zrt-train: %zu newer step(s) of %s (the trajectory abandoned by resuming step "
+                  "%lld) were moved into an abandoned-from-%lld-* directory there\n",
+                  moved.size(), o.checkpoint_dir.c_str(), step, step);
+  });
+  return true;
+}
+
+// --checkpoint-dir: saves a step once; with --checkpoint-async, the save
+// being written is waited for (and its failure thrown) by the next save and
+// by finish().
+class Checkpointer {
+ public:
+  Checkpointer(model_zoo::Trainer& trainer, const TrainOptions& o, bool lead, std::mutex& io)
+      : trainer_(trainer), o_(o), lead_(lead), io_(io),
+        options_(optim::checkpoint_into(o.checkpoint_dir, o.keep_last)),
+        saved_at_(o.resume ? trainer.next_step() : -1) {
+    options_.run_json = run_flags_json(o);
+  }
+  void save() {  // collective
+    if (o_.checkpoint_dir.empty() || saved_at_ == trainer_.next_step()) return;
+    finish();
+    const std::string dir = trainer_.save_checkpoint(options_);
+    saved_at_ = trainer_.next_step();
+    if (!o_.checkpoint_async) said_saved(dir);
+  }
+  void finish() { said_saved(trainer_.wait_for_checkpoint()); }
+
+ private:
+  void said_saved(const std::string& dir) {
+    if (!lead_ || dir.empty()) return;
+    std::lock_guard lock(io_);
+    std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "", dir.c_str());
+  }
+  model_zoo::Trainer& trainer_;
+  const TrainOptions& o_;
+  bool lead_;
+  std::mutex& io_;
+  optim::CheckpointSaveOptions options_;
+  std::int64_t saved_at_;
+};
+
+// The lead's metrics line and progress line of each step.
+class StepReporter {
+ public:
+  // Files are opened only after every input was validated: bad input writes nothing.
+  StepReporter(const TrainOptions& o, bool lead, bool resumed, std::int64_t first, std::mutex& io)
+      : o_(o), tty_(lead && isatty(fileno(stdout))), first_(first), io_(io) {
+    if (!lead || o.metrics.empty()) return;
+    // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
+    if (resumed) truncate_metrics_at(o.metrics, first);
+    metrics_.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
+    ZRT_CHECK_ARG(metrics_.good(), "cannot write metrics file '", o.metrics, "'");
+  }
+  void report(const model_zoo::StepReport& r, std::int64_t s) {
+    elapsed_ += r.seconds;
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
-    if (metrics.is_open()) {
-      const nlohmann::ordered_json line = {{"step", r.step},
-                                           {"loss", r.stats.loss},
-                                           {"lr", r.lr},
-                                           {"grad_norm", r.stats.grad_norm},
-                                           {"skipped", r.stats.skipped},
-                                           {"tokens_per_s", per_s},
-                                           {"mem_allocated", r.memory.allocated},
-                                           {"mem_reserved", r.memory.reserved},
-                                           {"mem_peak", r.memory.peak_allocated},
-                                           {"rss", resident_bytes()}};
-      metrics << line.dump() << "\n";
-      metrics.flush();
-      ZRT_CHECK_STATE(metrics.good(), "writing the metrics file ", o.metrics, " failed (disk full?)");
-    }
-    const bool last = s + 1 == o.steps;
-    if (tty || last || r.step % o.log_every == 0) {
-      const double eta = elapsed / static_cast<double>(s + 1 - first) * static_cast<double>(o.steps - s - 1);
-      std::lock_guard lock(io);
-      std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  eta %.0fs%s",
-                  tty ? "\r" : "", static_cast<long long>(r.step + 1), o.steps, r.stats.loss, r.lr,
-                  r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
-                  o.model == "gpt" ? "tok" : "rows", human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
-                  human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
-                  tty && !last ? "" : "\n");
-      std::fflush(stdout);
-    }
-  };
-  for (std::int64_t s = first; s < o.steps; ++s) {
-    auto r = trainer.step();
-    elapsed += r.seconds;
+    if (metrics_.is_open()) write_metrics(r, per_s);
+    const bool last = s + 1 == o_.steps;
+    if (!tty_ && !last && r.step % o_.log_every != 0) return;
+    const double eta =
+        elapsed_ / static_cast<double>(s + 1 - first_) * static_cast<double>(o_.steps - s - 1);
+    std::lock_guard lock(io_);
+    std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  "
+                "eta %.0fs%s",
+                tty_ ? "\r" : "", static_cast<long long>(r.step + 1), o_.steps, r.stats.loss, r.lr,
+                r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
+                o_.model == "gpt" ? "tok" : "rows",
+                human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
+                human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
+                tty_ && !last ? "" : "\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  void write_metrics(const model_zoo::StepReport& r, double per_s) {
+    const nlohmann::ordered_json line = {{"step", r.step},
+                                         {"loss", r.stats.loss},
+                                         {"lr", r.lr},
+                                         {"grad_norm", r.stats.grad_norm},
+                                         {"skipped", r.stats.skipped},
+                                         {"tokens_per_s", per_s},
+                                         {"mem_allocated", r.memory.allocated},
+                                         {"mem_reserved", r.memory.reserved},
+                                         {"mem_peak", r.memory.peak_allocated},
+                                         {"rss", resident_bytes()}};
+    metrics_ << line.dump() << "\n";
+    metrics_.flush();
+    ZRT_CHECK_STATE(metrics_.good(), "writing the metrics file ", o_.metrics,
+                    " failed (disk full?)");
+  }
+  const TrainOptions& o_;
+  bool tty_;
+  std::int64_t first_;
+  std::mutex& io_;
+  std::ofstream metrics_;
+  double elapsed_ = 0;
+};
+
+// The steps from the trainer's next to --steps; false when a signal stopped them.
+bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
+                 Checkpointer& checkpoints, StepReporter& reporter) {
+  const bool lead = world.rank() == 0;
+  for (std::int64_t s = trainer.next_step(); s < o.steps; ++s) {
+    const model_zoo::StepReport r = trainer.step();
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank
       for (const std::string& f : r.stats.inconsistencies)
         std::fprintf(stderr, "zrt-train: warning: step %lld: %s\n", static_cast<long long>(r.step), f.c_str());
     std::string report_error;  // the lead's metrics write may fail: every rank must learn of it
     if (lead) {
       try {
-        report(r, s);
+        reporter.report(r, s);
       } catch (const std::exception& e) {
         report_error = e.what();
       }
     }
-    const StepAgreement agreed = agree_after_step(*world, !report_error.empty());
+    const StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed) ZRT_THROW(InvalidState, lead ? report_error : "rank 0 failed to write its metrics");
-    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoint();
-    if (agreed.stop) {
-      checkpoint();
-      finish_checkpoint();
-      if (lead)
-        std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
-                    static_cast<long long>(trainer.next_step()), o.steps,
-                    o.checkpoint_dir.empty() ? "" : "; continue with --resume");
-      return;
-    }
+    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
+    if (agreed.stop) return false;
   }
-  checkpoint();
-  finish_checkpoint();
-  if (!o.save.empty()) {
-    auto params = trainer.engine().full_params();  // collective
-    if (lead) {
-      zrt::write_safetensors(o.save, params);
-      std::lock_guard lock(io);
-      std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
-    }
+  return true;
+}
+
+// The last checkpoint, then --save (collective), or the note of a stop.
+void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
+            Checkpointer& checkpoints, bool completed, std::mutex& io) {
+  const bool lead = world.rank() == 0;
+  checkpoints.save();
+  checkpoints.finish();
+  if (!completed) {
+    if (lead)
+      std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
+                  static_cast<long long>(trainer.next_step()), o.steps,
+                  o.checkpoint_dir.empty() ? "" : "; continue with --resume");
+    return;
   }
+  if (o.save.empty()) return;
+  auto params = trainer.engine().full_params();  // collective
+  if (!lead) return;
+  zrt::write_safetensors(o.save, params);
+  std::lock_guard lock(io);
+  std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
+}
+
+// One rank's run: agree across ranks, set up, train, finish.
+void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int local_rank,
+         std::mutex& io) {
+  TrainerConfig config = trainer_config(o, local_rank);
+  config.host_comm = host;  // a background save's agreements beside an NCCL world
+  if (!o.trace.empty()) config.engine.zero.tracer = std::make_shared<Tracer>(world->rank());
+  const TraceWriter trace_writer{config.engine.zero.tracer,
+                                 trace_path(o.trace, world->rank(), world->size())};
+  const bool lead = world->rank() == 0;
+  check_flags_agree(*world, o);
+  // One run per checkpoint directory (Note [Resuming never loses work]).
+  std::optional<RunLock> run_lock;
+  all_or_none(*world, [&] {
+    if (lead && !o.checkpoint_dir.empty()) run_lock.emplace(o.checkpoint_dir);
+  });
+  model_zoo::Trainer trainer = make_trainer(world, o, config);
+  const bool resumed = resume_if_asked(*world, trainer, o, io);
+  ZRT_CHECK_ARG(trainer.next_step() <= o.steps, "--steps ", o.steps, " is below the step ",
+                trainer.next_step(), " the checkpoint was saved at: there is nothing to train ",
+                "(raise --steps to continue)");
+  Checkpointer checkpoints(trainer, o, lead, io);
+  StepReporter reporter(o, lead, resumed, trainer.next_step(), io);
+  if (lead) {
+    std::lock_guard lock(io);
+    std::printf("zrt-train: %s/%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n",
+                o.model.c_str(), o.preset.c_str(), world->size(), o.strategy.c_str(),
+                o.dtype.c_str(), config.engine.zero.device.str().c_str(),
+                trainer.engine().handles().size());
+  }
+  const bool completed = train_steps(*world, trainer, o, checkpoints, reporter);
+  finish(*world, trainer, o, checkpoints, completed, io);
 }
 
 }  // namespace

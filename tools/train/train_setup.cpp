@@ -51,19 +51,21 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   m.head_unit = o.head_unit;
 
   auto& e = c.engine;
-  e.strategy = *optim::parse_strategy(o.strategy);
-  e.zero3_size = o.zero3_size;
-  e.dtype = *parse_dtype(o.dtype);
-  e.reduce_dtype = *parse_dtype(o.reduce_dtype);
+  auto& z = e.zero;
+  z.strategy = *optim::parse_strategy(o.strategy);
+  z.zero3_size = o.zero3_size;
+  z.dtype = *parse_dtype(o.dtype);
+  z.reduce_dtype = *parse_dtype(o.reduce_dtype);
   e.prefetch = o.prefetch;
   e.checkpointing = model_zoo::parse_activation_checkpointing(o.activation_checkpointing);
-  if (!o.cpu_streams.empty()) e.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
-  e.device = o.device == "cuda" ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
-                                : Device::cpu();
-  e.offload_grads = o.offload_grads;
-  e.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
+  if (!o.cpu_streams.empty()) z.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
+  z.device = o.device == "cuda"
+                 ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
+                 : Device::cpu();
+  z.offload_grads = o.offload_grads;
+  z.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
   e.seed = o.seed;
-  e.adamw = adamw_options(o);
+  z.adamw = adamw_options(o);
   c.batch_size = o.batch_size;
   c.seq_len = o.seq_len;
   c.micro_batches = o.micro_batches;

@@ -26,11 +26,11 @@ TrainerConfig config_for(const std::string& kind) {
   TrainerConfig c;
   c.model.kind = kind;
   c.model.preset = "tiny";
-  c.engine.adamw.beta1 = 0.9;
-  c.engine.adamw.beta2 = 0.95;
-  c.engine.adamw.eps = 1e-8;
-  c.engine.adamw.weight_decay = 0.1;
-  c.engine.adamw.max_grad_norm = 1.0;
+  c.engine.zero.adamw.beta1 = 0.9;
+  c.engine.zero.adamw.beta2 = 0.95;
+  c.engine.zero.adamw.eps = 1e-8;
+  c.engine.zero.adamw.weight_decay = 0.1;
+  c.engine.zero.adamw.max_grad_norm = 1.0;
   c.batch_size = 8;
   c.seq_len = 16;
   c.micro_batches = 2;

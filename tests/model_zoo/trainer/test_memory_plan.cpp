@@ -34,14 +34,14 @@ TrainerConfig base_config(const std::string& kind) {
   TrainerConfig c;
   c.model.kind = kind;
   c.model.preset = "tiny";
-  c.engine.adamw.max_grad_norm = 1.0;
-  c.engine.adamw.weight_decay = 0.1;
+  c.engine.zero.adamw.max_grad_norm = 1.0;
+  c.engine.zero.adamw.weight_decay = 0.1;
   c.batch_size = 12;
   c.seq_len = 16;
   c.steps = 2;
   // Compute and collectives on the calling thread: the issue order is the
   // order memory is freed in, as on CUDA (Note [Memory plan]).
-  c.engine.cpu_streams = optim::CpuStreams::none;
+  c.engine.zero.cpu_streams = optim::CpuStreams::none;
   return c;
 }
 
@@ -84,27 +84,27 @@ std::vector<Case> sweep(const std::string& scratch) {
   add("gpt tiny, 1 rank", 1, [](TrainerConfig&) {});
   add("gpt tiny, 2 ranks, full", 2, [](TrainerConfig&) {});
   add("gpt tiny, 3 ranks, full, bf16, 2 micro-batches", 3, [](TrainerConfig& c) {
-    c.engine.dtype = DType::bf16;
+    c.engine.zero.dtype = DType::bf16;
     c.micro_batches = 2;
   });
   add("gpt tiny, 2 ranks, grad-op, f16", 2, [](TrainerConfig& c) {
-    c.engine.strategy = ShardingStrategy::shard_grad_op;
-    c.engine.dtype = DType::f16;
+    c.engine.zero.strategy = ShardingStrategy::shard_grad_op;
+    c.engine.zero.dtype = DType::f16;
   });
   add("gpt tiny, 2 ranks, no-shard, 2 micro-batches", 2, [](TrainerConfig& c) {
-    c.engine.strategy = ShardingStrategy::no_shard;
+    c.engine.zero.strategy = ShardingStrategy::no_shard;
     c.micro_batches = 2;
   });
   add("gpt tiny, 4 ranks, hybrid 2, bf16 reduce", 4, [](TrainerConfig& c) {
-    c.engine.strategy = ShardingStrategy::hybrid_shard;
-    c.engine.zero3_size = 2;
-    c.engine.reduce_dtype = DType::bf16;
+    c.engine.zero.strategy = ShardingStrategy::hybrid_shard;
+    c.engine.zero.zero3_size = 2;
+    c.engine.zero.reduce_dtype = DType::bf16;
     c.batch_size = 16;
   });
   add("gpt tiny, 4 ranks, layer-zero 2, bf16", 4, [](TrainerConfig& c) {
-    c.engine.strategy = ShardingStrategy::layer_zero;
-    c.engine.zero3_size = 2;
-    c.engine.dtype = DType::bf16;
+    c.engine.zero.strategy = ShardingStrategy::layer_zero;
+    c.engine.zero.zero3_size = 2;
+    c.engine.zero.dtype = DType::bf16;
     c.batch_size = 16;
   });
   for (int prefetch : {0, 2})
@@ -117,17 +117,17 @@ std::vector<Case> sweep(const std::string& scratch) {
     c.micro_batches = 2;
   });
   add("gpt tiny, 1 rank, offload grads, 3 micro-batches", 1, [](TrainerConfig& c) {
-    c.engine.offload_grads = true;
+    c.engine.zero.offload_grads = true;
     c.micro_batches = 3;
   });
   add("gpt tiny, 2 ranks, moments on disk", 2, [&](TrainerConfig& c) {
-    c.engine.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch, 1000};
+    c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch, 1000};
   });
   add("gpt wider, 1 rank", 1, wider);
   add("gpt wider, 2 ranks, every:2, bf16", 2, [&](TrainerConfig& c) {
     wider(c);
     c.engine.checkpointing = parse_activation_checkpointing("every:2");
-    c.engine.dtype = DType::bf16;
+    c.engine.zero.dtype = DType::bf16;
   });
   add("gpt wider, 3 ranks, full, prefetch 2, 2 micro-batches", 3, [&](TrainerConfig& c) {
     wider(c);
@@ -136,8 +136,8 @@ std::vector<Case> sweep(const std::string& scratch) {
   });
   add("mlp tiny, 1 rank", 1, [](TrainerConfig&) {}, "mlp");
   add("mlp tiny, 3 ranks, grad-op, f16", 3, [](TrainerConfig& c) {
-    c.engine.strategy = ShardingStrategy::shard_grad_op;
-    c.engine.dtype = DType::f16;
+    c.engine.zero.strategy = ShardingStrategy::shard_grad_op;
+    c.engine.zero.dtype = DType::f16;
   }, "mlp");
   return cases;
 }
@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(work_queued_on_cpu_streams_only_adds_to_the_plan) {
   // issue order does: never less.
   for (optim::CpuStreams streams : {optim::CpuStreams::comm, optim::CpuStreams::all}) {
     TrainerConfig c = base_config("gpt");
-    c.engine.cpu_streams = streams;
+    c.engine.zero.cpu_streams = streams;
     const auto measured = measured_peaks(c, 2);
     const MemoryPlan plan = plan_memory(c, 2);
     for (int r = 0; r < 2; ++r)
@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
   BOOST_TEST(one.at_peak.master_and_moments > 0u);
   BOOST_TEST(one.at_peak.activations > 0u);
 
-  c.engine.dtype = DType::bf16;
+  c.engine.zero.dtype = DType::bf16;
   const RankMemoryPlan two = plan_memory(c, 2).largest();
   BOOST_TEST(two.at_peak.zero3_shards > 0u);
   BOOST_TEST(two.at_peak.unsharded_params > 0u);
@@ -241,7 +241,7 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
 
   TempDir scratch;
   TrainerConfig disk = c;
-  disk.engine.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch.str(), 1000};
+  disk.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch.str(), 1000};
   const RankMemoryPlan on_disk = plan_memory(disk, 2).largest();
   // The master stays; m and v (twice the master's bytes) leave.
   BOOST_TEST(3 * on_disk.at_peak.master_and_moments == two.at_peak.master_and_moments);
@@ -258,9 +258,9 @@ BOOST_AUTO_TEST_CASE(a_cuda_plan_counts_the_attention_workspace) {
   c.seq_len = 256;
   c.model.block_size = 256;
   c.model.n_head = 8;
-  c.engine.cpu_streams = optim::CpuStreams::all;
+  c.engine.zero.cpu_streams = optim::CpuStreams::all;
   const std::size_t cpu = plan_memory(c, 1).largest().peak;
-  c.engine.device = Device::cuda(0);
+  c.engine.zero.device = Device::cuda(0);
   const std::size_t cuda = plan_memory(c, 1).largest().peak;
   const std::size_t workspace = 12 * 8 * kernels::attention_gemm_pair_bytes(256, DType::f32);
   // The CUDA peak is the workspace on top of what is live at an attention
