@@ -146,8 +146,9 @@ int default_cpu_threads(int ranks_sharing) {
     char* end = nullptr;
     errno = 0;
     const long n = std::strtol(env, &end, 10);
-    ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && n >= 1 && n <= kMaxCpuThreads, "ZRT_CPU_THREADS='",
-                  env, "' is not a whole number of kernel threads from 1 to ", kMaxCpuThreads);
+    ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && n >= 1 && n <= kMaxCpuThreads,
+                  "ZRT_CPU_THREADS='", env, "' is not a whole number of kernel threads from 1 to ",
+                  kMaxCpuThreads);
     return static_cast<int>(n);
   }
   return std::max(1, usable_cores() / std::max(1, ranks_sharing));
@@ -159,8 +160,8 @@ int cpu_threads() {
 }
 
 void set_cpu_threads(int threads) {
-  ZRT_CHECK_ARG(threads >= 0 && threads <= kMaxCpuThreads, "kernel threads: ", threads, " is not in [0, ",
-                kMaxCpuThreads, "]");
+  ZRT_CHECK_ARG(threads >= 0 && threads <= kMaxCpuThreads, "kernel threads: ", threads,
+                " is not in [0, ", kMaxCpuThreads, "]");
   this_thread_kernels().threads = threads;
 }
 
@@ -170,7 +171,8 @@ void parallel_for(std::int64_t n, std::int64_t grain,
   grain = std::max<std::int64_t>(grain, 1);
   // Below ~64K elements a chunk costs more in hand-off than it saves.
   constexpr std::int64_t kMinPerThread = 1 << 16;
-  std::int64_t chunks = std::min<std::int64_t>(cpu_threads(), (n + kMinPerThread - 1) / kMinPerThread);
+  std::int64_t chunks =
+      std::min<std::int64_t>(cpu_threads(), (n + kMinPerThread - 1) / kMinPerThread);
   if (chunks <= 1 || in_parallel_region()) {
     fn(0, n);
     return;

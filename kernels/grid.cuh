@@ -42,7 +42,8 @@ inline int device_sm_count() {
 // multiprocessor); the loop strides past it.
 inline unsigned grid_for(std::int64_t n) {
   std::int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, std::int64_t(device_sm_count()) * 16));
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>(blocks, 1, std::int64_t(device_sm_count()) * 16));
 }
 
 // The smaller of two indices, in device code.
@@ -114,7 +115,8 @@ void for_each_pack(std::int64_t n, const F& f, cudaStream_t stream) {
 template <class F>
 __global__ void for_each_index_kernel(std::int64_t n, F f) {
   const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    f(i);
 }
 
 // Runs f(i) for every i in [0, n) on `stream`.
@@ -130,8 +132,8 @@ __global__ void for_each_warp_row_kernel(std::int64_t rows, F f) {
   const std::int64_t stride = std::int64_t(gridDim.x) * kWarpsPerBlock;
   // A warp's lanes share each row and step together, so f may use full-warp
   // shuffles (warp_reduce.cuh).
-  for (std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize; row < rows;
-       row += stride)
+  for (std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+       row < rows; row += stride)
     f(row, int(threadIdx.x % kWarpSize));
 }
 

@@ -57,7 +57,9 @@ ScopedSimpleKernels::~ScopedSimpleKernels() { t_override = previous_; }
 
 bool planning_cuda_kernels() { return t_planning_cuda; }
 
-ScopedCudaKernelPlan::ScopedCudaKernelPlan() : previous_(t_planning_cuda) { t_planning_cuda = true; }
+ScopedCudaKernelPlan::ScopedCudaKernelPlan() : previous_(t_planning_cuda) {
+  t_planning_cuda = true;
+}
 
 ScopedCudaKernelPlan::~ScopedCudaKernelPlan() { t_planning_cuda = previous_; }
 

@@ -38,17 +38,17 @@
 // lambda. Parameters only a launch reads are [[maybe_unused]]: a CPU-only
 // build never sees them used.
 #ifdef ZRT_WITH_CUDA
-#define ZRT_CUDA_LAUNCH_AND_RETURN(op, device, ...)              \
-  do {                                                           \
-    if ((device).is_cuda()) {                                    \
-      ::zrt::CudaDeviceGuard zrt_launch_guard_((device).index);  \
-      return __VA_ARGS__;                                        \
-    }                                                            \
+#define ZRT_CUDA_LAUNCH_AND_RETURN(op, device, ...)             \
+  do {                                                          \
+    if ((device).is_cuda()) {                                   \
+      ::zrt::CudaDeviceGuard zrt_launch_guard_((device).index); \
+      return __VA_ARGS__;                                       \
+    }                                                           \
   } while (0)
 #else
-#define ZRT_CUDA_LAUNCH_AND_RETURN(op, device, ...)              \
-  do {                                                           \
-    if ((device).is_cuda()) ::zrt::kernels::throw_no_cuda(op);   \
+#define ZRT_CUDA_LAUNCH_AND_RETURN(op, device, ...)            \
+  do {                                                         \
+    if ((device).is_cuda()) ::zrt::kernels::throw_no_cuda(op); \
   } while (0)
 #endif
 
@@ -78,7 +78,8 @@ void run_cpu_twin(Stream stream, const char* op, Twin twin, const Tensors&... te
     twin(tensors...);
     return;
   }
-  run_on_cpu_stream(stream, op, [twin = std::move(twin), ... views = issue_arg(tensors)] { twin(views...); });
+  run_on_cpu_stream(stream, op,
+                    [twin = std::move(twin), ... views = issue_arg(tensors)] { twin(views...); });
 }
 
 // The same for a twin whose result the host reads: it waits for the stream
@@ -87,8 +88,10 @@ template <class Twin, class... Tensors>
 auto run_cpu_twin_and_wait(Stream stream, const char* op, Twin twin, const Tensors&... tensors) {
   if (!stream.cpu_queue()) return twin(tensors...);
   decltype(twin(tensors...)) result{};
-  run_cpu_twin(stream, op, [&result, twin = std::move(twin)](const auto&... args) { result = twin(args...); },
-               tensors...);
+  run_cpu_twin(
+      stream, op,
+      [&result, twin = std::move(twin)](const auto&... args) { result = twin(args...); },
+      tensors...);
   stream.synchronize();
   return result;
 }

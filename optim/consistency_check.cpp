@@ -52,8 +52,9 @@ Tensor master_in_compute_dtype(const FlatParamHandle& h) {
   if (o.param_dtype == DType::f32) return h.zero1_shard();
   // Where the master is (Note [Master in host memory]).
   const bool host = o.master_on_host;
-  Tensor cast = Tensor::empty({h.zero1_shard().numel()}, o.param_dtype, host ? Device::cpu() : o.device,
-                              host ? o.host_allocator : o.allocator, o.stream);
+  Tensor cast =
+      Tensor::empty({h.zero1_shard().numel()}, o.param_dtype, host ? Device::cpu() : o.device,
+                    host ? o.host_allocator : o.allocator, o.stream);
   kernels::cast(cast, h.zero1_shard(), h.master_stream());
   return cast;
 }
@@ -62,8 +63,8 @@ using Words = std::vector<std::uint64_t>;
 
 // Every member's words, by group rank.
 std::vector<Words> gather_words(Communicator& group, const Words& mine) {
-  const auto all = group.all_gather_bytes(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(std::uint64_t)));
+  const auto all = group.all_gather_bytes(std::span<const std::byte>(
+      reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(std::uint64_t)));
   std::vector<Words> out;
   for (const auto& bytes : all) {
     Words w(bytes.size() / sizeof(std::uint64_t));
@@ -80,8 +81,8 @@ std::string rank_list(const std::vector<std::uint64_t>& ranks) {
 }
 
 // Replicas whose master differs from the most common one (Note [Consistency check]).
-void check_replicas(const std::vector<const FlatParamHandle*>& handles, const Words& master_sums, std::uint64_t me,
-                    Communicator& replica, std::vector<std::string>& findings) {
+void check_replicas(const std::vector<const FlatParamHandle*>& handles, const Words& master_sums,
+                    std::uint64_t me, Communicator& replica, std::vector<std::string>& findings) {
   Words mine = {me};
   mine.insert(mine.end(), master_sums.begin(), master_sums.end());
   const std::vector<Words> all = gather_words(replica, mine);
@@ -110,18 +111,22 @@ void check_replicas(const std::vector<const FlatParamHandle*>& handles, const Wo
 
 // Ranks whose zero3 slice differs from the gathered casts of the masters:
 // the gather an unshard does, paid only when the sums disagreed.
-void locate_zero3_differences(const FlatParamHandle& h, std::uint64_t me, std::vector<std::string>& findings) {
+void locate_zero3_differences(const FlatParamHandle& h, std::uint64_t me,
+                              std::vector<std::string>& findings) {
   const FlatParamOptions& o = h.options();
   const ZeroGroups& g = h.groups();
-  Tensor full = Tensor::empty({h.layout().numel_padded()}, o.param_dtype, o.device, o.allocator, o.stream);
+  Tensor full =
+      Tensor::empty({h.layout().numel_padded()}, o.param_dtype, o.device, o.allocator, o.stream);
   Tensor mine = master_in_compute_dtype(h);
-  if (mine.device() != o.device) {  // a master in host memory (Note [Master in host memory]): up first
+  if (mine.device() !=
+      o.device) {  // a master in host memory (Note [Master in host memory]): up first
     Tensor up = Tensor::empty({mine.numel()}, o.param_dtype, o.device, o.allocator, o.stream);
     up.copy_(mine, o.stream);
     mine = up;
   }
   g.zero1->all_gather_into_tensor(full, mine, o.stream);
-  CommWatchdog({g.zero1, g.zero3, g.replica}).synchronize(o.stream, "gathering the masters to locate a difference");
+  CommWatchdog({g.zero1, g.zero3, g.replica})
+      .synchronize(o.stream, "gathering the masters to locate a difference");
   const std::int64_t n3 = h.zero3_shard().numel();
   const Tensor want = on_host(full.slice(g.zero3->rank() * n3, n3), o.stream);
   const Tensor got = on_host(h.zero3_shard(), o.stream);
@@ -148,16 +153,19 @@ std::vector<std::string> check_consistency(const ZeroModule& module) {
     const std::int64_t first1 = g.zero1->rank() * h->zero1_shard().numel();
     master_sums.push_back(positional_sum(on_host(h->zero1_shard(), s), first1));
     // A zero3 shard that is the master, or stale until the next gather, is not checked.
-    const bool checked = h->zero3_shard().storage_ptr() != h->zero1_shard().storage_ptr() && !h->needs_param_sync();
+    const bool checked =
+        h->zero3_shard().storage_ptr() != h->zero1_shard().storage_ptr() && !h->needs_param_sync();
     zero3_checked.push_back(checked);
-    cast_sums.push_back(checked ? positional_sum(on_host(master_in_compute_dtype(*h), s), first1) : 0);
+    cast_sums.push_back(checked ? positional_sum(on_host(master_in_compute_dtype(*h), s), first1)
+                                : 0);
     zero3_sums.push_back(checked ? positional_sum(on_host(h->zero3_shard(), s),
                                                   g.zero3->rank() * h->zero3_shard().numel())
                                  : 0);
   }
 
   std::vector<std::string> findings;
-  if (g.replica && g.replica->size() > 1) check_replicas(handles, master_sums, me, *g.replica, findings);
+  if (g.replica && g.replica->size() > 1)
+    check_replicas(handles, master_sums, me, *g.replica, findings);
 
   // The zero1 group's sum of casts against this zero3 group's sum of shards.
   Words cast_total(handles.size(), 0), zero3_total(handles.size(), 0);
@@ -166,7 +174,8 @@ std::vector<std::string> check_consistency(const ZeroModule& module) {
   for (const Words& w : gather_words(*g.zero3, zero3_sums))
     for (std::size_t k = 0; k < handles.size(); ++k) zero3_total[k] += w.at(k);
   Words suspect(handles.size(), 0);
-  for (std::size_t k = 0; k < handles.size(); ++k) suspect[k] = zero3_checked[k] && cast_total[k] != zero3_total[k];
+  for (std::size_t k = 0; k < handles.size(); ++k)
+    suspect[k] = zero3_checked[k] && cast_total[k] != zero3_total[k];
   // Every rank joins the gathers of every handle some rank suspects.
   Words any(handles.size(), 0);
   for (const Words& w : gather_words(world, suspect))
@@ -178,9 +187,10 @@ std::vector<std::string> check_consistency(const ZeroModule& module) {
   std::string mine;
   for (const std::string& f : findings) mine += f + '\n';
   std::set<std::string> merged;
-  for (const auto& bytes : world.all_gather_bytes(
-           std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size()))) {
-    std::istringstream lines(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  for (const auto& bytes : world.all_gather_bytes(std::span<const std::byte>(
+           reinterpret_cast<const std::byte*>(mine.data()), mine.size()))) {
+    std::istringstream lines(
+        std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     for (std::string line; std::getline(lines, line);) merged.insert(line);
   }
   return {merged.begin(), merged.end()};

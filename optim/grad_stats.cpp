@@ -24,23 +24,28 @@ GradStats global_grad_stats(std::span<FlatParamHandle* const> handles) {
       done.record(o.stream);
       done.wait(s);
     }
-    kernels::squared_norm_into(handles[static_cast<std::size_t>(i)]->zero1_grad(), stats.slice(2 * i, 2), s);
+    kernels::squared_norm_into(handles[static_cast<std::size_t>(i)]->zero1_grad(),
+                               stats.slice(2 * i, 2), s);
     if (s != o.stream) {
       done.record(s);
       done.wait(o.stream);
     }
   }
   groups.zero1->all_reduce(stats, ReduceOp::sum, o.stream);
-  if (groups.replica && groups.replica->size() > 1) groups.replica->all_reduce(stats, ReduceOp::max, o.stream);
+  if (groups.replica && groups.replica->size() > 1)
+    groups.replica->all_reduce(stats, ReduceOp::max, o.stream);
   // Pinned beside a CUDA device, so the copy down is only enqueued and the
   // one wait below is the watchdog's: a plain copy_ would block the host on
   // the stream (its collectives included) where no watchdog looks. Zeros on
   // the CPU, as a dry run's copies are dropped.
-  Tensor host = o.device.is_cuda() ? Tensor::empty({2 * k}, DType::f64, Device::cpu(), o.host_allocator, Stream::cpu())
+  Tensor host = o.device.is_cuda() ? Tensor::empty({2 * k}, DType::f64, Device::cpu(),
+                                                   o.host_allocator, Stream::cpu())
                                    : Tensor::zeros({2 * k}, DType::f64);
   host.copy_async_(stats, o.stream);
-  if (o.device.is_cuda()) host.storage().record_use(o.stream);  // freed by a throwing wait: reused after the copy
-  CommWatchdog({groups.zero1, groups.replica}).synchronize(o.stream, "reading the gradient statistics");
+  if (o.device.is_cuda())
+    host.storage().record_use(o.stream);  // freed by a throwing wait: reused after the copy
+  CommWatchdog({groups.zero1, groups.replica})
+      .synchronize(o.stream, "reading the gradient statistics");
   GradStats out;
   for (std::int64_t i = 0; i < k; ++i) {
     out.squared_norm += host.item(2 * i);
@@ -51,8 +56,8 @@ GradStats global_grad_stats(std::span<FlatParamHandle* const> handles) {
 }
 
 double clip_coefficient(double total_norm, double max_norm) {
-  ZRT_CHECK_ARG(max_norm > 0 && std::isfinite(max_norm), "clip_coefficient: max_norm must be positive (got ",
-                max_norm, ")");
+  ZRT_CHECK_ARG(max_norm > 0 && std::isfinite(max_norm),
+                "clip_coefficient: max_norm must be positive (got ", max_norm, ")");
   return std::min(1.0, max_norm / (total_norm + 1e-6));
 }
 

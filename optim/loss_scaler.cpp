@@ -14,14 +14,16 @@ LossScalerOptions loss_scaler_options_for(DType param_dtype) {
 
 DynamicLossScaler::DynamicLossScaler(LossScalerOptions options) : options_(options) {
   const auto& o = options_;
-  ZRT_CHECK_ARG(std::isfinite(o.init_scale) && o.init_scale > 0, "DynamicLossScaler: init_scale must be positive (got ",
-                o.init_scale, ")");
+  ZRT_CHECK_ARG(std::isfinite(o.init_scale) && o.init_scale > 0,
+                "DynamicLossScaler: init_scale must be positive (got ", o.init_scale, ")");
   ZRT_CHECK_ARG(std::isfinite(o.growth_factor) && o.growth_factor > 1,
                 "DynamicLossScaler: growth_factor must be > 1 (got ", o.growth_factor, ")");
-  ZRT_CHECK_ARG(o.backoff_factor > 0 && o.backoff_factor < 1, "DynamicLossScaler: backoff_factor must be in (0, 1) (got ",
-                o.backoff_factor, ")");
-  ZRT_CHECK_ARG(o.growth_interval >= 1, "DynamicLossScaler: growth_interval must be >= 1 (got ", o.growth_interval, ")");
-  ZRT_CHECK_ARG(o.hysteresis >= 1, "DynamicLossScaler: hysteresis must be >= 1 (got ", o.hysteresis, ")");
+  ZRT_CHECK_ARG(o.backoff_factor > 0 && o.backoff_factor < 1,
+                "DynamicLossScaler: backoff_factor must be in (0, 1) (got ", o.backoff_factor, ")");
+  ZRT_CHECK_ARG(o.growth_interval >= 1, "DynamicLossScaler: growth_interval must be >= 1 (got ",
+                o.growth_interval, ")");
+  ZRT_CHECK_ARG(o.hysteresis >= 1, "DynamicLossScaler: hysteresis must be >= 1 (got ", o.hysteresis,
+                ")");
   state_.scale = o.enabled ? o.init_scale : 1.0;
   state_.hysteresis_left = o.hysteresis;
 }
@@ -44,14 +46,14 @@ void DynamicLossScaler::update(bool found_non_finite) {
 }
 
 void DynamicLossScaler::load_state(const State& state) {
-  ZRT_CHECK_ARG(std::isfinite(state.scale) && state.scale > 0, "DynamicLossScaler: loaded scale must be positive (got ",
-                state.scale, ")");
+  ZRT_CHECK_ARG(std::isfinite(state.scale) && state.scale > 0,
+                "DynamicLossScaler: loaded scale must be positive (got ", state.scale, ")");
   ZRT_CHECK_ARG(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
                 "DynamicLossScaler: loaded growth_tracker ", state.growth_tracker, " outside [0, ",
                 options_.growth_interval, ")");
   ZRT_CHECK_ARG(state.hysteresis_left >= 0 && state.hysteresis_left <= options_.hysteresis,
-                "DynamicLossScaler: loaded hysteresis_left ", state.hysteresis_left, " outside [0, ",
-                options_.hysteresis, "]");
+                "DynamicLossScaler: loaded hysteresis_left ", state.hysteresis_left,
+                " outside [0, ", options_.hysteresis, "]");
   state_ = state;
 }
 

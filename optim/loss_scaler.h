@@ -23,12 +23,12 @@
 namespace zrt::optim {
 
 struct LossScalerOptions {
-  bool enabled = true;           // false: scale() stays 1, update() only counts
-  double init_scale = 65536.0;   // 2^16
+  bool enabled = true;          // false: scale() stays 1, update() only counts
+  double init_scale = 65536.0;  // 2^16
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   std::int64_t growth_interval = 2000;
-  int hysteresis = 1;            // overflows in a row tolerated before the first backoff
+  int hysteresis = 1;  // overflows in a row tolerated before the first backoff
 };
 
 // Scaling on for f16 compute, off for bf16 and f32.

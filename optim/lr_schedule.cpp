@@ -29,9 +29,11 @@ double ConstantLr::lr(std::int64_t step) const {
 WarmupCosineLr::WarmupCosineLr(WarmupCosineOptions options) : o_(options) {
   check_lr("WarmupCosineLr: max_lr", o_.max_lr);
   check_lr("WarmupCosineLr: min_lr", o_.min_lr);
-  ZRT_CHECK_ARG(o_.min_lr <= o_.max_lr, "WarmupCosineLr: min_lr ", o_.min_lr, " exceeds max_lr ", o_.max_lr);
-  ZRT_CHECK_ARG(o_.warmup_steps >= 0 && o_.total_steps >= o_.warmup_steps, "WarmupCosineLr: need 0 <= warmup_steps (",
-                o_.warmup_steps, ") <= total_steps (", o_.total_steps, ")");
+  ZRT_CHECK_ARG(o_.min_lr <= o_.max_lr, "WarmupCosineLr: min_lr ", o_.min_lr, " exceeds max_lr ",
+                o_.max_lr);
+  ZRT_CHECK_ARG(o_.warmup_steps >= 0 && o_.total_steps >= o_.warmup_steps,
+                "WarmupCosineLr: need 0 <= warmup_steps (", o_.warmup_steps, ") <= total_steps (",
+                o_.total_steps, ")");
 }
 
 double WarmupCosineLr::lr(std::int64_t step) const {

@@ -18,8 +18,10 @@ std::span<std::byte> bytes_of(const Tensor& host) {
 
 }  // namespace
 
-OffloadedMoments::OffloadedMoments(const std::string& dir, int rank, std::vector<std::int64_t> shard_elements,
-                                   std::int64_t chunk_elements, Device device, AllocatorPtr allocator, Stream stream)
+OffloadedMoments::OffloadedMoments(const std::string& dir, int rank,
+                                   std::vector<std::int64_t> shard_elements,
+                                   std::int64_t chunk_elements, Device device,
+                                   AllocatorPtr allocator, Stream stream)
     : shard_elements_(std::move(shard_elements)),
       chunk_elements_(chunk_elements),
       device_(device),
@@ -35,13 +37,15 @@ OffloadedMoments::OffloadedMoments(const std::string& dir, int rank, std::vector
   // A dry run's stream drops the step's work, and the file's I/O is part of
   // it: no file (Note [Dry runs]).
   if (!stream_.discards())
-    file_ = std::make_unique<ScratchFile>(dir, "zrt-adamw-moments.rank-" + std::to_string(rank), total);
+    file_ =
+        std::make_unique<ScratchFile>(dir, "zrt-adamw-moments.rank-" + std::to_string(rank), total);
 }
 
 OffloadedMoments::~OffloadedMoments() = default;
 
 std::uint64_t OffloadedMoments::offset(std::size_t k, int moment, std::int64_t element) const {
-  return first_byte_[k] + kFloat * (static_cast<std::uint64_t>(moment) * static_cast<std::uint64_t>(shard_elements_[k]) +
+  return first_byte_[k] + kFloat * (static_cast<std::uint64_t>(moment) *
+                                        static_cast<std::uint64_t>(shard_elements_[k]) +
                                     static_cast<std::uint64_t>(element));
 }
 
@@ -67,16 +71,22 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   // Host buffers for the I/O: the engine's own memory on a CPU device.
   const bool on_cpu = device_.is_cpu();
   Tensor buffers[2];
-  for (Tensor& b : buffers) b = Tensor::empty({2 * longest}, DType::f32, Device::cpu(), on_cpu ? allocator_ : nullptr, stream_);
+  for (Tensor& b : buffers)
+    b = Tensor::empty({2 * longest}, DType::f32, Device::cpu(), on_cpu ? allocator_ : nullptr,
+                      stream_);
   stream_.synchronize();  // the buffers' memory is free for the I/O threads to fill
-  auto moment = [&](int slot, int m, std::int64_t count) { return buffers[slot].slice(m * longest, count); };
+  auto moment = [&](int slot, int m, std::int64_t count) {
+    return buffers[slot].slice(m * longest, count);
+  };
   auto read = [&](int slot, const Piece& p) {
     if (!file_) return;  // a dry run
-    for (int m = 0; m < 2; ++m) file_->read(offset(p.handle, m, p.begin), bytes_of(moment(slot, m, p.count)));
+    for (int m = 0; m < 2; ++m)
+      file_->read(offset(p.handle, m, p.begin), bytes_of(moment(slot, m, p.count)));
   };
   auto write = [&](int slot, const Piece& p) {
     if (!file_) return;
-    for (int m = 0; m < 2; ++m) file_->write(offset(p.handle, m, p.begin), bytes_of(moment(slot, m, p.count)));
+    for (int m = 0; m < 2; ++m)
+      file_->write(offset(p.handle, m, p.begin), bytes_of(moment(slot, m, p.count)));
   };
   // Declared after the buffers: leaving early (an exception) waits for the I/O
   // threads before the buffers go.
@@ -100,7 +110,8 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
       moment(slot, 0, p.count).copy_(c.exp_avg, stream_);
       moment(slot, 1, p.count).copy_(c.exp_avg_sq, stream_);
     }
-    stream_.synchronize();  // the update (and copy back) is done before the thread writes the buffer
+    stream_
+        .synchronize();  // the update (and copy back) is done before the thread writes the buffer
     writing[slot] = std::async(std::launch::async, write, slot, p);
   }
   for (std::future<void>& w : writing)
@@ -108,8 +119,8 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
 }
 
 Tensor OffloadedMoments::read(std::size_t k, int moment) const {
-  ZRT_CHECK_ARG(k < shard_elements_.size() && (moment == 0 || moment == 1), "optimizer offload: no moment ", moment,
-                " of handle ", k);
+  ZRT_CHECK_ARG(k < shard_elements_.size() && (moment == 0 || moment == 1),
+                "optimizer offload: no moment ", moment, " of handle ", k);
   ZRT_CHECK_STATE(file_ != nullptr, "optimizer offload: a dry run has no moments to read");
   Tensor host = Tensor::empty({shard_elements_[k]}, DType::f32);
   file_->read(offset(k, moment, 0), bytes_of(host));
@@ -121,8 +132,8 @@ void OffloadedMoments::write(std::size_t k, const Tensor& exp_avg, const Tensor&
   ZRT_CHECK_STATE(file_ != nullptr, "optimizer offload: a dry run has no moments to write");
   int m = 0;
   for (const Tensor* t : {&exp_avg, &exp_avg_sq}) {
-    ZRT_CHECK_ARG(t->numel() == shard_elements_[k], "optimizer offload: handle ", k, " moments have ",
-                  shard_elements_[k], " elements, not ", t->numel());
+    ZRT_CHECK_ARG(t->numel() == shard_elements_[k], "optimizer offload: handle ", k,
+                  " moments have ", shard_elements_[k], " elements, not ", t->numel());
     Tensor host = Tensor::empty({shard_elements_[k]}, DType::f32);
     host.copy_(*t, stream_);
     stream_.synchronize();

@@ -6,9 +6,12 @@ namespace zrt::optim {
 
 std::string OptimizerOffload::str() const {
   switch (kind) {
-    case Kind::none: return "none";
-    case Kind::host: return "host";
-    case Kind::disk: return "disk:" + dir;
+    case Kind::none:
+      return "none";
+    case Kind::host:
+      return "host";
+    case Kind::disk:
+      return "disk:" + dir;
   }
   return "?";
 }

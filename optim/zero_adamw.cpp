@@ -24,7 +24,8 @@ Tensor zeroed_state_like(const FlatParamHandle& h) {
 }
 
 kernels::AdamWHyperparams hyperparams(const AdamWOptions& o, double lr) {
-  return {.lr = lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+  return {
+      .lr = lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
 }
 
 }  // namespace
@@ -38,47 +39,53 @@ void check_adamw_options(const AdamWOptions& o) {
   ZRT_CHECK_ARG(static_cast<bool>(o.decays), "AdamW: empty decay policy");
 }
 
-ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options, OptimizerOffload offload)
+ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options,
+                     OptimizerOffload offload)
     : options_(std::move(options)), offload_(std::move(offload)), raw_handles_(std::move(handles)) {
   check_adamw_options(options_);
   ZRT_CHECK_ARG(!raw_handles_.empty(), "ZeroAdamW: no handles");
   for (std::size_t k = 0; k < raw_handles_.size(); ++k) {
     FlatParamHandle* h = raw_handles_[k];
     ZRT_CHECK_ARG(h != nullptr, "ZeroAdamW: handle ", k, " is null");
-    ZRT_CHECK_ARG(std::count(raw_handles_.begin(), raw_handles_.end(), h) == 1, "ZeroAdamW: handle ", h->name(),
-                  " is passed twice");
+    ZRT_CHECK_ARG(std::count(raw_handles_.begin(), raw_handles_.end(), h) == 1,
+                  "ZeroAdamW: handle ", h->name(), " is passed twice");
     // One agreement collective serves every handle only if they share groups.
     const ZeroGroups& g0 = raw_handles_.front()->groups();
-    ZRT_CHECK_ARG(h->groups().zero1 == g0.zero1 && h->groups().replica == g0.replica, "ZeroAdamW: handle ",
-                  h->name(), " has other zero1/replica groups than ", raw_handles_.front()->name());
-    ZRT_CHECK_ARG(h->options().device == raw_handles_.front()->options().device, "ZeroAdamW: handle ", h->name(),
-                  " is on ", h->options().device.str(), ", ", raw_handles_.front()->name(), " on ",
+    ZRT_CHECK_ARG(h->groups().zero1 == g0.zero1 && h->groups().replica == g0.replica,
+                  "ZeroAdamW: handle ", h->name(), " has other zero1/replica groups than ",
+                  raw_handles_.front()->name());
+    ZRT_CHECK_ARG(h->options().device == raw_handles_.front()->options().device,
+                  "ZeroAdamW: handle ", h->name(), " is on ", h->options().device.str(), ", ",
+                  raw_handles_.front()->name(), " on ",
                   raw_handles_.front()->options().device.str());
     const bool on_disk = offload_.kind == OptimizerOffload::Kind::disk;
-    handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h), on_disk ? Tensor() : zeroed_state_like(*h),
+    handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h),
+                        on_disk ? Tensor() : zeroed_state_like(*h),
                         shard_decay_ranges(*h, options_.decays)});
   }
   for (const FlatParamHandle* h : raw_handles_)
-    ZRT_CHECK_ARG(h->options().master_on_host == (offload_.kind == OptimizerOffload::Kind::host), "ZeroAdamW: ",
-                  "optimizer offload ", offload_.str(), " needs handles whose master is ",
-                  offload_.kind == OptimizerOffload::Kind::host ? "" : "not ", "in host memory; ", h->name(),
-                  "'s is ", h->options().master_on_host ? "" : "not ", "(FlatParamOptions::master_on_host)");
+    ZRT_CHECK_ARG(
+        h->options().master_on_host == (offload_.kind == OptimizerOffload::Kind::host),
+        "ZeroAdamW: ", "optimizer offload ", offload_.str(), " needs handles whose master is ",
+        offload_.kind == OptimizerOffload::Kind::host ? "" : "not ", "in host memory; ", h->name(),
+        "'s is ", h->options().master_on_host ? "" : "not ", "(FlatParamOptions::master_on_host)");
   if (offload_.kind == OptimizerOffload::Kind::disk) {
     // One stream orders every handle's update before its chunk is written back.
     for (const FlatParamHandle* h : raw_handles_)
-      ZRT_CHECK_ARG(h->options().stream == raw_handles_.front()->options().stream, "ZeroAdamW: optimizer offload to ",
-                    "disk needs every handle on one stream; ", h->name(), " is on another than ",
-                    raw_handles_.front()->name());
+      ZRT_CHECK_ARG(h->options().stream == raw_handles_.front()->options().stream,
+                    "ZeroAdamW: optimizer offload to ", "disk needs every handle on one stream; ",
+                    h->name(), " is on another than ", raw_handles_.front()->name());
     std::vector<std::int64_t> sizes;
     for (const FlatParamHandle* h : raw_handles_) sizes.push_back(h->zero1_shard().numel());
     const FlatParamOptions& o = raw_handles_.front()->options();
-    moments_ = std::make_unique<OffloadedMoments>(offload_.dir, raw_handles_.front()->groups().zero1->rank(),
-                                                  std::move(sizes), offload_.chunk_elements, o.device, o.allocator,
-                                                  o.stream);
+    moments_ = std::make_unique<OffloadedMoments>(
+        offload_.dir, raw_handles_.front()->groups().zero1->rank(), std::move(sizes),
+        offload_.chunk_elements, o.device, o.allocator, o.stream);
   }
 }
 
-void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp, const kernels::AdamWStepOptions& step_options) {
+void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp,
+                               const kernels::AdamWStepOptions& step_options) {
   moments_->update_all([&](const OffloadedMoments::Chunk& c) {
     const ShardState& s = handles_[c.handle];
     // The decay ranges that fall in the chunk, in its coordinates.
@@ -89,17 +96,19 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp, const kernel
     }
     FlatParamHandle& h = *s.handle;
     kernels::fused_adamw(h.zero1_shard().slice(c.begin, c.count), c.exp_avg, c.exp_avg_sq,
-                         h.master_grad().slice(c.begin, c.count), step_ + 1, hp, decay, step_options,
-                         h.options().stream);
+                         h.master_grad().slice(c.begin, c.count), step_ + 1, hp, decay,
+                         step_options, h.options().stream);
   });
 }
 
-StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler, const std::function<void()>& before_update) {
+StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
+                           const std::function<void()>& before_update) {
   // lr is checked by fused_adamw before it writes anything; a skipped step
   // reads no lr.
   for (const ShardState& s : handles_)
-    ZRT_CHECK_STATE(s.handle->state() == HandleState::idle, "ZeroAdamW::step: handle ", s.handle->name(),
-                    " is in state ", handle_state_name(s.handle->state()), ", expected idle");
+    ZRT_CHECK_STATE(s.handle->state() == HandleState::idle, "ZeroAdamW::step: handle ",
+                    s.handle->name(), " is in state ", handle_state_name(s.handle->state()),
+                    ", expected idle");
 
   const GradStats stats = global_grad_stats(raw_handles_);
   if (before_update) before_update();
@@ -117,13 +126,14 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler, const std::func
     if (options_.max_consecutive_skips > 0 && consecutive_skips_ >= options_.max_consecutive_skips)
       ZRT_THROW(TooManySkippedSteps, "ZeroAdamW: ", consecutive_skips_,
                 " optimizer steps in a row were skipped for non-finite gradients (limit ",
-                options_.max_consecutive_skips, "; ", skipped_total_, " skipped in total, loss scale ",
-                r.loss_scale, ")");
+                options_.max_consecutive_skips, "; ", skipped_total_,
+                " skipped in total, loss scale ", r.loss_scale, ")");
     return r;
   }
   consecutive_skips_ = 0;
   r.skipped_total = skipped_total_;
-  r.clip_coef = options_.max_grad_norm > 0 ? clip_coefficient(r.grad_norm, options_.max_grad_norm) : 1.0;
+  r.clip_coef =
+      options_.max_grad_norm > 0 ? clip_coefficient(r.grad_norm, options_.max_grad_norm) : 1.0;
   r.step = step_ + 1;
 
   const kernels::AdamWHyperparams hp = hyperparams(options_, lr);
@@ -138,11 +148,12 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler, const std::func
       // for the handles' first stream only).
       h.wait_for_reduced_grads();
       const ZeroGroups& g = h.groups();
-      CommWatchdog({g.zero1, g.zero3, g.replica}).synchronize(h.options().stream, "copying the gradient shard to host memory");
+      CommWatchdog({g.zero1, g.zero3, g.replica})
+          .synchronize(h.options().stream, "copying the gradient shard to host memory");
     }
     if (!moments_)
-      kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.master_grad(), r.step, hp, s.decay_ranges,
-                           step_options, h.master_stream());
+      kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.master_grad(), r.step, hp,
+                           s.decay_ranges, step_options, h.master_stream());
     h.mark_params_updated();
   }
   step_ = r.step;
@@ -150,27 +161,37 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler, const std::func
 }
 
 const ZeroAdamW::ShardState& ZeroAdamW::at(std::size_t k) const {
-  ZRT_CHECK_ARG(k < handles_.size(), "ZeroAdamW: handle index ", k, " out of range (", handles_.size(), " handles)");
+  ZRT_CHECK_ARG(k < handles_.size(), "ZeroAdamW: handle index ", k, " out of range (",
+                handles_.size(), " handles)");
   return handles_[k];
 }
 
 FlatParamHandle& ZeroAdamW::handle(std::size_t k) const { return *at(k).handle; }
 
-std::span<const kernels::ElementRange> ZeroAdamW::decay_ranges(std::size_t k) const { return at(k).decay_ranges; }
+std::span<const kernels::ElementRange> ZeroAdamW::decay_ranges(std::size_t k) const {
+  return at(k).decay_ranges;
+}
 
-void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips) {
-  ZRT_CHECK_ARG(step >= 0 && skipped_total >= 0 && consecutive_skips >= 0 && consecutive_skips <= skipped_total,
-                "ZeroAdamW::load_counters: bad counters (step ", step, ", skipped ", skipped_total, ", in a row ",
-                consecutive_skips, ")");
+void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total,
+                              std::int64_t consecutive_skips) {
+  ZRT_CHECK_ARG(step >= 0 && skipped_total >= 0 && consecutive_skips >= 0 &&
+                    consecutive_skips <= skipped_total,
+                "ZeroAdamW::load_counters: bad counters (step ", step, ", skipped ", skipped_total,
+                ", in a row ", consecutive_skips, ")");
   step_ = step;
   skipped_total_ = skipped_total;
   consecutive_skips_ = consecutive_skips;
 }
 
-Tensor ZeroAdamW::exp_avg_shard(std::size_t k) const { return moments_ ? moments_->read(k, 0) : at(k).exp_avg; }
-Tensor ZeroAdamW::exp_avg_sq_shard(std::size_t k) const { return moments_ ? moments_->read(k, 1) : at(k).exp_avg_sq; }
+Tensor ZeroAdamW::exp_avg_shard(std::size_t k) const {
+  return moments_ ? moments_->read(k, 0) : at(k).exp_avg;
+}
+Tensor ZeroAdamW::exp_avg_sq_shard(std::size_t k) const {
+  return moments_ ? moments_->read(k, 1) : at(k).exp_avg_sq;
+}
 
-void ZeroAdamW::load_moments(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq, Stream stream) {
+void ZeroAdamW::load_moments(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                             Stream stream) {
   const ShardState& s = at(k);
   if (moments_) {
     moments_->write(k, exp_avg, exp_avg_sq);
@@ -180,10 +201,11 @@ void ZeroAdamW::load_moments(std::size_t k, const Tensor& exp_avg, const Tensor&
   Tensor(s.exp_avg_sq).copy_(exp_avg_sq, stream);
 }
 
-Tensor ZeroAdamW::param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const {
+Tensor ZeroAdamW::param_slice(const Tensor& shard, std::size_t k, std::size_t i,
+                              const char* suffix) const {
   const FlatParamHandle& h = *at(k).handle;
-  ZRT_CHECK_ARG(i < h.num_params(), "ZeroAdamW: parameter index ", i, " out of range for handle ", h.name(), " (",
-                h.num_params(), " parameters)");
+  ZRT_CHECK_ARG(i < h.num_params(), "ZeroAdamW: parameter index ", i, " out of range for handle ",
+                h.name(), " (", h.num_params(), " parameters)");
   const ShardParamInfo& info = h.zero1_shard_infos()[i];
   return shard.slice(info.offset_in_shard, info.numel_in_shard).set_name(h.fqn(i) + suffix);
 }

@@ -30,11 +30,11 @@
 
 #include "zrt/kernels/ops/adamw.h"
 #include "zrt/optim/decay_policy.h"
+#include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/loss_scaler.h"
 #include "zrt/optim/offloaded_moments.h"
-#include "zrt/optim/optimizer_offload.h"
 #include "zrt/optim/optim_error.h"
-#include "zrt/optim/flat_param/flat_param_handle.h"
+#include "zrt/optim/optimizer_offload.h"
 
 namespace zrt::optim {
 
@@ -42,21 +42,22 @@ struct AdamWOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 1e-2;          // applied to parameters `decays` selects
+  double weight_decay = 1e-2;  // applied to parameters `decays` selects
   DecayPolicy decays = decay_matrices;
-  double max_grad_norm = 0;            // > 0: clip by global L2 norm; 0: no clipping
-  int max_consecutive_skips = 0;       // > 0: throw after this many skips in a row; 0: never
+  double max_grad_norm = 0;       // > 0: clip by global L2 norm; 0: no clipping
+  int max_consecutive_skips = 0;  // > 0: throw after this many skips in a row; 0: never
 };
 
 struct StepResult {
-  double grad_norm = 0;            // global L2 norm of the unscaled gradients, before clipping (non-finite when skipped)
+  double grad_norm =
+      0;  // global L2 norm of the unscaled gradients, before clipping (non-finite when skipped)
   bool skipped = false;            // non-finite gradients: nothing was updated
   std::int64_t skipped_total = 0;  // skipped steps so far, this one included
   std::int64_t consecutive_skips = 0;
-  double loss_scale = 1;           // the scale this step's gradients carried
-  double clip_coef = 1;            // factor applied to the unscaled gradients (1: no clipping)
+  double loss_scale = 1;  // the scale this step's gradients carried
+  double clip_coef = 1;   // factor applied to the unscaled gradients (1: no clipping)
   double lr = 0;
-  std::int64_t step = 0;           // optimizer steps taken, this one included
+  std::int64_t step = 0;  // optimizer steps taken, this one included
 };
 
 // Throws InvalidArgument naming the first bad field (the hyperparameters
@@ -72,7 +73,8 @@ class ZeroAdamW {
   // host keeps m and v beside the handles' masters in host memory and runs
   // the update there (Note [Master in host memory]); it needs handles built
   // with FlatParamOptions::master_on_host, and only those.
-  ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {}, OptimizerOffload offload = {});
+  ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options = {},
+            OptimizerOffload offload = {});
   ZeroAdamW(const ZeroAdamW&) = delete;
   ZeroAdamW& operator=(const ZeroAdamW&) = delete;
 
@@ -83,7 +85,8 @@ class ZeroAdamW {
   // step's one wait for the device) and before the scaler, the counters or
   // any shard changes: a caller's check of values it queued before the step
   // (the engine's token-id flag) that ends the step with nothing changed.
-  StepResult step(double lr, DynamicLossScaler* scaler = nullptr, const std::function<void()>& before_update = {});
+  StepResult step(double lr, DynamicLossScaler* scaler = nullptr,
+                  const std::function<void()>& before_update = {});
 
   const AdamWOptions& options() const { return options_; }
   std::size_t num_handles() const { return handles_.size(); }
@@ -120,7 +123,8 @@ class ZeroAdamW {
   Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;
 
   // AdamW on the offloaded moments, chunk by chunk.
-  void step_offloaded(const kernels::AdamWHyperparams& hp, const kernels::AdamWStepOptions& step_options);
+  void step_offloaded(const kernels::AdamWHyperparams& hp,
+                      const kernels::AdamWStepOptions& step_options);
 
   AdamWOptions options_;
   OptimizerOffload offload_;

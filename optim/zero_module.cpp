@@ -21,20 +21,22 @@ bool is_compute_float(DType t) { return t == DType::f32 || t == DType::bf16 || t
 ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
   ZRT_CHECK_ARG(world_ != nullptr, "ZeroModule needs a world communicator");
-  ZRT_CHECK_ARG(is_compute_float(options_.dtype), "ZeroModule: compute dtype must be f32, bf16 or f16, not ",
+  ZRT_CHECK_ARG(is_compute_float(options_.dtype),
+                "ZeroModule: compute dtype must be f32, bf16 or f16, not ",
                 dtype_name(options_.dtype));
   ZRT_CHECK_ARG(is_compute_float(options_.reduce_dtype),
-                "ZeroModule: gradient reduce dtype must be f32, bf16 or f16, not ", dtype_name(options_.reduce_dtype));
+                "ZeroModule: gradient reduce dtype must be f32, bf16 or f16, not ",
+                dtype_name(options_.reduce_dtype));
   ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::avg || options_.grad_reduce == ReduceOp::sum,
                 "ZeroModule: gradients combine by avg or sum");
   ZRT_CHECK_ARG(options_.zero3_size >= 0, "ZeroModule: zero3 size must not be negative (got ",
                 options_.zero3_size, ")");
-  ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(), "ZeroModule: a dry run runs on cpu, not ",
-                options_.device.str());
+  ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(),
+                "ZeroModule: a dry run runs on cpu, not ", options_.device.str());
   set_current_device(options_.device);
-  allocator_ = options_.allocator          ? options_.allocator
-               : options_.dry_run          ? make_unbacked_caching_allocator()
-                                           : make_caching_allocator(options_.device);
+  allocator_ = options_.allocator ? options_.allocator
+               : options_.dry_run ? make_unbacked_caching_allocator()
+                                  : make_caching_allocator(options_.device);
   ZRT_CHECK_ARG(allocator_->device() == options_.device, "ZeroModule: the allocator is for ",
                 allocator_->device().str(), ", not ", options_.device.str());
   if (options_.dry_run) dry_host_memory_ = make_unbacked_caching_allocator();
@@ -48,10 +50,11 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                             : std::make_unique<OwnedStream>(options_.device, thread_init);
   };
   // A dry run drops compute too, so its compute stream is always one of its own.
-  if (cuda || *options_.cpu_streams == CpuStreams::all || options_.dry_run) compute_stream_ = owned_stream();
+  if (cuda || *options_.cpu_streams == CpuStreams::all || options_.dry_run)
+    compute_stream_ = owned_stream();
   if (cuda || *options_.cpu_streams != CpuStreams::none) comm_stream_ = owned_stream();
-  plan_ = std::make_unique<StrategyPlan>(
-      plan_strategy(options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
+  plan_ = std::make_unique<StrategyPlan>(plan_strategy(
+      options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
   if (options_.dtype == DType::f16)
     scaler_ = std::make_unique<DynamicLossScaler>(loss_scaler_options_for(options_.dtype));
 }
@@ -65,26 +68,34 @@ ZeroModule::~ZeroModule() {
 }
 
 void ZeroModule::synchronize() const {
-  if (comm_stream_) synchronize(comm_stream_->get(), "synchronizing the module's communication stream");
-  if (compute_stream_) synchronize(compute_stream_->get(), "synchronizing the module's compute stream");
+  if (comm_stream_)
+    synchronize(comm_stream_->get(), "synchronizing the module's communication stream");
+  if (compute_stream_)
+    synchronize(compute_stream_->get(), "synchronizing the module's compute stream");
 }
 
 CommWatchdog ZeroModule::watchdog() const {
   // A module under construction may have no plan yet; world_ is always there.
   std::vector<CommPtr> groups{world_};
-  if (plan_) groups.insert(groups.end(), {plan_->groups.zero1, plan_->groups.zero3, plan_->groups.replica});
+  if (plan_)
+    groups.insert(groups.end(), {plan_->groups.zero1, plan_->groups.zero3, plan_->groups.replica});
   return CommWatchdog(groups);
 }
 
-void ZeroModule::synchronize(Stream stream, const char* what) const { watchdog().synchronize(stream, what); }
+void ZeroModule::synchronize(Stream stream, const char* what) const {
+  watchdog().synchronize(stream, what);
+}
 
 void ZeroModule::wait(const Event& event, const char* what) const { watchdog().wait(event, what); }
 
 const char* cpu_streams_name(CpuStreams s) {
   switch (s) {
-    case CpuStreams::none: return "none";
-    case CpuStreams::comm: return "comm";
-    case CpuStreams::all: return "all";
+    case CpuStreams::none:
+      return "none";
+    case CpuStreams::comm:
+      return "comm";
+    case CpuStreams::all:
+      return "all";
   }
   return "?";
 }
@@ -112,8 +123,10 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   return add_unit(name, named);
 }
 
-ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector<NamedParam>& params) {
-  ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name, "'): units must be added before the first step");
+ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
+                                      const std::vector<NamedParam>& params) {
+  ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name,
+                  "'): units must be added before the first step");
   const Unit unit = handles_.size();
   // A tensor of an earlier unit here is that unit's parameter used again
   // (Note [Parameters tied across units]): copying it would silently untie
@@ -126,11 +139,16 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
     const SeenParam* tied = nullptr;
     for (const SeenParam& seen : seen_params_) {
       const auto storage = seen.storage.lock();
-      if (!storage || storage != p.tensor.storage_ptr() || end <= seen.begin || seen.end <= begin) continue;
-      ZRT_CHECK_ARG(seen.begin == begin && seen.dtype == p.tensor.dtype() && seen.shape == p.tensor.shape(),
-                    "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(), "' shares part of its memory with "
-                    "parameter '", seen.fqn, "' of unit '", handles_[seen.at.unit]->name(), "': a parameter tied "
-                    "across units must be the same tensor (storage, offset, dtype and shape)");
+      if (!storage || storage != p.tensor.storage_ptr() || end <= seen.begin || seen.end <= begin)
+        continue;
+      ZRT_CHECK_ARG(
+          seen.begin == begin && seen.dtype == p.tensor.dtype() && seen.shape == p.tensor.shape(),
+          "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(),
+          "' shares part of its memory with "
+          "parameter '",
+          seen.fqn, "' of unit '", handles_[seen.at.unit]->name(),
+          "': a parameter tied "
+          "across units must be the same tensor (storage, offset, dtype and shape)");
       tied = &seen;
       break;
     }
@@ -138,11 +156,12 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
       own.push_back(p);
       continue;
     }
-    ZRT_CHECK_ARG(!find_param(p.fqn()), "ZeroModule::add_unit('", name, "'): the tied name '", p.fqn(),
-                  "' is already a parameter's name");
+    ZRT_CHECK_ARG(!find_param(p.fqn()), "ZeroModule::add_unit('", name, "'): the tied name '",
+                  p.fqn(), "' is already a parameter's name");
     ties.push_back({unit, p.fqn(), tied->at});
   }
-  ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name, "'): every parameter is tied to an earlier "
+  ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
+                "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");
   // Fresh fp32 copies: a handle claims its parameters' memory, and several
   // ranks of one process may share the initial values. One copy per distinct
@@ -156,7 +175,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
     });
     if (same == copies.end()) {
       // A dry run reads no value: an unbacked stand-in of the copy (Note [Dry runs]).
-      Tensor copy = options_.dry_run ? Tensor::empty(p.tensor.shape(), DType::f32, Device::cpu(), dry_host_allocator())
+      Tensor copy = options_.dry_run ? Tensor::empty(p.tensor.shape(), DType::f32, Device::cpu(),
+                                                     dry_host_allocator())
                                      : p.tensor.to(DType::f32);
       same = copies.insert(copies.end(), {&p.tensor, copy});
     }
@@ -184,8 +204,13 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
   for (const auto& p : own)
     if (p.tensor.numel() > 0) {
       const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
-      seen_params_.push_back({p.tensor.storage_ptr(), begin, begin + p.tensor.nbytes(), p.tensor.dtype(),
-                              p.tensor.shape(), p.fqn(), {unit, h.index_of(p.fqn())}});
+      seen_params_.push_back({p.tensor.storage_ptr(),
+                              begin,
+                              begin + p.tensor.nbytes(),
+                              p.tensor.dtype(),
+                              p.tensor.shape(),
+                              p.fqn(),
+                              {unit, h.index_of(p.fqn())}});
     }
   for (TiedParam& t : ties) {
     const ParamSpec& spec = handles_[t.owner.unit]->layout().params()[t.owner.index];
@@ -197,21 +222,29 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name, const std::vector
 }
 
 FlatParamHandle& ZeroModule::handle(Unit unit) const {
-  ZRT_CHECK_ARG(unit < handles_.size(), "ZeroModule: no unit ", unit, " (", handles_.size(), " units)");
+  ZRT_CHECK_ARG(unit < handles_.size(), "ZeroModule: no unit ", unit, " (", handles_.size(),
+                " units)");
   return *handles_[unit];
 }
 
 ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync)
-    : module_(module), unit_(unit), handle_(&module->handle(unit)), backward_(backward), sync_(sync) {
+    : module_(module),
+      unit_(unit),
+      handle_(&module->handle(unit)),
+      backward_(backward),
+      sync_(sync) {
   // Checked before the owners are touched: a second scope of an open unit
   // must not undo the first one's tie gradients below.
-  ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ", backward_ ? "backward" : "forward",
-                  " scope of unit '", handle_->name(), "' opened in state ", handle_state_name(handle_->state()),
+  ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ",
+                  backward_ ? "backward" : "forward", " scope of unit '", handle_->name(),
+                  "' opened in state ", handle_state_name(handle_->state()),
                   " (a scope of it is open)");
   try {
     module_->open_ties(unit_, backward_, &opened_owners_);
-    if (backward_) handle_->pre_backward();
-    else handle_->pre_forward();
+    if (backward_)
+      handle_->pre_backward();
+    else
+      handle_->pre_forward();
   } catch (...) {
     // Undo what opened; the first failure is the one to report.
     for (Tie& t : module_->ties_)
@@ -228,7 +261,11 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
 }
 
 ZeroModule::Scope::Scope(Scope&& o) noexcept
-    : module_(o.module_), unit_(o.unit_), handle_(o.handle_), backward_(o.backward_), sync_(o.sync_),
+    : module_(o.module_),
+      unit_(o.unit_),
+      handle_(o.handle_),
+      backward_(o.backward_),
+      sync_(o.sync_),
       opened_owners_(std::move(o.opened_owners_)) {
   o.handle_ = nullptr;
 }
@@ -288,16 +325,19 @@ void ZeroModule::open_ties(Unit user, bool backward, std::vector<Unit>* opened) 
     if (t.param.user != user) continue;
     const Unit owner = t.param.owner.unit;
     // The owner's sync has reduced its gradient: this one would miss the step.
-    ZRT_CHECK_STATE(!backward || !synced_[owner], "ZeroModule: the backward scope of unit '", handle(user).name(),
-                    "' uses parameter '", handle(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn,
-                    "') of unit '", handle(owner).name(), "', whose backward already synced this step; run "
+    ZRT_CHECK_STATE(!backward || !synced_[owner], "ZeroModule: the backward scope of unit '",
+                    handle(user).name(), "' uses parameter '",
+                    handle(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn, "') of unit '",
+                    handle(owner).name(),
+                    "', whose backward already synced this step; run "
                     "the owner's backward after its users' (Note [Parameters tied across units])");
     if (std::find(opened->begin(), opened->end(), owner) != opened->end()) continue;
     FlatParamHandle& h = handle(owner);
-    if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre) continue;  // in its own scope
-    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(), "' uses parameter '",
-                    h.fqn(t.param.owner.index), "' of unit '", h.name(), "', which is in state ",
-                    handle_state_name(h.state()));
+    if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre)
+      continue;  // in its own scope
+    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(),
+                    "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
+                    "', which is in state ", handle_state_name(h.state()));
     h.pre_forward();
     opened->push_back(owner);
   }
@@ -315,10 +355,12 @@ void ZeroModule::add_tie_grads(Unit user) {
     if (t.param.user != user || t.grad.is_freed()) continue;
     const Unit owner = t.param.owner.unit;
     try {
-      ZRT_CHECK_STATE(!synced_[owner], "ZeroModule: the backward scope of unit '", handle(user).name(),
-                      "' ends after unit '", handle(owner).name(), "' synced the gradient of its parameter '",
+      ZRT_CHECK_STATE(!synced_[owner], "ZeroModule: the backward scope of unit '",
+                      handle(user).name(), "' ends after unit '", handle(owner).name(),
+                      "' synced the gradient of its parameter '",
                       handle(owner).fqn(t.param.owner.index), "' (used as '", t.param.fqn,
-                      "') this step; run the owner's backward after its users' (Note [Parameters tied across units])");
+                      "') this step; run the owner's backward after its users' "
+                      "(Note [Parameters tied across units])");
       handle(owner).add_to_grad(t.param.owner.index, t.grad);
       ++tie_grads_[owner];
     } catch (...) {
@@ -336,8 +378,8 @@ std::size_t scope_param_index(const FlatParamHandle* h, const std::string& name)
   ZRT_CHECK_STATE(h != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
   auto i = h->find(h->name() + "." + name);
   if (!i) i = h->find(name);
-  ZRT_CHECK_ARG(i.has_value(), "ZeroModule: unit '", h->name(), "' has no parameter '", name, "' (nor '",
-                h->name(), ".", name, "')");
+  ZRT_CHECK_ARG(i.has_value(), "ZeroModule: unit '", h->name(), "' has no parameter '", name,
+                "' (nor '", h->name(), ".", name, "')");
   return *i;
 }
 
@@ -356,8 +398,10 @@ Tensor ZeroModule::Scope::grad(const std::string& name) const {
 
 ZeroModule::ParamViews ZeroModule::param_views(Unit unit, const std::string& name) const {
   const FlatParamHandle& h = handle(unit);
-  if (!h.find(h.name() + "." + name) && !h.find(name))  // the unit's own names first, as scopes always did
-    if (const Tie* t = find_tie(unit, name)) return {handle(t->param.owner.unit).param(t->param.owner.index), t->grad};
+  if (!h.find(h.name() + "." + name) &&
+      !h.find(name))  // the unit's own names first, as scopes always did
+    if (const Tie* t = find_tie(unit, name))
+      return {handle(t->param.owner.unit).param(t->param.owner.index), t->grad};
   const std::size_t i = scope_param_index(&h, name);
   return {h.param(i), h.grad(i)};
 }
@@ -369,7 +413,9 @@ std::vector<ZeroModule::TiedParam> ZeroModule::tied_params() const {
 }
 
 ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(this, unit, false, false); }
-ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) { return Scope(this, unit, true, sync); }
+ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) {
+  return Scope(this, unit, true, sync);
+}
 void ZeroModule::prefetch(Unit unit) {
   handle(unit).unshard();
   for (const Tie& t : ties_)
@@ -403,13 +449,17 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
   for (Unit u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
-                    unsynced_[u], " backward scope(s) with sync=false after its last sync; the last "
+                    unsynced_[u],
+                    " backward scope(s) with sync=false after its last sync; the last "
                     "micro-batch's backward must sync (backward(unit, true)) before step()");
   for (Unit u = 0; u < handles_.size(); ++u)
-    ZRT_CHECK_STATE(tie_grads_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' holds ", tie_grads_[u],
-                    " gradient(s) of its parameters used by later units that no backward(unit, true) of its own "
+    ZRT_CHECK_STATE(tie_grads_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' holds ",
+                    tie_grads_[u],
+                    " gradient(s) of its parameters used by later units that no backward(unit, "
+                    "true) of its own "
                     "reduced (Note [Parameters tied across units])");
-  ZRT_CHECK_STATE(synced_since_step_, "ZeroModule::step: no backward scope synced gradients since the last step; "
+  ZRT_CHECK_STATE(synced_since_step_,
+                  "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   synced_since_step_ = false;
   synced_.assign(synced_.size(), false);

@@ -102,18 +102,18 @@ CpuStreams default_cpu_streams();
 
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
-  int zero3_size = 0;                // hybrid / layer-zero group size (0: the world)
-  DType dtype = DType::f32;          // compute dtype: f32, bf16 or f16 (f16: dynamic loss scaling)
-  DType reduce_dtype = DType::f32;   // gradient reduce-scatter dtype: f32, bf16 or f16
+  int zero3_size = 0;               // hybrid / layer-zero group size (0: the world)
+  DType dtype = DType::f32;         // compute dtype: f32, bf16 or f16 (f16: dynamic loss scaling)
+  DType reduce_dtype = DType::f32;  // gradient reduce-scatter dtype: f32, bf16 or f16
   // How the ranks' gradients combine: avg when each rank's loss is a mean
   // over its own rows, sum when each is already divided by the global count
   // (Note [One step of the engine]).
   ReduceOp grad_reduce = ReduceOp::avg;
   Device device = Device::cpu();
-  bool offload_grads = false;        // fp32 gradients in host memory between micro-batches
-  AdamWOptions adamw;                // lr comes per step
+  bool offload_grads = false;          // fp32 gradients in host memory between micro-batches
+  AdamWOptions adamw;                  // lr comes per step
   OptimizerOffload offload_optimizer;  // where m and v live (Note [Optimizer state on disk])
-  TracerPtr tracer;                  // the world's collectives and the step's timeline; null: none
+  TracerPtr tracer;  // the world's collectives and the step's timeline; null: none
   // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.
   std::optional<CpuStreams> cpu_streams;
   // Memory for every buffer the module and its handles allocate (and the
@@ -211,12 +211,13 @@ class ZeroModule {
     Unit unit;
     std::size_t index;  // in handle(unit): its fqn(index), shape, shards
   };
-  std::optional<ParamLocation> find_param(const std::string& name) const;  // nullopt: no unit has it
+  std::optional<ParamLocation> find_param(
+      const std::string& name) const;  // nullopt: no unit has it
   // A name of one unit tied to an earlier unit's parameter (Note
   // [Parameters tied across units]).
   struct TiedParam {
     Unit user;
-    std::string fqn;    // the user's name
+    std::string fqn;  // the user's name
     ParamLocation owner;
   };
   std::vector<TiedParam> tied_params() const;
@@ -282,22 +283,25 @@ class ZeroModule {
     Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope
   };
   std::vector<Tie> ties_;
-  const Tie* find_tie(Unit user, const std::string& name) const;  // "name" or "unit.name"; null: none
+  const Tie* find_tie(Unit user,
+                      const std::string& name) const;  // "name" or "unit.name"; null: none
   // A user's scope: unshard the owners it needs (those it opened go to
   // `opened`); in backward also check the order and give the tie gradients memory.
   void open_ties(Unit user, bool backward, std::vector<Unit>* opened);
   // A user's backward scope ends: its tie gradients go to their owners.
   void add_tie_grads(Unit user);
-  AllocatorPtr dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
+  AllocatorPtr
+      dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
   const AllocatorPtr& dry_host_allocator() const { return dry_host_memory_; }
   std::unique_ptr<StrategyPlan> plan_;
   std::vector<std::unique_ptr<FlatParamHandle>> handles_;
   std::unique_ptr<ZeroAdamW> optimizer_;
   std::unique_ptr<DynamicLossScaler> scaler_;  // f16 only
-  bool synced_since_step_ = false;  // a backward scope synced since the last step
-  std::vector<int> unsynced_;       // per unit: backward scopes since its last sync that only accumulated
-  std::vector<bool> synced_;        // per unit: a backward scope of it synced since the last step
-  std::vector<int> tie_grads_;      // per unit: tie gradients added to it since its last sync
+  bool synced_since_step_ = false;             // a backward scope synced since the last step
+  std::vector<int>
+      unsynced_;              // per unit: backward scopes since its last sync that only accumulated
+  std::vector<bool> synced_;  // per unit: a backward scope of it synced since the last step
+  std::vector<int> tie_grads_;  // per unit: tie gradients added to it since its last sync
 };
 
 }  // namespace zrt::optim

@@ -4,8 +4,8 @@
 #include <mutex>
 #include <vector>
 
-#include "zrt/runtime/error.h"
 #include "zrt/runtime/allocator.h"
+#include "zrt/runtime/error.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/runtime/cuda_check.h"
 #endif
@@ -65,8 +65,9 @@ class PlainCudaAllocator final : public Allocator {
       cudaGetLastError();
       std::size_t free_b = 0, total_b = 0;
       cudaMemGetInfo(&free_b, &total_b);
-      throw OutOfMemory(detail::concat("cudaMalloc of ", nbytes, " bytes on cuda:", device_, " failed"),
-                        OutOfMemory::Numbers{.requested = nbytes, .free = free_b}, __FILE__, __LINE__);
+      throw OutOfMemory(
+          detail::concat("cudaMalloc of ", nbytes, " bytes on cuda:", device_, " failed"),
+          OutOfMemory::Numbers{.requested = nbytes, .free = free_b}, __FILE__, __LINE__);
     }
     ZRT_CUDA_CHECK(st);
     return p;
@@ -100,7 +101,8 @@ AllocatorPtr default_allocator(Device device) {
   static std::vector<AllocatorPtr> per_device;
   std::lock_guard lock(mu);
   ZRT_CHECK_ARG(device.index >= 0 && device.index < 1024, "bad CUDA ordinal ", device.index);
-  if (per_device.size() <= static_cast<std::size_t>(device.index)) per_device.resize(device.index + 1);
+  if (per_device.size() <= static_cast<std::size_t>(device.index))
+    per_device.resize(device.index + 1);
   auto& slot = per_device[device.index];
   if (!slot) slot = std::make_shared<PlainCudaAllocator>(device.index);
   return slot;

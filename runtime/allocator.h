@@ -13,13 +13,13 @@ namespace zrt {
 
 // Counters an allocator keeps. All in bytes except the counts.
 struct MemoryStats {
-  std::size_t allocated = 0;       // handed out and not yet freed (rounded sizes)
-  std::size_t reserved = 0;        // held from the raw source (allocated + cached)
+  std::size_t allocated = 0;  // handed out and not yet freed (rounded sizes)
+  std::size_t reserved = 0;   // held from the raw source (allocated + cached)
   std::size_t peak_allocated = 0;
   std::size_t peak_reserved = 0;
-  std::size_t requested = 0;       // sum of live requests before rounding
-  std::uint64_t num_allocs = 0;    // allocate() calls served
-  std::uint64_t num_frees = 0;     // deallocate() calls
+  std::size_t requested = 0;         // sum of live requests before rounding
+  std::uint64_t num_allocs = 0;      // allocate() calls served
+  std::uint64_t num_frees = 0;       // deallocate() calls
   std::uint64_t num_raw_allocs = 0;  // calls into the raw source
   std::uint64_t num_raw_frees = 0;
   std::uint64_t num_oom_retries = 0;  // cache flushes after a raw allocation failed

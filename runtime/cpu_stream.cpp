@@ -8,7 +8,8 @@ namespace zrt {
 
 CpuStream::CpuStream(Task thread_init) {
   try {
-    thread_ = std::thread([this, init = std::move(thread_init)]() mutable { serve(std::move(init)); });
+    thread_ =
+        std::thread([this, init = std::move(thread_init)]() mutable { serve(std::move(init)); });
   } catch (const std::system_error& e) {
     ZRT_THROW(ResourceError, "CPU stream: the system refused a thread (", e.what(), ")");
   }
@@ -103,8 +104,10 @@ void CpuStream::rethrow(const std::exception_ptr& failure, const std::string& co
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(prefix + e.what(), e.numbers(), e.file(), e.line());
   }
-#define ZRT_RETHROW_AS(Type) \
-  catch (const Type& e) { throw Type(prefix + e.what(), e.file(), e.line()); }
+#define ZRT_RETHROW_AS(Type)                           \
+  catch (const Type& e) {                              \
+    throw Type(prefix + e.what(), e.file(), e.line()); \
+  }
   ZRT_RETHROW_AS(CublasError)
   ZRT_RETHROW_AS(CudaError)
   ZRT_RETHROW_AS(NcclError)

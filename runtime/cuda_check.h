@@ -8,12 +8,11 @@
 
 #include "zrt/runtime/error.h"
 
-#define ZRT_CUDA_CHECK(expr)                                                             \
-  do {                                                                                   \
-    cudaError_t zrt_cuda_status_ = (expr);                                               \
-    ZRT_CHECK_AS(::zrt::CudaError, zrt_cuda_status_ == cudaSuccess, "CUDA error ",       \
-                 cudaGetErrorName(zrt_cuda_status_), ": ",                               \
-                 cudaGetErrorString(zrt_cuda_status_));                                  \
+#define ZRT_CUDA_CHECK(expr)                                                                      \
+  do {                                                                                            \
+    cudaError_t zrt_cuda_status_ = (expr);                                                        \
+    ZRT_CHECK_AS(::zrt::CudaError, zrt_cuda_status_ == cudaSuccess, "CUDA error ",                \
+                 cudaGetErrorName(zrt_cuda_status_), ": ", cudaGetErrorString(zrt_cuda_status_)); \
   } while (0)
 
 namespace zrt {

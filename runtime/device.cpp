@@ -48,7 +48,8 @@ void set_current_device(Device device) {
   if (device.is_cpu()) return;
 #ifdef ZRT_WITH_CUDA
   cudaError_t st = cudaSetDevice(device.index);
-  ZRT_CHECK_AS(CudaError, st == cudaSuccess, "cannot use ", device.str(), ": ", cudaGetErrorString(st));
+  ZRT_CHECK_AS(CudaError, st == cudaSuccess, "cannot use ", device.str(), ": ",
+               cudaGetErrorString(st));
 #else
   ZRT_THROW(InvalidArgument, "device ", device.str(), ": this build of zrt has no CUDA support");
 #endif

@@ -19,25 +19,36 @@ inline constexpr DType kAllDTypes[] = {DType::f32, DType::bf16, DType::f16, DTyp
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::bf16:
-    case DType::f16: return 2;
-    case DType::u8: return 1;
+    case DType::f16:
+      return 2;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
 
 constexpr const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::f64: return "f64";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::f64:
+      return "f64";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }

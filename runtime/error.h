@@ -36,8 +36,9 @@ ZRT_DEFINE_ERROR(InvalidState, Error)     // the call is wrong for the object's 
 ZRT_DEFINE_ERROR(CommError, Error)        // a collective failed or timed out
 ZRT_DEFINE_ERROR(CheckpointError, Error)  // reading or writing a checkpoint failed
 ZRT_DEFINE_ERROR(ResourceError, Error)    // the system refused a thread, memory or disk space
-ZRT_DEFINE_ERROR(ConsistencyError, Error) // ranks that must hold equal data do not (Note [Consistency check])
-ZRT_DEFINE_ERROR(CudaError, Error)        // the CUDA runtime reported an error
+ZRT_DEFINE_ERROR(ConsistencyError,
+                 Error)  // ranks that must hold equal data do not (Note [Consistency check])
+ZRT_DEFINE_ERROR(CudaError, Error)  // the CUDA runtime reported an error
 ZRT_DEFINE_ERROR(CublasError, CudaError)
 ZRT_DEFINE_ERROR(NcclError, CommError)
 ZRT_DEFINE_ERROR(MpiError, CommError)
@@ -71,10 +72,13 @@ std::string concat(Args&&... args) {
 }
 
 template <class E>
-[[noreturn]] void throw_error(const char* expr, const char* file, int line, const std::string& msg) {
+[[noreturn]] void throw_error(const char* expr, const char* file, int line,
+                              const std::string& msg) {
   std::string what = msg;
-  if (expr && *expr) what += detail::concat(" [check `", expr, "` failed");
-  else what += " [";
+  if (expr && *expr)
+    what += detail::concat(" [check `", expr, "` failed");
+  else
+    what += " [";
   what += detail::concat(expr && *expr ? " at " : "at ", file, ":", line, "]");
   throw E(std::move(what), file, line);
 }
@@ -88,11 +92,11 @@ void report_in_destructor(const char* where, const std::exception& e) noexcept;
 
 // The one generic check: throws ErrorType with a message built from the
 // remaining arguments (streamed together), the expression, file and line.
-#define ZRT_CHECK_AS(ErrorType, cond, ...)                                                    \
-  do {                                                                                        \
-    if (!(cond)) [[unlikely]]                                                                 \
-      ::zrt::detail::throw_error<ErrorType>(#cond, __FILE__, __LINE__,                        \
-                                            ::zrt::detail::concat(__VA_ARGS__));              \
+#define ZRT_CHECK_AS(ErrorType, cond, ...)                                       \
+  do {                                                                           \
+    if (!(cond)) [[unlikely]]                                                    \
+      ::zrt::detail::throw_error<ErrorType>(#cond, __FILE__, __LINE__,           \
+                                            ::zrt::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #define ZRT_CHECK_ARG(cond, ...) ZRT_CHECK_AS(::zrt::InvalidArgument, cond, __VA_ARGS__)

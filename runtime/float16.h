@@ -98,7 +98,7 @@ ZRT_HD inline std::uint16_t f32_to_f16_rne(float f) {
   // ties go to even, i.e. to Inf.
   if (ax >= 0x477ff000u) return std::uint16_t(sign | 0x7c00u);
   std::uint32_t e = ax >> 23;
-  if (e < 113) {  // below 2^-14: an f16 subnormal (or zero)
+  if (e < 113) {                     // below 2^-14: an f16 subnormal (or zero)
     std::uint32_t shift = 126u - e;  // value = (mant | implicit) >> shift, in units of 2^-24
     if (shift >= 25) return sign;    // below half the smallest subnormal
     std::uint32_t mant = (ax & 0x7fffffu) | 0x800000u;

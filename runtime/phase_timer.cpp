@@ -51,10 +51,18 @@ PhaseTimes PhaseTimer::read() {
     i.end.synchronize();
     const double ms = Event::elapsed_ms(i.start, i.end);
     switch (i.phase) {
-      case Phase::forward: t.forward_ms += ms; break;
-      case Phase::backward: t.backward_ms += ms; break;
-      case Phase::optimizer: t.optimizer_ms += ms; break;
-      case Phase::comm: t.comm_ms += ms; break;
+      case Phase::forward:
+        t.forward_ms += ms;
+        break;
+      case Phase::backward:
+        t.backward_ms += ms;
+        break;
+      case Phase::optimizer:
+        t.optimizer_ms += ms;
+        break;
+      case Phase::comm:
+        t.comm_ms += ms;
+        break;
     }
   }
   used_ = 0;

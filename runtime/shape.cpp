@@ -25,8 +25,8 @@ std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) {
     ZRT_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_str(shape));
-    ZRT_CHECK_ARG(d == 0 || n <= std::numeric_limits<std::int64_t>::max() / d,
-                  "shape ", shape_str(shape), " overflows 64-bit element count");
+    ZRT_CHECK_ARG(d == 0 || n <= std::numeric_limits<std::int64_t>::max() / d, "shape ",
+                  shape_str(shape), " overflows 64-bit element count");
     n *= d;
   }
   return n;

@@ -21,7 +21,9 @@ class Shape {
 
   Shape() = default;
   Shape(std::initializer_list<std::int64_t> dims) { assign(dims.begin(), dims.end()); }
-  Shape(const std::vector<std::int64_t>& dims) { assign(dims.begin(), dims.end()); }  // NOLINT: implicit
+  Shape(const std::vector<std::int64_t>& dims) {
+    assign(dims.begin(), dims.end());
+  }  // NOLINT: implicit
   template <class It>
   Shape(It first, It last) {
     assign(first, last);

@@ -35,7 +35,8 @@ void Storage::allocate(std::size_t nbytes, Stream stream) {
 void Storage::adopt_memory(Storage& from) {
   ZRT_CHECK_STATE(is_freed(), "Storage::adopt_memory: storage already holds ", nbytes_, " bytes");
   ZRT_CHECK_STATE(!from.is_freed(), "Storage::adopt_memory: the source storage is freed");
-  ZRT_CHECK_STATE(!from.is_borrowed(), "Storage::adopt_memory: the source storage's memory is borrowed");
+  ZRT_CHECK_STATE(!from.is_borrowed(),
+                  "Storage::adopt_memory: the source storage's memory is borrowed");
   ZRT_CHECK_ARG(from.allocator_ == allocator_,
                 "Storage::adopt_memory: the source storage has another allocator");
   data_ = std::exchange(from.data_, nullptr);
@@ -44,10 +45,12 @@ void Storage::adopt_memory(Storage& from) {
 }
 
 void Storage::borrow_memory(std::shared_ptr<Storage> owner) {
-  ZRT_CHECK_ARG(owner != nullptr && owner.get() != this, "Storage::borrow_memory needs another storage");
+  ZRT_CHECK_ARG(owner != nullptr && owner.get() != this,
+                "Storage::borrow_memory needs another storage");
   ZRT_CHECK_STATE(is_freed(), "Storage::borrow_memory: storage already holds ", nbytes_, " bytes");
   ZRT_CHECK_STATE(!owner->is_freed(), "Storage::borrow_memory: the owning storage is freed");
-  ZRT_CHECK_ARG(owner->allocator_ == allocator_, "Storage::borrow_memory: the owning storage has another allocator");
+  ZRT_CHECK_ARG(owner->allocator_ == allocator_,
+                "Storage::borrow_memory: the owning storage has another allocator");
   data_ = owner->data_;
   nbytes_ = owner->nbytes_;
   stream_ = owner->stream_;
@@ -59,14 +62,15 @@ void Storage::record_use(Stream stream) {
   allocator_->record_use(data_, stream);
 }
 
-void Storage::claim(std::size_t offset, std::size_t nbytes, const void* owner, const std::string& owner_name,
-                    const std::string& param) {
+void Storage::claim(std::size_t offset, std::size_t nbytes, const void* owner,
+                    const std::string& owner_name, const std::string& param) {
   if (nbytes == 0) return;
   std::lock_guard lock(claims_mutex_);
   for (const auto& c : claims_)
-    ZRT_CHECK_ARG(c.owner == owner || offset + nbytes <= c.begin || c.end <= offset, "parameter '", param,
-                  "' cannot join flat parameter '", owner_name, "': its memory is already parameter '",
-                  c.param, "' of flat parameter '", c.owner_name, "'");
+    ZRT_CHECK_ARG(c.owner == owner || offset + nbytes <= c.begin || c.end <= offset, "parameter '",
+                  param, "' cannot join flat parameter '", owner_name,
+                  "': its memory is already parameter '", c.param, "' of flat parameter '",
+                  c.owner_name, "'");
   claims_.push_back({offset, offset + nbytes, owner, owner_name, param});
 }
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "zrt/runtime/device.h"
 #include "zrt/runtime/allocator.h"
+#include "zrt/runtime/device.h"
 #include "zrt/runtime/stream.h"
 
 namespace zrt {
@@ -66,8 +66,8 @@ class Storage {
   // parameter `owner_name` (identified by `owner`). Throws InvalidArgument if
   // another owner already claimed an overlapping range: a parameter belongs
   // to one flat parameter. Empty ranges never conflict.
-  void claim(std::size_t offset, std::size_t nbytes, const void* owner, const std::string& owner_name,
-             const std::string& param);
+  void claim(std::size_t offset, std::size_t nbytes, const void* owner,
+             const std::string& owner_name, const std::string& param);
   void release_claims(const void* owner) noexcept;
 
  private:

@@ -38,7 +38,8 @@ bool Stream::discards() const {
 }
 
 void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task) {
-  ZRT_CHECK_ARG(stream.is_cpu(), op, ": host work cannot be ordered on CUDA stream ", stream.device().str());
+  ZRT_CHECK_ARG(stream.is_cpu(), op, ": host work cannot be ordered on CUDA stream ",
+                stream.device().str());
   if (CpuStream* q = stream.cpu_queue()) {
     q->enqueue(op, std::move(task));
   } else {
@@ -64,7 +65,8 @@ OwnedStream::OwnedStream(Device device, std::function<void()> cpu_thread_init) {
 
 OwnedStream::~OwnedStream() {
 #ifdef ZRT_WITH_CUDA
-  if (!stream_.is_cpu() && stream_.native()) cudaStreamDestroy(static_cast<cudaStream_t>(stream_.native()));
+  if (!stream_.is_cpu() && stream_.native())
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream_.native()));
 #endif
 }
 
@@ -93,7 +95,7 @@ struct Event::CpuState {
   std::mutex mutex;
   std::condition_variable completed_cv;
   std::uint64_t recorded = 0, completed = 0;
-  std::exception_ptr failure;  // of the stream whose record completed last
+  std::exception_ptr failure;                          // of the stream whose record completed last
   std::chrono::steady_clock::time_point completed_at;  // of the last record completed
 
   // Blocks until record `target` completed; throws its stream's failure.
@@ -112,7 +114,8 @@ Event::Event(Device device, [[maybe_unused]] bool enable_timing) : device_(devic
 #ifdef ZRT_WITH_CUDA
   CudaDeviceGuard g(device.index);
   cudaEvent_t e = nullptr;
-  ZRT_CUDA_CHECK(cudaEventCreateWithFlags(&e, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
+  ZRT_CUDA_CHECK(
+      cudaEventCreateWithFlags(&e, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
   native_ = e;
 #else
   no_cuda("Event");
@@ -140,7 +143,8 @@ Event& Event::operator=(Event&& o) noexcept {
 
 void Event::record([[maybe_unused]] Stream s) {
   if (cpu_) {
-    ZRT_CHECK_ARG(s.is_cpu(), "Event::record: a cpu event cannot record stream on ", s.device().str());
+    ZRT_CHECK_ARG(s.is_cpu(), "Event::record: a cpu event cannot record stream on ",
+                  s.device().str());
     std::uint64_t target = 0;
     {
       std::lock_guard lock(cpu_->mutex);
@@ -167,31 +171,36 @@ void Event::record([[maybe_unused]] Stream s) {
   // A cpu stream handle with a device event means the device's legacy default stream.
   ZRT_CHECK_ARG(s.is_cpu() || s.device() == device_, "Event::record: event on ", device_.str(),
                 " cannot record stream on ", s.device().str());
-  ZRT_CHECK_ARG(!s.cpu_queue(), "Event::record: event on ", device_.str(),
-                " cannot record an owned CPU stream (its work runs on a host thread, not the device)");
+  ZRT_CHECK_ARG(
+      !s.cpu_queue(), "Event::record: event on ", device_.str(),
+      " cannot record an owned CPU stream (its work runs on a host thread, not the device)");
   CudaDeviceGuard g(device_.index);
-  ZRT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(native_), static_cast<cudaStream_t>(s.native())));
+  ZRT_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(native_), static_cast<cudaStream_t>(s.native())));
 #endif
 }
 
 void Event::wait([[maybe_unused]] Stream s) const {
   if (cpu_) {
-    ZRT_CHECK_ARG(s.is_cpu(), "Event::wait: stream on ", s.device().str(), " cannot wait for a cpu event");
+    ZRT_CHECK_ARG(s.is_cpu(), "Event::wait: stream on ", s.device().str(),
+                  " cannot wait for a cpu event");
     std::uint64_t target = 0;
     {
       std::lock_guard lock(cpu_->mutex);
       if (cpu_->completed >= cpu_->recorded && !cpu_->failure) return;  // nothing in flight
       target = cpu_->recorded;
     }
-    run_on_cpu_stream(s, "waiting for an event", [state = cpu_, target] { state->wait_for(target); });
+    run_on_cpu_stream(s, "waiting for an event",
+                      [state = cpu_, target] { state->wait_for(target); });
     return;
   }
   if (!native_) return;
 #ifdef ZRT_WITH_CUDA
-  ZRT_CHECK_ARG(!s.cpu_queue(), "Event::wait: an owned CPU stream cannot wait for an event on ", device_.str(),
-                " (its work runs on a host thread, not the device)");
+  ZRT_CHECK_ARG(!s.cpu_queue(), "Event::wait: an owned CPU stream cannot wait for an event on ",
+                device_.str(), " (its work runs on a host thread, not the device)");
   CudaDeviceGuard g(s.is_cpu() ? device_.index : s.device().index);
-  ZRT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.native()), static_cast<cudaEvent_t>(native_), 0));
+  ZRT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.native()),
+                                     static_cast<cudaEvent_t>(native_), 0));
 #endif
 }
 

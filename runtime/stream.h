@@ -84,10 +84,10 @@ class Event {
   Event(Event&& o) noexcept;
   Event& operator=(Event&& o) noexcept;
 
-  void record(Stream s);        // capture the work issued to `s` so far
-  void wait(Stream s) const;    // make `s` wait for the captured work
-  void synchronize() const;     // block the host until it completes
-  bool query() const;           // true when complete (a failed CPU stream's record counts)
+  void record(Stream s);      // capture the work issued to `s` so far
+  void wait(Stream s) const;  // make `s` wait for the captured work
+  void synchronize() const;   // block the host until it completes
+  bool query() const;         // true when complete (a failed CPU stream's record counts)
   // Blocks the host up to `limit` for the captured work and says whether it
   // completed: a CPU event wakes the moment it does; a CUDA one is queried
   // once, at once (the caller sleeps between tries).
@@ -101,7 +101,7 @@ class Event {
  private:
   struct CpuState;
   Device device_;
-  void* native_ = nullptr;  // cudaEvent_t
+  void* native_ = nullptr;         // cudaEvent_t
   std::shared_ptr<CpuState> cpu_;  // cpu: shared with the records in flight
 };
 

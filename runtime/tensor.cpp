@@ -16,20 +16,26 @@ namespace {
 // convert through f32 (Note [16-bit storage types]).
 template <class T>
 double to_double(T x) {
-  if constexpr (is_float16_v<T>) return to_f32(x);
-  else return static_cast<double>(x);
+  if constexpr (is_float16_v<T>)
+    return to_f32(x);
+  else
+    return static_cast<double>(x);
 }
 template <class T>
 T from_double(double v) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (is_float16_v<T>)
+    return from_f32<T>(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // Converts one element; integers convert directly, anything else via double.
 template <class Dst, class Src>
 Dst convert(Src s) {
-  if constexpr (std::is_integral_v<Dst> && std::is_integral_v<Src>) return static_cast<Dst>(s);
-  else return from_double<Dst>(to_double(s));
+  if constexpr (std::is_integral_v<Dst> && std::is_integral_v<Src>)
+    return static_cast<Dst>(s);
+  else
+    return from_double<Dst>(to_double(s));
 }
 
 void host_cast(const void* src, DType src_t, void* dst, DType dst_t, std::int64_t n) {
@@ -74,8 +80,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
 
 }  // namespace
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, std::int64_t offset,
-               Name name)
+Tensor::Tensor(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
+               std::int64_t offset, Name name)
     : storage_(std::move(storage)),
       name_(std::move(name)),
       numel_(shape_numel(shape)),
@@ -128,8 +134,8 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
 Tensor Tensor::from_doubles(const std::vector<double>& values, DType dtype, Device device,
                             Shape shape) {
   if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
-  ZRT_CHECK_ARG(shape_numel(shape) == static_cast<std::int64_t>(values.size()), "from_doubles: ",
-                values.size(), " values do not fill shape ", shape_str(shape));
+  ZRT_CHECK_ARG(shape_numel(shape) == static_cast<std::int64_t>(values.size()),
+                "from_doubles: ", values.size(), " values do not fill shape ", shape_str(shape));
   Tensor host = empty(shape, DType::f64);
   if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(double));
   Tensor out = empty(shape, dtype, device);
@@ -139,7 +145,8 @@ Tensor Tensor::from_doubles(const std::vector<double>& values, DType dtype, Devi
 
 Tensor Tensor::from_host(const void* data, const Shape& shape, DType dtype, Device device) {
   Tensor out = empty(shape, dtype, device);
-  ZRT_CHECK_ARG(data != nullptr || out.numel() == 0, "from_host: null data for shape ", shape_str(shape));
+  ZRT_CHECK_ARG(data != nullptr || out.numel() == 0, "from_host: null data for shape ",
+                shape_str(shape));
   copy_bytes(out.data_ptr(), device, data, Device::cpu(), out.nbytes(), {});
   return out;
 }
@@ -159,8 +166,8 @@ std::int64_t Tensor::size(int d) const {
 }
 
 std::string Tensor::str() const {
-  return (name_ ? *name_ : std::string("tensor")) + shape_str(shape_) + " " +
-         dtype_name(dtype_) + " " + device().str();
+  return (name_ ? *name_ : std::string("tensor")) + shape_str(shape_) + " " + dtype_name(dtype_) +
+         " " + device().str();
 }
 
 Tensor Tensor::view(Shape shape) const {
@@ -186,8 +193,8 @@ Tensor Tensor::view(Shape shape) const {
 }
 
 Tensor Tensor::slice(std::int64_t start, std::int64_t length) const {
-  ZRT_CHECK_ARG(start >= 0 && length >= 0 && start <= numel_ && length <= numel_ - start,
-                "slice [", start, ", ", start, "+", length, ") out of bounds of ", str());
+  ZRT_CHECK_ARG(start >= 0 && length >= 0 && start <= numel_ && length <= numel_ - start, "slice [",
+                start, ", ", start, "+", length, ") out of bounds of ", str());
   return Tensor(storage_, {length}, dtype_, offset_ + start, name_);
 }
 
@@ -228,8 +235,10 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
   if (device().is_cpu() && src.device().is_cpu() && stream.cpu_queue()) {
     // The pointers are taken now, as a CUDA copy takes them (Note [CPU streams]).
     run_on_cpu_stream(stream, "copy_", [d, s, n = numel_, dt = dtype_, st = src.dtype()] {
-      if (dt == st) std::memcpy(d, s, static_cast<std::size_t>(n) * dtype_size(dt));
-      else host_cast(s, st, d, dt, n);
+      if (dt == st)
+        std::memcpy(d, s, static_cast<std::size_t>(n) * dtype_size(dt));
+      else
+        host_cast(s, st, d, dt, n);
     });
   } else if (src.dtype() == dtype_) {
     copy_bytes(d, device(), s, src.device(), nbytes(), stream);
@@ -250,14 +259,18 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
 }
 
 Tensor& Tensor::copy_async_(const Tensor& src, Stream stream) {
-  ZRT_CHECK_ARG(src.dtype() == dtype_, "copy_async_ into ", str(), " from ", src.str(), ": dtypes differ");
+  ZRT_CHECK_ARG(src.dtype() == dtype_, "copy_async_ into ", str(), " from ", src.str(),
+                ": dtypes differ");
   if (device().is_cpu() == src.device().is_cpu()) return copy_(src, stream);
   const Tensor& host = device().is_cpu() ? *this : src;
-  ZRT_CHECK_ARG(host.storage().allocator() && host.storage().allocator()->page_locked(), "copy_async_ between ",
-                src.str(), " and ", str(), ": the host side is not page-locked memory (a pinned allocator's)");
-  ZRT_CHECK_ARG(src.numel() == numel_, "copy_async_ into ", str(), " from ", src.str(), ": element counts differ");
+  ZRT_CHECK_ARG(host.storage().allocator() && host.storage().allocator()->page_locked(),
+                "copy_async_ between ", src.str(), " and ", str(),
+                ": the host side is not page-locked memory (a pinned allocator's)");
+  ZRT_CHECK_ARG(src.numel() == numel_, "copy_async_ into ", str(), " from ", src.str(),
+                ": element counts differ");
   if (numel_ == 0) return *this;
-  copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes(), stream, /*host_waits=*/false);
+  copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes(), stream,
+             /*host_waits=*/false);
   return *this;
 }
 

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "zrt/runtime/allocator.h"
 #include "zrt/runtime/device.h"
 #include "zrt/runtime/dtype.h"
 #include "zrt/runtime/dtype_dispatch.h"
 #include "zrt/runtime/error.h"
-#include "zrt/runtime/allocator.h"
 #include "zrt/runtime/shape.h"
 #include "zrt/runtime/storage.h"
 #include "zrt/runtime/stream.h"

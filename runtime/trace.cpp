@@ -16,19 +16,28 @@ double Tracer::now_us() const {
 
 Tracer::Scope::Scope(Tracer* tracer, std::string name, const char* category, int track,
                      std::map<std::string, double> args)
-    : tracer_(tracer), name_(std::move(name)), category_(category), track_(track), args_(std::move(args)),
+    : tracer_(tracer),
+      name_(std::move(name)),
+      category_(category),
+      track_(track),
+      args_(std::move(args)),
       start_us_(tracer ? tracer->now_us() : 0) {}
 
 Tracer::Scope::Scope(Scope&& o) noexcept
-    : tracer_(o.tracer_), name_(std::move(o.name_)), category_(o.category_), track_(o.track_),
-      args_(std::move(o.args_)), start_us_(o.start_us_) {
+    : tracer_(o.tracer_),
+      name_(std::move(o.name_)),
+      category_(o.category_),
+      track_(o.track_),
+      args_(std::move(o.args_)),
+      start_us_(o.start_us_) {
   o.tracer_ = nullptr;
 }
 
 Tracer::Scope::~Scope() {
   if (!tracer_) return;
   try {
-    tracer_->add({'X', std::move(name_), category_, track_, start_us_, tracer_->now_us() - start_us_, std::move(args_)});
+    tracer_->add({'X', std::move(name_), category_, track_, start_us_,
+                  tracer_->now_us() - start_us_, std::move(args_)});
   } catch (const std::exception& e) {
     report_in_destructor("Tracer::Scope", e);
   }
@@ -38,9 +47,10 @@ void Tracer::counter(const std::string& name, const std::map<std::string, double
   add({'C', name, "memory", kComputeTrack, now_us(), 0, values});
 }
 
-void Tracer::complete(std::string name, const char* category, int track, double start_us, double end_us,
-                      std::map<std::string, double> args) {
-  ZRT_CHECK_ARG(end_us >= start_us, "Tracer: event '", name, "' ends at ", end_us, " us, before its start ", start_us);
+void Tracer::complete(std::string name, const char* category, int track, double start_us,
+                      double end_us, std::map<std::string, double> args) {
+  ZRT_CHECK_ARG(end_us >= start_us, "Tracer: event '", name, "' ends at ", end_us,
+                " us, before its start ", start_us);
   add({'X', std::move(name), category, track, start_us, end_us - start_us, std::move(args)});
 }
 
@@ -61,15 +71,18 @@ std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, doub
   std::sort(v.begin(), v.end());
   std::vector<std::pair<double, double>> out;
   for (const auto& [a, b] : v) {
-    if (!out.empty() && a <= out.back().second) out.back().second = std::max(out.back().second, b);
-    else out.emplace_back(a, b);
+    if (!out.empty() && a <= out.back().second)
+      out.back().second = std::max(out.back().second, b);
+    else
+      out.emplace_back(a, b);
   }
   return out;
 }
 
 }  // namespace
 
-Tracer::Overlap Tracer::overlap(const std::string& category, const std::string& with_category, double since_us) const {
+Tracer::Overlap Tracer::overlap(const std::string& category, const std::string& with_category,
+                                double since_us) const {
   std::vector<std::pair<double, double>> mine, with;
   {
     std::lock_guard lock(mu_);
@@ -96,14 +109,25 @@ void Tracer::write(const std::string& path) const {
   nlohmann::json events = nlohmann::json::array();
   const char* tracks[] = {"compute", "communication"};
   for (int t : {kComputeTrack, kCommTrack})
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank_}, {"tid", t},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", rank_},
+                      {"tid", t},
                       {"args", {{"name", tracks[t]}}}});
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+  events.push_back({{"ph", "M"},
+                    {"name", "process_name"},
+                    {"pid", rank_},
+                    {"args", {{"name", "rank " + std::to_string(rank_)}}}});
   {
     std::lock_guard lock(mu_);
     for (const Event& e : events_) {
-      nlohmann::json j = {{"ph", std::string(1, e.phase)}, {"name", e.name}, {"cat", e.category},
-                          {"pid", rank_}, {"tid", e.track}, {"ts", e.ts_us}, {"args", e.args}};
+      nlohmann::json j = {{"ph", std::string(1, e.phase)},
+                          {"name", e.name},
+                          {"cat", e.category},
+                          {"pid", rank_},
+                          {"tid", e.track},
+                          {"ts", e.ts_us},
+                          {"args", e.args}};
       if (e.phase == 'X') j["dur"] = e.dur_us;
       events.push_back(std::move(j));
     }

@@ -35,7 +35,8 @@ class Tracer {
   // Records [construction, destruction) as one event.
   class Scope {
    public:
-    Scope(Tracer* tracer, std::string name, const char* category, int track, std::map<std::string, double> args);
+    Scope(Tracer* tracer, std::string name, const char* category, int track,
+          std::map<std::string, double> args);
     Scope(Scope&&) noexcept;
     ~Scope();
 
@@ -47,7 +48,8 @@ class Tracer {
     std::map<std::string, double> args_;
     double start_us_;
   };
-  Scope scope(std::string name, const char* category, int track, std::map<std::string, double> args = {}) {
+  Scope scope(std::string name, const char* category, int track,
+              std::map<std::string, double> args = {}) {
     return Scope(this, std::move(name), category, track, std::move(args));
   }
   void counter(const std::string& name, const std::map<std::string, double>& values);
@@ -65,7 +67,8 @@ class Tracer {
     double overlapped_us = 0;  // the part of it inside `with_category`'s events
     double fraction() const { return busy_us > 0 ? overlapped_us / busy_us : 0; }
   };
-  Overlap overlap(const std::string& category, const std::string& with_category, double since_us = 0) const;
+  Overlap overlap(const std::string& category, const std::string& with_category,
+                  double since_us = 0) const;
   // Writes the JSON object {"traceEvents": [...]}; CheckpointError naming the path.
   void write(const std::string& path) const;
   double now_us() const;

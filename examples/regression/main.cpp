@@ -112,8 +112,8 @@ void linear(const float* in, const zrt::Tensor& w_t, const zrt::Tensor& b_t, int
 }
 
 // Accumulates dw, db from d_out and in; writes d_in (if given).
-void linear_backward(const float* in, const float* d_out, const zrt::Tensor& w_t, const zrt::Tensor& dw_t,
-                     const zrt::Tensor& db_t, int n, float* d_in) {
+void linear_backward(const float* in, const float* d_out, const zrt::Tensor& w_t,
+                     const zrt::Tensor& dw_t, const zrt::Tensor& db_t, int n, float* d_in) {
   const int o_dim = static_cast<int>(w_t.size(0)), i_dim = static_cast<int>(w_t.size(1));
   const std::vector<float> w = floats(w_t);
   std::vector<float> dw(w.size(), 0.0f), db(static_cast<std::size_t>(o_dim), 0.0f);
@@ -140,7 +140,8 @@ int main(int argc, char** argv) try {
   const Options opt = parse(argc, argv);
   zrt::World w = zrt::init_world();
   const int rank = w.comm->rank(), world = w.comm->size();
-  ZRT_CHECK_ARG(kBatch % world == 0, "the batch of ", kBatch, " rows must divide over ", world, " ranks");
+  ZRT_CHECK_ARG(kBatch % world == 0, "the batch of ", kBatch, " rows must divide over ", world,
+                " ranks");
   const int n = kBatch / world;  // this rank's rows
 
   zrt::optim::ZeroModuleOptions options;
@@ -179,21 +180,24 @@ int main(int argc, char** argv) try {
     }
     {
       auto p = model.backward(l2);
-      linear_backward(a.data(), d_out.data(), p.param("weight"), p.grad("weight"), p.grad("bias"), n, d_a.data());
+      linear_backward(a.data(), d_out.data(), p.param("weight"), p.grad("weight"), p.grad("bias"),
+                      n, d_a.data());
     }
     for (int i = 0; i < n * kHidden; ++i) d_a[i] = h[i] > 0 ? d_a[i] : 0;
     {
       auto p = model.backward(l1);
-      linear_backward(xs, d_a.data(), p.param("weight"), p.grad("weight"), p.grad("bias"), n, nullptr);
+      linear_backward(xs, d_a.data(), p.param("weight"), p.grad("weight"), p.grad("bias"), n,
+                      nullptr);
     }
     model.step(1e-2 * (1.0 - step / double(opt.steps)));  // gradients are averaged over the ranks
 
     zrt::Tensor l = zrt::Tensor::from_doubles({loss}, zrt::DType::f64);
     w.comm->all_reduce(l, zrt::ReduceOp::avg);
-    if (rank == 0 && (step % 20 == 0 || step + 1 == opt.steps)) std::printf("step %3d  loss %.6f\n", step, l.item(0));
+    if (rank == 0 && (step % 20 == 0 || step + 1 == opt.steps))
+      std::printf("step %3d  loss %.6f\n", step, l.item(0));
     if (step == opt.save_at && !opt.checkpoint_dir.empty()) {
-      const std::string dir =
-          zrt::optim::save_checkpoint(model, step + 1, zrt::optim::checkpoint_into(opt.checkpoint_dir));
+      const std::string dir = zrt::optim::save_checkpoint(
+          model, step + 1, zrt::optim::checkpoint_into(opt.checkpoint_dir));
       if (rank == 0) std::printf("saved %s after step %d\n", dir.c_str(), step);
       return 0;
     }

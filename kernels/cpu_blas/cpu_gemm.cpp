@@ -42,9 +42,12 @@ const CpuGemmBackend& cpu_gemm_named(const char* name) {
     const CpuGemmBackend* b = cpu_gemm_for(which);
     if (b && !std::strcmp(b->name, name)) return *b;
   }
-  ZRT_CHECK_ARG(!std::strcmp(name, "openblas"), "ZRT_CPU_GEMM='", name, "' is not one of eigen, openblas");
-  ZRT_THROW(InvalidArgument, "ZRT_CPU_GEMM=openblas: this zrt has no thread-safe OpenBLAS (built with "
-            "-DZRT_OPENBLAS=OFF, OpenBLAS's pthread build not found, or a single-threaded build loaded)");
+  ZRT_CHECK_ARG(!std::strcmp(name, "openblas"), "ZRT_CPU_GEMM='", name,
+                "' is not one of eigen, openblas");
+  ZRT_THROW(
+      InvalidArgument,
+      "ZRT_CPU_GEMM=openblas: this zrt has no thread-safe OpenBLAS (built with "
+      "-DZRT_OPENBLAS=OFF, OpenBLAS's pthread build not found, or a single-threaded build loaded)");
 }
 
 const CpuGemmBackend& cpu_gemm() {

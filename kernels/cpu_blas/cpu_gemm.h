@@ -32,8 +32,10 @@ struct CpuGemmBackend {
   void (*f64)(const GemmCall<double>&);
   template <class T>
   auto function() const {
-    if constexpr (sizeof(T) == 4) return f32;
-    else return f64;
+    if constexpr (sizeof(T) == 4)
+      return f32;
+    else
+      return f64;
   }
 };
 

@@ -15,8 +15,8 @@ bool fits_int(std::int64_t v) { return v >= 0 && v <= INT_MAX; }
 // refuse a zero leading dimension) or a size exceeds BLAS's int.
 template <class T, class Blas>
 void openblas_gemm(const GemmCall<T>& g, Blas blas) {
-  if (g.k == 0 || !(fits_int(g.m) && fits_int(g.n) && fits_int(g.k) && fits_int(g.lda) && fits_int(g.ldb) &&
-                    fits_int(g.ldc))) {
+  if (g.k == 0 || !(fits_int(g.m) && fits_int(g.n) && fits_int(g.k) && fits_int(g.lda) &&
+                    fits_int(g.ldb) && fits_int(g.ldc))) {
     isa_kernels().table<T>().gemm(g);
     return;
   }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <iterator>
 #include <cstring>
+#include <iterator>
 
 #include "zrt/runtime/error.h"
 
@@ -28,8 +28,10 @@ bool cpu_runs(CpuIsa isa) {
 #ifdef ZRT_CPU_ISA_X86
   // libgcc's checks include the OS saving the wider registers (XCR0).
   switch (isa) {
-    case CpuIsa::baseline: return true;
-    case CpuIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CpuIsa::baseline:
+      return true;
+    case CpuIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case CpuIsa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&

@@ -71,8 +71,10 @@ struct IsaKernels {
   IsaTable<double> f64;
   template <class T>
   const IsaTable<T>& table() const {
-    if constexpr (sizeof(T) == 4) return f32;
-    else return f64;
+    if constexpr (sizeof(T) == 4)
+      return f32;
+    else
+      return f64;
   }
 };
 

@@ -28,14 +28,20 @@ void gemm(const GemmCall<T>& g) {
   ConstView<T> a(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
   ConstView<T> b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
   View<T> c(g.c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
-  if (g.beta == T(0)) c.setZero();
-  else if (g.beta != T(1)) c *= g.beta;
+  if (g.beta == T(0))
+    c.setZero();
+  else if (g.beta != T(1))
+    c *= g.beta;
   if (g.k == 0) return;
   // Eigen folds alpha and the transposes into its packing: no copies.
-  if (g.trans_a && g.trans_b) c.noalias() += g.alpha * a.transpose() * b.transpose();
-  else if (g.trans_a) c.noalias() += g.alpha * a.transpose() * b;
-  else if (g.trans_b) c.noalias() += g.alpha * a * b.transpose();
-  else c.noalias() += g.alpha * a * b;
+  if (g.trans_a && g.trans_b)
+    c.noalias() += g.alpha * a.transpose() * b.transpose();
+  else if (g.trans_a)
+    c.noalias() += g.alpha * a.transpose() * b;
+  else if (g.trans_b)
+    c.noalias() += g.alpha * a * b.transpose();
+  else
+    c.noalias() += g.alpha * a * b;
 }
 
 // One (batch, head) pair's q, k, v, out (and their gradients) as strided
@@ -177,8 +183,7 @@ void gelu_backward(const T* x, const T* dy, T* dx, std::int64_t n) {
 
 template <class T>
 constexpr IsaTable<T> table_of() {
-  return {gemm<T>, attention_forward<T>, attention_backward<T>, gelu_forward<T>,
-          gelu_backward<T>};
+  return {gemm<T>, attention_forward<T>, attention_backward<T>, gelu_forward<T>, gelu_backward<T>};
 }
 
 }  // namespace

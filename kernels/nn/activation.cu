@@ -16,7 +16,8 @@ struct ActivationForwardBody {
     const Pack<T> px = reinterpret_cast<const Pack<T>*>(x)[p];
     Pack<T> py;
 #pragma unroll
-    for (int j = 0; j < Pack<T>::kLen; ++j) py.v[j] = store<T>(activation_forward(act, load<acc_t<T>>(px.v[j])));
+    for (int j = 0; j < Pack<T>::kLen; ++j)
+      py.v[j] = store<T>(activation_forward(act, load<acc_t<T>>(px.v[j])));
     reinterpret_cast<Pack<T>*>(y)[p] = py;
   }
 };
@@ -33,7 +34,8 @@ struct ActivationBackwardBody {
   }
   __device__ void pack(std::int64_t p) const {
     using A = acc_t<T>;
-    const Pack<T> px = reinterpret_cast<const Pack<T>*>(x)[p], pdy = reinterpret_cast<const Pack<T>*>(dy)[p];
+    const Pack<T> px = reinterpret_cast<const Pack<T>*>(x)[p],
+                  pdy = reinterpret_cast<const Pack<T>*>(dy)[p];
     Pack<T> pdx;
 #pragma unroll
     for (int j = 0; j < Pack<T>::kLen; ++j)
@@ -49,8 +51,10 @@ void launch_activation_forward(Activation act, DType dtype, std::int64_t n, cons
   dispatch<NnFloats>(dtype, "activation_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const ActivationForwardBody<T> body{act, static_cast<const T*>(x), static_cast<T*>(y)};
-    if (!simple && pack_aligned(x) && pack_aligned(y)) for_each_pack<T>(n, body, stream);
-    else for_each_index(n, body, stream);
+    if (!simple && pack_aligned(x) && pack_aligned(y))
+      for_each_pack<T>(n, body, stream);
+    else
+      for_each_index(n, body, stream);
   });
 }
 
@@ -60,8 +64,10 @@ void launch_activation_backward(Activation act, DType dtype, std::int64_t n, con
     using T = typename decltype(tag)::type;
     const ActivationBackwardBody<T> body{act, static_cast<const T*>(x), static_cast<const T*>(dy),
                                          static_cast<T*>(dx)};
-    if (!simple && pack_aligned(x) && pack_aligned(dy) && pack_aligned(dx)) for_each_pack<T>(n, body, stream);
-    else for_each_index(n, body, stream);
+    if (!simple && pack_aligned(x) && pack_aligned(dy) && pack_aligned(dx))
+      for_each_pack<T>(n, body, stream);
+    else
+      for_each_index(n, body, stream);
   });
 }
 

@@ -2,8 +2,8 @@
 // by the CPU twin and the CUDA kernel (Note [Compute precision] in element.h).
 #pragma once
 
-#include "zrt/kernels/nn/element.h"
 #include "zrt/kernels/gelu_math.h"
+#include "zrt/kernels/nn/element.h"
 
 namespace zrt::kernels {
 

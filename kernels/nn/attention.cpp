@@ -9,8 +9,8 @@
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/nn/attention_gemm.h"
-#include "zrt/kernels/nn/attention_path.h"
 #include "zrt/kernels/nn/attention_math.h"
+#include "zrt/kernels/nn/attention_path.h"
 #include "zrt/kernels/nn/cpu_widen.h"
 #include "zrt/kernels/nn/nn_checks.h"
 
@@ -25,11 +25,10 @@ namespace {
 AttentionDims attention_dims(const char* op, const Tensor& qkv, const Tensor& out,
                              const Tensor& lse, std::int64_t n_head) {
   check_nn_floats(op, {qkv, out});
-  ZRT_CHECK_ARG(qkv.dim() == 3 && qkv.size(2) % 3 == 0, op, ": ", qkv.str(),
-                " must be [B, T, 3C]");
+  ZRT_CHECK_ARG(qkv.dim() == 3 && qkv.size(2) % 3 == 0, op, ": ", qkv.str(), " must be [B, T, 3C]");
   AttentionDims d{qkv.size(0), qkv.size(1), qkv.size(2) / 3, n_head, 0};
-  ZRT_CHECK_ARG(n_head > 0 && d.channels % n_head == 0, op, ": ", n_head,
-                " heads do not divide ", d.channels, " channels");
+  ZRT_CHECK_ARG(n_head > 0 && d.channels % n_head == 0, op, ": ", n_head, " heads do not divide ",
+                d.channels, " channels");
   d.head_dim = d.channels / n_head;
   ZRT_CHECK_ARG(d.head_dim <= kMaxAttentionHeadDim, op, ": head dim ", d.head_dim,
                 " exceeds the supported ", kMaxAttentionHeadDim);
@@ -71,8 +70,8 @@ AttentionChoice attention_choice(const AttentionDims& d, const Tensor& qkv) {
 
 }  // namespace
 
-void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                       std::int64_t n_head, Stream stream) {
+void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, std::int64_t n_head,
+                       Stream stream) {
   constexpr const char* op = "attention_forward";
   const AttentionDims d = attention_dims(op, qkv, out, lse, n_head);
   if (qkv.numel() == 0) return;
@@ -81,35 +80,41 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
   ZRT_CHECK_ARG(!out.shares_storage(qkv), op, ": ", out.str(), " must not share memory with ",
                 qkv.str());
   const AttentionChoice choice = attention_choice(d, qkv);
-  if (choice.path == AttentionPath::gemm) return attention_gemm_forward(d, choice, qkv, out, lse, stream);
+  if (choice.path == AttentionPath::gemm)
+    return attention_gemm_forward(d, choice, qkv, out, lse, stream);
   if (choice.path == AttentionPath::flash)
-    ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
+    ZRT_CUDA_LAUNCH_AND_RETURN(
+        op, qkv.device(),
         cuda::launch_flash_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
                                              lse.data_ptr(), cuda_stream(stream)));
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
-      cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(),
-                                     lse.data_ptr(), choice.path == AttentionPath::simple,
-                                     cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& qkv, const Tensor& out, const Tensor& lse) {
-    dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      A* plse = lse.data<A>();
-      if constexpr (std::is_same_v<T, A>) {
-        attention_cpu<A>(false, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, nullptr, nullptr});
-      } else {
-        const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
-        std::vector<A> wide_out(static_cast<std::size_t>(out.numel()));
-        attention_cpu<A>(false, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, nullptr, nullptr});
-        store_all(wide_out.data(), out.data<T>(), out.numel());
-      }
-    });
-  }, qkv, out, lse);
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, qkv.device(),
+      cuda::launch_attention_forward(qkv.dtype(), d, qkv.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                                     choice.path == AttentionPath::simple, cuda_stream(stream)));
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& qkv, const Tensor& out, const Tensor& lse) {
+        dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          A* plse = lse.data<A>();
+          if constexpr (std::is_same_v<T, A>) {
+            attention_cpu<A>(false,
+                             {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, nullptr, nullptr});
+          } else {
+            const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
+            std::vector<A> wide_out(static_cast<std::size_t>(out.numel()));
+            attention_cpu<A>(false,
+                             {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, nullptr, nullptr});
+            store_all(wide_out.data(), out.data<T>(), out.numel());
+          }
+        });
+      },
+      qkv, out, lse);
 }
 
-void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, const Tensor& dqkv, std::int64_t n_head,
-                        Stream stream) {
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        const Tensor& dqkv, std::int64_t n_head, Stream stream) {
   constexpr const char* op = "attention_backward";
   const AttentionDims d = attention_dims(op, qkv, out, lse, n_head);
   check_nn_floats(op, {qkv, dout, dqkv});
@@ -124,38 +129,42 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   if (choice.path == AttentionPath::gemm)
     return attention_gemm_backward(d, choice, dout, qkv, lse, dqkv, stream);
   // Row sums D of the query pass (Note [Attention without the T×T matrix]).
-  Tensor dsum = Tensor::empty(lse.shape(), lse.dtype(), lse.device(),
-                              lse.storage().allocator(), stream);
+  Tensor dsum =
+      Tensor::empty(lse.shape(), lse.dtype(), lse.device(), lse.storage().allocator(), stream);
   if (choice.path == AttentionPath::flash)
-    ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
+    ZRT_CUDA_LAUNCH_AND_RETURN(
+        op, qkv.device(),
         cuda::launch_flash_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
                                               out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
                                               dqkv.data_ptr(), cuda_stream(stream)));
   ZRT_CUDA_LAUNCH_AND_RETURN(op, qkv.device(),
-      cuda::launch_attention_backward(qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(),
-                                      out.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
-                                      dqkv.data_ptr(), choice.path == AttentionPath::simple,
-                                      cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                               const Tensor& dqkv) {
-    dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      A* plse = lse.data<A>();
-      if constexpr (std::is_same_v<T, A>) {
-        attention_cpu<A>(true, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, dout.data<A>(),
-                                dqkv.data<A>()});
-      } else {
-        const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
-        std::vector<A> wide_out = widened<A>(out.data<T>(), out.numel());
-        const std::vector<A> wide_dout = widened<A>(dout.data<T>(), dout.numel());
-        std::vector<A> wide_dqkv(static_cast<std::size_t>(dqkv.numel()));
-        attention_cpu<A>(true, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse, wide_dout.data(),
-                                wide_dqkv.data()});
-        store_all(wide_dqkv.data(), dqkv.data<T>(), dqkv.numel());
-      }
-    });
-  }, dout, qkv, out, lse, dqkv);
+                             cuda::launch_attention_backward(
+                                 qkv.dtype(), d, dout.data_ptr(), qkv.data_ptr(), out.data_ptr(),
+                                 lse.data_ptr(), dsum.data_ptr(), dqkv.data_ptr(),
+                                 choice.path == AttentionPath::simple, cuda_stream(stream)));
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+          const Tensor& dqkv) {
+        dispatch<NnFloats>(qkv.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          A* plse = lse.data<A>();
+          if constexpr (std::is_same_v<T, A>) {
+            attention_cpu<A>(true, {d, 0, 0, qkv.data<A>(), out.data<A>(), plse, dout.data<A>(),
+                                    dqkv.data<A>()});
+          } else {
+            const std::vector<A> wide_qkv = widened<A>(qkv.data<T>(), qkv.numel());
+            std::vector<A> wide_out = widened<A>(out.data<T>(), out.numel());
+            const std::vector<A> wide_dout = widened<A>(dout.data<T>(), dout.numel());
+            std::vector<A> wide_dqkv(static_cast<std::size_t>(dqkv.numel()));
+            attention_cpu<A>(true, {d, 0, 0, wide_qkv.data(), wide_out.data(), plse,
+                                    wide_dout.data(), wide_dqkv.data()});
+            store_all(wide_dqkv.data(), dqkv.data<T>(), dqkv.numel());
+          }
+        });
+      },
+      dout, qkv, out, lse, dqkv);
 }
 
 }  // namespace zrt::kernels

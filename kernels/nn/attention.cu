@@ -145,7 +145,8 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
   dispatch<NnFloats>(dtype, "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    const std::int64_t kv_bytes = attention_backward_kv_smem(dims.head_dim) * std::int64_t(sizeof(A));
+    const std::int64_t kv_bytes =
+        attention_backward_kv_smem(dims.head_dim) * std::int64_t(sizeof(A));
     const std::int64_t q_bytes = attention_backward_q_smem(dims.head_dim) * std::int64_t(sizeof(A));
     if (!simple && std::max(kv_bytes, q_bytes) <= max_block_smem()) {
       for_each_index(rows,
@@ -165,12 +166,12 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
                        static_cast<const A*>(dsum), static_cast<T*>(dqkv));
       return;
     }
-    for_each_index(rows,
-                   AttentionQueryBody<T>{dims, static_cast<const T*>(dout),
-                                         static_cast<const T*>(qkv), static_cast<const T*>(out),
-                                         static_cast<const A*>(lse), static_cast<A*>(dsum),
-                                         static_cast<T*>(dqkv)},
-                   stream);
+    for_each_index(
+        rows,
+        AttentionQueryBody<T>{dims, static_cast<const T*>(dout), static_cast<const T*>(qkv),
+                              static_cast<const T*>(out), static_cast<const A*>(lse),
+                              static_cast<A*>(dsum), static_cast<T*>(dqkv)},
+        stream);
     for_each_index(rows,
                    AttentionKeyBody<T>{dims, static_cast<const T*>(dout),
                                        static_cast<const T*>(qkv), static_cast<const A*>(lse),

@@ -25,7 +25,7 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
 void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv,
                                     void* out, void* lse, cudaStream_t stream);
 void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
-                                     const void* qkv, const void* out, const void* lse,
-                                     void* dsum, void* dqkv, cudaStream_t stream);
+                                     const void* qkv, const void* out, const void* lse, void* dsum,
+                                     void* dqkv, cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

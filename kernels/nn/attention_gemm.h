@@ -33,8 +33,7 @@ namespace zrt::kernels {
 // qkv [B, T, 3C], out [B, T, C], lse [B, H, T] as attention.h's; `choice`
 // a gemm choice for these dims.
 void attention_gemm_forward(const AttentionDims& d, const AttentionChoice& choice,
-                            const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                            Stream stream);
+                            const Tensor& qkv, const Tensor& out, const Tensor& lse, Stream stream);
 void attention_gemm_backward(const AttentionDims& d, const AttentionChoice& choice,
                              const Tensor& dout, const Tensor& qkv, const Tensor& lse,
                              const Tensor& dqkv, Stream stream);

@@ -28,10 +28,13 @@ std::optional<AttentionPath> env_forced() {
 
 bool exists_for(AttentionPath p, const AttentionQuery& q) {
   switch (p) {
-    case AttentionPath::cpu_blocked: return !q.cuda;
+    case AttentionPath::cpu_blocked:
+      return !q.cuda;
     case AttentionPath::simple:
-    case AttentionPath::tiled: return q.cuda;
-    case AttentionPath::gemm: return true;
+    case AttentionPath::tiled:
+      return q.cuda;
+    case AttentionPath::gemm:
+      return true;
     case AttentionPath::flash:
       return q.cuda && (q.dtype == DType::bf16 || q.dtype == DType::f16) &&
              flash_head_dim_supported(q.dims.head_dim);
@@ -64,11 +67,12 @@ AttentionChoice choose_attention_path(const AttentionQuery& q) {
   // Rounds of whole batch elements where one element's heads fit, else of
   // head groups (at least one pair: a forced path may exceed the budget).
   const std::int64_t heads = std::max<std::int64_t>(d.heads, 1);
-  const auto pairs = static_cast<std::int64_t>(pair == 0 ? heads * std::max<std::int64_t>(d.batch, 1)
-                                                         : q.workspace_budget / pair);
+  const auto pairs = static_cast<std::int64_t>(
+      pair == 0 ? heads * std::max<std::int64_t>(d.batch, 1) : q.workspace_budget / pair);
   if (pairs >= heads) {
     c.heads_per_round = heads;
-    c.batch_per_round = std::clamp<std::int64_t>(pairs / heads, 1, std::max<std::int64_t>(d.batch, 1));
+    c.batch_per_round =
+        std::clamp<std::int64_t>(pairs / heads, 1, std::max<std::int64_t>(d.batch, 1));
   } else {
     c.heads_per_round = std::max<std::int64_t>(pairs, 1);
     c.batch_per_round = 1;
@@ -79,11 +83,16 @@ AttentionChoice choose_attention_path(const AttentionQuery& q) {
 
 const char* attention_path_name(AttentionPath p) {
   switch (p) {
-    case AttentionPath::cpu_blocked: return "cpu_blocked";
-    case AttentionPath::simple: return "simple";
-    case AttentionPath::tiled: return "tiled";
-    case AttentionPath::gemm: return "gemm";
-    case AttentionPath::flash: return "flash";
+    case AttentionPath::cpu_blocked:
+      return "cpu_blocked";
+    case AttentionPath::simple:
+      return "simple";
+    case AttentionPath::tiled:
+      return "tiled";
+    case AttentionPath::gemm:
+      return "gemm";
+    case AttentionPath::flash:
+      return "flash";
   }
   return "?";
 }

@@ -116,7 +116,9 @@ ZRT_HD void attention_online_softmax(A* s, int n, A& m, A& l, A& alpha) {
 struct AttentionPair {
   std::int64_t b, h, s3, obase_off, base_off;
   ZRT_HD AttentionPair(const AttentionDims& d, std::int64_t pair)
-      : b(pair / d.heads), h(pair % d.heads), s3(3 * d.channels),
+      : b(pair / d.heads),
+        h(pair % d.heads),
+        s3(3 * d.channels),
         obase_off(b * d.seq * d.channels + h * d.head_dim),
         base_off(b * d.seq * 3 * d.channels + h * d.head_dim) {}
 };
@@ -203,9 +205,8 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
 // P = exp(q·k·scale - lse) (0 where masked), dS = P·(dout·v - D).
 template <class A, class Block>
 ZRT_HD void attention_tile_p_ds(const Block& blk, const AttentionDims& d, std::int64_t q0,
-                                std::int64_t k0, A scale, const A* Q, const A* dO,
-                                const A* K, const A* V, const A* Lse, const A* Dr, A* P,
-                                A* dS) {
+                                std::int64_t k0, A scale, const A* Q, const A* dO, const A* K,
+                                const A* V, const A* Lse, const A* Dr, A* P, A* dS) {
   const std::int64_t hd = d.head_dim, ld = attention_kv_ld(hd);
   blk.for_each(kAttnBr * kAttnBc, [&](int idx) {
     const int i = idx / kAttnBc, c = idx % kAttnBc;
@@ -226,7 +227,8 @@ ZRT_HD void attention_load_query_tile(const Block& blk, const AttentionDims& d,
                                       const AttentionPair& pr, std::int64_t pair, std::int64_t q0,
                                       std::int64_t qn, const T* qkv, const T* dout, const A* lse,
                                       const A* dsum, A* Q, A* dO, A* Lse, A* Dr) {
-  attention_load_tile<T, A>(blk, Q, qkv + pr.base_off, pr.s3, q0, qn, kAttnBr, d.head_dim, d.head_dim);
+  attention_load_tile<T, A>(blk, Q, qkv + pr.base_off, pr.s3, q0, qn, kAttnBr, d.head_dim,
+                            d.head_dim);
   attention_load_tile<T, A>(blk, dO, dout + pr.obase_off, d.channels, q0, qn, kAttnBr, d.head_dim,
                             d.head_dim);
   blk.for_each(kAttnBr, [&](int i) {
@@ -266,8 +268,7 @@ ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionDims& d,
     const std::int64_t q0 = qt * kAttnBr;
     const std::int64_t qn = seq - q0 < kAttnBr ? seq - q0 : kAttnBr;
     blk.sync();  // the previous query tile is read
-    attention_load_query_tile<T, A>(blk, d, pr, pair, q0, qn, qkv, dout, lse, dsum, Q, dO, Lse,
-                                    Dr);
+    attention_load_query_tile<T, A>(blk, d, pr, pair, q0, qn, qkv, dout, lse, dsum, Q, dO, Lse, Dr);
     blk.sync();
     attention_tile_p_ds(blk, d, q0, k0, scale, Q, dO, K, V, Lse, Dr, P, dS);
     blk.sync();

@@ -30,8 +30,8 @@ std::int64_t operand_end(const BatchedGemm& g, const BatchedOperand& o, Extent e
   return (g.outer - 1) * o.outer + (g.inner - 1) * o.inner + (e.rows - 1) * o.ld + e.cols;
 }
 
-void check_operand(const char* name, const Tensor& t, const BatchedGemm& g,
-                   const BatchedOperand& o, Extent e) {
+void check_operand(const char* name, const Tensor& t, const BatchedGemm& g, const BatchedOperand& o,
+                   Extent e) {
   ZRT_CHECK_ARG(o.ld >= e.cols && o.outer >= 0 && o.inner >= 0, kOp, ": operand ", name,
                 " has leading dim ", o.ld, " below its ", e.cols, " columns, or a negative stride");
   const std::int64_t end = operand_end(g, o, e);
@@ -55,7 +55,8 @@ void check_output_disjoint(const BatchedGemm& g, Extent e) {
 
 void check_not_aliased(const char* name, const Tensor& in, const Tensor& c) {
   if (!in.shares_storage(c)) return;
-  const bool apart = in.offset() + in.numel() <= c.offset() || c.offset() + c.numel() <= in.offset();
+  const bool apart =
+      in.offset() + in.numel() <= c.offset() || c.offset() + c.numel() <= in.offset();
   ZRT_CHECK_ARG(apart, kOp, ": output ", c.str(), " overlaps operand ", name, " ", in.str());
 }
 
@@ -65,7 +66,8 @@ template <class A, class T>
 void widen_matrix(const T* src, std::int64_t ld, Extent e, std::vector<A>& out) {
   out.resize(static_cast<std::size_t>(e.rows * e.cols));
   for (std::int64_t r = 0; r < e.rows; ++r)
-    for (std::int64_t i = 0; i < e.cols; ++i) out[std::size_t(r * e.cols + i)] = load<A>(src[r * ld + i]);
+    for (std::int64_t i = 0; i < e.cols; ++i)
+      out[std::size_t(r * e.cols + i)] = load<A>(src[r * ld + i]);
 }
 
 // The CPU twin: the batch's matrices split over threads, each one call of
@@ -85,8 +87,8 @@ void batched_gemm_cpu(const BatchedGemm& g, Extent ea, Extent eb, const T* a, co
       const T* pa = a + i * g.a.outer + j * g.a.inner;
       const T* pb = b + i * g.b.outer + j * g.b.inner;
       C* pc = c + i * g.c.outer + j * g.c.inner;
-      GemmCall<A> call{g.trans_a, g.trans_b, g.m, g.n, g.k, A(g.alpha), nullptr, g.a.ld,
-                       nullptr, g.b.ld, A(g.beta), nullptr, g.c.ld};
+      GemmCall<A> call{g.trans_a, g.trans_b, g.m,    g.n,       g.k,     A(g.alpha), nullptr,
+                       g.a.ld,    nullptr,   g.b.ld, A(g.beta), nullptr, g.c.ld};
       if constexpr (std::is_same_v<T, A>) {
         call.a = pa;
         call.b = pb;
@@ -108,7 +110,8 @@ void batched_gemm_cpu(const BatchedGemm& g, Extent ea, Extent eb, const T* a, co
         call.c = c_wide.data(), call.ldc = g.n;
         gemm_rows(call);
         for (std::int64_t r = 0; r < g.m; ++r)
-          for (std::int64_t x = 0; x < g.n; ++x) pc[r * g.c.ld + x] = store<C>(c_wide[std::size_t(r * g.n + x)]);
+          for (std::int64_t x = 0; x < g.n; ++x)
+            pc[r * g.c.ld + x] = store<C>(c_wide[std::size_t(r * g.n + x)]);
       }
     }
   });
@@ -120,8 +123,8 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Batch
                   Stream stream) {
   check_nn_floats(kOp, {a, b});
   const DType t = a.dtype();
-  ZRT_CHECK_ARG(c.dtype() == t || c.dtype() == acc_dtype(t), kOp, ": output ", c.str(),
-                " must be ", dtype_name(t), " or ", dtype_name(acc_dtype(t)));
+  ZRT_CHECK_ARG(c.dtype() == t || c.dtype() == acc_dtype(t), kOp, ": output ", c.str(), " must be ",
+                dtype_name(t), " or ", dtype_name(acc_dtype(t)));
   ZRT_CHECK_ARG(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.outer >= 0 && g.inner >= 0, kOp,
                 ": negative size (m ", g.m, ", n ", g.n, ", k ", g.k, ", batch ", g.outer, " x ",
                 g.inner, ")");
@@ -140,23 +143,27 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Batch
   }
   check_operand("c", c, g, g.c, ec);
   check_output_disjoint(g, ec);
-  ZRT_CUDA_LAUNCH_AND_RETURN(kOp, c.device(),
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      kOp, c.device(),
       cuda::launch_batched_gemm(t, c.dtype(), g, g.k ? a.data_ptr() : nullptr,
                                 g.k ? b.data_ptr() : nullptr, c.data_ptr(), c.device().index,
                                 tf32_gemms(), cuda_stream(stream)));
-  run_cpu_twin(stream, kOp, [=](const Tensor& a, const Tensor& b, const Tensor& c) {
-    dispatch<NnFloats>(t, kOp, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      const T* pa = g.k ? a.data<T>() : nullptr;
-      const T* pb = g.k ? b.data<T>() : nullptr;
-      if (c.dtype() == t) {
-        batched_gemm_cpu<T, T>(g, ea, eb, pa, pb, c.data<T>());
-      } else if constexpr (!std::is_same_v<T, A>) {
-        batched_gemm_cpu<T, A>(g, ea, eb, pa, pb, c.data<A>());
-      }
-    });
-  }, a, b, c);
+  run_cpu_twin(
+      stream, kOp,
+      [=](const Tensor& a, const Tensor& b, const Tensor& c) {
+        dispatch<NnFloats>(t, kOp, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          const T* pa = g.k ? a.data<T>() : nullptr;
+          const T* pb = g.k ? b.data<T>() : nullptr;
+          if (c.dtype() == t) {
+            batched_gemm_cpu<T, T>(g, ea, eb, pa, pb, c.data<T>());
+          } else if constexpr (!std::is_same_v<T, A>) {
+            batched_gemm_cpu<T, A>(g, ea, eb, pa, pb, c.data<A>());
+          }
+        });
+      },
+      a, b, c);
 }
 
 }  // namespace zrt::kernels

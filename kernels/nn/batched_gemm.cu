@@ -12,9 +12,9 @@ void launch_batched_gemm(DType ab, DType c_dtype, const BatchedGemm& g, const vo
   if (g.m == 0 || g.n == 0 || g.outer == 0 || g.inner == 0) return;
   // One cuBLAS call covers the whole batch when the outer stride continues
   // the inner one for every operand; otherwise one call per outer index.
-  const bool flat = g.outer == 1 || (g.a.outer == g.inner * g.a.inner &&
-                                     g.b.outer == g.inner * g.b.inner &&
-                                     g.c.outer == g.inner * g.c.inner);
+  const bool flat =
+      g.outer == 1 || (g.a.outer == g.inner * g.a.inner && g.b.outer == g.inner * g.b.inner &&
+                       g.c.outer == g.inner * g.c.inner);
   const std::int64_t calls = flat ? 1 : g.outer;
   const std::int64_t batch = flat ? g.outer * g.inner : g.inner;
   ZRT_CHECK_ARG(g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX && batch <= INT_MAX &&
@@ -47,13 +47,14 @@ void launch_batched_gemm(DType ab, DType c_dtype, const BatchedGemm& g, const vo
                                                                  : CUBLAS_COMPUTE_32F;
   for (std::int64_t i = 0; i < calls; ++i) {
     // a and b are null when k = 0 (c = beta·c reads neither).
-    const char* pa = g.k ? static_cast<const char*>(a) + i * g.a.outer * std::int64_t(ab_bytes) : nullptr;
-    const char* pb = g.k ? static_cast<const char*>(b) + i * g.b.outer * std::int64_t(ab_bytes) : nullptr;
+    const char* pa =
+        g.k ? static_cast<const char*>(a) + i * g.a.outer * std::int64_t(ab_bytes) : nullptr;
+    const char* pb =
+        g.k ? static_cast<const char*>(b) + i * g.b.outer * std::int64_t(ab_bytes) : nullptr;
     auto* pc = static_cast<char*>(c) + i * g.c.outer * std::int64_t(c_bytes);
     ZRT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        h, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, pb, t_ab, ldb,
-        g.b.inner, pa, t_ab, lda, g.a.inner, beta, pc, t_c, ldc, g.c.inner,
-        int(batch), compute, CUBLAS_GEMM_DEFAULT));
+        h, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, pb, t_ab, ldb, g.b.inner, pa, t_ab, lda,
+        g.a.inner, beta, pc, t_c, ldc, g.c.inner, int(batch), compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 

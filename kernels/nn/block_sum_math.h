@@ -29,7 +29,8 @@ inline constexpr int kBlockSumMaxChunks = 256;
 inline std::int64_t block_sum_chunk_len(std::int64_t n) {
   if (n <= 0) return 1;
   const std::int64_t per_block = std::int64_t(kBlockSumThreads) * 8;
-  const std::int64_t chunks = std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, kBlockSumMaxChunks);
+  const std::int64_t chunks =
+      std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, kBlockSumMaxChunks);
   return (n + chunks - 1) / chunks;
 }
 

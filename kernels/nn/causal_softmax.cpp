@@ -20,8 +20,7 @@ std::int64_t square_rows(const char* op, const Tensor& wide, const Tensor& narro
   check_dtype(op, wide, acc_dtype(narrow.dtype()));
   ZRT_CHECK_ARG(wide.dim() == 3 && wide.size(1) == wide.size(2), op, ": ", wide.str(),
                 " must be [pairs, T, T]");
-  ZRT_CHECK_ARG(narrow.shape() == wide.shape(), op, ": ", narrow.str(), " must match ",
-                wide.str());
+  ZRT_CHECK_ARG(narrow.shape() == wide.shape(), op, ": ", narrow.str(), " must match ", wide.str());
   return wide.size(1);
 }
 
@@ -49,19 +48,23 @@ void causal_softmax_forward(const Tensor& scores, const Tensor& probs, const Ten
   if (scores.numel() == 0) return;
   check_operands(op, {scores, probs, lse}, stream);
   const std::int64_t rows = scores.size(0) * seq;
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, scores.device(),
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, scores.device(),
       cuda::launch_causal_softmax_forward(probs.dtype(), rows, seq, scores.data_ptr(),
                                           probs.data_ptr(), lse.data_ptr(), cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& scores, const Tensor& probs, const Tensor& lse) {
-    dispatch<NnFloats>(probs.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      const A* s = scores.data<A>();
-      T* p = probs.data<T>();
-      A* l = lse.data<A>();
-      for_rows(rows, seq, [&](std::int64_t r) { causal_softmax_forward_row(r, seq, s, p, l); });
-    });
-  }, scores, probs, lse);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& scores, const Tensor& probs, const Tensor& lse) {
+        dispatch<NnFloats>(probs.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          const A* s = scores.data<A>();
+          T* p = probs.data<T>();
+          A* l = lse.data<A>();
+          for_rows(rows, seq, [&](std::int64_t r) { causal_softmax_forward_row(r, seq, s, p, l); });
+        });
+      },
+      scores, probs, lse);
 }
 
 void causal_softmax_recompute(const Tensor& scores, const Tensor& lse, const Tensor& probs,
@@ -72,20 +75,24 @@ void causal_softmax_recompute(const Tensor& scores, const Tensor& lse, const Ten
   if (scores.numel() == 0) return;
   check_operands(op, {scores, lse, probs}, stream);
   const std::int64_t rows = scores.size(0) * seq;
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, scores.device(),
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, scores.device(),
       cuda::launch_causal_softmax_recompute(probs.dtype(), rows, seq, scores.data_ptr(),
-                                            lse.data_ptr(), probs.data_ptr(),
-                                            cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& scores, const Tensor& lse, const Tensor& probs) {
-    dispatch<NnFloats>(probs.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      const A* s = scores.data<A>();
-      const A* l = lse.data<A>();
-      T* p = probs.data<T>();
-      for_rows(rows, seq, [&](std::int64_t r) { causal_softmax_recompute_row(r, seq, s, l, p); });
-    });
-  }, scores, lse, probs);
+                                            lse.data_ptr(), probs.data_ptr(), cuda_stream(stream)));
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& scores, const Tensor& lse, const Tensor& probs) {
+        dispatch<NnFloats>(probs.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          const A* s = scores.data<A>();
+          const A* l = lse.data<A>();
+          T* p = probs.data<T>();
+          for_rows(rows, seq,
+                   [&](std::int64_t r) { causal_softmax_recompute_row(r, seq, s, l, p); });
+        });
+      },
+      scores, lse, probs);
 }
 
 void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, const Tensor& dscores,
@@ -99,19 +106,23 @@ void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, const Te
   check_operands(op, {probs, dprobs, dscores}, stream);
   const std::int64_t rows = probs.size(0) * seq;
   ZRT_CUDA_LAUNCH_AND_RETURN(op, probs.device(),
-      cuda::launch_causal_softmax_backward(probs.dtype(), rows, seq, probs.data_ptr(),
-                                           dprobs.data_ptr(), dscores.data_ptr(),
-                                           cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& probs, const Tensor& dprobs, const Tensor& dscores) {
-    dispatch<NnFloats>(probs.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      const T* p = probs.data<T>();
-      const A* dp = dprobs.data<A>();
-      T* ds = dscores.data<T>();
-      for_rows(rows, seq, [&](std::int64_t r) { causal_softmax_backward_row(r, seq, p, dp, ds); });
-    });
-  }, probs, dprobs, dscores);
+                             cuda::launch_causal_softmax_backward(
+                                 probs.dtype(), rows, seq, probs.data_ptr(), dprobs.data_ptr(),
+                                 dscores.data_ptr(), cuda_stream(stream)));
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& probs, const Tensor& dprobs, const Tensor& dscores) {
+        dispatch<NnFloats>(probs.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          const T* p = probs.data<T>();
+          const A* dp = dprobs.data<A>();
+          T* ds = dscores.data<T>();
+          for_rows(rows, seq,
+                   [&](std::int64_t r) { causal_softmax_backward_row(r, seq, p, dp, ds); });
+        });
+      },
+      probs, dprobs, dscores);
 }
 
 }  // namespace zrt::kernels

@@ -99,11 +99,11 @@ void launch_causal_softmax_recompute(DType dtype, std::int64_t rows, std::int64_
   dispatch<NnFloats>(dtype, "causal_softmax_recompute", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    for_each_warp_row(rows,
-                      CausalSoftmaxRecomputeRow<T>{seq, static_cast<const A*>(scores),
-                                                   static_cast<const A*>(lse),
-                                                   static_cast<T*>(probs)},
-                      stream);
+    for_each_warp_row(
+        rows,
+        CausalSoftmaxRecomputeRow<T>{seq, static_cast<const A*>(scores), static_cast<const A*>(lse),
+                                     static_cast<T*>(probs)},
+        stream);
   });
 }
 
@@ -113,11 +113,11 @@ void launch_causal_softmax_backward(DType dtype, std::int64_t rows, std::int64_t
   dispatch<NnFloats>(dtype, "causal_softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    for_each_warp_row(rows,
-                      CausalSoftmaxBackwardRow<T>{seq, static_cast<const T*>(probs),
-                                                  static_cast<const A*>(dprobs),
-                                                  static_cast<T*>(dscores)},
-                      stream);
+    for_each_warp_row(
+        rows,
+        CausalSoftmaxBackwardRow<T>{seq, static_cast<const T*>(probs),
+                                    static_cast<const A*>(dprobs), static_cast<T*>(dscores)},
+        stream);
   });
 }
 

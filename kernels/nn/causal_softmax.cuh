@@ -13,8 +13,7 @@ namespace zrt::kernels::cuda {
 
 // rows = pairs · seq.
 void launch_causal_softmax_forward(DType dtype, std::int64_t rows, std::int64_t seq,
-                                   const void* scores, void* probs, void* lse,
-                                   cudaStream_t stream);
+                                   const void* scores, void* probs, void* lse, cudaStream_t stream);
 void launch_causal_softmax_recompute(DType dtype, std::int64_t rows, std::int64_t seq,
                                      const void* scores, const void* lse, void* probs,
                                      cudaStream_t stream);

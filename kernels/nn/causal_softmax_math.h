@@ -53,9 +53,7 @@ ZRT_HD A causal_dscore(A p, A dp, A p_dot_dp) {
 }
 
 // Row r of [pairs, T, T] is query t = r % T of its pair: keys 0..t count.
-ZRT_HD inline std::int64_t causal_row_keys(std::int64_t r, std::int64_t seq) {
-  return r % seq + 1;
-}
+ZRT_HD inline std::int64_t causal_row_keys(std::int64_t r, std::int64_t seq) { return r % seq + 1; }
 
 // --- whole rows, in order (the CPU twin) ----------------------------------
 
@@ -76,8 +74,8 @@ void causal_softmax_forward_row(std::int64_t r, std::int64_t seq, const A* score
 
 // Row r's probabilities from its scores and a saved lse.
 template <class T, class A>
-void causal_softmax_recompute_row(std::int64_t r, std::int64_t seq, const A* scores,
-                                  const A* lse, T* probs) {
+void causal_softmax_recompute_row(std::int64_t r, std::int64_t seq, const A* scores, const A* lse,
+                                  T* probs) {
   const A* s = scores + r * seq;
   const std::int64_t keys = causal_row_keys(r, seq);
   T* p = probs + r * seq;
@@ -87,15 +85,16 @@ void causal_softmax_recompute_row(std::int64_t r, std::int64_t seq, const A* sco
 
 // Row r's score gradients, written over its probabilities (ds may be p).
 template <class T, class A>
-void causal_softmax_backward_row(std::int64_t r, std::int64_t seq, const T* probs,
-                                 const A* dprobs, T* dscores) {
+void causal_softmax_backward_row(std::int64_t r, std::int64_t seq, const T* probs, const A* dprobs,
+                                 T* dscores) {
   const T* p = probs + r * seq;
   const A* dp = dprobs + r * seq;
   const std::int64_t keys = causal_row_keys(r, seq);
   A dot = 0;
   for (std::int64_t j = 0; j < keys; ++j) dot += load<A>(p[j]) * dp[j];
   T* ds = dscores + r * seq;
-  for (std::int64_t j = 0; j < keys; ++j) ds[j] = store<T>(causal_dscore(load<A>(p[j]), dp[j], dot));
+  for (std::int64_t j = 0; j < keys; ++j)
+    ds[j] = store<T>(causal_dscore(load<A>(p[j]), dp[j], dot));
   for (std::int64_t j = keys; j < seq; ++j) ds[j] = store<T>(A(0));
 }
 

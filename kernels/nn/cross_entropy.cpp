@@ -81,54 +81,59 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, double n
   check_numel(op, loss, 1);
   check_ids(op, targets);
   if (id_flag) check_id_flag(op, *id_flag, loss.device());
-  if (d.rows > 0) check_operands(op, {logits, targets, losses, lse, loss}, stream);
-  else check_operands(op, {loss}, stream);
+  if (d.rows > 0)
+    check_operands(op, {logits, targets, losses, lse, loss}, stream);
+  else
+    check_operands(op, {loss}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
     if (!id_flag) host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
     const bool simple = simple_kernel(FastKernel::cross_entropy) || d.rows == 0;
     const Tensor partials = mean_partials(loss, d.rows, simple, stream);
-    cuda::launch_cross_entropy_forward(logits.dtype(), d.rows, d.vocab, d.rows ? logits.data_ptr() : nullptr,
-                                       d.rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser,
-                                       d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr,
-                                       loss.data_ptr(), simple ? nullptr : partials.data_ptr(), simple,
-                                       flag_words(id_flag), cuda_stream(stream));
+    cuda::launch_cross_entropy_forward(
+        logits.dtype(), d.rows, d.vocab, d.rows ? logits.data_ptr() : nullptr,
+        d.rows ? targets.data_ptr() : nullptr, targets.dtype(), normaliser,
+        d.rows ? losses.data_ptr() : nullptr, d.rows ? lse.data_ptr() : nullptr, loss.data_ptr(),
+        simple ? nullptr : partials.data_ptr(), simple, flag_words(id_flag), cuda_stream(stream));
   }());
   // The CPU twin checks on the host and throws, flag or not (Note [Device id
   // checks]).
-  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses,
-                               const Tensor& lse, const Tensor& loss) {
-    dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      host_ids(op, targets, d.vocab, /*allow_negative=*/true, {});
-      A* ploss = loss.data<A>();
-      if (d.rows == 0) {
-        *ploss = A(0);
-        return;
-      }
-      const T* x = logits.data<T>();
-      A* plosses = losses.data<A>();
-      A* plse = lse.data<A>();
-      dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
-        const auto* t = targets.data<typename decltype(id_tag)::type>();
-        parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
-            const T* xr = x + r * d.vocab;
-            const A lse_r = row_lse(xr, d.vocab);
-            const std::int64_t target = static_cast<std::int64_t>(t[r]);
-            plse[r] = lse_r;
-            plosses[r] = target < 0 ? A(0) : lse_r - load<A>(xr[target]);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& logits, const Tensor& targets, const Tensor& losses, const Tensor& lse,
+          const Tensor& loss) {
+        dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          host_ids(op, targets, d.vocab, /*allow_negative=*/true, {});
+          A* ploss = loss.data<A>();
+          if (d.rows == 0) {
+            *ploss = A(0);
+            return;
           }
+          const T* x = logits.data<T>();
+          A* plosses = losses.data<A>();
+          A* plse = lse.data<A>();
+          dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+            const auto* t = targets.data<typename decltype(id_tag)::type>();
+            parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
+              for (std::int64_t r = lo / d.vocab; r < hi / d.vocab; ++r) {
+                const T* xr = x + r * d.vocab;
+                const A lse_r = row_lse(xr, d.vocab);
+                const std::int64_t target = static_cast<std::int64_t>(t[r]);
+                plse[r] = lse_r;
+                plosses[r] = target < 0 ? A(0) : lse_r - load<A>(xr[target]);
+              }
+            });
+          });
+          mean_of_losses(plosses, d.rows, normaliser, ploss);
         });
-      });
-      mean_of_losses(plosses, d.rows, normaliser, ploss);
-    });
-  }, logits, targets, losses, lse, loss);
+      },
+      logits, targets, losses, lse, loss);
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            double dloss, double normaliser, const Tensor& dlogits,
-                            Stream stream, const Tensor* id_flag) {
+                            double dloss, double normaliser, const Tensor& dlogits, Stream stream,
+                            const Tensor* id_flag) {
   constexpr const char* op = "cross_entropy_backward";
   const CrossEntropyDims d = cross_entropy_dims(op, logits, targets, lse, normaliser);
   check_nn_floats(op, {logits, dlogits});
@@ -141,33 +146,35 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   const double scale = dloss / normaliser;
   ZRT_CUDA_LAUNCH_AND_RETURN(op, logits.device(), [&] {
     if (!id_flag) host_ids(op, targets, d.vocab, /*allow_negative=*/true, stream);
-    cuda::launch_cross_entropy_backward(logits.dtype(), d.rows, d.vocab, logits.data_ptr(),
-                                        targets.data_ptr(), targets.dtype(), lse.data_ptr(), scale,
-                                        dlogits.data_ptr(), flag_words(id_flag), cuda_stream(stream));
+    cuda::launch_cross_entropy_backward(
+        logits.dtype(), d.rows, d.vocab, logits.data_ptr(), targets.data_ptr(), targets.dtype(),
+        lse.data_ptr(), scale, dlogits.data_ptr(), flag_words(id_flag), cuda_stream(stream));
   }());
-  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                               const Tensor& dlogits) {
-    dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      host_ids(op, targets, d.vocab, /*allow_negative=*/true, {});
-      const T* x = logits.data<T>();
-      const A* plse = lse.data<A>();
-      T* dx = dlogits.data<T>();
-      dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
-        const auto* t = targets.data<typename decltype(id_tag)::type>();
-        parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t idx = lo; idx < hi; ++idx) {
-            const std::int64_t r = idx / d.vocab, i = idx % d.vocab;
-            const std::int64_t target = static_cast<std::int64_t>(t[r]);
-            dx[idx] = target < 0 ? store<T>(A(0))
-                                 : store<T>(cross_entropy_dlogit(load<A>(x[idx]), plse[r],
-                                                                 i == target, A(scale)));
-          }
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& dlogits) {
+        dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          host_ids(op, targets, d.vocab, /*allow_negative=*/true, {});
+          const T* x = logits.data<T>();
+          const A* plse = lse.data<A>();
+          T* dx = dlogits.data<T>();
+          dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+            const auto* t = targets.data<typename decltype(id_tag)::type>();
+            parallel_for(d.rows * d.vocab, d.vocab, [&](std::int64_t lo, std::int64_t hi) {
+              for (std::int64_t idx = lo; idx < hi; ++idx) {
+                const std::int64_t r = idx / d.vocab, i = idx % d.vocab;
+                const std::int64_t target = static_cast<std::int64_t>(t[r]);
+                dx[idx] = target < 0 ? store<T>(A(0))
+                                     : store<T>(cross_entropy_dlogit(load<A>(x[idx]), plse[r],
+                                                                     i == target, A(scale)));
+              }
+            });
+          });
         });
-      });
-    });
-  }, logits, targets, lse, dlogits);
+      },
+      logits, targets, lse, dlogits);
 }
 
 void cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t vocab,
@@ -191,8 +198,10 @@ void cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64
   check_dtype(op, loss, losses.dtype());
   check_numel(op, loss, 1);
   if (id_flag) check_id_flag(op, *id_flag, loss.device());
-  if (rows > 0) check_operands(op, {logits, targets, losses, loss, dlogits}, stream);
-  else check_operands(op, {loss}, stream);
+  if (rows > 0)
+    check_operands(op, {logits, targets, losses, loss, dlogits}, stream);
+  else
+    check_operands(op, {loss}, stream);
   const double scale = dloss / normaliser;
   ZRT_CUDA_LAUNCH_AND_RETURN(op, loss.device(), [&] {
     if (!id_flag && rows > 0) host_ids(op, targets, vocab, /*allow_negative=*/true, stream);
@@ -206,36 +215,40 @@ void cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64
   }());
   // The forward's and the backward's arithmetic, row by row: each row's
   // statistics and loss are taken before its gradient overwrites it.
-  run_cpu_twin(stream, op, [=](const Tensor& logits, const Tensor& targets, const Tensor& losses,
-                               const Tensor& loss, const Tensor& dlogits) {
-    dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      if (rows > 0) host_ids(op, targets, vocab, /*allow_negative=*/true, {});
-      A* plosses = rows ? losses.data<A>() : nullptr;
-      const T* x = rows ? logits.data<T>() : nullptr;
-      T* dx = rows ? dlogits.data<T>() : nullptr;
-      if (rows > 0) dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
-        const auto* t = targets.data<typename decltype(id_tag)::type>();
-        parallel_for(rows * cols, cols, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t r = lo / cols; r < hi / cols; ++r) {
-            const T* xr = x + r * cols;
-            T* dxr = dx + r * cols;
-            const std::int64_t target = static_cast<std::int64_t>(t[r]);
-            const A lse_r = row_lse(xr, vocab);
-            plosses[r] = target < 0 ? A(0) : lse_r - load<A>(xr[target]);
-            for (std::int64_t i = 0; i < cols; ++i) {
-              const bool zero = target < 0 || i >= vocab;  // ignored row, padded column
-              dxr[i] = zero ? store<T>(A(0))
-                            : store<T>(cross_entropy_dlogit(load<A>(xr[i]), lse_r, i == target,
-                                                            A(scale)));
-            }
-          }
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& logits, const Tensor& targets, const Tensor& losses, const Tensor& loss,
+          const Tensor& dlogits) {
+        dispatch<NnFloats>(logits.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          if (rows > 0) host_ids(op, targets, vocab, /*allow_negative=*/true, {});
+          A* plosses = rows ? losses.data<A>() : nullptr;
+          const T* x = rows ? logits.data<T>() : nullptr;
+          T* dx = rows ? dlogits.data<T>() : nullptr;
+          if (rows > 0)
+            dispatch<IdTypes>(targets.dtype(), op, [&](auto id_tag) {
+              const auto* t = targets.data<typename decltype(id_tag)::type>();
+              parallel_for(rows * cols, cols, [&](std::int64_t lo, std::int64_t hi) {
+                for (std::int64_t r = lo / cols; r < hi / cols; ++r) {
+                  const T* xr = x + r * cols;
+                  T* dxr = dx + r * cols;
+                  const std::int64_t target = static_cast<std::int64_t>(t[r]);
+                  const A lse_r = row_lse(xr, vocab);
+                  plosses[r] = target < 0 ? A(0) : lse_r - load<A>(xr[target]);
+                  for (std::int64_t i = 0; i < cols; ++i) {
+                    const bool zero = target < 0 || i >= vocab;  // ignored row, padded column
+                    dxr[i] = zero ? store<T>(A(0))
+                                  : store<T>(cross_entropy_dlogit(load<A>(xr[i]), lse_r,
+                                                                  i == target, A(scale)));
+                  }
+                }
+              });
+            });
+          mean_of_losses(plosses, rows, normaliser, loss.data<A>());
         });
-      });
-      mean_of_losses(plosses, rows, normaliser, loss.data<A>());
-    });
-  }, logits, targets, losses, loss, dlogits);
+      },
+      logits, targets, losses, loss, dlogits);
 }
 
 }  // namespace zrt::kernels

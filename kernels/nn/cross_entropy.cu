@@ -51,7 +51,8 @@ __global__ void cross_entropy_sum_kernel(std::int64_t rows, const A* losses, A n
 // (Note [Deterministic block sums]).
 template <class A>
 __global__ void __launch_bounds__(kBlockSumThreads)
-    cross_entropy_partial_kernel(std::int64_t rows, std::int64_t chunk, const A* losses, A* partial) {
+    cross_entropy_partial_kernel(std::int64_t rows, std::int64_t chunk, const A* losses,
+                                 A* partial) {
   const std::int64_t lo = min_i64(rows, std::int64_t(blockIdx.x) * chunk);
   const std::int64_t hi = min_i64(rows, lo + chunk);
   A s = 0;
@@ -130,9 +131,10 @@ struct CrossEntropyBackwardBody {
     const std::int64_t r = idx / vocab, i = idx % vocab;
     const std::int64_t t = static_cast<std::int64_t>(targets[r]);
     if (t >= vocab && i == 0 && flag) record_bad_id(flag, r, t, unsigned(IdSource::target));
-    dlogits[idx] = t < 0 || t >= vocab ? store<T>(A(0))
-                         : store<T>(cross_entropy_dlogit(load<A>(logits[idx]), lse[r], i == t,
-                                                         scale));
+    dlogits[idx] =
+        t < 0 || t >= vocab
+            ? store<T>(A(0))
+            : store<T>(cross_entropy_dlogit(load<A>(logits[idx]), lse[r], i == t, scale));
   }
 };
 
@@ -209,10 +211,9 @@ void launch_cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t 
     dispatch<IdTypes>(targets_dtype, "cross_entropy_backward", [&](auto id_tag) {
       using I = typename decltype(id_tag)::type;
       for_each_index(rows * vocab,
-                     CrossEntropyBackwardBody<T, I>{vocab, static_cast<const T*>(logits),
-                                                    static_cast<const I*>(targets),
-                                                    static_cast<const A*>(lse), A(scale),
-                                                    static_cast<T*>(dlogits), flag},
+                     CrossEntropyBackwardBody<T, I>{
+                         vocab, static_cast<const T*>(logits), static_cast<const I*>(targets),
+                         static_cast<const A*>(lse), A(scale), static_cast<T*>(dlogits), flag},
                      stream);
     });
   });

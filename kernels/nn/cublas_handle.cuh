@@ -10,11 +10,11 @@
 #include "zrt/runtime/dtype.h"
 #include "zrt/runtime/error.h"
 
-#define ZRT_CUBLAS_CHECK(expr)                                                            \
-  do {                                                                                    \
-    cublasStatus_t zrt_cublas_status_ = (expr);                                           \
-    ZRT_CHECK_AS(::zrt::CublasError, zrt_cublas_status_ == CUBLAS_STATUS_SUCCESS,         \
-                 "cuBLAS error ", cublasGetStatusName(zrt_cublas_status_));               \
+#define ZRT_CUBLAS_CHECK(expr)                                                                     \
+  do {                                                                                             \
+    cublasStatus_t zrt_cublas_status_ = (expr);                                                    \
+    ZRT_CHECK_AS(::zrt::CublasError, zrt_cublas_status_ == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", \
+                 cublasGetStatusName(zrt_cublas_status_));                                         \
   } while (0)
 
 namespace zrt::kernels::cuda {
@@ -43,11 +43,16 @@ inline cublasHandle_t cublas_handle(int device) {
 // The cuBLAS data type of a floating dtype; `op` names the caller in the error.
 inline cudaDataType_t cublas_type(DType t, const char* op) {
   switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    case DType::f64: return CUDA_R_64F;
-    default: break;
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f64:
+      return CUDA_R_64F;
+    default:
+      break;
   }
   ZRT_THROW(InvalidArgument, op, ": dtype ", dtype_name(t), " is not supported by cuBLAS GEMM");
 }

@@ -32,14 +32,19 @@ using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // even on store).
 template <class A, class T>
 ZRT_HD A load(T v) {
-  if constexpr (is_float16_v<T>) return static_cast<A>(to_f32(v));
-  else return static_cast<A>(v);
+  if constexpr (is_float16_v<T>)
+    return static_cast<A>(to_f32(v));
+  else
+    return static_cast<A>(v);
 }
 template <class T, class A>
 ZRT_HD T store(A v) {
-  if constexpr (std::is_same_v<T, A>) return v;
-  else if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
-  else return static_cast<T>(static_cast<float>(v));
+  if constexpr (std::is_same_v<T, A>)
+    return v;
+  else if constexpr (is_float16_v<T>)
+    return from_f32<T>(static_cast<float>(v));
+  else
+    return static_cast<T>(static_cast<float>(v));
 }
 
 // Math that resolves to CUDA's device functions under nvcc and <cmath> on the

@@ -35,8 +35,8 @@ EmbeddingDims embedding_dims(const char* op, const Tensor& ids, const Tensor& wt
   ZRT_CHECK_ARG(act.shape() == act_shape, op, ": ", act.str(), " must be ", shape_str(act_shape));
   if (wpe) {
     check_nn_floats(op, {wte, *wpe, act});
-    ZRT_CHECK_ARG(wpe->dim() == 2 && wpe->size(1) == d.channels && wpe->size(0) >= d.seq, op,
-                  ": ", wpe->str(), " must be [P, ", d.channels, "] with P >= ", d.seq);
+    ZRT_CHECK_ARG(wpe->dim() == 2 && wpe->size(1) == d.channels && wpe->size(0) >= d.seq, op, ": ",
+                  wpe->str(), " must be [P, ", d.channels, "] with P >= ", d.seq);
     d.positions = wpe->size(0);
   } else {
     check_nn_floats(op, {wte, act});
@@ -56,12 +56,14 @@ TokenGroups token_groups(const std::vector<std::int64_t>& tokens, std::int64_t v
   TokenGroups g{std::vector<std::int64_t>(static_cast<std::size_t>(vocab) + 1, 0), {}};
   for (std::int64_t t : tokens)
     if (good(t)) ++g.offsets[static_cast<std::size_t>(t) + 1];
-  for (std::size_t v = 0; v < static_cast<std::size_t>(vocab); ++v) g.offsets[v + 1] += g.offsets[v];
+  for (std::size_t v = 0; v < static_cast<std::size_t>(vocab); ++v)
+    g.offsets[v + 1] += g.offsets[v];
   g.rows.resize(static_cast<std::size_t>(g.offsets.back()));
   std::vector<std::int64_t> next(g.offsets.begin(), g.offsets.end() - 1);
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (good(tokens[i]))
-      g.rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] = static_cast<std::int64_t>(i);
+      g.rows[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[i])]++)] =
+          static_cast<std::int64_t>(i);
   return g;
 }
 
@@ -80,8 +82,10 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
   const EmbeddingDims d = embedding_dims(op, ids, wte, wpe, out);
   if (id_flag) check_id_flag(op, *id_flag, out.device());
   if (d.n * d.channels == 0) return;
-  if (wpe) check_operands(op, {ids, wte, *wpe, out}, stream);
-  else check_operands(op, {ids, wte, out}, stream);
+  if (wpe)
+    check_operands(op, {ids, wte, *wpe, out}, stream);
+  else
+    check_operands(op, {ids, wte, out}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(op, out.device(), [&] {
     if (!id_flag) host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream);
     cuda::launch_embedding_forward(wte.dtype(), d.n, d.channels, d.seq, d.vocab, ids.data_ptr(),
@@ -90,24 +94,27 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
   }());
   // The CPU twin checks on the host and throws, flag or not (Note [Device id
   // checks]).
-  run_cpu_twin(stream, op, [=](const Tensor& ids, const Tensor& wte, const auto& wpe, const Tensor& out) {
-    host_ids(op, ids, d.vocab, /*allow_negative=*/false, {});
-    dispatch<NnFloats>(wte.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      dispatch<IdTypes>(ids.dtype(), op, [&](auto id_tag) {
-        using I = typename decltype(id_tag)::type;
-        const I* pids = ids.template data<I>();
-        const T* pwte = wte.template data<T>();
-        const T* pwpe = wpe ? wpe->template data<T>() : nullptr;
-        T* pout = out.template data<T>();
-        parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t idx = lo; idx < hi; ++idx)
-            embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& ids, const Tensor& wte, const auto& wpe, const Tensor& out) {
+        host_ids(op, ids, d.vocab, /*allow_negative=*/false, {});
+        dispatch<NnFloats>(wte.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          dispatch<IdTypes>(ids.dtype(), op, [&](auto id_tag) {
+            using I = typename decltype(id_tag)::type;
+            const I* pids = ids.template data<I>();
+            const T* pwte = wte.template data<T>();
+            const T* pwpe = wpe ? wpe->template data<T>() : nullptr;
+            T* pout = out.template data<T>();
+            parallel_for(d.n * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+              for (std::int64_t idx = lo; idx < hi; ++idx)
+                embedding_forward_element<T, I, A>(idx, d.channels, d.seq, pids, pwte, pwpe, pout);
+            });
+          });
         });
-      });
-    });
-  }, ids, wte, wpe, out);
+      },
+      ids, wte, wpe, out);
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwte,
@@ -129,26 +136,28 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
       ZRT_CHECK_ARG(d.n < INT_MAX && d.vocab < INT_MAX, op, ": ", ids.str(), " and ", d.vocab,
                     " tokens must both be below 2^31 - 1");
       if (!id_flag) host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream);
-      const std::size_t bytes = cuda::embedding_group_scratch_bytes(d.n, d.vocab, cuda_stream(stream));
-      const Tensor scratch = Tensor::empty({static_cast<std::int64_t>(bytes)}, DType::u8, dout.device(),
-                                           dout.storage().allocator(), stream);
+      const std::size_t bytes =
+          cuda::embedding_group_scratch_bytes(d.n, d.vocab, cuda_stream(stream));
+      const Tensor scratch = Tensor::empty({static_cast<std::int64_t>(bytes)}, DType::u8,
+                                           dout.device(), dout.storage().allocator(), stream);
       const cuda::TokenGroupsDev g = cuda::launch_embedding_group_tokens(
           d.n, d.vocab, d.n ? ids.data_ptr() : nullptr, ids.dtype(), scratch.data_ptr(), bytes,
           flag_words(id_flag), cuda_stream(stream));
-      cuda::launch_embedding_backward(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
-                                      g.offsets, d.n ? g.rows : nullptr, d.n ? dout.data_ptr() : nullptr,
-                                      dwte.data_ptr(), dwpe ? dwpe->data_ptr() : nullptr, accumulate,
-                                      cuda_stream(stream));
+      cuda::launch_embedding_backward(
+          dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels, g.offsets,
+          d.n ? g.rows : nullptr, d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(),
+          dwpe ? dwpe->data_ptr() : nullptr, accumulate, cuda_stream(stream));
       return;
     }
     // The simple version: the grouping on the host. With a flag, the device
     // records the bad ids and the host grouping leaves them out.
     if (id_flag && d.n > 0)
-      cuda::launch_embedding_check_ids(d.n, d.vocab, ids.data_ptr(), ids.dtype(), flag_words(id_flag),
-                                       cuda_stream(stream));
-    const TokenGroups g = token_groups(id_flag ? read_host_ids(op, ids, stream)
-                                               : host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream),
-                                       d.vocab);
+      cuda::launch_embedding_check_ids(d.n, d.vocab, ids.data_ptr(), ids.dtype(),
+                                       flag_words(id_flag), cuda_stream(stream));
+    const TokenGroups g =
+        token_groups(id_flag ? read_host_ids(op, ids, stream)
+                             : host_ids(op, ids, d.vocab, /*allow_negative=*/false, stream),
+                     d.vocab);
     auto upload = [&](const std::vector<std::int64_t>& v) {
       Tensor host = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
       if (!v.empty()) std::copy(v.begin(), v.end(), host.data<std::int64_t>());
@@ -158,35 +167,39 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
       return dev;
     };
     Tensor dev_offsets = upload(g.offsets), dev_rows = upload(g.rows);
-    cuda::launch_embedding_backward(dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
-                                    dev_offsets.data<std::int64_t>(),
-                                    g.rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
-                                    d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(),
-                                    dwpe ? dwpe->data_ptr() : nullptr, accumulate,
-                                    cuda_stream(stream));
+    cuda::launch_embedding_backward(
+        dwte.dtype(), d.vocab, d.positions, d.batch, d.seq, d.channels,
+        dev_offsets.data<std::int64_t>(), g.rows.empty() ? nullptr : dev_rows.data<std::int64_t>(),
+        d.n ? dout.data_ptr() : nullptr, dwte.data_ptr(), dwpe ? dwpe->data_ptr() : nullptr,
+        accumulate, cuda_stream(stream));
     // The uploads are stream-ordered; keep them alive until the kernels ran.
     ZRT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(stream)));
   }());
-  run_cpu_twin(stream, op, [=](const Tensor& ids, const Tensor& dout, const Tensor& dwte, const auto& dwpe) {
-    const TokenGroups g = token_groups(host_ids(op, ids, d.vocab, /*allow_negative=*/false, {}), d.vocab);
-    dispatch<NnFloats>(dwte.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      const T* pdout = d.n ? dout.template data<T>() : nullptr;
-      T* pdwte = dwte.numel() > 0 ? dwte.template data<T>() : nullptr;
-      parallel_for(d.vocab * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t idx = lo; idx < hi; ++idx)
-          token_grad_element<T, A>(idx, d.channels, g.offsets.data(), g.rows.data(), pdout, pdwte,
-                                   accumulate);
-      });
-      if (!dwpe || d.positions * d.channels == 0) return;
-      T* pdwpe = dwpe->template data<T>();
-      parallel_for(d.positions * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t idx = lo; idx < hi; ++idx)
-          position_grad_element<T, A>(idx, d.channels, d.batch, d.seq, pdout, pdwpe, accumulate);
-      });
-    });
-  }, ids, dout, dwte, dwpe);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& ids, const Tensor& dout, const Tensor& dwte, const auto& dwpe) {
+        const TokenGroups g =
+            token_groups(host_ids(op, ids, d.vocab, /*allow_negative=*/false, {}), d.vocab);
+        dispatch<NnFloats>(dwte.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          const T* pdout = d.n ? dout.template data<T>() : nullptr;
+          T* pdwte = dwte.numel() > 0 ? dwte.template data<T>() : nullptr;
+          parallel_for(d.vocab * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+            for (std::int64_t idx = lo; idx < hi; ++idx)
+              token_grad_element<T, A>(idx, d.channels, g.offsets.data(), g.rows.data(), pdout,
+                                       pdwte, accumulate);
+          });
+          if (!dwpe || d.positions * d.channels == 0) return;
+          T* pdwpe = dwpe->template data<T>();
+          parallel_for(d.positions * d.channels, d.channels, [&](std::int64_t lo, std::int64_t hi) {
+            for (std::int64_t idx = lo; idx < hi; ++idx)
+              position_grad_element<T, A>(idx, d.channels, d.batch, d.seq, pdout, pdwpe,
+                                          accumulate);
+          });
+        });
+      },
+      ids, dout, dwte, dwpe);
 }
 
 }  // namespace zrt::kernels

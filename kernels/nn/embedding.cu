@@ -73,8 +73,10 @@ struct TokenOffsetsBody {
     std::int64_t lo = 0, hi = n;
     while (lo < hi) {
       const std::int64_t mid = lo + (hi - lo) / 2;
-      if (sorted_keys[mid] < v) lo = mid + 1;
-      else hi = mid;
+      if (sorted_keys[mid] < v)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     offsets[v] = lo;
   }
@@ -88,15 +90,16 @@ int key_bits(std::int64_t vocab) {
 }
 
 constexpr std::size_t kScratchAlign = 256;
-std::size_t aligned(std::size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+}
 
 std::size_t sort_temp_bytes(std::int64_t n, std::int64_t vocab, cudaStream_t stream) {
   std::size_t bytes = 0;
-  ZRT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
-                                                 static_cast<int*>(nullptr),
-                                                 static_cast<const std::int64_t*>(nullptr),
-                                                 static_cast<std::int64_t*>(nullptr), static_cast<int>(n), 0,
-                                                 key_bits(vocab), stream));
+  ZRT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const int*>(nullptr), static_cast<int*>(nullptr),
+      static_cast<const std::int64_t*>(nullptr), static_cast<std::int64_t*>(nullptr),
+      static_cast<int>(n), 0, key_bits(vocab), stream));
   return bytes;
 }
 
@@ -134,18 +137,18 @@ void launch_embedding_forward(DType dtype, std::int64_t n, std::int64_t channels
     using T = typename decltype(tag)::type;
     dispatch<IdTypes>(ids_dtype, "embedding_forward", [&](auto id_tag) {
       using I = typename decltype(id_tag)::type;
-      for_each_index(n * channels,
-                     EmbeddingForwardBody<T, I>{channels, seq, vocab, static_cast<const I*>(ids),
-                                                static_cast<const T*>(wte),
-                                                static_cast<const T*>(wpe), static_cast<T*>(out),
-                                                flag},
-                     stream);
+      for_each_index(
+          n * channels,
+          EmbeddingForwardBody<T, I>{channels, seq, vocab, static_cast<const I*>(ids),
+                                     static_cast<const T*>(wte), static_cast<const T*>(wpe),
+                                     static_cast<T*>(out), flag},
+          stream);
     });
   });
 }
 
-void launch_embedding_check_ids(std::int64_t n, std::int64_t vocab, const void* ids, DType ids_dtype,
-                                unsigned long long* flag, cudaStream_t stream) {
+void launch_embedding_check_ids(std::int64_t n, std::int64_t vocab, const void* ids,
+                                DType ids_dtype, unsigned long long* flag, cudaStream_t stream) {
   dispatch<IdTypes>(ids_dtype, "embedding_backward", [&](auto id_tag) {
     using I = typename decltype(id_tag)::type;
     for_each_index(n, CheckIdsBody<I>{vocab, static_cast<const I*>(ids), flag}, stream);
@@ -160,8 +163,9 @@ std::size_t embedding_group_scratch_bytes(std::int64_t n, std::int64_t vocab, cu
 }
 
 TokenGroupsDev launch_embedding_group_tokens(std::int64_t n, std::int64_t vocab, const void* ids,
-                                             DType ids_dtype, void* scratch, std::size_t scratch_bytes,
-                                             unsigned long long* flag, cudaStream_t stream) {
+                                             DType ids_dtype, void* scratch,
+                                             std::size_t scratch_bytes, unsigned long long* flag,
+                                             cudaStream_t stream) {
   const auto un = static_cast<std::size_t>(n);
   char* p = static_cast<char*>(scratch);
   auto carve = [&](std::size_t bytes) {
@@ -173,20 +177,24 @@ TokenGroupsDev launch_embedding_group_tokens(std::int64_t n, std::int64_t vocab,
   int* keys_out = reinterpret_cast<int*>(carve(un * sizeof(int)));
   auto* pos_in = reinterpret_cast<std::int64_t*>(carve(un * sizeof(std::int64_t)));
   auto* pos_out = reinterpret_cast<std::int64_t*>(carve(un * sizeof(std::int64_t)));
-  auto* offsets = reinterpret_cast<std::int64_t*>(carve((static_cast<std::size_t>(vocab) + 1) * sizeof(std::int64_t)));
+  auto* offsets = reinterpret_cast<std::int64_t*>(
+      carve((static_cast<std::size_t>(vocab) + 1) * sizeof(std::int64_t)));
   std::size_t temp_bytes = sort_temp_bytes(n, vocab, stream);
   void* temp = carve(temp_bytes);
   ZRT_CHECK_ARG(static_cast<std::size_t>(p - static_cast<char*>(scratch)) <= scratch_bytes,
-                "embedding_backward: the grouping scratch of ", scratch_bytes, " bytes is too small");
+                "embedding_backward: the grouping scratch of ", scratch_bytes,
+                " bytes is too small");
   dispatch<IdTypes>(ids_dtype, "embedding_backward", [&](auto id_tag) {
     using I = typename decltype(id_tag)::type;
-    for_each_index(n, TokenKeysBody<I>{vocab, static_cast<const I*>(ids), keys_in, pos_in, flag}, stream);
+    for_each_index(n, TokenKeysBody<I>{vocab, static_cast<const I*>(ids), keys_in, pos_in, flag},
+                   stream);
   });
   // Stable: equal tokens keep their positions ascending (Note [Deterministic
   // embedding gradient]).
   if (n > 0) {
-    ZRT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in, pos_out,
-                                                   static_cast<int>(n), 0, key_bits(vocab), stream));
+    ZRT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in,
+                                                   pos_out, static_cast<int>(n), 0, key_bits(vocab),
+                                                   stream));
   }
   for_each_index(vocab + 1, TokenOffsetsBody{n, keys_out, offsets}, stream);
   return {offsets, pos_out};

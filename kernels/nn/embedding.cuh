@@ -20,8 +20,8 @@ void launch_embedding_forward(DType dtype, std::int64_t n, std::int64_t channels
                               cudaStream_t stream);
 
 // Records the bad ids among the n of `ids` in `flag`.
-void launch_embedding_check_ids(std::int64_t n, std::int64_t vocab, const void* ids, DType ids_dtype,
-                                unsigned long long* flag, cudaStream_t stream);
+void launch_embedding_check_ids(std::int64_t n, std::int64_t vocab, const void* ids,
+                                DType ids_dtype, unsigned long long* flag, cudaStream_t stream);
 
 // The device CSR grouping of Note [Deterministic embedding gradient]: offsets
 // [vocab + 1] and rows [n], both in the caller's scratch.
@@ -39,8 +39,9 @@ std::size_t embedding_group_scratch_bytes(std::int64_t n, std::int64_t vocab, cu
 // gradient row), a stable CUB radix sort of (token, position), then each
 // token's first index by binary search. No host copy, no sync.
 TokenGroupsDev launch_embedding_group_tokens(std::int64_t n, std::int64_t vocab, const void* ids,
-                                             DType ids_dtype, void* scratch, std::size_t scratch_bytes,
-                                             unsigned long long* flag, cudaStream_t stream);
+                                             DType ids_dtype, void* scratch,
+                                             std::size_t scratch_bytes, unsigned long long* flag,
+                                             cudaStream_t stream);
 
 // vocab rows of dwte; positions rows of dwpe (null for none); n = batch*seq.
 void launch_embedding_backward(DType dtype, std::int64_t vocab, std::int64_t positions,

@@ -37,12 +37,12 @@ ZRT_HD void embedding_forward_element(std::int64_t idx, std::int64_t channels, s
 
 // dwte[v, c] (+)= Σ over the rows of token v of dout[row, c].
 template <class T, class A>
-ZRT_HD void token_grad_element(std::int64_t idx, std::int64_t channels,
-                               const std::int64_t* offsets, const std::int64_t* rows,
-                               const T* dout, T* dwte, bool accumulate) {
+ZRT_HD void token_grad_element(std::int64_t idx, std::int64_t channels, const std::int64_t* offsets,
+                               const std::int64_t* rows, const T* dout, T* dwte, bool accumulate) {
   const std::int64_t v = idx / channels, c = idx % channels;
   A g = 0;
-  for (std::int64_t j = offsets[v]; j < offsets[v + 1]; ++j) g += load<A>(dout[rows[j] * channels + c]);
+  for (std::int64_t j = offsets[v]; j < offsets[v + 1]; ++j)
+    g += load<A>(dout[rows[j] * channels + c]);
   dwte[idx] = store<T>((accumulate ? load<A>(dwte[idx]) : A(0)) + g);
 }
 

@@ -168,11 +168,16 @@ void flash_dispatch(DType dtype, std::int64_t hd, const char* op, const F& f) {
   auto with_hd = [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (hd) {
-      case 16: return f(T{}, std::integral_constant<int, 16>{});
-      case 32: return f(T{}, std::integral_constant<int, 32>{});
-      case 64: return f(T{}, std::integral_constant<int, 64>{});
-      case 128: return f(T{}, std::integral_constant<int, 128>{});
-      default: break;
+      case 16:
+        return f(T{}, std::integral_constant<int, 16>{});
+      case 32:
+        return f(T{}, std::integral_constant<int, 32>{});
+      case 64:
+        return f(T{}, std::integral_constant<int, 64>{});
+      case 128:
+        return f(T{}, std::integral_constant<int, 128>{});
+      default:
+        break;
     }
     ZRT_THROW(InvalidArgument, op, ": flash attention has no kernel for head dim ", hd);
   };
@@ -193,14 +198,14 @@ void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, cons
     const std::int64_t tiles = flash_tiles(dims.seq);
     launch_with_smem(flash_forward_kernel<T, HD>, dims.batch * dims.heads * tiles, kFlashThreads,
                      flash_forward_smem(HD) * std::int64_t(sizeof(T)), stream, dims, tiles,
-                     flash_vector_tiles(qkv, qkv), static_cast<const T*>(qkv),
-                     static_cast<T*>(out), static_cast<float*>(lse));
+                     flash_vector_tiles(qkv, qkv), static_cast<const T*>(qkv), static_cast<T*>(out),
+                     static_cast<float*>(lse));
   });
 }
 
 void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
-                                     const void* qkv, const void* out, const void* lse,
-                                     void* dsum, void* dqkv, cudaStream_t stream) {
+                                     const void* qkv, const void* out, const void* lse, void* dsum,
+                                     void* dqkv, cudaStream_t stream) {
   flash_dispatch(dtype, dims.head_dim, "attention_backward", [&](auto t, auto hd) {
     using T = decltype(t);
     constexpr int HD = decltype(hd)::value;

@@ -172,19 +172,17 @@ struct FlashHostWarp {
       const std::uint32_t* br = b_of(l);
       const float* cr = c_of(l);
       ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r)
-        ZRT_FLASH_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const FlashElem e = flash_a_element(l, r, h);
-          a[e.row][e.col] = to_f32(flash_half<T>(ar[r], h));
-        }
+      for (int r = 0; r < 4; ++r) ZRT_FLASH_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const FlashElem e = flash_a_element(l, r, h);
+        a[e.row][e.col] = to_f32(flash_half<T>(ar[r], h));
+      }
       ZRT_FLASH_UNROLL
-      for (int r = 0; r < 2; ++r)
-        ZRT_FLASH_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const FlashElem e = flash_b_element(l, r, h);
-          b[e.row][e.col] = to_f32(flash_half<T>(br[r], h));
-        }
+      for (int r = 0; r < 2; ++r) ZRT_FLASH_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const FlashElem e = flash_b_element(l, r, h);
+        b[e.row][e.col] = to_f32(flash_half<T>(br[r], h));
+      }
       ZRT_FLASH_UNROLL
       for (int r = 0; r < 4; ++r) {
         const FlashElem e = flash_c_element(l, r);
@@ -248,9 +246,9 @@ struct FlashTile16x64 {
 
 // Where the shape of a call and a block's tile meet.
 struct FlashPair {
-  std::int64_t b, h;     // batch element and head
-  std::int64_t s3, c;    // qkv's and out's row lengths (3C, C)
-  float scale;           // 1/sqrt(hd)
+  std::int64_t b, h;   // batch element and head
+  std::int64_t s3, c;  // qkv's and out's row lengths (3C, C)
+  float scale;         // 1/sqrt(hd)
 };
 
 inline ZRT_HD FlashPair flash_pair(const AttentionDims& d, std::int64_t pair) {
@@ -301,11 +299,9 @@ ZRT_HD void flash_load_tile(const Block& blk, T* tile, int hd, const T* src, std
 template <class T, int HD, class W, class Lanes>
 ZRT_HD void flash_warp_qk(const W& w, Lanes* lanes, const T* a_tile, int a_row0, const T* b_tile) {
   const int ld = flash_ld(HD);
-  for (int i = 0; i < W::kLanes; ++i)
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) lanes[i].acc[nt][r] = 0.0f;
+  for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+  for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+  for (int r = 0; r < 4; ++r) lanes[i].acc[nt][r] = 0.0f;
   ZRT_FLASH_UNROLL
   for (int kk = 0; kk < HD / 16; ++kk) {
     std::uint32_t a[W::kLanes][4];
@@ -313,7 +309,8 @@ ZRT_HD void flash_warp_qk(const W& w, Lanes* lanes, const T* a_tile, int a_row0,
     ZRT_FLASH_UNROLL
     for (int nt = 0; nt < 8; ++nt) {
       std::uint32_t b[W::kLanes][2];
-      for (int i = 0; i < W::kLanes; ++i) flash_load_b_transposed(b_tile, ld, nt * 8, kk * 16, w.lane(i), b[i]);
+      for (int i = 0; i < W::kLanes; ++i)
+        flash_load_b_transposed(b_tile, ld, nt * 8, kk * 16, w.lane(i), b[i]);
       w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i]; },
                         [&](int i) { return lanes[i].acc[nt]; });
     }
@@ -364,9 +361,8 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
   flash_load_tile(blk, q_tile, HD, base, pr.s3, q0, qn);
   warps.for_each_lane([&](int, int, auto& ln) {
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) ln.o[nt][r] = 0.0f;
+    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) ln.o[nt][r] = 0.0f;
     ZRT_FLASH_UNROLL
     for (int x = 0; x < 2; ++x) ln.st.m[x] = -INFINITY, ln.st.l[x] = 0.0f;
   });
@@ -387,16 +383,15 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
       for (int i = 0; i < W::kLanes; ++i) {
         mx[i][0] = mx[i][1] = -INFINITY;
         ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < 8; ++nt)
-          ZRT_FLASH_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-            const std::int64_t q = q0 + warp * 16 + e.row, k = k0 + e.col;
-            float& x = s[i].acc[nt][r];
-            x = k <= q && k < d.seq ? x * pr.scale : -INFINITY;
-            float& m = mx[i][r >> 1];
-            m = x > m ? x : m;
-          }
+        for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+        for (int r = 0; r < 4; ++r) {
+          const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+          const std::int64_t q = q0 + warp * 16 + e.row, k = k0 + e.col;
+          float& x = s[i].acc[nt][r];
+          x = k <= q && k < d.seq ? x * pr.scale : -INFINITY;
+          float& m = mx[i][r >> 1];
+          m = x > m ? x : m;
+        }
       }
       ZRT_FLASH_UNROLL
       for (int x = 0; x < 2; ++x) w.quad_max([&](int i) { return &mx[i][x]; });
@@ -416,39 +411,36 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
           sum[i][x] = 0.0f;
         }
         ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < 8; ++nt)
-          ZRT_FLASH_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            float& x = s[i].acc[nt][r];
-            x = exp_(x - mx[i][r >> 1]);
-            sum[i][r >> 1] += x;
-          }
+        for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+        for (int r = 0; r < 4; ++r) {
+          float& x = s[i].acc[nt][r];
+          x = exp_(x - mx[i][r >> 1]);
+          sum[i][r >> 1] += x;
+        }
         ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < HD / 8; ++nt)
-          ZRT_FLASH_UNROLL
-          for (int r = 0; r < 4; ++r) ln.o[nt][r] *= alpha[r >> 1];
+        for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+        for (int r = 0; r < 4; ++r) ln.o[nt][r] *= alpha[r >> 1];
         ZRT_FLASH_UNROLL
         for (int x = 0; x < 2; ++x) ln.st.l[x] *= alpha[x];
       }
       ZRT_FLASH_UNROLL
       for (int x = 0; x < 2; ++x) w.quad_sum([&](int i) { return &sum[i][x]; });
-      for (int i = 0; i < W::kLanes; ++i)
-        ZRT_FLASH_UNROLL
-        for (int x = 0; x < 2; ++x) lanes[i].st.l[x] += sum[i][x];
-      flash_warp_pv<T, HD>(w, [&](int i) { return s[i].acc; }, v_tile, [&](int i) { return lanes[i].o; });
+      for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+      for (int x = 0; x < 2; ++x) lanes[i].st.l[x] += sum[i][x];
+      flash_warp_pv<T, HD>(
+          w, [&](int i) { return s[i].acc; }, v_tile, [&](int i) { return lanes[i].o; });
     });
   }
   // O / l and lse for the rows inside T.
   warps.for_each_lane([&](int warp, int lane, auto& ln) {
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        const FlashElem e = flash_acc_element(lane, nt, r);
-        const std::int64_t q = q0 + warp * 16 + e.row;
-        if (q >= d.seq) continue;
-        out[(pr.b * d.seq + q) * pr.c + pr.h * HD + e.col] = store<T>(ln.o[nt][r] / ln.st.l[r >> 1]);
-      }
+    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const FlashElem e = flash_acc_element(lane, nt, r);
+      const std::int64_t q = q0 + warp * 16 + e.row;
+      if (q >= d.seq) continue;
+      out[(pr.b * d.seq + q) * pr.c + pr.h * HD + e.col] = store<T>(ln.o[nt][r] / ln.st.l[r >> 1]);
+    }
     if ((lane & 3) != 0) return;
     ZRT_FLASH_UNROLL
     for (int x = 0; x < 2; ++x) {
@@ -498,9 +490,8 @@ struct FlashBackwardSmem {
 // tiles from kt on (queries before the keys see none of them).
 template <class T, int HD, class Block, class Warps>
 ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const AttentionDims& d,
-                                    std::int64_t pair, std::int64_t kt, const T* dout,
-                                    const T* qkv, const float* lse, const float* dsum, T* dqkv,
-                                    T* smem) {
+                                    std::int64_t pair, std::int64_t kt, const T* dout, const T* qkv,
+                                    const float* lse, const float* dsum, T* dqkv, T* smem) {
   const FlashPair pr = flash_pair(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
   const std::int64_t k0 = kt * kFlashCols;
@@ -511,17 +502,16 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const Attent
   flash_load_tile(blk, sm.own_b, HD, base + 2 * pr.c, pr.s3, k0, kn);  // V
   warps.for_each_lane([&](int, int, auto& ln) {
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) ln.dk[nt][r] = ln.dv[nt][r] = 0.0f;
+    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) ln.dk[nt][r] = ln.dv[nt][r] = 0.0f;
   });
   const std::int64_t q_tiles = (d.seq + kFlashRows - 1) / kFlashRows;
   for (std::int64_t qt = kt; qt < q_tiles; ++qt) {
     const std::int64_t q0 = qt * kFlashRows;
     const std::int64_t qn = d.seq - q0 < kFlashRows ? d.seq - q0 : kFlashRows;
     blk.sync();
-    flash_load_tile(blk, sm.walk_a, HD, base, pr.s3, q0, qn);        // Q
-    flash_load_tile(blk, sm.walk_b, HD, dout_base, pr.c, q0, qn);    // dO
+    flash_load_tile(blk, sm.walk_a, HD, base, pr.s3, q0, qn);      // Q
+    flash_load_tile(blk, sm.walk_b, HD, dout_base, pr.c, q0, qn);  // dO
     blk.for_each(kFlashRows, [&](int r) {
       sm.lse[r] = r < qn ? lse[pair * d.seq + q0 + r] : 0.0f;
       sm.dsum[r] = r < qn ? dsum[pair * d.seq + q0 + r] : 0.0f;
@@ -531,43 +521,40 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const Attent
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
       FlashTile16x64 p[W::kLanes], dp[W::kLanes];
       flash_warp_qk<T, HD>(w, p, sm.own_a, warp * 16, sm.walk_a);  // Sᵀ = K·Qᵀ
-      for (int i = 0; i < W::kLanes; ++i)
-        ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < 8; ++nt)
-          ZRT_FLASH_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-            const std::int64_t k = k0 + warp * 16 + e.row, q = q0 + e.col;
-            float& x = p[i].acc[nt][r];
-            x = q >= k && q < d.seq && k < d.seq ? exp_(x * pr.scale - sm.lse[e.col]) : 0.0f;
-          }
-      flash_warp_pv<T, HD>(w, [&](int i) { return p[i].acc; }, sm.walk_b,
-                           [&](int i) { return lanes[i].dv; });          // dV += Pᵀ·dO
-      flash_warp_qk<T, HD>(w, dp, sm.own_b, warp * 16, sm.walk_b);      // dPᵀ = V·dOᵀ
-      for (int i = 0; i < W::kLanes; ++i)
-        ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < 8; ++nt)
-          ZRT_FLASH_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-            dp[i].acc[nt][r] = p[i].acc[nt][r] * (dp[i].acc[nt][r] - sm.dsum[e.col]);
-          }
-      flash_warp_pv<T, HD>(w, [&](int i) { return dp[i].acc; }, sm.walk_a,
-                           [&](int i) { return lanes[i].dk; });          // dK += dSᵀ·Q
+      for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+      for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+        const std::int64_t k = k0 + warp * 16 + e.row, q = q0 + e.col;
+        float& x = p[i].acc[nt][r];
+        x = q >= k && q < d.seq && k < d.seq ? exp_(x * pr.scale - sm.lse[e.col]) : 0.0f;
+      }
+      flash_warp_pv<T, HD>(
+          w, [&](int i) { return p[i].acc; }, sm.walk_b,
+          [&](int i) { return lanes[i].dv; });                      // dV += Pᵀ·dO
+      flash_warp_qk<T, HD>(w, dp, sm.own_b, warp * 16, sm.walk_b);  // dPᵀ = V·dOᵀ
+      for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+      for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+        dp[i].acc[nt][r] = p[i].acc[nt][r] * (dp[i].acc[nt][r] - sm.dsum[e.col]);
+      }
+      flash_warp_pv<T, HD>(
+          w, [&](int i) { return dp[i].acc; }, sm.walk_a,
+          [&](int i) { return lanes[i].dk; });  // dK += dSᵀ·Q
     });
   }
   warps.for_each_lane([&](int warp, int lane, auto& ln) {
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        const FlashElem e = flash_acc_element(lane, nt, r);
-        const std::int64_t k = k0 + warp * 16 + e.row;
-        if (k >= d.seq) continue;
-        T* row = dqkv + (pr.b * d.seq + k) * pr.s3 + pr.h * HD + e.col;
-        row[pr.c] = store<T>(ln.dk[nt][r] * pr.scale);
-        row[2 * pr.c] = store<T>(ln.dv[nt][r]);
-      }
+    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const FlashElem e = flash_acc_element(lane, nt, r);
+      const std::int64_t k = k0 + warp * 16 + e.row;
+      if (k >= d.seq) continue;
+      T* row = dqkv + (pr.b * d.seq + k) * pr.s3 + pr.h * HD + e.col;
+      row[pr.c] = store<T>(ln.dk[nt][r] * pr.scale);
+      row[2 * pr.c] = store<T>(ln.dv[nt][r]);
+    }
   });
 }
 
@@ -575,26 +562,24 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const Attent
 // 0..qt.
 template <class T, int HD, class Block, class Warps>
 ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const AttentionDims& d,
-                                   std::int64_t pair, std::int64_t qt, const T* dout,
-                                   const T* qkv, const float* lse, const float* dsum, T* dqkv,
-                                   T* smem) {
+                                   std::int64_t pair, std::int64_t qt, const T* dout, const T* qkv,
+                                   const float* lse, const float* dsum, T* dqkv, T* smem) {
   const FlashPair pr = flash_pair(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
   const std::int64_t q0 = qt * kFlashRows;
   const std::int64_t qn = d.seq - q0 < kFlashRows ? d.seq - q0 : kFlashRows;
   const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
   const T* dout_base = dout + pr.b * d.seq * pr.c + pr.h * HD;
-  flash_load_tile(blk, sm.own_a, HD, base, pr.s3, q0, qn);          // Q
-  flash_load_tile(blk, sm.own_b, HD, dout_base, pr.c, q0, qn);      // dO
+  flash_load_tile(blk, sm.own_a, HD, base, pr.s3, q0, qn);      // Q
+  flash_load_tile(blk, sm.own_b, HD, dout_base, pr.c, q0, qn);  // dO
   blk.for_each(kFlashRows, [&](int r) {
     sm.lse[r] = r < qn ? lse[pair * d.seq + q0 + r] : 0.0f;
     sm.dsum[r] = r < qn ? dsum[pair * d.seq + q0 + r] : 0.0f;
   });
   warps.for_each_lane([&](int, int, auto& ln) {
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) ln.dq[nt][r] = 0.0f;
+    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) ln.dq[nt][r] = 0.0f;
   });
   for (std::int64_t kt = 0; kt <= qt; ++kt) {
     const std::int64_t k0 = kt * kFlashCols;
@@ -608,32 +593,31 @@ ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const Attenti
       FlashTile16x64 p[W::kLanes], dp[W::kLanes];
       flash_warp_qk<T, HD>(w, p, sm.own_a, warp * 16, sm.walk_a);   // S = Q·Kᵀ
       flash_warp_qk<T, HD>(w, dp, sm.own_b, warp * 16, sm.walk_b);  // dP = dO·Vᵀ
-      for (int i = 0; i < W::kLanes; ++i)
-        ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < 8; ++nt)
-          ZRT_FLASH_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-            const std::int64_t q = q0 + warp * 16 + e.row, k = k0 + e.col;
-            const int row = warp * 16 + e.row;
-            const float pv = k <= q && k < d.seq && q < d.seq
-                                 ? exp_(p[i].acc[nt][r] * pr.scale - sm.lse[row])
-                                 : 0.0f;
-            dp[i].acc[nt][r] = pv * (dp[i].acc[nt][r] - sm.dsum[row]);
-          }
-      flash_warp_pv<T, HD>(w, [&](int i) { return dp[i].acc; }, sm.walk_a,
-                           [&](int i) { return lanes[i].dq; });  // dQ += dS·K
+      for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+      for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+        const std::int64_t q = q0 + warp * 16 + e.row, k = k0 + e.col;
+        const int row = warp * 16 + e.row;
+        const float pv = k <= q && k < d.seq && q < d.seq
+                             ? exp_(p[i].acc[nt][r] * pr.scale - sm.lse[row])
+                             : 0.0f;
+        dp[i].acc[nt][r] = pv * (dp[i].acc[nt][r] - sm.dsum[row]);
+      }
+      flash_warp_pv<T, HD>(
+          w, [&](int i) { return dp[i].acc; }, sm.walk_a,
+          [&](int i) { return lanes[i].dq; });  // dQ += dS·K
     });
   }
   warps.for_each_lane([&](int warp, int lane, auto& ln) {
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt)
-      ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        const FlashElem e = flash_acc_element(lane, nt, r);
-        const std::int64_t q = q0 + warp * 16 + e.row;
-        if (q < d.seq) dqkv[(pr.b * d.seq + q) * pr.s3 + pr.h * HD + e.col] = store<T>(ln.dq[nt][r] * pr.scale);
-      }
+    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const FlashElem e = flash_acc_element(lane, nt, r);
+      const std::int64_t q = q0 + warp * 16 + e.row;
+      if (q < d.seq)
+        dqkv[(pr.b * d.seq + q) * pr.s3 + pr.h * HD + e.col] = store<T>(ln.dq[nt][r] * pr.scale);
+    }
   });
 }
 
@@ -689,7 +673,8 @@ template <class T, int HD>
 void flash_attention_backward_host(const AttentionDims& d, const T* dout, const T* qkv,
                                    const T* out, const float* lse, T* dqkv, bool vectors) {
   std::vector<float> dsum(static_cast<std::size_t>(d.batch * d.heads * d.seq));
-  for (std::size_t r = 0; r < dsum.size(); ++r) dsum[r] = flash_row_dsum(d, std::int64_t(r), dout, out);
+  for (std::size_t r = 0; r < dsum.size(); ++r)
+    dsum[r] = flash_row_dsum(d, std::int64_t(r), dout, out);
   std::vector<T> smem = flash_host_smem<T>(flash_backward_smem(HD));
   const FlashHostBlock blk{vectors && flash_vector_tiles(qkv, dout)};
   const std::int64_t tiles = (d.seq + kFlashRows - 1) / kFlashRows;

@@ -28,8 +28,9 @@ thread_local int t_tf32_override = -1;
 // CPU GEMM backend (Note [CPU GEMM backends]); bf16/f16 operands are widened
 // to fp32 first and c is rounded once at the end.
 template <class T>
-void gemm_cpu(const CpuGemmBackend& backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
-              std::int64_t k, double alpha, const T* a, const T* b, double beta, T* c) {
+void gemm_cpu(const CpuGemmBackend& backend, bool trans_a, bool trans_b, std::int64_t m,
+              std::int64_t n, std::int64_t k, double alpha, const T* a, const T* b, double beta,
+              T* c) {
   using A = acc_t<T>;
   const auto cpu_gemm_rows = backend.function<A>();
   std::vector<A> a_wide, b_wide, c_wide;
@@ -48,15 +49,16 @@ void gemm_cpu(const CpuGemmBackend& backend, bool trans_a, bool trans_b, std::in
   // Row blocks of 8 keep each thread's panels whole for the GEMM kernels.
   parallel_for(m * n, 8 * n, [&](std::int64_t begin, std::int64_t end) {
     const std::int64_t r0 = begin / n, rows = (end - begin) / n;
-    cpu_gemm_rows({trans_a, trans_b, rows, n, k, A(alpha), k ? pa + (trans_a ? r0 : r0 * lda) : nullptr,
-              lda, pb, ldb, A(beta), pc + r0 * n, n});
+    cpu_gemm_rows({trans_a, trans_b, rows, n, k, A(alpha),
+                   k ? pa + (trans_a ? r0 : r0 * lda) : nullptr, lda, pb, ldb, A(beta), pc + r0 * n,
+                   n});
   });
   if constexpr (!std::is_same_v<T, A>) store_all(pc, c, m * n);
 }
 
 // backend: null for cpu_gemm().
-void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-             const Tensor& c, double alpha, double beta, Stream stream) {
+void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const Tensor& b,
+             bool trans_b, const Tensor& c, double alpha, double beta, Stream stream) {
   constexpr const char* op = "gemm";
   check_nn_floats(op, {a, b, c});
   for (const Tensor* t : {&a, &b, &c})
@@ -65,27 +67,31 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
   const std::int64_t k = trans_a ? matrix_rows(a) : a.size(-1);
   const std::int64_t kb = trans_b ? b.size(-1) : matrix_rows(b);
   const std::int64_t n = trans_b ? matrix_rows(b) : b.size(-1);
-  ZRT_CHECK_ARG(k == kb, op, ": inner dims differ: op(", a.str(), ") is [", m, ", ", k,
-                "], op(", b.str(), ") is [", kb, ", ", n, "]");
-  ZRT_CHECK_ARG(c.size(-1) == n && matrix_rows(c) == m, op, ": output ", c.str(), " must be [",
-                m, ", ", n, "]");
+  ZRT_CHECK_ARG(k == kb, op, ": inner dims differ: op(", a.str(), ") is [", m, ", ", k, "], op(",
+                b.str(), ") is [", kb, ", ", n, "]");
+  ZRT_CHECK_ARG(c.size(-1) == n && matrix_rows(c) == m, op, ": output ", c.str(), " must be [", m,
+                ", ", n, "]");
   if (m == 0 || n == 0) return;
   if (k == 0) {
     check_operands(op, {c}, stream);
   } else {
     check_operands(op, {a, b, c}, stream);
   }
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device(),
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, c.device(),
       cuda::launch_gemm(a.dtype(), trans_a, trans_b, m, n, k, alpha, k ? a.data_ptr() : nullptr,
                         k ? b.data_ptr() : nullptr, beta, c.data_ptr(), c.device().index,
                         tf32_gemms(), cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& c) {
-    dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      gemm_cpu<T>(backend ? *backend : cpu_gemm(), trans_a, trans_b, m, n, k, alpha,
-                  k ? a.data<T>() : nullptr, k ? b.data<T>() : nullptr, beta, c.data<T>());
-    });
-  }, a, b, c);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& a, const Tensor& b, const Tensor& c) {
+        dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          gemm_cpu<T>(backend ? *backend : cpu_gemm(), trans_a, trans_b, m, n, k, alpha,
+                      k ? a.data<T>() : nullptr, k ? b.data<T>() : nullptr, beta, c.data<T>());
+        });
+      },
+      a, b, c);
 }
 
 }  // namespace
@@ -106,7 +112,9 @@ bool tf32_gemms() {
   return env;
 }
 
-ScopedTf32Gemms::ScopedTf32Gemms(bool on) : previous_(t_tf32_override) { t_tf32_override = on ? 1 : 0; }
+ScopedTf32Gemms::ScopedTf32Gemms(bool on) : previous_(t_tf32_override) {
+  t_tf32_override = on ? 1 : 0;
+}
 
 ScopedTf32Gemms::~ScopedTf32Gemms() { t_tf32_override = previous_; }
 
@@ -115,8 +123,8 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   gemm_on(nullptr, a, trans_a, b, trans_b, c, alpha, beta, stream);
 }
 
-void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-               const Tensor& c, double alpha, double beta) {
+void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b,
+               bool trans_b, const Tensor& c, double alpha, double beta) {
   ZRT_CHECK_ARG(c.device().is_cpu(), "gemm_with: ", c.str(), " is not on the cpu");
   gemm_on(&backend, a, trans_a, b, trans_b, c, alpha, beta, Stream{});
 }

@@ -28,11 +28,10 @@ void launch_gemm(DType dtype, bool trans_a, bool trans_b, std::int64_t m, std::i
                                   CUBLAS_GEMM_DEFAULT));
   } else {
     const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
-    ZRT_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, int(n), int(m), int(k), &alpha_f, b, t, ldb, a,
-                                  t, lda, &beta_f, c, t, int(n),
-                                  tf32 && dtype == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                              : CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
+    ZRT_CUBLAS_CHECK(cublasGemmEx(
+        h, op_b, op_a, int(n), int(m), int(k), &alpha_f, b, t, ldb, a, t, lda, &beta_f, c, t,
+        int(n), tf32 && dtype == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
   }
 }
 

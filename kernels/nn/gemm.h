@@ -18,8 +18,8 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
           double alpha = 1.0, double beta = 0.0, Stream stream = {});
 // The same on CPU tensors through a given backend instead of cpu_gemm()
 // (benchmarks and tests compare them).
-void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-               const Tensor& c, double alpha = 1.0, double beta = 0.0);
+void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, const Tensor& b,
+               bool trans_b, const Tensor& c, double alpha = 1.0, double beta = 0.0);
 
 // Note [TF32 GEMMs]
 // ~~~~~~~~~~~~~~~~~

@@ -18,8 +18,9 @@ namespace {
 std::uintptr_t address(const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()); }
 
 // pre: null for gemm_bias. See Note [GEMM epilogues].
-void gemm_bias_on(const char* op, const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias,
-                  const Tensor& ones, const Tensor* pre, const Tensor& y, Stream stream) {
+void gemm_bias_on(const char* op, const Tensor& x, const Tensor& w, bool trans_w,
+                  const Tensor& bias, const Tensor& ones, const Tensor* pre, const Tensor& y,
+                  Stream stream) {
   check_nn_floats(op, {x, w, bias, ones, y});
   if (pre) check_nn_floats(op, {y, *pre});
   ZRT_CHECK_ARG(w.dim() == 2, op, ": weight ", w.str(), " must be 2-D");
@@ -28,21 +29,31 @@ void gemm_bias_on(const char* op, const Tensor& x, const Tensor& w, bool trans_w
   const std::int64_t n = trans_w ? w.size(0) : w.size(1);
   const std::int64_t k = trans_w ? w.size(1) : w.size(0);
   const std::int64_t m = matrix_rows(x);
-  ZRT_CHECK_ARG(x.size(-1) == k, op, ": input ", x.str(), " must be [..., ", k, "] for weight ", w.str());
-  ZRT_CHECK_ARG(y.size(-1) == n && matrix_rows(y) == m, op, ": output ", y.str(), " must be [", m, ", ",
-                n, "]");
+  ZRT_CHECK_ARG(x.size(-1) == k, op, ": input ", x.str(), " must be [..., ", k, "] for weight ",
+                w.str());
+  ZRT_CHECK_ARG(y.size(-1) == n && matrix_rows(y) == m, op, ": output ", y.str(), " must be [", m,
+                ", ", n, "]");
   check_numel(op, bias, n);
-  ZRT_CHECK_ARG(ones.dim() == 1 && ones.numel() >= m, op, ": ones ", ones.str(), " must be 1-D with at least ",
-                m, " elements");
+  ZRT_CHECK_ARG(ones.dim() == 1 && ones.numel() >= m, op, ": ones ", ones.str(),
+                " must be 1-D with at least ", m, " elements");
   if (pre) {
-    ZRT_CHECK_ARG(pre->shape() == y.shape(), op, ": pre-activation ", pre->str(), " must match ", y.str());
+    ZRT_CHECK_ARG(pre->shape() == y.shape(), op, ": pre-activation ", pre->str(), " must match ",
+                  y.str());
     ZRT_CHECK_ARG(!pre->shares_storage(y), op, ": pre-activation ", pre->str(),
                   " must not share memory with ", y.str());
   }
   if (m == 0 || n == 0) return;
   if (y.device().is_cuda() && !simple_kernel(FastKernel::gemm_epilogue)) {
-    const GemmEpilogueOperands o{x.dtype(), m, n, k, pre != nullptr, k ? address(x) : 0,
-                                 k ? address(w) : 0, address(bias), address(y), pre ? address(*pre) : 0};
+    const GemmEpilogueOperands o{x.dtype(),
+                                 m,
+                                 n,
+                                 k,
+                                 pre != nullptr,
+                                 k ? address(x) : 0,
+                                 k ? address(w) : 0,
+                                 address(bias),
+                                 address(y),
+                                 pre ? address(*pre) : 0};
     if (gemm_epilogue_fits(o)) {
       if (pre) {
         check_operands(op, {x, w, bias, y, *pre}, stream);
@@ -53,9 +64,10 @@ void gemm_bias_on(const char* op, const Tensor& x, const Tensor& w, bool trans_w
       const Tensor workspace = Tensor::empty({kGemmEpilogueWorkspaceBytes}, DType::u8, y.device(),
                                              y.storage().allocator(), stream);
       const CudaDeviceGuard guard(y.device().index);
-      if (cuda::launch_gemm_bias(x.dtype(), trans_w, m, n, k, x.data_ptr(), w.data_ptr(), bias.data_ptr(),
-                                 y.data_ptr(), pre ? pre->data_ptr() : nullptr, gemm_epilogue_alignment(o),
-                                 workspace.data_ptr(), static_cast<std::size_t>(kGemmEpilogueWorkspaceBytes),
+      if (cuda::launch_gemm_bias(x.dtype(), trans_w, m, n, k, x.data_ptr(), w.data_ptr(),
+                                 bias.data_ptr(), y.data_ptr(), pre ? pre->data_ptr() : nullptr,
+                                 gemm_epilogue_alignment(o), workspace.data_ptr(),
+                                 static_cast<std::size_t>(kGemmEpilogueWorkspaceBytes),
                                  y.device().index, tf32_gemms(), cuda_stream(stream))) {
         return;
       }
@@ -73,7 +85,8 @@ void gemm_bias_on(const char* op, const Tensor& x, const Tensor& w, bool trans_w
 
 bool gemm_epilogue_fits(const GemmEpilogueOperands& o) {
   if (o.dtype != DType::f32 && o.dtype != DType::bf16 && o.dtype != DType::f16) return false;
-  if (o.m < 1 || o.n < 1 || o.k < 1 || o.m > INT_MAX || o.n > INT_MAX || o.k > INT_MAX) return false;
+  if (o.m < 1 || o.n < 1 || o.k < 1 || o.m > INT_MAX || o.n > INT_MAX || o.k > INT_MAX)
+    return false;
   if (o.gelu && (o.pre == 0 || o.n % 8 != 0)) return false;
   for (const std::uintptr_t a : {o.x, o.w, o.bias, o.y}) {
     if (a == 0 || a % kGemmEpilogueAlign != 0) return false;
@@ -87,13 +100,13 @@ std::uint32_t gemm_epilogue_alignment(const GemmEpilogueOperands& o) {
   return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
-void gemm_bias(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias, const Tensor& ones,
-               const Tensor& y, Stream stream) {
+void gemm_bias(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias,
+               const Tensor& ones, const Tensor& y, Stream stream) {
   gemm_bias_on("gemm_bias", x, w, trans_w, bias, ones, nullptr, y, stream);
 }
 
-void gemm_bias_gelu(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias, const Tensor& ones,
-                    const Tensor& pre, const Tensor& y, Stream stream) {
+void gemm_bias_gelu(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias,
+                    const Tensor& ones, const Tensor& pre, const Tensor& y, Stream stream) {
   gemm_bias_on("gemm_bias_gelu", x, w, trans_w, bias, ones, &pre, y, stream);
 }
 

@@ -11,20 +11,23 @@
 namespace zrt::kernels::cuda {
 namespace {
 
-#define ZRT_CUBLASLT_CHECK(expr)                                                          \
-  do {                                                                                    \
-    cublasStatus_t zrt_cublaslt_status_ = (expr);                                         \
-    ZRT_CHECK_AS(::zrt::CublasError, zrt_cublaslt_status_ == CUBLAS_STATUS_SUCCESS,       \
-                 "cuBLASLt error ", cublasGetStatusName(zrt_cublaslt_status_), " in ",    \
-                 #expr);                                                                  \
+#define ZRT_CUBLASLT_CHECK(expr)                                                               \
+  do {                                                                                         \
+    cublasStatus_t zrt_cublaslt_status_ = (expr);                                              \
+    ZRT_CHECK_AS(::zrt::CublasError, zrt_cublaslt_status_ == CUBLAS_STATUS_SUCCESS,            \
+                 "cuBLASLt error ", cublasGetStatusName(zrt_cublaslt_status_), " in ", #expr); \
   } while (0)
 
 cudaDataType_t lt_type(DType t) {
   switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    default: break;
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    default:
+      break;
   }
   ZRT_THROW(InvalidArgument, "gemm_bias: dtype ", dtype_name(t), " has no cuBLASLt epilogue GEMM");
 }
@@ -45,7 +48,8 @@ struct PlanKeyHash {
     const auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     mix(std::hash<std::int64_t>{}(p.n));
     mix(std::hash<std::int64_t>{}(p.k));
-    mix(static_cast<std::size_t>(p.device) * 131 + static_cast<std::size_t>(p.dtype) * 17 + p.align);
+    mix(static_cast<std::size_t>(p.device) * 131 + static_cast<std::size_t>(p.dtype) * 17 +
+        p.align);
     mix(static_cast<std::size_t>(p.trans_w) | static_cast<std::size_t>(p.gelu) << 1 |
         static_cast<std::size_t>(p.tf32) << 2);
     return h;
@@ -98,8 +102,9 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, const void* bias, void* pre,
            std::size_t workspace_bytes) {
   const cudaDataType_t t = lt_type(key.dtype);
-  const auto [m, n, k] = std::tuple{static_cast<std::uint64_t>(key.m), static_cast<std::uint64_t>(key.n),
-                                    static_cast<std::uint64_t>(key.k)};
+  const auto [m, n, k] =
+      std::tuple{static_cast<std::uint64_t>(key.m), static_cast<std::uint64_t>(key.n),
+                 static_cast<std::uint64_t>(key.k)};
   const cublasComputeType_t compute =
       key.tf32 && key.dtype == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   ZRT_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
@@ -114,7 +119,8 @@ void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, const void* bias, vo
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<std::int64_t>(n));
   }
   const std::int64_t lda = static_cast<std::int64_t>(key.trans_w ? k : n);
-  ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.a, t, key.trans_w ? k : n, key.trans_w ? n : k, lda));
+  ZRT_CUBLASLT_CHECK(
+      cublasLtMatrixLayoutCreate(&p.a, t, key.trans_w ? k : n, key.trans_w ? n : k, lda));
   ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, k, m, static_cast<std::int64_t>(k)));
   ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.d, t, n, m, static_cast<std::int64_t>(n)));
 
@@ -124,17 +130,21 @@ void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, const void* bias, vo
   int count = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   const std::uint64_t ws = workspace_bytes;
-  status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  for (const auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+  status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                sizeof(ws));
+  for (const auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     if (status == CUBLAS_STATUS_SUCCESS)
       status = cublasLtMatmulPreferenceSetAttribute(pref, attr, &key.align, sizeof(key.align));
   }
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
+    status =
+        cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   // No algorithm for this shape (NOT_SUPPORTED, or none returned): the simple path.
-  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) ZRT_CUBLASLT_CHECK(status);
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
+    ZRT_CUBLASLT_CHECK(status);
   p.found = status == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (p.found) p.algo = result.algo;
 }
@@ -147,7 +157,8 @@ bool launch_gemm_bias(DType dtype, bool trans_w, std::int64_t m, std::int64_t n,
                       bool tf32, cudaStream_t stream) {
   thread_local LtCache cache;
   cublasLtHandle_t h = cache.handle(device);
-  const PlanKey key{device, dtype, trans_w, pre != nullptr, tf32 && dtype == DType::f32, m, n, k, align};
+  const PlanKey key{device, dtype, trans_w, pre != nullptr, tf32 && dtype == DType::f32,
+                    m,      n,     k,       align};
   auto it = cache.plans.find(key);
   if (it == cache.plans.end()) {
     it = cache.plans.emplace(key, Plan{}).first;
@@ -161,10 +172,11 @@ bool launch_gemm_bias(DType dtype, bool trans_w, std::int64_t m, std::int64_t n,
   Plan& p = it->second;
   if (!p.found) return false;
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  if (pre) set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(pre));
+  if (pre)
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(pre));
   const float alpha = 1.0f, beta = 0.0f;
-  ZRT_CUBLASLT_CHECK(cublasLtMatmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &p.algo,
-                                    workspace, workspace_bytes, stream));
+  ZRT_CUBLASLT_CHECK(cublasLtMatmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d,
+                                    &p.algo, workspace, workspace_bytes, stream));
   return true;
 }
 

@@ -66,11 +66,11 @@ std::uint32_t gemm_epilogue_alignment(const GemmEpilogueOperands& o);
 // (trans_w) or w for w [in, out]. All share one floating dtype and device;
 // bias has `out` elements; ones is 1-D with at least rows(x) ones, which the
 // simple path broadcasts the bias with. beta = 0: y's contents are never read.
-void gemm_bias(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias, const Tensor& ones,
-               const Tensor& y, Stream stream = {});
+void gemm_bias(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias,
+               const Tensor& ones, const Tensor& y, Stream stream = {});
 // pre = x·op(w) + bias and y = gelu(pre) (tanh approximation), pre and y of
 // one shape [..., out], distinct.
-void gemm_bias_gelu(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias, const Tensor& ones,
-                    const Tensor& pre, const Tensor& y, Stream stream = {});
+void gemm_bias_gelu(const Tensor& x, const Tensor& w, bool trans_w, const Tensor& bias,
+                    const Tensor& ones, const Tensor& pre, const Tensor& y, Stream stream = {});
 
 }  // namespace zrt::kernels

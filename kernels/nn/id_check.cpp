@@ -38,19 +38,19 @@ BadIds combine_id_flags(const std::int64_t* words, int ranks) {
 }
 
 void throw_if_bad_ids(const Tensor& host_flags, std::int64_t vocab) {
-  ZRT_CHECK_ARG(host_flags.device().is_cpu() && host_flags.dtype() == DType::i64 && host_flags.numel() > 0 &&
-                    host_flags.numel() % kIdFlagWords == 0,
-                "throw_if_bad_ids: ", host_flags.str(), " must hold host i64 id flags of ", kIdFlagWords,
-                " words each");
+  ZRT_CHECK_ARG(host_flags.device().is_cpu() && host_flags.dtype() == DType::i64 &&
+                    host_flags.numel() > 0 && host_flags.numel() % kIdFlagWords == 0,
+                "throw_if_bad_ids: ", host_flags.str(), " must hold host i64 id flags of ",
+                kIdFlagWords, " words each");
   const int ranks = static_cast<int>(host_flags.numel() / kIdFlagWords);
   const BadIds b = combine_id_flags(host_flags.data<std::int64_t>(), ranks);
   if (b.count == 0) return;
   std::string kinds;
   if (b.sources & unsigned(IdSource::token)) kinds = "token ids";
   if (b.sources & unsigned(IdSource::target)) kinds += kinds.empty() ? "targets" : " and targets";
-  ZRT_CHECK_ARG(false, "token id out of range [0, ", vocab, "): ", b.count,
-                " failed checks in ", kinds.empty() ? "ids" : kinds, "; the first: id ", b.id,
-                " at position ", b.position, " of its micro-batch",
+  ZRT_CHECK_ARG(false, "token id out of range [0, ", vocab, "): ", b.count, " failed checks in ",
+                kinds.empty() ? "ids" : kinds, "; the first: id ", b.id, " at position ",
+                b.position, " of its micro-batch",
                 ranks > 1 ? " on rank " + std::to_string(b.rank) : std::string());
 }
 

@@ -30,7 +30,8 @@ void layernorm_forward_cpu(std::int64_t rows, std::int64_t c, const T* x, const 
       });
       const A rs = layernorm_rstd(sq, c, eps);
       for (std::int64_t i = 0; i < c; ++i)
-        y[r * c + i] = store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
+        y[r * c + i] =
+            store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
       mean[r] = mu;
       rstd[r] = rs;
     }
@@ -38,9 +39,8 @@ void layernorm_forward_cpu(std::int64_t rows, std::int64_t c, const T* x, const 
 }
 
 template <class T, class A>
-void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, const T* x,
-                            const T* w, const A* mean, const A* rstd, T* dx, T* dw, T* db,
-                            bool accumulate) {
+void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, const T* x, const T* w,
+                            const A* mean, const A* rstd, T* dx, T* dw, T* db, bool accumulate) {
   // Parameter gradients first (dx may overwrite dy): features split over
   // threads, each feature's rows summed in order (row-major sweeps over the
   // thread's features), so the result does not depend on threads.
@@ -67,12 +67,14 @@ void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, cons
       const T* xr = x + r * c;
       const T* dyr = dy + r * c;
       const A mu = mean[r], rs = rstd[r];
-      const A mean_g = lane_sum<A>(c, [&](std::int64_t i) {
-        return load<A>(dyr[i]) * load<A>(w[i]);
-      }) / A(c);
-      const A mean_gx = lane_sum<A>(c, [&](std::int64_t i) {
-        return load<A>(dyr[i]) * load<A>(w[i]) * (load<A>(xr[i]) - mu) * rs;
-      }) / A(c);
+      const A mean_g =
+          lane_sum<A>(c, [&](std::int64_t i) { return load<A>(dyr[i]) * load<A>(w[i]); }) / A(c);
+      const A mean_gx =
+          lane_sum<A>(c,
+                      [&](std::int64_t i) {
+                        return load<A>(dyr[i]) * load<A>(w[i]) * (load<A>(xr[i]) - mu) * rs;
+                      }) /
+          A(c);
       for (std::int64_t i = 0; i < c; ++i) {
         const A g = load<A>(dyr[i]) * load<A>(w[i]);
         dx[r * c + i] = store<T>(layernorm_dx(g, (load<A>(xr[i]) - mu) * rs, mean_g, mean_gx, rs));
@@ -109,25 +111,28 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   ZRT_CHECK_ARG(eps > 0, op, ": eps must be positive, got ", eps);
   if (rows == 0) return;
   check_operands(op, {x, weight, bias, y, mean, rstd}, stream);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, x.device(),
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, x.device(),
       cuda::launch_layernorm_forward(x.dtype(), rows, c, x.data_ptr(), weight.data_ptr(),
                                      bias.data_ptr(), y.data_ptr(), mean.data_ptr(),
                                      rstd.data_ptr(), eps, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
-                               const Tensor& mean, const Tensor& rstd) {
-    dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      layernorm_forward_cpu<T, A>(rows, c, x.data<T>(), weight.data<T>(), bias.data<T>(),
-                                  y.data<T>(), mean.data<A>(), rstd.data<A>(), A(eps));
-    });
-  }, x, weight, bias, y, mean, rstd);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+          const Tensor& mean, const Tensor& rstd) {
+        dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          layernorm_forward_cpu<T, A>(rows, c, x.data<T>(), weight.data<T>(), bias.data<T>(),
+                                      y.data<T>(), mean.data<A>(), rstd.data<A>(), A(eps));
+        });
+      },
+      x, weight, bias, y, mean, rstd);
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                        const Tensor& dweight, const Tensor& dbias, bool accumulate_param_grads,
-                        Stream stream) {
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias, bool accumulate_param_grads, Stream stream) {
   constexpr const char* op = "layernorm_backward";
   check_nn_floats(op, {x, dy, weight, dx, dweight, dbias});
   auto [rows, c] = layernorm_dims(op, x, weight, mean, rstd);
@@ -147,26 +152,29 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     // Scratch for the parameter gradients' tile partials (layernorm_math.h),
     // from x's allocator in the stream's order.
     const bool simple = simple_kernel(FastKernel::layernorm);
-    const Tensor partials = simple ? Tensor()
-                                   : Tensor::empty({2 * layernorm_param_tiles(rows) * c}, mean.dtype(),
-                                                   x.device(), x.storage().allocator(), stream);
+    const Tensor partials = simple
+                                ? Tensor()
+                                : Tensor::empty({2 * layernorm_param_tiles(rows) * c}, mean.dtype(),
+                                                x.device(), x.storage().allocator(), stream);
     cuda::launch_layernorm_backward(x.dtype(), rows, c, dy.data_ptr(), x.data_ptr(),
                                     weight.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
                                     dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr(),
                                     accumulate_param_grads, simple ? nullptr : partials.data_ptr(),
                                     simple, cuda_stream(stream));
   }());
-  run_cpu_twin(stream, op, [=](const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                               const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
-                               const Tensor& dbias) {
-    dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      layernorm_backward_cpu<T, A>(rows, c, dy.data<T>(), x.data<T>(), weight.data<T>(),
-                                   mean.data<A>(), rstd.data<A>(), dx.data<T>(), dweight.data<T>(),
-                                   dbias.data<T>(), accumulate_param_grads);
-    });
-  }, dy, x, weight, mean, rstd, dx, dweight, dbias);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+        dispatch<NnFloats>(x.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          layernorm_backward_cpu<T, A>(rows, c, dy.data<T>(), x.data<T>(), weight.data<T>(),
+                                       mean.data<A>(), rstd.data<A>(), dx.data<T>(),
+                                       dweight.data<T>(), dbias.data<T>(), accumulate_param_grads);
+        });
+      },
+      dy, x, weight, mean, rstd, dx, dweight, dbias);
 }
 
 }  // namespace zrt::kernels

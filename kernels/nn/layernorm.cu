@@ -30,7 +30,8 @@ struct LayerNormForwardRow {
     }
     const A rs = layernorm_rstd(warp_sum(sq), c, eps);
     for (std::int64_t i = lane; i < c; i += kWarpSize)
-      y[row * c + i] = store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
+      y[row * c + i] =
+          store<T>(layernorm_out(load<A>(xr[i]), mu, rs, load<A>(w[i]), load<A>(b[i])));
     if (lane == 0) {
       mean[row] = mu;
       rstd[row] = rs;
@@ -154,17 +155,17 @@ struct LayerNormParamFinalBody {
 }  // namespace
 
 void launch_layernorm_forward(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
-                              const void* weight, const void* bias, void* y, void* mean,
-                              void* rstd, double eps, cudaStream_t stream) {
+                              const void* weight, const void* bias, void* y, void* mean, void* rstd,
+                              double eps, cudaStream_t stream) {
   dispatch<NnFloats>(dtype, "layernorm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    for_each_warp_row(rows,
-                      LayerNormForwardRow<T>{c, static_cast<const T*>(x),
-                                             static_cast<const T*>(weight),
-                                             static_cast<const T*>(bias), static_cast<T*>(y),
-                                             static_cast<A*>(mean), static_cast<A*>(rstd), A(eps)},
-                      stream);
+    for_each_warp_row(
+        rows,
+        LayerNormForwardRow<T>{c, static_cast<const T*>(x), static_cast<const T*>(weight),
+                               static_cast<const T*>(bias), static_cast<T*>(y),
+                               static_cast<A*>(mean), static_cast<A*>(rstd), A(eps)},
+        stream);
   });
 }
 
@@ -193,10 +194,10 @@ void launch_layernorm_backward(DType dtype, std::int64_t rows, std::int64_t c, c
                      stream);
     } else {
       for_each_index(c,
-                     LayerNormParamGradBody<T>{rows, c, static_cast<const T*>(dy),
-                                               static_cast<const T*>(x), static_cast<const A*>(mean),
-                                               static_cast<const A*>(rstd), static_cast<T*>(dweight),
-                                               static_cast<T*>(dbias), accumulate_param_grads},
+                     LayerNormParamGradBody<T>{
+                         rows, c, static_cast<const T*>(dy), static_cast<const T*>(x),
+                         static_cast<const A*>(mean), static_cast<const A*>(rstd),
+                         static_cast<T*>(dweight), static_cast<T*>(dbias), accumulate_param_grads},
                      stream);
     }
     for_each_warp_row(rows,

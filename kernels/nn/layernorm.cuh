@@ -16,8 +16,8 @@
 namespace zrt::kernels::cuda {
 
 void launch_layernorm_forward(DType dtype, std::int64_t rows, std::int64_t c, const void* x,
-                              const void* weight, const void* bias, void* y, void* mean,
-                              void* rstd, double eps, cudaStream_t stream);
+                              const void* weight, const void* bias, void* y, void* mean, void* rstd,
+                              double eps, cudaStream_t stream);
 
 void launch_layernorm_backward(DType dtype, std::int64_t rows, std::int64_t c, const void* dy,
                                const void* x, const void* weight, const void* mean,

@@ -16,9 +16,8 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 // dx is written; dweight and dbias are written, or added to when
 // `accumulate_param_grads`. dx may be dy.
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                        const Tensor& dweight, const Tensor& dbias, bool accumulate_param_grads,
-                        Stream stream = {});
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias, bool accumulate_param_grads, Stream stream = {});
 
 }  // namespace zrt::kernels

@@ -19,21 +19,26 @@ void residual_add(const Tensor& a, const Tensor& b, const Tensor& out, Stream st
   check_numel(op, out, a.numel());
   if (a.numel() == 0) return;
   check_operands(op, {a, b, out}, stream);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, a.device(),
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, a.device(),
       cuda::launch_residual_add(a.dtype(), a.numel(), a.data_ptr(), b.data_ptr(), out.data_ptr(),
                                 simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(stream, op, [=](const Tensor& a, const Tensor& b, const Tensor& out) {
-    dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = acc_t<T>;
-      const T* pa = a.data<T>();
-      const T* pb = b.data<T>();
-      T* po = out.data<T>();
-      parallel_for(a.numel(), 64, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t i = lo; i < hi; ++i) po[i] = store<T>(load<A>(pa[i]) + load<A>(pb[i]));
-      });
-    });
-  }, a, b, out);
+  run_cpu_twin(
+      stream, op,
+      [=](const Tensor& a, const Tensor& b, const Tensor& out) {
+        dispatch<NnFloats>(a.dtype(), op, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = acc_t<T>;
+          const T* pa = a.data<T>();
+          const T* pb = b.data<T>();
+          T* po = out.data<T>();
+          parallel_for(a.numel(), 64, [&](std::int64_t lo, std::int64_t hi) {
+            for (std::int64_t i = lo; i < hi; ++i)
+              po[i] = store<T>(load<A>(pa[i]) + load<A>(pb[i]));
+          });
+        });
+      },
+      a, b, out);
 }
 
 }  // namespace zrt::kernels

@@ -16,7 +16,8 @@ struct ResidualAddBody {
   }
   __device__ void pack(std::int64_t p) const {
     using A = acc_t<T>;
-    const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[p], pb = reinterpret_cast<const Pack<T>*>(b)[p];
+    const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[p],
+                  pb = reinterpret_cast<const Pack<T>*>(b)[p];
     Pack<T> po;
 #pragma unroll
     for (int j = 0; j < Pack<T>::kLen; ++j) po.v[j] = store<T>(load<A>(pa.v[j]) + load<A>(pb.v[j]));
@@ -32,8 +33,10 @@ void launch_residual_add(DType dtype, std::int64_t n, const void* a, const void*
     using T = typename decltype(tag)::type;
     const ResidualAddBody<T> body{static_cast<const T*>(a), static_cast<const T*>(b),
                                   static_cast<T*>(out)};
-    if (!simple && pack_aligned(a) && pack_aligned(b) && pack_aligned(out)) for_each_pack<T>(n, body, stream);
-    else for_each_index(n, body, stream);
+    if (!simple && pack_aligned(a) && pack_aligned(b) && pack_aligned(out))
+      for_each_pack<T>(n, body, stream);
+    else
+      for_each_index(n, body, stream);
   });
 }
 

@@ -26,8 +26,8 @@ inline int max_block_smem() {
 template <class Kernel, class... Args>
 void launch_with_smem(Kernel kernel, std::int64_t blocks, int threads, std::int64_t bytes,
                       cudaStream_t stream, Args... args) {
-  ZRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      max_block_smem()));
+  ZRT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_block_smem()));
   kernel<<<unsigned(blocks), threads, std::size_t(bytes), stream>>>(args...);
   ZRT_CUDA_CHECK_LAUNCH();
 }

@@ -61,8 +61,9 @@ void adamw_cpu(float* __restrict p, float* __restrict m, float* __restrict v, co
                L* __restrict out, std::int64_t n, const std::vector<AdamWPiece>& pieces,
                const AdamWCoefficients c) {
   parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
-    auto it = std::upper_bound(pieces.begin(), pieces.end(), b,
-                               [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
+    auto it =
+        std::upper_bound(pieces.begin(), pieces.end(), b,
+                         [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
     for (; it != pieces.end() && it->begin < e; ++it) {
       const float decay = it->decayed ? c.decay : 1.0f;
       for (std::int64_t i = std::max(b, it->begin), end = std::min(e, it->end); i < end; ++i)
@@ -75,7 +76,8 @@ void adamw_cpu(float* __restrict p, float* __restrict m, float* __restrict v, co
 
 void check_adamw_hyperparams(const AdamWHyperparams& hp) {
   auto finite_non_negative = [](const char* name, double x) {
-    ZRT_CHECK_ARG(std::isfinite(x) && x >= 0, "AdamW ", name, " must be finite and >= 0 (got ", x, ")");
+    ZRT_CHECK_ARG(std::isfinite(x) && x >= 0, "AdamW ", name, " must be finite and >= 0 (got ", x,
+                  ")");
   };
   auto unit_interval = [](const char* name, double x) {
     ZRT_CHECK_ARG(x >= 0 && x < 1, "AdamW ", name, " must be in [0, 1) (got ", x, ")");
@@ -105,7 +107,8 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
                   out->str(), " must be bf16 or f16");
   }
   ZRT_CHECK_ARG(step >= 1, kOp, ": step must be >= 1 (got ", step, ")");
-  ZRT_CHECK_ARG(std::isfinite(options.grad_scale), kOp, ": grad_scale must be finite (got ", options.grad_scale, ")");
+  ZRT_CHECK_ARG(std::isfinite(options.grad_scale), kOp, ": grad_scale must be finite (got ",
+                options.grad_scale, ")");
   check_adamw_hyperparams(hp);
   const std::int64_t n = param.numel();
   const std::vector<AdamWPiece> pieces = make_pieces(n, decay_ranges);
@@ -115,25 +118,25 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
   float* p = static_cast<float*>(param.data_ptr());
   float* m = static_cast<float*>(exp_avg.data_ptr());
   float* v = static_cast<float*>(exp_avg_sq.data_ptr());
-  ZRT_CUDA_LAUNCH_AND_RETURN(kOp, device,
-                             cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(),
-                                                out ? out->data_ptr() : nullptr,
-                                                out ? out->dtype() : DType::f32, pieces, c,
-                                                simple_kernel(FastKernel::elementwise),
-                                                cuda_stream(stream)));
-  run_cpu_twin(stream, kOp, [p, m, v, gp = grad.data_ptr(), gtype = grad.dtype(),
-                              op = out ? out->data_ptr() : nullptr, otype = out ? out->dtype() : DType::f32, n,
-                              pieces, c] {
-    dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
-      using G = typename decltype(gt)::type;
-      const G* g = static_cast<const G*>(gp);
-      if (!op) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
-      dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
-        using L = typename decltype(lt)::type;
-        adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(op), n, pieces, c);
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      kOp, device,
+      cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(), out ? out->data_ptr() : nullptr,
+                         out ? out->dtype() : DType::f32, pieces, c,
+                         simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
+  run_cpu_twin(
+      stream, kOp,
+      [p, m, v, gp = grad.data_ptr(), gtype = grad.dtype(), op = out ? out->data_ptr() : nullptr,
+       otype = out ? out->dtype() : DType::f32, n, pieces, c] {
+        dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
+          using G = typename decltype(gt)::type;
+          const G* g = static_cast<const G*>(gp);
+          if (!op) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
+          dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
+            using L = typename decltype(lt)::type;
+            adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(op), n, pieces, c);
+          });
+        });
       });
-    });
-  });
 }
 
 }  // namespace zrt::kernels

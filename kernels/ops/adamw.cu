@@ -26,8 +26,10 @@ struct AdamWPieceTable {
     int lo = 0, hi = count - 1;
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (i < end[mid]) hi = mid;
-      else lo = mid + 1;
+      if (i < end[mid])
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     return lo;
   }
@@ -107,13 +109,16 @@ void run_range(float* p, float* m, float* v, const G* g, L* out, std::int64_t b,
   const Body body{p + b, m + b, v + b, g + b, out_b, decay, c};
   bool packed = !simple && pack_aligned(body.p, body.m, body.v, body.g);
   if constexpr (Body::kOut) packed = packed && pack_aligned(out_b);
-  if (packed) for_each_pack_of<Body::kLen>(e - b, body, stream);
-  else for_each_index(e - b, body, stream);
+  if (packed)
+    for_each_pack_of<Body::kLen>(e - b, body, stream);
+  else
+    for_each_index(e - b, body, stream);
 }
 
 template <class G, class L>
-void run_pieces(float* p, float* m, float* v, const G* g, L* out, std::span<const AdamWPiece> pieces,
-                const AdamWCoefficients& c, bool simple, cudaStream_t stream) {
+void run_pieces(float* p, float* m, float* v, const G* g, L* out,
+                std::span<const AdamWPiece> pieces, const AdamWCoefficients& c, bool simple,
+                cudaStream_t stream) {
   if (pieces.empty()) return;
   // One launch (Note [One AdamW launch over the pieces]); the simple
   // version, and a shard of more pieces than the table holds, a launch each.
@@ -144,11 +149,12 @@ void launch_adamw(float* param, float* exp_avg, float* exp_avg_sq, const void* g
     using G = typename decltype(gt)::type;
     const G* g = static_cast<const G*>(grad);
     if (!param_out)
-      return run_pieces<G, NoParamOut>(param, exp_avg, exp_avg_sq, g, nullptr, pieces, coefficients, simple, stream);
+      return run_pieces<G, NoParamOut>(param, exp_avg, exp_avg_sq, g, nullptr, pieces, coefficients,
+                                       simple, stream);
     dispatch<StorageFloats>(param_out_dtype, "fused_adamw", [&](auto lt) {
       using L = typename decltype(lt)::type;
-      run_pieces<G, L>(param, exp_avg, exp_avg_sq, g, static_cast<L*>(param_out), pieces, coefficients,
-                       simple, stream);
+      run_pieces<G, L>(param, exp_avg, exp_avg_sq, g, static_cast<L*>(param_out), pieces,
+                       coefficients, simple, stream);
     });
   });
 }

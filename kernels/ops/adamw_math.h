@@ -26,12 +26,12 @@
 namespace zrt::kernels {
 
 struct AdamWCoefficients {
-  float decay;          // 1 - lr * weight_decay
+  float decay;  // 1 - lr * weight_decay
   float beta1;
   float one_minus_beta1;
   float beta2;
   float one_minus_beta2;
-  float neg_step_size;  // -lr / (1 - beta1^step)
+  float neg_step_size;          // -lr / (1 - beta1^step)
   float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
   float eps;
   float grad_scale;
@@ -64,8 +64,8 @@ struct NoParamOut {};
 // and writes the updated parameter to out[i] unless L is NoParamOut: the loop
 // body of the CUDA kernel and of the CPU twin.
 template <class G, class L>
-ZRT_HD inline void adamw_element_at(float* p, float* m, float* v, const G* g, L* out, std::int64_t i,
-                                    float decay, const AdamWCoefficients& c) {
+ZRT_HD inline void adamw_element_at(float* p, float* m, float* v, const G* g, L* out,
+                                    std::int64_t i, float decay, const AdamWCoefficients& c) {
   float pi = p[i], mi = m[i], vi = v[i];
   adamw_element(pi, mi, vi, g[i], decay, c);
   p[i] = pi;

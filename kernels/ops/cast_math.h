@@ -26,7 +26,8 @@ ZRT_HD inline std::uint64_t counter_hash(std::uint64_t seed, std::uint64_t index
   return z ^ (z >> 31);
 }
 
-ZRT_HD inline std::uint16_t f32_to_bf16_stochastic(float f, std::uint64_t seed, std::uint64_t index) {
+ZRT_HD inline std::uint16_t f32_to_bf16_stochastic(float f, std::uint64_t seed,
+                                                   std::uint64_t index) {
   const std::uint32_t x = f32_as_u32(f);
   if ((x & 0x7f800000u) == 0x7f800000u) return f32_to_bf16_rne(f);  // NaN, Inf
   const std::uint32_t noise = static_cast<std::uint32_t>(counter_hash(seed, index) >> 48);

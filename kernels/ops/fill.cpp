@@ -29,17 +29,23 @@ std::uint64_t integer_bits(double value, DType t) {
 // The element's bits in the low bytes of a 64-bit word.
 std::uint64_t element_bits(double value, DType t) {
   switch (t) {
-    case DType::f32: return f32_as_u32(static_cast<float>(value));
-    case DType::bf16: return f32_to_bf16_rne(static_cast<float>(value));
-    case DType::f16: return f32_to_f16_rne(static_cast<float>(value));
+    case DType::f32:
+      return f32_as_u32(static_cast<float>(value));
+    case DType::bf16:
+      return f32_to_bf16_rne(static_cast<float>(value));
+    case DType::f16:
+      return f32_to_f16_rne(static_cast<float>(value));
     case DType::f64: {
       std::uint64_t u;
       std::memcpy(&u, &value, sizeof u);
       return u;
     }
-    case DType::i32: return static_cast<std::uint32_t>(integer_bits<std::int32_t>(value, t));
-    case DType::i64: return integer_bits<std::int64_t>(value, t);
-    case DType::u8: return integer_bits<std::uint8_t>(value, t);
+    case DType::i32:
+      return static_cast<std::uint32_t>(integer_bits<std::int32_t>(value, t));
+    case DType::i64:
+      return integer_bits<std::int64_t>(value, t);
+    case DType::u8:
+      return integer_bits<std::uint8_t>(value, t);
   }
   ZRT_THROW(InvalidArgument, "fill: unknown dtype");
 }
@@ -75,10 +81,10 @@ void fill(const Tensor& dst, double value, Stream stream) {
   const Device device = check_operands("fill", {dst}, stream);
   const std::uint64_t pattern = element_bits(value, dst.dtype());
   if (dst.numel() == 0) return;
-  ZRT_CUDA_LAUNCH_AND_RETURN("fill", device,
-                             cuda::launch_fill(dst.data_ptr(), dst.dtype(), dst.numel(), pattern,
-                                               simple_kernel(FastKernel::elementwise),
-                                               cuda_stream(stream)));
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      "fill", device,
+      cuda::launch_fill(dst.data_ptr(), dst.dtype(), dst.numel(), pattern,
+                        simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
   run_cpu_twin(stream, "fill", [p = dst.data_ptr(), n = dst.numel(), t = dst.dtype(), pattern] {
     dispatch<WordTypes>(t, "fill", [&](auto tag) {
       using U = typename decltype(tag)::type;

@@ -20,10 +20,10 @@ void accumulate_grad(const Tensor& acc, const Tensor& grad, float scale, Stream 
   const std::int64_t n = acc.numel();
   if (n == 0) return;
   float* a = static_cast<float*>(acc.data_ptr());
-  ZRT_CUDA_LAUNCH_AND_RETURN("accumulate_grad", device,
-                             cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n,
-                                                          scale, simple_kernel(FastKernel::elementwise),
-                                                          cuda_stream(stream)));
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      "accumulate_grad", device,
+      cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n, scale,
+                                   simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
   run_cpu_twin(stream, "accumulate_grad", [a, gp = grad.data_ptr(), gt = grad.dtype(), n, scale] {
     dispatch<StorageFloats>(gt, "accumulate_grad", [&](auto tag) {
       using G = typename decltype(tag)::type;

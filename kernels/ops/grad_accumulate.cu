@@ -12,7 +12,9 @@ struct AccumulateBody {
   const G* grad;
   float scale;
   static constexpr int kLen = kPackLen<float, G>;
-  __device__ void operator()(std::int64_t i) const { acc[i] = accumulate_element(acc[i], grad[i], scale); }
+  __device__ void operator()(std::int64_t i) const {
+    acc[i] = accumulate_element(acc[i], grad[i], scale);
+  }
   __device__ void pack(std::int64_t p) const {
     Pack<float, kLen> pa = pack_at<kLen>(acc, p);
     const Pack<G, kLen> pg = pack_at<kLen>(grad, p);
@@ -30,8 +32,10 @@ void launch_accumulate_grad(float* acc, const void* grad, DType grad_dtype, std:
     using G = typename decltype(gt)::type;
     using Body = AccumulateBody<G>;
     const Body body{acc, static_cast<const G*>(grad), scale};
-    if (!simple && pack_aligned(acc, grad)) for_each_pack_of<Body::kLen>(n, body, stream);
-    else for_each_index(n, body, stream);
+    if (!simple && pack_aligned(acc, grad))
+      for_each_pack_of<Body::kLen>(n, body, stream);
+    else
+      for_each_index(n, body, stream);
   });
 }
 

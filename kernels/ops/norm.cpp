@@ -27,7 +27,8 @@ A tree_reduce(std::array<A, kNormLanes>& lanes) {
 
 // CPU twin of one norm block; the lane loop is innermost so it vectorises.
 template <class T>
-ZRT_CPU_CLONES void norm_block_cpu(const T* x, std::int64_t block, std::int64_t n, float& sum_sq, float& non_finite) {
+ZRT_CPU_CLONES void norm_block_cpu(const T* x, std::int64_t block, std::int64_t n, float& sum_sq,
+                                   float& non_finite) {
   std::array<float, kNormLanes> sq{}, nf{};
   const std::int64_t begin = block * kNormBlock;
   if (begin + kNormBlock <= n) {
@@ -99,7 +100,8 @@ void squared_norm_into(const Tensor& x, const Tensor& out, Stream stream) {
 #ifdef ZRT_WITH_CUDA
     CudaDeviceGuard guard(device.index);
     // From x's own allocator (a caching one in training): no raw allocation per call.
-    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device, x.storage().allocator(), stream);
+    Tensor partials = Tensor::empty({2 * norm_blocks(n) + 1}, DType::f32, device,
+                                    x.storage().allocator(), stream);
     cuda::launch_squared_norm(x.data_ptr(), x.dtype(), n, static_cast<float*>(partials.data_ptr()),
                               static_cast<double*>(out.data_ptr()), true, cuda_stream(stream));
     return;
@@ -107,14 +109,17 @@ void squared_norm_into(const Tensor& x, const Tensor& out, Stream stream) {
     throw_no_cuda("squared_norm_into");
 #endif
   }
-  run_cpu_twin(stream, "squared_norm_into", [n](const Tensor& xv, const Tensor& outv) {
-    const NormResult r = dispatch<StorageFloats>(xv.dtype(), "squared_norm", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      return squared_norm_cpu(static_cast<const T*>(xv.data_ptr()), n);
-    });
-    outv.data<double>()[0] = r.squared_norm;
-    outv.data<double>()[1] = r.non_finite ? 1.0 : 0.0;
-  }, x, out);
+  run_cpu_twin(
+      stream, "squared_norm_into",
+      [n](const Tensor& xv, const Tensor& outv) {
+        const NormResult r = dispatch<StorageFloats>(xv.dtype(), "squared_norm", [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          return squared_norm_cpu(static_cast<const T*>(xv.data_ptr()), n);
+        });
+        outv.data<double>()[0] = r.squared_norm;
+        outv.data<double>()[1] = r.non_finite ? 1.0 : 0.0;
+      },
+      x, out);
 }
 
 bool has_non_finite(const Tensor& x, Stream stream) { return squared_norm(x, stream).non_finite; }

@@ -27,7 +27,9 @@ inline constexpr int kNormLanes = 256;
 inline constexpr int kNormPerLane = 16;
 inline constexpr std::int64_t kNormBlock = std::int64_t(kNormLanes) * kNormPerLane;
 
-inline constexpr std::int64_t norm_blocks(std::int64_t n) { return (n + kNormBlock - 1) / kNormBlock; }
+inline constexpr std::int64_t norm_blocks(std::int64_t n) {
+  return (n + kNormBlock - 1) / kNormBlock;
+}
 
 // Lane j's contribution: adds the squares (and x - x) of its elements of the
 // block starting at `block` (elements at or past n count as absent).

@@ -33,7 +33,8 @@ void check_dtype(const char* op, const Tensor& t, DType expected) {
 }
 
 void check_kernel_float(const char* op, const Tensor& t) {
-  ZRT_CHECK_ARG(has_dtype<StorageFloats>(t.dtype()), op, ": ", t.str(), " must be f32, bf16 or f16");
+  ZRT_CHECK_ARG(has_dtype<StorageFloats>(t.dtype()), op, ": ", t.str(),
+                " must be f32, bf16 or f16");
 }
 
 }  // namespace zrt::kernels

@@ -18,10 +18,10 @@ void scale_(const Tensor& x, double factor, Stream stream) {
   const std::int64_t n = x.numel();
   const float f = static_cast<float>(factor);
   if (n == 0) return;
-  ZRT_CUDA_LAUNCH_AND_RETURN("scale_", device,
-                             cuda::launch_scale(x.data_ptr(), x.dtype(), n, f,
-                                                simple_kernel(FastKernel::elementwise),
-                                                cuda_stream(stream)));
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      "scale_", device,
+      cuda::launch_scale(x.data_ptr(), x.dtype(), n, f, simple_kernel(FastKernel::elementwise),
+                         cuda_stream(stream)));
   run_cpu_twin(stream, "scale_", [xp = x.data_ptr(), t = x.dtype(), n, f] {
     dispatch<StorageFloats>(t, "scale_", [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -21,12 +21,15 @@ struct ScaleBody {
 
 }  // namespace
 
-void launch_scale(void* x, DType dtype, std::int64_t n, float factor, bool simple, cudaStream_t stream) {
+void launch_scale(void* x, DType dtype, std::int64_t n, float factor, bool simple,
+                  cudaStream_t stream) {
   dispatch<StorageFloats>(dtype, "scale_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const ScaleBody<T> body{static_cast<T*>(x), factor};
-    if (!simple && pack_aligned(x)) for_each_pack<T>(n, body, stream);
-    else for_each_index(n, body, stream);
+    if (!simple && pack_aligned(x))
+      for_each_pack<T>(n, body, stream);
+    else
+      for_each_index(n, body, stream);
   });
 }
 

@@ -11,6 +11,7 @@ namespace zrt::kernels::cuda {
 
 // `simple`: one element per index, else 16-byte vector loads where x is
 // aligned (Note [Fast kernels and their simple references]); the same bits.
-void launch_scale(void* x, DType dtype, std::int64_t n, float factor, bool simple, cudaStream_t stream);
+void launch_scale(void* x, DType dtype, std::int64_t n, float factor, bool simple,
+                  cudaStream_t stream);
 
 }  // namespace zrt::kernels::cuda

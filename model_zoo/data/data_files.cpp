@@ -36,8 +36,8 @@ void check_data_file(const std::string& path) {
                 file_type_name(status.type()), "; --data must name a regular file");
   const std::uintmax_t size = std::filesystem::file_size(path, ec);
   ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
-  ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size, " bytes, above the ",
-                kMaxDataFileBytes, " zrt reads into memory");
+  ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size,
+                " bytes, above the ", kMaxDataFileBytes, " zrt reads into memory");
 }
 
 Dataset load_text_tokens(const std::string& path) {
@@ -55,8 +55,8 @@ Dataset load_llmc_tokens(const std::string& path) {
   constexpr std::int32_t kMagic = 20240520, kVersion = 1;
   constexpr std::size_t kHeaderBytes = 256 * sizeof(std::int32_t);
   const std::vector<std::uint8_t> bytes = read_bytes(path);
-  ZRT_CHECK_ARG(bytes.size() >= kHeaderBytes, "llm.c token file ", path, " is truncated: ",
-                bytes.size(), " bytes, the header alone takes ", kHeaderBytes);
+  ZRT_CHECK_ARG(bytes.size() >= kHeaderBytes, "llm.c token file ", path,
+                " is truncated: ", bytes.size(), " bytes, the header alone takes ", kHeaderBytes);
   std::int32_t header[3];
   std::memcpy(header, bytes.data(), sizeof(header));
   ZRT_CHECK_ARG(header[0] == kMagic, "llm.c token file ", path, " has magic ", header[0],
@@ -66,8 +66,8 @@ Dataset load_llmc_tokens(const std::string& path) {
   const std::int64_t count = header[2];
   ZRT_CHECK_ARG(count > 0, "llm.c token file ", path, " declares ", count, " tokens");
   const std::size_t want = kHeaderBytes + static_cast<std::size_t>(count) * 2;
-  ZRT_CHECK_ARG(bytes.size() == want, "llm.c token file ", path, " declares ", count,
-                " tokens (", want, " bytes) but has ", bytes.size(), " bytes");
+  ZRT_CHECK_ARG(bytes.size() == want, "llm.c token file ", path, " declares ", count, " tokens (",
+                want, " bytes) but has ", bytes.size(), " bytes");
   Dataset d;
   d.kind = Dataset::Kind::tokens;
   d.tokens = Tensor::empty({count}, DType::i32);
@@ -94,8 +94,8 @@ Dataset load_row_dataset(const std::string& path) {
   auto x = f.tensors.find("x"), y = f.tensors.find("y");
   ZRT_CHECK_ARG(x != f.tensors.end() && y != f.tensors.end(), "data file ", path,
                 " must hold tensors 'x' and 'y'");
-  ZRT_CHECK_ARG(x->second.dim() == 2 && x->second.dtype() == DType::f32, "data file ", path,
-                ": x ", x->second.str(), " must be f32 [N, d_in]");
+  ZRT_CHECK_ARG(x->second.dim() == 2 && x->second.dtype() == DType::f32, "data file ", path, ": x ",
+                x->second.str(), " must be f32 [N, d_in]");
   ZRT_CHECK_ARG(y->second.dim() == 1 && y->second.dtype() == DType::i64 &&
                     y->second.size(0) == x->second.size(0),
                 "data file ", path, ": y ", y->second.str(), " must be i64 [", x->second.size(0),

@@ -13,12 +13,12 @@ namespace zrt::model_zoo {
 struct Dataset {
   enum class Kind { tokens, rows };
   Kind kind = Kind::tokens;
-  Tensor tokens;               // tokens: i32 [len]
-  std::int64_t vocab_size = 0; // tokens: every token is < vocab_size
-  Tensor x;                    // rows: f32 [N, d_in]
-  Tensor y;                    // rows: i64 [N], class labels
-  std::int64_t n_classes = 0;  // rows: every label is in [0, n_classes)
-  std::string source;          // file name or generator, for messages
+  Tensor tokens;                // tokens: i32 [len]
+  std::int64_t vocab_size = 0;  // tokens: every token is < vocab_size
+  Tensor x;                     // rows: f32 [N, d_in]
+  Tensor y;                     // rows: i64 [N], class labels
+  std::int64_t n_classes = 0;   // rows: every label is in [0, n_classes)
+  std::string source;           // file name or generator, for messages
 
   // Tokens (len) or rows (N).
   std::int64_t size() const { return kind == Kind::tokens ? tokens.numel() : y.numel(); }

@@ -21,18 +21,18 @@ namespace {
 // fixes), so the text is the same on every platform. The small vocabulary
 // and fixed structure give a byte-level model a loss that falls quickly.
 constexpr std::array<std::string_view, 5> kDets = {"the", "a", "one", "every", "that"};
-constexpr std::array<std::string_view, 12> kAdjs = {"small", "quiet", "red",   "old",
-                                                    "bright", "slow", "clever", "green",
-                                                    "tired", "happy", "tall",  "cold"};
+constexpr std::array<std::string_view, 12> kAdjs = {"small",  "quiet", "red",    "old",
+                                                    "bright", "slow",  "clever", "green",
+                                                    "tired",  "happy", "tall",   "cold"};
 constexpr std::array<std::string_view, 16> kNouns = {
     "cat",   "river", "teacher", "garden", "boat",  "bird",  "window", "farmer",
     "apple", "road",  "child",   "lamp",   "horse", "stone", "letter", "baker"};
 constexpr std::array<std::string_view, 6> kNames = {"Anna", "Tom", "Mira", "Leo", "Sara", "Ben"};
-constexpr std::array<std::string_view, 12> kVerbs = {
-    "sees", "finds", "carries", "paints", "follows", "watches",
-    "likes", "opens", "cleans", "draws", "visits", "holds"};
-constexpr std::array<std::string_view, 6> kPreps = {"near", "under", "behind", "beside", "across",
-                                                    "above"};
+constexpr std::array<std::string_view, 12> kVerbs = {"sees",    "finds",   "carries", "paints",
+                                                     "follows", "watches", "likes",   "opens",
+                                                     "cleans",  "draws",   "visits",  "holds"};
+constexpr std::array<std::string_view, 6> kPreps = {"near",   "under",  "behind",
+                                                    "beside", "across", "above"};
 
 template <std::size_t N>
 std::string_view pick(std::mt19937_64& gen, const std::array<std::string_view, N>& words) {
@@ -51,8 +51,10 @@ void append_noun_phrase(std::string& out, std::mt19937_64& gen) {
 
 void append_sentence(std::string& out, std::mt19937_64& gen) {
   const std::size_t begin = out.size();
-  if (gen() % 4 == 0) out += pick(gen, kNames);
-  else append_noun_phrase(out, gen);
+  if (gen() % 4 == 0)
+    out += pick(gen, kNames);
+  else
+    append_noun_phrase(out, gen);
   out += ' ';
   out += pick(gen, kVerbs);
   out += ' ';
@@ -66,7 +68,8 @@ void append_sentence(std::string& out, std::mt19937_64& gen) {
     out += pick(gen, kNouns);
   }
   out += '.';
-  if (out[begin] >= 'a' && out[begin] <= 'z') out[begin] = static_cast<char>(out[begin] - 'a' + 'A');
+  if (out[begin] >= 'a' && out[begin] <= 'z')
+    out[begin] = static_cast<char>(out[begin] - 'a' + 'A');
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
+#include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
-#include "zrt/kernels/nn/id_check.h"
 #include "zrt/optim/consistency_check.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -36,8 +36,8 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
                                const std::map<std::string, Tensor>& initial)
     : model_(std::move(model)), config_(config) {
   ZRT_CHECK_ARG(model_ && world, "TrainingEngine needs a model and a world communicator");
-  ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2, "prefetch depth must be 0, 1 or 2 (got ",
-                config_.prefetch, ")");
+  ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2,
+                "prefetch depth must be 0, 1 or 2 (got ", config_.prefetch, ")");
   // Before the module splits its groups from the world, which inherit it.
   if (config_.phase_timer) world->set_phase_timer(config_.phase_timer);
   module_ = std::make_unique<optim::ZeroModule>(std::move(world), module_options(config_));
@@ -49,8 +49,8 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
     std::vector<optim::NamedParam> params;
     for (const auto& p : unit.params) {
       const Tensor& v = initial_value(initial, p.fqn());
-      ZRT_CHECK_ARG(v.shape() == p.shape, "initial value of '", p.fqn(), "' has shape ", shape_str(v.shape()),
-                    " but the model expects ", shape_str(p.shape));
+      ZRT_CHECK_ARG(v.shape() == p.shape, "initial value of '", p.fqn(), "' has shape ",
+                    shape_str(v.shape()), " but the model expects ", shape_str(p.shape));
       params.push_back({p.module_path, p.name, v, p.pad_rows});
     }
     for (const auto& [second, primary] : unit.tied) {
@@ -77,12 +77,14 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   });
 
   last_backward_stage_.assign(units.size(), -1);
-  for (int s = model_->num_stages() - 1; s >= 0; --s) last_backward_stage_[model_->stage_unit(s)] = s;
+  for (int s = model_->num_stages() - 1; s >= 0; --s)
+    last_backward_stage_[model_->stage_unit(s)] = s;
   checkpointed_.assign(static_cast<std::size_t>(model_->num_stages()), false);
   kept_inputs_.resize(checkpointed_.size());
   const std::vector<int> blocks = model_->block_stages();
   for (std::size_t b = 0; b < blocks.size(); ++b)
-    if (config_.checkpointing.checkpoints(static_cast<int>(b))) checkpointed_.at(static_cast<std::size_t>(blocks[b])) = true;
+    if (config_.checkpointing.checkpoints(static_cast<int>(b)))
+      checkpointed_.at(static_cast<std::size_t>(blocks[b])) = true;
   module_->optimizer();  // every unit is added: the optimizer's state exists from here on
 }
 
@@ -92,14 +94,18 @@ TrainingEngine::~TrainingEngine() {
     module_->world()->set_phase_timer(nullptr);
 }
 
-Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit, const char* category) const {
+Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit,
+                                     const char* category) const {
   Tracer* t = config_.zero.tracer.get();
-  return Tracer::Scope(t, t ? (unit.empty() ? std::string(what) : std::string(what) + " " + unit) : std::string(),
-                       category, Tracer::kComputeTrack, {});
+  return Tracer::Scope(
+      t, t ? (unit.empty() ? std::string(what) : std::string(what) + " " + unit) : std::string(),
+      category, Tracer::kComputeTrack, {});
 }
 
-optim::ZeroModule::Scope TrainingEngine::enter(optim::ZeroModule::Unit u, bool backward, bool sync) {
-  auto trace = traced(backward ? "backward gather" : "forward gather", module_->handle(u).name(), "wait");
+optim::ZeroModule::Scope TrainingEngine::enter(optim::ZeroModule::Unit u, bool backward,
+                                               bool sync) {
+  auto trace =
+      traced(backward ? "backward gather" : "forward gather", module_->handle(u).name(), "wait");
   return backward ? module_->backward(u, sync) : module_->forward(u);
 }
 
@@ -186,8 +192,8 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
   }
 }
 
-void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag,
-                                     Event& copied) {
+void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_tokens,
+                                     const Tensor& id_flag, Event& copied) {
   // On the device (NCCL needs device memory), from the caching allocator and
   // written in stream order: no raw allocation. Exact in f64: the host sums.
   const std::int64_t m = losses.numel();
@@ -198,11 +204,13 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
   if (loss_sums_host_.numel() != m + 1) {
     // Zeros in a dry run, whose copies are dropped; pinned on CUDA, so the copy down is asynchronous.
-    loss_sums_host_ = pinned_ ? Tensor::empty({m + 1}, DType::f64, Device::cpu(), pinned_, Stream::cpu())
-                              : Tensor::zeros({m + 1}, DType::f64);
+    loss_sums_host_ =
+        pinned_ ? Tensor::empty({m + 1}, DType::f64, Device::cpu(), pinned_, Stream::cpu())
+                : Tensor::zeros({m + 1}, DType::f64);
   }
   loss_sums_host_.copy_async_(t, stream());
-  if (pinned_) loss_sums_host_.storage().record_use(stream());  // a block freed early waits for the copy
+  if (pinned_)
+    loss_sums_host_.storage().record_use(stream());  // a block freed early waits for the copy
   if (id_flag.numel() > 0) {
     // Every rank decides on every rank's flag (Note [Device id checks]).
     Communicator& world = *module_->world();
@@ -214,14 +222,16 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
       world.all_gather_into_tensor(flags, id_flag, stream());
     }
     if (id_flag_host_.numel() != words)
-      id_flag_host_ = Tensor::empty({words}, id_flag.dtype(), Device::cpu(), pinned_, Stream::cpu());
+      id_flag_host_ =
+          Tensor::empty({words}, id_flag.dtype(), Device::cpu(), pinned_, Stream::cpu());
     id_flag_host_.copy_async_(flags, stream());
     id_flag_host_.storage().record_use(stream());
   }
   copied.record(stream());
 }
 
-StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr, ConsistencyCheck check) {
+StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr,
+                               ConsistencyCheck check) {
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
   for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
@@ -300,7 +310,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   if (config_.zero.tracer) {
     const MemoryStats m = module_->memory_stats();
     config_.zero.tracer->counter("memory", {{"allocated", static_cast<double>(m.allocated)},
-                                       {"reserved", static_cast<double>(m.reserved)}});
+                                            {"reserved", static_cast<double>(m.reserved)}});
   }
   stats.grad_norm = r.grad_norm;
   stats.skipped = r.skipped;

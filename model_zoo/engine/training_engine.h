@@ -82,17 +82,18 @@ struct EngineConfig {
   // tracing, memory. Its grad_reduce is the engine's: sum (Note [One step
   // of the engine]).
   optim::ZeroModuleOptions zero;
-  int prefetch = 1;                // stages whose units are unsharded ahead (0, 1 or 2)
-  ActivationCheckpointing checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
+  int prefetch = 1;  // stages whose units are unsharded ahead (0, 1 or 2)
+  ActivationCheckpointing
+      checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
   std::uint64_t seed = 1337;
-  PhaseTimerPtr phase_timer;       // times forward, backward, optimizer and the world's collectives
-                                   // (Note [Step phase times]); null: none
+  PhaseTimerPtr phase_timer;  // times forward, backward, optimizer and the world's collectives
+                              // (Note [Step phase times]); null: none
 };
 
 struct StepStats {
-  double loss = 0;        // mean over the global batch
-  double grad_norm = 0;   // before clipping
-  bool skipped = false;   // non-finite gradients: no update
+  double loss = 0;       // mean over the global batch
+  double grad_norm = 0;  // before clipping
+  bool skipped = false;  // non-finite gradients: no update
   double loss_scale = 1;
   std::int64_t tokens = 0;  // targets in the global batch
   // Asked for: what the consistency check found before the update (Note
@@ -119,14 +120,17 @@ class TrainingEngine {
   // With a check, the ranks prove they agree after the gradient reduction
   // and before the update, when every zero3 shard is current (Note
   // [Consistency check]); with `stop` a finding withholds the update.
-  StepStats step(const std::vector<Batch>& micro_batches, double lr, ConsistencyCheck check = ConsistencyCheck::off);
+  StepStats step(const std::vector<Batch>& micro_batches, double lr,
+                 ConsistencyCheck check = ConsistencyCheck::off);
 
   // Collective: every primary parameter in fp32 on cpu, by name.
   std::map<std::string, Tensor> full_params();
 
   const Model& model() const { return *model_; }
   optim::ZeroModule& module() { return *module_; }
-  const std::vector<std::unique_ptr<optim::FlatParamHandle>>& handles() const { return module_->handles(); }
+  const std::vector<std::unique_ptr<optim::FlatParamHandle>>& handles() const {
+    return module_->handles();
+  }
   MemoryStats memory_stats() const { return module_->memory_stats(); }
   const EngineConfig& config() const { return config_; }
   const CommPtr& world() const { return module_->world(); }
@@ -143,7 +147,8 @@ class TrainingEngine {
   // each) and of the targets, and their copy to loss_sums_host_; `copied`
   // completes when it holds them (Note [One host wait per step]).
   // With an id flag (CUDA), gathers every rank's and queues their copy to id_flag_host_ too.
-  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag, Event& copied);
+  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag,
+                       Event& copied);
   Stream stream() const { return module_->stream(); }
   PhaseTimer* phase_timer() const { return config_.phase_timer.get(); }
 
@@ -152,7 +157,8 @@ class TrainingEngine {
   void prefetch(int stage, int step);
   // A trace event on the compute track (nothing without a tracer); the
   // category says what the rank's thread does (Note [Trace timeline]).
-  Tracer::Scope traced(const char* what, const std::string& unit = {}, const char* category = "compute") const;
+  Tracer::Scope traced(const char* what, const std::string& unit = {},
+                       const char* category = "compute") const;
   // Opens unit u's forward or backward scope, which waits for its gather:
   // traced as "wait", so the compute events hold computation only.
   optim::ZeroModule::Scope enter(optim::ZeroModule::Unit u, bool backward, bool sync);
@@ -162,11 +168,12 @@ class TrainingEngine {
   std::unique_ptr<Model> model_;
   EngineConfig config_;
   std::vector<int> last_backward_stage_;  // per unit: stage whose backward syncs
-  std::vector<bool> checkpointed_;        // per stage: keeps only its input (Note [Activation checkpointing])
-  std::vector<Tensor> kept_inputs_;       // per checkpointed stage: its input, from forward to backward
-  AllocatorPtr pinned_;                   // CUDA: staging of batches and the loss read; null on the CPU
-  Tensor loss_sums_host_;                 // the world's micro-batch losses, then the target count
-  Tensor id_flag_host_;                   // CUDA: every rank's token-id flag of the step, read with the losses
+  std::vector<bool>
+      checkpointed_;  // per stage: keeps only its input (Note [Activation checkpointing])
+  std::vector<Tensor> kept_inputs_;  // per checkpointed stage: its input, from forward to backward
+  AllocatorPtr pinned_;              // CUDA: staging of batches and the loss read; null on the CPU
+  Tensor loss_sums_host_;            // the world's micro-batch losses, then the target count
+  Tensor id_flag_host_;  // CUDA: every rank's token-id flag of the step, read with the losses
 };
 
 }  // namespace zrt::model_zoo

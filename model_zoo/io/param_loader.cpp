@@ -44,8 +44,8 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
     const std::string name = key.starts_with(prefix) ? key.substr(prefix.size()) : key;
     if (auto e = expected.find(name); e != expected.end()) {
       if (auto o = origin.find(name); o != origin.end())
-        ZRT_THROW(CheckpointError, source, ": parameter ", name, " is given twice, as '",
-                  o->second, "' and '", key, "'");
+        ZRT_THROW(CheckpointError, source, ": parameter ", name, " is given twice, as '", o->second,
+                  "' and '", key, "'");
       if (t.shape() != e->second)
         ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape()),
                   " but the model's ", name, " is ", shape_str(e->second));
@@ -69,8 +69,8 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
   }
   for (const auto& [fqn, shape] : expected) {
     if (!out.count(fqn))
-      ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ",
-                shape_str(shape), ")");
+      ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ", shape_str(shape),
+                ")");
   }
   return out;
 }

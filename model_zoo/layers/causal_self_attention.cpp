@@ -12,10 +12,10 @@ CausalSelfAttention::CausalSelfAttention(Param qkv_weight, std::optional<Param> 
       proj_(std::move(proj_weight), std::move(proj_bias), layout),
       n_head_(n_head) {
   const std::int64_t c = proj_.in_features();
-  ZRT_CHECK_ARG(proj_.out_features() == c && qkv_.in_features() == c &&
-                    qkv_.out_features() == 3 * c,
-                "CausalSelfAttention: qkv must map ", c, " -> ", 3 * c, " and proj ", c, " -> ",
-                c, " features");
+  ZRT_CHECK_ARG(
+      proj_.out_features() == c && qkv_.in_features() == c && qkv_.out_features() == 3 * c,
+      "CausalSelfAttention: qkv must map ", c, " -> ", 3 * c, " and proj ", c, " -> ", c,
+      " features");
   ZRT_CHECK_ARG(n_head > 0 && c % n_head == 0, "CausalSelfAttention: ", n_head,
                 " heads do not divide ", c, " channels");
 }

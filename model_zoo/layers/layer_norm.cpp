@@ -27,8 +27,8 @@ Tensor LayerNorm::forward(const Tensor& x, Stream stream) {
 
 Tensor LayerNorm::backward(const Tensor& dy, GradMode mode, Stream stream) {
   check_forward_ran("LayerNorm", has_x_);
-  ZRT_CHECK_ARG(dy.shape() == x_.shape(), "LayerNorm: output gradient ", dy.str(),
-                " must match ", x_.str());
+  ZRT_CHECK_ARG(dy.shape() == x_.shape(), "LayerNorm: output gradient ", dy.str(), " must match ",
+                x_.str());
   Tensor dx = new_activation(dy, dy.shape(), dy.dtype(), stream);
   kernels::layernorm_backward(dy, x_, weight_.value, mean_, rstd_, dx, weight_.grad, bias_.grad,
                               mode == GradMode::accumulate, stream);

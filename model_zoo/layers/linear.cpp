@@ -15,19 +15,20 @@ Linear::Linear(Param weight, std::optional<Param> bias, WeightLayout layout)
   ZRT_CHECK_ARG(w.dim() == 2, "Linear: weight ", w.str(), " must be 2-D");
   out_ = layout_ == WeightLayout::out_in ? w.size(0) : w.size(1);
   in_ = layout_ == WeightLayout::out_in ? w.size(1) : w.size(0);
-  ZRT_CHECK_ARG(weight_.grad.shape() == w.shape(), "Linear: weight gradient ",
-                weight_.grad.str(), " must match ", w.str());
+  ZRT_CHECK_ARG(weight_.grad.shape() == w.shape(), "Linear: weight gradient ", weight_.grad.str(),
+                " must match ", w.str());
   if (bias_) {
     ZRT_CHECK_ARG(bias_->value.numel() == out_ && bias_->grad.numel() == out_, "Linear: bias ",
-                  bias_->value.str(), " and its gradient ", bias_->grad.str(), " must have ",
-                  out_, " elements");
+                  bias_->value.str(), " and its gradient ", bias_->grad.str(), " must have ", out_,
+                  " elements");
   }
 }
 
 Tensor Linear::ones(const Tensor& like, std::int64_t n, Stream stream) {
   // From the activations' allocator, filled on `stream`: no raw allocation or
   // legacy-stream work inside a step; kept and grown only when too short.
-  if (ones_.numel() < n || ones_.dtype() != weight_.value.dtype() || ones_.device() != like.device()) {
+  if (ones_.numel() < n || ones_.dtype() != weight_.value.dtype() ||
+      ones_.device() != like.device()) {
     ones_ = new_activation(like, {n}, weight_.value.dtype(), stream);
     kernels::fill(ones_, 1.0, stream);
   }
@@ -43,7 +44,8 @@ Tensor Linear::forward(const Tensor& x, Stream stream) {
   if (bias_ && rows > 0) {
     // y = x·W + b: one epilogue GEMM, or ones[rows, 1] · b[1, out] with x·W
     // accumulated onto it (Note [GEMM epilogues]).
-    kernels::gemm_bias(x, w, layout_ == WeightLayout::out_in, bias_->value, ones(x, rows, stream), y, stream);
+    kernels::gemm_bias(x, w, layout_ == WeightLayout::out_in, bias_->value, ones(x, rows, stream),
+                       y, stream);
   } else {
     gemm(x, false, w, layout_ == WeightLayout::out_in, y, 1.0, 0.0, stream);
   }
@@ -66,8 +68,8 @@ Linear::GeluOutput Linear::forward_gelu(const Tensor& x, Stream stream) {
   }
   r.pre = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
   r.out = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
-  kernels::gemm_bias_gelu(x, w, layout_ == WeightLayout::out_in, bias_->value, ones(x, rows, stream), r.pre,
-                          r.out, stream);
+  kernels::gemm_bias_gelu(x, w, layout_ == WeightLayout::out_in, bias_->value,
+                          ones(x, rows, stream), r.pre, r.out, stream);
   x_ = x;
   has_x_ = true;
   return r;
@@ -75,22 +77,22 @@ Linear::GeluOutput Linear::forward_gelu(const Tensor& x, Stream stream) {
 
 Tensor Linear::backward(const Tensor& dy, GradMode mode, Stream stream) {
   check_forward_ran("Linear", has_x_);
-  ZRT_CHECK_ARG(dy.shape() == with_last_dim(x_.shape(), out_), "Linear: output gradient ",
-                dy.str(), " must be ", shape_str(with_last_dim(x_.shape(), out_)));
+  ZRT_CHECK_ARG(dy.shape() == with_last_dim(x_.shape(), out_), "Linear: output gradient ", dy.str(),
+                " must be ", shape_str(with_last_dim(x_.shape(), out_)));
   const Tensor& w = weight_.value;
   const double beta = mode == GradMode::accumulate ? 1.0 : 0.0;
   Tensor dx = new_activation(dy, x_.shape(), x_.dtype(), stream);
   if (layout_ == WeightLayout::out_in) {
-    gemm(dy, false, w, false, dx, 1.0, 0.0, stream);                 // dx = dy·W
-    gemm(dy, true, x_, false, weight_.grad, 1.0, beta, stream);      // dW = dyᵀ·x
+    gemm(dy, false, w, false, dx, 1.0, 0.0, stream);             // dx = dy·W
+    gemm(dy, true, x_, false, weight_.grad, 1.0, beta, stream);  // dW = dyᵀ·x
   } else {
-    gemm(dy, false, w, true, dx, 1.0, 0.0, stream);                  // dx = dy·Wᵀ
-    gemm(x_, true, dy, false, weight_.grad, 1.0, beta, stream);      // dW = xᵀ·dy
+    gemm(dy, false, w, true, dx, 1.0, 0.0, stream);              // dx = dy·Wᵀ
+    gemm(x_, true, dy, false, weight_.grad, 1.0, beta, stream);  // dW = xᵀ·dy
   }
   if (bias_) {
     const std::int64_t rows = dy.numel() / std::max<std::int64_t>(out_, 1);
     gemm(ones(dy, rows, stream).view({1, rows}), false, dy, false, bias_->grad.view({1, out_}), 1.0,
-         beta, stream);                                              // db = 1ᵀ·dy
+         beta, stream);  // db = 1ᵀ·dy
   }
   release();
   return dx;

@@ -63,7 +63,8 @@ std::vector<UnitDef> Gpt::units(bool head_unit) const {
                       {h + ".mlp.c_proj", "bias", {C}}},
                      {}});
   }
-  if (head_unit) units.push_back({"head", ln_f, {lm_head}});  // lm_head.weight: wte.weight of unit 0
+  if (head_unit)
+    units.push_back({"head", ln_f, {lm_head}});  // lm_head.weight: wte.weight of unit 0
   return units;
 }
 
@@ -77,9 +78,12 @@ std::map<std::string, Tensor> Gpt::init_params(std::uint64_t seed) const {
     const std::string fqn = p.fqn();
     const bool layer_norm = p.module_path.ends_with("ln_1") || p.module_path.ends_with("ln_2") ||
                             p.module_path == "ln_f";
-    if (layer_norm) out[fqn] = rng.constant_tensor(p.shape, p.name == "weight" ? 1.0 : 0.0);
-    else if (p.name == "bias") out[fqn] = rng.constant_tensor(p.shape, 0.0);
-    else out[fqn] = rng.normal_tensor(p.shape, is_residual_projection(fqn) ? proj_std : std);
+    if (layer_norm)
+      out[fqn] = rng.constant_tensor(p.shape, p.name == "weight" ? 1.0 : 0.0);
+    else if (p.name == "bias")
+      out[fqn] = rng.constant_tensor(p.shape, 0.0);
+    else
+      out[fqn] = rng.normal_tensor(p.shape, is_residual_projection(fqn) ? proj_std : std);
   }
   return out;
 }
@@ -165,8 +169,8 @@ std::vector<int> Gpt::block_stages() const {
 }
 
 void Gpt::release_stage(int s) {
-  ZRT_CHECK_ARG(s >= 1 && s <= dims_.n_layer, "gpt release_stage: stage ", s, " is not a block (1..",
-                dims_.n_layer, ")");
+  ZRT_CHECK_ARG(s >= 1 && s <= dims_.n_layer, "gpt release_stage: stage ", s,
+                " is not a block (1..", dims_.n_layer, ")");
   check_bound("release_stage");
   Block& b = blocks_[static_cast<std::size_t>(s - 1)];
   b.ln_1.release();
@@ -190,8 +194,8 @@ Tensor Gpt::block_forward(Block& b, const Tensor& x, Stream stream) {
 Tensor Gpt::block_backward(Block& b, const Tensor& dy, Stream stream) {
   const GradMode acc = GradMode::accumulate;
   // out = x1 + mlp(ln_2(x1)): dx1 = dy + ln_2'(mlp'(dy)).
-  Tensor dm = b.c_fc.backward(b.gelu.backward(b.c_proj.backward(dy, acc, stream), stream), acc,
-                              stream);
+  Tensor dm =
+      b.c_fc.backward(b.gelu.backward(b.c_proj.backward(dy, acc, stream), stream), acc, stream);
   Tensor dx1 = b.add.forward(dy, b.ln_2.backward(dm, acc, stream), stream);
   // x1 = x + attn(ln_1(x)): dx = dx1 + ln_1'(attn'(dx1)).
   Tensor da = b.attn.backward(dx1, acc, stream);

@@ -17,10 +17,10 @@ std::vector<UnitDef> Mlp::units() const {
   std::vector<UnitDef> units;
   for (std::size_t i = 0; i + 1 < widths_.size(); ++i) {
     const std::string path = "layers." + std::to_string(i);
-    units.push_back({path,
-                     {{path, "weight", {widths_[i + 1], widths_[i]}},
-                      {path, "bias", {widths_[i + 1]}}},
-                     {}});
+    units.push_back(
+        {path,
+         {{path, "weight", {widths_[i + 1], widths_[i]}}, {path, "bias", {widths_[i + 1]}}},
+         {}});
   }
   return units;
 }
@@ -37,7 +37,8 @@ std::map<std::string, Tensor> Mlp::init_params(std::uint64_t seed) const {
 
 void Mlp::bind(const ParamLookup& lookup) {
   ZRT_CHECK_STATE(layers_.empty(), "mlp: bind called twice");
-  const auto act = dims_.activation == "relu" ? kernels::Activation::relu : kernels::Activation::gelu;
+  const auto act =
+      dims_.activation == "relu" ? kernels::Activation::relu : kernels::Activation::gelu;
   for (const UnitDef& u : units()) {
     layers_.emplace_back(lookup(u.params[0].fqn()), lookup(u.params[1].fqn()),
                          WeightLayout::out_in);
@@ -65,8 +66,8 @@ Tensor Mlp::stage_forward(int s, const Tensor& x, const Batch& batch, Stream str
                   " must be [b, ", dims_.d_in, "]");
     in = xs;
     if (xs.dtype() != dtype_ || xs.device() != device_) {
-      in = Tensor::empty(xs.shape(), dtype_, device_, xs.device() == device_ ? xs.storage().allocator() : nullptr,
-                         stream);
+      in = Tensor::empty(xs.shape(), dtype_, device_,
+                         xs.device() == device_ ? xs.storage().allocator() : nullptr, stream);
       in.copy_(xs, stream);  // in stream order: after the copy that wrote the batch
     }
   }
@@ -87,8 +88,8 @@ std::vector<int> Mlp::block_stages() const {
 }
 
 void Mlp::release_stage(int s) {
-  ZRT_CHECK_ARG(s >= 1 && s + 1 < num_stages(), "mlp release_stage: stage ", s, " is not a hidden block (1..",
-                num_stages() - 2, ")");
+  ZRT_CHECK_ARG(s >= 1 && s + 1 < num_stages(), "mlp release_stage: stage ", s,
+                " is not a hidden block (1..", num_stages() - 2, ")");
   ZRT_CHECK_STATE(!layers_.empty(), "mlp release_stage: bind() has not been called");
   layers_[static_cast<std::size_t>(s)].release();
   acts_[static_cast<std::size_t>(s)].release();

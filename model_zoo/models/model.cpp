@@ -16,16 +16,15 @@ void Model::throw_if_bad_ids(const Tensor& host_flags) const {
   kernels::throw_if_bad_ids(host_flags, id_limit());
 }
 
-std::string ParamDef::fqn() const {
-  return module_path.empty() ? name : module_path + "." + name;
-}
+std::string ParamDef::fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 
 Shape ParamDef::padded_shape() const { return optim::padded_rows_shape(shape, pad_rows); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
   validate_model_config(config);
   if (config.kind == "gpt")
-    return std::make_unique<Gpt>(resolve_gpt_dims(config), config.dtype, config.device, config.head_unit);
+    return std::make_unique<Gpt>(resolve_gpt_dims(config), config.dtype, config.device,
+                                 config.head_unit);
   return std::make_unique<Mlp>(resolve_mlp_dims(config), config.dtype, config.device);
 }
 

@@ -29,17 +29,17 @@ struct ParamDef {
 };
 
 struct UnitDef {
-  std::string name;                                       // e.g. "h.3", "embed_head", "layers.0"
-  std::vector<ParamDef> params;                           // module order
+  std::string name;              // e.g. "h.3", "embed_head", "layers.0"
+  std::vector<ParamDef> params;  // module order
   // (second fqn, primary fqn); the primary is this unit's or an earlier
   // unit's (a tie across units: Note [Parameters tied across units]).
   std::vector<std::pair<std::string, std::string>> tied;
 };
 
-struct Batch {                 // one micro-batch on one rank
-  Tensor inputs;               // gpt: [b, T] i32 token ids; mlp: [b, d_in] f32
-  Tensor targets;              // gpt: [b, T] i32; mlp: [b] i64
-  double normaliser = 1.0;     // target tokens/rows in the GLOBAL batch (loss = sum / normaliser)
+struct Batch {              // one micro-batch on one rank
+  Tensor inputs;            // gpt: [b, T] i32 token ids; mlp: [b, d_in] f32
+  Tensor targets;           // gpt: [b, T] i32; mlp: [b] i64
+  double normaliser = 1.0;  // target tokens/rows in the GLOBAL batch (loss = sum / normaliser)
   // The dloss the backward will pass (the loss scale): the loss stage's
   // forward writes the logits' gradient for it already (Note [Fused classifier]).
   double dloss = 1.0;

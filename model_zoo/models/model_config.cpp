@@ -18,11 +18,15 @@ void check_positive(const char* field, std::int64_t v) {
 GptDims resolve_gpt_dims(const ModelConfig& c) {
   check_kind(c, "gpt");
   GptDims d;
-  if (c.preset == "tiny") d = {2, 2, 32, 256, 64};
-  else if (c.preset == "small") d = {4, 4, 128, 256, 256};
-  else if (c.preset == "gpt2-124m") d = {12, 12, 768, 50257, 1024};
-  else ZRT_THROW(InvalidArgument, "model config: unknown gpt preset '", c.preset,
-                 "' (tiny, small, gpt2-124m)");
+  if (c.preset == "tiny")
+    d = {2, 2, 32, 256, 64};
+  else if (c.preset == "small")
+    d = {4, 4, 128, 256, 256};
+  else if (c.preset == "gpt2-124m")
+    d = {12, 12, 768, 50257, 1024};
+  else
+    ZRT_THROW(InvalidArgument, "model config: unknown gpt preset '", c.preset,
+              "' (tiny, small, gpt2-124m)");
   d.n_layer = c.n_layer.value_or(d.n_layer);
   d.n_head = c.n_head.value_or(d.n_head);
   d.n_embd = c.n_embd.value_or(d.n_embd);
@@ -44,8 +48,10 @@ GptDims resolve_gpt_dims(const ModelConfig& c) {
 MlpDims resolve_mlp_dims(const ModelConfig& c) {
   check_kind(c, "mlp");
   MlpDims d;
-  if (c.preset == "tiny") d = {16, {64, 64}, 8, "gelu"};
-  else ZRT_THROW(InvalidArgument, "model config: unknown mlp preset '", c.preset, "' (tiny)");
+  if (c.preset == "tiny")
+    d = {16, {64, 64}, 8, "gelu"};
+  else
+    ZRT_THROW(InvalidArgument, "model config: unknown mlp preset '", c.preset, "' (tiny)");
   d.d_in = c.d_in.value_or(d.d_in);
   d.hidden = c.hidden.value_or(d.hidden);
   d.n_classes = c.n_classes.value_or(d.n_classes);
@@ -63,9 +69,12 @@ void validate_model_config(const ModelConfig& c) {
                 "' (gpt, mlp)");
   ZRT_CHECK_ARG(is_floating(c.dtype), "model config: compute dtype ", dtype_name(c.dtype),
                 " is not a floating type");
-  ZRT_CHECK_ARG(!c.head_unit || c.kind == "gpt", "model config: a head unit is a gpt layout, not ", c.kind, "'s");
-  if (c.kind == "gpt") resolve_gpt_dims(c);
-  else resolve_mlp_dims(c);
+  ZRT_CHECK_ARG(!c.head_unit || c.kind == "gpt", "model config: a head unit is a gpt layout, not ",
+                c.kind, "'s");
+  if (c.kind == "gpt")
+    resolve_gpt_dims(c);
+  else
+    resolve_mlp_dims(c);
 }
 
 }  // namespace zrt::model_zoo

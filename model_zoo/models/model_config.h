@@ -31,11 +31,11 @@ struct MlpDims {
   std::int64_t d_in = 0;
   std::vector<std::int64_t> hidden;  // widths of the hidden layers, in order
   std::int64_t n_classes = 0;
-  std::string activation = "gelu";   // "gelu" (tanh approximation) | "relu"
+  std::string activation = "gelu";  // "gelu" (tanh approximation) | "relu"
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";    // "gpt" | "mlp"
+  std::string kind = "gpt";     // "gpt" | "mlp"
   std::string preset = "tiny";  // gpt: tiny | small | gpt2-124m; mlp: tiny
   // gpt overrides
   std::optional<std::int64_t> n_layer, n_head, n_embd, vocab_size, block_size;
@@ -47,7 +47,7 @@ struct ModelConfig {
   std::optional<std::int64_t> d_in, n_classes;
   std::optional<std::vector<std::int64_t>> hidden;
   std::optional<std::string> activation;
-  DType dtype = DType::f32;     // compute dtype of parameters and activations
+  DType dtype = DType::f32;  // compute dtype of parameters and activations
   Device device = Device::cpu();
   // gpt: ln_f and the LM head in a wrap unit of their own ("head"), the head
   // tied across units to wte in unit 0 (Note [Parameters tied across units]).

@@ -5,9 +5,7 @@
 
 namespace zrt::model_zoo {
 
-double ParamInitStream::uniform01() {
-  return static_cast<double>(gen_() >> 11) * 0x1.0p-53;
-}
+double ParamInitStream::uniform01() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }
 
 double ParamInitStream::normal() {
   if (has_spare_) {

@@ -28,7 +28,8 @@ BlockOwners block_owners(TrainingEngine& engine) {
   // memory, Note [Master in host memory]) has addresses of its own.
   const AllocatorPtr& watched = engine.module().allocator();
   auto claim = [&](const Tensor& t, Category c) {
-    if (!t.storage().is_freed() && t.storage().allocator() == watched) owners.emplace(t.storage().data(), c);
+    if (!t.storage().is_freed() && t.storage().allocator() == watched)
+      owners.emplace(t.storage().data(), c);
   };
   optim::ZeroAdamW& adamw = engine.optimizer();
   const auto& handles = engine.handles();
@@ -115,7 +116,8 @@ class PeakBreakdownAllocator final : public Allocator {
     try {
       at_peak_ = breakdown_locked();
     } catch (const std::exception&) {
-      at_peak_ = MemoryByCategory{};  // out of memory for the bookkeeping: the total still comes from the peak
+      at_peak_ =
+          MemoryByCategory{};  // out of memory for the bookkeeping: the total still comes from the peak
       at_peak_.activations = peak_;
     }
   }
@@ -132,10 +134,18 @@ class PeakBreakdownAllocator final : public Allocator {
       std::size_t* slot = &m.activations;
       if (it != owners.end()) {
         switch (it->second) {
-          case Category::master_and_moments: slot = &m.master_and_moments; break;
-          case Category::zero3_shards: slot = &m.zero3_shards; break;
-          case Category::unsharded_params: slot = &m.unsharded_params; break;
-          case Category::gradients: slot = &m.gradients; break;
+          case Category::master_and_moments:
+            slot = &m.master_and_moments;
+            break;
+          case Category::zero3_shards:
+            slot = &m.zero3_shards;
+            break;
+          case Category::unsharded_params:
+            slot = &m.unsharded_params;
+            break;
+          case Category::gradients:
+            slot = &m.gradients;
+            break;
         }
       } else if (own_comm_stream && live.stream == comm) {
         slot = &m.communication;
@@ -158,7 +168,8 @@ class PeakBreakdownAllocator final : public Allocator {
 // This rank's micro-batches: host tensors of the right shapes, never read
 // (a dry run's copies are dropped).
 std::vector<Batch> dry_micro_batches(const TrainerConfig& c, int world_size) {
-  const std::int64_t rows = c.batch_size / (static_cast<std::int64_t>(world_size) * c.micro_batches);
+  const std::int64_t rows =
+      c.batch_size / (static_cast<std::int64_t>(world_size) * c.micro_batches);
   std::vector<Batch> batches(static_cast<std::size_t>(c.micro_batches));
   for (Batch& b : batches) {
     if (c.model.kind == "mlp") {
@@ -175,13 +186,14 @@ std::vector<Batch> dry_micro_batches(const TrainerConfig& c, int world_size) {
 }
 
 void check_plan_geometry(const TrainerConfig& c, int world_size, int steps) {
-  ZRT_CHECK_ARG(world_size >= 1 && world_size <= kMaxPlannedRanks, "memory plan: a world of ", world_size,
-                " ranks; plans run every rank as a thread, 1 to ", kMaxPlannedRanks);
+  ZRT_CHECK_ARG(world_size >= 1 && world_size <= kMaxPlannedRanks, "memory plan: a world of ",
+                world_size, " ranks; plans run every rank as a thread, 1 to ", kMaxPlannedRanks);
   ZRT_CHECK_ARG(steps >= 1, "memory plan: ", steps, " steps; plan at least 1");
   ZRT_CHECK_ARG(c.micro_batches >= 1, "memory plan: ", c.micro_batches, " micro-batches per step");
-  ZRT_CHECK_ARG(c.batch_size >= 1 && c.batch_size % (static_cast<std::int64_t>(world_size) * c.micro_batches) == 0,
-                "memory plan: batch size ", c.batch_size, " is not a positive multiple of ", world_size,
-                " ranks x ", c.micro_batches, " micro-batches");
+  ZRT_CHECK_ARG(c.batch_size >= 1 &&
+                    c.batch_size % (static_cast<std::int64_t>(world_size) * c.micro_batches) == 0,
+                "memory plan: batch size ", c.batch_size, " is not a positive multiple of ",
+                world_size, " ranks x ", c.micro_batches, " micro-batches");
   if (c.model.kind != "mlp") {
     const std::int64_t block = resolve_gpt_dims(c.model).block_size;
     ZRT_CHECK_ARG(c.seq_len >= 1 && c.seq_len <= block, "memory plan: sequence length ", c.seq_len,
@@ -240,8 +252,9 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
 
 const RankMemoryPlan& MemoryPlan::largest() const {
   ZRT_CHECK_STATE(!ranks.empty(), "memory plan: no ranks");
-  return *std::max_element(ranks.begin(), ranks.end(),
-                           [](const RankMemoryPlan& a, const RankMemoryPlan& b) { return a.peak < b.peak; });
+  return *std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const RankMemoryPlan& a, const RankMemoryPlan& b) { return a.peak < b.peak; });
 }
 
 MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
@@ -257,12 +270,13 @@ MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
   return plan;
 }
 
-std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size, std::size_t budget_bytes,
+std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
+                                           std::size_t budget_bytes,
                                            const std::string& offload_dir) {
   using optim::ShardingStrategy;
   // Cheapest first: no gathers, one per unit and step, two.
-  std::vector<ShardingStrategy> strategies = {ShardingStrategy::no_shard, ShardingStrategy::shard_grad_op,
-                                              ShardingStrategy::full_shard};
+  std::vector<ShardingStrategy> strategies = {
+      ShardingStrategy::no_shard, ShardingStrategy::shard_grad_op, ShardingStrategy::full_shard};
   const ShardingStrategy asked = config.engine.zero.strategy;
   // hybrid or layer-zero, with the user's zero3 size
   if (std::find(strategies.begin(), strategies.end(), asked) == strategies.end())
@@ -275,7 +289,8 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
     for (const std::string& ckpt : checkpointing)
       for (ShardingStrategy strategy : strategies)
         for (int prefetch = 2; prefetch >= 0; --prefetch) {
-          if (prefetch > 0 && strategy == ShardingStrategy::no_shard) continue;  // nothing to gather ahead
+          if (prefetch > 0 && strategy == ShardingStrategy::no_shard)
+            continue;  // nothing to gather ahead
           TrainerConfig c = config;
           c.engine.zero.strategy = strategy;
           c.engine.prefetch = prefetch;
@@ -283,9 +298,10 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
           c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
           const RankMemoryPlan largest = plan_memory(c, world_size).largest();
           if (largest.reserved_peak > budget_bytes) continue;
-          std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) + " --prefetch " +
-                                 std::to_string(prefetch) + " --activation-checkpointing " + ckpt +
-                                 " --offload-optimizer " + (offload == "none" ? "none" : "disk:DIR");
+          std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
+                                 " --prefetch " + std::to_string(prefetch) +
+                                 " --activation-checkpointing " + ckpt + " --offload-optimizer " +
+                                 (offload == "none" ? "none" : "disk:DIR");
           fits.push_back({settings, c, largest});
         }
   return fits;

@@ -64,15 +64,17 @@ namespace zrt::model_zoo {
 // plan]). total() is the peak.
 struct MemoryByCategory {
   std::size_t master_and_moments = 0;  // fp32 zero1 shards and AdamW's m and v in memory
-  std::size_t zero3_shards = 0;        // compute-dtype zero3 shards (none where they are the master)
-  std::size_t unsharded_params = 0;    // gathered flat parameters in flight (the unit and its prefetch)
-  std::size_t gradients = 0;           // runtime, fp32 accumulation and zero1 gradient shards
-  std::size_t communication = 0;       // cast and reduce buffers of the communication stream
-  std::size_t activations = 0;         // everything else: layers' outputs and caches, kept inputs, workspaces
-  std::size_t rounding = 0;            // what the allocator's blocks hold beyond the requests
+  std::size_t zero3_shards = 0;  // compute-dtype zero3 shards (none where they are the master)
+  std::size_t unsharded_params =
+      0;                          // gathered flat parameters in flight (the unit and its prefetch)
+  std::size_t gradients = 0;      // runtime, fp32 accumulation and zero1 gradient shards
+  std::size_t communication = 0;  // cast and reduce buffers of the communication stream
+  std::size_t activations =
+      0;                     // everything else: layers' outputs and caches, kept inputs, workspaces
+  std::size_t rounding = 0;  // what the allocator's blocks hold beyond the requests
   std::size_t total() const {
-    return master_and_moments + zero3_shards + unsharded_params + gradients + communication + activations +
-           rounding;
+    return master_and_moments + zero3_shards + unsharded_params + gradients + communication +
+           activations + rounding;
   }
 };
 
@@ -115,7 +117,8 @@ struct FittingCandidate {
 // with it, then less recomputation (none, every:2, blocks), then less
 // communication (no-shard, grad-op, full, then the config's own hybrid or
 // layer-zero), then deeper prefetch.
-std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size, std::size_t budget_bytes,
+std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
+                                           std::size_t budget_bytes,
                                            const std::string& offload_dir);
 
 }  // namespace zrt::model_zoo

@@ -2,7 +2,8 @@
 
 namespace zrt::model_zoo {
 
-Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::map<std::string, Tensor>* initial)
+Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
+                 const std::map<std::string, Tensor>* initial)
     : world_(std::move(world)), config_(std::move(config)), data_(std::move(data)) {
   ZRT_CHECK_ARG(world_ != nullptr, "Trainer needs a world communicator");
   config_.model.dtype = config_.engine.zero.dtype;
@@ -11,16 +12,18 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data, const std::m
   check_dataset_fits_model(data_, config_.model);
   geometry_ = {config_.batch_size, config_.seq_len, world_->size(), config_.micro_batches};
   check_batch_geometry(data_, geometry_);
-  ZRT_CHECK_ARG(config_.check_consistency_every >= 0, "consistency check every ", config_.check_consistency_every,
-                " steps: must be 0 (never) or positive");
+  ZRT_CHECK_ARG(config_.check_consistency_every >= 0, "consistency check every ",
+                config_.check_consistency_every, " steps: must be 0 (never) or positive");
   config_.schedule.total_steps = config_.steps;
   schedule_ = std::make_unique<optim::WarmupCosineLr>(config_.schedule);
   auto model = make_model(config_.model);
-  const std::map<std::string, Tensor> seeded = initial ? std::map<std::string, Tensor>{}
-                                                       : model->init_params(config_.engine.seed);
-  engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, initial ? *initial : seeded);
+  const std::map<std::string, Tensor> seeded =
+      initial ? std::map<std::string, Tensor>{} : model->init_params(config_.engine.seed);
+  engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine,
+                                             initial ? *initial : seeded);
   if (config_.checkpoint_async)
-    saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module(), config_.host_comm.get());
+    saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module(),
+                                                                config_.host_comm.get());
 }
 
 StepReport Trainer::step() {
@@ -36,14 +39,16 @@ StepReport Trainer::step() {
   const std::int64_t every = config_.check_consistency_every;
   const bool check = every > 0 && (step_ + 1) % every == 0;
   r.stats = engine_->step(batches, r.lr,
-                          !check                           ? ConsistencyCheck::off
+                          !check                          ? ConsistencyCheck::off
                           : config_.consistency_warn_only ? ConsistencyCheck::warn
                                                           : ConsistencyCheck::stop);
   if (r.stats.update_withheld) {  // next_step() stays: the state is the one before this step
     std::string all;
     for (const std::string& f : r.stats.inconsistencies) all += "; " + f;
-    ZRT_THROW(ConsistencyError, "step ", step_, ": ranks that must hold equal data do not (the step's update was "
-              "not applied)", all);
+    ZRT_THROW(ConsistencyError, "step ", step_,
+              ": ranks that must hold equal data do not (the step's update was "
+              "not applied)",
+              all);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.memory = engine_->memory_stats();

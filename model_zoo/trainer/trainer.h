@@ -8,12 +8,12 @@
 #include <map>
 #include <memory>
 
-#include "zrt/optim/checkpoint/background_checkpoint.h"
-#include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/model_zoo/data/dataset.h"
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/engine/training_engine.h"
 #include "zrt/model_zoo/models/model_config.h"
+#include "zrt/optim/checkpoint/background_checkpoint.h"
+#include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/optim/lr_schedule.h"
 
 namespace zrt::model_zoo {
@@ -21,9 +21,9 @@ namespace zrt::model_zoo {
 struct TrainerConfig {
   ModelConfig model;
   EngineConfig engine;
-  std::int64_t batch_size = 8;   // global sequences (gpt) or rows (mlp) per step
-  std::int64_t seq_len = 64;     // gpt only
-  int micro_batches = 1;         // per rank per step
+  std::int64_t batch_size = 8;  // global sequences (gpt) or rows (mlp) per step
+  std::int64_t seq_len = 64;    // gpt only
+  int micro_batches = 1;        // per rank per step
   std::int64_t steps = 10;
   optim::WarmupCosineOptions schedule;  // total_steps is set to `steps`
   // Every N steps (0: never) the ranks prove that replicas and shards agree
@@ -44,8 +44,8 @@ struct StepReport {
   std::int64_t step = 0;  // 0-based
   double lr = 0;
   StepStats stats;
-  double seconds = 0;     // wall time of the step on this rank
-  MemoryStats memory;     // this rank's allocator after the step; its peaks are the step's own
+  double seconds = 0;  // wall time of the step on this rank
+  MemoryStats memory;  // this rank's allocator after the step; its peaks are the step's own
 };
 
 class Trainer {

@@ -17,15 +17,19 @@ std::unique_ptr<Communicator> agreement_comm(Communicator& world, Communicator* 
   if (!host) {
     ZRT_CHECK_ARG(world.keeps_to_host(), "checkpoints saved in the background beside world '",
                   world.name(), "' (", world.backend_name(),
-                  ": device tensors only) need a host communicator for their agreements, or may deadlock the GPU: "
-                  "launch with mpirun or srun (their MPI world serves), or save synchronously (no --checkpoint-async)");
+                  ": device tensors only) need a host communicator for their agreements, or may "
+                  "deadlock the GPU: "
+                  "launch with mpirun or srun (their MPI world serves), or save synchronously (no "
+                  "--checkpoint-async)");
     host = &world;
   }
-  ZRT_CHECK_ARG(host->keeps_to_host(), "checkpoints saved in the background: the host communicator '", host->name(),
-                "' (", host->backend_name(), ") takes device tensors only");
-  ZRT_CHECK_ARG(host->size() == world.size() && host->rank() == world.rank(), "checkpoints saved in the background: ",
-                "the host communicator '", host->name(), "' has rank ", host->rank(), " of ", host->size(),
-                " but the world has rank ", world.rank(), " of ", world.size());
+  ZRT_CHECK_ARG(host->keeps_to_host(),
+                "checkpoints saved in the background: the host communicator '", host->name(), "' (",
+                host->backend_name(), ") takes device tensors only");
+  ZRT_CHECK_ARG(host->size() == world.size() && host->rank() == world.rank(),
+                "checkpoints saved in the background: ", "the host communicator '", host->name(),
+                "' has rank ", host->rank(), " of ", host->size(), " but the world has rank ",
+                world.rank(), " of ", world.size());
   return host->split(0, world.rank(), world.name() + "/checkpoint");
 }
 
@@ -42,11 +46,14 @@ BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {
   try {
     wait();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zrt: a checkpoint saved in the background failed and nobody waited for it: %s\n", e.what());
+    std::fprintf(stderr,
+                 "zrt: a checkpoint saved in the background failed and nobody waited for it: %s\n",
+                 e.what());
   }
 }
 
-std::string BackgroundCheckpointSaver::save(std::int64_t next_step, const CheckpointSaveOptions& options) {
+std::string BackgroundCheckpointSaver::save(std::int64_t next_step,
+                                            const CheckpointSaveOptions& options) {
   wait();
   snapshot_ = take_snapshot(module_, next_step, options, &staging_);
   result_.clear();

@@ -69,7 +69,7 @@ class BackgroundCheckpointSaver {
   SnapshotStaging staging_;
   CheckpointSnapshot snapshot_;  // of the save in flight
   std::thread worker_;
-  std::string result_;  // the worker's step directory, or
+  std::string result_;        // the worker's step directory, or
   std::exception_ptr error_;  // what it threw
 };
 

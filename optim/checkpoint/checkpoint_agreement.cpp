@@ -17,7 +17,8 @@ std::vector<std::string> exchange_texts(Communicator& comm, const std::string& m
 void agree(Communicator& comm, const std::string& error, const std::string& what) {
   const std::vector<std::string> errors = exchange_texts(comm, error);
   for (std::size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) ZRT_THROW(CheckpointError, what, " failed on rank ", r, ": ", errors[r]);
+    if (!errors[r].empty())
+      ZRT_THROW(CheckpointError, what, " failed on rank ", r, ": ", errors[r]);
 }
 
 }  // namespace zrt::optim

@@ -14,9 +14,12 @@ using nlohmann::json;
 
 const char* shard_kind_name(ShardKind kind) {
   switch (kind) {
-    case ShardKind::param: return "zero1_shard";
-    case ShardKind::exp_avg: return "exp_avg";
-    case ShardKind::exp_avg_sq: return "exp_avg_sq";
+    case ShardKind::param:
+      return "zero1_shard";
+    case ShardKind::exp_avg:
+      return "exp_avg";
+    case ShardKind::exp_avg_sq:
+      return "exp_avg_sq";
   }
   return "?";
 }
@@ -40,8 +43,12 @@ std::uint64_t CheckpointIndex::total_bytes() const {
 std::string rank_record_to_json(const RankRecord& r) {
   json tensors = json::object();
   for (const auto& [name, t] : r.tensors)
-    tensors[name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"xxh64", t.xxh64}};
-  return json{{"rank", r.rank}, {"zero1_rank", r.zero1_rank}, {"file", r.file}, {"bytes", r.bytes},
+    tensors[name] = {
+        {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"xxh64", t.xxh64}};
+  return json{{"rank", r.rank},
+              {"zero1_rank", r.zero1_rank},
+              {"file", r.file},
+              {"bytes", r.bytes},
               {"tensors", tensors}}
       .dump();
 }
@@ -55,8 +62,10 @@ std::string index_to_json(const CheckpointIndex& x) {
       // Absent when 0: an index without padded rows is byte for byte as before.
       if (p.pad_rows > 0) params.back()["pad_rows"] = p.pad_rows;
     }
-    handles.push_back(
-        {{"name", h.name}, {"numel_padded", h.numel_padded}, {"zero1_size", h.zero1_size}, {"params", params}});
+    handles.push_back({{"name", h.name},
+                       {"numel_padded", h.numel_padded},
+                       {"zero1_size", h.zero1_size},
+                       {"params", params}});
   }
   json ranks = json::array();
   for (const RankRecord& r : x.ranks) ranks.push_back(json::parse(rank_record_to_json(r)));
@@ -86,23 +95,30 @@ std::string index_to_json(const CheckpointIndex& x) {
 
 StrategyGroups strategy_groups(ShardingStrategy strategy, int world_size, int zero3_size) {
   switch (strategy) {
-    case ShardingStrategy::no_shard: return {1, 1};
-    case ShardingStrategy::hybrid_shard: return {zero3_size, zero3_size};
-    case ShardingStrategy::layer_zero: return {world_size, zero3_size};
+    case ShardingStrategy::no_shard:
+      return {1, 1};
+    case ShardingStrategy::hybrid_shard:
+      return {zero3_size, zero3_size};
+    case ShardingStrategy::layer_zero:
+      return {world_size, zero3_size};
     case ShardingStrategy::full_shard:
-    case ShardingStrategy::shard_grad_op: break;
+    case ShardingStrategy::shard_grad_op:
+      break;
   }
   return {world_size, world_size};
 }
 
 RankPlace strategy_rank_place(ShardingStrategy strategy, int zero3_size, int rank) {
   switch (strategy) {
-    case ShardingStrategy::no_shard: return {0, rank == 0};
+    case ShardingStrategy::no_shard:
+      return {0, rank == 0};
     // Hybrid zero3 groups are ranks with equal rank / Z; replica 0 (the first group) writes.
-    case ShardingStrategy::hybrid_shard: return {rank % zero3_size, rank / zero3_size == 0};
+    case ShardingStrategy::hybrid_shard:
+      return {rank % zero3_size, rank / zero3_size == 0};
     case ShardingStrategy::full_shard:
     case ShardingStrategy::shard_grad_op:
-    case ShardingStrategy::layer_zero: break;
+    case ShardingStrategy::layer_zero:
+      break;
   }
   return {rank, true};
 }
@@ -124,12 +140,13 @@ struct Reader {
       ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " is missing");
     return obj.at(key);
   }
-  std::int64_t integer(const json& obj, const char* key, const std::string& where, std::int64_t min = 0,
+  std::int64_t integer(const json& obj, const char* key, const std::string& where,
+                       std::int64_t min = 0,
                        std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
     const json& v = at(obj, key, where);
     if (!is_int64(v) || v.get<std::int64_t>() < min || v.get<std::int64_t>() > max)
-      ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be an integer in [", min, ", ",
-                max, "], got ", v.dump());
+      ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key,
+                " must be an integer in [", min, ", ", max, "], got ", v.dump());
     return v.get<std::int64_t>();
   }
   // An int field: out of int's range it would wrap into a plausible value.
@@ -138,23 +155,26 @@ struct Reader {
   }
   std::string string(const json& obj, const char* key, const std::string& where) const {
     const json& v = at(obj, key, where);
-    if (!v.is_string()) ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be a string");
+    if (!v.is_string())
+      ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be a string");
     return v.get<std::string>();
   }
   const json& array(const json& obj, const char* key, const std::string& where) const {
     const json& v = at(obj, key, where);
-    if (!v.is_array()) ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be an array");
+    if (!v.is_array())
+      ZRT_THROW(CheckpointError, source, ": index field ", where, ".", key, " must be an array");
     return v;
   }
   Shape shape(const json& obj, const std::string& where) const {
     Shape s;
     const json& dims = array(obj, "shape", where);
     if (dims.size() > static_cast<std::size_t>(Shape::max_dims))
-      ZRT_THROW(CheckpointError, source, ": index field ", where, ".shape has ", dims.size(), " dimensions, more than ",
-                Shape::max_dims);
+      ZRT_THROW(CheckpointError, source, ": index field ", where, ".shape has ", dims.size(),
+                " dimensions, more than ", Shape::max_dims);
     for (const json& d : dims) {
       if (!is_int64(d) || d.get<std::int64_t>() < 0)
-        ZRT_THROW(CheckpointError, source, ": index field ", where, ".shape has a bad dimension ", d.dump());
+        ZRT_THROW(CheckpointError, source, ": index field ", where, ".shape has a bad dimension ",
+                  d.dump());
       s.push_back(d.get<std::int64_t>());
     }
     return s;
@@ -169,13 +189,16 @@ RankRecord parse_rank_record(const Reader& r, const json& rj) {
   rr.file = r.string(rj, "file", where);
   rr.bytes = static_cast<std::uint64_t>(r.integer(rj, "bytes", where));
   if (rr.file.find('/') != std::string::npos || rr.file == "..")
-    ZRT_THROW(CheckpointError, r.source, ": ", where, ".file '", rr.file, "' is not a plain file name");
+    ZRT_THROW(CheckpointError, r.source, ": ", where, ".file '", rr.file,
+              "' is not a plain file name");
   const json& tensors = r.at(rj, "tensors", where);
-  if (!tensors.is_object()) ZRT_THROW(CheckpointError, r.source, ": ", where, ".tensors must be an object");
+  if (!tensors.is_object())
+    ZRT_THROW(CheckpointError, r.source, ": ", where, ".tensors must be an object");
   for (const auto& [name, tj] : tensors.items()) {
     TensorRecord t;
     const std::string tw = where + ".tensors[" + name + "]";
-    t.dtype = parse_safetensors_dtype(r.string(tj, "dtype", tw), r.source + ": index field " + tw + ".dtype");
+    t.dtype = parse_safetensors_dtype(r.string(tj, "dtype", tw),
+                                      r.source + ": index field " + tw + ".dtype");
     t.shape = r.shape(tj, tw);
     t.xxh64 = r.string(tj, "xxh64", tw);
     rr.tensors[name] = std::move(t);
@@ -201,7 +224,8 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
   const json j = parse_json(text, source, "index");
   const Reader r{source};
   if (!j.is_object() || !j.contains("format") || j["format"] != "zrt-checkpoint")
-    ZRT_THROW(CheckpointError, source, ": not a zrt checkpoint index (format is not \"zrt-checkpoint\")");
+    ZRT_THROW(CheckpointError, source,
+              ": not a zrt checkpoint index (format is not \"zrt-checkpoint\")");
   CheckpointIndex x;
   x.version = r.int32(j, "version", "");
   check_format_version(x.version, source);  // before the fields of a format it may not know

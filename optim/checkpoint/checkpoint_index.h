@@ -62,7 +62,8 @@ inline constexpr int kOldestCheckpointFormatVersion = 1;
 inline constexpr int kFirstIndexChecksumVersion = 2;
 
 enum class ShardKind { param, exp_avg, exp_avg_sq };
-inline constexpr ShardKind kAllShardKinds[] = {ShardKind::param, ShardKind::exp_avg, ShardKind::exp_avg_sq};
+inline constexpr ShardKind kAllShardKinds[] = {ShardKind::param, ShardKind::exp_avg,
+                                               ShardKind::exp_avg_sq};
 // "zero1_shard", "exp_avg", "exp_avg_sq"
 const char* shard_kind_name(ShardKind kind);
 // "<handle>.<kind name>", the tensor's name in a rank file.
@@ -78,9 +79,9 @@ struct TensorRecord {
 
 struct RankRecord {
   int rank = 0;
-  int zero1_rank = 0;      // which zero1 shard of every handle it holds
-  std::string file;        // empty: a replica that writes nothing
-  std::uint64_t bytes = 0; // the file's size
+  int zero1_rank = 0;       // which zero1 shard of every handle it holds
+  std::string file;         // empty: a replica that writes nothing
+  std::uint64_t bytes = 0;  // the file's size
   std::map<std::string, TensorRecord> tensors;
 };
 

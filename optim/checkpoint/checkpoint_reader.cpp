@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <system_error>
-#include <thread>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <optional>
+#include <system_error>
+#include <thread>
 
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/durable_files.h"
@@ -42,22 +42,26 @@ CheckpointReader::CheckpointReader(const std::string& path) {
               " always writes it next to index.json (Note [Checkpoint format])");
   if (index_.version < kFirstIndexChecksumVersion && bytes.has_checksum_file)
     ZRT_THROW(CheckpointError, index_path, ": says format version ", index_.version,
-              ", which predates ", kIndexChecksumFileName, ", yet it is there: the version was edited");
+              ", which predates ", kIndexChecksumFileName,
+              ", yet it is there: the version was edited");
   if (const auto named = step_of_dir(step_dir_); named && *named != index_.step)
-    ZRT_THROW(CheckpointError, index_path, ": index field step is ", index_.step, " but the directory is ",
-              step_dir_name(*named));
+    ZRT_THROW(CheckpointError, index_path, ": index field step is ", index_.step,
+              " but the directory is ", step_dir_name(*named));
   for (std::size_t h = 0; h < index_.handles.size(); ++h)
     for (std::size_t i = 0; i < index_.handles[h].params.size(); ++i)
-      params_.emplace(index_.handles[h].params[i].fqn, std::make_pair(h, i));  // unique: validate_index
+      params_.emplace(index_.handles[h].params[i].fqn,
+                      std::make_pair(h, i));  // unique: validate_index
   for (const RankRecord& r : index_.ranks) {
     if (r.file.empty()) continue;
     const fs::path f = fs::path(step_dir_) / r.file;
     std::error_code ec;
     const auto size = fs::file_size(f, ec);
-    if (ec) ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file is missing (", ec.message(), ")");
+    if (ec)
+      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file is missing (",
+                ec.message(), ")");
     if (size != r.bytes)
-      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file has ", size, " bytes, the index says ",
-                r.bytes, " (truncated or replaced)");
+      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file has ", size,
+                " bytes, the index says ", r.bytes, " (truncated or replaced)");
   }
 }
 
@@ -74,7 +78,10 @@ SafetensorsReader& CheckpointReader::file(const RankRecord& rank) {
   // Only the calling thread opens files; read_shards opens them before its threads start.
   auto it = files_.find(rank.rank);
   if (it == files_.end())
-    it = files_.emplace(rank.rank, std::make_unique<SafetensorsReader>((fs::path(step_dir_) / rank.file).string())).first;
+    it = files_
+             .emplace(rank.rank, std::make_unique<SafetensorsReader>(
+                                     (fs::path(step_dir_) / rank.file).string()))
+             .first;
   return *it->second;
 }
 
@@ -82,31 +89,36 @@ Tensor CheckpointReader::read_verified(const RankRecord& rank, const std::string
   SafetensorsReader& f = file(rank);
   const TensorRecord& want = rank.tensors.at(name);
   auto it = f.entries().find(name);
-  if (it == f.entries().end()) ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is missing");
+  if (it == f.entries().end())
+    ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is missing");
   if (it->second.dtype != want.dtype || it->second.shape != want.shape)
     ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " is ", dtype_name(it->second.dtype),
-              shape_str(it->second.shape), ", the index says ", dtype_name(want.dtype), shape_str(want.shape));
+              shape_str(it->second.shape), ", the index says ", dtype_name(want.dtype),
+              shape_str(want.shape));
   // Hashed piece by piece as it is read, while each piece is in cache.
   StreamingXxh64 hash;
-  Tensor t = f.read(name, huge_page_host_allocator(), [&](const void* p, std::size_t n) { hash.update(p, n); });
+  Tensor t = f.read(name, huge_page_host_allocator(),
+                    [&](const void* p, std::size_t n) { hash.update(p, n); });
   const std::string got = checksum_hex(hash.digest());
   if (got != want.xxh64)
-    ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " fails its checksum (xxh64 ", got, ", the index says ",
-              want.xxh64, "): the file is corrupt");
+    ZRT_THROW(CheckpointError, f.path(), ": tensor ", name, " fails its checksum (xxh64 ", got,
+              ", the index says ", want.xxh64, "): the file is corrupt");
   return t;
 }
 
 const RankRecord& CheckpointReader::holder(std::size_t h, int z) const {
   for (const RankRecord& r : index_.ranks)
     if (!r.file.empty() && r.zero1_rank == z) return r;
-  ZRT_THROW(CheckpointError, step_dir_, ": no rank file holds zero1 shard ", z, " of ", index_.handles[h].name);
+  ZRT_THROW(CheckpointError, step_dir_, ": no rank file holds zero1 shard ", z, " of ",
+            index_.handles[h].name);
 }
 
 const Tensor& CheckpointReader::shard(std::size_t h, int z, ShardKind kind) {
   const auto key = std::make_tuple(h, z, kind);
   auto it = shards_.find(key);
   if (it != shards_.end()) return it->second;
-  return shards_[key] = read_verified(holder(h, z), shard_tensor_name(index_.handles[h].name, kind));
+  return shards_[key] =
+             read_verified(holder(h, z), shard_tensor_name(index_.handles[h].name, kind));
 }
 
 void CheckpointReader::read_shards(const std::vector<ShardKey>& keys) {
@@ -118,7 +130,8 @@ void CheckpointReader::read_shards(const std::vector<ShardKey>& keys) {
   std::vector<Job> jobs;
   for (const ShardKey& k : keys) {
     const auto key = std::make_tuple(k.handle, k.zero1_rank, k.kind);
-    if (shards_.count(key) || std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
+    if (shards_.count(key) ||
+        std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
       continue;
     const RankRecord& r = holder(k.handle, k.zero1_rank);
     file(r);  // opened here: the threads only read
@@ -137,7 +150,8 @@ void CheckpointReader::read_shards(const std::vector<ShardKey>& keys) {
     }
   };
   // Reading from the page cache is a copy per thread: a few threads, not one per core.
-  const std::size_t threads = std::min<std::size_t>({jobs.size(), 4, std::max(1u, std::thread::hardware_concurrency())});
+  const std::size_t threads =
+      std::min<std::size_t>({jobs.size(), 4, std::max(1u, std::thread::hardware_concurrency())});
   std::vector<std::thread> pool;
   try {
     for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
@@ -156,8 +170,8 @@ void CheckpointReader::read_param_range(const std::string& fqn, ShardKind kind, 
   std::size_t h = 0;
   const ParamRecord* p = find_param(fqn, &h);
   if (!p) ZRT_THROW(CheckpointError, step_dir_, ": the checkpoint has no parameter ", fqn);
-  ZRT_CHECK_ARG(0 <= begin && begin <= end && end <= shape_numel(p->shape), "range [", begin, ", ", end,
-                ") is outside parameter ", fqn, " of ", shape_numel(p->shape), " elements");
+  ZRT_CHECK_ARG(0 <= begin && begin <= end && end <= shape_numel(p->shape), "range [", begin, ", ",
+                end, ") is outside parameter ", fqn, " of ", shape_numel(p->shape), " elements");
   const std::int64_t shard_numel = index_.handles[h].shard_numel();
   // Flat elements [p->offset + begin, p->offset + end), shard by shard.
   for (std::int64_t flat = p->offset + begin; flat < p->offset + end;) {
@@ -165,7 +179,8 @@ void CheckpointReader::read_param_range(const std::string& fqn, ShardKind kind, 
     const std::int64_t in_shard = flat - z * shard_numel;
     const std::int64_t n = std::min(p->offset + end - flat, shard_numel - in_shard);
     const Tensor& s = shard(h, z, kind);
-    std::memcpy(dst + (flat - p->offset - begin), s.data<float>() + in_shard, static_cast<std::size_t>(n) * 4);
+    std::memcpy(dst + (flat - p->offset - begin), s.data<float>() + in_shard,
+                static_cast<std::size_t>(n) * 4);
     flat += n;
   }
 }
@@ -193,8 +208,10 @@ std::uint64_t CheckpointReader::verify_all() {
 
 void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
                 const std::vector<optim::ShardParamInfo>& infos, ShardKind kind, Tensor& out) {
-  ZRT_CHECK_ARG(fqns.size() == infos.size(), "fill_shard: ", fqns.size(), " names for ", infos.size(), " infos");
-  ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "fill_shard: ", out.str(), " must be f32 cpu");
+  ZRT_CHECK_ARG(fqns.size() == infos.size(), "fill_shard: ", fqns.size(), " names for ",
+                infos.size(), " infos");
+  ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "fill_shard: ", out.str(),
+                " must be f32 cpu");
   float* dst = out.data<float>();
   for (std::size_t i = 0; i < fqns.size(); ++i) {
     const optim::ShardParamInfo& info = infos[i];
@@ -206,14 +223,15 @@ void fill_shard(CheckpointReader& reader, const std::vector<std::string>& fqns,
 }
 
 void zero_outside_params(const std::vector<optim::ShardParamInfo>& infos, Tensor& out) {
-  ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(), "zero_outside_params: ", out.str(),
-                " must be f32 cpu");
+  ZRT_CHECK_ARG(out.dtype() == DType::f32 && out.device().is_cpu(),
+                "zero_outside_params: ", out.str(), " must be f32 cpu");
   float* dst = out.data<float>();
   // Parameters lie in flat order: the padding is between and after them.
   std::int64_t covered = 0;
   for (const optim::ShardParamInfo& info : infos) {
     if (!info.in_shard || info.numel_in_shard == 0) continue;
-    ZRT_CHECK_ARG(info.offset_in_shard >= covered, "zero_outside_params: parameters out of flat order");
+    ZRT_CHECK_ARG(info.offset_in_shard >= covered,
+                  "zero_outside_params: parameters out of flat order");
     std::fill(dst + covered, dst + info.offset_in_shard, 0.0f);
     covered = info.offset_in_shard + info.numel_in_shard;
   }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "zrt/optim/checkpoint/checkpoint_index.h"
-#include "zrt/runtime/io/safetensors.h"
 #include "zrt/optim/flat_param/flat_param_layout.h"
+#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::optim {
 
@@ -41,7 +41,8 @@ class CheckpointReader {
   // tensors are independent), so that shard() then finds them.
   void read_shards(const std::vector<ShardKey>& keys);
   // Elements [begin, end) of parameter `fqn`'s flattened `kind` into dst.
-  void read_param_range(const std::string& fqn, ShardKind kind, std::int64_t begin, std::int64_t end, float* dst);
+  void read_param_range(const std::string& fqn, ShardKind kind, std::int64_t begin,
+                        std::int64_t end, float* dst);
   // The whole parameter, original shape, f32 cpu.
   Tensor read_param(const std::string& fqn, ShardKind kind);
   // Reads every tensor of every rank file and checks dtype, shape and

@@ -41,7 +41,8 @@ Tensor SnapshotStaging::stage(const std::string& name, const Tensor& t, Stream s
   if (!buffer.storage_ptr() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
     // Copies from a device stream need pinned memory to be asynchronous.
     if (t.device().is_cuda() && !pinned_) pinned_ = make_pinned_host_allocator();
-    buffer = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), t.device().is_cuda() ? pinned_ : nullptr);
+    buffer = Tensor::empty(t.shape(), t.dtype(), Device::cpu(),
+                           t.device().is_cuda() ? pinned_ : nullptr);
   }
   // Host data is copied here and now: the module's streams are synchronized,
   // and `t` may be a temporary (moments read from disk) that a copy queued
@@ -56,8 +57,8 @@ std::uint64_t SnapshotStaging::bytes() const {
   return n;
 }
 
-CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options,
-                                 SnapshotStaging* staging) {
+CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
+                                 const CheckpointSaveOptions& options, SnapshotStaging* staging) {
   ZRT_CHECK_ARG(!options.root.empty(), "save_checkpoint: no checkpoint directory given");
   ZRT_CHECK_ARG(next_step >= 0, "save_checkpoint: step must be >= 0 (got ", next_step, ")");
   Communicator& world = *module.world();
@@ -121,7 +122,8 @@ std::string write_snapshot(Communicator& comm, const CheckpointSnapshot& s) {
     write_rank_file((fs::path(tmp) / record.file).string(), s.tensors, record);
   });
   // Records travel after a marker byte that errors never start with.
-  const std::vector<std::string> replies = exchange_texts(comm, error.empty() ? "\x01" + rank_record_to_json(record) : error);
+  const std::vector<std::string> replies =
+      exchange_texts(comm, error.empty() ? "\x01" + rank_record_to_json(record) : error);
   for (std::size_t r = 0; r < replies.size(); ++r)
     if (replies[r].empty() || replies[r][0] != '\x01') {
       if (rank == 0) {
@@ -134,7 +136,8 @@ std::string write_snapshot(Communicator& comm, const CheckpointSnapshot& s) {
   error = rank != 0 ? "" : error_of([&] {
     CheckpointIndex index = s.index;
     for (std::size_t r = 0; r < replies.size(); ++r)
-      index.ranks.push_back(rank_record_from_json(replies[r].substr(1), "rank " + std::to_string(r)));
+      index.ranks.push_back(
+          rank_record_from_json(replies[r].substr(1), "rank " + std::to_string(r)));
     commit_step(options.root, index, options.keep_last);
   });
   if (rank == 0 && !error.empty()) {

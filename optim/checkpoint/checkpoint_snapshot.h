@@ -17,10 +17,10 @@ namespace zrt::optim {
 struct CheckpointSnapshot {
   std::int64_t next_step = 0;
   CheckpointSaveOptions options;
-  bool writes_file = false;                // false: a replica leaves its shards to replica 0
-  std::map<std::string, Tensor> tensors;   // this rank's file, by tensor name
-  RankRecord record;                       // rank and zero1 rank; the write fills the rest
-  CheckpointIndex index;                   // all but `ranks` (rank 0 commits it)
+  bool writes_file = false;               // false: a replica leaves its shards to replica 0
+  std::map<std::string, Tensor> tensors;  // this rank's file, by tensor name
+  RankRecord record;                      // rank and zero1 rank; the write fills the rest
+  CheckpointIndex index;                  // all but `ranks` (rank 0 commits it)
   // Set when taking the snapshot failed on this rank: the write reports it
   // as that rank's failure, so every rank fails the save alike.
   std::string error;
@@ -45,8 +45,8 @@ class SnapshotStaging {
 // Reads the module's state (after synchronizing it) as step `next_step`.
 // Without staging the tensors are the live shards themselves, valid until
 // the module's next step; with it, copies that stay valid.
-CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options,
-                                 SnapshotStaging* staging);
+CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
+                                 const CheckpointSaveOptions& options, SnapshotStaging* staging);
 
 // Collective over `comm` (the module's world or a group of the same ranks
 // in the same order): writes the snapshot as a step directory, atomically

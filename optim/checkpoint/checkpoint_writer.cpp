@@ -21,12 +21,15 @@ std::string step_dir(const std::string& root, std::int64_t step) {
   return (fs::path(root) / step_dir_name(step)).string();
 }
 
-std::string step_tmp_dir(const std::string& root, std::int64_t step) { return step_dir(root, step) + ".tmp"; }
+std::string step_tmp_dir(const std::string& root, std::int64_t step) {
+  return step_dir(root, step) + ".tmp";
+}
 
 void begin_step(const std::string& root, std::int64_t step) {
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec) ZRT_THROW(CheckpointError, root, ": cannot create the checkpoint directory: ", ec.message());
+  if (ec)
+    ZRT_THROW(CheckpointError, root, ": cannot create the checkpoint directory: ", ec.message());
   if (!fs::is_directory(root)) ZRT_THROW(CheckpointError, root, ": is not a directory");
   remove_stale_temporaries(root);
   const std::string tmp = step_tmp_dir(root, step);
@@ -52,18 +55,20 @@ class OutFile {
       const ssize_t n = ::write(fd_, p, bytes);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0)
-        ZRT_THROW(CheckpointError, path_, ": write failed after ", written_, " bytes: ",
-                  n < 0 ? std::strerror(errno) : "no progress");
+        ZRT_THROW(CheckpointError, path_, ": write failed after ", written_,
+                  " bytes: ", n < 0 ? std::strerror(errno) : "no progress");
       p += n;
       bytes -= static_cast<std::size_t>(n);
       written_ += static_cast<std::uint64_t>(n);
     }
   }
   std::uint64_t sync_and_close() {
-    if (::fsync(fd_) != 0) ZRT_THROW(CheckpointError, path_, ": fsync failed: ", std::strerror(errno));
+    if (::fsync(fd_) != 0)
+      ZRT_THROW(CheckpointError, path_, ": fsync failed: ", std::strerror(errno));
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0) ZRT_THROW(CheckpointError, path_, ": close failed: ", std::strerror(errno));
+    if (::close(fd) != 0)
+      ZRT_THROW(CheckpointError, path_, ": close failed: ", std::strerror(errno));
     return written_;
   }
 
@@ -75,7 +80,8 @@ class OutFile {
 
 }  // namespace
 
-void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors, RankRecord& record) {
+void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                     RankRecord& record) {
   // Host copies only for device tensors: a cpu shard is written from its own memory.
   std::map<std::string, Tensor> host;
   for (const auto& [name, t] : tensors) {
@@ -113,12 +119,15 @@ std::string commit_step(const std::string& root, const CheckpointIndex& index, i
     std::int64_t previous = -1;
     for (std::int64_t s : complete_steps(root))
       if (s != index.step) previous = s;
-    if (previous >= 0) publish_latest(root, previous);
-    else fs::remove(fs::path(root) / "latest", ec);
+    if (previous >= 0)
+      publish_latest(root, previous);
+    else
+      fs::remove(fs::path(root) / "latest", ec);
     retire_step(root, index.step);
   }
   fs::rename(tmp, final_dir, ec);
-  if (ec) ZRT_THROW(CheckpointError, final_dir, ": cannot rename ", tmp, " into place: ", ec.message());
+  if (ec)
+    ZRT_THROW(CheckpointError, final_dir, ": cannot rename ", tmp, " into place: ", ec.message());
   fsync_path(root);
   publish_latest(root, index.step);
   prune_steps(root, keep_last);

@@ -22,7 +22,8 @@ void begin_step(const std::string& root, std::int64_t step);
 // Writes `tensors` (any device; stored as they are) to `path` as plain
 // safetensors and fsyncs it. Fills `record.tensors` (dtype, shape, xxh64 of
 // the stored bytes) and `record.bytes`.
-void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors, RankRecord& record);
+void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                     RankRecord& record);
 
 // Once every rank file is in the step's temporary directory: validates the
 // index (validate_index), writes index.json and its index.json.xxh64, fsyncs

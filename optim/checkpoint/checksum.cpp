@@ -16,8 +16,9 @@ std::string checksum_hex(std::uint64_t value) {
 }
 
 bool is_checksum_hex(std::string_view text) {
-  return text.size() == 16 &&
-         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 struct StreamingXxh64::State {
@@ -27,7 +28,9 @@ struct StreamingXxh64::State {
 
 StreamingXxh64::StreamingXxh64() : state_(std::make_unique<State>()) { XXH64_reset(state_->s, 0); }
 StreamingXxh64::~StreamingXxh64() = default;
-void StreamingXxh64::update(const void* data, std::size_t bytes) { XXH64_update(state_->s, data, bytes); }
+void StreamingXxh64::update(const void* data, std::size_t bytes) {
+  XXH64_update(state_->s, data, bytes);
+}
 std::uint64_t StreamingXxh64::digest() const { return XXH64_digest(state_->s); }
 
 }  // namespace zrt::optim

@@ -11,8 +11,8 @@
 
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/index_checksum.h"
-#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/output_path.h"
 
 namespace zrt::optim {
 
@@ -55,7 +55,8 @@ void write_file_durably(const std::string& given, std::string_view bytes) {
       if (n <= 0) {
         const std::string why = errno_text();
         ::close(fd);
-        ZRT_THROW(CheckpointError, tmp, ": write failed after ", done, " of ", bytes.size(), " bytes: ", why);
+        ZRT_THROW(CheckpointError, tmp, ": write failed after ", done, " of ", bytes.size(),
+                  " bytes: ", why);
       }
       done += static_cast<std::size_t>(n);
     }
@@ -82,7 +83,8 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name) {
   constexpr std::string_view prefix = "step-";
   if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return std::nullopt;
   const std::string_view digits = name.substr(prefix.size());
-  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   return std::stoll(std::string(digits));
 }
@@ -98,7 +100,8 @@ std::vector<std::int64_t> complete_steps(const std::string& root) {
   return steps;
 }
 
-std::string resolve_checkpoint(const std::string& path, std::optional<std::string>* latest_index_xxh64) {
+std::string resolve_checkpoint(const std::string& path,
+                               std::optional<std::string>* latest_index_xxh64) {
   if (latest_index_xxh64) latest_index_xxh64->reset();
   std::error_code ec;
   if (!fs::exists(path, ec)) ZRT_THROW(CheckpointError, path, ": no such checkpoint");
@@ -106,21 +109,25 @@ std::string resolve_checkpoint(const std::string& path, std::optional<std::strin
   const fs::path latest = fs::path(path) / "latest";
   if (!fs::exists(latest, ec))
     ZRT_THROW(CheckpointError, path,
-              ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is there)");
+              ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is "
+              "there)");
   std::ifstream in(latest);
   std::string name, line;
   std::getline(in, name);
   if (!parse_step_dir_name(name))
-    ZRT_THROW(CheckpointError, latest.string(), ": does not name a step directory (holds '", name, "')");
+    ZRT_THROW(CheckpointError, latest.string(), ": does not name a step directory (holds '", name,
+              "')");
   // An older zrt (or a hand) writes the first line only; what follows must be the checksum line, nothing else.
   std::vector<std::string> more;
   while (std::getline(in, line))
     if (!line.empty()) more.push_back(line);
   const std::string_view prefix = kLatestChecksumPrefix;
-  if (more.size() > 1 || (more.size() == 1 && (more[0].compare(0, prefix.size(), prefix) != 0 ||
-                                               !is_checksum_hex(std::string_view(more[0]).substr(prefix.size())))))
-    ZRT_THROW(CheckpointError, latest.string(), ": after the step name it may hold one line '", prefix,
-              "<16 hex digits>', it holds '", more[0].substr(0, 80), "'", more.size() > 1 ? " and more" : "");
+  if (more.size() > 1 ||
+      (more.size() == 1 && (more[0].compare(0, prefix.size(), prefix) != 0 ||
+                            !is_checksum_hex(std::string_view(more[0]).substr(prefix.size())))))
+    ZRT_THROW(CheckpointError, latest.string(), ": after the step name it may hold one line '",
+              prefix, "<16 hex digits>', it holds '", more[0].substr(0, 80), "'",
+              more.size() > 1 ? " and more" : "");
   const fs::path step = fs::path(path) / name;
   if (!fs::exists(step / kIndexFileName, ec))
     ZRT_THROW(CheckpointError, latest.string(), ": names ", name, ", which has no index.json");
@@ -130,9 +137,11 @@ std::string resolve_checkpoint(const std::string& path, std::optional<std::strin
 
 void publish_latest(const std::string& root, std::int64_t step) {
   const std::string name = step_dir_name(step);
-  const std::optional<std::string> checksum = read_index_checksum_file((fs::path(root) / name).string());
-  write_file_durably((fs::path(root) / "latest").string(),
-                     name + "\n" + (checksum ? std::string(kLatestChecksumPrefix) + *checksum + "\n" : ""));
+  const std::optional<std::string> checksum =
+      read_index_checksum_file((fs::path(root) / name).string());
+  write_file_durably(
+      (fs::path(root) / "latest").string(),
+      name + "\n" + (checksum ? std::string(kLatestChecksumPrefix) + *checksum + "\n" : ""));
 }
 
 void prune_steps(const std::string& root, int keep_last) {
@@ -166,11 +175,13 @@ void remove_stale_temporaries(const std::string& root) {
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
     constexpr std::string_view suffix = ".tmp";
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
     std::string stem = name.substr(0, name.size() - suffix.size());
     constexpr std::string_view retired = ".retired";
-    if (stem.size() > retired.size() && stem.compare(stem.size() - retired.size(), retired.size(), retired) == 0)
+    if (stem.size() > retired.size() &&
+        stem.compare(stem.size() - retired.size(), retired.size(), retired) == 0)
       stem.resize(stem.size() - retired.size());
     if (stem != "latest" && !parse_step_dir_name(stem)) continue;
     std::error_code ignored;

@@ -45,7 +45,8 @@ std::vector<std::int64_t> complete_steps(const std::string& root);
 // naming what is missing or malformed. When resolved through `latest` and it
 // records the step's index checksum (its second line), that goes to
 // *latest_index_xxh64 (else nullopt).
-std::string resolve_checkpoint(const std::string& path, std::optional<std::string>* latest_index_xxh64 = nullptr);
+std::string resolve_checkpoint(const std::string& path,
+                               std::optional<std::string>* latest_index_xxh64 = nullptr);
 // Points `latest` at step (atomically, Note [Atomic checkpoint steps]),
 // carrying the step's index checksum when its index.json.xxh64 has one.
 void publish_latest(const std::string& root, std::int64_t step);

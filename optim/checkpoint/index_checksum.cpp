@@ -16,7 +16,9 @@ namespace {
 
 const std::string kChecksumLineTail = std::string("  ") + kIndexFileName;
 
-std::string index_checksum(const std::string& text) { return checksum_hex(xxh64(text.data(), text.size())); }
+std::string index_checksum(const std::string& text) {
+  return checksum_hex(xxh64(text.data(), text.size()));
+}
 
 }  // namespace
 
@@ -24,7 +26,8 @@ std::string write_index_files(const std::string& step_dir, const std::string& in
   const std::string sum = index_checksum(index_json);
   // index.json first: a kill between the two leaves a .tmp step, never a step without its checksum.
   write_file_durably((fs::path(step_dir) / kIndexFileName).string(), index_json);
-  write_file_durably((fs::path(step_dir) / kIndexChecksumFileName).string(), sum + kChecksumLineTail + "\n");
+  write_file_durably((fs::path(step_dir) / kIndexChecksumFileName).string(),
+                     sum + kChecksumLineTail + "\n");
   return sum;
 }
 
@@ -40,12 +43,13 @@ std::optional<std::string> read_index_checksum_file(const std::string& step_dir)
   if (!line.empty() && line.back() == '\n') line.pop_back();
   if (line.size() != 16 + kChecksumLineTail.size() || !is_checksum_hex(line.substr(0, 16)) ||
       line.substr(16) != kChecksumLineTail)
-    ZRT_THROW(CheckpointError, path.string(), ": must hold one line '<16 hex digits>", kChecksumLineTail,
-              "', holds '", line.substr(0, 80), "'");
+    ZRT_THROW(CheckpointError, path.string(), ": must hold one line '<16 hex digits>",
+              kChecksumLineTail, "', holds '", line.substr(0, 80), "'");
   return line.substr(0, 16);
 }
 
-IndexBytes read_checked_index(const std::string& step_dir, const std::optional<std::string>& latest_xxh64,
+IndexBytes read_checked_index(const std::string& step_dir,
+                              const std::optional<std::string>& latest_xxh64,
                               const std::string& latest_path) {
   const std::string index_path = (fs::path(step_dir) / kIndexFileName).string();
   std::ifstream in(index_path, std::ios::binary);
@@ -57,13 +61,15 @@ IndexBytes read_checked_index(const std::string& step_dir, const std::optional<s
   if (const auto recorded = read_index_checksum_file(step_dir)) {
     out.has_checksum_file = true;
     if (*recorded != got)
-      ZRT_THROW(CheckpointError, index_path, ": fails its checksum: ",
-                (fs::path(step_dir) / kIndexChecksumFileName).string(), " records xxh64 ", *recorded,
-                ", the file hashes to ", got, " (index.json was changed or is corrupt)");
+      ZRT_THROW(CheckpointError, index_path,
+                ": fails its checksum: ", (fs::path(step_dir) / kIndexChecksumFileName).string(),
+                " records xxh64 ", *recorded, ", the file hashes to ", got,
+                " (index.json was changed or is corrupt)");
   }
   if (latest_xxh64 && *latest_xxh64 != got)
-    ZRT_THROW(CheckpointError, index_path, ": fails its checksum: ", latest_path, " records index-xxh64 ",
-              *latest_xxh64, ", the file hashes to ", got, " (index.json was changed or is corrupt)");
+    ZRT_THROW(CheckpointError, index_path, ": fails its checksum: ", latest_path,
+              " records index-xxh64 ", *latest_xxh64, ", the file hashes to ", got,
+              " (index.json was changed or is corrupt)");
   return out;
 }
 

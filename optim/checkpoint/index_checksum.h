@@ -28,7 +28,8 @@ struct IndexBytes {
 // its checksum file when there is one, and `latest_xxh64` when given (read
 // from the `latest` file `latest_path`). CheckpointError naming the file
 // that disagrees and both checksums.
-IndexBytes read_checked_index(const std::string& step_dir, const std::optional<std::string>& latest_xxh64 = {},
+IndexBytes read_checked_index(const std::string& step_dir,
+                              const std::optional<std::string>& latest_xxh64 = {},
                               const std::string& latest_path = {});
 
 }  // namespace zrt::optim

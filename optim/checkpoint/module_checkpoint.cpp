@@ -39,12 +39,13 @@ void check_same_model(const ZeroModule& module, const CheckpointReader& reader) 
 // The saved handle holding h's parameters when its flat layout and zero1
 // group size are h's (the same model saved under the same sharding): its
 // shard z is then this rank's shard as it is.
-std::optional<std::size_t> saved_with_same_layout(const CheckpointReader& reader, const FlatParamHandle& h) {
+std::optional<std::size_t> saved_with_same_layout(const CheckpointReader& reader,
+                                                  const FlatParamHandle& h) {
   std::size_t index = 0;
   if (h.num_params() == 0 || !reader.find_param(h.fqn(0), &index)) return std::nullopt;
   const HandleRecord& saved = reader.index().handles[index];
-  if (saved.numel_padded != h.layout().numel_padded() || saved.zero1_size != h.layout().zero1_size() ||
-      saved.params.size() != h.num_params())
+  if (saved.numel_padded != h.layout().numel_padded() ||
+      saved.zero1_size != h.layout().zero1_size() || saved.params.size() != h.num_params())
     return std::nullopt;
   for (std::size_t i = 0; i < h.num_params(); ++i) {
     const ParamRecord& p = saved.params[i];
@@ -57,7 +58,8 @@ std::optional<std::size_t> saved_with_same_layout(const CheckpointReader& reader
 
 }  // namespace
 
-std::string save_checkpoint(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options) {
+std::string save_checkpoint(ZeroModule& module, std::int64_t next_step,
+                            const CheckpointSaveOptions& options) {
   return write_snapshot(*module.world(), take_snapshot(module, next_step, options, nullptr));
 }
 
@@ -77,7 +79,8 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     for (std::size_t k = 0; k < handles.size(); ++k) {
       same[k] = saved_with_same_layout(reader, *handles[k]);
       if (same[k])
-        for (ShardKind kind : kAllShardKinds) whole.push_back({*same[k], handles[k]->groups().zero1->rank(), kind});
+        for (ShardKind kind : kAllShardKinds)
+          whole.push_back({*same[k], handles[k]->groups().zero1->rank(), kind});
     }
     reader.read_shards(whole);
     for (std::size_t k = 0; k < handles.size(); ++k) {
@@ -92,7 +95,8 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
           staged[k].push_back(t);
           continue;
         }
-        Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, Device::cpu(), huge_page_host_allocator());
+        Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, Device::cpu(),
+                                 huge_page_host_allocator());
         fill_shard(reader, fqns, h.zero1_shard_infos(), kind, t);
         staged[k].push_back(t);
       }
@@ -104,8 +108,8 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
       try {
         DynamicLossScaler(module.loss_scaler()->options()).load_state(*state.loss_scaler);
       } catch (const InvalidArgument& e) {
-        ZRT_THROW(CheckpointError, reader.step_dir(), ": index field state.loss_scaler does not fit this run: ",
-                  e.what());
+        ZRT_THROW(CheckpointError, reader.step_dir(),
+                  ": index field state.loss_scaler does not fit this run: ", e.what());
       }
     }
   });
@@ -128,7 +132,8 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   agree(world, error, "loading checkpoint " + path + " (writing the optimizer state)");
   module.synchronize();  // the copies read the staged buffers, which go when this returns
   opt.load_counters(state.optimizer_step, state.skipped_total, state.consecutive_skips);
-  if (module.loss_scaler() && state.loss_scaler) module.loss_scaler()->load_state(*state.loss_scaler);
+  if (module.loss_scaler() && state.loss_scaler)
+    module.loss_scaler()->load_state(*state.loss_scaler);
   if (run_json) *run_json = run;
   return state;
 }

@@ -24,9 +24,9 @@
 namespace zrt::optim {
 
 struct CheckpointSaveOptions {
-  std::string root;              // DIR: steps go to DIR/step-NNNNNN
-  int keep_last = 0;             // > 0: prune to this many steps after the save
-  std::string run_json = "{}";   // the run's flags and model config, stored as given
+  std::string root;             // DIR: steps go to DIR/step-NNNNNN
+  int keep_last = 0;            // > 0: prune to this many steps after the save
+  std::string run_json = "{}";  // the run's flags and model config, stored as given
   // Called on every rank just before it writes its file (fault injection).
   std::function<void(int rank)> before_write;
 };
@@ -42,11 +42,13 @@ inline CheckpointSaveOptions checkpoint_into(std::string root, int keep_last = 0
 // Collective over module.world(): saves the module's state as step
 // `next_step` (the step a resumed run trains next). Returns the step
 // directory on every rank; CheckpointError alike on every rank on failure.
-std::string save_checkpoint(ZeroModule& module, std::int64_t next_step, const CheckpointSaveOptions& options);
+std::string save_checkpoint(ZeroModule& module, std::int64_t next_step,
+                            const CheckpointSaveOptions& options);
 
 // Collective: loads a checkpoint (a step directory, or a root's `latest`)
 // saved under any world size, strategy or dtype of the same model, into the
 // module; returns its training state (and the run's JSON when asked).
-TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::string* run_json = nullptr);
+TrainingState load_checkpoint(ZeroModule& module, const std::string& path,
+                              std::string* run_json = nullptr);
 
 }  // namespace zrt::optim

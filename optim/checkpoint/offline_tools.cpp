@@ -17,16 +17,20 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
   return out;
 }
 
-std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root, int world,
-                               optim::ShardingStrategy strategy, int zero3_size) {
+std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root,
+                               int world, optim::ShardingStrategy strategy, int zero3_size) {
   ZRT_CHECK_ARG(world >= 1, "reshard: the world size must be >= 1 (got ", world, ")");
   const int z = zero3_size > 0 ? zero3_size : world;
-  ZRT_CHECK_ARG(z <= world && world % z == 0, "reshard: zero3 size ", z, " does not divide the world size ", world);
+  ZRT_CHECK_ARG(z <= world && world % z == 0, "reshard: zero3 size ", z,
+                " does not divide the world size ", world);
   CheckpointReader reader(checkpoint);
   std::error_code ec;
-  const fs::path src = fs::weakly_canonical(reader.step_dir(), ec), dst = fs::weakly_canonical(out_root, ec);
-  ZRT_CHECK_ARG(src.string().rfind(dst.string(), 0) != 0 && dst.string().rfind(src.string(), 0) != 0,
-                "reshard: the output ", out_root, " and the checkpoint ", reader.step_dir(), " must not contain each other");
+  const fs::path src = fs::weakly_canonical(reader.step_dir(), ec),
+                 dst = fs::weakly_canonical(out_root, ec);
+  ZRT_CHECK_ARG(
+      src.string().rfind(dst.string(), 0) != 0 && dst.string().rfind(src.string(), 0) != 0,
+      "reshard: the output ", out_root, " and the checkpoint ", reader.step_dir(),
+      " must not contain each other");
   const CheckpointIndex& old = reader.index();
   CheckpointIndex index = old;
   const StrategyGroups groups = strategy_groups(strategy, world, z);
@@ -43,7 +47,8 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
     layouts.emplace_back(specs, dtype, zero1_size);
     h.numel_padded = layouts.back().numel_padded();
     h.zero1_size = zero1_size;
-    for (std::size_t i = 0; i < h.params.size(); ++i) h.params[i].offset = layouts.back().param_offset(i);
+    for (std::size_t i = 0; i < h.params.size(); ++i)
+      h.params[i].offset = layouts.back().param_offset(i);
   }
   begin_step(out_root, index.step);
   index.ranks.clear();
@@ -65,7 +70,8 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
         }
       }
       rec.file = rank_file_name(r);
-      write_rank_file((fs::path(step_tmp_dir(out_root, index.step)) / rec.file).string(), tensors, rec);
+      write_rank_file((fs::path(step_tmp_dir(out_root, index.step)) / rec.file).string(), tensors,
+                      rec);
     }
     index.ranks.push_back(std::move(rec));
   }

@@ -18,7 +18,7 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
 // `out_root`, laid out for `world` ranks under `strategy` (zero3_size: the
 // group size of hybrid / layer-zero; 0 = world), as those ranks would have
 // saved it. Returns the new step directory.
-std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root, int world,
-                               optim::ShardingStrategy strategy, int zero3_size);
+std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root,
+                               int world, optim::ShardingStrategy strategy, int zero3_size);
 
 }  // namespace zrt::optim

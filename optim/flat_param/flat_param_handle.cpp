@@ -1,14 +1,14 @@
 #include "zrt/optim/flat_param/flat_param_handle.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
-#include <cstdlib>
 #include <sstream>
 
-#include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -16,12 +16,18 @@ namespace zrt::optim {
 
 const char* handle_state_name(HandleState s) {
   switch (s) {
-    case HandleState::idle: return "IDLE";
-    case HandleState::forward: return "FORWARD";
-    case HandleState::backward_pre: return "BACKWARD_PRE";
-    case HandleState::backward_post: return "BACKWARD_POST";
-    case HandleState::summon_full_params: return "SUMMON_FULL_PARAMS";
-    case HandleState::sync_params: return "SYNC_PARAMS";
+    case HandleState::idle:
+      return "IDLE";
+    case HandleState::forward:
+      return "FORWARD";
+    case HandleState::backward_pre:
+      return "BACKWARD_PRE";
+    case HandleState::backward_post:
+      return "BACKWARD_POST";
+    case HandleState::summon_full_params:
+      return "SUMMON_FULL_PARAMS";
+    case HandleState::sync_params:
+      return "SYNC_PARAMS";
   }
   return "?";
 }
@@ -40,11 +46,13 @@ void check_params(const std::vector<NamedParam>& params) {
   for (const auto& p : params) {
     ZRT_CHECK_ARG(is_floating(p.tensor.dtype()), "parameter '", p.fqn(), "' has dtype ",
                   dtype_name(p.tensor.dtype()), "; flat parameters hold floating dtypes only");
-    ZRT_CHECK_ARG(p.tensor.dtype() == first.dtype(), "parameters of one flat parameter must share a dtype: '",
-                  params.front().fqn(), "' is ", dtype_name(first.dtype()), " but '", p.fqn(), "' is ",
+    ZRT_CHECK_ARG(p.tensor.dtype() == first.dtype(),
+                  "parameters of one flat parameter must share a dtype: '", params.front().fqn(),
+                  "' is ", dtype_name(first.dtype()), " but '", p.fqn(), "' is ",
                   dtype_name(p.tensor.dtype()));
-    ZRT_CHECK_ARG(p.tensor.device() == first.device(), "parameters of one flat parameter must share a device: '",
-                  params.front().fqn(), "' is on ", first.device().str(), " but '", p.fqn(), "' is on ",
+    ZRT_CHECK_ARG(p.tensor.device() == first.device(),
+                  "parameters of one flat parameter must share a device: '", params.front().fqn(),
+                  "' is on ", first.device().str(), " but '", p.fqn(), "' is on ",
                   p.tensor.device().str());
   }
 }
@@ -59,7 +67,8 @@ std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, con
   for (const auto& p : l.params())
     os << "parameter '" << p.fqn << "' " << shape_str(p.shape) << " pad_rows=" << p.pad_rows
        << "\n";
-  for (const auto& s : shared) os << "tied '" << s.fqn << "' -> '" << l.params()[s.prim_index].fqn << "'\n";
+  for (const auto& s : shared)
+    os << "tied '" << s.fqn << "' -> '" << l.params()[s.prim_index].fqn << "'\n";
   return os.str();
 }
 
@@ -73,14 +82,17 @@ std::vector<std::string> split_lines(const std::string& s) {
 }  // namespace
 
 FlatParamLayout FlatParamHandle::checked_layout(const std::vector<NamedParam>& params,
-                                                const ZeroGroups& groups, const FlatParamOptions& options,
+                                                const ZeroGroups& groups,
+                                                const FlatParamOptions& options,
                                                 std::vector<SharedParamSpec>* shared) {
   check_params(params);
-  ZRT_CHECK_ARG(groups.zero1 && groups.zero3, "flat parameter '", options.name, "' needs zero1 and zero3 groups");
+  ZRT_CHECK_ARG(groups.zero1 && groups.zero3, "flat parameter '", options.name,
+                "' needs zero1 and zero3 groups");
   ZRT_CHECK_ARG(groups.zero1->size() % groups.zero3->size() == 0, "flat parameter '", options.name,
-                "': zero1 group size ", groups.zero1->size(), " is not a multiple of zero3 group size ",
-                groups.zero3->size());
-  return FlatParamLayout(flat_param_specs(params, shared, nullptr), options.param_dtype, groups.zero1->size());
+                "': zero1 group size ", groups.zero1->size(),
+                " is not a multiple of zero3 group size ", groups.zero3->size());
+  return FlatParamLayout(flat_param_specs(params, shared, nullptr), options.param_dtype,
+                         groups.zero1->size());
 }
 
 std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
@@ -120,18 +132,22 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
                 "': reduce dtype must be floating");
   if (!options_.allocator) options_.allocator = default_allocator(options_.device);
   ZRT_CHECK_ARG(options_.allocator->device() == options_.device, "flat parameter '", options_.name,
-                "': allocator is for ", options_.allocator->device().str(), ", not ", options_.device.str());
+                "': allocator is for ", options_.allocator->device().str(), ", not ",
+                options_.device.str());
   if (!options_.host_allocator)  // offload copies from a device stream need pinned memory
-    options_.host_allocator = options_.device.is_cuda() ? make_pinned_host_allocator() : default_allocator(Device::cpu());
+    options_.host_allocator =
+        options_.device.is_cuda() ? make_pinned_host_allocator() : default_allocator(Device::cpu());
   ZRT_CHECK_ARG(options_.host_allocator->device().is_cpu(), "flat parameter '", options_.name,
-                "': host_allocator is for ", options_.host_allocator->device().str(), ", not host memory");
-  ZRT_CHECK_ARG(!options_.device.is_cuda() || !(options_.offload_grads || options_.master_on_host) ||
-                    options_.host_allocator->page_locked(),
-                "flat parameter '", options_.name, "': offloading to host memory from a CUDA device needs a ",
-                "pinned host_allocator (null gives one)");
+                "': host_allocator is for ", options_.host_allocator->device().str(),
+                ", not host memory");
+  ZRT_CHECK_ARG(
+      !options_.device.is_cuda() || !(options_.offload_grads || options_.master_on_host) ||
+          options_.host_allocator->page_locked(),
+      "flat parameter '", options_.name, "': offloading to host memory from a CUDA device needs a ",
+      "pinned host_allocator (null gives one)");
   for (const auto& p : params) {
-    p.tensor.storage().claim(p.tensor.offset() * p.tensor.itemsize(), p.tensor.nbytes(), this, options_.name,
-                             p.fqn());
+    p.tensor.storage().claim(p.tensor.offset() * p.tensor.itemsize(), p.tensor.nbytes(), this,
+                             options_.name, p.fqn());
     claimed_.push_back(p.tensor.storage_ptr());
   }
 
@@ -146,8 +162,9 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
   // This rank's fp32 master slice, straight from the originals: the unsharded
   // flat parameter is never materialised at construction.
   // Note [Master in host memory]: with master_on_host the master is written on the host.
-  zero1_shard_ = options_.master_on_host ? host_buffer(n1, DType::f32, ".zero1_shard")
-                                         : new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_shard");
+  zero1_shard_ = options_.master_on_host
+                     ? host_buffer(n1, DType::f32, ".zero1_shard")
+                     : new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_shard");
   kernels::zero(zero1_shard_, master_stream());
   std::vector<std::size_t> primary_of_input;
   flat_param_specs(params, nullptr, &primary_of_input);
@@ -172,15 +189,17 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
   // Note [Unsharded parameter of a world of one]
   unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
   grad_is_master_ = groups_.zero1->size() == 1 && options_.reduce_dtype == DType::f32;
-  zero3_shard_ = zero3_is_master_
-                     ? zero1_shard_
-                     : new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
-  full_param_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
+  zero3_shard_ =
+      zero3_is_master_
+          ? zero1_shard_
+          : new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
+  full_param_ =
+      new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
   full_grad_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_grad");
   full_prec_grad_ = new_buffer(total, DType::f32, true).set_name(options_.name + ".full_prec_grad");
   if (options_.offload_grads)
-    host_grad_ = Tensor::from_storage(std::make_shared<Storage>(0, options_.host_allocator), {total},
-                                      DType::f32, 0, options_.name + ".host_grad");
+    host_grad_ = Tensor::from_storage(std::make_shared<Storage>(0, options_.host_allocator),
+                                      {total}, DType::f32, 0, options_.name + ".host_grad");
   if (options_.master_on_host) {
     host_zero1_grad_ = host_buffer(n1, DType::f32, ".host_zero1_grad");
     kernels::zero(host_zero1_grad_, master_stream());
@@ -194,13 +213,15 @@ FlatParamHandle::~FlatParamHandle() {
     if (auto storage = weak.lock()) storage->release_claims(this);
 }
 
-Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed, Stream stream) const {
-  auto storage = std::make_shared<Storage>(freed ? 0 : static_cast<std::size_t>(numel) * dtype_size(dtype),
-                                           options_.allocator, stream);
+Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed,
+                                   Stream stream) const {
+  auto storage = std::make_shared<Storage>(
+      freed ? 0 : static_cast<std::size_t>(numel) * dtype_size(dtype), options_.allocator, stream);
   return Tensor::from_storage(std::move(storage), {numel}, dtype);
 }
 
-Tensor FlatParamHandle::host_buffer(std::int64_t numel, DType dtype, const std::string& name) const {
+Tensor FlatParamHandle::host_buffer(std::int64_t numel, DType dtype,
+                                    const std::string& name) const {
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(numel) * dtype_size(dtype),
                                            options_.host_allocator, options_.stream);
   return Tensor::from_storage(std::move(storage), {numel}, dtype, 0, options_.name + name);
@@ -217,10 +238,12 @@ Tensor FlatParamHandle::master_on_device(DType dtype, Stream stream) {
   // CPU device, now beside a CUDA one), then upload from pinned memory.
   const Tensor* host = &zero1_shard_;
   if (dtype != DType::f32) {
-    ZRT_CHECK_STATE(dtype == options_.param_dtype, "flat parameter '", options_.name, "': the master is staged for ",
-                    "upload in ", dtype_name(options_.param_dtype), ", not ", dtype_name(dtype));
+    ZRT_CHECK_STATE(dtype == options_.param_dtype, "flat parameter '", options_.name,
+                    "': the master is staged for ", "upload in ", dtype_name(options_.param_dtype),
+                    ", not ", dtype_name(dtype));
     wait_for_uploads();  // an earlier upload may still read the staging
-    kernels::cast(host_param_staging_, zero1_shard_, options_.device.is_cuda() ? Stream::cpu() : stream);
+    kernels::cast(host_param_staging_, zero1_shard_,
+                  options_.device.is_cuda() ? Stream::cpu() : stream);
     host = &host_param_staging_;
   }
   Tensor up = new_buffer(zero1_shard_.numel(), dtype, false, stream);
@@ -232,7 +255,8 @@ Tensor FlatParamHandle::master_on_device(DType dtype, Stream stream) {
 void FlatParamHandle::wait_for_uploads() const {
   // On a CPU device the host work is queued on the streams in order instead.
   if (!options_.master_on_host || !options_.device.is_cuda()) return;
-  CommWatchdog({groups_.zero1, groups_.zero3, groups_.replica}).wait(uploaded_, "uploading the master to the device");
+  CommWatchdog({groups_.zero1, groups_.zero3, groups_.replica})
+      .wait(uploaded_, "uploading the master to the device");
 }
 
 void FlatParamHandle::validate_across_ranks() const {
@@ -241,19 +265,22 @@ void FlatParamHandle::validate_across_ranks() const {
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size()));
   std::vector<std::vector<std::string>> lines;
   for (const auto& bytes : all)
-    lines.push_back(split_lines(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
+    lines.push_back(
+        split_lines(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
   // The first entry on which any rank differs from rank 0, named identically on every rank.
   std::size_t longest = 0;
   for (const auto& l : lines) longest = std::max(longest, l.size());
   for (std::size_t k = 0; k < longest; ++k) {
-    auto entry = [&](std::size_t r) { return k < lines[r].size() ? lines[r][k] : std::string("<nothing>"); };
+    auto entry = [&](std::size_t r) {
+      return k < lines[r].size() ? lines[r][k] : std::string("<nothing>");
+    };
     std::vector<int> differ;
     for (std::size_t r = 1; r < lines.size(); ++r)
       if (entry(r) != entry(0)) differ.push_back(static_cast<int>(r));
     if (differ.empty()) continue;
     std::ostringstream msg;
-    msg << "flat parameter '" << options_.name << "' differs across the zero1 group (" << groups_.zero1->name()
-        << "): rank 0 has " << entry(0);
+    msg << "flat parameter '" << options_.name << "' differs across the zero1 group ("
+        << groups_.zero1->name() << "): rank 0 has " << entry(0);
     for (int r : differ) msg << "; rank " << r << " has " << entry(static_cast<std::size_t>(r));
     ZRT_THROW(InvalidArgument, msg.str());
   }
@@ -269,13 +296,15 @@ std::optional<std::size_t> FlatParamHandle::find(const std::string& name) const 
 
 std::size_t FlatParamHandle::index_of(const std::string& name) const {
   const auto i = find(name);
-  ZRT_CHECK_ARG(i.has_value(), "flat parameter '", options_.name, "' has no parameter '", name, "'");
+  ZRT_CHECK_ARG(i.has_value(), "flat parameter '", options_.name, "' has no parameter '", name,
+                "'");
   return *i;
 }
 
 void FlatParamHandle::expect_state(HandleState expected, const char* call) const {
-  ZRT_CHECK_STATE(state_ == expected, "flat parameter '", options_.name, "': ", call, " called in state ",
-                  handle_state_name(state_), " (expects ", handle_state_name(expected), ")");
+  ZRT_CHECK_STATE(state_ == expected, "flat parameter '", options_.name, "': ", call,
+                  " called in state ", handle_state_name(state_), " (expects ",
+                  handle_state_name(expected), ")");
 }
 
 Tensor FlatParamHandle::sharded_param(std::size_t i) const {
@@ -309,7 +338,7 @@ Tensor FlatParamHandle::grad(std::size_t i) const {
 void FlatParamHandle::unshard() {
   const bool allocated = !full_param_.is_freed();
   if (allocated && unsharded_current_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
-  if (unsharded_is_master_) {  // Note [Unsharded parameter of a world of one]
+  if (unsharded_is_master_) {                   // Note [Unsharded parameter of a world of one]
     if (!allocated) full_param_.storage().borrow_memory(zero1_shard_.storage_ptr());
     unsharded_current_ = true;
     return;
@@ -323,7 +352,8 @@ void FlatParamHandle::unshard() {
   }
   if (needs_param_sync_) {
     // First unshard after an update: cast the fp32 master and gather it over zero1.
-    groups_.zero1->all_gather_into_tensor(full_param_, master_on_device(options_.param_dtype, comm), comm);
+    groups_.zero1->all_gather_into_tensor(full_param_, master_on_device(options_.param_dtype, comm),
+                                          comm);
   } else {
     groups_.zero3->all_gather_into_tensor(full_param_, zero3_shard_, comm);
   }
@@ -387,7 +417,8 @@ void FlatParamHandle::accumulate_runtime_grad() {
     return;
   } else {
     alloc_storage(full_prec_grad_);
-    kernels::cast(full_prec_grad_, full_grad_, options_.stream);  // first micro-batch: no zero + add
+    kernels::cast(full_prec_grad_, full_grad_,
+                  options_.stream);  // first micro-batch: no zero + add
   }
   free_storage(full_grad_);
 }
@@ -419,7 +450,8 @@ void FlatParamHandle::reduce_grads() {
     if (replicas) groups_.replica->all_reduce(zero1_grad_, op, comm);
   }
   // Note [Master in host memory]: down to the optimizer before `reduced_` says the reduction is done.
-  if (options_.master_on_host) host_zero1_grad_.copy_async_(zero1_grad_, communicates ? comm : options_.stream);
+  if (options_.master_on_host)
+    host_zero1_grad_.copy_async_(zero1_grad_, communicates ? comm : options_.stream);
   if (communicates && comm != options_.stream) reduced_.record(comm);
   free_storage(full_prec_grad_);
 }
@@ -458,7 +490,8 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
   ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
   ZRT_CHECK_STATE(state_ == HandleState::idle || state_ == HandleState::forward ||
                       state_ == HandleState::backward_pre,
-                  "flat parameter '", options_.name, "': add_to_grad called in state ", handle_state_name(state_));
+                  "flat parameter '", options_.name, "': add_to_grad called in state ",
+                  handle_state_name(state_));
   const auto& p = layout_.params()[i];
   ZRT_CHECK_ARG(grad.numel() == p.padded_numel(), "flat parameter '", options_.name,
                 "': a gradient of ", grad.numel(), " elements for '", p.fqn, "' of ",
@@ -487,11 +520,13 @@ std::vector<Tensor> FlatParamHandle::summon_full_params() {
   std::vector<Tensor> out;
   try {
     Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false);
-    groups_.zero1->all_gather_into_tensor(full, master_on_device(DType::f32, options_.stream), options_.stream);
+    groups_.zero1->all_gather_into_tensor(full, master_on_device(DType::f32, options_.stream),
+                                          options_.stream);
     options_.stream.synchronize();  // the clones below copy on another stream
     for (std::size_t i = 0; i < num_params(); ++i) {
       const auto& p = layout_.params()[i];
-      out.push_back(full.slice(layout_.param_offset(i), p.numel()).view(p.shape).clone().set_name(p.fqn));
+      out.push_back(
+          full.slice(layout_.param_offset(i), p.numel()).view(p.shape).clone().set_name(p.fqn));
     }
   } catch (...) {
     state_ = HandleState::idle;
@@ -503,8 +538,8 @@ std::vector<Tensor> FlatParamHandle::summon_full_params() {
 
 void FlatParamHandle::load_full_params(const std::vector<Tensor>& values) {
   expect_state(HandleState::idle, "load_full_params");
-  ZRT_CHECK_ARG(values.size() == num_params(), "flat parameter '", options_.name, "' has ", num_params(),
-                " parameters but load_full_params got ", values.size());
+  ZRT_CHECK_ARG(values.size() == num_params(), "flat parameter '", options_.name, "' has ",
+                num_params(), " parameters but load_full_params got ", values.size());
   for (std::size_t i = 0; i < num_params(); ++i)
     ZRT_CHECK_ARG(values[i].shape() == layout_.params()[i].shape, "load_full_params: '", fqn(i),
                   "' has shape ", shape_str(layout_.params()[i].shape), " but the value has ",

@@ -112,15 +112,22 @@
 #include <string>
 #include <vector>
 
-#include "zrt/runtime/comm/communicator.h"
-#include "zrt/runtime/comm/zero_groups.h"
 #include "zrt/optim/flat_param/flat_param_layout.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/comm/communicator.h"
+#include "zrt/runtime/comm/zero_groups.h"
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::optim {
 
-enum class HandleState { idle, forward, backward_pre, backward_post, summon_full_params, sync_params };
+enum class HandleState {
+  idle,
+  forward,
+  backward_pre,
+  backward_post,
+  summon_full_params,
+  sync_params
+};
 const char* handle_state_name(HandleState s);
 
 // One original parameter: the module it belongs to, its name there, and its
@@ -134,19 +141,20 @@ struct NamedParam {
 };
 
 struct FlatParamOptions {
-  std::string name = "flat_param";         // in messages, e.g. "h.3"
-  DType param_dtype = DType::f32;          // forward/backward dtype
-  DType reduce_dtype = DType::f32;         // gradient reduce-scatter dtype
-  ReduceOp grad_reduce = ReduceOp::avg;    // sum or avg over ranks
-  bool reshard_after_forward = true;       // false keeps the param for backward (SHARD_GRAD_OP)
-  bool reshard_after_backward = true;      // false keeps it replicated (NO_SHARD)
-  bool offload_grads = false;              // fp32 grads to pinned host between micro-batches
-  bool master_on_host = false;             // fp32 master (and its gradient copy) in host memory (Note [Master in host memory])
+  std::string name = "flat_param";       // in messages, e.g. "h.3"
+  DType param_dtype = DType::f32;        // forward/backward dtype
+  DType reduce_dtype = DType::f32;       // gradient reduce-scatter dtype
+  ReduceOp grad_reduce = ReduceOp::avg;  // sum or avg over ranks
+  bool reshard_after_forward = true;     // false keeps the param for backward (SHARD_GRAD_OP)
+  bool reshard_after_backward = true;    // false keeps it replicated (NO_SHARD)
+  bool offload_grads = false;            // fp32 grads to pinned host between micro-batches
+  bool master_on_host =
+      false;  // fp32 master (and its gradient copy) in host memory (Note [Master in host memory])
   Device device = Device::cpu();
-  AllocatorPtr allocator;                  // device memory; null = default_allocator(device)
-  AllocatorPtr host_allocator;             // host memory for offload; null = pinned (cuda) or plain host
-  Stream stream;                           // compute: kernels and copies
-  Stream comm_stream;                      // collectives; the default Stream{}: `stream`
+  AllocatorPtr allocator;       // device memory; null = default_allocator(device)
+  AllocatorPtr host_allocator;  // host memory for offload; null = pinned (cuda) or plain host
+  Stream stream;                // compute: kernels and copies
+  Stream comm_stream;           // collectives; the default Stream{}: `stream`
 };
 
 class FlatParamHandle {
@@ -176,11 +184,15 @@ class FlatParamHandle {
   HandleState state() const { return state_; }
 
   // --- sharded state (always allocated) ------------------------------------
-  const Tensor& zero1_shard() const { return zero1_shard_; }  // fp32 master (host with master_on_host)
-  const Tensor& zero1_grad() const { return zero1_grad_; }    // fp32 gradient shard, on the device
+  const Tensor& zero1_shard() const {
+    return zero1_shard_;
+  }  // fp32 master (host with master_on_host)
+  const Tensor& zero1_grad() const { return zero1_grad_; }  // fp32 gradient shard, on the device
   // The gradient shard the optimizer reads beside the master: zero1_grad(),
   // or with master_on_host its host copy (Note [Master in host memory]).
-  const Tensor& master_grad() const { return options_.master_on_host ? host_zero1_grad_ : zero1_grad_; }
+  const Tensor& master_grad() const {
+    return options_.master_on_host ? host_zero1_grad_ : zero1_grad_;
+  }
   // Where the master is read and written in order: the compute stream, or
   // with the master in host memory beside a CUDA device, the host (the
   // default CPU stream, which runs kernels on the calling thread).
@@ -207,10 +219,10 @@ class FlatParamHandle {
   bool unsharded_is_master() const { return unsharded_is_master_; }
 
   // --- one step -----------------------------------------------------------
-  void pre_forward();                    // idle -> forward: unshard
-  void post_forward();                   // forward -> idle: reshard (free unless kept for backward)
-  void pre_backward();                   // idle -> backward_pre: unshard, zeroed runtime grad
-  void post_backward(bool sync_grads);   // -> backward_post -> idle; see Note [Gradient path]
+  void pre_forward();                   // idle -> forward: unshard
+  void post_forward();                  // forward -> idle: reshard (free unless kept for backward)
+  void pre_backward();                  // idle -> backward_pre: unshard, zeroed runtime grad
+  void post_backward(bool sync_grads);  // -> backward_post -> idle; see Note [Gradient path]
   // Lower-level steps for engines that schedule (e.g. prefetch) themselves.
   void unshard();
   void reshard(bool free_unsharded);
@@ -245,8 +257,9 @@ class FlatParamHandle {
   void load_full_params(const std::vector<Tensor>& values);
 
  private:
-  static FlatParamLayout checked_layout(const std::vector<NamedParam>& params, const ZeroGroups& groups,
-                                       const FlatParamOptions& options, std::vector<SharedParamSpec>* shared);
+  static FlatParamLayout checked_layout(const std::vector<NamedParam>& params,
+                                        const ZeroGroups& groups, const FlatParamOptions& options,
+                                        std::vector<SharedParamSpec>* shared);
   void expect_state(HandleState expected, const char* call) const;
   // The fp32 unsharded gradient to pinned host memory (offload_grads), freed on the device.
   void offload_grad();
@@ -263,7 +276,9 @@ class FlatParamHandle {
   // Before the host writes the master or its staging beside a CUDA device:
   // the uploads that read them have run (Note [Master in host memory]).
   void wait_for_uploads() const;
-  Stream comm_stream() const { return options_.comm_stream == Stream() ? options_.stream : options_.comm_stream; }
+  Stream comm_stream() const {
+    return options_.comm_stream == Stream() ? options_.stream : options_.comm_stream;
+  }
   void wait_unsharded() const {
     if (comm_stream() != options_.stream && !skip_gather_wait_) gathered_.wait(options_.stream);
   }
@@ -276,21 +291,21 @@ class FlatParamHandle {
   FlatParamLayout layout_;
   std::vector<ShardParamInfo> zero1_infos_, zero3_infos_;
   HandleState state_ = HandleState::idle;
-  bool zero3_is_master_ = false;     // zero3_shard_ is zero1_shard_ (fp32, same slice)
-  bool unsharded_is_master_ = false; // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
-  bool grad_is_master_ = false;      // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
-  bool needs_param_sync_ = true;     // the zero3 shard is stale: gather from zero1
-  bool unsharded_current_ = false;   // full_param_ holds the current parameters
+  bool zero3_is_master_ = false;      // zero3_shard_ is zero1_shard_ (fp32, same slice)
+  bool unsharded_is_master_ = false;  // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
+  bool grad_is_master_ = false;       // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
+  bool needs_param_sync_ = true;      // the zero3 shard is stale: gather from zero1
+  bool unsharded_current_ = false;    // full_param_ holds the current parameters
   bool grad_offloaded_ = false;
 
   Tensor zero1_shard_, zero1_grad_, zero3_shard_;
   Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
   Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
   Tensor host_zero1_grad_;                          // master_on_host: host copy of zero1_grad_
-  Tensor host_param_staging_;                       // master_on_host, non-fp32: the master cast for upload
-  std::vector<std::weak_ptr<Storage>> claimed_;     // storages of the original parameters
-  Event compute_ready_, gathered_, reduced_;        // Note [Unshard on the communication stream]
-  Event uploaded_;                                  // master_on_host: the last upload of the master issued
+  Tensor host_param_staging_;  // master_on_host, non-fp32: the master cast for upload
+  std::vector<std::weak_ptr<Storage>> claimed_;  // storages of the original parameters
+  Event compute_ready_, gathered_, reduced_;     // Note [Unshard on the communication stream]
+  Event uploaded_;  // master_on_host: the last upload of the master issued
   // ZRT_TEST_SKIP_GATHER_WAIT=1 drops the wait for the gather: a test-only
   // fault that shows Note [Poisoned memory] catches a missing wait.
   bool skip_gather_wait_ = false;

@@ -76,8 +76,8 @@ std::int64_t FlatParamLayout::shard_numel(int world_size) const {
 
 std::vector<ShardParamInfo> FlatParamLayout::shard_infos(int rank, int world_size) const {
   const std::int64_t n = shard_numel(world_size);
-  ZRT_CHECK_ARG(rank >= 0 && rank < world_size, "shard rank ", rank, " out of range for world size ",
-                world_size);
+  ZRT_CHECK_ARG(rank >= 0 && rank < world_size, "shard rank ", rank,
+                " out of range for world size ", world_size);
   const std::int64_t shard_start = rank * n, shard_end = shard_start + n;
   std::vector<ShardParamInfo> infos;
   infos.reserve(params_.size());

@@ -50,8 +50,8 @@ struct ParamSpec {
 
 // A parameter stored under another name (see SharedParamInfo in the design).
 struct SharedParamSpec {
-  std::string fqn;          // the second name
-  std::size_t prim_index;   // index of the stored (primary) parameter
+  std::string fqn;         // the second name
+  std::size_t prim_index;  // index of the stored (primary) parameter
 };
 
 // One run of the flat parameter: an original parameter or padding zeros.
@@ -65,7 +65,7 @@ struct FlatSegment {
 // How original parameter i intersects one rank's shard. Half-open ranges.
 struct ShardParamInfo {
   bool in_shard = false;
-  std::int64_t offset_in_shard = 0;   // where its slice starts inside the shard
+  std::int64_t offset_in_shard = 0;  // where its slice starts inside the shard
   std::int64_t numel_in_shard = 0;
   std::int64_t intra_param_start = 0;  // [start, end) of the parameter's flattened elements
   std::int64_t intra_param_end = 0;

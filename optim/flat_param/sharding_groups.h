@@ -1,9 +1,9 @@
 // How each ShardingStrategy maps onto process groups and reshard points.
 #pragma once
 
-#include "zrt/runtime/comm/communicator.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/comm/communicator.h"
 
 namespace zrt::optim {
 

@@ -11,8 +11,8 @@ enum class ShardingStrategy {
   full_shard,     // zero3 = zero1 = world; free after forward and backward (ZeRO-3)
   shard_grad_op,  // zero3 = zero1 = world; keep the unsharded param from forward to backward (ZeRO-2)
   no_shard,       // replicated parameters; gradients all-reduced (DDP)
-  hybrid_shard,   // shard inside zero3 groups, replicate across them (HSDP)
-  layer_zero,     // zero1 = world, zero3 a smaller group, e.g. one node (hpZ / LayerZero)
+  hybrid_shard,  // shard inside zero3 groups, replicate across them (HSDP)
+  layer_zero,    // zero1 = world, zero3 a smaller group, e.g. one node (hpZ / LayerZero)
 };
 
 const char* strategy_name(ShardingStrategy s);

@@ -63,9 +63,9 @@ struct CreationPolls {
 
 template <class Handle, class Result>
 struct Created {
-  Handle handle{};        // what came, even on failure (for the caller to abort)
-  Result result;          // success, in_progress (the deadline passed) or the failure
-  bool missing = false;   // the job ended without the handle a group member needs
+  Handle handle{};       // what came, even on failure (for the caller to abort)
+  Result result;         // success, in_progress (the deadline passed) or the failure
+  bool missing = false;  // the job ended without the handle a group member needs
 };
 
 // Waits for a creation whose call returned `call` (Note [Non-blocking
@@ -94,8 +94,8 @@ Created<Handle, Result> await_creation(const CreationPolls<Handle, Result>& poll
     c.missing = want_handle;
     return c;
   }
-  c.result = poll_while_in_progress(polls.in_progress, [&] { return polls.state(c.handle); },
-                                    deadline);
+  c.result = poll_while_in_progress(
+      polls.in_progress, [&] { return polls.state(c.handle); }, deadline);
   return c;
 }
 

@@ -35,7 +35,8 @@ std::vector<const FlightRecorder*> rings(const std::vector<Communicator*>& group
 
 CommWatchdog::CommWatchdog(const std::vector<Communicator*>& groups) {
   for (Communicator* g : groups)
-    if (g != nullptr && std::find(groups_.begin(), groups_.end(), g) == groups_.end()) groups_.push_back(g);
+    if (g != nullptr && std::find(groups_.begin(), groups_.end(), g) == groups_.end())
+      groups_.push_back(g);
   ZRT_CHECK_ARG(!groups_.empty(), "CommWatchdog: no group to watch (every one given is null)");
 }
 
@@ -59,7 +60,8 @@ std::uint64_t CommWatchdog::progress() const {
   return ended;
 }
 
-void CommWatchdog::wait_until(const std::function<bool()>& done, const char* what, bool done_blocks) const {
+void CommWatchdog::wait_until(const std::function<bool()>& done, const char* what,
+                              bool done_blocks) const {
   ZRT_CHECK_ARG(static_cast<bool>(done), "CommWatchdog: no completion test for ", what);
   if (done()) return;
   const std::chrono::milliseconds limit = timeout();
@@ -71,8 +73,9 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
     for (const Communicator* g : groups_) {
       std::string error = g->async_error();
       if (!error.empty())
-        fail(what, detail::concat("the ", g->backend_name(), " backend reported an asynchronous error on group ",
-                                  g->name(), ": ", error));
+        fail(what, detail::concat("the ", g->backend_name(),
+                                  " backend reported an asynchronous error on group ", g->name(),
+                                  ": ", error));
     }
     if (done()) return;
     const std::uint64_t now_progress = progress();
@@ -81,7 +84,8 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
       last_progress = now_progress;
       deadline = now + limit;
     } else if (now >= deadline) {
-      fail(what, detail::concat(what, " timed out after ", limit.count(), " ms without a collective finishing"));
+      fail(what, detail::concat(what, " timed out after ", limit.count(),
+                                " ms without a collective finishing"));
     }
     if (done_blocks) continue;
     if (now < spin_until) {
@@ -103,7 +107,7 @@ void CommWatchdog::wait(const Event& event, const char* what) const {
 void CommWatchdog::synchronize(Stream stream, const char* what) const {
   if (stream.is_cpu()) {
     CpuStream* queue = stream.cpu_queue();
-    if (queue == nullptr) return;  // the default CPU stream: everything issued is done
+    if (queue == nullptr) return;           // the default CPU stream: everything issued is done
     if (queue->on_stream_thread()) return;  // already in order, as CpuStream::synchronize
     // A CPU event wakes its waiter as it completes: no poll interval is added to the wait.
     Event issued(Device::cpu());
@@ -131,36 +135,47 @@ void CommWatchdog::fail(const char* what, const std::string& why) const {
   const std::vector<const FlightRecorder*> recorders = rings(groups_);
   for (const FlightRecorder* f : recorders) {
     std::vector<FlightEntry> more = f->entries();
-    entries.insert(entries.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    entries.insert(entries.end(), std::make_move_iterator(more.begin()),
+                   std::make_move_iterator(more.end()));
   }
   for (const FlightEntry& e : entries) {
     const bool on_watched = watched.count(e.group) > 0;
     if (unfinished(e)) {
       if (oldest_any == nullptr || e.issued_s < oldest_any->issued_s) oldest_any = &e;
-      if (on_watched && (oldest_watched == nullptr || e.issued_s < oldest_watched->issued_s)) oldest_watched = &e;
+      if (on_watched && (oldest_watched == nullptr || e.issued_s < oldest_watched->issued_s))
+        oldest_watched = &e;
     }
-    if (on_watched && (last_watched == nullptr || e.issued_s >= last_watched->issued_s)) last_watched = &e;
+    if (on_watched && (last_watched == nullptr || e.issued_s >= last_watched->issued_s))
+      last_watched = &e;
   }
-  const FlightEntry* culprit = oldest_watched ? oldest_watched : oldest_any ? oldest_any : last_watched;
+  const FlightEntry* culprit = oldest_watched ? oldest_watched
+                               : oldest_any   ? oldest_any
+                                              : last_watched;
 
   std::string aborted;
-  for (const Communicator* g : groups_) aborted += detail::concat(aborted.empty() ? "" : ", ", g->name());
+  for (const Communicator* g : groups_)
+    aborted += detail::concat(aborted.empty() ? "" : ", ", g->name());
   const Communicator& first = *groups_.front();
   std::string head;
   if (culprit == nullptr) {
-    head = detail::concat(what, " on group ", first.name(), " (rank ", first.rank(), " of ", first.size(),
-                          "; no collective recorded)");
+    head = detail::concat(what, " on group ", first.name(), " (rank ", first.rank(), " of ",
+                          first.size(), "; no collective recorded)");
   } else {
-    const auto group = std::find_if(groups_.begin(), groups_.end(),
-                                    [&](const Communicator* g) { return g->name() == culprit->group; });
+    const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Communicator* g) {
+      return g->name() == culprit->group;
+    });
     const std::string rank =
         group != groups_.end()
             ? detail::concat("rank ", (*group)->rank(), " of ", (*group)->size())
-            : detail::concat("world rank ", recorders.empty() ? first.rank() : recorders.front()->rank());
-    head = detail::concat(culprit->op, " #", culprit->seq, " on group ", culprit->group, " (", rank, ")");
-    if (!unfinished(*culprit)) head += " (the last collective enqueued; its completion on the device is not tracked)";
+            : detail::concat("world rank ",
+                             recorders.empty() ? first.rank() : recorders.front()->rank());
+    head = detail::concat(culprit->op, " #", culprit->seq, " on group ", culprit->group, " (", rank,
+                          ")");
+    if (!unfinished(*culprit))
+      head += " (the last collective enqueued; its completion on the device is not tracked)";
   }
-  const std::string message = detail::concat(head, ": ", why, " (watchdog; aborted group(s) ", aborted, ")");
+  const std::string message =
+      detail::concat(head, ": ", why, " (watchdog; aborted group(s) ", aborted, ")");
   for (Communicator* g : groups_) g->abort(message);
   ZRT_THROW(CommError, message);
 }

@@ -80,7 +80,8 @@ class CommWatchdog {
   // its own completion test. `done` is called on this thread only. With
   // `done_blocks` the test itself blocks a while (up to the longest poll
   // interval, waking on completion) instead of the watchdog sleeping.
-  void wait_until(const std::function<bool()>& done, const char* what, bool done_blocks = false) const;
+  void wait_until(const std::function<bool()>& done, const char* what,
+                  bool done_blocks = false) const;
 
   // The longest timeout of the watched groups: the deadline without progress.
   std::chrono::milliseconds timeout() const;

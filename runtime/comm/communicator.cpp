@@ -13,10 +13,14 @@ namespace zrt {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
 }
@@ -32,20 +36,24 @@ std::chrono::milliseconds default_comm_timeout() {
   // A deadline is now + timeout on a nanosecond clock: far larger values
   // would overflow it into an immediate or negative timeout.
   constexpr double kMaxSeconds = 1e8;  // about three years
-  ZRT_CHECK_ARG(seconds <= kMaxSeconds, "ZRT_COMM_TIMEOUT_S='", env, "' is above the longest timeout, ", kMaxSeconds,
-                " seconds");
+  ZRT_CHECK_ARG(seconds <= kMaxSeconds, "ZRT_COMM_TIMEOUT_S='", env,
+                "' is above the longest timeout, ", kMaxSeconds, " seconds");
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
 }
 
 Communicator::Communicator(int rank, int size, std::string name)
-    : rank_(rank), size_(size), name_(std::move(name)), timeout_(default_comm_timeout()),
+    : rank_(rank),
+      size_(size),
+      name_(std::move(name)),
+      timeout_(default_comm_timeout()),
       flight_(std::make_shared<FlightRecorder>(rank)) {
   ZRT_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "communicator '", name_, "': rank ", rank,
                 " is not in a group of size ", size);
 }
 
 std::string Communicator::where(const char* op) const {
-  return detail::concat(op, " #", running_seq_, " on group ", name_, " (rank ", rank_, " of ", size_, ")");
+  return detail::concat(op, " #", running_seq_, " on group ", name_, " (rank ", rank_, " of ",
+                        size_, ")");
 }
 
 namespace {
@@ -67,8 +75,9 @@ void check_tensor(const Communicator& c, bool device_ok, const char* op, const c
   ZRT_CHECK_ARG(stream.is_cpu() || stream.device() == t.device(), op, " on group ", c.name(),
                 ": stream on ", stream.device().str(), " but ", role, " ", t.str(), " is on ",
                 t.device().str());
-  ZRT_CHECK_ARG(!stream.cpu_queue() || t.device().is_cpu(), op, " on group ", c.name(), ": ", role, " ",
-                t.str(), " is on ", t.device().str(), " but the stream is an owned CPU stream");
+  ZRT_CHECK_ARG(!stream.cpu_queue() || t.device().is_cpu(), op, " on group ", c.name(), ": ", role,
+                " ", t.str(), " is on ", t.device().str(),
+                " but the stream is an owned CPU stream");
 }
 
 // An input that shares memory with the output must be exactly this rank's
@@ -79,8 +88,8 @@ void check_chunk_alias(const Communicator& c, const char* op, const Tensor& whol
   const std::int64_t w0 = whole.offset(), w1 = w0 + whole.numel();
   const std::int64_t c0 = chunk.offset(), c1 = c0 + chunk.numel();
   if (c1 <= w0 || w1 <= c0) return;
-  ZRT_CHECK_ARG(c0 == w0 + c.rank() * chunk.numel(), op, " on group ", c.name(), ": ",
-                chunk.str(), " overlaps ", whole.str(),
+  ZRT_CHECK_ARG(c0 == w0 + c.rank() * chunk.numel(), op, " on group ", c.name(), ": ", chunk.str(),
+                " overlaps ", whole.str(),
                 " but is not this rank's chunk of it (the only in-place form allowed)");
 }
 
@@ -95,7 +104,8 @@ void check_same_dtype_device(const Communicator& c, const char* op, const Tensor
 // A trace event for one collective, when the group has a tracer.
 Tracer::Scope traced(const Communicator& c, const char* op, std::size_t bytes, std::uint64_t seq) {
   Tracer* t = c.tracer().get();
-  return Tracer::Scope(t, t ? std::string(op) + " " + c.name() : std::string(), "comm", Tracer::kCommTrack,
+  return Tracer::Scope(t, t ? std::string(op) + " " + c.name() : std::string(), "comm",
+                       Tracer::kCommTrack,
                        t ? std::map<std::string, double>{{"bytes", static_cast<double>(bytes)},
                                                          {"seq", static_cast<double>(seq)}}
                          : std::map<std::string, double>{});
@@ -117,7 +127,9 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
   issue("all_gather", out.nbytes(), stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) { do_all_gather(o, i, s); });
+        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
+          do_all_gather(o, i, s);
+        });
 }
 
 void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp rop,
@@ -141,9 +153,9 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
 void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
   const char* op = "all_reduce";
   check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
-  ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max ||
-                    rop == ReduceOp::min,
-                op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
+  ZRT_CHECK_ARG(
+      rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max || rop == ReduceOp::min,
+      op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
   issue("all_reduce", t.nbytes(), stream,
         [this, x = in_order(t, stream), rop](Stream s) { do_all_reduce(x, rop, s); });
 }
@@ -177,8 +189,10 @@ std::string Communicator::abort_reason() const {
 
 void Communicator::wait_for_queued(const char* op) {
   if (!queued_.query()) {
-    const std::string what = detail::concat(op, " waiting for the collectives queued before it on group ", name_);
-    CommWatchdog(std::vector<Communicator*>{this}).wait_until([&] { return queued_.query(); }, what.c_str());
+    const std::string what =
+        detail::concat(op, " waiting for the collectives queued before it on group ", name_);
+    CommWatchdog(std::vector<Communicator*>{this})
+        .wait_until([&] { return queued_.query(); }, what.c_str());
   }
   queued_.synchronize();  // complete: rethrows a failed stream's error
 }
@@ -216,7 +230,8 @@ void Communicator::issue(const char* trace_name, std::size_t bytes, Stream strea
   check_not_aborted(trace_name);
   const std::uint64_t seq = ++seq_;
   const std::uint64_t id = flight_->issued(trace_name, name_, seq, bytes);
-  auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_, collective = std::move(collective)] {
+  auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_,
+              collective = std::move(collective)] {
     running_seq_ = seq;
     flight->started(id);
     auto trace = traced(*this, trace_name, bytes, seq);
@@ -259,7 +274,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string child_name) {
   ZRT_CHECK_ARG(color >= 0, "split on group ", name_, ": color ", color, " must be >= 0");
-  auto child = on_calling_thread("split", [&] { return do_split(color, key, std::move(child_name)); });
+  auto child =
+      on_calling_thread("split", [&] { return do_split(color, key, std::move(child_name)); });
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");
   child->set_timeout(timeout_);

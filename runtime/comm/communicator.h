@@ -22,9 +22,9 @@
 // past the timeout it abort()s the group.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -121,11 +121,13 @@ class Communicator {
   virtual bool accepts_device(Device /*device*/) const { return true; }
 
   virtual void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) = 0;
-  virtual void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) = 0;
+  virtual void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                                 Stream stream) = 0;
   virtual void do_all_reduce(const Tensor& t, ReduceOp op, Stream stream) = 0;
   virtual void do_broadcast(const Tensor& t, int root, Stream stream) = 0;
   virtual void do_barrier() = 0;
-  virtual std::vector<std::vector<std::byte>> do_all_gather_bytes(std::span<const std::byte> mine) = 0;
+  virtual std::vector<std::vector<std::byte>> do_all_gather_bytes(
+      std::span<const std::byte> mine) = 0;
   virtual std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) = 0;
   // The backend's part of abort(): wake what is blocked, fail what comes.
   // Called once, from any thread; must not throw.
@@ -134,7 +136,8 @@ class Communicator {
  private:
   // Numbers a collective and runs it in `stream`'s order (Note [Collective
   // contract]); `trace_name` and `bytes` label its trace event.
-  void issue(const char* trace_name, std::size_t bytes, Stream stream, std::function<void(Stream)> collective);
+  void issue(const char* trace_name, std::size_t bytes, Stream stream,
+             std::function<void(Stream)> collective);
   // Runs a collective on the calling thread (barrier, split,
   // all_gather_bytes), after the group's collectives queued on CPU streams:
   // numbers it and records it in the flight recorder.

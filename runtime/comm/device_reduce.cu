@@ -36,8 +36,8 @@ __global__ void reduce_kernel(T* dst, Inputs<T> in, std::int64_t n, ReduceOp op,
 void device_reduce(void* dst, std::span<const void* const> srcs, std::int64_t numel, DType dtype,
                    ReduceOp op, void* cuda_stream) {
   ZRT_CHECK_ARG(!srcs.empty(), "device_reduce: no inputs");
-  ZRT_CHECK_ARG(srcs.size() <= std::size_t(std::numeric_limits<int>::max()), "device_reduce: ",
-                srcs.size(), " inputs");
+  ZRT_CHECK_ARG(srcs.size() <= std::size_t(std::numeric_limits<int>::max()),
+                "device_reduce: ", srcs.size(), " inputs");
   for (std::size_t r = kMaxDeviceReduceInputs; r < srcs.size(); ++r)
     ZRT_CHECK_ARG(srcs[r] != dst, "device_reduce: dst aliases input ", r, " of ", srcs.size(),
                   ", which a launch after the first reads (at most the first ",

@@ -32,10 +32,10 @@ inline constexpr std::size_t kMaxDeviceReduceInputs = 16;
 // A later launch reads its inputs after the earlier launches wrote dst, so
 // dst may alias only an input of the first launch.
 struct DeviceReduceBatch {
-  std::size_t begin = 0;          // the launch reads srcs[begin, end) ...
+  std::size_t begin = 0;  // the launch reads srcs[begin, end) ...
   std::size_t end = 0;
-  bool accumulates = false;       // ... after dst (every launch but the first)
-  bool last = false;              // avg divides by the whole count here
+  bool accumulates = false;  // ... after dst (every launch but the first)
+  bool last = false;         // avg divides by the whole count here
 };
 
 // The launches reducing `inputs` buffers, `max_inputs` read per launch

@@ -45,8 +45,8 @@ std::size_t default_flight_recorder_entries() {
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(env, &end, 10);
-  ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && n >= 1 && n <= 1000000, "ZRT_FLIGHT_RECORDER_ENTRIES='",
-                env, "' is not a whole number from 1 to 1000000");
+  ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && n >= 1 && n <= 1000000,
+                "ZRT_FLIGHT_RECORDER_ENTRIES='", env, "' is not a whole number from 1 to 1000000");
   return static_cast<std::size_t>(n);
 }
 
@@ -106,8 +106,14 @@ std::vector<FlightEntry> FlightRecorder::entries() const {
 std::string FlightRecorder::json() const {
   nlohmann::json entries = nlohmann::json::array();
   for (const FlightEntry& e : this->entries())
-    entries.push_back({{"seq", e.seq}, {"op", e.op}, {"group", e.group}, {"bytes", e.bytes}, {"state", e.state},
-                       {"issued_s", e.issued_s}, {"started_s", e.started_s}, {"ended_s", e.ended_s}});
+    entries.push_back({{"seq", e.seq},
+                       {"op", e.op},
+                       {"group", e.group},
+                       {"bytes", e.bytes},
+                       {"state", e.state},
+                       {"issued_s", e.issued_s},
+                       {"started_s", e.started_s},
+                       {"ended_s", e.ended_s}});
   return nlohmann::json{{"rank", rank_}, {"entries", entries}}.dump(1);
 }
 
@@ -121,11 +127,14 @@ std::string FlightRecorder::write(const std::string& dir) const {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);  // whole files only: the report may be reading
-  if (ec) ZRT_THROW(ResourceError, "flight recorder: cannot rename ", tmp, " to ", path, ": ", ec.message());
+  if (ec)
+    ZRT_THROW(ResourceError, "flight recorder: cannot rename ", tmp, " to ", path, ": ",
+              ec.message());
   return path;
 }
 
-std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank, const std::vector<bool>& present) {
+std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank,
+                          const std::vector<bool>& present) {
   // Where each rank with a record is: its first unfinished collective, or
   // (none) the last it finished.
   struct Place {
@@ -142,14 +151,15 @@ std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank, 
       continue;
     }
     const auto& ring = by_rank[r];
-    auto stuck = std::find_if(ring.begin(), ring.end(), [](const FlightEntry& e) { return e.state != "done"; });
+    auto stuck = std::find_if(ring.begin(), ring.end(),
+                              [](const FlightEntry& e) { return e.state != "done"; });
     Place p;
     if (stuck != ring.end()) {
       p.where = "in " + stuck->op + " #" + std::to_string(stuck->seq) + " on " + stuck->group;
       p.issued_s = stuck->issued_s;
     } else if (!ring.empty()) {
-      p.where = "past " + ring.back().op + " #" + std::to_string(ring.back().seq) + " on " + ring.back().group +
-                " (nothing unfinished)";
+      p.where = "past " + ring.back().op + " #" + std::to_string(ring.back().seq) + " on " +
+                ring.back().group + " (nothing unfinished)";
     } else {
       p.where = "before any collective";
     }
@@ -168,18 +178,21 @@ std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank, 
   if (groups.size() == 1 && groups[0].second.size() > 1 && missing.empty()) {
     // One place for all: the rank that got there last held the others up.
     const auto& ranks = groups[0].second;
-    const int last = *std::max_element(ranks.begin(), ranks.end(),
-                                       [&](int a, int b) { return place[a].issued_s < place[b].issued_s; });
-    const int first = *std::min_element(ranks.begin(), ranks.end(),
-                                        [&](int a, int b) { return place[a].issued_s < place[b].issued_s; });
+    const int last = *std::max_element(ranks.begin(), ranks.end(), [&](int a, int b) {
+      return place[a].issued_s < place[b].issued_s;
+    });
+    const int first = *std::min_element(ranks.begin(), ranks.end(), [&](int a, int b) {
+      return place[a].issued_s < place[b].issued_s;
+    });
     const double gap = place[last].issued_s - place[first].issued_s;
     char late[32];
     std::snprintf(late, sizeof late, "%.3f", gap);
-    if (gap >= 1e-3) os << "; rank " << last << " got there last, " << late << " s after rank " << first;
+    if (gap >= 1e-3)
+      os << "; rank " << last << " got there last, " << late << " s after rank " << first;
   }
   if (!missing.empty())
-    os << (groups.empty() ? "" : "; ") << (missing.size() == 1 ? "rank " : "ranks ") << rank_ranges(missing)
-       << " left no record (stalled outside a collective, or gone)";
+    os << (groups.empty() ? "" : "; ") << (missing.size() == 1 ? "rank " : "ranks ")
+       << rank_ranges(missing) << " left no record (stalled outside a collective, or gone)";
   return os.str();
 }
 
@@ -196,8 +209,9 @@ std::string flight_report(const std::string& dir, int world_size, std::chrono::m
         const nlohmann::json j = nlohmann::json::parse(in);
         for (const auto& e : j.at("entries"))
           by_rank[static_cast<std::size_t>(r)].push_back(
-              {e.at("seq").get<std::uint64_t>(), e.at("op").get<std::string>(), e.at("group").get<std::string>(),
-               e.at("bytes").get<std::uint64_t>(), e.at("state").get<std::string>(), e.at("issued_s").get<double>(),
+              {e.at("seq").get<std::uint64_t>(), e.at("op").get<std::string>(),
+               e.at("group").get<std::string>(), e.at("bytes").get<std::uint64_t>(),
+               e.at("state").get<std::string>(), e.at("issued_s").get<double>(),
                e.at("started_s").get<double>(), e.at("ended_s").get<double>()});
         present[static_cast<std::size_t>(r)] = true;
       } catch (const nlohmann::json::exception&) {

@@ -41,11 +41,11 @@
 namespace zrt {
 
 struct FlightEntry {
-  std::uint64_t seq = 0;     // on its group
-  std::string op;            // "all_gather", "barrier", ...
-  std::string group;         // "world", "world/zero3(1)"
+  std::uint64_t seq = 0;  // on its group
+  std::string op;         // "all_gather", "barrier", ...
+  std::string group;      // "world", "world/zero3(1)"
   std::uint64_t bytes = 0;
-  std::string state;         // issued | running | done | failed
+  std::string state;                                // issued | running | done | failed
   double issued_s = 0, started_s = 0, ended_s = 0;  // seconds since the epoch; 0: not yet
 };
 
@@ -57,7 +57,8 @@ class FlightRecorder {
   std::size_t capacity() const { return capacity_; }
 
   // A new entry, issued now; its id for the calls below.
-  std::uint64_t issued(const char* op, const std::string& group, std::uint64_t seq, std::uint64_t bytes);
+  std::uint64_t issued(const char* op, const std::string& group, std::uint64_t seq,
+                       std::uint64_t bytes);
   void started(std::uint64_t id);
   void ended(std::uint64_t id, bool ok);
 
@@ -90,6 +91,7 @@ std::size_t default_flight_recorder_entries();
 // from the rank files under `dir`, waiting up to `wait` for missing ones.
 std::string flight_report(const std::string& dir, int world_size, std::chrono::milliseconds wait);
 // The same from rings already read, by rank (an empty ring: no record).
-std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank, const std::vector<bool>& present);
+std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank,
+                          const std::vector<bool>& present);
 
 }  // namespace zrt

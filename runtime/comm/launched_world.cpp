@@ -14,10 +14,14 @@ namespace zrt {
 
 const char* launcher_name(Launcher l) {
   switch (l) {
-    case Launcher::single: return "single process";
-    case Launcher::mpirun: return "mpirun";
-    case Launcher::slurm: return "slurm";
-    case Launcher::torchrun: return "torchrun";
+    case Launcher::single:
+      return "single process";
+    case Launcher::mpirun:
+      return "mpirun";
+    case Launcher::slurm:
+      return "slurm";
+    case Launcher::torchrun:
+      return "torchrun";
   }
   return "?";
 }
@@ -69,9 +73,12 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
 
 const char* world_transport_name(WorldTransport t) {
   switch (t) {
-    case WorldTransport::automatic: return "auto";
-    case WorldTransport::mpi: return "mpi";
-    case WorldTransport::nccl: return "nccl";
+    case WorldTransport::automatic:
+      return "auto";
+    case WorldTransport::mpi:
+      return "mpi";
+    case WorldTransport::nccl:
+      return "nccl";
   }
   return "?";
 }
@@ -82,34 +89,41 @@ WorldTransport parse_world_transport(const std::string& s) {
   ZRT_THROW(InvalidArgument, "world transport '", s, "' is not one of auto, mpi, nccl");
 }
 
-bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport transport, bool nccl_built) {
+bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport transport,
+                     bool nccl_built) {
   if (launch.size == 1) return false;
   const bool torchrun = launch.launcher == Launcher::torchrun;
-  ZRT_CHECK_ARG(!(torchrun && transport == WorldTransport::mpi), "the mpi transport needs mpirun or srun; a ",
+  ZRT_CHECK_ARG(!(torchrun && transport == WorldTransport::mpi),
+                "the mpi transport needs mpirun or srun; a ",
                 "torchrun-style launch has no MPI (its world is NCCL, bootstrapped over TCP)");
-  ZRT_CHECK_ARG(!(transport == WorldTransport::nccl && device.is_cpu()), "the nccl transport moves CUDA tensors ",
-                "only; cpu tensors use mpi (or auto)");
+  ZRT_CHECK_ARG(!(transport == WorldTransport::nccl && device.is_cpu()),
+                "the nccl transport moves CUDA tensors ", "only; cpu tensors use mpi (or auto)");
   const bool nccl = torchrun || transport == WorldTransport::nccl ||
                     (transport == WorldTransport::automatic && device.is_cuda() && nccl_built);
   // What the build lacks is a state of this zrt, not a wrong argument.
-  ZRT_CHECK_STATE(!nccl || nccl_built, "a ", launcher_name(launch.launcher), " launch of ", launch.size, " ranks ",
-                torchrun ? "(its world is NCCL, bootstrapped over TCP on MASTER_ADDR:MASTER_PORT) " : "with the nccl transport ",
-                "needs a zrt built with CUDA and NCCL; this build has none",
-                torchrun ? ": launch with mpirun or srun instead" : ": use --transport mpi or auto");
+  ZRT_CHECK_STATE(
+      !nccl || nccl_built, "a ", launcher_name(launch.launcher), " launch of ", launch.size,
+      " ranks ",
+      torchrun ? "(its world is NCCL, bootstrapped over TCP on MASTER_ADDR:MASTER_PORT) "
+               : "with the nccl transport ",
+      "needs a zrt built with CUDA and NCCL; this build has none",
+      torchrun ? ": launch with mpirun or srun instead" : ": use --transport mpi or auto");
   return nccl;
 }
 
 namespace {
 
 // NCCL on the local rank's GPU, its unique id shared by `all_gather_bytes`.
-CommPtr nccl_world(const World& w, const BytesAllGather& all_gather_bytes, std::chrono::milliseconds timeout) {
+CommPtr nccl_world(const World& w, const BytesAllGather& all_gather_bytes,
+                   std::chrono::milliseconds timeout) {
 #ifdef ZRT_WITH_NCCL
   // The rank's device is current before NCCL starts: a CudaDeviceGuard that
   // had to change it would set device 0 back afterwards, which makes a
   // CUDA context on GPU 0 in every rank's process.
   const int device = device_for_local_rank(w.launch.local_rank, cuda_device_count());
   set_current_device(Device::cuda(device));
-  return make_nccl_communicator(all_gather_bytes, w.launch.rank, w.launch.size, device, timeout, "world");
+  return make_nccl_communicator(all_gather_bytes, w.launch.rank, w.launch.size, device, timeout,
+                                "world");
 #else
   (void)w, (void)all_gather_bytes, (void)timeout;
   ZRT_THROW(InvalidState, "init_world: this build has no NCCL");
@@ -139,21 +153,24 @@ World init_world(std::chrono::milliseconds timeout, Device device, WorldTranspor
                   w.launch.size, " ranks needs MASTER_PORT (and MASTER_ADDR)");
     TcpRendezvous rendezvous(w.launch.master_addr, w.launch.master_port, w.launch.rank,
                              w.launch.size, timeout);
-    w.comm = nccl_world(w, [&](std::span<const std::byte> mine) { return rendezvous.all_gather_bytes(mine); },
-                        timeout);
+    w.comm = nccl_world(
+        w, [&](std::span<const std::byte> mine) { return rendezvous.all_gather_bytes(mine); },
+        timeout);
     return w;
   }
   CommPtr mpi = make_mpi_world(nccl ? "bootstrap" : "world");
   mpi->set_timeout(timeout);
-  ZRT_CHECK_STATE(mpi->size() == w.launch.size && mpi->rank() == w.launch.rank, "init_world: MPI says rank ",
-                  mpi->rank(), " of ", mpi->size(), " but ", launcher_name(w.launch.launcher), " says rank ",
-                  w.launch.rank, " of ", w.launch.size);
+  ZRT_CHECK_STATE(mpi->size() == w.launch.size && mpi->rank() == w.launch.rank,
+                  "init_world: MPI says rank ", mpi->rank(), " of ", mpi->size(), " but ",
+                  launcher_name(w.launch.launcher), " says rank ", w.launch.rank, " of ",
+                  w.launch.size);
   if (!nccl) {
     w.comm = mpi;
     return w;
   }
   // MPI shares NCCL's unique id; CUDA tensors then move over NCCL.
-  w.comm = nccl_world(w, [&](std::span<const std::byte> mine) { return mpi->all_gather_bytes(mine); }, timeout);
+  w.comm = nccl_world(
+      w, [&](std::span<const std::byte> mine) { return mpi->all_gather_bytes(mine); }, timeout);
   w.bootstrap = std::move(mpi);
   return w;
 }

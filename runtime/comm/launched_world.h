@@ -18,8 +18,8 @@ struct LaunchInfo {
   Launcher launcher = Launcher::single;
   int rank = 0;
   int size = 1;
-  int local_rank = 0;  // picks the GPU: device_for_local_rank
-  int local_size = 1;  // ranks on this host (they share its cores)
+  int local_rank = 0;       // picks the GPU: device_for_local_rank
+  int local_size = 1;       // ranks on this host (they share its cores)
   std::string master_addr;  // torchrun only
   int master_port = 0;      // torchrun only
 };
@@ -51,7 +51,8 @@ WorldTransport parse_world_transport(const std::string& s);  // InvalidArgument 
 // Whether a launch of more than one rank gets an NCCL world for tensors on
 // `device`; InvalidArgument naming the conflict (NCCL for cpu tensors, MPI
 // under torchrun, NCCL in a build without it).
-bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport transport, bool nccl_built);
+bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport transport,
+                     bool nccl_built);
 
 // The world communicator for this process: a size-1 world whose collectives
 // are copies for a single process; for more ranks the transport
@@ -59,7 +60,8 @@ bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport tra
 // tensors only), bootstrapped by MPI under mpirun or Slurm and by a
 // TcpRendezvous on MASTER_ADDR:MASTER_PORT under torchrun, or the MPI world
 // (MPI is initialised if needed).
-World init_world(std::chrono::milliseconds timeout = default_comm_timeout(), Device device = Device::cpu(),
+World init_world(std::chrono::milliseconds timeout = default_comm_timeout(),
+                 Device device = Device::cpu(),
                  WorldTransport transport = WorldTransport::automatic);
 
 // The one rule for a rank's GPU: local rank modulo the devices present (so

@@ -103,8 +103,7 @@ class LocalGroup {
   void arrive(int rank, std::chrono::milliseconds timeout, const Where& where,
               const std::function<void()>& on_last = {}) {
     std::unique_lock lock(mu_);
-    if (!broken_.empty())
-      ZRT_THROW(CommError, where(), ": the group failed earlier: ", broken_);
+    if (!broken_.empty()) ZRT_THROW(CommError, where(), ": the group failed earlier: ", broken_);
     const std::uint64_t gen = generation_;
     present_[rank] = 1;
     if (++arrived_ == static_cast<int>(present_.size())) {
@@ -116,8 +115,8 @@ class LocalGroup {
       return;
     }
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    const bool released = cv_.wait_until(
-        lock, deadline, [&] { return generation_ != gen || !broken_.empty(); });
+    const bool released =
+        cv_.wait_until(lock, deadline, [&] { return generation_ != gen || !broken_.empty(); });
     if (released && generation_ != gen) return;
     if (!released) {
       std::string missing;
@@ -191,7 +190,9 @@ class LocalCommunicator final : public Communicator {
 #endif
     Tensor hin = host_input(in, stream), hout = host_output(out);
     const auto n = static_cast<std::size_t>(in.nbytes());
-    post_and_arrive({.op = "all_gather_into_tensor", .dtype = in.dtype(), .numel = in.numel(),
+    post_and_arrive({.op = "all_gather_into_tensor",
+                     .dtype = in.dtype(),
+                     .numel = in.numel(),
                      .src = bytes_of(hin)});
     std::byte* dst = mutable_bytes_of(hout);
     for (int r = 0; r < size() && n > 0; ++r) {
@@ -202,8 +203,7 @@ class LocalCommunicator final : public Communicator {
     finish_output(out, hout, stream);
   }
 
-  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
-                         Stream stream) override {
+  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) override {
     if (size() == 1) {
       if (!out.shares_storage(in) || out.offset() != in.offset()) Tensor(out).copy_(in, stream);
       return;
@@ -213,8 +213,11 @@ class LocalCommunicator final : public Communicator {
       return device_reduce_scatter(out, in, op, *s, stream.is_cpu());
 #endif
     Tensor hin = host_input(in, stream), hout = host_output(out);
-    post_and_arrive({.op = "reduce_scatter_tensor", .dtype = in.dtype(), .numel = out.numel(),
-                     .rop = op, .src = bytes_of(hin)});
+    post_and_arrive({.op = "reduce_scatter_tensor",
+                     .dtype = in.dtype(),
+                     .numel = out.numel(),
+                     .rop = op,
+                     .src = bytes_of(hin)});
     const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
     reduce_from_posts(mutable_bytes_of(hout), chunk, out.numel(), out.dtype(), op);
     depart("reduce_scatter_tensor");
@@ -230,9 +233,9 @@ class LocalCommunicator final : public Communicator {
     const std::size_t nbytes = t.nbytes();
     // Each rank reduces its share of the elements into a shared scratch
     // buffer; after the second barrier every rank copies the whole result.
-    post_and_arrive({.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op,
-                     .src = bytes_of(h)},
-                    [&] { group_->scratch.resize(nbytes); });
+    post_and_arrive(
+        {.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op, .src = bytes_of(h)},
+        [&] { group_->scratch.resize(nbytes); });
     std::byte* scratch = group_->scratch.data();
     const std::int64_t per = (t.numel() + size() - 1) / size();
     const std::int64_t begin = std::min<std::int64_t>(per * rank(), t.numel());
@@ -250,7 +253,10 @@ class LocalCommunicator final : public Communicator {
     if (auto s = device_stream(t, stream)) return device_broadcast(t, root, *s, stream.is_cpu());
 #endif
     Tensor h = host_input(t, stream);
-    post_and_arrive({.op = "broadcast", .dtype = t.dtype(), .numel = t.numel(), .root = root,
+    post_and_arrive({.op = "broadcast",
+                     .dtype = t.dtype(),
+                     .numel = t.numel(),
+                     .root = root,
                      .src = bytes_of(h)});
     if (rank() != root && t.numel() > 0)
       std::memcpy(mutable_bytes_of(h), group_->post(root).src, t.nbytes());
@@ -258,9 +264,7 @@ class LocalCommunicator final : public Communicator {
     if (rank() != root) finish_output(t, h, stream);
   }
 
-  void do_barrier() override {
-    post_and_arrive({.op = "barrier"});
-  }
+  void do_barrier() override { post_and_arrive({.op = "barrier"}); }
 
   // Wakes this rank's collective blocked in the group and every other
   // rank's: they throw CommError naming `why`, and so does every later one.
@@ -319,13 +323,14 @@ class LocalCommunicator final : public Communicator {
     p.seq = running_sequence_number();
     const char* op = p.op;
     group_->post(rank()) = p;
-    group_->arrive(rank(), timeout(), [&] { return where(op); }, [&] {
-      group_->disagreement = find_disagreement();
-      if (group_->disagreement.empty() && on_last) on_last();
-    });
+    group_->arrive(
+        rank(), timeout(), [&] { return where(op); },
+        [&] {
+          group_->disagreement = find_disagreement();
+          if (group_->disagreement.empty() && on_last) on_last();
+        });
     if (!group_->disagreement.empty())
-      ZRT_THROW(CommError, where(op), ": ranks disagree on the collective: ",
-                group_->disagreement);
+      ZRT_THROW(CommError, where(op), ": ranks disagree on the collective: ", group_->disagreement);
   }
 
   std::string find_disagreement() {
@@ -335,12 +340,11 @@ class LocalCommunicator final : public Communicator {
       if (std::strcmp(other.op, first.op) != 0 || other.seq != first.seq ||
           other.dtype != first.dtype || other.numel != first.numel || other.root != first.root ||
           other.rop != first.rop)
-        return detail::concat("rank 0 called ", first.op, " #", first.seq, " (",
-                              dtype_name(first.dtype), " x ", first.numel, ", root ", first.root,
-                              ", ", reduce_op_name(first.rop), ") but rank ", r, " called ",
-                              other.op, " #", other.seq, " (", dtype_name(other.dtype), " x ",
-                              other.numel, ", root ", other.root, ", ",
-                              reduce_op_name(other.rop), ")");
+        return detail::concat(
+            "rank 0 called ", first.op, " #", first.seq, " (", dtype_name(first.dtype), " x ",
+            first.numel, ", root ", first.root, ", ", reduce_op_name(first.rop), ") but rank ", r,
+            " called ", other.op, " #", other.seq, " (", dtype_name(other.dtype), " x ",
+            other.numel, ", root ", other.root, ", ", reduce_op_name(other.rop), ")");
       if ((other.device < 0) != (first.device < 0))
         return detail::concat("rank 0 runs ", first.op, " #", first.seq, " on ",
                               first.device < 0 ? "the host" : "a CUDA device", ", rank ", r, " on ",
@@ -425,7 +429,8 @@ class LocalCommunicator final : public Communicator {
   void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n, Stream s) {
     if (n == 0 || dst == src) return;
     CudaDeviceGuard guard(s.device().index);
-    ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, static_cast<cudaStream_t>(s.native())));
+    ZRT_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, static_cast<cudaStream_t>(s.native())));
   }
 
   // `s` waits for every other rank's event in `slots`. A slot is empty only
@@ -508,43 +513,57 @@ class LocalCommunicator final : public Communicator {
   void device_all_gather(const Tensor& out, const Tensor& in, Stream s, bool host_waits) {
     const auto n = static_cast<std::size_t>(in.nbytes());
     std::byte* dst = mutable_bytes_of(out);
-    device_collective({.op = "all_gather_into_tensor", .dtype = in.dtype(), .numel = in.numel(),
-                       .src = bytes_of(in)}, s, [&] {
-      for (int r = 0; r < size() && n > 0; ++r) copy_bytes(dst + r * n, group_->post(r).src, n, s);
-    });
+    device_collective({.op = "all_gather_into_tensor",
+                       .dtype = in.dtype(),
+                       .numel = in.numel(),
+                       .src = bytes_of(in)},
+                      s, [&] {
+                        for (int r = 0; r < size() && n > 0; ++r)
+                          copy_bytes(dst + r * n, group_->post(r).src, n, s);
+                      });
     finish_device(s, host_waits);
   }
 
   void device_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream s,
                              bool host_waits) {
-    device_collective({.op = "reduce_scatter_tensor", .dtype = in.dtype(), .numel = out.numel(),
-                       .rop = op, .src = bytes_of(in)}, s, [&] {
-      // Only this rank reads its own chunk of `in`, so `out` may be that chunk.
-      const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
-      device_reduce_posts(mutable_bytes_of(out), chunk, out.numel(), out.dtype(), op, s,
-                          out.storage().allocator());
-    });
+    device_collective({.op = "reduce_scatter_tensor",
+                       .dtype = in.dtype(),
+                       .numel = out.numel(),
+                       .rop = op,
+                       .src = bytes_of(in)},
+                      s, [&] {
+                        // Only this rank reads its own chunk of `in`, so `out` may be that chunk.
+                        const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
+                        device_reduce_posts(mutable_bytes_of(out), chunk, out.numel(), out.dtype(),
+                                            op, s, out.storage().allocator());
+                      });
     finish_device(s, host_waits);
   }
 
   void device_all_reduce(const Tensor& t, ReduceOp op, Stream s, bool host_waits) {
     // The result waits in `sum` until every rank has read `t`.
     Tensor sum;
-    device_collective({.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op,
-                       .src = bytes_of(t)}, s, [&] {
-      sum = Tensor::empty({t.numel()}, t.dtype(), t.device(), t.storage().allocator(), s);
-      device_reduce_posts(mutable_bytes_of(sum), 0, t.numel(), t.dtype(), op, s,
-                          t.storage().allocator());
-    });
+    device_collective(
+        {.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op, .src = bytes_of(t)},
+        s, [&] {
+          sum = Tensor::empty({t.numel()}, t.dtype(), t.device(), t.storage().allocator(), s);
+          device_reduce_posts(mutable_bytes_of(sum), 0, t.numel(), t.dtype(), op, s,
+                              t.storage().allocator());
+        });
     copy_bytes(mutable_bytes_of(t), bytes_of(sum), t.nbytes(), s);
     finish_device(s, host_waits);
   }
 
   void device_broadcast(const Tensor& t, int root, Stream s, bool host_waits) {
-    device_collective({.op = "broadcast", .dtype = t.dtype(), .numel = t.numel(), .root = root,
-                       .src = bytes_of(t)}, s, [&] {
-      if (rank() != root) copy_bytes(mutable_bytes_of(t), group_->post(root).src, t.nbytes(), s);
-    });
+    device_collective({.op = "broadcast",
+                       .dtype = t.dtype(),
+                       .numel = t.numel(),
+                       .root = root,
+                       .src = bytes_of(t)},
+                      s, [&] {
+                        if (rank() != root)
+                          copy_bytes(mutable_bytes_of(t), group_->post(root).src, t.nbytes(), s);
+                      });
     finish_device(s, host_waits);
   }
 #endif
@@ -556,7 +575,8 @@ class LocalCommunicator final : public Communicator {
 
 namespace {
 
-std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout, std::shared_ptr<LocalGroup>& group) {
+std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout,
+                                 std::shared_ptr<LocalGroup>& group) {
   ZRT_CHECK_ARG(n >= 1, "make_local_world: the world needs at least one rank, got ", n);
   group = LocalGroup::create(n, std::make_shared<LocalFamily>());
   std::vector<CommPtr> comms;
@@ -620,10 +640,12 @@ void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
         }
       });
     } catch (const std::exception& e) {  // std::system_error or std::bad_alloc
-      const std::string why = detail::concat(
-          "starting ", n, " local ranks: the system refused the thread of rank ", r, " (", e.what(), "); the ", r,
-          " rank(s) already started were stopped. Run fewer ranks, raise the process's thread limit (ulimit -u), "
-          "or launch processes with mpirun");
+      const std::string why =
+          detail::concat("starting ", n, " local ranks: the system refused the thread of rank ", r,
+                         " (", e.what(), "); the ", r,
+                         " rank(s) already started were stopped. Run fewer ranks, raise the "
+                         "process's thread limit (ulimit -u), "
+                         "or launch processes with mpirun");
       fail(std::make_exception_ptr(ResourceError(why, __FILE__, __LINE__)), why);
       break;
     }

@@ -18,7 +18,8 @@ namespace zrt {
 #ifndef ZRT_WITH_MPI
 
 CommPtr make_mpi_world(std::string) {
-  ZRT_THROW(InvalidState, "make_mpi_world: this build of zrt has no MPI (configure with ZRT_MPI=ON)");
+  ZRT_THROW(InvalidState,
+            "make_mpi_world: this build of zrt has no MPI (configure with ZRT_MPI=ON)");
 }
 
 #else
@@ -32,19 +33,23 @@ std::string mpi_error_string(int code) {
   return std::string(buf, static_cast<std::size_t>(len));
 }
 
-#define ZRT_MPI_CHECK(expr, where)                                                          \
-  do {                                                                                      \
-    int zrt_mpi_rc_ = (expr);                                                               \
-    if (zrt_mpi_rc_ != MPI_SUCCESS)                                                         \
+#define ZRT_MPI_CHECK(expr, where)                                                                \
+  do {                                                                                            \
+    int zrt_mpi_rc_ = (expr);                                                                     \
+    if (zrt_mpi_rc_ != MPI_SUCCESS)                                                               \
       ZRT_THROW(::zrt::MpiError, where, ": ", #expr, " failed: ", mpi_error_string(zrt_mpi_rc_)); \
   } while (0)
 
 const char* thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "an unknown thread level";
 }
@@ -75,11 +80,13 @@ class MpiSession {
     }
     if (provided < MPI_THREAD_MULTIPLE) {
       if (owned_) MPI_Finalize();
-      ZRT_THROW(MpiError, "zrt needs MPI_THREAD_MULTIPLE (a rank's communication stream calls MPI from its own ",
-                "thread), but this MPI provides ", thread_level_name(provided),
-                initialized ? " (MPI was initialised before zrt: initialise it with MPI_Init_thread and "
-                              "MPI_THREAD_MULTIPLE)"
-                            : "");
+      ZRT_THROW(
+          MpiError,
+          "zrt needs MPI_THREAD_MULTIPLE (a rank's communication stream calls MPI from its own ",
+          "thread), but this MPI provides ", thread_level_name(provided),
+          initialized ? " (MPI was initialised before zrt: initialise it with MPI_Init_thread and "
+                        "MPI_THREAD_MULTIPLE)"
+                      : "");
     }
   }
   ~MpiSession() {
@@ -125,13 +132,19 @@ struct HalfOps {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-    case DType::u8: return MPI_UINT8_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u8:
+      return MPI_UINT8_T;
     case DType::bf16:
-    case DType::f16: return MPI_UINT16_T;  // combined by HalfOps
+    case DType::f16:
+      return MPI_UINT16_T;  // combined by HalfOps
   }
   ZRT_THROW(InvalidArgument, "mpi: unknown dtype code ", static_cast<int>(t));
 }
@@ -205,10 +218,10 @@ class MpiCommunicator final : public Communicator {
                       : host_staging_like(out, staging_.get());
     const int n = count(op, out.numel());
     MPI_Request req;
-    ZRT_MPI_CHECK(MPI_Ireduce_scatter_block(bytes_of(hin), mutable_bytes_of(hout), n,
-                                            mpi_type(in.dtype()), mpi_op(in.dtype(), rop), comm_,
-                                            &req),
-                  where(op));
+    ZRT_MPI_CHECK(
+        MPI_Ireduce_scatter_block(bytes_of(hin), mutable_bytes_of(hout), n, mpi_type(in.dtype()),
+                                  mpi_op(in.dtype(), rop), comm_, &req),
+        where(op));
     wait(req, op);
     if (rop == ReduceOp::avg) host_divide(mutable_bytes_of(hout), out.numel(), out.dtype(), size());
     if (hout.storage_ptr() != out.storage_ptr()) Tensor(out).copy_(hout, stream);
@@ -311,7 +324,8 @@ class MpiCommunicator final : public Communicator {
 
   // Polls `req` until it completes or the timeout expires (then CommError).
   void wait(MPI_Request& req, const char* op) {
-    ZRT_CHECK_AS(CommError, !broken_, where(op), ": the group failed earlier (a collective timed out)");
+    ZRT_CHECK_AS(CommError, !broken_, where(op),
+                 ": the group failed earlier (a collective timed out)");
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + timeout();
     for (std::uint64_t polls = 0;; ++polls) {

@@ -23,8 +23,9 @@ namespace zrt {
 
 CommPtr make_nccl_communicator(const BytesAllGather&, int, int, int, std::chrono::milliseconds,
                                std::string) {
-  ZRT_THROW(InvalidState, "make_nccl_communicator: this build of zrt has no NCCL "
-                          "(configure with ZRT_CUDA=ON where NCCL is installed)");
+  ZRT_THROW(InvalidState,
+            "make_nccl_communicator: this build of zrt has no NCCL "
+            "(configure with ZRT_CUDA=ON where NCCL is installed)");
 }
 
 #else
@@ -33,13 +34,20 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f16: return ncclFloat16;
-    case DType::f64: return ncclFloat64;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    case DType::u8: return ncclUint8;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::u8:
+      return ncclUint8;
   }
   ZRT_THROW(InvalidArgument, "nccl: unknown dtype code ", static_cast<int>(t));
 }
@@ -47,10 +55,14 @@ ncclDataType_t nccl_type(DType t) {
 // ncclAvg exists for floating types only; integer avg is a sum divided on the host.
 ncclRedOp_t nccl_op(ReduceOp op, DType t) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return is_floating(t) ? ncclAvg : ncclSum;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return is_floating(t) ? ncclAvg : ncclSum;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -71,7 +83,8 @@ ncclResult_t async_state(ncclComm_t comm) {
 // ncclInProgress is returned).
 ncclResult_t settle(ncclComm_t comm, ncclResult_t rc, Clock::time_point deadline) {
   if (rc != ncclInProgress) return rc;
-  return poll_while_in_progress(ncclInProgress, [&] { return async_state(comm); }, deadline);
+  return poll_while_in_progress(
+      ncclInProgress, [&] { return async_state(comm); }, deadline);
 }
 
 // Waits for a communicator being made (Note [Non-blocking communicator
@@ -126,8 +139,10 @@ class NcclCommunicator final : public Communicator {
       CudaDeviceGuard guard(device_);
       // Finalize flushes outstanding work; bounded by the timeout, else abort.
       ncclResult_t rc = settle(comm_, ncclCommFinalize(comm_), Clock::now() + timeout());
-      if (rc == ncclSuccess) ncclCommDestroy(comm_);
-      else ncclCommAbort(comm_);
+      if (rc == ncclSuccess)
+        ncclCommDestroy(comm_);
+      else
+        ncclCommAbort(comm_);
     } catch (const std::exception& e) {
       report_in_destructor("~NcclCommunicator", e);
     }
@@ -142,7 +157,8 @@ class NcclCommunicator final : public Communicator {
     if (comm_ == nullptr) return {};  // aborted: abort_reason() says why
     ncclResult_t async = ncclSuccess;
     const ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
-    if (rc != ncclSuccess) return detail::concat("ncclCommGetAsyncError failed: ", ncclGetErrorString(rc));
+    if (rc != ncclSuccess)
+      return detail::concat("ncclCommGetAsyncError failed: ", ncclGetErrorString(rc));
     if (async == ncclSuccess || async == ncclInProgress) return {};
     return detail::concat("NCCL error: ", ncclGetErrorString(async));
   }
@@ -157,13 +173,12 @@ class NcclCommunicator final : public Communicator {
                    "all_gather_into_tensor");
   }
 
-  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
-                         Stream stream) override {
+  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) override {
     CudaDeviceGuard guard(device_);
-    check_enqueued(ncclReduceScatter(bytes_of(in), mutable_bytes_of(out), out.numel(),
-                                     nccl_type(in.dtype()), nccl_op(op, in.dtype()), comm_,
-                                     native(stream)),
-                   "reduce_scatter_tensor");
+    check_enqueued(
+        ncclReduceScatter(bytes_of(in), mutable_bytes_of(out), out.numel(), nccl_type(in.dtype()),
+                          nccl_op(op, in.dtype()), comm_, native(stream)),
+        "reduce_scatter_tensor");
     integer_avg(out, op, stream);
   }
 
@@ -185,8 +200,8 @@ class NcclCommunicator final : public Communicator {
   void do_barrier() override {
     CudaDeviceGuard guard(device_);
     Tensor one = Tensor::zeros({1}, DType::i32, Device::cuda(device_));
-    check_enqueued(ncclAllReduce(bytes_of(one), mutable_bytes_of(one), 1, ncclInt32, ncclSum,
-                                 comm_, native(own_stream_)),
+    check_enqueued(ncclAllReduce(bytes_of(one), mutable_bytes_of(one), 1, ncclInt32, ncclSum, comm_,
+                                 native(own_stream_)),
                    "barrier");
     wait_stream(own_stream_, "barrier");
   }
@@ -205,7 +220,8 @@ class NcclCommunicator final : public Communicator {
     wait_stream(own_stream_, op);
     const std::vector<double> lengths = lens.to_doubles();
     std::int64_t longest = 0;
-    for (double l : lengths) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(l));
+    for (double l : lengths)
+      longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(l));
     std::vector<std::vector<std::byte>> all(size());
     if (longest == 0) return all;
     Tensor host = Tensor::zeros({longest}, DType::u8);
@@ -256,9 +272,9 @@ class NcclCommunicator final : public Communicator {
     const ncclResult_t size_rc = ncclCommCount(made.handle, &size);
     if (rank_rc != ncclSuccess || size_rc != ncclSuccess || rank < 0 || rank >= size) {
       ncclCommAbort(made.handle);
-      fail("split", detail::concat("the child communicator reports rank ", rank, " of ", size, " (",
-                                   ncclGetErrorString(rank_rc != ncclSuccess ? rank_rc : size_rc),
-                                   ")"));
+      fail("split",
+           detail::concat("the child communicator reports rank ", rank, " of ", size, " (",
+                          ncclGetErrorString(rank_rc != ncclSuccess ? rank_rc : size_rc), ")"));
     }
     return std::make_unique<NcclCommunicator>(made.handle, rank, size, device_,
                                               std::move(child_name), timeout());
@@ -274,7 +290,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   [[noreturn]] void fail(const char* op, const std::string& why) {
-    const std::string message = detail::concat(where(op), ": ", why, " (nccl backend; communicator aborted)");
+    const std::string message =
+        detail::concat(where(op), ": ", why, " (nccl backend; communicator aborted)");
     abort(message);
     ZRT_THROW(CommError, message);
   }
@@ -303,8 +320,9 @@ class NcclCommunicator final : public Communicator {
 
 CommPtr make_nccl_communicator(const BytesAllGather& all_gather_bytes, int rank, int size,
                                int device, std::chrono::milliseconds timeout, std::string name) {
-  ZRT_CHECK_ARG(device >= 0 && device < cuda_device_count(), "make_nccl_communicator: cuda:",
-                device, " is not a usable device (", cuda_device_count(), " present)");
+  ZRT_CHECK_ARG(device >= 0 && device < cuda_device_count(),
+                "make_nccl_communicator: cuda:", device, " is not a usable device (",
+                cuda_device_count(), " present)");
   ncclUniqueId id{};
   if (rank == 0) {
     ncclResult_t rc = ncclGetUniqueId(&id);

@@ -14,32 +14,43 @@ namespace zrt::detail {
 // back after each operation (Note [16-bit storage types]).
 template <class T>
 ZRT_HD inline bool reduce_greater(T a, T b) {
-  if constexpr (is_float16_v<T>) return to_f32(a) > to_f32(b);
-  else return a > b;
+  if constexpr (is_float16_v<T>)
+    return to_f32(a) > to_f32(b);
+  else
+    return a > b;
 }
 template <class T>
 ZRT_HD inline T reduce_plus(T a, T b) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(to_f32(a) + to_f32(b));
-  else return static_cast<T>(a + b);
+  if constexpr (is_float16_v<T>)
+    return from_f32<T>(to_f32(a) + to_f32(b));
+  else
+    return static_cast<T>(a + b);
 }
 template <class T>
 ZRT_HD inline T reduce_divided(T a, T b) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(to_f32(a) / to_f32(b));
-  else return static_cast<T>(a / b);
+  if constexpr (is_float16_v<T>)
+    return from_f32<T>(to_f32(a) / to_f32(b));
+  else
+    return static_cast<T>(a / b);
 }
 template <class T>
 ZRT_HD inline T reduce_from_int(int v) {
-  if constexpr (is_float16_v<T>) return from_f32<T>(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (is_float16_v<T>)
+    return from_f32<T>(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // a (op) b; avg accumulates a sum.
 template <class T>
 ZRT_HD inline T reduce_combine(T a, T b, ReduceOp op) {
   switch (op) {
-    case ReduceOp::max: return reduce_greater(b, a) ? b : a;
-    case ReduceOp::min: return reduce_greater(a, b) ? b : a;
-    default: return reduce_plus(a, b);
+    case ReduceOp::max:
+      return reduce_greater(b, a) ? b : a;
+    case ReduceOp::min:
+      return reduce_greater(a, b) ? b : a;
+    default:
+      return reduce_plus(a, b);
   }
 }
 

@@ -56,7 +56,8 @@ class Socket {
 };
 
 int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
 }
 
@@ -85,7 +86,8 @@ void send_all(int fd, const void* data, std::size_t n, Clock::time_point deadlin
   }
 }
 
-void recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline, const std::string& what) {
+void recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline,
+              const std::string& what) {
   auto* p = static_cast<char*>(data);
   while (n > 0) {
     ZRT_CHECK_AS(CommError, wait_fd(fd, POLLIN, deadline), what, ": timed out receiving");
@@ -100,7 +102,8 @@ void recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline, con
 
 // One non-blocking connect attempt to any address of addr:port; an invalid
 // socket when nobody accepted before the deadline.
-Socket try_connect(const std::string& addr, int port, Clock::time_point deadline, std::string& error) {
+Socket try_connect(const std::string& addr, int port, Clock::time_point deadline,
+                   std::string& error) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -137,7 +140,11 @@ Socket try_connect(const std::string& addr, int port, Clock::time_point deadline
 
 TcpRendezvous::TcpRendezvous(std::string master_addr, int master_port, int rank, int size,
                              std::chrono::milliseconds timeout)
-    : addr_(std::move(master_addr)), port_(master_port), rank_(rank), size_(size), timeout_(timeout) {
+    : addr_(std::move(master_addr)),
+      port_(master_port),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout) {
   ZRT_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "tcp rendezvous: rank ", rank,
                 " is not in a world of size ", size);
   ZRT_CHECK_ARG(master_port >= 0 && master_port <= 65535 && (rank == 0 || master_port > 0),
@@ -156,8 +163,8 @@ TcpRendezvous::TcpRendezvous(std::string master_addr, int master_port, int rank,
   sa.sin_port = htons(static_cast<std::uint16_t>(master_port));
   ZRT_CHECK_AS(CommError, ::bind(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, where(),
                ": rank 0 cannot listen on port ", master_port, ": ", std::strerror(errno));
-  ZRT_CHECK_AS(CommError, ::listen(s.fd(), std::min(size, 4096)) == 0, where(), ": listen failed: ",
-               std::strerror(errno));
+  ZRT_CHECK_AS(CommError, ::listen(s.fd(), std::min(size, 4096)) == 0, where(),
+               ": listen failed: ", std::strerror(errno));
   socklen_t len = sizeof sa;
   ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&sa), &len);
   port_ = ntohs(sa.sin_port);
@@ -170,14 +177,17 @@ TcpRendezvous::~TcpRendezvous() {
 
 std::string TcpRendezvous::where() const {
   return "tcp rendezvous (" + (addr_.empty() ? std::string("*") : addr_) + ":" +
-         std::to_string(port_) + ", rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-         ", round " + std::to_string(round_) + ")";
+         std::to_string(port_) + ", rank " + std::to_string(rank_) + " of " +
+         std::to_string(size_) + ", round " + std::to_string(round_) + ")";
 }
 
-std::vector<std::vector<std::byte>> TcpRendezvous::all_gather_bytes(std::span<const std::byte> mine) {
+std::vector<std::vector<std::byte>> TcpRendezvous::all_gather_bytes(
+    std::span<const std::byte> mine) {
   std::vector<std::vector<std::byte>> out;
-  if (size_ == 1) out.emplace_back(mine.begin(), mine.end());
-  else out = rank_ == 0 ? gather_as_root(mine) : gather_as_peer(mine);
+  if (size_ == 1)
+    out.emplace_back(mine.begin(), mine.end());
+  else
+    out = rank_ == 0 ? gather_as_root(mine) : gather_as_peer(mine);
   ++round_;
   return out;
 }
@@ -208,7 +218,8 @@ std::vector<std::vector<std::byte>> TcpRendezvous::gather_as_root(std::span<cons
                  " says the world has ", h.size, " ranks");
     ZRT_CHECK_AS(CommError, h.rank >= 1 && h.rank < h.size && peers[h.rank].fd() < 0, where(),
                  ": a peer claims rank ", h.rank, ", which is out of range or already taken");
-    ZRT_CHECK_AS(CommError, h.round == round_, where(), ": rank ", h.rank, " is in round ", h.round);
+    ZRT_CHECK_AS(CommError, h.round == round_, where(), ": rank ", h.rank, " is in round ",
+                 h.round);
     all[h.rank].resize(h.length);
     recv_all(s.fd(), all[h.rank].data(), h.length, deadline,
              where() + ": reading rank " + std::to_string(h.rank) + "'s bytes");
@@ -234,17 +245,20 @@ std::vector<std::vector<std::byte>> TcpRendezvous::gather_as_peer(std::span<cons
   Socket s;
   std::string error = "no attempt";
   // Rank 0 may not be listening yet: retry until the deadline.
-  for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
+  for (auto pause = std::chrono::milliseconds(10);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
     s = try_connect(addr_, port_, deadline, error);
     if (s.fd() >= 0) break;
-    ZRT_CHECK_AS(CommError, Clock::now() + pause < deadline, where(), ": could not reach rank 0 within ",
-                 timeout_.count(), " ms (last error: ", error, ")");
+    ZRT_CHECK_AS(CommError, Clock::now() + pause < deadline, where(),
+                 ": could not reach rank 0 within ", timeout_.count(), " ms (last error: ", error,
+                 ")");
     std::this_thread::sleep_for(pause);
   }
   int one = 1;
   ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  const Header h{kMagic, static_cast<std::uint32_t>(size_), static_cast<std::uint32_t>(rank_), 0,
-                 round_, mine.size()};
+  const Header h{
+      kMagic,     static_cast<std::uint32_t>(size_), static_cast<std::uint32_t>(rank_), 0, round_,
+      mine.size()};
   const std::string what = where() + ": exchanging with rank 0";
   send_all(s.fd(), &h, sizeof h, deadline, what);
   send_all(s.fd(), mine.data(), mine.size(), deadline, what);
@@ -252,7 +266,8 @@ std::vector<std::vector<std::byte>> TcpRendezvous::gather_as_peer(std::span<cons
   for (auto& bytes : all) {
     std::uint64_t n = 0;
     recv_all(s.fd(), &n, sizeof n, deadline, what);
-    ZRT_CHECK_AS(CommError, n <= (std::uint64_t(1) << 32), what, ": rank 0 announced ", n, " bytes");
+    ZRT_CHECK_AS(CommError, n <= (std::uint64_t(1) << 32), what, ": rank 0 announced ", n,
+                 " bytes");
     bytes.resize(n);
     recv_all(s.fd(), bytes.data(), n, deadline, what);
   }

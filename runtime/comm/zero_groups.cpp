@@ -7,8 +7,8 @@ namespace zrt {
 ZeroGroups make_zero_groups(const CommPtr& world, int zero3_size) {
   ZRT_CHECK_ARG(world != nullptr, "make_zero_groups: no world communicator");
   const int w = world->size();
-  ZRT_CHECK_ARG(zero3_size >= 1 && w % zero3_size == 0, "make_zero_groups: zero3 size ",
-                zero3_size, " does not divide the size ", w, " of group ", world->name());
+  ZRT_CHECK_ARG(zero3_size >= 1 && w % zero3_size == 0, "make_zero_groups: zero3 size ", zero3_size,
+                " does not divide the size ", w, " of group ", world->name());
   const int r = world->rank();
   ZeroGroups g;
   g.zero1 = world;

@@ -8,13 +8,20 @@ namespace fs = std::filesystem;
 
 const char* file_type_name(fs::file_type t) {
   switch (t) {
-    case fs::file_type::not_found: return "missing";
-    case fs::file_type::directory: return "a directory";
-    case fs::file_type::block: return "a block device";
-    case fs::file_type::character: return "a character device";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
-    default: return "not a regular file";
+    case fs::file_type::not_found:
+      return "missing";
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
   }
 }
 
@@ -33,9 +40,9 @@ fs::path output_file_target(const std::string& path, const std::string& what) {
   }
   std::error_code ec;
   const fs::file_status s = fs::status(p, ec);
-  ZRT_CHECK_ARG(s.type() == fs::file_type::not_found || s.type() == fs::file_type::regular, what, " ", path,
-                (p.string() == path ? std::string() : " (-> " + p.string() + ")"), " is ", file_type_name(s.type()),
-                "; zrt writes its outputs only to regular files");
+  ZRT_CHECK_ARG(s.type() == fs::file_type::not_found || s.type() == fs::file_type::regular, what,
+                " ", path, (p.string() == path ? std::string() : " (-> " + p.string() + ")"),
+                " is ", file_type_name(s.type()), "; zrt writes its outputs only to regular files");
   return p;
 }
 

@@ -17,7 +17,8 @@ std::string resolved_path(const std::string& path) {
 
 bool path_is_within(const std::string& inner, const std::string& outer) {
   std::error_code ec;
-  if (fs::exists(inner, ec) && fs::exists(outer, ec) && fs::equivalent(inner, outer, ec)) return true;
+  if (fs::exists(inner, ec) && fs::exists(outer, ec) && fs::equivalent(inner, outer, ec))
+    return true;
   const fs::path in = resolved_path(inner), out = resolved_path(outer);
   auto i = in.begin();
   for (auto o = out.begin(); o != out.end(); ++o, ++i) {
@@ -33,8 +34,8 @@ void check_output_clear_of_inputs(const NamedPath& out, std::span<const NamedPat
     if (in.path.empty()) continue;
     ZRT_CHECK_ARG(!path_is_within(target, in.path), out.what, " ", out.path,
                   (target == out.path ? std::string() : " (-> " + target + ")"), " is ",
-                  resolved_path(target) == resolved_path(in.path) ? "" : "inside ", in.what, " ", in.path,
-                  ": writing it would destroy what is read");
+                  resolved_path(target) == resolved_path(in.path) ? "" : "inside ", in.what, " ",
+                  in.path, ": writing it would destroy what is read");
   }
 }
 

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -40,10 +40,12 @@ SafetensorsEntry parse_entry(const std::string& key, const json& e, std::uint64_
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
     ZRT_THROW(CheckpointError, source, ": ", where,
               " must be an object with dtype, shape and data_offsets");
-  if (!e["dtype"].is_string()) ZRT_THROW(CheckpointError, source, ": ", where, " has a non-string dtype");
+  if (!e["dtype"].is_string())
+    ZRT_THROW(CheckpointError, source, ": ", where, " has a non-string dtype");
   SafetensorsEntry out;
   out.dtype = parse_safetensors_dtype(e["dtype"].get<std::string>(), source + ": " + where);
-  if (!e["shape"].is_array()) ZRT_THROW(CheckpointError, source, ": ", where, " has a non-array shape");
+  if (!e["shape"].is_array())
+    ZRT_THROW(CheckpointError, source, ": ", where, " has a non-array shape");
   for (const json& d : e["shape"]) out.shape.push_back(json_int(d, where + " shape dim", source));
   const json& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2)
@@ -57,16 +59,19 @@ SafetensorsEntry parse_entry(const std::string& key, const json& e, std::uint64_
   try {
     numel = shape_numel(out.shape);
   } catch (const InvalidArgument&) {
-    ZRT_THROW(CheckpointError, source, ": ", where, " has an impossible shape ", shape_str(out.shape));
+    ZRT_THROW(CheckpointError, source, ": ", where, " has an impossible shape ",
+              shape_str(out.shape));
   }
   if (static_cast<std::uint64_t>(numel) * dtype_size(out.dtype) != out.end - out.begin)
     ZRT_THROW(CheckpointError, source, ": ", where, " holds ", out.end - out.begin, " bytes but ",
-              dtype_name(out.dtype), shape_str(out.shape), " needs ", numel * dtype_size(out.dtype));
+              dtype_name(out.dtype), shape_str(out.shape), " needs ",
+              numel * dtype_size(out.dtype));
   return out;
 }
 
 // Header length from the first 8 bytes, checked against what follows them.
-std::uint64_t header_length(const std::uint8_t* first8, std::uint64_t file_bytes, const std::string& source) {
+std::uint64_t header_length(const std::uint8_t* first8, std::uint64_t file_bytes,
+                            const std::string& source) {
   if (file_bytes < 8)
     ZRT_THROW(CheckpointError, source, ": truncated safetensors file (", file_bytes,
               " bytes, the header length alone takes 8)");
@@ -80,12 +85,13 @@ std::uint64_t header_length(const std::uint8_t* first8, std::uint64_t file_bytes
 
 // As the reference implementation: the tensors' byte ranges, in order, tile
 // the data section exactly — no overlap, no hole, nothing after the last.
-void check_data_covered(const std::map<std::string, SafetensorsEntry>& entries, std::uint64_t data_bytes,
-                        const std::string& source) {
+void check_data_covered(const std::map<std::string, SafetensorsEntry>& entries,
+                        std::uint64_t data_bytes, const std::string& source) {
   std::vector<std::pair<std::uint64_t, const std::string*>> starts;
   for (const auto& [key, e] : entries) starts.push_back({e.begin, &key});
   std::sort(starts.begin(), starts.end(), [&](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : entries.at(*a.second).end < entries.at(*b.second).end;
+    return a.first != b.first ? a.first < b.first
+                              : entries.at(*a.second).end < entries.at(*b.second).end;
   });
   std::uint64_t covered = 0;
   const std::string* previous = nullptr;
@@ -106,8 +112,9 @@ void check_data_covered(const std::map<std::string, SafetensorsEntry>& entries, 
 
 // The JSON header's entries and metadata, every entry checked against a data
 // section of `data_bytes` bytes.
-void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes, const std::string& source,
-                  std::map<std::string, SafetensorsEntry>& entries, std::map<std::string, std::string>& metadata) {
+void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
+                  const std::string& source, std::map<std::string, SafetensorsEntry>& entries,
+                  std::map<std::string, std::string>& metadata) {
   json header;
   try {
     header = json::parse(text, text + len);
@@ -118,7 +125,8 @@ void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
     ZRT_THROW(CheckpointError, source, ": the safetensors header must be a JSON object");
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) ZRT_THROW(CheckpointError, source, ": __metadata__ must be an object");
+      if (!value.is_object())
+        ZRT_THROW(CheckpointError, source, ": __metadata__ must be an object");
       for (const auto& [k, v] : value.items()) {
         if (!v.is_string())
           ZRT_THROW(CheckpointError, source, ": __metadata__ value of '", k, "' is not a string");
@@ -135,13 +143,20 @@ void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
 
 const char* safetensors_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "F32";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::f64: return "F64";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
+    case DType::f32:
+      return "F32";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::f64:
+      return "F64";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
@@ -153,13 +168,14 @@ DType parse_safetensors_dtype(const std::string& name, const std::string& source
             "' (F32, BF16, F16, F64, I32, I64, U8)");
 }
 
-SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const std::string& source) {
+SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes,
+                                  const std::string& source) {
   const std::uint64_t header_len = header_length(bytes.data(), bytes.size(), source);
   const std::uint8_t* data = bytes.data() + 8 + header_len;
   std::map<std::string, SafetensorsEntry> entries;
   SafetensorsFile file;
-  parse_header(reinterpret_cast<const char*>(bytes.data()) + 8, header_len, bytes.size() - 8 - header_len, source,
-               entries, file.metadata);
+  parse_header(reinterpret_cast<const char*>(bytes.data()) + 8, header_len,
+               bytes.size() - 8 - header_len, source, entries, file.metadata);
   for (const auto& [key, e] : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
@@ -170,7 +186,8 @@ SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const 
 
 SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) ZRT_THROW(CheckpointError, path_, ": cannot open safetensors file: ", std::strerror(errno));
+  if (fd_ < 0)
+    ZRT_THROW(CheckpointError, path_, ": cannot open safetensors file: ", std::strerror(errno));
   try {
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
@@ -193,14 +210,15 @@ SafetensorsReader::~SafetensorsReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void SafetensorsReader::read_at(void* dst, std::uint64_t bytes, std::uint64_t offset, const std::string& what) const {
+void SafetensorsReader::read_at(void* dst, std::uint64_t bytes, std::uint64_t offset,
+                                const std::string& what) const {
   char* p = static_cast<char*>(dst);
   for (std::uint64_t done = 0; done < bytes;) {
     const ssize_t n = ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      ZRT_THROW(CheckpointError, path_, ": read error in ", what, " after ", done, " of ", bytes, " bytes: ",
-                n < 0 ? std::strerror(errno) : "the file ends early");
+      ZRT_THROW(CheckpointError, path_, ": read error in ", what, " after ", done, " of ", bytes,
+                " bytes: ", n < 0 ? std::strerror(errno) : "the file ends early");
     done += static_cast<std::uint64_t>(n);
   }
 }
@@ -218,8 +236,9 @@ void SafetensorsReader::read_bytes(const std::string& name, void* dst) const {
 
 Tensor SafetensorsReader::read(const std::string& name) const { return read(name, nullptr, {}); }
 
-Tensor SafetensorsReader::read(const std::string& name, const AllocatorPtr& allocator,
-                               const std::function<void(const void*, std::size_t)>& on_piece) const {
+Tensor SafetensorsReader::read(
+    const std::string& name, const AllocatorPtr& allocator,
+    const std::function<void(const void*, std::size_t)>& on_piece) const {
   const SafetensorsEntry& e = entry(name);
   Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu(), allocator);
   constexpr std::uint64_t kPiece = std::uint64_t(1) << 20;  // stays in L2 for the checksum
@@ -248,7 +267,8 @@ std::string safetensors_header(const std::map<std::string, Tensor>& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (const auto& [key, t] : tensors) {
-    ZRT_CHECK_ARG(!key.empty() && key != "__metadata__", "safetensors: invalid tensor name '", key, "'");
+    ZRT_CHECK_ARG(!key.empty() && key != "__metadata__", "safetensors: invalid tensor name '", key,
+                  "'");
     header[key] = {{"dtype", safetensors_dtype_name(t.dtype())},
                    {"shape", t.shape()},
                    {"data_offsets", {offset, offset + t.nbytes()}}};
@@ -309,7 +329,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) ZRT_THROW(CheckpointError, path, ": cannot create temporary file ", tmp);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
       std::error_code ec;
@@ -322,7 +343,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   if (ec) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    ZRT_THROW(CheckpointError, path, ": cannot rename the temporary file into place: ", ec.message());
+    ZRT_THROW(CheckpointError, path,
+              ": cannot rename the temporary file into place: ", ec.message());
   }
 }
 

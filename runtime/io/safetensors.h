@@ -36,9 +36,10 @@ struct SafetensorsWriteOptions {
 
 // The file's bytes (header padded with spaces to a multiple of 8, tensors in
 // name order). Tensors may live on any device.
-std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tensor>& tensors,
-                                                const std::map<std::string, std::string>& metadata = {},
-                                                const SafetensorsWriteOptions& options = {});
+std::vector<std::uint8_t> serialize_safetensors(
+    const std::map<std::string, Tensor>& tensors,
+    const std::map<std::string, std::string>& metadata = {},
+    const SafetensorsWriteOptions& options = {});
 
 // Writes atomically: into a temporary file beside `path`, renamed over it
 // once complete, so a failure leaves no file (and an older one untouched).

@@ -11,15 +11,18 @@
 
 namespace zrt {
 
-ScratchFile::ScratchFile(const std::string& dir, const std::string& stem, std::uint64_t bytes) : bytes_(bytes) {
+ScratchFile::ScratchFile(const std::string& dir, const std::string& stem, std::uint64_t bytes)
+    : bytes_(bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  ZRT_CHECK_ARG(fs::is_directory(dir, ec), "scratch directory ", dir, " does not exist or is not a directory");
+  ZRT_CHECK_ARG(fs::is_directory(dir, ec), "scratch directory ", dir,
+                " does not exist or is not a directory");
   ZRT_CHECK_ARG(::access(dir.c_str(), W_OK) == 0, "scratch directory ", dir, " is not writable");
   // A name another process (or rank) holds this instant gets a number.
   for (int attempt = 0; fd_ < 0; ++attempt) {
-    path_ = (fs::path(dir) / (stem + "." + std::to_string(::getpid()) + (attempt ? "-" + std::to_string(attempt) : "") +
-                              ".bin")).string();
+    path_ = (fs::path(dir) / (stem + "." + std::to_string(::getpid()) +
+                              (attempt ? "-" + std::to_string(attempt) : "") + ".bin"))
+                .string();
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd_ < 0 && (errno != EEXIST || attempt >= 1000))
       ZRT_THROW(ResourceError, "cannot create scratch file ", path_, ": ", std::strerror(errno));
@@ -31,8 +34,10 @@ ScratchFile::ScratchFile(const std::string& dir, const std::string& stem, std::u
   const fs::space_info space = fs::space(dir, ec);
   ::close(fd_);
   fd_ = -1;
-  ZRT_THROW(ResourceError, "cannot reserve ", bytes_, " bytes for scratch file ", path_, ": ", std::strerror(err),
-            ec ? std::string() : detail::concat(" (", space.available, " bytes available in ", dir, ")"));
+  ZRT_THROW(
+      ResourceError, "cannot reserve ", bytes_, " bytes for scratch file ", path_, ": ",
+      std::strerror(err),
+      ec ? std::string() : detail::concat(" (", space.available, " bytes available in ", dir, ")"));
 }
 
 ScratchFile::~ScratchFile() {
@@ -44,17 +49,18 @@ namespace {
 // Moves all of `n` bytes at `offset` with pread or pwrite, resuming after
 // interruptions and short transfers; ResourceError names what failed.
 template <typename Byte, typename Call>
-void transfer(const char* verb, const std::string& path, std::uint64_t size, std::uint64_t offset, Byte* data,
-              std::size_t n, Call call) {
-  ZRT_CHECK_ARG(offset + n <= size, "scratch file ", path, ": ", verb, " of ", n, " bytes at ", offset,
-                " is past its ", size, " bytes");
+void transfer(const char* verb, const std::string& path, std::uint64_t size, std::uint64_t offset,
+              Byte* data, std::size_t n, Call call) {
+  ZRT_CHECK_ARG(offset + n <= size, "scratch file ", path, ": ", verb, " of ", n, " bytes at ",
+                offset, " is past its ", size, " bytes");
   std::size_t done = 0;
   while (done < n) {
     const ssize_t moved = call(data + done, n - done, static_cast<off_t>(offset + done));
     if (moved < 0 && errno == EINTR) continue;
     if (moved <= 0)
-      ZRT_THROW(ResourceError, verb, " of ", n, " bytes at offset ", offset, " of scratch file ", path, " failed: ",
-                moved == 0 ? "nothing moved (end of file?)" : std::strerror(errno));
+      ZRT_THROW(ResourceError, verb, " of ", n, " bytes at offset ", offset, " of scratch file ",
+                path,
+                " failed: ", moved == 0 ? "nothing moved (end of file?)" : std::strerror(errno));
     done += static_cast<std::size_t>(moved);
   }
 }

@@ -30,13 +30,13 @@ struct Block {
   Stream stream;
   bool small = false;
   bool allocated = false;
-  std::size_t requested = 0;    // the caller's size while allocated
-  std::vector<Stream> uses;     // streams declared by record_use while allocated
-  int pending_events = 0;       // events to complete before the block is free again
+  std::size_t requested = 0;  // the caller's size while allocated
+  std::vector<Stream> uses;   // streams declared by record_use while allocated
+  int pending_events = 0;     // events to complete before the block is free again
   Block* prev = nullptr;
   Block* next = nullptr;
-  std::uint64_t segment = 0;    // its segment's number, in the order segments were made
-  std::size_t offset = 0;       // bytes from its segment's start
+  std::uint64_t segment = 0;  // its segment's number, in the order segments were made
+  std::size_t offset = 0;     // bytes from its segment's start
 
   bool is_free() const { return !allocated && pending_events == 0; }
   bool is_whole_segment() const { return prev == nullptr && next == nullptr; }
@@ -228,7 +228,8 @@ struct CachingAllocator::State {
         bytes_str(nbytes), ", needing a new segment of ", bytes_str(segment), "; allocated ",
         bytes_str(n.allocated), ", reserved ", bytes_str(n.reserved), ", free ",
         free_b ? bytes_str(*free_b) : std::string("unknown"), ", cap ",
-        cap ? bytes_str(cap) : std::string("none"), " (the cache was flushed and the allocation retried)");
+        cap ? bytes_str(cap) : std::string("none"),
+        " (the cache was flushed and the allocation retried)");
     throw OutOfMemory(std::move(msg), n, __FILE__, __LINE__);
   }
 
@@ -272,14 +273,15 @@ CachingAllocator::~CachingAllocator() {
 }
 
 void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
-  ZRT_CHECK_ARG(nbytes > 0, "CachingAllocator::allocate: 0 bytes requested (a freed storage needs no memory)");
+  ZRT_CHECK_ARG(nbytes > 0,
+                "CachingAllocator::allocate: 0 bytes requested (a freed storage needs no memory)");
   ZRT_CHECK_ARG(nbytes <= kMaxRequest, "CachingAllocator::allocate: request of ", nbytes,
                 " bytes exceeds the limit of ", kMaxRequest, " bytes (an overflowed size?)");
   // A device's memory is used on that device's streams (or the cpu stream
   // handle); host memory, pinned for copies, on any device's streams.
   ZRT_CHECK_ARG(device().is_cpu() || stream.is_cpu() || stream.device() == device(),
-                "CachingAllocator::allocate: memory on ", device().str(), " requested on a stream of ",
-                stream.device().str());
+                "CachingAllocator::allocate: memory on ", device().str(),
+                " requested on a stream of ", stream.device().str());
   State& s = *state_;
   std::lock_guard lock(s.mu);
   s.process_events();
@@ -317,8 +319,9 @@ void CachingAllocator::deallocate(void* ptr) noexcept {
   std::lock_guard lock(s.mu);
   auto it = s.allocated.find(ptr);
   if (it == s.allocated.end()) {
-    report_in_destructor("CachingAllocator::deallocate",
-                         InvalidArgument("pointer was not allocated by this allocator (or freed twice)"));
+    report_in_destructor(
+        "CachingAllocator::deallocate",
+        InvalidArgument("pointer was not allocated by this allocator (or freed twice)"));
     return;
   }
   Block* b = it->second;
@@ -350,7 +353,8 @@ void CachingAllocator::record_use(void* ptr, Stream stream) {
   std::lock_guard lock(s.mu);
   auto it = s.allocated.find(ptr);
   ZRT_CHECK_ARG(it != s.allocated.end(),
-                "CachingAllocator::record_use: pointer was not allocated by this allocator or is already freed");
+                "CachingAllocator::record_use: pointer was not allocated by this allocator or is "
+                "already freed");
   Block* b = it->second;
   if (stream == b->stream) return;
   if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) b->uses.push_back(stream);
@@ -393,22 +397,24 @@ CachingAllocatorConfig with_environment(CachingAllocatorConfig config) {
 
 AllocatorPtr make_caching_allocator(Device device, CachingAllocatorConfig config) {
   config = with_environment(config);
-  RawMemorySourcePtr source = device.is_cpu() ? make_host_memory_source() : make_cuda_memory_source(device.index);
-  return std::make_shared<CachingAllocator>(std::move(source), make_device_event_source(device), config);
+  RawMemorySourcePtr source =
+      device.is_cpu() ? make_host_memory_source() : make_cuda_memory_source(device.index);
+  return std::make_shared<CachingAllocator>(std::move(source), make_device_event_source(device),
+                                            config);
 }
 
 AllocatorPtr make_pinned_host_allocator(CachingAllocatorConfig config) {
   config = with_environment(config);
   // Pinned blocks serve host copies (Stream{}: complete at once) and CUDA
   // streams' copies, whose events are their device's.
-  return std::make_shared<CachingAllocator>(make_pinned_host_memory_source(), make_device_event_source(Device::cpu()),
-                                            config);
+  return std::make_shared<CachingAllocator>(make_pinned_host_memory_source(),
+                                            make_device_event_source(Device::cpu()), config);
 }
 
 AllocatorPtr make_unbacked_caching_allocator(CachingAllocatorConfig config) {
   config.poison = false;
-  return std::make_shared<CachingAllocator>(make_unbacked_memory_source(), make_device_event_source(Device::cpu()),
-                                            config);
+  return std::make_shared<CachingAllocator>(make_unbacked_memory_source(),
+                                            make_device_event_source(Device::cpu()), config);
 }
 
 }  // namespace zrt

@@ -37,8 +37,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "zrt/runtime/device.h"
 #include "zrt/runtime/allocator.h"
+#include "zrt/runtime/device.h"
 #include "zrt/runtime/memory/raw_memory_source.h"
 #include "zrt/runtime/memory/stream_events.h"
 #include "zrt/runtime/stream.h"

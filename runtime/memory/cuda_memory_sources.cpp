@@ -83,12 +83,15 @@ class PinnedHostMemorySource final : public RawMemorySource {
 }  // namespace
 
 RawMemorySourcePtr make_cuda_memory_source(int device) {
-  ZRT_CHECK_ARG(device >= 0 && device < cuda_device_count(), "make_cuda_memory_source: no CUDA device ",
-                device, " (", cuda_device_count(), " usable)");
+  ZRT_CHECK_ARG(device >= 0 && device < cuda_device_count(),
+                "make_cuda_memory_source: no CUDA device ", device, " (", cuda_device_count(),
+                " usable)");
   return std::make_unique<CudaMemorySource>(device);
 }
 
-RawMemorySourcePtr make_pinned_host_memory_source() { return std::make_unique<PinnedHostMemorySource>(); }
+RawMemorySourcePtr make_pinned_host_memory_source() {
+  return std::make_unique<PinnedHostMemorySource>();
+}
 
 #else
 
@@ -98,7 +101,8 @@ RawMemorySourcePtr make_cuda_memory_source(int device) {
 }
 
 RawMemorySourcePtr make_pinned_host_memory_source() {
-  ZRT_THROW(InvalidArgument, "make_pinned_host_memory_source: this build of zrt has no CUDA support");
+  ZRT_THROW(InvalidArgument,
+            "make_pinned_host_memory_source: this build of zrt has no CUDA support");
 }
 
 #endif

@@ -7,7 +7,8 @@ namespace zrt {
 
 void RawMemorySource::fill(void* ptr, std::size_t nbytes, unsigned char byte, Stream stream) {
   if (!stream.is_cpu()) return;
-  run_on_cpu_stream(stream, "poisoning memory", [ptr, nbytes, byte] { std::memset(ptr, byte, nbytes); });
+  run_on_cpu_stream(stream, "poisoning memory",
+                    [ptr, nbytes, byte] { std::memset(ptr, byte, nbytes); });
 }
 
 namespace {
@@ -20,7 +21,8 @@ class HostMemorySource final : public RawMemorySource {
  public:
   void* allocate(std::size_t nbytes) override {
     if (nbytes > SIZE_MAX - kHostSegmentAlignment) return nullptr;
-    std::size_t rounded = (nbytes + kHostSegmentAlignment - 1) / kHostSegmentAlignment * kHostSegmentAlignment;
+    std::size_t rounded =
+        (nbytes + kHostSegmentAlignment - 1) / kHostSegmentAlignment * kHostSegmentAlignment;
     return std::aligned_alloc(kHostSegmentAlignment, rounded);
   }
   void free(void* ptr) noexcept override { std::free(ptr); }

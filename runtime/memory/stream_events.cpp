@@ -13,7 +13,9 @@ Device event_device(Stream stream, Device memory) {
 
 class DeviceStreamEvent final : public StreamEvent {
  public:
-  DeviceStreamEvent(Stream stream, Device memory) : event_(event_device(stream, memory)) { event_.record(stream); }
+  DeviceStreamEvent(Stream stream, Device memory) : event_(event_device(stream, memory)) {
+    event_.record(stream);
+  }
   bool query() override { return event_.query(); }
   void synchronize() override { event_.synchronize(); }
 
@@ -34,6 +36,8 @@ class DeviceEventSource final : public StreamEventSource {
 
 }  // namespace
 
-StreamEventSourcePtr make_device_event_source(Device memory) { return std::make_unique<DeviceEventSource>(memory); }
+StreamEventSourcePtr make_device_event_source(Device memory) {
+  return std::make_unique<DeviceEventSource>(memory);
+}
 
 }  // namespace zrt

@@ -36,6 +36,8 @@ class UnbackedMemorySource final : public RawMemorySource {
 
 }  // namespace
 
-RawMemorySourcePtr make_unbacked_memory_source() { return std::make_unique<UnbackedMemorySource>(); }
+RawMemorySourcePtr make_unbacked_memory_source() {
+  return std::make_unique<UnbackedMemorySource>();
+}
 
 }  // namespace zrt

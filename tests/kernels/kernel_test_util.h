@@ -81,8 +81,10 @@ class CpuThreadsGuard {
     setenv("ZRT_CPU_THREADS", std::to_string(threads).c_str(), 1);
   }
   ~CpuThreadsGuard() {
-    if (had_) setenv("ZRT_CPU_THREADS", old_.c_str(), 1);
-    else unsetenv("ZRT_CPU_THREADS");
+    if (had_)
+      setenv("ZRT_CPU_THREADS", old_.c_str(), 1);
+    else
+      unsetenv("ZRT_CPU_THREADS");
   }
 
  private:

@@ -3,9 +3,9 @@
 // and resized per calling thread, errors propagate, nested calls run
 // serially, two "ranks" (threads) with their own counts run side by side, and
 // the default divides the process's cores among the ranks sharing them.
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -113,6 +113,8 @@ BOOST_AUTO_TEST_CASE(default_threads_share_the_cores_among_ranks) {
   ::setenv("ZRT_CPU_THREADS", "3", 1);
   BOOST_TEST(kernels::default_cpu_threads(5) == 3);
   BOOST_TEST(kernels::cpu_threads() == 3);
-  if (saved) ::setenv("ZRT_CPU_THREADS", restore.c_str(), 1);
-  else ::unsetenv("ZRT_CPU_THREADS");
+  if (saved)
+    ::setenv("ZRT_CPU_THREADS", restore.c_str(), 1);
+  else
+    ::unsetenv("ZRT_CPU_THREADS");
 }

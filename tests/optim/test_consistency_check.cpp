@@ -36,17 +36,21 @@ TrainerConfig checked_config(ShardingStrategy strategy, int zero3_size, DType dt
 // Trains `c` on `world` local ranks; after the first step, `corrupt` (if
 // any) runs on every rank's trainer. Returns the first error's message
 // ("" when none) and rank 0's findings of each step.
-std::string train(const TrainerConfig& c, int world, const std::function<void(Trainer&, int)>& corrupt,
+std::string train(const TrainerConfig& c, int world,
+                  const std::function<void(Trainer&, int)>& corrupt,
                   std::vector<std::vector<std::string>>* findings = nullptr) {
   try {
-    run_local_ranks(world, [&](const CommPtr& comm) {
-      Trainer trainer(comm, c, synthetic_text_dataset());
-      for (std::int64_t s = 0; s < c.steps; ++s) {
-        StepReport r = trainer.step();
-        if (findings && comm->rank() == 0) findings->push_back(r.stats.inconsistencies);
-        if (s == 0 && corrupt) corrupt(trainer, comm->rank());
-      }
-    }, std::chrono::seconds(60));
+    run_local_ranks(
+        world,
+        [&](const CommPtr& comm) {
+          Trainer trainer(comm, c, synthetic_text_dataset());
+          for (std::int64_t s = 0; s < c.steps; ++s) {
+            StepReport r = trainer.step();
+            if (findings && comm->rank() == 0) findings->push_back(r.stats.inconsistencies);
+            if (s == 0 && corrupt) corrupt(trainer, comm->rank());
+          }
+        },
+        std::chrono::seconds(60));
   } catch (const ConsistencyError& e) {
     return e.what();
   }
@@ -79,7 +83,8 @@ BOOST_AUTO_TEST_CASE(agreeing_ranks_report_nothing) {
                         Case{ShardingStrategy::hybrid_shard, 4, 2, DType::bf16},
                         Case{ShardingStrategy::layer_zero, 4, 2, DType::bf16}}) {
     std::vector<std::vector<std::string>> findings;
-    const std::string error = train(checked_config(k.strategy, k.zero3, k.dtype), k.world, {}, &findings);
+    const std::string error =
+        train(checked_config(k.strategy, k.zero3, k.dtype), k.world, {}, &findings);
     BOOST_TEST(error.empty(), optim::strategy_name(k.strategy) << ": " << error);
     BOOST_TEST(findings.size() == 3u);
     for (const auto& f : findings) BOOST_TEST(f.empty());
@@ -89,16 +94,20 @@ BOOST_AUTO_TEST_CASE(agreeing_ranks_report_nothing) {
 BOOST_AUTO_TEST_CASE(a_drifted_replica_is_named_with_its_step) {
   // Hybrid, 4 ranks in zero3 groups {0, 1} and {2, 3}: rank 1's replica is
   // rank 3. With two replicas neither is the majority: both are named.
-  std::string error = train(checked_config(ShardingStrategy::hybrid_shard, 2, DType::f32), 4, bump_master(1, 1));
+  std::string error =
+      train(checked_config(ShardingStrategy::hybrid_shard, 2, DType::f32), 4, bump_master(1, 1));
   BOOST_TEST_MESSAGE(error);
-  BOOST_TEST(error.find("step 1: ranks that must hold equal data do not (the step's update was not applied)") !=
+  BOOST_TEST(
+      error.find(
+          "step 1: ranks that must hold equal data do not (the step's update was not applied)") !=
+      std::string::npos);
+  BOOST_TEST(error.find("handle 'h.0': the fp32 master of rank(s) 1, 3 differ among themselves") !=
              std::string::npos);
-  BOOST_TEST(error.find("handle 'h.0': the fp32 master of rank(s) 1, 3 differ among themselves") != std::string::npos);
   // No-shard on 3 ranks: the two that agree outvote rank 1.
   error = train(checked_config(ShardingStrategy::no_shard, 0, DType::bf16), 3, bump_master(2, 1));
   BOOST_TEST_MESSAGE(error);
-  BOOST_TEST(error.find("handle 'h.1': the fp32 master of rank(s) 1 differs from its replica(s) on rank(s) 0, 2") !=
-             std::string::npos);
+  BOOST_TEST(error.find("handle 'h.1': the fp32 master of rank(s) 1 differs from its replica(s) on "
+                        "rank(s) 0, 2") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_withheld_step_trains_again_once_repaired) {
@@ -109,30 +118,36 @@ BOOST_AUTO_TEST_CASE(a_withheld_step_trains_again_once_repaired) {
     TrainerConfig c = checked_config(ShardingStrategy::hybrid_shard, 2, DType::f32);
     c.model.head_unit = head_unit;
     std::vector<double> clean, repaired(3, 0.0);
-    run_local_ranks(4, [&](const CommPtr& comm) {
-      Trainer trainer(comm, c, synthetic_text_dataset());
-      std::vector<double> losses;
-      for (int s = 0; s < 3; ++s) losses.push_back(trainer.step().stats.loss);
-      if (comm->rank() == 0) clean = losses;
-    }, std::chrono::seconds(60));
+    run_local_ranks(
+        4,
+        [&](const CommPtr& comm) {
+          Trainer trainer(comm, c, synthetic_text_dataset());
+          std::vector<double> losses;
+          for (int s = 0; s < 3; ++s) losses.push_back(trainer.step().stats.loss);
+          if (comm->rank() == 0) clean = losses;
+        },
+        std::chrono::seconds(60));
     std::vector<std::string> errors(4);
-    run_local_ranks(4, [&](const CommPtr& comm) {
-      const int rank = comm->rank();
-      Trainer trainer(comm, c, synthetic_text_dataset());
-      std::vector<double> losses{trainer.step().stats.loss};
-      trainer.engine().module().synchronize();
-      float& first = trainer.engine().handles().at(1)->zero1_shard().data<float>()[0];
-      const float kept = first;
-      if (rank == 1) first += 1.0f;
-      try {
-        trainer.step();
-      } catch (const ConsistencyError& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
-      }
-      first = kept;
-      for (int s = 1; s < 3; ++s) losses.push_back(trainer.step().stats.loss);
-      if (rank == 0) repaired = losses;
-    }, std::chrono::seconds(60));
+    run_local_ranks(
+        4,
+        [&](const CommPtr& comm) {
+          const int rank = comm->rank();
+          Trainer trainer(comm, c, synthetic_text_dataset());
+          std::vector<double> losses{trainer.step().stats.loss};
+          trainer.engine().module().synchronize();
+          float& first = trainer.engine().handles().at(1)->zero1_shard().data<float>()[0];
+          const float kept = first;
+          if (rank == 1) first += 1.0f;
+          try {
+            trainer.step();
+          } catch (const ConsistencyError& e) {
+            errors[static_cast<std::size_t>(rank)] = e.what();
+          }
+          first = kept;
+          for (int s = 1; s < 3; ++s) losses.push_back(trainer.step().stats.loss);
+          if (rank == 0) repaired = losses;
+        },
+        std::chrono::seconds(60));
     for (const std::string& e : errors) BOOST_TEST(e.find("step 1:") != std::string::npos, e);
     BOOST_TEST(repaired == clean, "head_unit " << head_unit);
   }
@@ -167,8 +182,9 @@ BOOST_AUTO_TEST_CASE(a_drifted_zero3_shard_is_named) {
     o.zero3_size = 2;
     o.dtype = DType::bf16;
     optim::ZeroModule module(world, o);
-    const auto unit = module.add_unit("fc", {{"weight", Tensor::from_doubles(w, DType::f32, Device::cpu(), {37, 3})},
-                                             {"bias", Tensor::from_doubles(b, DType::f32)}});
+    const auto unit = module.add_unit(
+        "fc", {{"weight", Tensor::from_doubles(w, DType::f32, Device::cpu(), {37, 3})},
+               {"bias", Tensor::from_doubles(b, DType::f32)}});
     module.forward(unit).close();
     const auto before = optim::check_consistency(module);
     if (world->rank() == 2) {
@@ -185,7 +201,9 @@ BOOST_AUTO_TEST_CASE(a_drifted_zero3_shard_is_named) {
   });
   BOOST_TEST(clean.empty());
   BOOST_TEST_REQUIRE(corrupted.size() == 1u);
-  BOOST_TEST(corrupted[0] == "handle 'fc': the zero3 shard of rank 2 differs from the cast of the zero1 masters it was cut from");
+  BOOST_TEST(corrupted[0] ==
+             "handle 'fc': the zero3 shard of rank 2 differs from the cast of the zero1 masters it "
+             "was cut from");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

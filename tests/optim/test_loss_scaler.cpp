@@ -46,10 +46,10 @@ BOOST_AUTO_TEST_CASE(hysteresis_tolerates_overflows_in_a_row) {
   s.update(true);
   BOOST_TEST(s.scale() == 1024.0);  // two tolerated
   s.update(true);
-  BOOST_TEST(s.scale() == 512.0);   // the third backs off
+  BOOST_TEST(s.scale() == 512.0);  // the third backs off
   s.update(true);
-  BOOST_TEST(s.scale() == 256.0);   // and so does each further one in a row
-  s.update(false);                  // a clean step restores the hysteresis
+  BOOST_TEST(s.scale() == 256.0);  // and so does each further one in a row
+  s.update(false);                 // a clean step restores the hysteresis
   s.update(true);
   s.update(true);
   BOOST_TEST(s.scale() == 256.0);
@@ -88,8 +88,10 @@ BOOST_AUTO_TEST_CASE(state_round_trip_and_bad_options) {
     b.update(overflow);
     BOOST_TEST(a.scale() == b.scale());
   }
-  BOOST_CHECK_THROW(b.load_state({.scale = 0, .growth_tracker = 0, .hysteresis_left = 1}), InvalidArgument);
-  BOOST_CHECK_THROW(b.load_state({.scale = 8, .growth_tracker = 10, .hysteresis_left = 1}), InvalidArgument);
+  BOOST_CHECK_THROW(b.load_state({.scale = 0, .growth_tracker = 0, .hysteresis_left = 1}),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(b.load_state({.scale = 8, .growth_tracker = 10, .hysteresis_left = 1}),
+                    InvalidArgument);
   BOOST_CHECK_THROW(DynamicLossScaler({.init_scale = -1}), InvalidArgument);
   BOOST_CHECK_THROW(DynamicLossScaler({.growth_factor = 1.0}), InvalidArgument);
   BOOST_CHECK_THROW(DynamicLossScaler({.backoff_factor = 1.0}), InvalidArgument);

@@ -39,22 +39,27 @@ BOOST_AUTO_TEST_CASE(warmup_then_cosine_by_hand) {
 }
 
 BOOST_AUTO_TEST_CASE(degenerate_spans) {
-  const WarmupCosineLr no_warmup({.max_lr = 1.0, .min_lr = 0.0, .warmup_steps = 0, .total_steps = 4});
+  const WarmupCosineLr no_warmup(
+      {.max_lr = 1.0, .min_lr = 0.0, .warmup_steps = 0, .total_steps = 4});
   BOOST_TEST(no_warmup.lr(0) == 1.0);
   BOOST_TEST(no_warmup.lr(2) == 0.5, boost::test_tools::tolerance(1e-15));
-  const WarmupCosineLr warmup_only({.max_lr = 1.0, .min_lr = 0.25, .warmup_steps = 4, .total_steps = 4});
+  const WarmupCosineLr warmup_only(
+      {.max_lr = 1.0, .min_lr = 0.25, .warmup_steps = 4, .total_steps = 4});
   BOOST_TEST(warmup_only.lr(1) == 0.5);
   BOOST_TEST(warmup_only.lr(3) == 1.0);
   BOOST_TEST(warmup_only.lr(4) == 0.25);
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments) {
-  BOOST_CHECK_THROW(WarmupCosineLr({.max_lr = 1e-4, .min_lr = 1e-3, .warmup_steps = 0, .total_steps = 5}),
-                    InvalidArgument);
-  BOOST_CHECK_THROW(WarmupCosineLr({.max_lr = 1e-3, .min_lr = 0, .warmup_steps = 6, .total_steps = 5}),
-                    InvalidArgument);
-  BOOST_CHECK_THROW(WarmupCosineLr({.max_lr = 1e-3, .min_lr = 0, .warmup_steps = -1, .total_steps = 5}),
-                    InvalidArgument);
+  BOOST_CHECK_THROW(
+      WarmupCosineLr({.max_lr = 1e-4, .min_lr = 1e-3, .warmup_steps = 0, .total_steps = 5}),
+      InvalidArgument);
+  BOOST_CHECK_THROW(
+      WarmupCosineLr({.max_lr = 1e-3, .min_lr = 0, .warmup_steps = 6, .total_steps = 5}),
+      InvalidArgument);
+  BOOST_CHECK_THROW(
+      WarmupCosineLr({.max_lr = 1e-3, .min_lr = 0, .warmup_steps = -1, .total_steps = 5}),
+      InvalidArgument);
   const WarmupCosineLr s({.max_lr = 1e-3, .min_lr = 0, .warmup_steps = 1, .total_steps = 5});
   BOOST_CHECK_THROW(s.lr(-1), InvalidArgument);
 }

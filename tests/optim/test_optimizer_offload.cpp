@@ -9,10 +9,10 @@
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 
-#include "zrt/optim/zero_adamw.h"
-#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -63,10 +63,12 @@ BOOST_AUTO_TEST_CASE(moments_on_disk_leave_the_step_peak) {
     c.seq_len = 16;
     return static_cast<double>(second_step_peak(c));
   };
-  const double in_memory = peak({}), on_disk = peak({OptimizerOffload::Kind::disk, scratch.str(), 4096});
+  const double in_memory = peak({}),
+               on_disk = peak({OptimizerOffload::Kind::disk, scratch.str(), 4096});
   // 4 blocks of 12·128² + embeddings (256 + 64)·128: ~0.83 M parameters, 6.6 MB of moments.
   const double params = 4 * (12.0 * 128 * 128 + 13 * 128) + 320 * 128 + 2 * 128;
-  BOOST_TEST_MESSAGE("step peak: moments in memory " << in_memory << " B, on disk " << on_disk << " B");
+  BOOST_TEST_MESSAGE("step peak: moments in memory " << in_memory << " B, on disk " << on_disk
+                                                     << " B");
   BOOST_TEST(in_memory - on_disk > 0.9 * 8 * params);
 }
 
@@ -122,8 +124,8 @@ BOOST_AUTO_TEST_CASE(master_in_host_memory_leaves_the_device_peak) {
   host.kind = OptimizerOffload::Kind::host;
   const double on_device = peak({}), on_host = peak(host);
   const double params = 4 * (12.0 * 128 * 128 + 13 * 128) + 320 * 128 + 2 * 128;
-  BOOST_TEST_MESSAGE("step peak: master and moments with the parameters " << on_device << " B, in host memory "
-                                                                          << on_host << " B");
+  BOOST_TEST_MESSAGE("step peak: master and moments with the parameters "
+                     << on_device << " B, in host memory " << on_host << " B");
   BOOST_TEST(on_device - on_host > 0.9 * 12 * params);
 }
 
@@ -132,11 +134,14 @@ BOOST_AUTO_TEST_CASE(host_offload_needs_handles_with_the_master_in_host_memory) 
   run_local_ranks(1, [](const CommPtr& world) {
     optim::FlatParamOptions o;
     o.name = "unit";
-    optim::FlatParamHandle h({{"", "w", Tensor::full({5}, 1.0, DType::f32)}}, make_zero_groups(world, 1), o);
+    optim::FlatParamHandle h({{"", "w", Tensor::full({5}, 1.0, DType::f32)}},
+                             make_zero_groups(world, 1), o);
     OptimizerOffload host;
     host.kind = OptimizerOffload::Kind::host;
-    BOOST_CHECK_EXCEPTION(optim::ZeroAdamW({&h}, {}, host), InvalidArgument,
-                          [](const InvalidArgument& e) { return std::string(e.what()).find("master_on_host") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(
+        optim::ZeroAdamW({&h}, {}, host), InvalidArgument, [](const InvalidArgument& e) {
+          return std::string(e.what()).find("master_on_host") != std::string::npos;
+        });
   });
 }
 

@@ -26,7 +26,7 @@ using namespace zrt;
 
 namespace {
 
-constexpr int kRows = 3;          // per micro-batch per rank
+constexpr int kRows = 3;  // per micro-batch per rank
 constexpr int kMicroBatches = 2;
 constexpr int kSteps = 3;
 constexpr double kLr = 1e-2;
@@ -47,7 +47,8 @@ using Data = std::vector<std::vector<std::vector<Rows>>>;
 Data make_data(const Dims& d, int world, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> token(0, d.V - 1);
   std::normal_distribution<double> normal;
-  Data data(kSteps, std::vector<std::vector<Rows>>(static_cast<std::size_t>(world), std::vector<Rows>(kMicroBatches)));
+  Data data(kSteps, std::vector<std::vector<Rows>>(static_cast<std::size_t>(world),
+                                                   std::vector<Rows>(kMicroBatches)));
   for (auto& step : data)
     for (auto& rank : step)
       for (Rows& rows : rank) {
@@ -150,7 +151,8 @@ struct Config {
 };
 
 std::string describe(const Dims& d, int world, const Config& c) {
-  return detail::concat("V=", d.V, " C=", d.C, ", ", world, " ranks, ", optim::strategy_name(c.strategy),
+  return detail::concat("V=", d.V, " C=", d.C, ", ", world, " ranks, ",
+                        optim::strategy_name(c.strategy),
                         c.zero3_size ? detail::concat(" zero3 ", c.zero3_size) : std::string(),
                         c.offload_grads ? ", offloaded gradients" : "", ", cpu streams ",
                         optim::cpu_streams_name(c.cpu_streams));
@@ -167,8 +169,8 @@ std::vector<float> floats(const Tensor& t) {
 }
 
 // One rank's run; checks its results against `ref` and throws CheckFailed.
-void train_rank(const CommPtr& world, const Dims& d, const Params& init, const Data& data, const Config& cfg,
-                const Reference& ref, const std::string& what) {
+void train_rank(const CommPtr& world, const Dims& d, const Params& init, const Data& data,
+                const Config& cfg, const Reference& ref, const std::string& what) {
   optim::ZeroModuleOptions o;
   o.strategy = cfg.strategy;
   o.zero3_size = cfg.zero3_size;
@@ -183,9 +185,11 @@ void train_rank(const CommPtr& world, const Dims& d, const Params& init, const D
 
   const auto tied = module.tied_params();
   ZRT_EXPECT(tied.size() == 1 && tied[0].user == head && tied[0].fqn == "head.weight" &&
-                 tied[0].owner.unit == embed && module.handle(embed).fqn(tied[0].owner.index) == "embed.weight",
+                 tied[0].owner.unit == embed &&
+                 module.handle(embed).fqn(tied[0].owner.index) == "embed.weight",
              what, ": the tie was not recorded as head.weight -> embed.weight");
-  ZRT_EXPECT(module.handle(head).num_params() == 1, what, ": the head's flat parameter holds the tied weight");
+  ZRT_EXPECT(module.handle(head).num_params() == 1, what,
+             ": the head's flat parameter holds the tied weight");
   const std::size_t e_index = tied[0].owner.index;
   const std::vector<double> shard_before = module.handle(embed).sharded_param(e_index).to_doubles();
 
@@ -203,13 +207,15 @@ void train_rank(const CommPtr& world, const Dims& d, const Params& init, const D
         module.synchronize();  // the host reads what the module's streams gathered
         const auto a = floats(scope.param("bias")), e = floats(scope.param("weight"));
         for (std::size_t n = 0; n < kRows; ++n)
-          for (std::size_t c = 0; c < C; ++c) h[n * C + c] = e[static_cast<std::size_t>(rows.token[n]) * C + c] + a[c];
+          for (std::size_t c = 0; c < C; ++c)
+            h[n * C + c] = e[static_cast<std::size_t>(rows.token[n]) * C + c] + a[c];
       }
       std::vector<float> dl(kRows * V);
       {
         auto scope = module.forward(head);
         module.synchronize();
-        const auto g = floats(scope.param("gain")), e = floats(scope.param("weight"));  // the owner's view
+        const auto g = floats(scope.param("gain")),
+                   e = floats(scope.param("weight"));  // the owner's view
         for (std::size_t n = 0; n < kRows; ++n) {
           for (std::size_t c = 0; c < C; ++c) z[n * C + c] = g[c] * h[n * C + c];
           for (std::size_t v = 0; v < V; ++v) {
@@ -254,8 +260,8 @@ void train_rank(const CommPtr& world, const Dims& d, const Params& init, const D
     Tensor sum = Tensor::from_doubles({loss}, DType::f64);
     world->all_reduce(sum, ReduceOp::avg, Stream());
     const double want = ref.losses[static_cast<std::size_t>(s)];
-    ZRT_EXPECT(std::abs(sum.item(0) - want) <= 1e-5 * std::abs(want), what, ": loss of step ", s, " is ",
-               sum.item(0), ", the float64 reference ", want);
+    ZRT_EXPECT(std::abs(sum.item(0) - want) <= 1e-5 * std::abs(want), what, ": loss of step ", s,
+               " is ", sum.item(0), ", the float64 reference ", want);
     module.step(kLr);
   }
   module.synchronize();
@@ -268,8 +274,9 @@ void train_rank(const CommPtr& world, const Dims& d, const Params& init, const D
 
   // One tensor, under the owner's name, equal to the float64 reference.
   const auto all = module.full_params();
-  ZRT_EXPECT(all.size() == 3 && all.count("embed.weight") && all.count("embed.bias") && all.count("head.gain"), what,
-             ": full_params() should hold embed.bias, embed.weight and head.gain once each");
+  ZRT_EXPECT(all.size() == 3 && all.count("embed.weight") && all.count("embed.bias") &&
+                 all.count("head.gain"),
+             what, ": full_params() should hold embed.bias, embed.weight and head.gain once each");
   const double tol = 2e-5;  // fp32 compute over 3 steps of parameters O(1), each moved ~lr per step
   auto compare = [&](const std::string& name, const std::vector<double>& want) {
     const std::vector<double> got = all.at(name).to_doubles();
@@ -280,10 +287,11 @@ void train_rank(const CommPtr& world, const Dims& d, const Params& init, const D
   compare("embed.weight", ref.final_params.E);
   compare("embed.bias", ref.final_params.a);
   compare("head.gain", ref.final_params.g);
-  ZRT_EXPECT(module.full_param("head.weight").to_doubles() == all.at("embed.weight").to_doubles(), what,
-             ": full_param of the tied name is not the owner's parameter");
+  ZRT_EXPECT(module.full_param("head.weight").to_doubles() == all.at("embed.weight").to_doubles(),
+             what, ": full_param of the tied name is not the owner's parameter");
   const auto at = module.find_param("head.weight");
-  ZRT_EXPECT(at && at->unit == embed && at->index == e_index, what, ": find_param of the tied name");
+  ZRT_EXPECT(at && at->unit == embed && at->index == e_index, what,
+             ": find_param of the tied name");
 }
 
 void check(const Dims& d, int world, const Config& cfg, std::uint64_t seed) {
@@ -320,7 +328,8 @@ BOOST_AUTO_TEST_CASE(trains_as_the_float64_reference) {
   // uneven), and of 3 (fewer than 4 ranks: some hold none of it).
   for (const Dims d : {Dims{5, 3}, Dims{1, 3}})
     for (int world = 1; world <= 4; ++world)
-      for (const S s : {S::full_shard, S::shard_grad_op, S::no_shard}) check(d, world, {.strategy = s}, seed);
+      for (const S s : {S::full_shard, S::shard_grad_op, S::no_shard})
+        check(d, world, {.strategy = s}, seed);
   check({5, 3}, 4, {.strategy = S::hybrid_shard, .zero3_size = 2}, seed);
   check({5, 3}, 3, {.offload_grads = true}, seed);
   check({5, 3}, 3, {.cpu_streams = optim::CpuStreams::all}, seed);
@@ -338,30 +347,33 @@ BOOST_AUTO_TEST_CASE(the_owner_reduces_after_its_users) {
     run_local_ranks(2, [&](const CommPtr& world) {
       optim::ZeroModule module(world);
       const Tensor E = tensor_of(init.E, {5, 3});
-      const auto embed = module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
+      const auto embed =
+          module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
       const auto head = module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
       {
         auto outer = module.backward(head);
         const std::string nested = invalid_state_message([&] { module.backward(head); });
-        ZRT_EXPECT(nested.find("a scope of it is open") != std::string::npos, "a nested scope of one unit: '",
-                   nested, "'");
+        ZRT_EXPECT(nested.find("a scope of it is open") != std::string::npos,
+                   "a nested scope of one unit: '", nested, "'");
         module.synchronize();
-        outer.grad("weight").data<float>()[0] += 1.0f;  // the outer scope's tie gradient is still there
+        outer.grad("weight").data<float>()[0] +=
+            1.0f;  // the outer scope's tie gradient is still there
       }
       { auto scope = module.backward(embed); }
       module.step(kLr);
 
       { auto scope = module.backward(embed); }
       const std::string late = invalid_state_message([&] { module.backward(head); });
-      ZRT_EXPECT(late.find("'head'") != std::string::npos && late.find("'embed'") != std::string::npos &&
+      ZRT_EXPECT(late.find("'head'") != std::string::npos &&
+                     late.find("'embed'") != std::string::npos &&
                      late.find("embed.weight") != std::string::npos,
                  "a user's backward after the owner's sync: '", late, "'");
       module.step(kLr);  // the owner's own gradients are fine
 
       { auto scope = module.backward(head); }  // syncs the head's own, adds to the owner's
       const std::string unreduced = invalid_state_message([&] { module.step(kLr); });
-      ZRT_EXPECT(unreduced.find("'embed'") != std::string::npos, "a step over unreduced tie gradients: '",
-                 unreduced, "'");
+      ZRT_EXPECT(unreduced.find("'embed'") != std::string::npos,
+                 "a step over unreduced tie gradients: '", unreduced, "'");
       { auto scope = module.backward(embed); }
       module.step(kLr);
     });
@@ -382,7 +394,8 @@ BOOST_AUTO_TEST_CASE(offloaded_owner_gradients_stay_on_the_host_between_uses) {
       options.offload_grads = true;
       optim::ZeroModule module(world, options);
       const Tensor E = tensor_of(init.E, {5, 3});
-      const auto embed = module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
+      const auto embed =
+          module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
       const auto head = module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
       for (int micro = 0; micro < 2; ++micro) {
         const bool last = micro == 1;
@@ -391,8 +404,10 @@ BOOST_AUTO_TEST_CASE(offloaded_owner_gradients_stay_on_the_host_between_uses) {
           module.synchronize();
           scope.grad("weight").data<float>()[0] += 1.0f;
         }
-        ZRT_EXPECT(module.handle(embed).full_prec_grad_padded().is_freed(),
-                   "the owner's fp32 gradient stays on the device after a user's backward (micro-batch ", micro, ")");
+        ZRT_EXPECT(
+            module.handle(embed).full_prec_grad_padded().is_freed(),
+            "the owner's fp32 gradient stays on the device after a user's backward (micro-batch ",
+            micro, ")");
         { auto scope = module.backward(embed, last); }
       }
       module.step(kLr);
@@ -416,9 +431,10 @@ BOOST_AUTO_TEST_CASE(only_whole_tensors_tie) {
       } catch (const InvalidArgument& e) {
         overlap = e.what();
       }
-      ZRT_EXPECT(overlap.find("'head.rows' shares part of its memory with parameter 'embed.weight'") !=
-                     std::string::npos,
-                 "a partial overlap was not refused: '", overlap, "'");
+      ZRT_EXPECT(
+          overlap.find("'head.rows' shares part of its memory with parameter 'embed.weight'") !=
+              std::string::npos,
+          "a partial overlap was not refused: '", overlap, "'");
       std::string all_tied;
       try {
         module.add_unit("head", {{"weight", E}});
@@ -427,7 +443,8 @@ BOOST_AUTO_TEST_CASE(only_whole_tensors_tie) {
       }
       ZRT_EXPECT(all_tied.find("every parameter is tied") != std::string::npos,
                  "a unit of tied parameters only was not refused: '", all_tied, "'");
-      module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});  // and now it ties
+      module.add_unit("head",
+                      {{"gain", tensor_of(init.g, {3})}, {"weight", E}});  // and now it ties
       ZRT_EXPECT(module.tied_params().size() == 1, "the tie was not recorded");
     });
   } catch (const std::exception& e) {

@@ -11,11 +11,11 @@
 #include <functional>
 #include <random>
 
-#include "zrt/optim/zero_adamw.h"
-#include "zrt/runtime/comm/local_comm.h"
-#include "zrt/optim/flat_param/sharding_groups.h"
 #include "tests/optim/zero_adamw_checks.h"
 #include "tests/support/rank_check.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 namespace fs = std::filesystem;
@@ -29,11 +29,11 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {optim::ShardingStrategy::full_shard, 1, 1},   {optim::ShardingStrategy::full_shard, 2, 2},
-    {optim::ShardingStrategy::no_shard, 2, 1},     {optim::ShardingStrategy::hybrid_shard, 2, 1},
-    {optim::ShardingStrategy::full_shard, 3, 3},   {optim::ShardingStrategy::layer_zero, 3, 1},
-    {optim::ShardingStrategy::full_shard, 4, 4},   {optim::ShardingStrategy::hybrid_shard, 4, 2},
-    {optim::ShardingStrategy::layer_zero, 4, 2},   {optim::ShardingStrategy::no_shard, 4, 1},
+    {optim::ShardingStrategy::full_shard, 1, 1}, {optim::ShardingStrategy::full_shard, 2, 2},
+    {optim::ShardingStrategy::no_shard, 2, 1},   {optim::ShardingStrategy::hybrid_shard, 2, 1},
+    {optim::ShardingStrategy::full_shard, 3, 3}, {optim::ShardingStrategy::layer_zero, 3, 1},
+    {optim::ShardingStrategy::full_shard, 4, 4}, {optim::ShardingStrategy::hybrid_shard, 4, 2},
+    {optim::ShardingStrategy::layer_zero, 4, 2}, {optim::ShardingStrategy::no_shard, 4, 1},
 };
 
 void on_ranks(int n, const std::string& what, const std::function<void(const CommPtr&)>& fn) {
@@ -44,13 +44,17 @@ void on_ranks(int n, const std::string& what, const std::function<void(const Com
   }
 }
 
-std::string describe(const Case& c) { return std::string(optim::strategy_name(c.strategy)) + " zero3=" + std::to_string(c.zero3); }
+std::string describe(const Case& c) {
+  return std::string(optim::strategy_name(c.strategy)) + " zero3=" + std::to_string(c.zero3);
+}
 
 std::vector<optim::NamedParam> small_params() {
-  return {{"fc", "weight", Tensor::from_doubles({0.5, -1, 2, 0.25, 3, -0.75}, DType::f32, Device::cpu(), {2, 3})},
+  return {{"fc", "weight",
+           Tensor::from_doubles({0.5, -1, 2, 0.25, 3, -0.75}, DType::f32, Device::cpu(), {2, 3})},
           {"fc", "bias", Tensor::from_doubles({0.1, -0.2}, DType::f32)},
           {"ln", "weight", Tensor::from_doubles({1, 1.5, 0.5, 2, -1}, DType::f32)},
-          {"proj", "weight", Tensor::from_doubles({0.3, 0.6, -0.9, 1.2}, DType::f32, Device::cpu(), {4, 1})}};
+          {"proj", "weight",
+           Tensor::from_doubles({0.3, 0.6, -0.9, 1.2}, DType::f32, Device::cpu(), {4, 1})}};
 }
 
 }  // namespace
@@ -61,8 +65,8 @@ BOOST_AUTO_TEST_CASE(matches_torch_adamw_with_clipping_skips_and_loss_scale) {
   const std::uint64_t seed = std::random_device{}();
   BOOST_TEST_MESSAGE("random seed " << seed);
   const testing::AdamWScenario s = testing::make_adamw_scenario(seed);
-  const fs::path dir = fs::temp_directory_path() / ("zrt_zero_adamw_" + std::to_string(getpid()) + "_" +
-                                                    std::to_string(seed % 1000000));
+  const fs::path dir = fs::temp_directory_path() / ("zrt_zero_adamw_" + std::to_string(getpid()) +
+                                                    "_" + std::to_string(seed % 1000000));
   fs::create_directories(dir);
   testing::AdamWExpected expected;
   try {
@@ -81,7 +85,8 @@ BOOST_AUTO_TEST_CASE(matches_torch_adamw_with_clipping_skips_and_loss_scale) {
 
 BOOST_AUTO_TEST_CASE(consecutive_skips_throw_on_every_rank) {
   for (const Case& c : {kCases[1], kCases[7]})
-    on_ranks(c.world, describe(c), [&](const CommPtr& world) { testing::check_skip_limit(world, c.strategy, c.zero3); });
+    on_ranks(c.world, describe(c),
+             [&](const CommPtr& world) { testing::check_skip_limit(world, c.strategy, c.zero3); });
 }
 
 BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
@@ -94,11 +99,14 @@ BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
       for (std::size_t i = 0; i < h.num_params(); ++i) {
         const auto& info = h.zero1_shard_infos()[i];
         if (policy(h.fqn(i), h.layout().params()[i].shape))
-          for (std::int64_t e = 0; e < info.numel_in_shard; ++e) mask[info.offset_in_shard + e] = true;
+          for (std::int64_t e = 0; e < info.numel_in_shard; ++e)
+            mask[info.offset_in_shard + e] = true;
       }
       return mask;
     };
-    const optim::DecayPolicy only_ln = [](const std::string& fqn, const Shape&) { return fqn == "ln.weight"; };
+    const optim::DecayPolicy only_ln = [](const std::string& fqn, const Shape&) {
+      return fqn == "ln.weight";
+    };
     for (const optim::DecayPolicy& policy : {optim::DecayPolicy(optim::decay_matrices), only_ln}) {
       std::vector<bool> got(static_cast<std::size_t>(h.zero1_shard().numel()), false);
       std::int64_t last_end = -1;
@@ -108,7 +116,8 @@ BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
         for (std::int64_t e = r.begin; e < r.end; ++e) got[e] = true;
         last_end = r.end;
       }
-      if (got != want(policy)) throw testing::CheckFailed("decay ranges differ from the elementwise mask");
+      if (got != want(policy))
+        throw testing::CheckFailed("decay ranges differ from the elementwise mask");
     }
   });
 }
@@ -116,7 +125,8 @@ BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {
 BOOST_AUTO_TEST_CASE(bad_arguments_and_states_are_named) {
   on_ranks(2, "errors", [](const CommPtr& world) {
     optim::StrategyPlan full = optim::plan_strategy(optim::ShardingStrategy::full_shard, world, 2);
-    optim::StrategyPlan hybrid = optim::plan_strategy(optim::ShardingStrategy::hybrid_shard, world, 1);
+    optim::StrategyPlan hybrid =
+        optim::plan_strategy(optim::ShardingStrategy::hybrid_shard, world, 1);
     optim::FlatParamHandle a(small_params(), full.groups, {});
     optim::FlatParamHandle b(small_params(), hybrid.groups, {});
     auto throws = [](auto&& fn, const char* needle) {
@@ -129,13 +139,21 @@ BOOST_AUTO_TEST_CASE(bad_arguments_and_states_are_named) {
       }
       return false;
     };
-    ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a, &b}); }, "other zero1/replica groups"), "mixed groups");
+    ZRT_EXPECT(throws(
+                   [&] {
+                     optim::ZeroAdamW({&a, &b});
+                   },
+                   "other zero1/replica groups"),
+               "mixed groups");
     ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a, &a}); }, "passed twice"), "duplicate handle");
-    ZRT_EXPECT(throws([&] { optim::ZeroAdamW(std::vector<optim::FlatParamHandle*>{}); }, "no handles"), "no handles");
+    ZRT_EXPECT(
+        throws([&] { optim::ZeroAdamW(std::vector<optim::FlatParamHandle*>{}); }, "no handles"),
+        "no handles");
     ZRT_EXPECT(throws([&] { optim::ZeroAdamW({&a}, {.beta2 = 1.0}); }, "beta2"), "beta2");
     optim::ZeroAdamW opt({&a});
     ZRT_EXPECT(throws([&] { opt.step(-1e-3); }, "lr must be"), "negative lr");
-    ZRT_EXPECT(opt.step_count() == 0 && opt.skipped_total() == 0, "a step refused for its lr was counted");
+    ZRT_EXPECT(opt.step_count() == 0 && opt.skipped_total() == 0,
+               "a step refused for its lr was counted");
     ZRT_EXPECT(throws([&] { opt.step(std::nan("")); }, "lr must be"), "NaN lr");
     a.pre_forward();
     ZRT_EXPECT(throws([&] { opt.step(1e-3); }, "expected idle"), "step during forward");

@@ -9,8 +9,8 @@
 #include <random>
 #include <string>
 
-#include "zrt/runtime/comm/launched_world.h"
 #include "tests/optim/zero_adamw_checks.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 using namespace zrt;
 namespace fs = std::filesystem;
@@ -68,7 +68,8 @@ BOOST_AUTO_TEST_CASE(matches_torch_adamw_for_each_strategy) {
   }
   status = rank0_string(*world, status);
   testing::AdamWExpected expected;
-  if (status.empty()) checked("reading the reference", [&] { expected = testing::read_torch_reference(s, dir); });
+  if (status.empty())
+    checked("reading the reference", [&] { expected = testing::read_torch_reference(s, dir); });
   world->barrier();
   if (world->rank() == 0) fs::remove_all(dir);
   BOOST_REQUIRE_MESSAGE(status.empty(), "reference failed on rank 0: " << status);
@@ -79,10 +80,14 @@ BOOST_AUTO_TEST_CASE(matches_torch_adamw_for_each_strategy) {
     optim::ShardingStrategy strategy;
     int zero3;
   };
-  for (const Case& c : {Case{optim::ShardingStrategy::full_shard, n}, Case{optim::ShardingStrategy::no_shard, 1},
-                        Case{optim::ShardingStrategy::hybrid_shard, half}, Case{optim::ShardingStrategy::layer_zero, half}})
-    checked(optim::strategy_name(c.strategy), [&] { testing::check_zero_adamw(world, c.strategy, c.zero3, s, expected); });
-  checked("skip limit", [&] { testing::check_skip_limit(world, optim::ShardingStrategy::full_shard, n); });
+  for (const Case& c :
+       {Case{optim::ShardingStrategy::full_shard, n}, Case{optim::ShardingStrategy::no_shard, 1},
+        Case{optim::ShardingStrategy::hybrid_shard, half},
+        Case{optim::ShardingStrategy::layer_zero, half}})
+    checked(optim::strategy_name(c.strategy),
+            [&] { testing::check_zero_adamw(world, c.strategy, c.zero3, s, expected); });
+  checked("skip limit",
+          [&] { testing::check_skip_limit(world, optim::ShardingStrategy::full_shard, n); });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

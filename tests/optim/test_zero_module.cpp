@@ -61,14 +61,16 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
     }
     auto write_grads = [&](optim::ZeroModule::Scope& scope) {
       Tensor w = scope.grad("weight"), b = scope.grad("bias");
-      for (int i = 0; i < 15; ++i) w.data<float>()[i] += static_cast<float>((world->rank() + 1) * g[i]);
+      for (int i = 0; i < 15; ++i)
+        w.data<float>()[i] += static_cast<float>((world->rank() + 1) * g[i]);
       b.data<float>()[0] += static_cast<float>((world->rank() + 1) * g[15]);
     };
     {
       auto scope = module.backward(unit, /*sync=*/false);
       write_grads(scope);
     }
-    expect_invalid_state([&] { module.step(1e-3); }, "step after backward scopes that never synced");
+    expect_invalid_state([&] { module.step(1e-3); },
+                         "step after backward scopes that never synced");
     {
       auto scope = module.backward(unit, /*sync=*/true);
       write_grads(scope);
@@ -76,9 +78,10 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
     const auto result = module.step(1e-3);
     // Two micro-batches of 1.5 * g each.
     const double expected = 3.0 * std::sqrt(sq);
-    ZRT_EXPECT(std::abs(result.grad_norm - expected) <= 1e-5 * expected, "grad norm ", result.grad_norm,
-               ", expected ", expected);
-    expect_invalid_state([&] { module.step(1e-3); }, "a second step with nothing synced since the first");
+    ZRT_EXPECT(std::abs(result.grad_norm - expected) <= 1e-5 * expected, "grad norm ",
+               result.grad_norm, ", expected ", expected);
+    expect_invalid_state([&] { module.step(1e-3); },
+                         "a second step with nothing synced since the first");
   });
 }
 
@@ -99,23 +102,26 @@ BOOST_AUTO_TEST_CASE(finds_parameters_by_name) {
     for (const auto& [name, value] : all) {
       const auto at = module.find_param(name);
       ZRT_EXPECT(at.has_value(), "find_param misses ", name);
-      ZRT_EXPECT(module.handle(at->unit).fqn(at->index) == name, "find_param(", name, ") points at ",
-                 module.handle(at->unit).fqn(at->index));
+      ZRT_EXPECT(module.handle(at->unit).fqn(at->index) == name, "find_param(", name,
+                 ") points at ", module.handle(at->unit).fqn(at->index));
       ZRT_EXPECT(module.full_param(name).to_doubles() == value.to_doubles(), "full_param(", name,
                  ") differs from full_params()");
     }
-    ZRT_EXPECT(module.find_param("fc1.weight")->unit == first && module.find_param("fc2.bias")->unit == second,
+    ZRT_EXPECT(module.find_param("fc1.weight")->unit == first &&
+                   module.find_param("fc2.bias")->unit == second,
                "a name found in the wrong unit");
     const auto tied = module.find_param("fc2.weight_tied");
-    ZRT_EXPECT(tied && tied->unit == second && module.handle(second).fqn(tied->index) == "fc2.weight",
-               "the tied name does not find its primary");
+    ZRT_EXPECT(
+        tied && tied->unit == second && module.handle(second).fqn(tied->index) == "fc2.weight",
+        "the tied name does not find its primary");
     {
       auto scope = module.forward(second);
       ZRT_EXPECT(scope.param("weight").to_doubles() == all.at("fc2.weight").to_doubles() &&
                      scope.param("fc2.weight").to_doubles() == all.at("fc2.weight").to_doubles(),
                  "a scope's short and full names disagree with full_params()");
     }
-    ZRT_EXPECT(!module.find_param("weight") && !module.find_param("fc3.weight"), "found a name no unit has");
+    ZRT_EXPECT(!module.find_param("weight") && !module.find_param("fc3.weight"),
+               "found a name no unit has");
     bool threw = false;
     try {
       module.full_param("fc3.weight");

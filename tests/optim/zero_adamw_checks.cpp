@@ -11,11 +11,11 @@
 #include <random>
 #include <string>
 
-#include "zrt/optim/lr_schedule.h"
-#include "zrt/optim/zero_adamw.h"
+#include "tests/support/rank_check.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
-#include "tests/support/rank_check.h"
+#include "zrt/optim/lr_schedule.h"
+#include "zrt/optim/zero_adamw.h"
 
 namespace zrt::testing {
 
@@ -50,9 +50,10 @@ std::vector<std::vector<double>> read_f32(const fs::path& path, const std::vecto
   std::vector<std::vector<double>> out;
   for (const Shape& shape : shapes) {
     std::vector<float> buf(static_cast<std::size_t>(shape_numel(shape)));
-    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(float)));
-    ZRT_EXPECT(in.gcount() == static_cast<std::streamsize>(buf.size() * sizeof(float)), "short reference output ",
-               path.string());
+    in.read(reinterpret_cast<char*>(buf.data()),
+            static_cast<std::streamsize>(buf.size() * sizeof(float)));
+    ZRT_EXPECT(in.gcount() == static_cast<std::streamsize>(buf.size() * sizeof(float)),
+               "short reference output ", path.string());
     out.emplace_back(buf.begin(), buf.end());
   }
   return out;
@@ -71,12 +72,13 @@ double largest_of(const std::vector<std::vector<double>>& tensors) {
   return largest;
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, std::int64_t want_offset,
-                 double scale, const std::string& what) {
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 std::int64_t want_offset, double scale, const std::string& what) {
   for (std::size_t e = 0; e < got.size(); ++e) {
     const double w = want[static_cast<std::size_t>(want_offset) + e];
-    ZRT_EXPECT(std::abs(got[e] - w) <= kRtol * scale, what, " element ", want_offset + static_cast<std::int64_t>(e),
-               ": ", got[e], " != reference ", w, " (state scale ", scale, ")");
+    ZRT_EXPECT(std::abs(got[e] - w) <= kRtol * scale, what, " element ",
+               want_offset + static_cast<std::int64_t>(e), ": ", got[e], " != reference ", w,
+               " (state scale ", scale, ")");
   }
 }
 
@@ -93,7 +95,8 @@ struct Run {
   std::vector<std::size_t> first_param;  // global index of each handle's parameter 0
 };
 
-Run make_run(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, const AdamWScenario& s) {
+Run make_run(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+             const AdamWScenario& s) {
   Run run{optim::plan_strategy(strategy, world, zero3_size), {}, {}};
   const std::size_t bounds[] = {0, s.first_handle_params, s.shapes.size()};
   for (int k = 0; k < 2; ++k) {
@@ -105,7 +108,8 @@ Run make_run(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_s
     o.name = "unit" + std::to_string(k);
     o.reshard_after_forward = run.plan.reshard_after_forward;
     o.reshard_after_backward = run.plan.reshard_after_backward;
-    run.handles.push_back(std::make_unique<optim::FlatParamHandle>(std::move(named), run.plan.groups, o));
+    run.handles.push_back(
+        std::make_unique<optim::FlatParamHandle>(std::move(named), run.plan.groups, o));
     run.first_param.push_back(bounds[k]);
   }
   return run;
@@ -129,8 +133,8 @@ enum class Plant { none, inf, nan };
 
 // One backward through both handles with this rank's gradients times
 // `scale`; `plant` puts a non-finite value into the last rank's gradient.
-void backward(Run& run, const CommPtr& world, const std::vector<std::vector<double>>& grads, std::uint64_t seed,
-              double scale, Plant plant) {
+void backward(Run& run, const CommPtr& world, const std::vector<std::vector<double>>& grads,
+              std::uint64_t seed, double scale, Plant plant) {
   std::mt19937_64 gen(seed);
   for (std::size_t k = 0; k < run.handles.size(); ++k) {
     optim::FlatParamHandle& h = *run.handles[k];
@@ -143,8 +147,10 @@ void backward(Run& run, const CommPtr& world, const std::vector<std::vector<doub
       for (std::size_t e = 0; e < g.size(); ++e)
         mine[e] = (g[e] + rank_offset(gen, world->size(), world->rank())) * scale;
       if (world->rank() == world->size() - 1) {
-        if (plant == Plant::inf && k == 1 && i == 1) mine[0] = std::numeric_limits<double>::infinity();
-        if (plant == Plant::nan && k == 0 && i == 0) mine[3] = std::numeric_limits<double>::quiet_NaN();
+        if (plant == Plant::inf && k == 1 && i == 1)
+          mine[0] = std::numeric_limits<double>::infinity();
+        if (plant == Plant::nan && k == 0 && i == 0)
+          mine[3] = std::numeric_limits<double>::quiet_NaN();
       }
       Tensor view = h.grad(i);
       view.copy_(Tensor::from_doubles(mine, DType::f64, Device::cpu(), view.shape()));
@@ -162,14 +168,15 @@ struct Snapshot {
 Snapshot snapshot(const Run& run, const ZeroAdamW& opt) {
   Snapshot s{{}, opt.step_count()};
   for (std::size_t k = 0; k < run.handles.size(); ++k)
-    for (const Tensor& t : {run.handles[k]->zero1_shard(), opt.exp_avg_shard(k), opt.exp_avg_sq_shard(k)})
+    for (const Tensor& t :
+         {run.handles[k]->zero1_shard(), opt.exp_avg_shard(k), opt.exp_avg_sq_shard(k)})
       s.tensors.push_back(bytes_of(t));
   return s;
 }
 
 std::string where(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size) {
-  return std::string(optim::strategy_name(strategy)) + " zero3=" + std::to_string(zero3_size) + " rank " +
-         std::to_string(world->rank()) + "/" + std::to_string(world->size());
+  return std::string(optim::strategy_name(strategy)) + " zero3=" + std::to_string(zero3_size) +
+         " rank " + std::to_string(world->rank()) + "/" + std::to_string(world->size());
 }
 
 }  // namespace
@@ -187,7 +194,8 @@ AdamWScenario make_adamw_scenario(std::uint64_t seed) {
     for (double& x : v) x = static_cast<float>(normal(gen));
     s.init.push_back(std::move(v));
   }
-  const optim::WarmupCosineLr schedule({.max_lr = 1e-2, .min_lr = 1e-3, .warmup_steps = 2, .total_steps = kCleanSteps});
+  const optim::WarmupCosineLr schedule(
+      {.max_lr = 1e-2, .min_lr = 1e-3, .warmup_steps = 2, .total_steps = kCleanSteps});
   for (int step = 0; step < kCleanSteps; ++step) {
     s.lrs.push_back(schedule.lr(step));
     s.clipped.push_back(step == 3 || step == 4);  // norms ~2700 against max 100; ~27 otherwise
@@ -206,8 +214,8 @@ void run_torch_reference(const AdamWScenario& s, const fs::path& dir) {
   {
     std::ofstream cfg(dir / "config.txt");
     cfg.precision(17);
-    cfg << s.grads.size() << ' ' << s.beta1 << ' ' << s.beta2 << ' ' << s.eps << ' ' << s.weight_decay << ' '
-        << s.max_grad_norm << '\n';
+    cfg << s.grads.size() << ' ' << s.beta1 << ' ' << s.beta2 << ' ' << s.eps << ' '
+        << s.weight_decay << ' ' << s.max_grad_norm << '\n';
     for (double lr : s.lrs) cfg << lr << ' ';
     cfg << '\n';
     for (const Shape& shape : s.shapes) {
@@ -218,13 +226,14 @@ void run_torch_reference(const AdamWScenario& s, const fs::path& dir) {
     ZRT_EXPECT(cfg.good(), "cannot write ", (dir / "config.txt").string());
   }
   write_f32(dir / "param.bin", s.init);
-  for (std::size_t k = 0; k < s.grads.size(); ++k) write_f32(dir / ("grad_" + std::to_string(k) + ".bin"), s.grads[k]);
-  const std::string cmd =
-      std::string(ZRT_PYTHON) + " " + ZRT_SOURCE_DIR + "/tests/optim/zero_adamw_reference.py " + dir.string();
+  for (std::size_t k = 0; k < s.grads.size(); ++k)
+    write_f32(dir / ("grad_" + std::to_string(k) + ".bin"), s.grads[k]);
+  const std::string cmd = std::string(ZRT_PYTHON) + " " + ZRT_SOURCE_DIR +
+                          "/tests/optim/zero_adamw_reference.py " + dir.string();
   const int rc = std::system(cmd.c_str());
   ZRT_EXPECT(rc != -1 && WIFEXITED(rc), "could not run `", cmd, "`");
-  ZRT_EXPECT(WEXITSTATUS(rc) != 3, "the PyTorch reference needs torch and numpy importable by ", ZRT_PYTHON,
-             " (Debian: apt install python3-torch)");
+  ZRT_EXPECT(WEXITSTATUS(rc) != 3, "the PyTorch reference needs torch and numpy importable by ",
+             ZRT_PYTHON, " (Debian: apt install python3-torch)");
   ZRT_EXPECT(WEXITSTATUS(rc) == 0, "`", cmd, "` failed with exit code ", WEXITSTATUS(rc));
 }
 
@@ -235,13 +244,13 @@ AdamWExpected read_torch_reference(const AdamWScenario& s, const fs::path& dir) 
   e.exp_avg_sq = read_f32(dir / "exp_avg_sq_out.bin", s.shapes);
   std::ifstream norms(dir / "norms.txt");
   for (double x; norms >> x;) e.norms.push_back(x);
-  ZRT_EXPECT(e.norms.size() == s.grads.size(), "reference wrote ", e.norms.size(), " norms for ", s.grads.size(),
-             " steps");
+  ZRT_EXPECT(e.norms.size() == s.grads.size(), "reference wrote ", e.norms.size(), " norms for ",
+             s.grads.size(), " steps");
   return e;
 }
 
-void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, const AdamWScenario& s,
-                      const AdamWExpected& expected) {
+void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                      const AdamWScenario& s, const AdamWExpected& expected) {
   const std::string at = where(world, strategy, zero3_size);
   Run run = make_run(world, strategy, zero3_size, s);
   optim::AdamWOptions options;
@@ -266,26 +275,30 @@ void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, in
         const optim::StepResult r = opt.step(s.lrs[static_cast<std::size_t>(step)], &scaler);
         ZRT_EXPECT(r.skipped && r.skipped_total == bad + 1 && r.consecutive_skips == bad + 1, at,
                    ": non-finite step ", bad, " not skipped and counted");
-        ZRT_EXPECT(!std::isfinite(r.grad_norm) && r.loss_scale == scale, at, ": skipped step reports norm ",
-                   r.grad_norm, ", scale ", r.loss_scale);
-        ZRT_EXPECT(snapshot(run, opt) == before, at, ": a skipped step changed parameters, m, v or the step count");
+        ZRT_EXPECT(!std::isfinite(r.grad_norm) && r.loss_scale == scale, at,
+                   ": skipped step reports norm ", r.grad_norm, ", scale ", r.loss_scale);
+        ZRT_EXPECT(snapshot(run, opt) == before, at,
+                   ": a skipped step changed parameters, m, v or the step count");
         // Hysteresis 2: the first overflow keeps the scale, the second halves it.
-        ZRT_EXPECT(scaler.scale() == (bad == 0 ? scale : scale / 2), at, ": loss scale ", scaler.scale(),
-                   " after overflow ", bad);
+        ZRT_EXPECT(scaler.scale() == (bad == 0 ? scale : scale / 2), at, ": loss scale ",
+                   scaler.scale(), " after overflow ", bad);
       }
     }
     const double scale = scaler.scale();
-    backward(run, world, s.grads[static_cast<std::size_t>(step)], s.seed + ++call, scale, Plant::none);
+    backward(run, world, s.grads[static_cast<std::size_t>(step)], s.seed + ++call, scale,
+             Plant::none);
     const optim::StepResult r = opt.step(s.lrs[static_cast<std::size_t>(step)], &scaler);
     const double want_norm = expected.norms[static_cast<std::size_t>(step)];
-    ZRT_EXPECT(!r.skipped && r.step == step + 1 && r.consecutive_skips == 0 && r.skipped_total == 2 * (step >= s.bad_before),
+    ZRT_EXPECT(!r.skipped && r.step == step + 1 && r.consecutive_skips == 0 &&
+                   r.skipped_total == 2 * (step >= s.bad_before),
                at, ": clean step ", step, " skipped=", r.skipped, " step=", r.step);
-    ZRT_EXPECT(std::abs(r.grad_norm - want_norm) <= kRtol * want_norm, at, ": step ", step, " grad norm ",
-               r.grad_norm, " != reference ", want_norm);
-    ZRT_EXPECT((r.clip_coef < 1) == s.clipped[static_cast<std::size_t>(step)] && r.loss_scale == scale &&
-                   r.lr == s.lrs[static_cast<std::size_t>(step)],
+    ZRT_EXPECT(std::abs(r.grad_norm - want_norm) <= kRtol * want_norm, at, ": step ", step,
+               " grad norm ", r.grad_norm, " != reference ", want_norm);
+    ZRT_EXPECT((r.clip_coef < 1) == s.clipped[static_cast<std::size_t>(step)] &&
+                   r.loss_scale == scale && r.lr == s.lrs[static_cast<std::size_t>(step)],
                at, ": step ", step, " clip_coef ", r.clip_coef, " loss_scale ", r.loss_scale);
-    for (const auto& h : run.handles) ZRT_EXPECT(h->needs_param_sync(), at, ": handle not marked updated");
+    for (const auto& h : run.handles)
+      ZRT_EXPECT(h->needs_param_sync(), at, ": handle not marked updated");
   }
   // Growth interval 3 after the backoff to 128: clean steps 2, 3, 4 grow it back.
   ZRT_EXPECT(scaler.scale() == 256, at, ": final loss scale ", scaler.scale());
@@ -299,8 +312,8 @@ void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, in
       ZRT_EXPECT(opt.exp_avg(k, i).numel() == info.numel_in_shard, name, ": exp_avg view size");
       check_close(opt.exp_avg(k, i).to_doubles(), expected.exp_avg[gi], info.intra_param_start,
                   largest_of(expected.exp_avg), name + " exp_avg");
-      check_close(opt.exp_avg_sq(k, i).to_doubles(), expected.exp_avg_sq[gi], info.intra_param_start,
-                  largest_of(expected.exp_avg_sq), name + " exp_avg_sq");
+      check_close(opt.exp_avg_sq(k, i).to_doubles(), expected.exp_avg_sq[gi],
+                  info.intra_param_start, largest_of(expected.exp_avg_sq), name + " exp_avg_sq");
       check_close(h.sharded_param(i).to_doubles(), expected.params[gi], info.intra_param_start,
                   largest_of(expected.params), name + " zero1 shard");
     }
@@ -308,7 +321,8 @@ void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, in
     h.pre_forward();
     for (std::size_t i = 0; i < h.num_params(); ++i) {
       const std::size_t gi = run.first_param[k] + i;
-      check_close(h.param(i).to_doubles(), expected.params[gi], 0, largest_of(expected.params), at + " " + h.fqn(i));
+      check_close(h.param(i).to_doubles(), expected.params[gi], 0, largest_of(expected.params),
+                  at + " " + h.fqn(i));
     }
     h.post_forward();
   }
@@ -328,7 +342,8 @@ void check_skip_limit(const CommPtr& world, optim::ShardingStrategy strategy, in
   backward(run, world, grads, 2, 1.0, Plant::none);
   ZRT_EXPECT(!opt.step(1e-3).skipped, at, ": clean step skipped");
   backward(run, world, grads, 3, 1.0, Plant::inf);
-  ZRT_EXPECT(opt.step(1e-3).consecutive_skips == 1, at, ": the clean step did not reset the skip run");
+  ZRT_EXPECT(opt.step(1e-3).consecutive_skips == 1, at,
+             ": the clean step did not reset the skip run");
   // The second in a row throws, on every rank, and changes nothing.
   backward(run, world, grads, 4, 1.0, Plant::nan);
   const Snapshot before = snapshot(run, opt);

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "zrt/runtime/comm/communicator.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/comm/communicator.h"
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::testing {
@@ -19,12 +19,12 @@ namespace zrt::testing {
 struct AdamWScenario {
   std::uint64_t seed = 0;
   std::vector<Shape> shapes;
-  std::size_t first_handle_params = 0;          // handle 0 holds shapes [0, this), handle 1 the rest
-  std::vector<std::vector<double>> init;        // per parameter
+  std::size_t first_handle_params = 0;    // handle 0 holds shapes [0, this), handle 1 the rest
+  std::vector<std::vector<double>> init;  // per parameter
   std::vector<std::vector<std::vector<double>>> grads;  // per clean step, per parameter
-  std::vector<double> lrs;                      // per clean step
-  std::vector<bool> clipped;                    // per clean step: gradients x100, clipping fires
-  int bad_before = 2;                           // the two non-finite steps come before this clean step
+  std::vector<double> lrs;                              // per clean step
+  std::vector<bool> clipped;  // per clean step: gradients x100, clipping fires
+  int bad_before = 2;         // the two non-finite steps come before this clean step
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1, max_grad_norm = 100;
 };
 
@@ -47,8 +47,8 @@ AdamWExpected read_torch_reference(const AdamWScenario& s, const std::filesystem
 // gradient views with a dynamic loss scale; the non-finite steps are skipped
 // on every rank bit for bit; the final parameters (gathered by the next
 // unshard), m, v and every norm match the reference.
-void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, const AdamWScenario& s,
-                      const AdamWExpected& expected);
+void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                      const AdamWScenario& s, const AdamWExpected& expected);
 
 // max_consecutive_skips = 2: two non-finite steps in a row throw
 // TooManySkippedSteps on every rank, and nothing was updated.

@@ -44,7 +44,8 @@ BOOST_AUTO_TEST_CASE(a_discarding_stream_drops_work_and_completes_events) {
   BOOST_TEST(!Stream().discards());
   bool ran = false;
   run_on_cpu_stream(s, "dropped", [&] { ran = true; });
-  Tensor a = Tensor::from_doubles({1, 2, 3}, DType::f32), b = Tensor::from_doubles({4, 5, 6}, DType::f32);
+  Tensor a = Tensor::from_doubles({1, 2, 3}, DType::f32),
+         b = Tensor::from_doubles({4, 5, 6}, DType::f32);
   a.copy_(b, s);
   Event done(Device::cpu());
   done.record(s);
@@ -126,7 +127,7 @@ BOOST_AUTO_TEST_CASE(a_failure_surfaces_at_the_next_synchronize_naming_the_opera
     BOOST_TEST(what.find("the_failing_op") != std::string::npos, what);
     BOOST_TEST(what.find("something broke") != std::string::npos, what);
   }
-  BOOST_TEST(!later_ran);  // a failed stream skips later work
+  BOOST_TEST(!later_ran);                                  // a failed stream skips later work
   BOOST_CHECK_THROW(s.get().synchronize(), InvalidState);  // and stays failed
 }
 
@@ -158,11 +159,12 @@ BOOST_AUTO_TEST_CASE(copies_follow_the_stream_and_capture_memory_at_issue) {
   run_on_cpu_stream(s, "block", [&] {
     while (!release) std::this_thread::sleep_for(1ms);
   });
-  dst.copy_(src, s);          // queued: runs after the blocking task
+  dst.copy_(src, s);  // queued: runs after the blocking task
   Tensor expect = src.to(DType::bf16);
-  free_storage(src);          // legal after issue: the copy captured the memory, as a CUDA copy would
+  free_storage(src);  // legal after issue: the copy captured the memory, as a CUDA copy would
   Tensor reuse = Tensor::empty({1001}, DType::f32, Device::cpu(), alloc, s);
-  const Tensor sevens = Tensor::full({1001}, 7.0, DType::f32);  // plain host memory: kept until the copy ran
+  const Tensor sevens =
+      Tensor::full({1001}, 7.0, DType::f32);  // plain host memory: kept until the copy ran
   reuse.copy_(sevens, s);  // the same block, written in stream order after the copy read it
   release = true;
   s.get().synchronize();

@@ -50,9 +50,7 @@ BOOST_AUTO_TEST_CASE(phases_on_the_default_stream_sum_and_are_forgotten_when_rea
   const PhaseTimes again = timer.read();
   BOOST_TEST(again.forward_ms + again.backward_ms == 0);
   // Events are reused: a later interval reads as itself.
-  {
-    PhaseTimer::Scope s(&timer, Phase::optimizer, Stream::cpu());
-  }
+  { PhaseTimer::Scope s(&timer, Phase::optimizer, Stream::cpu()); }
   const PhaseTimes later = timer.read();
   BOOST_TEST(later.optimizer_ms < 20);
   BOOST_TEST(later.forward_ms == 0);
@@ -67,8 +65,8 @@ BOOST_AUTO_TEST_CASE(an_owned_stream_is_timed_by_its_work_not_by_the_issue) {
     sleep_on(stream, 40ms);
   }
   const bool issued_at_once = Clock::now() - t0 < 40ms;
-  BOOST_TEST(issued_at_once);  // issued, not yet run
-  const PhaseTimes t = timer.read();   // waits for the stream
+  BOOST_TEST(issued_at_once);         // issued, not yet run
+  const PhaseTimes t = timer.read();  // waits for the stream
   BOOST_TEST(t.forward_ms >= 40);
 }
 

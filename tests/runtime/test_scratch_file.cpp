@@ -52,7 +52,8 @@ BOOST_AUTO_TEST_CASE(reads_back_what_was_written_and_leaves_nothing) {
     BOOST_TEST(fs::is_empty(dir.path));  // unlinked at once
     std::vector<std::byte> zeros(4099, std::byte{1});
     f.read(4099, zeros);
-    BOOST_TEST((zeros == std::vector<std::byte>(4099, std::byte{0})));  // fresh blocks read as zeros
+    BOOST_TEST(
+        (zeros == std::vector<std::byte>(4099, std::byte{0})));  // fresh blocks read as zeros
     // Three threads write and read back their own odd-sized ranges.
     std::vector<std::thread> threads;
     std::vector<bool> same(3, false);
@@ -79,13 +80,15 @@ BOOST_AUTO_TEST_CASE(a_disk_without_room_fails_at_creation) {
   const std::uint64_t huge = std::uint64_t{1} << 60;  // more than any disk
   const std::string what = what_of([&] { ScratchFile f(dir.path.string(), "moments", huge); });
   BOOST_TEST_MESSAGE(what);
-  BOOST_TEST(what.find("cannot reserve " + std::to_string(huge) + " bytes") != std::string::npos, what);
+  BOOST_TEST(what.find("cannot reserve " + std::to_string(huge) + " bytes") != std::string::npos,
+             what);
   BOOST_CHECK_THROW(ScratchFile(dir.path.string(), "m", huge), ResourceError);
   BOOST_TEST(fs::is_empty(dir.path));
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_directory_is_named) {
-  const std::string what = what_of([] { ScratchFile f("/nonexistent/zrt-scratch", "moments", 16); });
+  const std::string what =
+      what_of([] { ScratchFile f("/nonexistent/zrt-scratch", "moments", 16); });
   BOOST_TEST(what.find("/nonexistent/zrt-scratch does not exist") != std::string::npos, what);
   BOOST_CHECK_THROW(ScratchFile("/nonexistent/zrt-scratch", "moments", 16), InvalidArgument);
 }

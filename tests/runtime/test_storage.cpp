@@ -45,7 +45,7 @@ BOOST_AUTO_TEST_CASE(realloc_only_when_freed) {
   Tensor t = Tensor::zeros({5}, DType::bf16);
   BOOST_CHECK_THROW(t.storage().allocate(100), InvalidState);
   free_storage(t);
-  free_storage(t);  // idempotent
+  free_storage(t);          // idempotent
   t.storage().allocate(4);  // explicit, smaller than the view needs
   BOOST_CHECK_THROW(t.data_ptr(), InvalidState);
   t.storage().free();
@@ -87,8 +87,9 @@ BOOST_AUTO_TEST_CASE(borrowed_memory_is_shared_and_never_freed_by_the_borrower) 
   BOOST_CHECK_THROW(borrower.storage().borrow_memory(owner), InvalidState);  // already holds memory
   Tensor other = Tensor::empty({5}, DType::f32);
   free_storage(other);
-  BOOST_CHECK_THROW(other.storage().adopt_memory(borrower.storage()), InvalidState);  // not its to give
-  free_storage(borrower);  // lets go only
+  BOOST_CHECK_THROW(other.storage().adopt_memory(borrower.storage()),
+                    InvalidState);  // not its to give
+  free_storage(borrower);           // lets go only
   BOOST_TEST(borrower.is_freed());
   BOOST_TEST(!borrower.storage().is_borrowed());
   BOOST_TEST(alloc->stats().allocated == allocated);

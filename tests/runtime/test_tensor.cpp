@@ -71,7 +71,8 @@ BOOST_AUTO_TEST_CASE(from_host_copies_host_memory) {
   Tensor t = Tensor::from_host(values.data(), {2, 3}, DType::i32);
   BOOST_TEST(t.shape() == (Shape{2, 3}));
   BOOST_TEST(t.data<std::int32_t>() != values.data());
-  for (std::size_t i = 0; i < values.size(); ++i) BOOST_TEST(t.item(static_cast<std::int64_t>(i)) == values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    BOOST_TEST(t.item(static_cast<std::int64_t>(i)) == values[i]);
   BOOST_TEST(Tensor::from_host(nullptr, {0}, DType::f32).numel() == 0);
   BOOST_CHECK_THROW(Tensor::from_host(nullptr, {2}, DType::f32), InvalidArgument);
 }
@@ -132,10 +133,10 @@ BOOST_AUTO_TEST_CASE(copy_round_trips_every_dtype) {
 
 BOOST_AUTO_TEST_CASE(casts_round_to_nearest_even) {
   // Halfway cases: 1 + 2^-8 ties to 1 (even); 1 + 3*2^-8 ties up to 1 + 2^-6.
-  Tensor f = Tensor::from_doubles({1.0 + std::ldexp(1, -8), 1.0 + 3 * std::ldexp(1, -8), 65520.0,
-                                   std::numeric_limits<double>::quiet_NaN(),
-                                   -std::numeric_limits<double>::infinity()},
-                                  DType::f32);
+  Tensor f = Tensor::from_doubles(
+      {1.0 + std::ldexp(1, -8), 1.0 + 3 * std::ldexp(1, -8), 65520.0,
+       std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity()},
+      DType::f32);
   Tensor b = f.to(DType::bf16);
   BOOST_TEST(b.item(0) == 1.0);
   BOOST_TEST(b.item(1) == 1.0 + std::ldexp(1, -6));

@@ -22,7 +22,8 @@ BOOST_AUTO_TEST_CASE(host_device_round_trip_every_dtype_pair) {
       dev.copy_(host);
       Tensor dev2 = Tensor::empty({4097}, a, gpu);
       dev2.copy_(dev);
-      BOOST_TEST(dev2.to(Device::cpu()).to_doubles() == vals, dtype_name(a) << "->" << dtype_name(b));
+      BOOST_TEST(dev2.to(Device::cpu()).to_doubles() == vals, dtype_name(a)
+                                                                  << "->" << dtype_name(b));
     }
   }
 }

@@ -2,8 +2,8 @@
 // whole Boost.Test run; every rank runs every test case.
 #define BOOST_TEST_MODULE zrt_mpi
 #define BOOST_TEST_NO_MAIN
-#include <boost/test/unit_test.hpp>
 #include <mpi.h>
+#include <boost/test/unit_test.hpp>
 
 int main(int argc, char* argv[]) {
   int provided = 0;

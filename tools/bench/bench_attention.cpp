@@ -76,7 +76,8 @@ int bench_attention(int argc, char** argv) {
   Tensor dqkv = Tensor::empty(qkv.shape(), t, o.device);
 
   const double fwd_flop = 2.0 * double(b * h) * double(s) * double(s) * double(o.head_dim);
-  Table table({"path", "forward_ms", "backward_ms", "total_ms", "TFLOP_s", "vs_qk_gemm", "workspace_MiB"});
+  Table table(
+      {"path", "forward_ms", "backward_ms", "total_ms", "TFLOP_s", "vs_qk_gemm", "workspace_MiB"});
 
   // The baseline: S = Q·Kᵀ, dense, every pair.
   kernels::BatchedGemm g;
@@ -90,8 +91,9 @@ int bench_attention(int argc, char** argv) {
       [&] { kernels::batched_gemm(qkv, qkv.flatten().slice(c, qkv.numel() - c), scores, g, st); },
       o.device, st, o.reps);
   const double qk_flop = 2.0 * double(b * h) * double(s) * double(s) * double(o.head_dim);
-  table.add({"Q·Kᵀ batched GEMM (baseline)", "", "", Table::num(qk_s * 1e3), Table::num(qk_flop / qk_s / 1e12, 1),
-             Table::num(1.0, 2), Table::num(double(scores.nbytes()) / (1 << 20), 1)});
+  table.add({"Q·Kᵀ batched GEMM (baseline)", "", "", Table::num(qk_s * 1e3),
+             Table::num(qk_flop / qk_s / 1e12, 1), Table::num(1.0, 2),
+             Table::num(double(scores.nbytes()) / (1 << 20), 1)});
   scores = Tensor();
 
   std::vector<kernels::AttentionPath> paths;
@@ -107,7 +109,8 @@ int bench_attention(int argc, char** argv) {
     const double fwd = median_stream_seconds(
         [&] { kernels::attention_forward(qkv, out, lse, h, st); }, o.device, st, o.reps);
     const double bwd = median_stream_seconds(
-        [&] { kernels::attention_backward(dout, qkv, out, lse, dqkv, h, st); }, o.device, st, o.reps);
+        [&] { kernels::attention_backward(dout, qkv, out, lse, dqkv, h, st); }, o.device, st,
+        o.reps);
     kernels::AttentionQuery q;
     q.cuda = o.device.is_cuda();
     q.dims = {b, s, c, h, o.head_dim};
@@ -119,8 +122,9 @@ int bench_attention(int argc, char** argv) {
                Table::num((fwd + bwd) / qk_s, 2), Table::num(double(ws) / (1 << 20), 1)});
   }
   if (!o.json)
-    std::printf("zrt-bench attention on %s: B %lld, T %lld, %lld heads of %lld, %s\n", o.device.str().c_str(),
-                (long long)b, (long long)s, (long long)h, (long long)o.head_dim, dtype_name(t));
+    std::printf("zrt-bench attention on %s: B %lld, T %lld, %lld heads of %lld, %s\n",
+                o.device.str().c_str(), (long long)b, (long long)s, (long long)h,
+                (long long)o.head_dim, dtype_name(t));
   table.print(o.json);
   return 0;
 }

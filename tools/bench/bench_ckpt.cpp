@@ -20,13 +20,13 @@
 #include <mutex>
 #include <vector>
 
-#include "zrt/optim/checkpoint/background_checkpoint.h"
-#include "zrt/optim/checkpoint/checkpoint_reader.h"
-#include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/trainer/trainer.h"
-#include "zrt/runtime/comm/local_comm.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/optim/checkpoint/background_checkpoint.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 namespace zrt::bench {
 namespace {
@@ -64,21 +64,25 @@ void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
 
 int bench_ckpt(int argc, char** argv) {
   Options o;
-  OptionParser("ckpt", "usage: zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]")
+  OptionParser("ckpt",
+               "usage: zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]")
       .value("--params", o.params)
       .value("--ranks", o.ranks)
       .value("--reps", o.reps)
       .value("--dir", o.dir)
       .flag("--json", o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0 && o.reps > 0, "ckpt: --params, --ranks and --reps must be positive");
-  const fs::path dir = o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
-                                     : fs::path(o.dir);
+  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0 && o.reps > 0,
+                "ckpt: --params, --ranks and --reps must be positive");
+  const fs::path dir =
+      o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
+                    : fs::path(o.dir);
   fs::create_directories(dir);
   const std::int64_t width = 512;
   const int layers = static_cast<int>(std::max<std::int64_t>(1, o.params / (12 * width * width)));
 
-  std::vector<double> save_s, write_s, load_s, read_s, step_s, step_save_s, pause_s, written_s, step_async_s;
+  std::vector<double> save_s, write_s, load_s, read_s, step_s, step_save_s, pause_s, written_s,
+      step_async_s;
   std::int64_t numel = 0;
   std::uint64_t bytes = 0;
   std::mutex mu;
@@ -94,7 +98,9 @@ int bench_ckpt(int argc, char** argv) {
     trainer.step();
     const std::string root = (dir / "ckpt").string();
     zrt::optim::BackgroundCheckpointSaver saver(trainer.engine().module());  // collective
-    auto background = [&] { return saver.save(trainer.next_step(), zrt::optim::checkpoint_into(root + "-async", 1)); };
+    auto background = [&] {
+      return saver.save(trainer.next_step(), zrt::optim::checkpoint_into(root + "-async", 1));
+    };
     background();  // faults the staging buffers in once, as a run's first save does
     saver.wait();
     const fs::path plain = dir / ("plain-" + std::to_string(world->rank()));
@@ -137,9 +143,11 @@ int bench_ckpt(int argc, char** argv) {
       const double written = seconds_since(t0);
       if (world->rank() == 0) {
         std::lock_guard lock(mu);
-        save_s.push_back(save), write_s.push_back(write), load_s.push_back(load), read_s.push_back(read);
+        save_s.push_back(save), write_s.push_back(write), load_s.push_back(load),
+            read_s.push_back(read);
         step_s.push_back(step_alone), step_save_s.push_back(step_and_save);
-        pause_s.push_back(pause), written_s.push_back(written), step_async_s.push_back(step_with_async);
+        pause_s.push_back(pause), written_s.push_back(written),
+            step_async_s.push_back(step_with_async);
         bytes = reader.index().total_bytes();
         numel = 0;
         for (const auto& h : reader.index().handles)
@@ -152,14 +160,16 @@ int bench_ckpt(int argc, char** argv) {
 
   const double gb = static_cast<double>(bytes) / 1e9;
   Table table({"what", "ms", "GB_s", "vs_plain"});
-  table.add({"save (write+fsync, index, rename)", Table::num(median(save_s) * 1e3), Table::num(gb / median(save_s)),
-             Table::num(median(write_s) / median(save_s))});
-  table.add({"plain write + fsync", Table::num(median(write_s) * 1e3), Table::num(gb / median(write_s)), "1"});
-  table.add({"background save: pause (vs_plain: pause / save)", Table::num(median(pause_s) * 1e3), "",
-             Table::num(median(pause_s) / median(save_s))});
-  table.add({"background save: written (a step overlapping)", Table::num(median(written_s) * 1e3), "", ""});
-  table.add({"load (verify + reshard + apply)", Table::num(median(load_s) * 1e3), Table::num(gb / median(load_s)),
-             Table::num(median(read_s) / median(load_s))});
+  table.add({"save (write+fsync, index, rename)", Table::num(median(save_s) * 1e3),
+             Table::num(gb / median(save_s)), Table::num(median(write_s) / median(save_s))});
+  table.add({"plain write + fsync", Table::num(median(write_s) * 1e3),
+             Table::num(gb / median(write_s)), "1"});
+  table.add({"background save: pause (vs_plain: pause / save)", Table::num(median(pause_s) * 1e3),
+             "", Table::num(median(pause_s) / median(save_s))});
+  table.add({"background save: written (a step overlapping)", Table::num(median(written_s) * 1e3),
+             "", ""});
+  table.add({"load (verify + reshard + apply)", Table::num(median(load_s) * 1e3),
+             Table::num(gb / median(load_s)), Table::num(median(read_s) / median(load_s))});
   table.add({"plain read", Table::num(median(read_s) * 1e3), Table::num(gb / median(read_s)), "1"});
   table.add({"training step", Table::num(median(step_s) * 1e3), "", ""});
   table.add({"training step + save", Table::num(median(step_save_s) * 1e3), "",
@@ -167,10 +177,12 @@ int bench_ckpt(int argc, char** argv) {
   table.add({"training step + background save", Table::num(median(step_async_s) * 1e3), "",
              Table::num(median(step_s) / median(step_async_s))});
   if (!o.json)
-    std::printf("zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %.1f MB per checkpoint, "
-                "median of %d, in %s\n",
-                static_cast<long long>(numel), layers, static_cast<long long>(width), o.ranks, gb * 1e3, o.reps,
-                dir.c_str());
+    std::printf(
+        "zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %.1f MB per "
+        "checkpoint, "
+        "median of %d, in %s\n",
+        static_cast<long long>(numel), layers, static_cast<long long>(width), o.ranks, gb * 1e3,
+        o.reps, dir.c_str());
   table.print(o.json);
   return 0;
 }

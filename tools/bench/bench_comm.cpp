@@ -17,11 +17,11 @@
 #include <string>
 #include <thread>
 
+#include "tools/bench/bench_util.h"
+#include "tools/bench/suites.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/comm/mpi_comm.h"
-#include "tools/bench/bench_util.h"
-#include "tools/bench/suites.h"
 
 #ifdef ZRT_WITH_MPI
 #include <mpi.h>
@@ -74,9 +74,12 @@ struct Buffers {
 };
 
 void run_zrt(Communicator& c, const Options& o, Buffers& b) {
-  if (o.op == "all_gather") c.all_gather_into_tensor(b.whole, b.chunk);
-  else if (o.op == "reduce_scatter") c.reduce_scatter_tensor(b.chunk, b.whole, ReduceOp::sum);
-  else c.all_reduce(b.whole, ReduceOp::sum);
+  if (o.op == "all_gather")
+    c.all_gather_into_tensor(b.whole, b.chunk);
+  else if (o.op == "reduce_scatter")
+    c.reduce_scatter_tensor(b.chunk, b.whole, ReduceOp::sum);
+  else
+    c.all_reduce(b.whole, ReduceOp::sum);
 }
 
 struct Timing {

@@ -88,7 +88,9 @@ int bench_gemm(int argc, char** argv) {
   // dW = dyᵀ · x.
   std::vector<Case> cases;
   for (auto [what, in, out] : {std::tuple<std::string, std::int64_t, std::int64_t>{"qkv", c, 3 * c},
-                               {"attn proj", c, c}, {"fc", c, 4 * c}, {"fc proj", 4 * c, c},
+                               {"attn proj", c, c},
+                               {"fc", c, 4 * c},
+                               {"fc proj", 4 * c, c},
                                {"lm head", c, o.vocab}}) {
     cases.push_back({what + " fwd", t, out, in, false, true});
     cases.push_back({what + " dx", t, in, out, false, false});
@@ -116,16 +118,18 @@ int bench_gemm(int argc, char** argv) {
       const double s = median_seconds(
           [&] { kernels::gemm_with(*backends[i], a, g.trans_a, b, g.trans_b, out); }, 1, o.reps);
       seconds_all[i] += s;
-      table.add({g.name, backends[i]->name, std::to_string(g.m), std::to_string(g.n), std::to_string(g.k),
-                 Table::num(s * 1e3), Table::num(flops / s / 1e9), Table::num(flops / s / 1e9 / peak)});
+      table.add({g.name, backends[i]->name, std::to_string(g.m), std::to_string(g.n),
+                 std::to_string(g.k), Table::num(s * 1e3), Table::num(flops / s / 1e9),
+                 Table::num(flops / s / 1e9 / peak)});
     }
   }
   for (std::size_t i = 0; i < backends.size(); ++i)
     table.add({"all", backends[i]->name, "", "", "", Table::num(seconds_all[i] * 1e3),
-               Table::num(flops_all / seconds_all[i] / 1e9), Table::num(flops_all / seconds_all[i] / 1e9 / peak)});
+               Table::num(flops_all / seconds_all[i] / 1e9),
+               Table::num(flops_all / seconds_all[i] / 1e9 / peak)});
   if (!o.json)
-    std::printf("gemm: fp32, %d thread(s), %s kernels for eigen, peak %.1f GFLOP/s (%s FMA loop)\n", o.threads,
-                kernels::isa_kernels().name, peak, fma_isa().c_str());
+    std::printf("gemm: fp32, %d thread(s), %s kernels for eigen, peak %.1f GFLOP/s (%s FMA loop)\n",
+                o.threads, kernels::isa_kernels().name, peak, fma_isa().c_str());
   table.print(o.json);
   return 0;
 }

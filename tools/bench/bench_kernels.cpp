@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/bench_util.h"
+#include "tools/bench/suites.h"
 #include "zrt/kernels/ops/adamw.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
@@ -21,8 +23,6 @@
 #include "zrt/runtime/memory/caching_allocator.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
-#include "tools/bench/bench_util.h"
-#include "tools/bench/suites.h"
 
 namespace zrt::bench {
 namespace {
@@ -36,7 +36,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  OptionParser("kernels", "usage: zrt-bench kernels [--device cpu|cuda] [--size N] [--reps R] [--json]")
+  OptionParser("kernels",
+               "usage: zrt-bench kernels [--device cpu|cuda] [--size N] [--reps R] [--json]")
       .value("--device", o.device)
       .value("--size", o.size)
       .value("--reps", o.reps)
@@ -99,8 +100,8 @@ int bench_kernels(int argc, char** argv) {
   const double copy_s = time_it([&] { kernels::cast(b, a, s); }, o, s);
   const double copy_gbs = 8.0 * double(n) / copy_s / 1e9;
   Table table({"kernel", "elements", "MB_moved", "ms", "GB_s", "vs_copy"});
-  table.add({"copy f32 (baseline)", std::to_string(n), Table::num(8.0 * n / 1e6, 1), Table::num(copy_s * 1e3),
-             Table::num(copy_gbs, 2), Table::num(1.0, 2)});
+  table.add({"copy f32 (baseline)", std::to_string(n), Table::num(8.0 * n / 1e6, 1),
+             Table::num(copy_s * 1e3), Table::num(copy_gbs, 2), Table::num(1.0, 2)});
   for (const Kernel& k : kernels_to_time) {
     const double secs = time_it(k.run, o, s);
     const double bytes = k.bytes_per_element * double(n);
@@ -108,7 +109,8 @@ int bench_kernels(int argc, char** argv) {
     table.add({k.name, std::to_string(n), Table::num(bytes / 1e6, 1), Table::num(secs * 1e3),
                Table::num(gbs, 2), Table::num(gbs / copy_gbs, 2)});
   }
-  if (!o.json) std::printf("zrt-bench kernels on %s, %lld elements\n", o.device.str().c_str(), (long long)n);
+  if (!o.json)
+    std::printf("zrt-bench kernels on %s, %lld elements\n", o.device.str().c_str(), (long long)n);
   table.print(o.json);
   return 0;
 }

@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "zrt/kernels/ops/adamw.h"
-#include "zrt/kernels/ops/norm.h"
-#include "zrt/optim/zero_adamw.h"
-#include "zrt/runtime/comm/local_comm.h"
-#include "zrt/optim/flat_param/sharding_groups.h"
-#include "zrt/runtime/memory/caching_allocator.h"
-#include "zrt/runtime/stream.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
+#include "zrt/kernels/ops/adamw.h"
+#include "zrt/kernels/ops/norm.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
+#include "zrt/optim/zero_adamw.h"
+#include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/memory/caching_allocator.h"
+#include "zrt/runtime/stream.h"
 
 namespace zrt::bench {
 namespace {
@@ -34,8 +34,9 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  OptionParser("optim",
-               "usage: zrt-bench optim --params N [--handles H] [--device cpu|cuda] [--reps R] [--json]")
+  OptionParser(
+      "optim",
+      "usage: zrt-bench optim --params N [--handles H] [--device cpu|cuda] [--reps R] [--json]")
       .value("--params", o.params)
       .value("--handles", o.handles)
       .value("--device", o.device)
@@ -75,7 +76,8 @@ int bench_optim(int argc, char** argv) {
   std::int64_t total = 0;
   for (int k = 0; k < o.handles; ++k) {
     fo.name = "h." + std::to_string(k);
-    handles.push_back(std::make_unique<optim::FlatParamHandle>(unit_params(o.params / o.handles, k, o.device), plan.groups, fo));
+    handles.push_back(std::make_unique<optim::FlatParamHandle>(
+        unit_params(o.params / o.handles, k, o.device), plan.groups, fo));
     raw.push_back(handles.back().get());
     total += handles.back()->zero1_shard().numel();
   }
@@ -91,7 +93,10 @@ int bench_optim(int argc, char** argv) {
   ao.weight_decay = 0.1;
   ao.max_grad_norm = 1.0;
   optim::ZeroAdamW opt(raw, ao);
-  const kernels::AdamWHyperparams hp{.lr = 1e-4, .beta1 = ao.beta1, .beta2 = ao.beta2, .eps = ao.eps,
+  const kernels::AdamWHyperparams hp{.lr = 1e-4,
+                                     .beta1 = ao.beta1,
+                                     .beta2 = ao.beta2,
+                                     .eps = ao.eps,
                                      .weight_decay = ao.weight_decay};
   auto kernel_only = [&] {
     for (std::size_t k = 0; k < handles.size(); ++k)

@@ -92,7 +92,8 @@ int bench_tensor(int argc, char** argv) {
               sizeof(Tensor), baseline);
   Table table({"op", "ns", "vs_shared_ptr_copy"});
   table.add({"shared_ptr copy", Table::num(baseline, 1), Table::num(1.0, 2)});
-  for (const auto& c : cases) table.add({c.name, Table::num(c.ns, 1), Table::num(c.ns / baseline, 2)});
+  for (const auto& c : cases)
+    table.add({c.name, Table::num(c.ns, 1), Table::num(c.ns / baseline, 2)});
   table.print(o.json);
   return 0;
 }

@@ -42,9 +42,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <string>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
 #ifdef ZRT_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -54,8 +54,8 @@
 #include "tools/bench/suites.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
-#include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/comm/launched_world.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/phase_timer.h"
 
 namespace zrt::bench {
@@ -66,8 +66,8 @@ struct Options {
   std::vector<int> prefetch;  // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
   int warmup = 2, steps = 5, threads = 0, rounds = 1;
-  double peak_gflops = 0;     // > 0: use instead of measuring (cpu) or the datasheet table (cuda)
-  double peak_tflops = 0;     // --peak-tflops, the same in TFLOP/s
+  double peak_gflops = 0;  // > 0: use instead of measuring (cpu) or the datasheet table (cuda)
+  double peak_tflops = 0;  // --peak-tflops, the same in TFLOP/s
   std::string save_init, save_data;
   bool json = false;
 };
@@ -103,7 +103,8 @@ std::vector<std::string> parse_checkpointing_list(const std::string& list) {
     try {
       out.push_back(model_zoo::parse_activation_checkpointing(item).str());
     } catch (const InvalidArgument& e) {
-      ZRT_THROW(InvalidArgument, "train: --activation-checkpointing takes modes separated by commas, not '", list,
+      ZRT_THROW(InvalidArgument,
+                "train: --activation-checkpointing takes modes separated by commas, not '", list,
                 "': ", e.what());
     }
   }
@@ -116,15 +117,18 @@ Options parse(int argc, char** argv) {
   t.batch_size = 8;
   std::string prefetch = std::to_string(t.prefetch);
   std::string checkpointing = t.activation_checkpointing;
-  OptionParser("train",
-               "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] [--n-head H]\n"
-               "         [--n-embd C]"
-               "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
-               "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
-               "         [--cpu-streams none|comm|all]\n"
-               "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
-               "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init W.safetensors]\n"
-               "         [--save-data D.safetensors] [--json]")
+  OptionParser(
+      "train",
+      "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] "
+      "[--n-head H]\n"
+      "         [--n-embd C]"
+      "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
+      "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
+      "         [--cpu-streams none|comm|all]\n"
+      "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
+      "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init "
+      "W.safetensors]\n"
+      "         [--save-data D.safetensors] [--json]")
       .value("--device", t.device)
       .value("--model", t.model)
       .value("--preset", t.preset)
@@ -151,17 +155,22 @@ Options parse(int argc, char** argv) {
       .value("--save-data", o.save_data)
       .flag("--json", o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(t.device == "cpu" || t.device == "cuda", "train: --device is cpu or cuda, not '", t.device, "'");
+  ZRT_CHECK_ARG(t.device == "cpu" || t.device == "cuda", "train: --device is cpu or cuda, not '",
+                t.device, "'");
 #ifndef ZRT_WITH_CUDA
   if (t.device == "cuda")
-    throw UsageError("train: --device cuda: this build of zrt has no CUDA support (configure with -DZRT_CUDA=ON)",
-                     __FILE__, __LINE__);
+    throw UsageError(
+        "train: --device cuda: this build of zrt has no CUDA support (configure with "
+        "-DZRT_CUDA=ON)",
+        __FILE__, __LINE__);
 #endif
   ZRT_CHECK_ARG(t.device == "cpu" || cuda_device_count() > 0,
                 "train: --device cuda, but no CUDA device is usable here");
-  ZRT_CHECK_ARG(t.model == "gpt" || t.model == "mlp", "train: --model is gpt or mlp, not ", t.model);
-  ZRT_CHECK_ARG(t.model == "gpt" || (t.n_layer == 0 && t.n_head == 0 && t.n_embd == 0 && t.vocab_size == 0),
-                "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
+  ZRT_CHECK_ARG(t.model == "gpt" || t.model == "mlp", "train: --model is gpt or mlp, not ",
+                t.model);
+  ZRT_CHECK_ARG(
+      t.model == "gpt" || (t.n_layer == 0 && t.n_head == 0 && t.n_embd == 0 && t.vocab_size == 0),
+      "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
   ZRT_CHECK_ARG(t.n_layer >= 0 && t.n_head >= 0 && t.n_embd >= 0 && t.vocab_size >= 0,
                 "train: model sizes must be positive");
   ZRT_CHECK_ARG(t.batch_size > 0 && t.seq_len > 0 && o.steps > 0 && o.rounds > 0,
@@ -169,13 +178,16 @@ Options parse(int argc, char** argv) {
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
   if (!t.cpu_streams.empty()) optim::parse_cpu_streams(t.cpu_streams);  // InvalidArgument naming it
-  ZRT_CHECK_ARG(o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
-                "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
-  ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0, "train: give --peak-gflops or --peak-tflops, not both");
+  ZRT_CHECK_ARG(
+      o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
+      "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
+  ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0,
+                "train: give --peak-gflops or --peak-tflops, not both");
   if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;
   ZRT_CHECK_ARG(parse_dtype(t.dtype).has_value(), "train: unknown --dtype ", t.dtype);
   ZRT_CHECK_ARG(t.ranks == 0 || detect_launch().launcher == Launcher::single,
-                "train: --ranks starts local ranks, but this process was started by a launcher: drop --ranks");
+                "train: --ranks starts local ranks, but this process was started by a launcher: "
+                "drop --ranks");
   ZRT_CHECK_ARG(t.ranks <= train::kMaxLocalRanks, "train: --ranks ", t.ranks, " is more than ",
                 train::kMaxLocalRanks);
   t.steps = o.warmup + o.steps;
@@ -210,7 +222,8 @@ ParamCounts count_params(const model_zoo::TrainingEngine& engine) {
   return n;
 }
 
-double step_flops(std::int64_t flop_params, const model_zoo::TrainerConfig& c, std::int64_t tokens) {
+double step_flops(std::int64_t flop_params, const model_zoo::TrainerConfig& c,
+                  std::int64_t tokens) {
   double attention = 0;
   if (c.model.kind == "gpt") {
     const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(c.model);
@@ -238,7 +251,8 @@ double measured_peak_gflops(Communicator& world, int threads) {
     world.barrier();
     const FmaLoopRun r = run_fma_loop(threads, 0.1);
     double flops = 0, seconds = 0;
-    for (const auto& v : gather(world, {r.flops, r.seconds})) flops += v[0], seconds = std::max(seconds, v[1]);
+    for (const auto& v : gather(world, {r.flops, r.seconds}))
+      flops += v[0], seconds = std::max(seconds, v[1]);
     best = std::max(best, flops / seconds / 1e9);
   }
   return best;
@@ -282,9 +296,9 @@ Peak cuda_datasheet_peak(const std::string& name, const std::string& dtype) {
     double bf16, fp32;  // dense TFLOP/s
   };
   static constexpr Row rows[] = {
-      {"H100 NVL", "H100 NVL", 835, 60},     {"H200 NVL", "H200 NVL", 835, 60},
-      {"H100 PCIe", "H100 PCIe", 756, 51},   {"GH200", "GH200", 989, 67},
-      {"H100", "H100 SXM5", 989, 67},        {"H200", "H200 SXM", 989, 67},
+      {"H100 NVL", "H100 NVL", 835, 60},   {"H200 NVL", "H200 NVL", 835, 60},
+      {"H100 PCIe", "H100 PCIe", 756, 51}, {"GH200", "GH200", 989, 67},
+      {"H100", "H100 SXM5", 989, 67},      {"H200", "H200 SXM", 989, 67},
   };
   const bool half = dtype == "bf16" || dtype == "fp16";
   for (const Row& r : rows)
@@ -299,7 +313,8 @@ void device_synchronize([[maybe_unused]] const std::string& device) {
 #ifdef ZRT_WITH_CUDA
   if (device == "cuda") {
     const cudaError_t st = cudaDeviceSynchronize();
-    ZRT_CHECK_AS(CudaError, st == cudaSuccess, "train: cudaDeviceSynchronize: ", cudaGetErrorString(st));
+    ZRT_CHECK_AS(CudaError, st == cudaSuccess,
+                 "train: cudaDeviceSynchronize: ", cudaGetErrorString(st));
   }
 #endif
 }
@@ -323,23 +338,26 @@ struct Result {
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0;
   double comm_us = 0, overlapped_us = 0;  // summed over ranks and timed steps
   PhaseTimes phases;  // summed over ranks and timed steps (Note [Step phase times])
-  double alloc_peak = 0, rss_peak = 0;    // the largest over ranks
-  double step_peak = 0;  // the largest allocator peak of one timed step (allocated bytes) over ranks
+  double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
+  double step_peak =
+      0;  // the largest allocator peak of one timed step (allocated bytes) over ranks
 };
 
 struct Run {
-  std::vector<Result> results;  // one per --prefetch depth and --activation-checkpointing mode, in order
+  std::vector<Result>
+      results;  // one per --prefetch depth and --activation-checkpointing mode, in order
   std::int64_t params = 0;
   int threads = 0;  // rank 0's kernel threads
   Peak peak;
   std::string device_name;  // cuda: rank 0's GPU
-  model_zoo::GptDims gpt;  // gpt only
+  model_zoo::GptDims gpt;   // gpt only
 };
 
 // Trains a fresh model at prefetch depth `result.prefetch` and checkpointing
 // `result.checkpointing` for the warm-up and timed steps and adds this round's
 // figures to `result` (on rank 0).
-void time_variant(const CommPtr& world, int local_rank, const Options& o, Result& result, Run& run) {
+void time_variant(const CommPtr& world, int local_rank, const Options& o, Result& result,
+                  Run& run) {
   train::TrainOptions t = o.train;
   t.prefetch = result.prefetch;
   t.activation_checkpointing = result.checkpointing;
@@ -363,13 +381,15 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
     const model_zoo::StepReport r = trainer.step();
     device_synchronize(t.device);
     const double seconds =
-        cuda ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : r.seconds;
+        cuda ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+             : r.seconds;
     // After the step's wait (and on cuda the synchronisation): nothing left to wait for.
     const PhaseTimes step_phases = phase_timer->read();
     if (s == 0) result.loss_first = r.stats.loss;
     result.loss_last = r.stats.loss;
     result.tokens = static_cast<double>(r.stats.tokens);
-    reserved_peak = std::max(reserved_peak, static_cast<double>(r.memory.peak_reserved));  // each step's own peak
+    reserved_peak = std::max(reserved_peak,
+                             static_cast<double>(r.memory.peak_reserved));  // each step's own peak
     if (s >= o.warmup) {
       mine.push_back(seconds);
       step_peak = std::max(step_peak, static_cast<double>(r.memory.peak_allocated));
@@ -402,7 +422,8 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
   }
   const ParamCounts counts = count_params(trainer.engine());
   run.params = counts.all;
-  result.flops = step_flops(counts.flop, trainer.config(), static_cast<std::int64_t>(result.tokens));
+  result.flops =
+      step_flops(counts.flop, trainer.config(), static_cast<std::int64_t>(result.tokens));
   if (config.model.kind == "gpt") run.gpt = model_zoo::resolve_gpt_dims(trainer.config().model);
 }
 
@@ -417,7 +438,8 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
     }
     if (!o.save_data.empty() && lead) {
       model_zoo::Dataset data = train::load_data(o.train, trainer.config());
-      ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens, "train: --save-data writes token data (gpt)");
+      ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens,
+                    "train: --save-data writes token data (gpt)");
       zrt::write_safetensors(o.save_data, {{"tokens", data.tokens}});
     }
   }
@@ -467,71 +489,114 @@ int bench_train(int argc, char** argv) {
   if (run.results.empty()) return 0;  // not rank 0 of an MPI world
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;
-  const std::string streams = optim::cpu_streams_name(t.cpu_streams.empty() ? optim::default_cpu_streams()
-                                                                             : optim::parse_cpu_streams(t.cpu_streams));
+  const std::string streams =
+      optim::cpu_streams_name(t.cpu_streams.empty() ? optim::default_cpu_streams()
+                                                    : optim::parse_cpu_streams(t.cpu_streams));
   const double base_step = median(run.results.front().step_s);
   if (!o.json)
-    std::printf("zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d thread(s), "
-                "%s%s\n",
-                t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
-                t.model == "gpt" ? t.seq_len : 1, t.dtype.c_str(), t.strategy.c_str(), world_size, run.threads,
-                t.device == "cuda" ? "on cuda, " : "cpu streams ",
-                t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
+    std::printf(
+        "zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d "
+        "thread(s), "
+        "%s%s\n",
+        t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
+        t.model == "gpt" ? t.seq_len : 1, t.dtype.c_str(), t.strategy.c_str(), world_size,
+        run.threads, t.device == "cuda" ? "on cuda, " : "cpu streams ",
+        t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
   const bool peak_known = run.peak.gflops > 0;
   for (const Result& r : run.results) {
     std::vector<double> sorted = r.step_s;
     std::sort(sorted.begin(), sorted.end());
     const double step = median(r.step_s);
     const double gflops = r.flops / step / 1e9;
-    const double steps = static_cast<double>(r.step_s.size()) * world_size;  // timed steps of all ranks
-    const double comm_ms = r.comm_us / steps / 1e3, overlap = r.comm_us > 0 ? r.overlapped_us / r.comm_us : 0;
+    const double steps =
+        static_cast<double>(r.step_s.size()) * world_size;  // timed steps of all ranks
+    const double comm_ms = r.comm_us / steps / 1e3,
+                 overlap = r.comm_us > 0 ? r.overlapped_us / r.comm_us : 0;
     const PhaseTimes& p = r.phases;  // per step and rank below
     const char* phase_clock = t.device == "cuda" ? "cuda events" : "host clock";
     nlohmann::ordered_json j = {
-        {"model", t.model}, {"preset", t.preset}, {"n_layer", run.gpt.n_layer}, {"n_head", run.gpt.n_head},
-        {"n_embd", run.gpt.n_embd}, {"vocab_size", run.gpt.vocab_size}, {"params", run.params},
-        {"device", t.device}, {"device_name", t.device == "cuda" ? run.device_name : "cpu"},
-        {"ranks", world_size}, {"threads", run.threads}, {"strategy", t.strategy}, {"dtype", t.dtype},
-        {"batch_size", t.batch_size}, {"seq_len", t.model == "gpt" ? t.seq_len : 1}, {"prefetch", r.prefetch},
-        {"activation_checkpointing", r.checkpointing}, {"cpu_streams", streams}, {"warmup", o.warmup}, {"steps", o.steps}, {"rounds", o.rounds},
-        {"step_ms", step * 1e3}, {"step_ms_min", sorted.front() * 1e3}, {"step_ms_max", sorted.back() * 1e3},
-        {"step_vs_first", step / base_step}, {"tokens_per_s", r.tokens / step}, {"gflop_per_step", r.flops / 1e9},
-        {"gflops", gflops}, {"peak_gflops", run.peak.gflops}, {"peak_source", run.peak.source},
-        {"frac_peak", peak_known ? nlohmann::ordered_json(gflops / run.peak.gflops) : nlohmann::ordered_json()},
-        {"comm_ms_per_step", comm_ms}, {"comm_overlapped", overlap},
-        {"forward_ms", p.forward_ms / steps}, {"backward_ms", p.backward_ms / steps},
-        {"optimizer_ms", p.optimizer_ms / steps}, {"comm_phase_ms", p.comm_ms / steps},
-        {"phase_clock", phase_clock}, {"loss_first", r.loss_first},
-        {"loss_last", r.loss_last}, {"step_peak_MiB", r.step_peak / MiB}, {"alloc_peak_MiB", r.alloc_peak / MiB}, {"rss_peak_MiB", r.rss_peak / MiB},
+        {"model", t.model},
+        {"preset", t.preset},
+        {"n_layer", run.gpt.n_layer},
+        {"n_head", run.gpt.n_head},
+        {"n_embd", run.gpt.n_embd},
+        {"vocab_size", run.gpt.vocab_size},
+        {"params", run.params},
+        {"device", t.device},
+        {"device_name", t.device == "cuda" ? run.device_name : "cpu"},
+        {"ranks", world_size},
+        {"threads", run.threads},
+        {"strategy", t.strategy},
+        {"dtype", t.dtype},
+        {"batch_size", t.batch_size},
+        {"seq_len", t.model == "gpt" ? t.seq_len : 1},
+        {"prefetch", r.prefetch},
+        {"activation_checkpointing", r.checkpointing},
+        {"cpu_streams", streams},
+        {"warmup", o.warmup},
+        {"steps", o.steps},
+        {"rounds", o.rounds},
+        {"step_ms", step * 1e3},
+        {"step_ms_min", sorted.front() * 1e3},
+        {"step_ms_max", sorted.back() * 1e3},
+        {"step_vs_first", step / base_step},
+        {"tokens_per_s", r.tokens / step},
+        {"gflop_per_step", r.flops / 1e9},
+        {"gflops", gflops},
+        {"peak_gflops", run.peak.gflops},
+        {"peak_source", run.peak.source},
+        {"frac_peak",
+         peak_known ? nlohmann::ordered_json(gflops / run.peak.gflops) : nlohmann::ordered_json()},
+        {"comm_ms_per_step", comm_ms},
+        {"comm_overlapped", overlap},
+        {"forward_ms", p.forward_ms / steps},
+        {"backward_ms", p.backward_ms / steps},
+        {"optimizer_ms", p.optimizer_ms / steps},
+        {"comm_phase_ms", p.comm_ms / steps},
+        {"phase_clock", phase_clock},
+        {"loss_first", r.loss_first},
+        {"loss_last", r.loss_last},
+        {"step_peak_MiB", r.step_peak / MiB},
+        {"alloc_peak_MiB", r.alloc_peak / MiB},
+        {"rss_peak_MiB", r.rss_peak / MiB},
         {"rss_base_MiB", rss_base / MiB}};
     if (o.json) {
       std::printf("%s\n", j.dump().c_str());
       continue;
     }
     std::printf("prefetch %d, activation checkpointing %s\n", r.prefetch, r.checkpointing.c_str());
-    std::printf("  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d round(s))",
-                step * 1e3, sorted.front() * 1e3, sorted.back() * 1e3, r.step_s.size(), o.warmup, o.rounds);
+    std::printf(
+        "  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d "
+        "round(s))",
+        step * 1e3, sorted.front() * 1e3, sorted.back() * 1e3, r.step_s.size(), o.warmup, o.rounds);
     if (&r != &run.results.front()) std::printf(", %.3fx the first's", step / base_step);
     if (peak_known)
-      std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s %s peak (%s)\n", r.tokens / step,
-                  gflops, 100 * gflops / run.peak.gflops, run.peak.gflops,
-                  t.device == "cuda" ? t.dtype.c_str() : "fp32",
-                  o.peak_gflops > 0 ? "--peak-gflops/--peak-tflops"
-                  : t.device == "cuda" ? run.peak.source.c_str()
-                                       : ("measured, " + run.peak.source).c_str());
+      std::printf(
+          "\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s %s peak (%s)\n",
+          r.tokens / step, gflops, 100 * gflops / run.peak.gflops, run.peak.gflops,
+          t.device == "cuda" ? t.dtype.c_str() : "fp32",
+          o.peak_gflops > 0    ? "--peak-gflops/--peak-tflops"
+          : t.device == "cuda" ? run.peak.source.c_str()
+                               : ("measured, " + run.peak.source).c_str());
     else
-      std::printf("\n  speed     %.0f tokens/s, %.2f GFLOP/s (no peak known for %s: give --peak-tflops)\n",
-                  r.tokens / step, gflops, run.device_name.c_str());
-    std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n", comm_ms, 100 * overlap);
-    std::printf("  phases    forward %.2f ms, backward %.2f ms, optimizer %.2f ms, "
-                "communication %.2f ms per step and rank (%s)\n",
-                p.forward_ms / steps, p.backward_ms / steps, p.optimizer_ms / steps,
-                p.comm_ms / steps, phase_clock);
-    std::printf("  memory    step peak %.1f MiB allocated, %sallocator peak reserved %.1f MiB per rank (largest), "
-                "process peak RSS %.1f MiB (%.1f MiB before training)\n",
-                r.step_peak / MiB, t.device == "cuda" ? "device " : "", r.alloc_peak / MiB, r.rss_peak / MiB,
-                rss_base / MiB);
-    std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first, r.loss_last);
+      std::printf(
+          "\n  speed     %.0f tokens/s, %.2f GFLOP/s (no peak known for %s: give --peak-tflops)\n",
+          r.tokens / step, gflops, run.device_name.c_str());
+    std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n",
+                comm_ms, 100 * overlap);
+    std::printf(
+        "  phases    forward %.2f ms, backward %.2f ms, optimizer %.2f ms, "
+        "communication %.2f ms per step and rank (%s)\n",
+        p.forward_ms / steps, p.backward_ms / steps, p.optimizer_ms / steps, p.comm_ms / steps,
+        phase_clock);
+    std::printf(
+        "  memory    step peak %.1f MiB allocated, %sallocator peak reserved %.1f MiB per rank "
+        "(largest), "
+        "process peak RSS %.1f MiB (%.1f MiB before training)\n",
+        r.step_peak / MiB, t.device == "cuda" ? "device " : "", r.alloc_peak / MiB,
+        r.rss_peak / MiB, rss_base / MiB);
+    std::printf("  loss      %.4f at the first step, %.4f at the last\n", r.loss_first,
+                r.loss_last);
   }
   return 0;
 }

@@ -14,7 +14,8 @@
 namespace zrt::bench {
 
 OptionParser::OptionParser(std::string who, std::string usage)
-    : who_(std::move(who)), app_(std::make_unique<CLI::App>(usage.empty() ? "zrt-bench " + who_ : usage)) {}
+    : who_(std::move(who)),
+      app_(std::make_unique<CLI::App>(usage.empty() ? "zrt-bench " + who_ : usage)) {}
 
 OptionParser::~OptionParser() = default;
 
@@ -29,8 +30,8 @@ template OptionParser& OptionParser::value(std::string, std::int64_t&);
 template OptionParser& OptionParser::value(std::string, double&);
 
 OptionParser& OptionParser::value(std::string name, Device& target) {
-  app_->add_option_function<std::string>(name, [&target](const std::string& v) { target = Device::parse(v); },
-                                         "cpu, cuda or cuda:N");
+  app_->add_option_function<std::string>(
+      name, [&target](const std::string& v) { target = Device::parse(v); }, "cpu, cuda or cuda:N");
   return *this;
 }
 
@@ -100,10 +101,14 @@ void Table::print(bool json) const {
       nlohmann::ordered_json line = nlohmann::ordered_json::object();
       for (std::size_t i = 0; i < columns_.size() && i < row.size(); ++i) {
         const std::string& c = row[i];
-        const bool numeric = !c.empty() && c.find_first_not_of("0123456789.-+eE") == std::string::npos;
-        if (numeric && c.find_first_of(".eE") == std::string::npos) line[columns_[i]] = std::stoll(c);
-        else if (numeric) line[columns_[i]] = std::stod(c);
-        else line[columns_[i]] = c;
+        const bool numeric =
+            !c.empty() && c.find_first_not_of("0123456789.-+eE") == std::string::npos;
+        if (numeric && c.find_first_of(".eE") == std::string::npos)
+          line[columns_[i]] = std::stoll(c);
+        else if (numeric)
+          line[columns_[i]] = std::stod(c);
+        else
+          line[columns_[i]] = c;
       }
       std::printf("%s\n", line.dump().c_str());
     }
@@ -112,7 +117,8 @@ void Table::print(bool json) const {
   std::vector<std::size_t> width(columns_.size());
   for (std::size_t i = 0; i < columns_.size(); ++i) width[i] = columns_[i].size();
   for (const auto& row : rows_)
-    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], row[i].size());
   auto print_row = [&](const std::vector<std::string>& r) {
     std::string line;
     for (std::size_t i = 0; i < width.size(); ++i) {

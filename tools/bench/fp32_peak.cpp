@@ -35,17 +35,17 @@ constexpr int kChains = 12;
 // accumulators advanced `iters` times by MULADD (acc·a + b), then summed so
 // the work stays live. One body for every ISA; each function below compiles
 // it with its own target.
-#define ZRT_FMA_CHAINS(V, LANES, SET1, MULADD, STORE)                                \
-  V acc[kChains];                                                                    \
-  for (int k = 0; k < kChains; ++k) acc[k] = SET1(1.0f + 0.001f * static_cast<float>(k)); \
-  const V a = SET1(0.9999999f), b = SET1(1e-7f);                                     \
-  for (std::int64_t i = 0; i < iters; ++i) {                                         \
+#define ZRT_FMA_CHAINS(V, LANES, SET1, MULADD, STORE)                                         \
+  V acc[kChains];                                                                             \
+  for (int k = 0; k < kChains; ++k) acc[k] = SET1(1.0f + 0.001f * static_cast<float>(k));     \
+  const V a = SET1(0.9999999f), b = SET1(1e-7f);                                              \
+  for (std::int64_t i = 0; i < iters; ++i) {                                                  \
     _Pragma("GCC unroll 12") for (int k = 0; k < kChains; ++k) acc[k] = MULADD(acc[k], a, b); \
-  }                                                                                  \
-  float out[(LANES) * kChains];                                                      \
-  for (int k = 0; k < kChains; ++k) STORE(out + (LANES) * k, acc[k]);                \
-  float sum = 0;                                                                     \
-  for (float v : out) sum += v;                                                      \
+  }                                                                                           \
+  float out[(LANES)*kChains];                                                                 \
+  for (int k = 0; k < kChains; ++k) STORE(out + (LANES)*k, acc[k]);                           \
+  float sum = 0;                                                                              \
+  for (float v : out) sum += v;                                                               \
   return sum
 
 #ifdef ZRT_BENCH_X86
@@ -59,7 +59,9 @@ __attribute__((target("avx2,fma"))) float fma_avx2(std::int64_t iters) {
 
 inline __m128 mul_add_ps(__m128 x, __m128 a, __m128 b) { return _mm_add_ps(_mm_mul_ps(x, a), b); }
 
-float mul_add_sse2(std::int64_t iters) { ZRT_FMA_CHAINS(__m128, 4, _mm_set1_ps, mul_add_ps, _mm_storeu_ps); }
+float mul_add_sse2(std::int64_t iters) {
+  ZRT_FMA_CHAINS(__m128, 4, _mm_set1_ps, mul_add_ps, _mm_storeu_ps);
+}
 #else
 inline float mul_add(float x, float a, float b) { return x * a + b; }
 inline float same(float x) { return x; }
@@ -78,7 +80,8 @@ struct FmaLoop {
 FmaLoop best_loop() {
 #ifdef ZRT_BENCH_X86
   if (__builtin_cpu_supports("avx512f")) return {"avx512f", 16, fma_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2+fma", 8, fma_avx2};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {"avx2+fma", 8, fma_avx2};
   return {"sse2", 4, mul_add_sse2};
 #else
   return {"scalar", 1, mul_add_scalar};
@@ -100,8 +103,10 @@ FmaLoopRun run_fma_loop(int threads, double seconds) {
   auto t0 = std::chrono::steady_clock::now();
   std::int64_t calib = 1 << 20;
   sink = sink + loop.run(calib);
-  const double calib_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto iters = std::max<std::int64_t>(calib, static_cast<std::int64_t>(calib * seconds / std::max(calib_s, 1e-6)));
+  const double calib_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto iters = std::max<std::int64_t>(
+      calib, static_cast<std::int64_t>(calib * seconds / std::max(calib_s, 1e-6)));
   std::barrier start(threads + 1);
   std::vector<float> results(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;

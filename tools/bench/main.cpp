@@ -22,14 +22,17 @@ constexpr Suite kSuites[] = {
     {"comm", zrt::bench::bench_comm, "collectives: algbw/busbw vs the raw backend call"},
     {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
     {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},
-    {"train", zrt::bench::bench_train, "training steps: tokens/s, GFLOP/s vs the measured fp32 peak, memory"},
+    {"train", zrt::bench::bench_train,
+     "training steps: tokens/s, GFLOP/s vs the measured fp32 peak, memory"},
     {"gemm", zrt::bench::bench_gemm, "GPT GEMMs vs the measured fp32 FMA peak"},
     {"attention", zrt::bench::bench_attention, "causal attention's paths vs one Q·Kᵀ batched GEMM"},
-    {"tensor", zrt::bench::bench_tensor, "Tensor handle: sizeof, ns per copy/view vs a shared_ptr copy"},
+    {"tensor", zrt::bench::bench_tensor,
+     "Tensor handle: sizeof, ns per copy/view vs a shared_ptr copy"},
 };
 
 void usage() {
-  std::fprintf(stderr, "usage: zrt-bench SUITE [options]   (SUITE --help for its options)\nsuites:\n");
+  std::fprintf(stderr,
+               "usage: zrt-bench SUITE [options]   (SUITE --help for its options)\nsuites:\n");
   for (const auto& s : kSuites) std::fprintf(stderr, "  %-8s %s\n", s.name, s.help);
 }
 

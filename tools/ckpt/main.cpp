@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
-#include "zrt/optim/checkpoint/offline_tools.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/offline_tools.h"
 #include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
 
@@ -28,20 +28,25 @@ int info(const std::string& path) {
   std::printf("checkpoint   %s\n", reader.step_dir().c_str());
   std::printf("format       zrt-checkpoint v%d\n", x.version);
   std::printf("step         %lld (the next step to train)\n", static_cast<long long>(x.step));
-  std::printf("layout       %d rank(s), strategy %s, zero3 size %d, compute dtype %s\n", x.world_size,
-              x.strategy.c_str(), x.zero3_size, x.dtype.c_str());
-  std::printf("parameters   %lld elements in %lld tensors, %zu handles\n", static_cast<long long>(params),
-              static_cast<long long>(tensors), x.handles.size());
+  std::printf("layout       %d rank(s), strategy %s, zero3 size %d, compute dtype %s\n",
+              x.world_size, x.strategy.c_str(), x.zero3_size, x.dtype.c_str());
+  std::printf("parameters   %lld elements in %lld tensors, %zu handles\n",
+              static_cast<long long>(params), static_cast<long long>(tensors), x.handles.size());
   for (const optim::HandleRecord& h : x.handles)
-    std::printf("  %-14s %zu params, %lld elements padded, %d zero1 shards of %lld\n", h.name.c_str(),
-                h.params.size(), static_cast<long long>(h.numel_padded), h.zero1_size,
-                static_cast<long long>(h.shard_numel()));
-  std::printf("files        %d rank files, %.3f MB\n", files, static_cast<double>(x.total_bytes()) / 1e6);
-  std::printf("optimizer    step %lld, %lld skipped (%lld in a row)\n", static_cast<long long>(x.state.optimizer_step),
-              static_cast<long long>(x.state.skipped_total), static_cast<long long>(x.state.consecutive_skips));
+    std::printf("  %-14s %zu params, %lld elements padded, %d zero1 shards of %lld\n",
+                h.name.c_str(), h.params.size(), static_cast<long long>(h.numel_padded),
+                h.zero1_size, static_cast<long long>(h.shard_numel()));
+  std::printf("files        %d rank files, %.3f MB\n", files,
+              static_cast<double>(x.total_bytes()) / 1e6);
+  std::printf("optimizer    step %lld, %lld skipped (%lld in a row)\n",
+              static_cast<long long>(x.state.optimizer_step),
+              static_cast<long long>(x.state.skipped_total),
+              static_cast<long long>(x.state.consecutive_skips));
   if (x.state.loss_scaler)
-    std::printf("loss scaler  scale %g, growth tracker %lld, hysteresis left %d\n", x.state.loss_scaler->scale,
-                static_cast<long long>(x.state.loss_scaler->growth_tracker), x.state.loss_scaler->hysteresis_left);
+    std::printf("loss scaler  scale %g, growth tracker %lld, hysteresis left %d\n",
+                x.state.loss_scaler->scale,
+                static_cast<long long>(x.state.loss_scaler->growth_tracker),
+                x.state.loss_scaler->hysteresis_left);
   std::printf("run          %s\n", x.run_json.c_str());
   return 0;
 }
@@ -50,7 +55,8 @@ int verify(const std::string& path) {
   optim::CheckpointReader reader(path);
   const std::uint64_t bytes = reader.verify_all();
   std::printf("zrt-ckpt: %s is intact: every tensor of %d rank(s) matches its checksum (%.3f MB)\n",
-              reader.step_dir().c_str(), reader.index().world_size, static_cast<double>(bytes) / 1e6);
+              reader.step_dir().c_str(), reader.index().world_size,
+              static_cast<double>(bytes) / 1e6);
   return 0;
 }
 
@@ -59,7 +65,8 @@ int verify(const std::string& path) {
 std::vector<NamedPath> checkpoint_inputs(const std::string& path) {
   std::vector<NamedPath> inputs = {{"the checkpoint", optim::resolve_checkpoint(path)}};
   const std::filesystem::path latest = std::filesystem::path(path) / "latest";
-  if (std::filesystem::exists(latest)) inputs.push_back({"the checkpoint's `latest`", latest.string()});
+  if (std::filesystem::exists(latest))
+    inputs.push_back({"the checkpoint's `latest`", latest.string()});
   return inputs;
 }
 
@@ -80,19 +87,22 @@ void check_reshard_destination(const std::string& source, const std::string& out
   namespace fs = std::filesystem;
   CheckpointReader reader(source);
   const std::string step_dir = reader.step_dir();
-  ZRT_CHECK_ARG(!path_is_within(out, step_dir), "--out ", out, " is inside the checkpoint read, ", step_dir);
+  ZRT_CHECK_ARG(!path_is_within(out, step_dir), "--out ", out, " is inside the checkpoint read, ",
+                step_dir);
   std::error_code ec;
   if (!fs::exists(out, ec) || fs::is_empty(out, ec)) return;
   ZRT_CHECK_ARG(fs::is_directory(out, ec), "--out ", out, " exists and is not a directory");
   const fs::path target = fs::path(out) / optim::step_dir_name(reader.index().step);
   const auto never_replace = [&] {
-    ZRT_CHECK_ARG(!fs::exists(target, ec), "--out ", out, " already holds ", target.filename().string(),
+    ZRT_CHECK_ARG(!fs::exists(target, ec), "--out ", out, " already holds ",
+                  target.filename().string(),
                   ": resharding never replaces a step (remove it first, or write elsewhere)");
   };
   const auto steps = optim::complete_steps(out);
   if (force) return never_replace();
   ZRT_CHECK_ARG(!steps.empty(), "--out ", out,
-                " is a non-empty directory that holds no checkpoint steps; write into an empty or new directory, or "
+                " is a non-empty directory that holds no checkpoint steps; write into an empty or "
+                "new directory, or "
                 "pass --force");
   std::string other;
   try {
@@ -102,7 +112,8 @@ void check_reshard_destination(const std::string& source, const std::string& out
   }
   ZRT_CHECK_ARG(same_model(CheckpointReader(other).index(), reader.index()), "--out ", out,
                 " holds checkpoints of another model (", other,
-                "); its `latest` would move to this one. Write into an empty or new directory, or pass --force");
+                "); its `latest` would move to this one. Write into an empty or new directory, or "
+                "pass --force");
   never_replace();
 }
 
@@ -117,14 +128,23 @@ int main(int argc, char** argv) {
   int ranks = 0, zero3 = 0;
   bool force = false;
   auto* info = app.add_subcommand("info", "step, layout, sizes, training state and run flags");
-  info->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
-  auto* verify = app.add_subcommand("verify", "read every tensor and check its checksum; non-zero exit if any fails");
-  verify->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
-  auto* exp = app.add_subcommand("export", "write the whole fp32 parameters as one safetensors file");
-  exp->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
-  exp->add_option("--out", out, "the safetensors file to write (Hugging Face GPT-2 names for gpt)")->required();
-  auto* resh = app.add_subcommand("reshard", "rewrite a checkpoint for another world size or strategy");
-  resh->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")->required();
+  info->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")
+      ->required();
+  auto* verify = app.add_subcommand(
+      "verify", "read every tensor and check its checksum; non-zero exit if any fails");
+  verify
+      ->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")
+      ->required();
+  auto* exp =
+      app.add_subcommand("export", "write the whole fp32 parameters as one safetensors file");
+  exp->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")
+      ->required();
+  exp->add_option("--out", out, "the safetensors file to write (Hugging Face GPT-2 names for gpt)")
+      ->required();
+  auto* resh =
+      app.add_subcommand("reshard", "rewrite a checkpoint for another world size or strategy");
+  resh->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")
+      ->required();
   resh->add_option("--ranks", ranks, "the new world size")->required()->check(CLI::PositiveNumber);
   resh->add_option("--out", out, "the checkpoint directory to write the step into")->required();
   resh->add_option("--strategy", strategy, "the new strategy (default: the checkpoint's)")
@@ -132,7 +152,8 @@ int main(int argc, char** argv) {
   resh->add_option("--zero3-size", zero3, "hybrid / layer-zero group size (0: the world)")
       ->check(CLI::NonNegativeNumber);
   resh->add_flag("--force", force,
-                 "write into a non-empty --out that holds no checkpoints of this model (a step already there is "
+                 "write into a non-empty --out that holds no checkpoints of this model (a step "
+                 "already there is "
                  "still never replaced)");
   try {
     app.parse(argc, argv);
@@ -143,7 +164,8 @@ int main(int argc, char** argv) {
     if (*info) return ckpt::info(path);
     if (*verify) return ckpt::verify(path);
     if (*exp) {
-      check_output_clear_of_inputs({"--out", out}, ckpt::checkpoint_inputs(path));  // before any work
+      check_output_clear_of_inputs({"--out", out},
+                                   ckpt::checkpoint_inputs(path));  // before any work
       const auto params = zrt::optim::consolidated_params(path);
       zrt::write_safetensors(out, params);
       std::printf("zrt-ckpt: wrote %zu parameters to %s\n", params.size(), out.c_str());
@@ -155,7 +177,8 @@ int main(int argc, char** argv) {
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
       ckpt::check_reshard_destination(path, out, force);
       const std::string dir = zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3);
-      std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks, optim::strategy_name(*s));
+      std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks,
+                  optim::strategy_name(*s));
       return 0;
     }
   } catch (const std::exception& e) {

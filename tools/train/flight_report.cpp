@@ -12,14 +12,17 @@ namespace {
 
 // The directory a process of local ranks uses when no other is named.
 std::string process_flight_dir() {
-  return (std::filesystem::temp_directory_path() / ("zrt-flight-recorder." + std::to_string(::getpid()))).string();
+  return (std::filesystem::temp_directory_path() /
+          ("zrt-flight-recorder." + std::to_string(::getpid())))
+      .string();
 }
 
 }  // namespace
 
 std::string flight_record_dir(const TrainOptions& o) {
   namespace fs = std::filesystem;
-  if (const char* env = std::getenv("ZRT_FLIGHT_RECORDER_DIR"); env != nullptr && *env != '\0') return env;
+  if (const char* env = std::getenv("ZRT_FLIGHT_RECORDER_DIR"); env != nullptr && *env != '\0')
+    return env;
   if (!o.trace.empty()) {
     const fs::path parent = fs::path(o.trace).parent_path();
     return parent.empty() ? "." : parent.string();
@@ -33,7 +36,8 @@ void forget_flight_record(const TrainOptions& o, int rank) noexcept {
     const std::string dir = flight_record_dir(o);
     std::error_code ignored;
     if (!dir.empty())
-      std::filesystem::remove(std::filesystem::path(dir) / ("flight-rank-" + std::to_string(rank) + ".json"), ignored);
+      std::filesystem::remove(
+          std::filesystem::path(dir) / ("flight-rank-" + std::to_string(rank) + ".json"), ignored);
   } catch (const std::exception&) {
   }
 }
@@ -45,8 +49,11 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
     if (dir.empty()) {
       const std::string here = flight_report({recorder->entries()}, {true});
       std::lock_guard lock(io);
-      std::fprintf(stderr, "zrt-train: flight recorder: rank %d %s (set ZRT_FLIGHT_RECORDER_DIR to a directory every "
-                   "rank sees for the report of all ranks)\n", world.rank(), here.substr(here.find(" is ") + 1).c_str());
+      std::fprintf(stderr,
+                   "zrt-train: flight recorder: rank %d %s (set ZRT_FLIGHT_RECORDER_DIR to a "
+                   "directory every "
+                   "rank sees for the report of all ranks)\n",
+                   world.rank(), here.substr(here.find(" is ") + 1).c_str());
       return;
     }
     std::filesystem::create_directories(dir);
@@ -55,7 +62,8 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
     const std::string report = flight_report(dir, world.size(), std::chrono::seconds(5));
     {
       std::lock_guard lock(io);
-      std::fprintf(stderr, "zrt-train: flight recorder (rank files in %s): %s\n", dir.c_str(), report.c_str());
+      std::fprintf(stderr, "zrt-train: flight recorder (rank files in %s): %s\n", dir.c_str(),
+                   report.c_str());
     }
     if (dir == process_flight_dir()) {
       // This process's own directory: every rank wrote before the report read it.
@@ -64,8 +72,8 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
     }
   } catch (const std::exception& e) {
     std::lock_guard lock(io);
-    std::fprintf(stderr, "zrt-train: flight recorder: rank %d could not write its record: %s\n", world.rank(),
-                 e.what());
+    std::fprintf(stderr, "zrt-train: flight recorder: rank %d could not write its record: %s\n",
+                 world.rank(), e.what());
   }
 }
 

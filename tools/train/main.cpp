@@ -6,22 +6,22 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <functional>
-#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
-#include "zrt/model_zoo/trainer/trainer.h"
-#include "zrt/runtime/comm/launched_world.h"
-#include "zrt/runtime/io/safetensors.h"
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
+#include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/runtime/comm/launched_world.h"
+#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::train {
 namespace {
@@ -41,7 +41,8 @@ std::atomic<int> stop_signals{0};
 
 extern "C" void on_stop_signal(int sig) {
   if (stop_signals.fetch_add(1) >= 1) _exit(128 + sig);
-  const char msg[] = "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
+  const char msg[] =
+      "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
   [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
 }
 
@@ -159,13 +160,16 @@ std::uint64_t available_memory() {
 void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (o.device != "cpu") return;  // device memory is the allocator's to report
   const LaunchInfo launch = detect_launch();
-  const std::uint64_t world = o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
+  const std::uint64_t world =
+      o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
   const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
-  const bool moments_on_disk = optim::parse_optimizer_offload(o.offload_optimizer).kind == optim::OptimizerOffload::Kind::disk;
+  const bool moments_on_disk = optim::parse_optimizer_offload(o.offload_optimizer).kind ==
+                               optim::OptimizerOffload::Kind::disk;
   const double per_param = moments_on_disk ? 8.0 : 16.0;
-  const double floor = static_cast<double>(here) * (per_param * static_cast<double>(params) / static_cast<double>(world) +
-                                                    8.0 * static_cast<double>(largest_unit));
+  const double floor = static_cast<double>(here) *
+                       (per_param * static_cast<double>(params) / static_cast<double>(world) +
+                        8.0 * static_cast<double>(largest_unit));
   const std::uint64_t avail = available_memory();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ", params, " parameters need at least ",
@@ -173,15 +177,20 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
             moments_on_disk ? ": fp32 weights and gradients of each rank's shard"
                             : ": fp32 weights, gradients and AdamW state of each rank's shard",
             ", one unit gathered with its gradient; activations come on top), but ",
-            human_bytes(static_cast<double>(avail)), " is available. Use more ranks (mpirun across machines), a smaller "
-            "model, ", moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ", "or --device cuda");
+            human_bytes(static_cast<double>(avail)),
+            " is available. Use more ranks (mpirun across machines), a smaller "
+            "model, ",
+            moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ",
+            "or --device cuda");
 }
 
 // T.json for one rank, T.rank-R.json for rank R of several.
 std::string trace_path(const std::string& path, int rank, int size) {
   if (size == 1) return path;
   const std::filesystem::path p(path);
-  return (p.parent_path() / (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string())).string();
+  return (p.parent_path() /
+          (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string()))
+      .string();
 }
 
 // Writes the trace however the run ends (finished, stopped by a signal, failed).
@@ -241,9 +250,10 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
     if (!lead) return;
     const auto moved = set_aside_newer_steps(o.checkpoint_dir, trainer.next_step());
     if (!moved.empty())
-      std::printf("zrt-train: %zu newer step(s) of %s (the trajectory abandoned by resuming step "
-                  "%lld) were moved into an abandoned-from-%lld-* directory there\n",
-                  moved.size(), o.checkpoint_dir.c_str(), step, step);
+      std::printf(
+          "zrt-train: %zu newer step(s) of %s (the trajectory abandoned by resuming step "
+          "%lld) were moved into an abandoned-from-%lld-* directory there\n",
+          moved.size(), o.checkpoint_dir.c_str(), step, step);
   });
   return true;
 }
@@ -254,7 +264,10 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
 class Checkpointer {
  public:
   Checkpointer(model_zoo::Trainer& trainer, const TrainOptions& o, bool lead, std::mutex& io)
-      : trainer_(trainer), o_(o), lead_(lead), io_(io),
+      : trainer_(trainer),
+        o_(o),
+        lead_(lead),
+        io_(io),
         options_(optim::checkpoint_into(o.checkpoint_dir, o.keep_last)),
         saved_at_(o.resume ? trainer.next_step() : -1) {
     options_.run_json = run_flags_json(o);
@@ -272,7 +285,8 @@ class Checkpointer {
   void said_saved(const std::string& dir) {
     if (!lead_ || dir.empty()) return;
     std::lock_guard lock(io_);
-    std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "", dir.c_str());
+    std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "",
+                dir.c_str());
   }
   model_zoo::Trainer& trainer_;
   const TrainOptions& o_;
@@ -303,14 +317,15 @@ class StepReporter {
     const double eta =
         elapsed_ / static_cast<double>(s + 1 - first_) * static_cast<double>(o_.steps - s - 1);
     std::lock_guard lock(io_);
-    std::printf("%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  "
-                "eta %.0fs%s",
-                tty_ ? "\r" : "", static_cast<long long>(r.step + 1), o_.steps, r.stats.loss, r.lr,
-                r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
-                o_.model == "gpt" ? "tok" : "rows",
-                human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
-                human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
-                tty_ && !last ? "" : "\n");
+    std::printf(
+        "%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  "
+        "eta %.0fs%s",
+        tty_ ? "\r" : "", static_cast<long long>(r.step + 1), o_.steps, r.stats.loss, r.lr,
+        r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
+        o_.model == "gpt" ? "tok" : "rows",
+        human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
+        human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
+        tty_ && !last ? "" : "\n");
     std::fflush(stdout);
   }
 
@@ -347,7 +362,8 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     const model_zoo::StepReport r = trainer.step();
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank
       for (const std::string& f : r.stats.inconsistencies)
-        std::fprintf(stderr, "zrt-train: warning: step %lld: %s\n", static_cast<long long>(r.step), f.c_str());
+        std::fprintf(stderr, "zrt-train: warning: step %lld: %s\n", static_cast<long long>(r.step),
+                     f.c_str());
     std::string report_error;  // the lead's metrics write may fail: every rank must learn of it
     if (lead) {
       try {
@@ -357,7 +373,8 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
       }
     }
     const StepAgreement agreed = agree_after_step(world, !report_error.empty());
-    if (agreed.failed) ZRT_THROW(InvalidState, lead ? report_error : "rank 0 failed to write its metrics");
+    if (agreed.failed)
+      ZRT_THROW(InvalidState, lead ? report_error : "rank 0 failed to write its metrics");
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     if (agreed.stop) return false;
   }

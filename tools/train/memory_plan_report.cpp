@@ -23,25 +23,31 @@ std::string mib(std::size_t bytes) {
 
 bool same_plan(const RankMemoryPlan& a, const RankMemoryPlan& b) {
   const MemoryByCategory &x = a.at_peak, &y = b.at_peak;
-  return a.peak == b.peak && a.reserved_peak == b.reserved_peak && x.master_and_moments == y.master_and_moments &&
-         x.zero3_shards == y.zero3_shards && x.unsharded_params == y.unsharded_params && x.gradients == y.gradients &&
-         x.communication == y.communication && x.activations == y.activations && x.rounding == y.rounding;
+  return a.peak == b.peak && a.reserved_peak == b.reserved_peak &&
+         x.master_and_moments == y.master_and_moments && x.zero3_shards == y.zero3_shards &&
+         x.unsharded_params == y.unsharded_params && x.gradients == y.gradients &&
+         x.communication == y.communication && x.activations == y.activations &&
+         x.rounding == y.rounding;
 }
 
 void print_table(const model_zoo::MemoryPlan& plan, std::FILE* out) {
-  std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s\n", "ranks", "peak", "reserved",
-               "master+m,v", "zero3", "unsharded", "gradients", "comm", "activations", "rounding");
+  std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s\n", "ranks", "peak",
+               "reserved", "master+m,v", "zero3", "unsharded", "gradients", "comm", "activations",
+               "rounding");
   // Ranks with the same plan share a row (most do: shards are padded to one size).
   for (std::size_t first = 0; first < plan.ranks.size();) {
     std::size_t last = first;
-    while (last + 1 < plan.ranks.size() && same_plan(plan.ranks[last + 1], plan.ranks[first])) ++last;
+    while (last + 1 < plan.ranks.size() && same_plan(plan.ranks[last + 1], plan.ranks[first]))
+      ++last;
     const RankMemoryPlan& r = plan.ranks[first];
-    const std::string ranks = first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+    const std::string ranks =
+        first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
     const MemoryByCategory& m = r.at_peak;
-    std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s\n", ranks.c_str(), mib(r.peak).c_str(),
-                 mib(r.reserved_peak).c_str(), mib(m.master_and_moments).c_str(), mib(m.zero3_shards).c_str(),
-                 mib(m.unsharded_params).c_str(), mib(m.gradients).c_str(), mib(m.communication).c_str(),
-                 mib(m.activations).c_str(), mib(m.rounding).c_str());
+    std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s\n", ranks.c_str(),
+                 mib(r.peak).c_str(), mib(r.reserved_peak).c_str(),
+                 mib(m.master_and_moments).c_str(), mib(m.zero3_shards).c_str(),
+                 mib(m.unsharded_params).c_str(), mib(m.gradients).c_str(),
+                 mib(m.communication).c_str(), mib(m.activations).c_str(), mib(m.rounding).c_str());
     first = last + 1;
   }
 }
@@ -58,9 +64,16 @@ std::size_t parse_byte_count(const std::string& text) {
   }
   std::string unit = text.substr(used);
   unit.erase(0, unit.find_first_not_of(' '));
-  const std::vector<std::pair<std::string, double>> units = {
-      {"", 1},          {"B", 1},         {"KB", 1e3},      {"MB", 1e6},      {"GB", 1e9},     {"TB", 1e12},
-      {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  const std::vector<std::pair<std::string, double>> units = {{"", 1},
+                                                             {"B", 1},
+                                                             {"KB", 1e3},
+                                                             {"MB", 1e6},
+                                                             {"GB", 1e9},
+                                                             {"TB", 1e12},
+                                                             {"KiB", 1024.0},
+                                                             {"MiB", 1048576.0},
+                                                             {"GiB", 1073741824.0},
+                                                             {"TiB", 1099511627776.0}};
   for (const auto& [name, scale] : units) {
     if (unit != name) continue;
     const double bytes = value * scale;
@@ -68,21 +81,26 @@ std::size_t parse_byte_count(const std::string& text) {
                   "' is not a usable memory size (1 byte to 1 EB)");
     return static_cast<std::size_t>(bytes);
   }
-  ZRT_THROW(InvalidArgument, "'", text, "': unknown unit '", unit, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+  ZRT_THROW(InvalidArgument, "'", text, "': unknown unit '", unit,
+            "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
 }
 
 bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
   std::fprintf(out,
-               "zrt-train --plan: %s %s, %d rank(s), --strategy %s, --dtype %s, batch %lld%s, %d micro-batch(es), "
+               "zrt-train --plan: %s %s, %d rank(s), --strategy %s, --dtype %s, batch %lld%s, %d "
+               "micro-batch(es), "
                "--prefetch %d, --activation-checkpointing %s, --offload-optimizer %s%s\n",
                o.model.c_str(), o.preset.c_str(), world, o.strategy.c_str(), o.dtype.c_str(),
                static_cast<long long>(o.batch_size),
-               o.model == "gpt" ? (" x " + std::to_string(o.seq_len) + " tokens").c_str() : "", o.micro_batches,
-               o.prefetch, o.activation_checkpointing.c_str(), o.offload_optimizer.c_str(),
+               o.model == "gpt" ? (" x " + std::to_string(o.seq_len) + " tokens").c_str() : "",
+               o.micro_batches, o.prefetch, o.activation_checkpointing.c_str(),
+               o.offload_optimizer.c_str(),
                o.device == "cpu" ? "" : " (a CUDA run, planned on CPU streams of its shape)");
-  std::fprintf(out, "two dry steps per rank: every allocation of the run, no memory behind it, nothing computed. MiB:\n");
+  std::fprintf(out,
+               "two dry steps per rank: every allocation of the run, no memory behind it, nothing "
+               "computed. MiB:\n");
   print_table(model_zoo::plan_memory(config, world), out);
   if (o.fit.empty()) return true;
 
@@ -90,9 +108,11 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const optim::OptimizerOffload offload = optim::parse_optimizer_offload(o.offload_optimizer);
   const std::string dir = offload.kind == optim::OptimizerOffload::Kind::disk ? offload.dir : "DIR";
   const auto fits = model_zoo::plan_fitting(config, world, budget, dir);
-  std::fprintf(out, "\n--fit %s (%s): %zu setting(s) fit, cheapest first (no offload, then less recomputation, "
-               "then less communication); reserved peak of the largest rank, MiB:\n",
-               o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), fits.size());
+  std::fprintf(
+      out,
+      "\n--fit %s (%s): %zu setting(s) fit, cheapest first (no offload, then less recomputation, "
+      "then less communication); reserved peak of the largest rank, MiB:\n",
+      o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), fits.size());
   for (const auto& f : fits)
     std::fprintf(out, "  %10s  %s\n", mib(f.largest.reserved_peak).c_str(), f.settings.c_str());
   if (fits.empty())

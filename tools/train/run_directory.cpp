@@ -29,13 +29,15 @@ std::string host_name() {
 }
 
 std::int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
 std::string list_steps(const std::vector<std::int64_t>& steps) {
   std::string out;
-  for (std::size_t i = 0; i < steps.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  for (std::size_t i = 0; i < steps.size() && i < 8; ++i)
+    out += (i ? ", " : "") + std::to_string(steps[i]);
   if (steps.size() > 8) out += ", ... (" + std::to_string(steps.size()) + " in all)";
   return out;
 }
@@ -49,8 +51,10 @@ RunLock::RunLock(const std::string& dir) {
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (const int err = errno; err != EWOULDBLOCK) {
       // A filesystem without locks (some network mounts): run unguarded, and say so.
-      std::fprintf(stderr, "zrt-train: warning: cannot lock %s (%s): nothing stops a second run in this directory\n",
-                   path.c_str(), std::strerror(err));
+      std::fprintf(
+          stderr,
+          "zrt-train: warning: cannot lock %s (%s): nothing stops a second run in this directory\n",
+          path.c_str(), std::strerror(err));
       return;
     }
     std::ifstream in(path);
@@ -62,9 +66,10 @@ RunLock::RunLock(const std::string& dir) {
               holder.empty() ? std::string("its holder wrote nothing yet") : holder,
               "): two runs in one checkpoint directory would overwrite each other's steps");
   }
-  const std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() + ", started at unix time " +
-                         std::to_string(unix_seconds()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+  const std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() +
+                         ", started at unix time " + std::to_string(unix_seconds()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
     // The lock holds without its note; a second run's message says less.
   }
 }
@@ -73,23 +78,28 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }
 
-void check_continues_checkpoint_dir(const std::string& dir, bool resume, bool resume_from_elsewhere) {
+void check_continues_checkpoint_dir(const std::string& dir, bool resume,
+                                    bool resume_from_elsewhere) {
   const std::vector<std::int64_t> steps = optim::complete_steps(dir);
   if (steps.empty() || resume_from_elsewhere) return;
-  ZRT_CHECK_ARG(resume, "--checkpoint-dir ", dir, " already holds steps ", list_steps(steps),
-                " of a run; add --resume to continue it (or name another directory): starting over would "
-                "overwrite them");
-  ZRT_CHECK_ARG(fs::exists(fs::path(dir) / "latest"), "--checkpoint-dir ", dir, " holds steps ", list_steps(steps),
-                " but no `latest` naming one; resume one of them with --resume ", dir, "/",
-                optim::step_dir_name(steps.back()), " (starting at step 0 would overwrite them)");
+  ZRT_CHECK_ARG(
+      resume, "--checkpoint-dir ", dir, " already holds steps ", list_steps(steps),
+      " of a run; add --resume to continue it (or name another directory): starting over would "
+      "overwrite them");
+  ZRT_CHECK_ARG(fs::exists(fs::path(dir) / "latest"), "--checkpoint-dir ", dir, " holds steps ",
+                list_steps(steps), " but no `latest` naming one; resume one of them with --resume ",
+                dir, "/", optim::step_dir_name(steps.back()),
+                " (starting at step 0 would overwrite them)");
 }
 
 std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step) {
   std::vector<std::int64_t> newer;
   std::int64_t keep = -1;  // the newest step left
   for (std::int64_t s : optim::complete_steps(dir)) {
-    if (s > step) newer.push_back(s);
-    else keep = s;
+    if (s > step)
+      newer.push_back(s);
+    else
+      keep = s;
   }
   if (newer.empty()) return newer;
   // `latest` first: it must never name a step that is being moved.
@@ -99,13 +109,14 @@ std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int
     std::error_code ec;
     fs::remove(fs::path(dir) / "latest", ec);
   }
-  const fs::path aside =
-      fs::path(dir) / ("abandoned-from-" + std::to_string(step) + "-" + std::to_string(unix_seconds()));
+  const fs::path aside = fs::path(dir) / ("abandoned-from-" + std::to_string(step) + "-" +
+                                          std::to_string(unix_seconds()));
   fs::create_directories(aside);
   for (std::int64_t s : newer) {
     std::error_code ec;
     fs::rename(fs::path(dir) / optim::step_dir_name(s), aside / optim::step_dir_name(s), ec);
-    ZRT_CHECK_STATE(!ec, "cannot move step ", s, " of ", dir, " aside into ", aside.string(), ": ", ec.message());
+    ZRT_CHECK_STATE(!ec, "cannot move step ", s, " of ", dir, " aside into ", aside.string(), ": ",
+                    ec.message());
   }
   optim::fsync_path(aside.string());
   optim::fsync_path(dir);

@@ -45,7 +45,8 @@ class RunLock {
 
 // Refuses (InvalidArgument) to start a run that would overwrite the steps
 // DIR holds (Note [Resuming never loses work]).
-void check_continues_checkpoint_dir(const std::string& dir, bool resume, bool resume_from_elsewhere);
+void check_continues_checkpoint_dir(const std::string& dir, bool resume,
+                                    bool resume_from_elsewhere);
 
 // Moves DIR's complete steps after `step` into DIR/abandoned-from-<step>-<time>/
 // and points `latest` at `step` when DIR holds it (else at the newest step

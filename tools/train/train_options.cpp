@@ -1,9 +1,9 @@
 #include "tools/train/train_options.h"
 #include "tools/train/memory_plan_report.h"
 
-#include <CLI/CLI.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -13,15 +13,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tools/train/run_directory.h"
+#include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/optim/checkpoint/durable_files.h"
-#include "zrt/runtime/io/output_path.h"
-#include "zrt/runtime/io/path_overlap.h"
-#include "tools/train/run_directory.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/error.h"
-#include "tools/train/train_setup.h"
+#include "zrt/runtime/io/output_path.h"
+#include "zrt/runtime/io/path_overlap.h"
 
 namespace zrt::train {
 
@@ -32,8 +32,8 @@ void check_checkpoint_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir, " cannot be created: ",
-                ec ? ec.message() : "it exists and is not a directory");
+  ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir,
+                " cannot be created: ", ec ? ec.message() : "it exists and is not a directory");
   const fs::path probe = fs::path(dir) / (".zrt-write-probe-" + std::to_string(::getpid()));
   std::ofstream(probe) << "probe";
   const bool writable = fs::file_size(probe, ec) == 5 && !ec;
@@ -43,7 +43,8 @@ void check_checkpoint_dir(const std::string& dir) {
 
 // Validators whose messages name the rule, not a floating-point range. NaN
 // and infinities are not numbers a flag may take.
-CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* noun, const char* name) {
+CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* noun,
+                           const char* name) {
   return CLI::Validator(
       [ok, rule, noun](std::string& v) {
         double x = 0;
@@ -57,10 +58,10 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
       },
       name);
 }
-const CLI::Validator kPositive =
-    number_rule([](double x) { return x > 0; }, "must be positive", "a positive number", "POSITIVE");
-const CLI::Validator kNonNegative =
-    number_rule([](double x) { return x >= 0; }, "must not be negative", "a number", "NON-NEGATIVE");
+const CLI::Validator kPositive = number_rule([](double x) { return x > 0; }, "must be positive",
+                                             "a positive number", "POSITIVE");
+const CLI::Validator kNonNegative = number_rule([](double x) { return x >= 0; },
+                                                "must not be negative", "a number", "NON-NEGATIVE");
 
 // A whole number from 0 to 2^64 - 1: the integer parser would wrap -1 and
 // saturate what is larger.
@@ -82,36 +83,42 @@ bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)-
 // Flags that only one model kind, strategy or launcher reads are an error
 // elsewhere rather than silently ignored.
 void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
-  const std::vector<const char*> gpt_only = {"--n-layer",   "--n-head",    "--n-embd",
+  const std::vector<const char*> gpt_only = {"--n-layer",    "--n-head",      "--n-embd",
                                              "--vocab-size", "--vocab-align", "--block-size",
-                                             "--seq-len",   "--head-unit"};
+                                             "--seq-len",    "--head-unit"};
   const std::vector<const char*> mlp_only = {"--hidden", "--activation"};
   for (const char* f : o.model == "gpt" ? mlp_only : gpt_only)
-    if (given(app, f)) ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
+    if (given(app, f))
+      ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
   ZRT_CHECK_ARG(!given(app, "--zero3-size") || o.strategy == "hybrid" || o.strategy == "layer-zero",
                 "--zero3-size is read by --strategy hybrid and layer-zero only, not ", o.strategy);
   if (o.ranks > 0) {
     const LaunchInfo launch = detect_launch();
-    ZRT_CHECK_ARG(launch.launcher == Launcher::single, "--ranks ", o.ranks, " starts local ranks, but this process is ",
-                  "already one of ", launch.size, " ranks launched by ", launcher_name(launch.launcher),
+    ZRT_CHECK_ARG(launch.launcher == Launcher::single, "--ranks ", o.ranks,
+                  " starts local ranks, but this process is ", "already one of ", launch.size,
+                  " ranks launched by ", launcher_name(launch.launcher),
                   ": drop --ranks (the launcher sets the world size)");
-    ZRT_CHECK_ARG(o.ranks <= kMaxLocalRanks, "--ranks ", o.ranks, " is more than the ", kMaxLocalRanks,
+    ZRT_CHECK_ARG(o.ranks <= kMaxLocalRanks, "--ranks ", o.ranks, " is more than the ",
+                  kMaxLocalRanks,
                   " local ranks one process runs; launch processes with mpirun instead");
   }
   const optim::OptimizerOffload offload = optim::parse_optimizer_offload(o.offload_optimizer);
   if (offload.kind == optim::OptimizerOffload::Kind::disk) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", o.offload_optimizer, ": directory ",
-                  offload.dir, " does not exist");
-    ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", o.offload_optimizer,
-                  ": directory ", offload.dir, " is not writable");
+    ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", o.offload_optimizer,
+                  ": directory ", offload.dir, " does not exist");
+    ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ",
+                  o.offload_optimizer, ": directory ", offload.dir, " is not writable");
   }
   if (offload.kind == optim::OptimizerOffload::Kind::host && o.device == "cpu")
-    std::cerr << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu (host memory is the "
-                 "device's): the same numbers, the state outside the caching allocator (mem_peak)\n";
+    std::cerr
+        << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu (host memory "
+           "is the "
+           "device's): the same numbers, the state outside the caching allocator (mem_peak)\n";
   if (o.lr > 1.0)
-    std::cerr << "zrt-train: warning: --lr " << o.lr << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
+    std::cerr << "zrt-train: warning: --lr " << o.lr
+              << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
 }
 
 // Output files must not overwrite an input, and their directory must be
@@ -123,7 +130,8 @@ std::vector<NamedPath> resumed_checkpoint_inputs(const TrainOptions& o) {
   if (!o.resume) return {};
   const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
   std::vector<NamedPath> inputs;
-  if (fs::exists(fs::path(path) / "latest")) inputs.push_back({"the `latest` of --resume", (fs::path(path) / "latest").string()});
+  if (fs::exists(fs::path(path) / "latest"))
+    inputs.push_back({"the `latest` of --resume", (fs::path(path) / "latest").string()});
   try {
     inputs.push_back({"the resumed checkpoint", optim::resolve_checkpoint(path)});
   } catch (const CheckpointError&) {
@@ -138,17 +146,19 @@ std::vector<NamedPath> resumed_checkpoint_inputs(const TrainOptions& o) {
 bool in_checkpoint_entries(const std::string& file, const std::string& checkpoint_dir) {
   namespace fs = std::filesystem;
   if (checkpoint_dir.empty() || !path_is_within(file, checkpoint_dir)) return false;
-  const fs::path rel = fs::path(resolved_path(file)).lexically_relative(resolved_path(checkpoint_dir));
+  const fs::path rel =
+      fs::path(resolved_path(file)).lexically_relative(resolved_path(checkpoint_dir));
   const std::string first = rel.empty() ? std::string() : rel.begin()->string();
-  return first.empty() || first == "." || first.starts_with("latest") || first.starts_with("step-") ||
-         first.starts_with("abandoned-") || first == kRunLockName;
+  return first.empty() || first == "." || first.starts_with("latest") ||
+         first.starts_with("step-") || first.starts_with("abandoned-") || first == kRunLockName;
 }
 
 void check_outputs(const TrainOptions& o) {
   namespace fs = std::filesystem;
   const std::pair<const char*, const std::string*> outputs[] = {
       {"--save", &o.save}, {"--metrics", &o.metrics}, {"--trace", &o.trace}};
-  std::vector<NamedPath> inputs = {{"the --data file", o.data}, {"the --init-from file", o.init_from}};
+  std::vector<NamedPath> inputs = {{"the --data file", o.data},
+                                   {"the --init-from file", o.init_from}};
   for (NamedPath& in : resumed_checkpoint_inputs(o)) inputs.push_back(std::move(in));
   for (const auto& [out_flag, out] : outputs) {
     if (out->empty()) continue;
@@ -162,73 +172,92 @@ void check_outputs(const TrainOptions& o) {
                   " is among the checkpoints of --checkpoint-dir ", o.checkpoint_dir,
                   ", which saving and pruning overwrite and remove");
     const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-    ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(), " does not exist");
-    ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ", parent.string(),
-                  " is not writable");
+    ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(),
+                  " does not exist");
+    ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
+                  parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
-  ZRT_CHECK_ARG(o.save.empty() || o.metrics.empty() || resolved_path(o.save) != resolved_path(o.metrics),
-                "--save and --metrics name the same file ", o.save);
+  ZRT_CHECK_ARG(
+      o.save.empty() || o.metrics.empty() || resolved_path(o.save) != resolved_path(o.metrics),
+      "--save and --metrics name the same file ", o.save);
   // Steps written into the checkpoint being read would replace it.
   if (!o.checkpoint_dir.empty())
     for (const NamedPath& in : inputs)
-      ZRT_CHECK_ARG(in.path.empty() || !path_is_within(o.checkpoint_dir, in.path), "--checkpoint-dir ",
-                    o.checkpoint_dir, " is inside ", in.what, " ", in.path, ": saving would write into it");
+      ZRT_CHECK_ARG(in.path.empty() || !path_is_within(o.checkpoint_dir, in.path),
+                    "--checkpoint-dir ", o.checkpoint_dir, " is inside ", in.what, " ", in.path,
+                    ": saving would write into it");
 }
 
 }  // namespace
 
 bool parse_train_options(int argc, char** argv, TrainOptions& o) {
-  CLI::App app{"zrt-train: train a model-zoo model under ZeRO-3 (one process, mpirun -np N, or --ranks N)"};
+  CLI::App app{
+      "zrt-train: train a model-zoo model under ZeRO-3 (one process, mpirun -np N, or --ranks N)"};
   app.option_defaults()->always_capture_default();
   app.add_option("--model", o.model, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
   app.add_option("--preset", o.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
-  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (default: the preset's)")->check(kPositive);
-  app.add_option("--n-head", o.n_head, "gpt: attention heads (default: the preset's)")->check(kPositive);
-  app.add_option("--n-embd", o.n_embd, "gpt: embedding width (default: the preset's)")->check(kPositive);
-  app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (default: the preset's)")->check(kPositive);
+  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (default: the preset's)")
+      ->check(kPositive);
+  app.add_option("--n-head", o.n_head, "gpt: attention heads (default: the preset's)")
+      ->check(kPositive);
+  app.add_option("--n-embd", o.n_embd, "gpt: embedding width (default: the preset's)")
+      ->check(kPositive);
+  app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (default: the preset's)")
+      ->check(kPositive);
   app.add_option("--vocab-align", o.vocab_align,
                  "gpt: the token embedding and LM head are padded inside the model to a multiple "
                  "of this many rows, for aligned GEMMs (1: no padding); data, checkpoints and "
                  "weight files keep --vocab-size")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--block-size", o.block_size,
-                 "gpt: positions of the position embedding, >= --seq-len (default: the preset's, raised to --seq-len)")
+                 "gpt: positions of the position embedding, >= --seq-len (default: the preset's, "
+                 "raised to --seq-len)")
       ->check(kPositive);
   app.add_flag("--head-unit", o.head_unit,
-               "gpt: ln_f and the LM head in a wrap unit of their own, the head tied across units to the token "
+               "gpt: ln_f and the LM head in a wrap unit of their own, the head tied across units "
+               "to the token "
                "embedding (the same numbers as the default layout when --clip is 0)");
   app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
-  app.add_option("--activation", o.activation, "mlp: activation")->check(CLI::IsMember({"gelu", "relu"}));
+  app.add_option("--activation", o.activation, "mlp: activation")
+      ->check(CLI::IsMember({"gelu", "relu"}));
   app.add_option("--data", o.data,
-                 "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 and y [N] i64; "
+                 "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 "
+                 "and y [N] i64; "
                  "empty: the embedded default dataset");
   app.add_option("--steps", o.steps, "optimizer steps")->check(kPositive);
   app.add_option("--batch-size", o.batch_size, "global sequences (gpt) or rows (mlp) per step")
       ->check(kPositive);
-  app.add_option("--micro-batches", o.micro_batches, "micro-batches per rank per step")->check(kPositive);
+  app.add_option("--micro-batches", o.micro_batches, "micro-batches per rank per step")
+      ->check(kPositive);
   app.add_option("--seq-len", o.seq_len, "gpt: tokens per sequence")->check(kPositive);
   app.add_option("--lr", o.lr, "peak learning rate")->check(kNonNegative);
-  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->check(kNonNegative);
+  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
+      ->check(kNonNegative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
   // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
-  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D+ parameters only)");
+  app.add_option("--weight-decay", o.weight_decay,
+                 "AdamW decoupled weight decay (2-D+ parameters only)");
   app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)");
   app.add_option("--max-skipped-steps", o.max_skipped_steps,
-                 "stop with an error after N optimizer steps in a row skipped for non-finite gradients (0: never)")
+                 "stop with an error after N optimizer steps in a row skipped for non-finite "
+                 "gradients (0: never)")
       ->check(kNonNegative);
   app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
   app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", o.eps, "AdamW epsilon");
   app.add_option("--seed", o.seed, "initialisation seed, 0 to 2^64 - 1")->check(kSeed);
-  app.add_option("--dtype", o.dtype, "compute dtype")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--dtype", o.dtype, "compute dtype")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  app.add_option("--prefetch", o.prefetch, "units all-gathered ahead of their stage (0: none, less memory)")
+  app.add_option("--prefetch", o.prefetch,
+                 "units all-gathered ahead of their stage (0: none, less memory)")
       ->check(CLI::Range(0, 2));
-  app.add_option("--activation-checkpointing", o.activation_checkpointing,
-                 "blocks that keep only their input and run forward again in backward: none, blocks (all), "
-                 "every:N (one in N); less activation memory for about a third more compute")
+  app.add_option(
+         "--activation-checkpointing", o.activation_checkpointing,
+         "blocks that keep only their input and run forward again in backward: none, blocks (all), "
+         "every:N (one in N); less activation memory for about a third more compute")
       ->check([](const std::string& v) {
         try {
           model_zoo::parse_activation_checkpointing(v);
@@ -238,14 +267,17 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
         }
       });
   app.add_option("--cpu-streams", o.cpu_streams,
-                 "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, overlapping "
+                 "on cpu: none (all on the rank's thread), comm (collectives on a thread of their "
+                 "own, overlapping "
                  "compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
       ->check(CLI::IsMember({"none", "comm", "all"}));
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--transport", o.transport,
-                 "what carries an mpirun/srun world's collectives: auto (NCCL for --device cuda when built with it, "
-                 "else MPI), mpi (CUDA tensors staged through host memory) or nccl (MPI only shares its id); "
+                 "what carries an mpirun/srun world's collectives: auto (NCCL for --device cuda "
+                 "when built with it, "
+                 "else MPI), mpi (CUDA tensors staged through host memory) or nccl (MPI only "
+                 "shares its id); "
                  "torchrun launches are NCCL")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--strategy", o.strategy, "sharding strategy")
@@ -253,12 +285,16 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
       ->check(kNonNegative);
   app.add_option("--offload-optimizer", o.offload_optimizer,
-                 "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file per rank under DIR, "
-                 "streamed through in chunks), host (with the fp32 master in pinned host memory, updated there by the "
+                 "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file "
+                 "per rank under DIR, "
+                 "streamed through in chunks), host (with the fp32 master in pinned host memory, "
+                 "updated there by the "
                  "CPU while the GPU goes on; on cpu it saves nothing)");
-  app.add_flag("--offload-grads", o.offload_grads, "keep fp32 gradients in host memory between micro-batches");
+  app.add_flag("--offload-grads", o.offload_grads,
+               "keep fp32 gradients in host memory between micro-batches");
   app.add_flag("--tf32", o.tf32,
-               "fp32 GEMMs on CUDA round their inputs to TF32 on the tensor cores (fp32 accumulation, about 1e-3 "
+               "fp32 GEMMs on CUDA round their inputs to TF32 on the tensor cores (fp32 "
+               "accumulation, about 1e-3 "
                "relative error; ZRT_TF32=1 does the same; no effect on cpu or bf16)");
   app.add_option("--ranks", o.ranks, "run N ranks as threads of this process (local backend)")
       ->check(kNonNegative);
@@ -269,31 +305,40 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
   app.add_option("--trace", o.trace,
-                 "write a Chrome/Perfetto trace of every step (T.json; T.rank-R.json per rank with several ranks)");
+                 "write a Chrome/Perfetto trace of every step (T.json; T.rank-R.json per rank with "
+                 "several ranks)");
   app.add_option("--log-every", o.log_every, "print a line every N steps")->check(kPositive);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                 "save checkpoints under DIR/step-NNNNNN (at the end, every --checkpoint-every steps, on SIGTERM/SIGINT)");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "save a checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)")
+                 "save checkpoints under DIR/step-NNNNNN (at the end, every --checkpoint-every "
+                 "steps, on SIGTERM/SIGINT)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "save a checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)")
       ->check(kNonNegative);
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
       ->check(kNonNegative);
-  app.add_flag("--checkpoint-async", o.checkpoint_async,
-               "save checkpoints in the background: training pauses only to copy the state into host staging "
-               "buffers (one checkpoint's worth of memory per rank), then goes on while a thread writes it");
-  app.add_option("--check-consistency", o.check_consistency,
-                 "every N steps, prove that replicas and zero3 shards agree, before the update (0: never)")
+  app.add_flag(
+      "--checkpoint-async", o.checkpoint_async,
+      "save checkpoints in the background: training pauses only to copy the state into host "
+      "staging "
+      "buffers (one checkpoint's worth of memory per rank), then goes on while a thread writes it");
+  app.add_option(
+         "--check-consistency", o.check_consistency,
+         "every N steps, prove that replicas and zero3 shards agree, before the update (0: never)")
       ->check(kNonNegative);
   app.add_option("--on-inconsistency", o.on_inconsistency, "what a failed consistency check does")
       ->check(CLI::IsMember({"stop", "warn"}));
   app.add_flag("--plan", o.plan,
-               "print each rank's expected memory peak by category, from dry steps that allocate and compute "
+               "print each rank's expected memory peak by category, from dry steps that allocate "
+               "and compute "
                "nothing, and exit");
-  app.add_option("--fit", o.fit, "with --plan: list the strategies and settings whose peak fits in BYTES "
-                                 "(e.g. 24GiB, 80GB)");
-  auto* resume = app.add_option("--resume", o.resume_from,
-                                "continue from a checkpoint: a step directory, or (no value) `latest` under "
-                                "--checkpoint-dir, starting fresh if there is none yet")
-                     ->expected(0, 1);
+  app.add_option("--fit", o.fit,
+                 "with --plan: list the strategies and settings whose peak fits in BYTES "
+                 "(e.g. 24GiB, 80GB)");
+  auto* resume =
+      app.add_option("--resume", o.resume_from,
+                     "continue from a checkpoint: a step directory, or (no value) `latest` under "
+                     "--checkpoint-dir, starting fresh if there is none yet")
+          ->expected(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -306,7 +351,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   try {
     optim::check_adamw_options(adamw_options(o));
   } catch (const InvalidArgument& e) {
-    ZRT_THROW(InvalidArgument, "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, --max-skipped-steps) is out of range: ",
+    ZRT_THROW(InvalidArgument,
+              "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, "
+              "--max-skipped-steps) is out of range: ",
               e.what());
   }
   check_flag_combinations(app, o);
@@ -322,11 +369,14 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   ZRT_CHECK_ARG(o.init_from.empty() || o.resume_from.empty(), "--init-from ", o.init_from,
                 " would not be read: --resume ", o.resume_from, " loads the weights");
-  ZRT_CHECK_ARG(!given(app, "--warmup") || o.warmup <= o.steps, "--warmup ", o.warmup, " is longer than --steps ",
-                o.steps, " (the default warm-up is cut to --steps; an explicit one is not)");
+  ZRT_CHECK_ARG(!given(app, "--warmup") || o.warmup <= o.steps, "--warmup ", o.warmup,
+                " is longer than --steps ", o.steps,
+                " (the default warm-up is cut to --steps; an explicit one is not)");
   ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
-                " is shorter than --seq-len ", o.seq_len, ": every position of a sequence needs an embedding");
-  ZRT_CHECK_ARG(o.transport != "nccl" || o.device == "cuda", "--transport nccl moves CUDA tensors only: it needs "
+                " is shorter than --seq-len ", o.seq_len,
+                ": every position of a sequence needs an embedding");
+  ZRT_CHECK_ARG(o.transport != "nccl" || o.device == "cuda",
+                "--transport nccl moves CUDA tensors only: it needs "
                 "--device cuda");
   if (o.checkpoint_dir.empty()) {
     ZRT_CHECK_ARG(o.checkpoint_every == 0, "--checkpoint-every needs --checkpoint-dir");
@@ -348,7 +398,8 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
   std::map<dev_t, OnOneFilesystem> by_device;
   for (const PlannedOutput& out : outputs) {
     if (out.path.empty() || out.path.starts_with("/dev/")) continue;
-    fs::path dir = fs::is_directory(out.path) ? fs::path(out.path) : fs::path(out.path).parent_path();
+    fs::path dir =
+        fs::is_directory(out.path) ? fs::path(out.path) : fs::path(out.path).parent_path();
     if (dir.empty()) dir = ".";
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) continue;  // check_outputs names a missing directory
@@ -363,10 +414,12 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
     if (ec || use.bytes <= space.available) continue;  // unknown space: the write itself will tell
     std::string names;
     for (const PlannedOutput* out : use.outputs)
-      names += detail::concat(names.empty() ? "" : " and ", out->flag, " ", out->path,
-                              use.outputs.size() > 1 ? detail::concat(" (", out->bytes, " bytes)") : "");
-    ZRT_THROW(ResourceError, "not enough free disk space: ", names, use.outputs.size() > 1 ? " together need " : " needs ",
-              use.bytes, " bytes, but the filesystem of ", use.dir.string(), " has ", space.available,
+      names +=
+          detail::concat(names.empty() ? "" : " and ", out->flag, " ", out->path,
+                         use.outputs.size() > 1 ? detail::concat(" (", out->bytes, " bytes)") : "");
+    ZRT_THROW(ResourceError, "not enough free disk space: ", names,
+              use.outputs.size() > 1 ? " together need " : " needs ", use.bytes,
+              " bytes, but the filesystem of ", use.dir.string(), " has ", space.available,
               " bytes available");
   }
 }
@@ -374,14 +427,28 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
 namespace {
 
 nlohmann::json run_flags(const TrainOptions& o) {
-  return {{"model", o.model},   {"preset", o.preset},       {"n_layer", o.n_layer},
-          {"n_head", o.n_head}, {"n_embd", o.n_embd},       {"vocab_size", o.vocab_size},
+  return {{"model", o.model},
+          {"preset", o.preset},
+          {"n_layer", o.n_layer},
+          {"n_head", o.n_head},
+          {"n_embd", o.n_embd},
+          {"vocab_size", o.vocab_size},
           {"block_size", o.block_size},
-          {"hidden", o.hidden}, {"activation", o.activation}, {"data", o.data},
-          {"steps", o.steps},   {"batch_size", o.batch_size}, {"seq_len", o.seq_len},
-          {"lr", o.lr},         {"min_lr", o.min_lr},       {"warmup", o.warmup},
-          {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"beta1", o.beta1},
-          {"beta2", o.beta2},   {"eps", o.eps},             {"seed", o.seed}};
+          {"hidden", o.hidden},
+          {"activation", o.activation},
+          {"data", o.data},
+          {"steps", o.steps},
+          {"batch_size", o.batch_size},
+          {"seq_len", o.seq_len},
+          {"lr", o.lr},
+          {"min_lr", o.min_lr},
+          {"warmup", o.warmup},
+          {"weight_decay", o.weight_decay},
+          {"clip", o.clip},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps},
+          {"seed", o.seed}};
 }
 
 }  // namespace
@@ -401,7 +468,8 @@ std::string data_identity(const std::string& path) {
   std::vector<char> head(std::size_t{1} << 20);
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   std::uint64_t h = 14695981039346656037ull;
-  for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(head[i])) * 1099511628211ull;
+  for (std::streamsize i = 0; i < in.gcount(); ++i)
+    h = (h ^ static_cast<unsigned char>(head[i])) * 1099511628211ull;
   return std::to_string(size) + " bytes, head hash " + std::to_string(h);
 }
 
@@ -410,34 +478,36 @@ std::string data_identity(const std::string& path) {
 std::string rank_agreement_json(const TrainOptions& o) {
   nlohmann::json j = run_flags(o);
   j.erase("data");  // the path may differ between hosts; the contents may not
-  j.update({{"data (contents)", data_identity(o.data)},
-            {"micro_batches", o.micro_batches},
-            {"dtype", o.dtype},
-            {"reduce_dtype", o.reduce_dtype},
-            {"device", o.device},
-            {"prefetch", o.prefetch},
-            {"vocab_align", o.vocab_align},
-            {"activation_checkpointing", o.activation_checkpointing},
-            {"strategy", o.strategy},
-            {"zero3_size", o.zero3_size},
-            {"offload_grads", o.offload_grads},
-            {"head_unit", o.head_unit},
-            {"offload_optimizer (kind)", o.offload_optimizer.substr(0, o.offload_optimizer.find(':'))},
-            {"max_skipped_steps", o.max_skipped_steps},
-            {"init_from (given)", !o.init_from.empty()},
-            {"save (given)", !o.save.empty()},
-            {"checkpoint_dir (given)", !o.checkpoint_dir.empty()},
-            {"checkpoint_every", o.checkpoint_every},
-            {"keep_last", o.keep_last},
-            {"checkpoint_async", o.checkpoint_async},
-            {"tf32", o.tf32},
-            {"resume (given)", o.resume}});
+  j.update(
+      {{"data (contents)", data_identity(o.data)},
+       {"micro_batches", o.micro_batches},
+       {"dtype", o.dtype},
+       {"reduce_dtype", o.reduce_dtype},
+       {"device", o.device},
+       {"prefetch", o.prefetch},
+       {"vocab_align", o.vocab_align},
+       {"activation_checkpointing", o.activation_checkpointing},
+       {"strategy", o.strategy},
+       {"zero3_size", o.zero3_size},
+       {"offload_grads", o.offload_grads},
+       {"head_unit", o.head_unit},
+       {"offload_optimizer (kind)", o.offload_optimizer.substr(0, o.offload_optimizer.find(':'))},
+       {"max_skipped_steps", o.max_skipped_steps},
+       {"init_from (given)", !o.init_from.empty()},
+       {"save (given)", !o.save.empty()},
+       {"checkpoint_dir (given)", !o.checkpoint_dir.empty()},
+       {"checkpoint_every", o.checkpoint_every},
+       {"keep_last", o.keep_last},
+       {"checkpoint_async", o.checkpoint_async},
+       {"tf32", o.tf32},
+       {"resume (given)", o.resume}});
   return j.dump();
 }
 
 void check_ranks_agree(const std::vector<std::string>& per_rank) {
   std::vector<nlohmann::json> ranks;
-  for (const std::string& text : per_rank) ranks.push_back(nlohmann::json::parse(text, nullptr, false));
+  for (const std::string& text : per_rank)
+    ranks.push_back(nlohmann::json::parse(text, nullptr, false));
   if (ranks.empty() || !ranks[0].is_object()) return;
   std::string problems;
   for (const auto& [key, value] : ranks[0].items()) {
@@ -449,10 +519,13 @@ void check_ranks_agree(const std::vector<std::string>& per_rank) {
     }
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    if (!differ.empty()) problems += detail::concat("\n  ", flag, ": rank 0 has ", value.dump(), differ);
+    if (!differ.empty())
+      problems += detail::concat("\n  ", flag, ": rank 0 has ", value.dump(), differ);
   }
-  ZRT_CHECK_ARG(problems.empty(), "the ranks were started with different flags or inputs; every rank of a run must "
-                "be given the same:", problems);
+  ZRT_CHECK_ARG(problems.empty(),
+                "the ranks were started with different flags or inputs; every rank of a run must "
+                "be given the same:",
+                problems);
 }
 
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o) {
@@ -460,7 +533,8 @@ std::vector<std::string> differing_run_flags(const std::string& saved_json, cons
   const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
   const nlohmann::json ours = run_flags(o);
   for (const auto& [key, value] : ours.items())
-    if (!saved.is_object() || !saved.contains(key) || saved[key] != value) out.push_back("--" + key);
+    if (!saved.is_object() || !saved.contains(key) || saved[key] != value)
+      out.push_back("--" + key);
   for (std::string& f : out)
     for (char& c : f)
       if (c == '_') c = '-';

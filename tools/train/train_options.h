@@ -11,19 +11,20 @@ namespace zrt::train {
 
 struct TrainOptions {
   // model
-  std::string model = "gpt";   // gpt | mlp
+  std::string model = "gpt";  // gpt | mlp
   std::string preset = "tiny";
   int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
-  int block_size = 0;           // gpt positions (0: the preset's, raised to --seq-len)
+  int block_size = 0;  // gpt positions (0: the preset's, raised to --seq-len)
   // gpt: rows the vocabulary is padded to a multiple of inside the model (1: none)
   int vocab_align = static_cast<int>(model_zoo::ModelConfig::kDefaultVocabAlign);
-  std::vector<int> hidden;      // mlp hidden widths (empty: the preset's)
+  std::vector<int> hidden;  // mlp hidden widths (empty: the preset's)
   std::string activation = "gelu";
-  bool head_unit = false;       // gpt: ln_f and the LM head in a unit of their own, tied across units to wte
+  bool head_unit =
+      false;  // gpt: ln_f and the LM head in a unit of their own, tied across units to wte
   // data
-  std::string data;             // empty: the embedded default dataset
+  std::string data;  // empty: the embedded default dataset
   int steps = 200;
-  int batch_size = 8;           // global sequences (gpt) or rows (mlp) per step
+  int batch_size = 8;  // global sequences (gpt) or rows (mlp) per step
   int micro_batches = 1;
   int seq_len = 64;
   // optimisation
@@ -33,35 +34,39 @@ struct TrainOptions {
   int max_skipped_steps = 50;  // > 0: stop after this many non-finite steps in a row; 0: never
   std::uint64_t seed = 1337;
   // runtime
-  std::string dtype = "fp32";   // fp32 | bf16 | fp16
-  std::string device = "cpu";   // cpu | cuda
-  std::string transport = "auto";  // a launched world's: auto | mpi | nccl (WorldTransport)
+  std::string dtype = "fp32";         // fp32 | bf16 | fp16
+  std::string device = "cpu";         // cpu | cuda
+  std::string transport = "auto";     // a launched world's: auto | mpi | nccl (WorldTransport)
   std::string reduce_dtype = "fp32";  // gradient reduce-scatter dtype
-  int prefetch = 1;             // units gathered ahead: 0, 1 or 2
-  std::string activation_checkpointing = "none";  // none | blocks | every:N (Note [Activation checkpointing])
-  std::string cpu_streams;      // none, comm, all; "": ZRT_CPU_STREAMS or comm (Note [Streams of a CPU module])
+  int prefetch = 1;                   // units gathered ahead: 0, 1 or 2
+  std::string activation_checkpointing =
+      "none";  // none | blocks | every:N (Note [Activation checkpointing])
+  std::string
+      cpu_streams;  // none, comm, all; "": ZRT_CPU_STREAMS or comm (Note [Streams of a CPU module])
   std::string strategy = "full";
-  int zero3_size = 0;           // 0: the whole world
+  int zero3_size = 0;  // 0: the whole world
   bool offload_grads = false;
-  bool tf32 = false;            // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
-  std::string offload_optimizer = "none";  // none | host | disk:DIR (Note [Optimizer state on disk])
-  int ranks = 0;                // >0: that many local ranks (threads) in this process
-  int check_consistency = 0;    // every N steps, replicas and shards prove they agree (0: never)
+  bool tf32 = false;  // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
+  std::string offload_optimizer =
+      "none";                 // none | host | disk:DIR (Note [Optimizer state on disk])
+  int ranks = 0;              // >0: that many local ranks (threads) in this process
+  int check_consistency = 0;  // every N steps, replicas and shards prove they agree (0: never)
   std::string on_inconsistency = "stop";  // stop | warn
-  bool plan = false;            // print the memory plan instead of training (Note [Memory plan])
-  std::string fit;              // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
-  int threads = 0;              // CPU kernel threads per rank (0: its share of the cores)
+  bool plan = false;  // print the memory plan instead of training (Note [Memory plan])
+  std::string fit;    // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
+  int threads = 0;    // CPU kernel threads per rank (0: its share of the cores)
   // files
   std::string init_from, save, metrics;
-  std::string trace;            // Chrome trace per rank (T.json, or T.rank-R.json with several ranks)
+  std::string trace;  // Chrome trace per rank (T.json, or T.rank-R.json with several ranks)
   int log_every = 10;
   // checkpoints (Note [Checkpoint format])
-  std::string checkpoint_dir;   // empty: no checkpoints
-  int checkpoint_every = 0;     // > 0: save every N steps (and at the end, and on SIGTERM/SIGINT)
-  int keep_last = 0;            // > 0: keep only the newest K steps
-  bool checkpoint_async = false;  // stage, then write in the background (Note [Checkpoints saved in the background])
-  bool resume = false;          // --resume given
-  std::string resume_from;      // its value; empty: `latest` under checkpoint_dir
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int checkpoint_every = 0;    // > 0: save every N steps (and at the end, and on SIGTERM/SIGINT)
+  int keep_last = 0;           // > 0: keep only the newest K steps
+  bool checkpoint_async =
+      false;  // stage, then write in the background (Note [Checkpoints saved in the background])
+  bool resume = false;      // --resume given
+  std::string resume_from;  // its value; empty: `latest` under checkpoint_dir
 };
 
 // The flags that define a run (model, data, schedule, optimiser, seed) as a
@@ -80,8 +85,8 @@ std::vector<std::string> differing_run_flags(const std::string& saved_json, cons
 
 // An output whose size is known before training.
 struct PlannedOutput {
-  std::string flag;          // "--save", "--checkpoint-dir"
-  std::string path;          // the file, or the directory written into
+  std::string flag;  // "--save", "--checkpoint-dir"
+  std::string path;  // the file, or the directory written into
   std::uint64_t bytes = 0;
 };
 

@@ -9,9 +9,9 @@
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/io/param_loader.h"
+#include "zrt/optim/flat_param/sharding_strategy.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "zrt/optim/flat_param/sharding_strategy.h"
 
 namespace zrt::train {
 
@@ -95,13 +95,16 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, Tra
     auto model = model_zoo::make_model(config.model);
     initial = model_zoo::load_model_params(model->units(), o.init_from);
   }
-  return model_zoo::Trainer(world, std::move(config), std::move(data), o.init_from.empty() ? nullptr : &initial);
+  return model_zoo::Trainer(world, std::move(config), std::move(data),
+                            o.init_from.empty() ? nullptr : &initial);
 }
 
-Device world_device(const TrainOptions& o) { return o.device == "cuda" ? Device::cuda(0) : Device::cpu(); }
+Device world_device(const TrainOptions& o) {
+  return o.device == "cuda" ? Device::cuda(0) : Device::cpu();
+}
 
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn, int threads, Device device,
-               WorldTransport transport) {
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn,
+               int threads, Device device, WorldTransport transport) {
   auto kernel_threads = [&](int ranks_here) {
     kernels::set_cpu_threads(threads > 0 ? threads : kernels::default_cpu_threads(ranks_here));
   };

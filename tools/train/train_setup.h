@@ -28,7 +28,8 @@ model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConf
 // The trainer of one rank: config (from trainer_config, possibly with more
 // set), --data or the embedded dataset, the --init-from weights or the
 // model's seeded init. Collective over `world`.
-model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, model_zoo::TrainerConfig config);
+model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o,
+                                model_zoo::TrainerConfig config);
 
 // Runs fn(world, local_rank, host) on every rank of this process: `local_ranks`
 // ranks as threads (the local backend) when positive, else the launch world
@@ -37,8 +38,9 @@ model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, mod
 // kernels on `threads` threads, or (0) on its share of the host's cores
 // (kernels::default_cpu_threads). A launch world carries the ranks' tensors
 // (on `device`'s kind) over `transport` (launched_world.h). Rethrows a rank's error.
-void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn, int threads = 0,
-               Device device = Device::cpu(), WorldTransport transport = WorldTransport::automatic);
+void run_ranks(int local_ranks, const std::function<void(const CommPtr&, int, const CommPtr&)>& fn,
+               int threads = 0, Device device = Device::cpu(),
+               WorldTransport transport = WorldTransport::automatic);
 // The device kind and transport of the options (--device, --transport), for run_ranks.
 Device world_device(const TrainOptions& o);
 

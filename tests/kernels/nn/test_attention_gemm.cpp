@@ -56,7 +56,8 @@ Inputs random_inputs(AttentionDims d, DType t, std::mt19937_64& gen) {
     return v;
   };
   const Shape qkv_shape{d.batch, d.seq, 3 * d.channels}, out_shape{d.batch, d.seq, d.channels};
-  return {d, t, Tensor::from_doubles(rnd(d.batch * d.seq * 3 * d.channels), t, Device::cpu(), qkv_shape),
+  return {d, t,
+          Tensor::from_doubles(rnd(d.batch * d.seq * 3 * d.channels), t, Device::cpu(), qkv_shape),
           Tensor::from_doubles(rnd(d.batch * d.seq * d.channels), t, Device::cpu(), out_shape)};
 }
 
@@ -69,7 +70,8 @@ Outputs run_gemm_path(const Inputs& in, const AttentionChoice& choice) {
   const AttentionDims& d = in.d;
   const DType at = acc_dtype(in.t);
   Outputs o{Tensor::full({d.batch, d.seq, d.channels}, NAN, in.t),
-            Tensor::full({d.batch, d.heads, d.seq}, NAN, at), Tensor::full(in.qkv.shape(), NAN, in.t)};
+            Tensor::full({d.batch, d.heads, d.seq}, NAN, at),
+            Tensor::full(in.qkv.shape(), NAN, in.t)};
   attention_gemm_forward(d, choice, in.qkv, o.out, o.lse, {});
   attention_gemm_backward(d, choice, in.dout, in.qkv, o.lse, o.dqkv, {});
   return o;
@@ -91,8 +93,8 @@ void check_close(const std::string& what, const std::vector<double>& ref,
     err = std::isnan(e) ? INFINITY : std::max(err, e);
     scale = std::max(scale, 1 + std::abs(ref[i]));
   }
-  BOOST_TEST(err <= tol * scale, what << ": max |gemm path - float64 reference| " << err
-                                      << ", scale " << scale);
+  BOOST_TEST(err <= tol * scale,
+             what << ": max |gemm path - float64 reference| " << err << ", scale " << scale);
 }
 
 // The row reference of attention_math.h in float64 on the inputs' values.
@@ -103,13 +105,14 @@ Outputs reference(const Inputs& in) {
   std::vector<double> out(static_cast<std::size_t>(d.batch * d.seq * d.channels));
   std::vector<double> lse(static_cast<std::size_t>(rows)), dsum(static_cast<std::size_t>(rows));
   std::vector<double> dqkv(qkv.size());
-  for (std::int64_t r = 0; r < rows; ++r) attention_forward_row<double, double>(d, r, qkv.data(), out.data(), lse.data());
   for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_query_row<double, double>(d, r, dout.data(), qkv.data(), out.data(), lse.data(),
-                                                 dsum.data(), dqkv.data());
+    attention_forward_row<double, double>(d, r, qkv.data(), out.data(), lse.data());
   for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_key_row<double, double>(d, r, dout.data(), qkv.data(), lse.data(), dsum.data(),
-                                               dqkv.data());
+    attention_backward_query_row<double, double>(d, r, dout.data(), qkv.data(), out.data(),
+                                                 lse.data(), dsum.data(), dqkv.data());
+  for (std::int64_t r = 0; r < rows; ++r)
+    attention_backward_key_row<double, double>(d, r, dout.data(), qkv.data(), lse.data(),
+                                               dsum.data(), dqkv.data());
   const Shape qkv_shape{d.batch, d.seq, 3 * d.channels};
   return {Tensor::from_doubles(out, DType::f64, Device::cpu(), {d.batch, d.seq, d.channels}),
           Tensor::from_doubles(lse, DType::f64, Device::cpu(), {d.batch, d.heads, d.seq}),
@@ -117,11 +120,10 @@ Outputs reference(const Inputs& in) {
 }
 
 const AttentionDims kOddShapes[] = {
-    {1, 1, 8, 1, 8},     // one token
-    {2, 7, 12, 3, 4},    // odd T, three heads
-    {3, 37, 36, 3, 12},  // odd B and T
-    {1, 64, 64, 2, 32},
-    {2, 19, 40, 5, 8},   // five heads
+    {1, 1, 8, 1, 8},                        // one token
+    {2, 7, 12, 3, 4},                       // odd T, three heads
+    {3, 37, 36, 3, 12},                     // odd B and T
+    {1, 64, 64, 2, 32}, {2, 19, 40, 5, 8},  // five heads
 };
 
 }  // namespace
@@ -154,7 +156,8 @@ BOOST_AUTO_TEST_CASE(the_chooser_picks_per_device_and_budget) {
   BOOST_TEST(one.heads_per_round == 1);
   BOOST_TEST(one.batch_per_round == 1);
   // Head groups when an element's heads do not fit: 4096² · 6 bytes = 96 MiB.
-  const AttentionChoice groups = choose_attention_path(query(true, {4, 4096, 768, 12, 64}, DType::bf16));
+  const AttentionChoice groups =
+      choose_attention_path(query(true, {4, 4096, 768, 12, 64}, DType::bf16));
   BOOST_TEST(int(groups.path) == int(AttentionPath::gemm));
   BOOST_TEST(groups.heads_per_round == 2);
   BOOST_TEST(groups.batch_per_round == 1);
@@ -178,7 +181,8 @@ BOOST_AUTO_TEST_CASE(unforced_workspaces_stay_within_the_budget) {
   for (int i = 0; i < 2000; ++i) {
     const std::int64_t heads = small(gen), batch = small(gen), t = seq(gen);
     for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
-      const AttentionChoice c = choose_attention_path(query(true, {batch, t, heads * 8, heads, 8}, dt));
+      const AttentionChoice c =
+          choose_attention_path(query(true, {batch, t, heads * 8, heads, 8}, dt));
       if (c.path != AttentionPath::gemm) {
         BOOST_TEST(attention_gemm_pair_bytes(t, dt) > kAttentionWorkspaceBudget);
         continue;
@@ -217,8 +221,8 @@ BOOST_AUTO_TEST_CASE(gemm_path_matches_the_float64_reference) {
   auto gen = zrt::test::fresh_generator();
   for (const AttentionDims& d : kOddShapes) {
     for (DType t : {DType::f64, DType::f32, DType::bf16}) {
-      BOOST_TEST_CONTEXT("B " << d.batch << " T " << d.seq << " H " << d.heads << " hd " << d.head_dim
-                              << " " << dtype_name(t)) {
+      BOOST_TEST_CONTEXT("B " << d.batch << " T " << d.seq << " H " << d.heads << " hd "
+                              << d.head_dim << " " << dtype_name(t)) {
         const Inputs in = random_inputs(d, t, gen);
         const Outputs got = run_gemm_path(in, gemm_choice(d, t, kAttentionWorkspaceBudget));
         const Outputs ref = reference(in);
@@ -242,7 +246,8 @@ BOOST_AUTO_TEST_CASE(every_split_into_rounds_gives_the_same_bits) {
     // One pair; two heads (groups of 2 and 1); two elements (2 and 1).
     for (std::size_t pairs : {std::size_t(1), std::size_t(2), std::size_t(6)}) {
       const AttentionChoice c = gemm_choice(d, t, pairs * pair);
-      BOOST_TEST_CONTEXT(dtype_name(t) << ", rounds of " << c.batch_per_round << " x " << c.heads_per_round) {
+      BOOST_TEST_CONTEXT(dtype_name(t)
+                         << ", rounds of " << c.batch_per_round << " x " << c.heads_per_round) {
         BOOST_TEST(c.batch_per_round * c.heads_per_round == std::int64_t(pairs));
         const Outputs split = run_gemm_path(in, c);
         BOOST_TEST((zrt::test::bytes_of(split.out) == zrt::test::bytes_of(all.out)));

@@ -54,8 +54,10 @@ void reference(const BatchedGemm& g, const std::vector<double>& a, const std::ve
         for (std::int64_t x = 0; x < g.n; ++x) {
           double s = 0, s_abs = 0;
           for (std::int64_t p = 0; p < g.k; ++p) {
-            const std::int64_t ia = i * g.a.outer + j * g.a.inner + (g.trans_a ? p * g.a.ld + r : r * g.a.ld + p);
-            const std::int64_t ib = i * g.b.outer + j * g.b.inner + (g.trans_b ? x * g.b.ld + p : p * g.b.ld + x);
+            const std::int64_t ia =
+                i * g.a.outer + j * g.a.inner + (g.trans_a ? p * g.a.ld + r : r * g.a.ld + p);
+            const std::int64_t ib =
+                i * g.b.outer + j * g.b.inner + (g.trans_b ? x * g.b.ld + p : p * g.b.ld + x);
             s += a[std::size_t(ia)] * b[std::size_t(ib)];
             s_abs += std::abs(a[std::size_t(ia)] * b[std::size_t(ib)]);
           }
@@ -163,10 +165,13 @@ BOOST_AUTO_TEST_CASE(refuses_bad_operands_by_name) {
   const std::string ld = message([&] { batched_gemm(a, b, c, short_ld); });
   BOOST_TEST(ld.find("operand b") != std::string::npos, ld);
   Tensor both = Tensor::zeros({l.a_numel + l.c_numel}, DType::f32);
-  const std::string alias = message([&] { batched_gemm(both.slice(0, l.a_numel), b, both.slice(1, l.c_numel), l.g); });
+  const std::string alias =
+      message([&] { batched_gemm(both.slice(0, l.a_numel), b, both.slice(1, l.c_numel), l.g); });
   BOOST_TEST(alias.find("overlaps operand a") != std::string::npos, alias);
-  Tensor a16 = Tensor::zeros({l.a_numel}, DType::bf16), b16 = Tensor::zeros({l.b_numel}, DType::bf16);
-  const std::string dtype = message([&] { batched_gemm(a16, b16, Tensor::zeros({l.c_numel}, DType::f16), l.g); });
+  Tensor a16 = Tensor::zeros({l.a_numel}, DType::bf16),
+         b16 = Tensor::zeros({l.b_numel}, DType::bf16);
+  const std::string dtype =
+      message([&] { batched_gemm(a16, b16, Tensor::zeros({l.c_numel}, DType::f16), l.g); });
   BOOST_TEST(dtype.find("must be bf16 or f32") != std::string::npos, dtype);
 }
 

@@ -71,7 +71,8 @@ BOOST_AUTO_TEST_CASE(scoped_override_is_per_thread_and_nests) {
     // Another thread sees ZRT_SIMPLE_KERNELS, not this thread's override.
     bool other = false;
     std::thread([&] { other = simple_kernel(FastKernel::layernorm); }).join();
-    const bool env = (parse_simple_kernels(std::getenv("ZRT_SIMPLE_KERNELS")) & bits(FastKernel::layernorm)) != 0;
+    const bool env = (parse_simple_kernels(std::getenv("ZRT_SIMPLE_KERNELS")) &
+                      bits(FastKernel::layernorm)) != 0;
     BOOST_TEST(other == env);
   }
   {
@@ -103,8 +104,10 @@ BOOST_AUTO_TEST_CASE(block_tree_sum_matches_a_long_double_sum) {
       exact += static_cast<float>(x);
       abs_sum += std::abs(static_cast<float>(x));
     }
-    const float f = block_tree_sum<float>(n, [&](std::int64_t i) { return static_cast<float>(v[i]); });
-    const double d = block_tree_sum<double>(n, [&](std::int64_t i) { return double(static_cast<float>(v[i])); });
+    const float f =
+        block_tree_sum<float>(n, [&](std::int64_t i) { return static_cast<float>(v[i]); });
+    const double d =
+        block_tree_sum<double>(n, [&](std::int64_t i) { return double(static_cast<float>(v[i])); });
     BOOST_TEST_CONTEXT("n " << n) {
       BOOST_TEST(std::abs(static_cast<long double>(f) - exact) <= 1e-6L * abs_sum);
       BOOST_TEST(std::abs(static_cast<long double>(d) - exact) <= 1e-14L * abs_sum);
@@ -124,7 +127,8 @@ BOOST_AUTO_TEST_CASE(cross_entropy_mean_in_block_order_matches_the_twin) {
   std::mt19937 gen(fresh_seed());
   std::uniform_real_distribution<double> dist(-2, 2);
   const std::int64_t rows = 4099, vocab = 13;
-  std::vector<double> lv(static_cast<std::size_t>(rows * vocab)), tv(static_cast<std::size_t>(rows));
+  std::vector<double> lv(static_cast<std::size_t>(rows * vocab)),
+      tv(static_cast<std::size_t>(rows));
   for (auto& x : lv) x = dist(gen);
   for (std::int64_t r = 0; r < rows; ++r) tv[r] = r % 7 == 3 ? -1 : double((r * 5) % vocab);
   Tensor logits = Tensor::from_doubles(lv, DType::f32, Device::cpu(), {rows, vocab});
@@ -207,8 +211,8 @@ BOOST_AUTO_TEST_CASE(attention_online_softmax_update) {
 namespace {
 
 // max |a - b| <= tol · (1 + max |a|), NaN failing.
-void check_close(const std::string& what, const std::vector<double>& ref, const std::vector<double>& got,
-                 double tol) {
+void check_close(const std::string& what, const std::vector<double>& ref,
+                 const std::vector<double>& got, double tol) {
   BOOST_REQUIRE_EQUAL(ref.size(), got.size());
   double err = 0, scale = 1;
   for (std::size_t i = 0; i < ref.size(); ++i) {
@@ -233,19 +237,22 @@ void check_tiled_attention(std::int64_t batch, std::int64_t seq, std::int64_t c,
     return v;
   };
   const AttentionDims d{batch, seq, c, heads, c / heads};
-  Tensor qkv = Tensor::from_doubles(rnd(batch * seq * 3 * c), t, Device::cpu(), {batch, seq, 3 * c});
+  Tensor qkv =
+      Tensor::from_doubles(rnd(batch * seq * 3 * c), t, Device::cpu(), {batch, seq, 3 * c});
   Tensor dout = Tensor::from_doubles(rnd(batch * seq * c), t, Device::cpu(), {batch, seq, c});
-  Tensor out = Tensor::full({batch, seq, c}, NAN, t), lse = Tensor::full({batch, heads, seq}, NAN, at);
+  Tensor out = Tensor::full({batch, seq, c}, NAN, t),
+         lse = Tensor::full({batch, heads, seq}, NAN, at);
   attention_forward(qkv, out, lse, heads);
-  Tensor tout = Tensor::full({batch, seq, c}, NAN, t), tlse = Tensor::full({batch, heads, seq}, NAN, at);
+  Tensor tout = Tensor::full({batch, seq, c}, NAN, t),
+         tlse = Tensor::full({batch, heads, seq}, NAN, at);
   attention_forward_tiled_host<T, A>(d, qkv.data<T>(), tout.data<T>(), tlse.data<A>());
   check_close("out", out.to_doubles(), tout.to_doubles(), tol);
   check_close("lse", lse.to_doubles(), tlse.to_doubles(), tol);
   // The backward from the twin's out and lse, so it is checked on its own.
   Tensor dqkv = Tensor::full(qkv.shape(), NAN, t), tdqkv = Tensor::full(qkv.shape(), NAN, t);
   attention_backward(dout, qkv, out, lse, dqkv, heads);
-  attention_backward_tiled_host<T, A>(d, dout.data<T>(), qkv.data<T>(), out.data<T>(), lse.data<A>(),
-                                      tdqkv.data<T>());
+  attention_backward_tiled_host<T, A>(d, dout.data<T>(), qkv.data<T>(), out.data<T>(),
+                                      lse.data<A>(), tdqkv.data<T>());
   check_close("dqkv", dqkv.to_doubles(), tdqkv.to_doubles(), tol);
 }
 
@@ -257,12 +264,14 @@ BOOST_AUTO_TEST_CASE(tiled_attention_emulation_matches_the_twin) {
     std::int64_t batch, seq, c, heads;
   };
   // Head dims 16, 32, 64; T under a tile, odd, a tile multiple, past tiles.
-  for (const Shape4& s : {Shape4{1, 1, 16, 1}, Shape4{2, 7, 32, 2}, Shape4{1, 31, 64, 2},
-                          Shape4{2, 32, 48, 3}, Shape4{1, 33, 64, 1}, Shape4{3, 65, 96, 3},
-                          Shape4{1, 97, 128, 2}, Shape4{2, 64, 64, 4}}) {
+  for (const Shape4& s :
+       {Shape4{1, 1, 16, 1}, Shape4{2, 7, 32, 2}, Shape4{1, 31, 64, 2}, Shape4{2, 32, 48, 3},
+        Shape4{1, 33, 64, 1}, Shape4{3, 65, 96, 3}, Shape4{1, 97, 128, 2}, Shape4{2, 64, 64, 4}}) {
     BOOST_TEST_CONTEXT("B " << s.batch << " T " << s.seq << " C " << s.c << " H " << s.heads) {
       BOOST_TEST_CONTEXT("f32") { check_tiled_attention<float>(s.batch, s.seq, s.c, s.heads, gen); }
-      BOOST_TEST_CONTEXT("f64") { check_tiled_attention<double>(s.batch, s.seq, s.c, s.heads, gen); }
+      BOOST_TEST_CONTEXT("f64") {
+        check_tiled_attention<double>(s.batch, s.seq, s.c, s.heads, gen);
+      }
       BOOST_TEST_CONTEXT("bf16") { check_tiled_attention<bf16>(s.batch, s.seq, s.c, s.heads, gen); }
     }
   }

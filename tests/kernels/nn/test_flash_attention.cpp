@@ -25,8 +25,8 @@ using namespace zrt::kernels;
 
 namespace {
 
-void check_close(const std::string& what, const std::vector<double>& ref, const std::vector<double>& got,
-                 double tol) {
+void check_close(const std::string& what, const std::vector<double>& ref,
+                 const std::vector<double>& got, double tol) {
   BOOST_REQUIRE_EQUAL(ref.size(), got.size());
   double err = 0, scale = 1;
   for (std::size_t i = 0; i < ref.size(); ++i) {
@@ -34,7 +34,8 @@ void check_close(const std::string& what, const std::vector<double>& ref, const 
     err = std::isnan(e) ? INFINITY : std::max(err, e);
     scale = std::max(scale, 1 + std::abs(ref[i]));
   }
-  BOOST_TEST(err <= tol * scale, what << ": max |flash - float64 reference| " << err << ", scale " << scale);
+  BOOST_TEST(err <= tol * scale,
+             what << ": max |flash - float64 reference| " << err << ", scale " << scale);
 }
 
 template <class T, int HD>
@@ -52,13 +53,15 @@ void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
   std::vector<float> lse(static_cast<std::size_t>(batch * heads * seq), NAN);
   flash_attention_forward_host<T, HD>(d, qkv.data(), out.data(), lse.data(), true);
   std::vector<T> dqkv(qkv.size(), store<T>(NAN));
-  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(), dqkv.data(), true);
+  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(),
+                                       dqkv.data(), true);
   // Element by element (the GPU's way for misaligned activations): the same
   // tiles, so the same bits.
   std::vector<T> out_e(out.size(), store<T>(NAN)), dqkv_e(qkv.size(), store<T>(NAN));
   std::vector<float> lse_e(lse.size(), NAN);
   flash_attention_forward_host<T, HD>(d, qkv.data(), out_e.data(), lse_e.data(), false);
-  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(), dqkv_e.data(), false);
+  flash_attention_backward_host<T, HD>(d, dout.data(), qkv.data(), out.data(), lse.data(),
+                                       dqkv_e.data(), false);
   BOOST_TEST(std::memcmp(out.data(), out_e.data(), out.size() * sizeof(T)) == 0);
   BOOST_TEST(std::memcmp(lse.data(), lse_e.data(), lse.size() * sizeof(float)) == 0);
   BOOST_TEST(std::memcmp(dqkv.data(), dqkv_e.data(), dqkv.size() * sizeof(T)) == 0);
@@ -71,13 +74,14 @@ void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
   const std::vector<double> q64 = wide(qkv), do64 = wide(dout);
   const std::int64_t rows = batch * heads * seq;
   std::vector<double> out64(out.size()), lse64(lse.size()), dsum(lse.size()), dqkv64(qkv.size());
-  for (std::int64_t r = 0; r < rows; ++r) attention_forward_row<double, double>(d, r, q64.data(), out64.data(), lse64.data());
   for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_query_row<double, double>(d, r, do64.data(), q64.data(), out64.data(), lse64.data(),
-                                                 dsum.data(), dqkv64.data());
+    attention_forward_row<double, double>(d, r, q64.data(), out64.data(), lse64.data());
   for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_key_row<double, double>(d, r, do64.data(), q64.data(), lse64.data(), dsum.data(),
-                                               dqkv64.data());
+    attention_backward_query_row<double, double>(d, r, do64.data(), q64.data(), out64.data(),
+                                                 lse64.data(), dsum.data(), dqkv64.data());
+  for (std::int64_t r = 0; r < rows; ++r)
+    attention_backward_key_row<double, double>(d, r, do64.data(), q64.data(), lse64.data(),
+                                               dsum.data(), dqkv64.data());
   const double tol = 2e-2;
   check_close("out", out64, wide(out), tol);
   check_close("lse", lse64, std::vector<double>(lse.begin(), lse.end()), tol);
@@ -128,8 +132,8 @@ BOOST_AUTO_TEST_CASE(host_emulation_matches_the_float64_reference) {
   struct Shape3 {
     std::int64_t batch, seq, heads;
   };
-  for (const Shape3& s : {Shape3{1, 1, 1}, Shape3{2, 7, 2}, Shape3{1, 64, 1}, Shape3{1, 65, 3},
-                          Shape3{2, 150, 2}}) {
+  for (const Shape3& s :
+       {Shape3{1, 1, 1}, Shape3{2, 7, 2}, Shape3{1, 64, 1}, Shape3{1, 65, 3}, Shape3{2, 150, 2}}) {
     BOOST_TEST_CONTEXT("B " << s.batch << " T " << s.seq << " H " << s.heads) {
       BOOST_TEST_CONTEXT("bf16 hd 16") { check_flash<bf16, 16>(s.batch, s.seq, s.heads, gen); }
       BOOST_TEST_CONTEXT("f16 hd 32") { check_flash<f16, 32>(s.batch, s.seq, s.heads, gen); }

@@ -32,55 +32,60 @@ std::vector<const kernels::CpuGemmBackend*> backends() {
   return all;
 }
 
-void run_gemm(const kernels::CpuGemmBackend* backend, const Tensor& a, bool ta, const Tensor& b, bool tb,
-              const Tensor& c, double alpha, double beta) {
-  if (backend) kernels::gemm_with(*backend, a, ta, b, tb, c, alpha, beta);
-  else kernels::gemm(a, ta, b, tb, c, alpha, beta);
+void run_gemm(const kernels::CpuGemmBackend* backend, const Tensor& a, bool ta, const Tensor& b,
+              bool tb, const Tensor& c, double alpha, double beta) {
+  if (backend)
+    kernels::gemm_with(*backend, a, ta, b, tb, c, alpha, beta);
+  else
+    kernels::gemm(a, ta, b, tb, c, alpha, beta);
 }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(gemm_matches_f64_loop_for_all_transposes_and_dtypes) {
   std::mt19937 gen(21);
-  const std::int64_t sizes[][3] = {{3, 23, 5}, {1, 1, 1}, {0, 3, 4}, {4, 3, 0}, {39, 17, 71}, {67, 45, 33}};
+  const std::int64_t sizes[][3] = {{3, 23, 5}, {1, 1, 1},    {0, 3, 4},
+                                   {4, 3, 0},  {39, 17, 71}, {67, 45, 33}};
   for (const auto* backend : backends())
-  for (int threads : {1, 3}) {
-  kernels::set_cpu_threads(threads);
-  const std::string via = backend ? backend->name : "default";
-  for (DType t : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-    const double tol = t == DType::f64 ? 1e-12 : t == DType::f32 ? 1e-5 : 1e-2;
-    for (auto [m, n, k] : sizes) {
-      for (int ta = 0; ta < 2; ++ta) {
-        for (int tb = 0; tb < 2; ++tb) {
-          for (double beta : {0.0, 1.0}) {
-            Tensor a = random_matrix(ta ? k : m, ta ? m : k, t, gen);
-            Tensor b = random_matrix(tb ? n : k, tb ? k : n, t, gen);
-            Tensor c = beta == 0.0 ? Tensor::full({m, n}, NAN, t) : random_matrix(m, n, t, gen);
-            const auto c0 = c.to_doubles(), av = a.to_doubles(), bv = b.to_doubles();
-            const double alpha = 0.75;
-            run_gemm(backend, a, ta, b, tb, c, alpha, beta);
-            std::vector<double> ref(static_cast<std::size_t>(m * n));
-            double scale = 1;
-            for (std::int64_t i = 0; i < m; ++i)
-              for (std::int64_t j = 0; j < n; ++j) {
-                double s = 0;
-                for (std::int64_t p = 0; p < k; ++p)
-                  s += av[ta ? p * m + i : i * k + p] * bv[tb ? j * k + p : p * n + j];
-                ref[i * n + j] = alpha * s + beta * c0[i * n + j];
-                scale = std::max(scale, 1 + std::abs(ref[i * n + j]));
+    for (int threads : {1, 3}) {
+      kernels::set_cpu_threads(threads);
+      const std::string via = backend ? backend->name : "default";
+      for (DType t : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+        const double tol = t == DType::f64 ? 1e-12 : t == DType::f32 ? 1e-5 : 1e-2;
+        for (auto [m, n, k] : sizes) {
+          for (int ta = 0; ta < 2; ++ta) {
+            for (int tb = 0; tb < 2; ++tb) {
+              for (double beta : {0.0, 1.0}) {
+                Tensor a = random_matrix(ta ? k : m, ta ? m : k, t, gen);
+                Tensor b = random_matrix(tb ? n : k, tb ? k : n, t, gen);
+                Tensor c = beta == 0.0 ? Tensor::full({m, n}, NAN, t) : random_matrix(m, n, t, gen);
+                const auto c0 = c.to_doubles(), av = a.to_doubles(), bv = b.to_doubles();
+                const double alpha = 0.75;
+                run_gemm(backend, a, ta, b, tb, c, alpha, beta);
+                std::vector<double> ref(static_cast<std::size_t>(m * n));
+                double scale = 1;
+                for (std::int64_t i = 0; i < m; ++i)
+                  for (std::int64_t j = 0; j < n; ++j) {
+                    double s = 0;
+                    for (std::int64_t p = 0; p < k; ++p)
+                      s += av[ta ? p * m + i : i * k + p] * bv[tb ? j * k + p : p * n + j];
+                    ref[i * n + j] = alpha * s + beta * c0[i * n + j];
+                    scale = std::max(scale, 1 + std::abs(ref[i * n + j]));
+                  }
+                const auto got = c.to_doubles();
+                double err = 0;
+                for (std::size_t i = 0; i < got.size(); ++i)
+                  err = std::max(err, std::abs(got[i] - ref[i]));
+                BOOST_TEST(err <= tol * scale, via << " threads=" << threads << " " << dtype_name(t)
+                                                   << " m=" << m << " n=" << n << " k=" << k
+                                                   << " ta=" << ta << " tb=" << tb
+                                                   << " beta=" << beta << ": max err " << err);
               }
-            const auto got = c.to_doubles();
-            double err = 0;
-            for (std::size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - ref[i]));
-            BOOST_TEST(err <= tol * scale, via << " threads=" << threads << " " << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k
-                                                      << " ta=" << ta << " tb=" << tb << " beta=" << beta
-                                                      << ": max err " << err);
+            }
           }
         }
       }
     }
-  }
-  }
   kernels::set_cpu_threads(0);
 }
 
@@ -109,8 +114,9 @@ BOOST_AUTO_TEST_CASE(concurrent_calls_match_one_call) {
       });
     for (auto& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t)
-      BOOST_TEST(mismatches[t] == 0, (backend ? backend->name : "default") << " thread " << t << ": "
-                                                                             << mismatches[t] << " of " << kReps << " calls differ");
+      BOOST_TEST(mismatches[t] == 0, (backend ? backend->name : "default")
+                                         << " thread " << t << ": " << mismatches[t] << " of "
+                                         << kReps << " calls differ");
   }
 }
 
@@ -124,9 +130,11 @@ BOOST_AUTO_TEST_CASE(backends_are_named) {
   } else {
     BOOST_CHECK_THROW(kernels::cpu_gemm_named("openblas"), InvalidArgument);
   }
-  BOOST_CHECK_THROW(kernels::gemm_with(kernels::cpu_gemm_named("eigen"), Tensor::zeros({3, 4}, DType::f32), false,
-                                       Tensor::zeros({5, 2}, DType::f32), false, Tensor::zeros({3, 2}, DType::f32)),
-                    InvalidArgument);  // inner 4 vs 5, as through gemm
+  BOOST_CHECK_THROW(
+      kernels::gemm_with(kernels::cpu_gemm_named("eigen"), Tensor::zeros({3, 4}, DType::f32), false,
+                         Tensor::zeros({5, 2}, DType::f32), false,
+                         Tensor::zeros({3, 2}, DType::f32)),
+      InvalidArgument);  // inner 4 vs 5, as through gemm
 }
 
 BOOST_AUTO_TEST_CASE(gemm_rejects_mismatched_operands) {
@@ -137,8 +145,8 @@ BOOST_AUTO_TEST_CASE(gemm_rejects_mismatched_operands) {
                     InvalidArgument);  // dtype
   BOOST_CHECK_THROW(kernels::gemm(a, false, Tensor::zeros({4, 3}, DType::f32), false, c),
                     InvalidArgument);  // output shape
-  BOOST_CHECK_THROW(kernels::gemm(Tensor::zeros({3, 4}, DType::i32), false,
-                                  Tensor::zeros({4, 2}, DType::i32), false,
-                                  Tensor::zeros({3, 2}, DType::i32)),
-                    InvalidArgument);
+  BOOST_CHECK_THROW(
+      kernels::gemm(Tensor::zeros({3, 4}, DType::i32), false, Tensor::zeros({4, 2}, DType::i32),
+                    false, Tensor::zeros({3, 2}, DType::i32)),
+      InvalidArgument);
 }

@@ -128,7 +128,8 @@ BOOST_AUTO_TEST_CASE(cpu_equals_the_separate_ops_and_a_f64_reference) {
     const double tol = t == DType::f32 ? 1e-5 : 2e-2;
     for (auto [m, n, k] : sizes) {
       for (bool trans_w : {false, true}) {
-        BOOST_TEST_CONTEXT(dtype_name(t) << " m " << m << " n " << n << " k " << k << " trans_w " << trans_w) {
+        BOOST_TEST_CONTEXT(dtype_name(t)
+                           << " m " << m << " n " << n << " k " << k << " trans_w " << trans_w) {
           Tensor x = rnd({m, k}, t, gen), w = rnd(trans_w ? Shape{n, k} : Shape{k, n}, t, gen);
           Tensor b = rnd({n}, t, gen), ones = Tensor::full({m + 2}, 1.0, t);
           // The separate ops, as Linear and the GELU layer ran them.
@@ -146,8 +147,8 @@ BOOST_AUTO_TEST_CASE(cpu_equals_the_separate_ops_and_a_f64_reference) {
           BOOST_TEST(same_bits(g, y_ref));
 
           // float64 reference on the rounded inputs.
-          const auto xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles(), pv = pre.to_doubles(),
-                     gv = g.to_doubles();
+          const auto xv = x.to_doubles(), wv = w.to_doubles(), bv = b.to_doubles(),
+                     pv = pre.to_doubles(), gv = g.to_doubles();
           double err = 0, gerr = 0, scale = 1;
           for (std::int64_t i = 0; i < m; ++i) {
             for (std::int64_t j = 0; j < n; ++j) {
@@ -175,12 +176,17 @@ BOOST_AUTO_TEST_CASE(argument_errors) {
   Tensor y = Tensor::zeros({4, 5}, DType::f32);
   BOOST_CHECK_NO_THROW(gemm_bias(x, w, true, b, ones, y));
   BOOST_CHECK_THROW(gemm_bias(x, w, false, b, ones, y), InvalidArgument);  // w [3, 5] needed
-  BOOST_CHECK_THROW(gemm_bias(x, w, true, Tensor::zeros({4}, DType::f32), ones, y), InvalidArgument);
-  BOOST_CHECK_THROW(gemm_bias(x, w, true, b, Tensor::full({3}, 1.0, DType::f32), y), InvalidArgument);
-  BOOST_CHECK_THROW(gemm_bias(x, w, true, b, ones, Tensor::zeros({4, 4}, DType::f32)), InvalidArgument);
-  BOOST_CHECK_THROW(gemm_bias(x, w, true, Tensor::zeros({5}, DType::bf16), ones, y), InvalidArgument);
+  BOOST_CHECK_THROW(gemm_bias(x, w, true, Tensor::zeros({4}, DType::f32), ones, y),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(gemm_bias(x, w, true, b, Tensor::full({3}, 1.0, DType::f32), y),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(gemm_bias(x, w, true, b, ones, Tensor::zeros({4, 4}, DType::f32)),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(gemm_bias(x, w, true, Tensor::zeros({5}, DType::bf16), ones, y),
+                    InvalidArgument);
   BOOST_CHECK_THROW(gemm_bias_gelu(x, w, true, b, ones, y, y), InvalidArgument);  // pre is y
-  BOOST_CHECK_THROW(gemm_bias_gelu(x, w, true, b, ones, Tensor::zeros({4, 4}, DType::f32), y), InvalidArgument);
+  BOOST_CHECK_THROW(gemm_bias_gelu(x, w, true, b, ones, Tensor::zeros({4, 4}, DType::f32), y),
+                    InvalidArgument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

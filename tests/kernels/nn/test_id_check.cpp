@@ -49,7 +49,8 @@ BOOST_AUTO_TEST_CASE(decode_flag_words) {
 // Every rank's flag, rank after rank, as the engine gathers them.
 Tensor flags_of(const std::vector<Tensor>& per_rank) {
   std::vector<std::int64_t> w;
-  for (const Tensor& f : per_rank) w.insert(w.end(), f.data<std::int64_t>(), f.data<std::int64_t>() + kIdFlagWords);
+  for (const Tensor& f : per_rank)
+    w.insert(w.end(), f.data<std::int64_t>(), f.data<std::int64_t>() + kIdFlagWords);
   return Tensor::from_host(w.data(), {static_cast<std::int64_t>(w.size())}, DType::i64);
 }
 
@@ -58,7 +59,8 @@ Tensor flags_of(const std::vector<Tensor>& per_rank) {
 BOOST_AUTO_TEST_CASE(flags_of_several_ranks_combine) {
   const Tensor none = Tensor::zeros({kIdFlagWords}, DType::i64);
   const Tensor all = flags_of({none, flag_of(2, 9, 61, unsigned(IdSource::token)), none,
-                               flag_of(3, 4, -7, unsigned(IdSource::target)), flag_of(1, 4, 99, unsigned(IdSource::token))});
+                               flag_of(3, 4, -7, unsigned(IdSource::target)),
+                               flag_of(1, 4, 99, unsigned(IdSource::token))});
   const BadIds b = combine_id_flags(all.data<std::int64_t>(), 5);
   BOOST_TEST(b.count == 6);
   BOOST_TEST(b.sources == 3u);
@@ -78,15 +80,19 @@ BOOST_AUTO_TEST_CASE(error_from_flag) {
   BOOST_CHECK_EXCEPTION(throw_if_bad_ids(flag_of(2, 3, 77, unsigned(IdSource::token)), 50),
                         InvalidArgument, [](const InvalidArgument& e) {
                           return says(e, "token id out of range [0, 50)") && says(e, "id 77") &&
-                                 says(e, "position 3") && says(e, "token ids") && says(e, "2 failed");
+                                 says(e, "position 3") && says(e, "token ids") &&
+                                 says(e, "2 failed");
                         });
   BOOST_CHECK_EXCEPTION(throw_if_bad_ids(flag_of(1, 0, 50, unsigned(IdSource::target)), 50),
-                        InvalidArgument, [](const InvalidArgument& e) { return says(e, "in targets"); });
+                        InvalidArgument,
+                        [](const InvalidArgument& e) { return says(e, "in targets"); });
   // Not host i64 flags of kIdFlagWords words each.
   BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({2}, DType::i64), 50), InvalidArgument);
-  BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords + 1}, DType::i64), 50), InvalidArgument);
+  BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords + 1}, DType::i64), 50),
+                    InvalidArgument);
   BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({0}, DType::i64), 50), InvalidArgument);
-  BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords}, DType::i32), 50), InvalidArgument);
+  BOOST_CHECK_THROW(throw_if_bad_ids(Tensor::zeros({kIdFlagWords}, DType::i32), 50),
+                    InvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(flag_arguments) {
@@ -104,8 +110,10 @@ BOOST_AUTO_TEST_CASE(flag_arguments) {
 BOOST_AUTO_TEST_CASE(cpu_embedding_with_flag) {
   // ids with repeats, V = 7 > the ids' range; the flag changes nothing on the CPU.
   Tensor ids = Tensor::from_doubles({4, 1, 1, 0, 6, 1, 2, 4, 4}, DType::i64, Device::cpu(), {3, 3});
-  Tensor wte = Tensor::from_doubles(std::vector<double>(35, 0.0), DType::f32, Device::cpu(), {7, 5});
-  Tensor wpe = Tensor::from_doubles(std::vector<double>(20, 0.0), DType::f32, Device::cpu(), {4, 5});
+  Tensor wte =
+      Tensor::from_doubles(std::vector<double>(35, 0.0), DType::f32, Device::cpu(), {7, 5});
+  Tensor wpe =
+      Tensor::from_doubles(std::vector<double>(20, 0.0), DType::f32, Device::cpu(), {4, 5});
   float* pw = wte.data<float>();
   for (int i = 0; i < 35; ++i) pw[i] = 0.25f * float(i) - 3.0f;
   float* pp = wpe.data<float>();
@@ -144,7 +152,8 @@ BOOST_AUTO_TEST_CASE(cpu_cross_entropy_with_flag) {
   const Tensor flag = new_id_flag(Device::cpu());
   auto run = [&](const Tensor& t, const Tensor* f) {
     Tensor losses = Tensor::empty({rows}, DType::f32), lse = Tensor::empty({rows}, DType::f32);
-    Tensor loss = Tensor::empty({1}, DType::f32), dlogits = Tensor::empty({rows, vocab}, DType::f32);
+    Tensor loss = Tensor::empty({1}, DType::f32),
+           dlogits = Tensor::empty({rows, vocab}, DType::f32);
     cross_entropy_forward(logits, t, 4.0, losses, lse, loss, {}, f);
     cross_entropy_backward(logits, t, lse, 1.0, 4.0, dlogits, {}, f);
     return std::make_pair(loss, dlogits);

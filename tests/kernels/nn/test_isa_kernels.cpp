@@ -7,8 +7,8 @@
 //  - GEMM with leading dimensions wider than the rows, every transpose pair;
 //  - GELU forward and backward against the shared formula in double.
 // f64 copies within 1e-11, f32 within 2e-5, relative to 1 + max |reference|.
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -27,8 +27,8 @@ std::vector<const IsaKernels*> available_copies() {
   std::vector<const IsaKernels*> copies;
   for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
     if (const IsaKernels* k = isa_kernels_for(isa)) copies.push_back(k);
-  BOOST_TEST_MESSAGE(copies.size() << " instruction-set copies run here; chosen: "
-                                   << isa_kernels().name);
+  BOOST_TEST_MESSAGE(copies.size()
+                     << " instruction-set copies run here; chosen: " << isa_kernels().name);
   return copies;
 }
 
@@ -85,9 +85,9 @@ void check_attention(const IsaKernels& copy, const AttentionDims& d, std::mt1993
   }
   copy.table<T>().attention_backward(
       {d, 0, pairs, qkv_t.data(), out_t.data(), lse_t.data(), dout_t.data(), dqkv_t.data()});
-  const std::string what = std::string(copy.name) + (sizeof(T) == 8 ? " f64" : " f32") + " B=" +
-                           std::to_string(d.batch) + " T=" + std::to_string(d.seq) + " C=" +
-                           std::to_string(d.channels) + " H=" + std::to_string(d.heads);
+  const std::string what = std::string(copy.name) + (sizeof(T) == 8 ? " f64" : " f32") +
+                           " B=" + std::to_string(d.batch) + " T=" + std::to_string(d.seq) +
+                           " C=" + std::to_string(d.channels) + " H=" + std::to_string(d.heads);
   BOOST_TEST(max_error(out_t, out) <= tolerance<T>(), what << " out");
   BOOST_TEST(max_error(lse_t, lse) <= tolerance<T>(), what << " lse");
   BOOST_TEST(max_error(dqkv_t, dqkv) <= tolerance<T>(), what << " dqkv");
@@ -97,9 +97,11 @@ void check_attention(const IsaKernels& copy, const AttentionDims& d, std::mt1993
 
 BOOST_AUTO_TEST_CASE(blocked_attention_matches_the_row_kernels) {
   auto gen = test::fresh_generator();
-  const AttentionDims shapes[] = {
-      {2, 1, 6, 3, 2}, {1, 5, 6, 2, 3}, {2, kAttentionQueryBlock, 10, 2, 5},
-      {1, kAttentionQueryBlock + 1, 21, 3, 7}, {2, 2 * kAttentionQueryBlock + 13, 12, 4, 3}};
+  const AttentionDims shapes[] = {{2, 1, 6, 3, 2},
+                                  {1, 5, 6, 2, 3},
+                                  {2, kAttentionQueryBlock, 10, 2, 5},
+                                  {1, kAttentionQueryBlock + 1, 21, 3, 7},
+                                  {2, 2 * kAttentionQueryBlock + 13, 12, 4, 3}};
   for (const IsaKernels* copy : available_copies()) {
     for (const AttentionDims& d : shapes) {
       check_attention<float>(*copy, d, gen);
@@ -138,9 +140,9 @@ BOOST_AUTO_TEST_CASE(gemm_with_leading_dimensions_matches_f64_loop) {
           copy->f64.gemm({bool(ta), bool(tb), m, n, k, alpha, a.data(), lda, b.data(), ldb, beta,
                           c64.data(), ldc});
           BOOST_TEST(max_error(c32, ref) <= 2e-5, copy->name << " f32 " << m << "x" << n << "x" << k
-                                                        << " ta=" << ta << " tb=" << tb);
-          BOOST_TEST(max_error(c64, ref) <= 1e-11, copy->name << " f64 " << m << "x" << n << "x" << k
-                                                         << " ta=" << ta << " tb=" << tb);
+                                                             << " ta=" << ta << " tb=" << tb);
+          BOOST_TEST(max_error(c64, ref) <= 1e-11, copy->name << " f64 " << m << "x" << n << "x"
+                                                              << k << " ta=" << ta << " tb=" << tb);
         }
       }
     }

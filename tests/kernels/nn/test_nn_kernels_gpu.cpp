@@ -30,13 +30,13 @@
 #include "zrt/kernels/nn/attention.h"
 #include "zrt/kernels/nn/attention_path.h"
 #include "zrt/kernels/nn/batched_gemm.h"
+#include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/causal_softmax.h"
 #include "zrt/kernels/nn/cross_entropy.h"
 #include "zrt/kernels/nn/embedding.h"
 #include "zrt/kernels/nn/gemm.h"
 #include "zrt/kernels/nn/gemm_epilogue.h"
 #include "zrt/kernels/nn/id_check.h"
-#include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/layernorm.h"
 #include "zrt/kernels/nn/nn_checks.h"
 #include "zrt/kernels/nn/residual_add.h"
@@ -68,7 +68,8 @@ void check_close(const std::string& what, const Tensor& cpu, const Tensor& dev, 
     err = std::isnan(d) ? INFINITY : std::max(err, d);
     scale = std::max(scale, 1 + std::abs(a[i]));
   }
-  BOOST_TEST((std::isfinite(scale) && err <= tol * scale), what << " " << dtype_name(cpu.dtype()) << ": max |gpu - cpu| " << err);
+  BOOST_TEST((std::isfinite(scale) && err <= tol * scale),
+             what << " " << dtype_name(cpu.dtype()) << ": max |gpu - cpu| " << err);
 }
 
 void check_twin(const std::string& what, const Tensor& cpu, const Tensor& dev) {
@@ -104,7 +105,8 @@ BOOST_AUTO_TEST_CASE(gemm_twin) {
     for (int tr = 0; tr < 4; ++tr) {
       const bool ta = tr & 1, tb = tr & 2;
       const std::int64_t m = 39, n = 23, k = 71;
-      Tensor a = rnd(ta ? Shape{k, m} : Shape{m, k}, t, gen), b = rnd(tb ? Shape{n, k} : Shape{k, n}, t, gen);
+      Tensor a = rnd(ta ? Shape{k, m} : Shape{m, k}, t, gen),
+             b = rnd(tb ? Shape{n, k} : Shape{k, n}, t, gen);
       Tensor c = rnd({m, n}, t, gen), dc = c.to(gpu);
       gemm(a, ta, b, tb, c, 0.5, 1.0);
       gemm(a.to(gpu), ta, b.to(gpu), tb, dc, 0.5, 1.0);
@@ -139,10 +141,13 @@ BOOST_AUTO_TEST_CASE(layernorm_twin) {
   std::mt19937 gen(33);
   for (DType t : kDTypes) {
     const std::int64_t rows = 37, c = 71;
-    Tensor x = rnd({rows, c}, t, gen), w = rnd({c}, t, gen), b = rnd({c}, t, gen), dy = rnd({rows, c}, t, gen);
-    Tensor y = poisoned({rows, c}, t, Device::cpu()), mean = poisoned({rows}, DType::f32, Device::cpu());
+    Tensor x = rnd({rows, c}, t, gen), w = rnd({c}, t, gen), b = rnd({c}, t, gen),
+           dy = rnd({rows, c}, t, gen);
+    Tensor y = poisoned({rows, c}, t, Device::cpu()),
+           mean = poisoned({rows}, DType::f32, Device::cpu());
     Tensor rstd = poisoned({rows}, DType::f32, Device::cpu());
-    Tensor yg = poisoned({rows, c}, t, gpu), meang = poisoned({rows}, DType::f32, gpu), rstdg = poisoned({rows}, DType::f32, gpu);
+    Tensor yg = poisoned({rows, c}, t, gpu), meang = poisoned({rows}, DType::f32, gpu),
+           rstdg = poisoned({rows}, DType::f32, gpu);
     layernorm_forward(x, w, b, y, mean, rstd);
     layernorm_forward(x.to(gpu), w.to(gpu), b.to(gpu), yg, meang, rstdg);
     check_twin("layernorm y", y, yg);
@@ -162,8 +167,10 @@ BOOST_AUTO_TEST_CASE(attention_twin) {
   for (DType t : kDTypes) {
     const std::int64_t batch = 2, seq = 23, c = 24, heads = 3;
     Tensor qkv = rnd({batch, seq, 3 * c}, t, gen), dout = rnd({batch, seq, c}, t, gen);
-    Tensor out = poisoned({batch, seq, c}, t, Device::cpu()), lse = poisoned({batch, heads, seq}, DType::f32, Device::cpu());
-    Tensor outg = poisoned({batch, seq, c}, t, gpu), lseg = poisoned({batch, heads, seq}, DType::f32, gpu);
+    Tensor out = poisoned({batch, seq, c}, t, Device::cpu()),
+           lse = poisoned({batch, heads, seq}, DType::f32, Device::cpu());
+    Tensor outg = poisoned({batch, seq, c}, t, gpu),
+           lseg = poisoned({batch, heads, seq}, DType::f32, gpu);
     attention_forward(qkv, out, lse, heads);
     attention_forward(qkv.to(gpu), outg, lseg, heads);
     check_twin("attention out", out, outg);
@@ -178,7 +185,8 @@ BOOST_AUTO_TEST_CASE(attention_twin) {
 BOOST_AUTO_TEST_CASE(embedding_twin) {
   std::mt19937 gen(35);
   for (DType t : kDTypes) {
-    Tensor ids = Tensor::from_doubles({4, 1, 1, 0, 6, 1, 2, 4, 4}, DType::i64, Device::cpu(), {3, 3});
+    Tensor ids =
+        Tensor::from_doubles({4, 1, 1, 0, 6, 1, 2, 4, 4}, DType::i64, Device::cpu(), {3, 3});
     Tensor wte = rnd({7, 5}, t, gen), wpe = rnd({4, 5}, t, gen), dout = rnd({3, 3, 5}, t, gen);
     Tensor out = poisoned({3, 3, 5}, t, Device::cpu()), outg = poisoned({3, 3, 5}, t, gpu);
     Tensor wpeg = wpe.to(gpu);
@@ -270,7 +278,8 @@ BOOST_AUTO_TEST_CASE(cross_entropy_fast_mean) {
     auto [losses_cpu, cpu] = run(Device::cpu(), 0);
     BOOST_TEST_CONTEXT("rows " << rows) {
       const float* pl = losses_fast.data<float>();
-      const float emulated = block_tree_sum<float>(rows, [&](std::int64_t r) { return pl[r]; }) / 1234.0f;
+      const float emulated =
+          block_tree_sum<float>(rows, [&](std::int64_t r) { return pl[r]; }) / 1234.0f;
       BOOST_TEST(fast.to_doubles()[0] == double(emulated));
       float in_order = 0;
       for (std::int64_t r = 0; r < rows; ++r) in_order += pl[r];
@@ -289,18 +298,21 @@ BOOST_AUTO_TEST_CASE(layernorm_fast_param_grads) {
   // bit-identical run to run.
   std::mt19937 gen(fresh_seed("layernorm_fast_param_grads"));
   for (DType t : kDTypes) {
-    for (const auto& size : {std::pair<std::int64_t, std::int64_t>{1, 5}, {1237, 771}, {9001, 33}}) {
+    for (const auto& size :
+         {std::pair<std::int64_t, std::int64_t>{1, 5}, {1237, 771}, {9001, 33}}) {
       const std::int64_t rows = size.first, c = size.second;
       Tensor x = rnd({rows, c}, t, gen), w = rnd({c}, t, gen), b = rnd({c}, t, gen);
       Tensor dy = rnd({rows, c}, t, gen), dw0 = rnd({c}, t, gen), db0 = rnd({c}, t, gen);
-      Tensor mean = poisoned({rows}, DType::f32, Device::cpu()), rstd = poisoned({rows}, DType::f32, Device::cpu());
+      Tensor mean = poisoned({rows}, DType::f32, Device::cpu()),
+             rstd = poisoned({rows}, DType::f32, Device::cpu());
       Tensor y = poisoned({rows, c}, t, Device::cpu());
       layernorm_forward(x, w, b, y, mean, rstd);
       for (bool accumulate : {false, true}) {
         auto run = [&](Device d, unsigned simple) {
           ScopedSimpleKernels path(simple);
           Tensor dx = poisoned({rows, c}, t, d), dw = dw0.to(d), db = db0.to(d);
-          layernorm_backward(dy.to(d), x.to(d), w.to(d), mean.to(d), rstd.to(d), dx, dw, db, accumulate);
+          layernorm_backward(dy.to(d), x.to(d), w.to(d), mean.to(d), rstd.to(d), dx, dw, db,
+                             accumulate);
           return std::make_tuple(dx, dw, db);
         };
         auto [dx_f, dw_f, db_f] = run(gpu, 0);
@@ -342,11 +354,14 @@ BOOST_AUTO_TEST_CASE(elementwise_packs_and_tails) {
             for (unsigned simple : {0u, kSimpleAll}) {
               ScopedSimpleKernels path(simple);
               Tensor ag = a.to(gpu), bg = b.to(gpu);
-              Tensor yg_full = poisoned({n + offset}, t, gpu), dxg_full = poisoned({n + offset}, t, gpu);
+              Tensor yg_full = poisoned({n + offset}, t, gpu),
+                     dxg_full = poisoned({n + offset}, t, gpu);
               activation_forward(act, view(ag), view(yg_full));
               activation_backward(act, view(ag), view(bg), view(dxg_full));
-              check_twin(simple ? "activation_forward simple" : "activation_forward packs", y_c, view(yg_full));
-              check_twin(simple ? "activation_backward simple" : "activation_backward packs", dx_c, view(dxg_full));
+              check_twin(simple ? "activation_forward simple" : "activation_forward packs", y_c,
+                         view(yg_full));
+              check_twin(simple ? "activation_backward simple" : "activation_backward packs", dx_c,
+                         view(dxg_full));
             }
           }
           for (unsigned simple : {0u, kSimpleAll}) {
@@ -369,20 +384,23 @@ BOOST_AUTO_TEST_CASE(attention_fast_paths_forward_and_backward) {
     std::int64_t batch, seq, c, heads;
   };
   for (DType t : kDTypes) {
-    for (const Shape4& s : {Shape4{1, 1, 16, 1}, Shape4{2, 23, 24, 3}, Shape4{1, 33, 64, 2},
-                            Shape4{2, 64, 64, 1}, Shape4{3, 97, 96, 3}, Shape4{1, 130, 128, 2},
-                            Shape4{2, 256, 768, 12}}) {
+    for (const Shape4& s :
+         {Shape4{1, 1, 16, 1}, Shape4{2, 23, 24, 3}, Shape4{1, 33, 64, 2}, Shape4{2, 64, 64, 1},
+          Shape4{3, 97, 96, 3}, Shape4{1, 130, 128, 2}, Shape4{2, 256, 768, 12}}) {
       const DType at = acc_dtype(t);
-      Tensor qkv = rnd({s.batch, s.seq, 3 * s.c}, t, gen), dout = rnd({s.batch, s.seq, s.c}, t, gen);
+      Tensor qkv = rnd({s.batch, s.seq, 3 * s.c}, t, gen),
+             dout = rnd({s.batch, s.seq, s.c}, t, gen);
       auto run = [&](Device d, unsigned simple, std::optional<AttentionPath> forced) {
         ScopedSimpleKernels path(simple);
         ScopedAttentionPath chosen(forced);
-        Tensor out = poisoned({s.batch, s.seq, s.c}, t, d), lse = poisoned({s.batch, s.heads, s.seq}, at, d);
+        Tensor out = poisoned({s.batch, s.seq, s.c}, t, d),
+               lse = poisoned({s.batch, s.heads, s.seq}, at, d);
         Tensor q = qkv.to(d);
         attention_forward(q, out, lse, s.heads);
         Tensor dqkv = poisoned(qkv.shape(), t, d);
         attention_backward(dout.to(d), q, out, lse, dqkv, s.heads);
-        return std::make_tuple(out.to(Device::cpu()), lse.to(Device::cpu()), dqkv.to(Device::cpu()));
+        return std::make_tuple(out.to(Device::cpu()), lse.to(Device::cpu()),
+                               dqkv.to(Device::cpu()));
       };
       auto [out_s, lse_s, dqkv_s] = run(gpu, unsigned(FastKernel::attention), std::nullopt);
       auto [out_c, lse_c, dqkv_c] = run(Device::cpu(), 0, std::nullopt);
@@ -390,8 +408,9 @@ BOOST_AUTO_TEST_CASE(attention_fast_paths_forward_and_backward) {
       // flash where it has kernels (bf16, head dims 16..128); elsewhere the
       // forced path falls back to the default, which must agree too.
       for (AttentionPath p : {AttentionPath::tiled, AttentionPath::gemm, AttentionPath::flash}) {
-        BOOST_TEST_CONTEXT(attention_path_name(p) << " " << dtype_name(t) << " B " << s.batch << " T "
-                                                  << s.seq << " C " << s.c << " H " << s.heads) {
+        BOOST_TEST_CONTEXT(attention_path_name(p)
+                           << " " << dtype_name(t) << " B " << s.batch << " T " << s.seq << " C "
+                           << s.c << " H " << s.heads) {
           auto [out_f, lse_f, dqkv_f] = run(gpu, 0, p);
           check_twin("attention out vs simple", out_s, out_f);
           check_twin("attention lse vs simple", lse_s, lse_f);
@@ -458,13 +477,15 @@ BOOST_AUTO_TEST_CASE(causal_softmax_twins) {
         const DType at = acc_dtype(t);
         const std::int64_t pairs = 5;
         Tensor s = rnd({pairs, seq, seq}, at, gen), dp = rnd({pairs, seq, seq}, at, gen);
-        Tensor p = poisoned({pairs, seq, seq}, t, Device::cpu()), lse = poisoned({pairs, seq}, at, Device::cpu());
+        Tensor p = poisoned({pairs, seq, seq}, t, Device::cpu()),
+               lse = poisoned({pairs, seq}, at, Device::cpu());
         Tensor pg = poisoned({pairs, seq, seq}, t, gpu), lseg = poisoned({pairs, seq}, at, gpu);
         causal_softmax_forward(s, p, lse);
         causal_softmax_forward(s.to(gpu), pg, lseg);
         check_twin("causal_softmax_forward probs", p, pg);
         check_twin("causal_softmax_forward lse", lse, lseg);
-        Tensor r = poisoned({pairs, seq, seq}, t, Device::cpu()), rg = poisoned({pairs, seq, seq}, t, gpu);
+        Tensor r = poisoned({pairs, seq, seq}, t, Device::cpu()),
+               rg = poisoned({pairs, seq, seq}, t, gpu);
         causal_softmax_recompute(s, lse, r);
         causal_softmax_recompute(s.to(gpu), lse.to(gpu), rg);
         check_twin("causal_softmax_recompute", r, rg);
@@ -482,17 +503,20 @@ BOOST_AUTO_TEST_CASE(gemm_epilogue_against_simple_and_twin) {
   std::mt19937 gen(fresh_seed("gemm_epilogue_against_simple_and_twin"));
   BOOST_TEST(tf32_gemms() == parse_tf32(std::getenv("ZRT_TF32")));  // off unless ZRT_TF32 asks
   ScopedTf32Gemms fp32(false);  // fp32 tolerances even under ZRT_TF32=1
-  const std::int64_t sizes[][3] = {{64, 128, 256}, {37, 24, 13}, {33, 19, 45}, {1, 8, 1}, {5, 3, 0}};
+  const std::int64_t sizes[][3] = {
+      {64, 128, 256}, {37, 24, 13}, {33, 19, 45}, {1, 8, 1}, {5, 3, 0}};
   for (DType t : {DType::f32, DType::bf16, DType::f16}) {
     for (auto [m, n, k] : sizes) {
       for (bool trans_w : {false, true}) {
         for (std::int64_t offset : {0, 1}) {  // 1: x a view one element in (misaligned)
-          BOOST_TEST_CONTEXT(dtype_name(t) << " m " << m << " n " << n << " k " << k << " trans_w " << trans_w
-                                           << " offset " << offset) {
-            Tensor x_full = rnd({m * k + offset}, t, gen), w = rnd(trans_w ? Shape{n, k} : Shape{k, n}, t, gen);
+          BOOST_TEST_CONTEXT(dtype_name(t) << " m " << m << " n " << n << " k " << k << " trans_w "
+                                           << trans_w << " offset " << offset) {
+            Tensor x_full = rnd({m * k + offset}, t, gen),
+                   w = rnd(trans_w ? Shape{n, k} : Shape{k, n}, t, gen);
             Tensor x = x_full.slice(offset, m * k).view({m, k});
             Tensor b = rnd({n}, t, gen), ones = Tensor::full({m}, 1.0, t);
-            Tensor y_c = poisoned({m, n}, t, Device::cpu()), pre_c = poisoned({m, n}, t, Device::cpu());
+            Tensor y_c = poisoned({m, n}, t, Device::cpu()),
+                   pre_c = poisoned({m, n}, t, Device::cpu());
             Tensor g_c = poisoned({m, n}, t, Device::cpu());
             gemm_bias(x, w, trans_w, b, ones, y_c);
             gemm_bias_gelu(x, w, trans_w, b, ones, pre_c, g_c);
@@ -502,7 +526,8 @@ BOOST_AUTO_TEST_CASE(gemm_epilogue_against_simple_and_twin) {
             for (unsigned simple : {kSimpleAll, 0u}) {
               ScopedSimpleKernels path(simple);
               const std::string how = simple ? " simple" : " epilogue";
-              Tensor y = poisoned({m, n}, t, gpu), pre = poisoned({m, n}, t, gpu), g = poisoned({m, n}, t, gpu);
+              Tensor y = poisoned({m, n}, t, gpu), pre = poisoned({m, n}, t, gpu),
+                     g = poisoned({m, n}, t, gpu);
               gemm_bias(xg, wg, trans_w, bg, og, y);
               gemm_bias_gelu(xg, wg, trans_w, bg, og, pre, g);
               check_twin("gemm_bias" + how, y_c, y);
@@ -525,9 +550,11 @@ BOOST_AUTO_TEST_CASE(gemm_epilogue_against_simple_and_twin) {
 BOOST_AUTO_TEST_CASE(tf32_is_an_opt_in_within_its_tolerance) {
   std::mt19937 gen(fresh_seed("tf32_is_an_opt_in_within_its_tolerance"));
   const std::int64_t m = 96, n = 136, k = 300;
-  Tensor a = rnd({m, k}, DType::f32, gen), w = rnd({n, k}, DType::f32, gen), b = rnd({n}, DType::f32, gen);
+  Tensor a = rnd({m, k}, DType::f32, gen), w = rnd({n, k}, DType::f32, gen),
+         b = rnd({n}, DType::f32, gen);
   Tensor ones = Tensor::full({m}, 1.0, DType::f32);
-  Tensor c_c = poisoned({m, n}, DType::f32, Device::cpu()), y_c = poisoned({m, n}, DType::f32, Device::cpu());
+  Tensor c_c = poisoned({m, n}, DType::f32, Device::cpu()),
+         y_c = poisoned({m, n}, DType::f32, Device::cpu());
   gemm(a, false, w, true, c_c);
   gemm_bias(a, w, true, b, ones, y_c);
   const Tensor ag = a.to(gpu), wg = w.to(gpu), bg = b.to(gpu), og = ones.to(gpu);
@@ -554,7 +581,9 @@ BOOST_AUTO_TEST_SUITE_END()
 // odd sizes, many repeats, V much larger than N, a table bigger than 2^k.
 BOOST_AUTO_TEST_CASE(embedding_backward_device_groups) {
   std::mt19937 gen(fresh_seed("embedding_backward_device_groups"));
-  struct Case { std::int64_t batch, seq, vocab, channels, distinct; };
+  struct Case {
+    std::int64_t batch, seq, vocab, channels, distinct;
+  };
   for (const Case c : {Case{1, 1, 1, 3, 1}, Case{3, 7, 5, 9, 3}, Case{2, 33, 50257, 5, 11},
                        Case{5, 129, 1000, 17, 1000}, Case{4, 61, 4097, 8, 2}}) {
     for (DType t : kDTypes) {
@@ -567,7 +596,8 @@ BOOST_AUTO_TEST_CASE(embedding_backward_device_groups) {
           for (auto& v : iv) v = double((pick(gen) * 7919) % c.vocab);
           Tensor ids = Tensor::from_doubles(iv, it, Device::cpu(), {c.batch, c.seq});
           Tensor dout = rnd({c.batch, c.seq, c.channels}, t, gen);
-          Tensor acc0 = rnd({c.vocab, c.channels}, t, gen), pacc0 = rnd({c.seq + 2, c.channels}, t, gen);
+          Tensor acc0 = rnd({c.vocab, c.channels}, t, gen),
+                 pacc0 = rnd({c.seq + 2, c.channels}, t, gen);
           for (const bool accumulate : {false, true}) {
             auto run = [&](Device d, unsigned simple) {
               ScopedSimpleKernels path(simple);
@@ -602,9 +632,11 @@ BOOST_AUTO_TEST_CASE(device_id_checks) {
   const std::int64_t batch = 2, seq = 5, vocab = 9, channels = 6;
   Tensor wte = rnd({vocab, channels}, DType::f32, gen), wpe = rnd({seq, channels}, DType::f32, gen);
   Tensor dout = rnd({batch, seq, channels}, DType::f32, gen);
-  Tensor good = Tensor::from_doubles({1, 2, 2, 8, 0, 3, 1, 1, 4, 5}, DType::i32, Device::cpu(), {batch, seq});
+  Tensor good =
+      Tensor::from_doubles({1, 2, 2, 8, 0, 3, 1, 1, 4, 5}, DType::i32, Device::cpu(), {batch, seq});
   // Bad at positions 3 (9 = V), 6 (-2) and 8 (1 << 20); token 7 and 6 never occur.
-  Tensor bad = Tensor::from_doubles({1, 2, 2, 9, 0, 3, -2, 1, 1 << 20, 5}, DType::i32, Device::cpu(), {batch, seq});
+  Tensor bad = Tensor::from_doubles({1, 2, 2, 9, 0, 3, -2, 1, 1 << 20, 5}, DType::i32,
+                                    Device::cpu(), {batch, seq});
   Tensor wteg = wte.to(gpu), wpeg = wpe.to(gpu), doutg = dout.to(gpu);
   for (const unsigned simple : {0u, kSimpleAll}) {
     BOOST_TEST_CONTEXT("simple " << simple) {
@@ -612,11 +644,13 @@ BOOST_AUTO_TEST_CASE(device_id_checks) {
       // Good ids: the flag stays zero and changes no bit.
       {
         Tensor flag = new_id_flag(gpu);
-        Tensor o0 = poisoned({batch, seq, channels}, DType::f32, gpu), o1 = poisoned({batch, seq, channels}, DType::f32, gpu);
+        Tensor o0 = poisoned({batch, seq, channels}, DType::f32, gpu),
+               o1 = poisoned({batch, seq, channels}, DType::f32, gpu);
         embedding_forward(good.to(gpu), wteg, &wpeg, o0);
         embedding_forward(good.to(gpu), wteg, &wpeg, o1, {}, &flag);
         BOOST_TEST(same_bits(o0, o1));
-        Tensor g0 = poisoned({vocab, channels}, DType::f32, gpu), g1 = poisoned({vocab, channels}, DType::f32, gpu);
+        Tensor g0 = poisoned({vocab, channels}, DType::f32, gpu),
+               g1 = poisoned({vocab, channels}, DType::f32, gpu);
         embedding_backward(good.to(gpu), doutg, g0, nullptr, false);
         embedding_backward(good.to(gpu), doutg, g1, nullptr, false, {}, &flag);
         BOOST_TEST(same_bits(g0, g1));
@@ -628,7 +662,8 @@ BOOST_AUTO_TEST_CASE(device_id_checks) {
       const Tensor outh = out.to(Device::cpu());
       for (const std::int64_t p : {3, 6, 8}) {
         for (std::int64_t ch = 0; ch < channels; ++ch)
-          BOOST_TEST(outh.data<float>()[p * channels + ch] == wpe.data<float>()[(p % seq) * channels + ch]);
+          BOOST_TEST(outh.data<float>()[p * channels + ch] ==
+                     wpe.data<float>()[(p % seq) * channels + ch]);
       }
       Tensor acc = rnd({vocab, channels}, DType::f32, gen);
       Tensor dwte = acc.to(gpu);
@@ -639,10 +674,12 @@ BOOST_AUTO_TEST_CASE(device_id_checks) {
           BOOST_TEST(dh.data<float>()[v * channels + ch] == acc.data<float>()[v * channels + ch]);
       }
       // The good positions match the CPU twin on the good ids alone.
-      Tensor masked = Tensor::from_doubles({1, 2, 2, 0, 0, 3, 0, 1, 0, 5}, DType::i32, Device::cpu(), {batch, seq});
+      Tensor masked = Tensor::from_doubles({1, 2, 2, 0, 0, 3, 0, 1, 0, 5}, DType::i32,
+                                           Device::cpu(), {batch, seq});
       Tensor dmask = dout.clone();
       for (const std::int64_t p : {3, 6, 8})
-        for (std::int64_t ch = 0; ch < channels; ++ch) dmask.data<float>()[p * channels + ch] = 0.0f;
+        for (std::int64_t ch = 0; ch < channels; ++ch)
+          dmask.data<float>()[p * channels + ch] = 0.0f;
       Tensor ref = acc.clone();
       embedding_backward(masked, dmask, ref, nullptr, true);
       check_twin("embedding dwte with bad ids", ref, dh);

@@ -2,8 +2,8 @@
 // tests share: random weight-decay ranges and a tolerance check.
 #pragma once
 
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -32,7 +32,8 @@ struct AdamWReference {
 };
 
 // Sorted disjoint ranges covering roughly half of [0, n), some empty.
-inline std::vector<kernels::ElementRange> random_decay_ranges(std::int64_t n, std::mt19937_64& gen) {
+inline std::vector<kernels::ElementRange> random_decay_ranges(std::int64_t n,
+                                                              std::mt19937_64& gen) {
   std::vector<kernels::ElementRange> ranges;
   std::uniform_int_distribution<std::int64_t> step(0, std::max<std::int64_t>(n / 4, 1));
   for (std::int64_t pos = 0; pos < n;) {
@@ -49,8 +50,8 @@ inline std::vector<kernels::ElementRange> random_decay_ranges(std::int64_t n, st
 // Relative error against max(|want|, mean |want|, scale): `scale` is the size
 // of the terms a value is summed from, which bounds its rounding error even
 // when they cancel (a single element's m can land near zero).
-inline void check_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
-                        const char* what, double scale = 0) {
+inline void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                        double rtol, const char* what, double scale = 0) {
   BOOST_REQUIRE_EQUAL(got.size(), want.size());
   double mean = 0;
   for (double w : want) mean += std::fabs(w);

@@ -2,9 +2,9 @@
 // float64 with a bound of one rounding per f32 operation.
 #include <boost/test/unit_test.hpp>
 
+#include "tests/kernels/kernel_test_util.h"
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/scale.h"
-#include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -38,12 +38,15 @@ BOOST_AUTO_TEST_CASE(accumulate_matches_float64) {
 }
 
 BOOST_AUTO_TEST_CASE(accumulate_rejects_bad_operands) {
-  BOOST_CHECK_THROW(kernels::accumulate_grad(Tensor::empty({4}, DType::bf16), Tensor::empty({4}, DType::f32)),
-                    InvalidArgument);
-  BOOST_CHECK_THROW(kernels::accumulate_grad(Tensor::empty({4}, DType::f32), Tensor::empty({5}, DType::f32)),
-                    InvalidArgument);
-  BOOST_CHECK_THROW(kernels::accumulate_grad(Tensor::empty({4}, DType::f32), Tensor::empty({4}, DType::f64)),
-                    InvalidArgument);
+  BOOST_CHECK_THROW(
+      kernels::accumulate_grad(Tensor::empty({4}, DType::bf16), Tensor::empty({4}, DType::f32)),
+      InvalidArgument);
+  BOOST_CHECK_THROW(
+      kernels::accumulate_grad(Tensor::empty({4}, DType::f32), Tensor::empty({5}, DType::f32)),
+      InvalidArgument);
+  BOOST_CHECK_THROW(
+      kernels::accumulate_grad(Tensor::empty({4}, DType::f32), Tensor::empty({4}, DType::f64)),
+      InvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(scale_matches_float64) {

@@ -3,9 +3,9 @@
 // copy of the param written in the same pass.
 #include <boost/test/unit_test.hpp>
 
-#include "zrt/kernels/ops/adamw.h"
-#include "tests/kernels/ops/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/ops/adamw_reference.h"
+#include "zrt/kernels/ops/adamw.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -21,7 +21,8 @@ BOOST_AUTO_TEST_SUITE(kernels_adamw)
 
 BOOST_AUTO_TEST_CASE(matches_float64_reference) {
   auto gen = fresh_generator();
-  const AdamWHyperparams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  const AdamWHyperparams hp{
+      .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   int config = 0;
   for (std::int64_t n : kSizes) {
     for (DType gt : {DType::f32, DType::bf16, DType::f16}) {
@@ -37,7 +38,8 @@ BOOST_AUTO_TEST_CASE(matches_float64_reference) {
       for (std::int64_t step = 4; step <= 6; ++step) {
         Tensor g = random_tensor(n, gt, gen, -1, 1);
         poison(out);
-        kernels::fused_adamw(p, m, v, g, step, hp, ranges, {.grad_scale = grad_scale, .param_out = out});
+        kernels::fused_adamw(p, m, v, g, step, hp, ranges,
+                             {.grad_scale = grad_scale, .param_out = out});
         ref.step(g.to_doubles(), step, hp, ranges, grad_scale);
       }
       BOOST_TEST_CONTEXT("n=" << n << " grad " << dtype_name(gt)) {
@@ -46,7 +48,8 @@ BOOST_AUTO_TEST_CASE(matches_float64_reference) {
         check_close(m.to_doubles(), ref.m, kRtol, "exp_avg", 0.1);
         check_close(v.to_doubles(), ref.v, kRtol, "exp_avg_sq", 0.05);
         const std::vector<double> pf = p.to_doubles(), o = out.to_doubles();
-        for (std::int64_t i = 0; i < n; ++i) BOOST_REQUIRE(same_value(o[i], round_to(out_t, pf[i])));
+        for (std::int64_t i = 0; i < n; ++i)
+          BOOST_REQUIRE(same_value(o[i], round_to(out_t, pf[i])));
       }
     }
   }
@@ -72,7 +75,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_typed_errors) {
   Tensor p = f32(8), m = f32(8), v = f32(8), g = f32(8);
   const AdamWHyperparams hp;
   const std::vector<ElementRange> none;
-  const std::vector<ElementRange> overlapping = {{0, 4}, {3, 6}}, outside = {{4, 9}}, reversed = {{5, 4}};
+  const std::vector<ElementRange> overlapping = {{0, 4}, {3, 6}}, outside = {{4, 9}},
+                                  reversed = {{5, 4}};
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 0, hp, none), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, f32(7), 1, hp, none), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, Tensor::zeros({8}, DType::bf16), g, 1, hp, none),
@@ -83,7 +87,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_typed_errors) {
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, outside), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, reversed), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, {.beta1 = 1.0}, none), InvalidArgument);
-  BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, none, {.param_out = f32(8)}), InvalidArgument);
+  BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, none, {.param_out = f32(8)}),
+                    InvalidArgument);
   BOOST_CHECK_THROW(
       kernels::fused_adamw(p, m, v, g, 1, hp, none, {.param_out = Tensor::zeros({7}, DType::bf16)}),
       InvalidArgument);

@@ -1,14 +1,14 @@
 // Fused AdamW against torch.optim.AdamW itself (Debian's python3-torch, run
 // through ZRT_PYTHON) over several steps with weight-decay ranges.
+#include <unistd.h>
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
-#include "zrt/kernels/ops/adamw.h"
-#include "tests/kernels/ops/adamw_reference.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/ops/adamw_reference.h"
+#include "zrt/kernels/ops/adamw.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -38,17 +38,17 @@ BOOST_AUTO_TEST_CASE(matches_torch_optim_adamw) {
   auto gen = fresh_generator();
   const std::int64_t n = 10007;
   const int steps = 5;
-  const kernels::AdamWHyperparams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                                     .weight_decay = 0.1};
+  const kernels::AdamWHyperparams hp{
+      .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   const std::vector<kernels::ElementRange> ranges = random_decay_ranges(n, gen);
-  const fs::path dir = fs::temp_directory_path() / ("zrt_adamw_torch_" + std::to_string(getpid()) + "_" +
-                                                    std::to_string(gen() % 1000000));
+  const fs::path dir = fs::temp_directory_path() / ("zrt_adamw_torch_" + std::to_string(getpid()) +
+                                                    "_" + std::to_string(gen() % 1000000));
   fs::create_directories(dir);
   {
     std::ofstream cfg(dir / "config.txt");
     cfg.precision(17);
-    cfg << n << ' ' << steps << ' ' << hp.lr << ' ' << hp.beta1 << ' ' << hp.beta2 << ' ' << hp.eps << ' '
-        << hp.weight_decay << '\n';
+    cfg << n << ' ' << steps << ' ' << hp.lr << ' ' << hp.beta1 << ' ' << hp.beta2 << ' ' << hp.eps
+        << ' ' << hp.weight_decay << '\n';
     for (auto r : ranges) cfg << r.begin << ' ' << r.end << '\n';
   }
   Tensor p = random_tensor(n, DType::f32, gen, -1, 1);
@@ -63,9 +63,11 @@ BOOST_AUTO_TEST_CASE(matches_torch_optim_adamw) {
                           "/tests/kernels/ops/adamw_torch_reference.py " + dir.string();
   const int rc = std::system(cmd.c_str());
   BOOST_REQUIRE_MESSAGE(rc != -1 && WIFEXITED(rc), "could not run `" << cmd << "`");
-  BOOST_REQUIRE_MESSAGE(WEXITSTATUS(rc) != 3, "the PyTorch reference needs torch and numpy importable by "
-                                                  << ZRT_PYTHON << " (Debian: apt install python3-torch)");
-  BOOST_REQUIRE_MESSAGE(WEXITSTATUS(rc) == 0, "`" << cmd << "` failed with exit code " << WEXITSTATUS(rc));
+  BOOST_REQUIRE_MESSAGE(WEXITSTATUS(rc) != 3,
+                        "the PyTorch reference needs torch and numpy importable by "
+                            << ZRT_PYTHON << " (Debian: apt install python3-torch)");
+  BOOST_REQUIRE_MESSAGE(WEXITSTATUS(rc) == 0,
+                        "`" << cmd << "` failed with exit code " << WEXITSTATUS(rc));
   // Both sides compute in f32; they differ only where PyTorch fuses a
   // multiply-add, i.e. by an ulp or two per step.
   constexpr double kRtol = 1e-6;

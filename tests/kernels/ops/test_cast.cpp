@@ -1,14 +1,14 @@
 // cast: round to nearest even against a float64 reference, special values,
 // overflow, every 16-bit pattern decoded, the same bits as Tensor::copy_, and
 // stochastic rounding.
-#include <boost/test/unit_test.hpp>
 #include <bit>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "zrt/kernels/ops/cast.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "zrt/kernels/ops/cast.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -30,20 +30,37 @@ double decode16(std::uint16_t h, int exp_bits, int mant_bits) {
 
 // f32 values covering every exponent, plus the special cases.
 std::vector<float> interesting_floats(std::mt19937_64& gen, std::size_t random_count) {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, -NAN,
-                          65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e30f, -1e38f,
-                          std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(),
-                          std::numeric_limits<float>::min(), 5.960464477539063e-08f,
-                          2.9802322387695312e-08f, 2.98023259e-08f, 8.940697e-08f};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN,
+                          -NAN,
+                          65504.0f,
+                          65519.99f,
+                          65520.0f,
+                          -65520.0f,
+                          1e30f,
+                          -1e38f,
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::min(),
+                          5.960464477539063e-08f,
+                          2.9802322387695312e-08f,
+                          2.98023259e-08f,
+                          8.940697e-08f};
   // Halfway cases for bf16: mantissa bits below the kept 7 exactly 0x8000,
   // with the kept part even and odd.
   for (std::uint32_t hi : {0x3f80u, 0x3f81u, 0x4000u, 0x4001u, 0xc123u, 0x7f7fu})
     v.push_back(std::bit_cast<float>((hi << 16) | 0x8000u));
   // Halfway cases for f16 (normal and subnormal).
-  for (double h : {1.0 + std::ldexp(1.0, -11), 1.0 + 3 * std::ldexp(1.0, -11), 3 * std::ldexp(1.0, -25),
-                   std::ldexp(1.0, -25), 5 * std::ldexp(1.0, -25)})
+  for (double h : {1.0 + std::ldexp(1.0, -11), 1.0 + 3 * std::ldexp(1.0, -11),
+                   3 * std::ldexp(1.0, -25), std::ldexp(1.0, -25), 5 * std::ldexp(1.0, -25)})
     v.push_back(static_cast<float>(h)), v.push_back(static_cast<float>(-h));
-  for (std::uint64_t u = 0; u < (1ull << 32); u += 65521) v.push_back(std::bit_cast<float>(std::uint32_t(u)));
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 65521)
+    v.push_back(std::bit_cast<float>(std::uint32_t(u)));
   std::uniform_int_distribution<std::uint32_t> bits;
   for (std::size_t i = 0; i < random_count; ++i) v.push_back(std::bit_cast<float>(bits(gen)));
   return v;
@@ -54,7 +71,8 @@ std::vector<float> interesting_floats(std::mt19937_64& gen, std::size_t random_c
 BOOST_AUTO_TEST_SUITE(kernels_cast)
 
 BOOST_AUTO_TEST_CASE(every_16bit_pattern_decodes_exactly) {
-  for (auto [dtype, exp_bits, mant_bits] : {std::tuple{DType::bf16, 8, 7}, std::tuple{DType::f16, 5, 10}}) {
+  for (auto [dtype, exp_bits, mant_bits] :
+       {std::tuple{DType::bf16, 8, 7}, std::tuple{DType::f16, 5, 10}}) {
     Tensor src = odd_offset_view(65536, dtype);
     auto* p = static_cast<std::uint16_t*>(src.data_ptr());
     for (std::uint32_t h = 0; h < 65536; ++h) p[h] = static_cast<std::uint16_t>(h);
@@ -105,8 +123,8 @@ BOOST_AUTO_TEST_CASE(between_16bit_formats_and_every_size) {
         const std::vector<double> s = src.to_doubles(), d = dst.to_doubles();
         for (std::int64_t i = 0; i < n; ++i)
           if (!same_value(d[i], round_to(to, s[i])))
-            BOOST_FAIL(dtype_name(from) << "->" << dtype_name(to) << " n=" << n << " i=" << i << ": "
-                                        << s[i] << " -> " << d[i]);
+            BOOST_FAIL(dtype_name(from) << "->" << dtype_name(to) << " n=" << n << " i=" << i
+                                        << ": " << s[i] << " -> " << d[i]);
       }
     }
   }
@@ -119,7 +137,8 @@ BOOST_AUTO_TEST_CASE(between_16bit_formats_and_every_size) {
 BOOST_AUTO_TEST_CASE(tensor_copy_converts_as_cast_bit_for_bit) {
   auto gen = fresh_generator();
   std::vector<float> values = interesting_floats(gen, 20000);
-  for (std::uint32_t nan : {0x7fc00001u, 0xffa00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu, 0xffc0e000u})
+  for (std::uint32_t nan :
+       {0x7fc00001u, 0xffa00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu, 0xffc0e000u})
     values.push_back(std::bit_cast<float>(nan));
   const auto n = static_cast<std::int64_t>(values.size());
   Tensor src = Tensor::empty({n}, DType::f32);
@@ -142,13 +161,15 @@ BOOST_AUTO_TEST_CASE(tensor_copy_converts_as_cast_bit_for_bit) {
     for (std::uint32_t h = 0; h < 65536; ++h)
       if (std::bit_cast<std::uint32_t>(a[h]) != std::bit_cast<std::uint32_t>(b[h]) &&
           !(std::isnan(a[h]) && std::isnan(b[h])))
-        BOOST_FAIL(dtype_name(t) << " pattern 0x" << std::hex << h << ": cast " << a[h] << ", copy_ " << b[h]);
+        BOOST_FAIL(dtype_name(t) << " pattern 0x" << std::hex << h << ": cast " << a[h]
+                                 << ", copy_ " << b[h]);
     for (DType to : {DType::bf16, DType::f16}) {
       Tensor narrow_cast = Tensor::empty({65536}, to);
       cast(narrow_cast, patterns);
       const Tensor narrow_copy = patterns.to(to);
-      BOOST_TEST(std::memcmp(narrow_cast.data_ptr(), narrow_copy.data_ptr(), narrow_copy.nbytes()) == 0,
-                 dtype_name(t) << " -> " << dtype_name(to));
+      BOOST_TEST(
+          std::memcmp(narrow_cast.data_ptr(), narrow_copy.data_ptr(), narrow_copy.nbytes()) == 0,
+          dtype_name(t) << " -> " << dtype_name(to));
     }
   }
 }
@@ -158,7 +179,8 @@ BOOST_AUTO_TEST_CASE(same_dtype_copies_any_dtype) {
   Tensor dst = odd_offset_view(3, DType::i64);
   poison(dst);
   cast(dst, src);
-  BOOST_TEST(dst.to_doubles() == std::vector<double>({-2, 3, 40000}), boost::test_tools::per_element());
+  BOOST_TEST(dst.to_doubles() == std::vector<double>({-2, 3, 40000}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(f32_widens_to_f64_exactly_and_no_other_f64_pair_casts) {
@@ -168,8 +190,10 @@ BOOST_AUTO_TEST_CASE(f32_widens_to_f64_exactly_and_no_other_f64_pair_casts) {
   cast(dst, src);
   BOOST_TEST(dst.to_doubles() == src.to_doubles(), boost::test_tools::per_element());
   BOOST_TEST(std::signbit(dst.item(1)));
-  BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::f32), dst), InvalidArgument);   // narrowing: not a cast
-  BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::f64), Tensor::empty({5}, DType::bf16)), InvalidArgument);
+  BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::f32), dst),
+                    InvalidArgument);  // narrowing: not a cast
+  BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::f64), Tensor::empty({5}, DType::bf16)),
+                    InvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_throw_typed_errors) {
@@ -177,8 +201,9 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_typed_errors) {
   BOOST_CHECK_THROW(cast(Tensor::empty({4}, DType::bf16), f), InvalidArgument);
   BOOST_CHECK_THROW(cast(Tensor::empty({5}, DType::i32), f), InvalidArgument);
   BOOST_CHECK_THROW(cast_stochastic(Tensor::empty({5}, DType::f16), f, 1), InvalidArgument);
-  BOOST_CHECK_THROW(cast_stochastic(Tensor::empty({5}, DType::bf16), Tensor::empty({5}, DType::bf16), 1),
-                    InvalidArgument);
+  BOOST_CHECK_THROW(
+      cast_stochastic(Tensor::empty({5}, DType::bf16), Tensor::empty({5}, DType::bf16), 1),
+      InvalidArgument);
   Tensor freed = Tensor::empty({5}, DType::bf16);
   free_storage(freed);
   BOOST_CHECK_THROW(cast(freed, f), InvalidState);
@@ -216,7 +241,8 @@ BOOST_AUTO_TEST_CASE(stochastic_rounding_is_deterministic_and_picks_a_neighbour)
       const std::uint16_t down = static_cast<std::uint16_t>(x >> 16);  // truncation toward zero
       const bool exact = (x & 0xffffu) == 0;
       if (!(r[i] == down || (!exact && r[i] == down + 1)))
-        BOOST_FAIL("n=" << n << " i=" << i << ": " << s[i] << " rounded to bf16 0x" << std::hex << r[i]);
+        BOOST_FAIL("n=" << n << " i=" << i << ": " << s[i] << " rounded to bf16 0x" << std::hex
+                        << r[i]);
     }
   }
 }

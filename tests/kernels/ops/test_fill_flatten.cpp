@@ -2,9 +2,9 @@
 // zeroed gaps and tail, casting on the way.
 #include <boost/test/unit_test.hpp>
 
+#include "tests/kernels/kernel_test_util.h"
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/kernels/ops/flatten.h"
-#include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -16,11 +16,13 @@ BOOST_AUTO_TEST_CASE(fill_every_dtype_and_size) {
   std::uniform_int_distribution<int> small(-100, 100);
   for (std::int64_t n : kSizes) {
     for (DType t : kAllDTypes) {
-      const double value = t == DType::u8 ? small(gen) + 100 : small(gen) + (is_floating(t) ? 0.3 : 0.0);
+      const double value =
+          t == DType::u8 ? small(gen) + 100 : small(gen) + (is_floating(t) ? 0.3 : 0.0);
       Tensor dst = odd_offset_view(n, t);
       poison(dst);
       kernels::fill(dst, value);
-      const double want = is_floating(t) ? round_to(t == DType::f64 ? DType::f32 : t, value) : value;
+      const double want =
+          is_floating(t) ? round_to(t == DType::f64 ? DType::f32 : t, value) : value;
       for (double v : dst.to_doubles())
         if (t == DType::f64 ? v != value : v != want)
           BOOST_FAIL(dtype_name(t) << " n=" << n << ": got " << v << " want " << value);
@@ -66,7 +68,8 @@ BOOST_AUTO_TEST_CASE(flatten_with_padding_and_unflatten) {
       }
     }
     for (std::int64_t i = 0; i < total; ++i)
-      if (!covered[i]) BOOST_REQUIRE_MESSAGE(same_value(f[i], 0.0), "padding at " << i << " is " << f[i]);
+      if (!covered[i])
+        BOOST_REQUIRE_MESSAGE(same_value(f[i], 0.0), "padding at " << i << " is " << f[i]);
 
     std::vector<Tensor> back;
     for (const Tensor& p : parts) {
@@ -76,7 +79,8 @@ BOOST_AUTO_TEST_CASE(flatten_with_padding_and_unflatten) {
     kernels::unflatten_from(back, flat, offsets);
     for (std::size_t k = 0; k < parts.size(); ++k) {
       const std::vector<double> p = parts[k].to_doubles(), b = back[k].to_doubles();
-      for (std::int64_t i = 0; i < sizes[k]; ++i) BOOST_REQUIRE(same_value(b[i], round_to(flat_t, p[i])));
+      for (std::int64_t i = 0; i < sizes[k]; ++i)
+        BOOST_REQUIRE(same_value(b[i], round_to(flat_t, p[i])));
     }
   }
 }

@@ -4,9 +4,11 @@
 // elementwise ops' fast (16-byte vector) path against their simple one: bit
 // for bit, on aligned views and on views one element off, which take the
 // scalar fallback.
-#include <boost/test/unit_test.hpp>
 #include <bit>
+#include <boost/test/unit_test.hpp>
 
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/ops/adamw_reference.h"
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/ops/adamw.h"
 #include "zrt/kernels/ops/cast.h"
@@ -15,8 +17,6 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/kernels/ops/scale.h"
-#include "tests/kernels/ops/adamw_reference.h"
-#include "tests/kernels/kernel_test_util.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -85,8 +85,9 @@ Tensor cpu_copy(const Tensor& t) {
 // operands within one ulp, AdamW's rule, the caller checking the others).
 // Returns the fast path's operands.
 template <class Op>
-std::vector<Tensor> require_paths_agree(const std::string& what, const std::vector<Tensor>& operands,
-                                        bool aligned, Op op, bool cpu_within_ulp = false) {
+std::vector<Tensor> require_paths_agree(const std::string& what,
+                                        const std::vector<Tensor>& operands, bool aligned, Op op,
+                                        bool cpu_within_ulp = false) {
   auto run = [&](bool gpu, unsigned simple) {
     kernels::ScopedSimpleKernels path(simple);
     std::vector<Tensor> t;
@@ -95,14 +96,18 @@ std::vector<Tensor> require_paths_agree(const std::string& what, const std::vect
     return t;
   };
   const std::vector<Tensor> fast = run(true, 0);
-  const std::vector<Tensor> simple = run(true, static_cast<unsigned>(kernels::FastKernel::elementwise));
+  const std::vector<Tensor> simple =
+      run(true, static_cast<unsigned>(kernels::FastKernel::elementwise));
   const std::vector<Tensor> cpu = run(false, 0);
   const std::string where = what + (aligned ? " (aligned)" : " (one element off)");
   for (std::size_t k = 0; k < operands.size(); ++k) {
     const std::string operand = where + " operand " + std::to_string(k);
-    BOOST_REQUIRE_MESSAGE(bytes_of(fast[k]) == bytes_of(simple[k]), operand << ": fast and simple paths differ");
-    if (!cpu_within_ulp) require_same_bits(fast[k], cpu[k], operand);
-    else if (operands[k].dtype() == DType::f32) require_within_ulp(fast[k], cpu[k], operand);
+    BOOST_REQUIRE_MESSAGE(bytes_of(fast[k]) == bytes_of(simple[k]),
+                          operand << ": fast and simple paths differ");
+    if (!cpu_within_ulp)
+      require_same_bits(fast[k], cpu[k], operand);
+    else if (operands[k].dtype() == DType::f32)
+      require_within_ulp(fast[k], cpu[k], operand);
   }
   return fast;
 }
@@ -119,7 +124,8 @@ BOOST_AUTO_TEST_SUITE(kernels_gpu)
 
 BOOST_AUTO_TEST_CASE(elementwise_fast_equals_simple) {
   auto gen = fresh_generator();  // its seed is printed with the test case's name
-  const kernels::AdamWHyperparams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  const kernels::AdamWHyperparams hp{
+      .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   for (std::int64_t n : kPackSizes) {
     for (bool aligned : {true, false}) {
       BOOST_TEST_CONTEXT("n " << n << " aligned " << aligned) {
@@ -130,40 +136,48 @@ BOOST_AUTO_TEST_CASE(elementwise_fast_equals_simple) {
                                 {src, poisoned_cpu(n, to)}, aligned,
                                 [](std::vector<Tensor>& t) { kernels::cast(t[1], t[0]); });
           }
-          require_paths_agree(std::string("scale_ ") + dtype_name(from), {random_tensor(n, from, gen)}, aligned,
+          require_paths_agree(std::string("scale_ ") + dtype_name(from),
+                              {random_tensor(n, from, gen)}, aligned,
                               [](std::vector<Tensor>& t) { kernels::scale_(t[0], 0.37); });
-          require_paths_agree(std::string("accumulate_grad ") + dtype_name(from),
-                              {random_tensor(n, DType::f32, gen), random_tensor(n, from, gen)}, aligned,
-                              [](std::vector<Tensor>& t) { kernels::accumulate_grad(t[0], t[1], 0.25f); });
+          require_paths_agree(
+              std::string("accumulate_grad ") + dtype_name(from),
+              {random_tensor(n, DType::f32, gen), random_tensor(n, from, gen)}, aligned,
+              [](std::vector<Tensor>& t) { kernels::accumulate_grad(t[0], t[1], 0.25f); });
         }
-        require_paths_agree("cast_stochastic", {random_tensor(n, DType::f32, gen), poisoned_cpu(n, DType::bf16)},
-                            aligned, [](std::vector<Tensor>& t) { kernels::cast_stochastic(t[1], t[0], 1234); });
+        require_paths_agree(
+            "cast_stochastic", {random_tensor(n, DType::f32, gen), poisoned_cpu(n, DType::bf16)},
+            aligned, [](std::vector<Tensor>& t) { kernels::cast_stochastic(t[1], t[0], 1234); });
         for (DType t : kAllDTypes)
           require_paths_agree(std::string("fill ") + dtype_name(t), {poisoned_cpu(n, t)}, aligned,
                               [](std::vector<Tensor>& t) { kernels::fill(t[0], 3.0); });
         for (DType gt : {DType::f32, DType::bf16}) {
           // One decayed piece over the whole shard (packed when aligned), then
           // random pieces, most starting off a pack boundary.
-          for (const auto& ranges : {std::vector<kernels::ElementRange>{{0, n}}, random_decay_ranges(n, gen)}) {
-            const std::vector<Tensor> state = {random_tensor(n, DType::f32, gen),
-                                               random_tensor(n, DType::f32, gen, -0.1, 0.1),
-                                               random_tensor(n, DType::f32, gen, 0, 0.01), random_tensor(n, gt, gen)};
-            require_paths_agree(std::string("fused_adamw grad ") + dtype_name(gt), state, aligned,
-                                [&](std::vector<Tensor>& t) {
-                                  kernels::fused_adamw(t[0], t[1], t[2], t[3], 3, hp, ranges,
-                                                       {.grad_scale = 0.5, .param_out = std::nullopt});
-                                }, true);
+          for (const auto& ranges :
+               {std::vector<kernels::ElementRange>{{0, n}}, random_decay_ranges(n, gen)}) {
+            const std::vector<Tensor> state = {
+                random_tensor(n, DType::f32, gen), random_tensor(n, DType::f32, gen, -0.1, 0.1),
+                random_tensor(n, DType::f32, gen, 0, 0.01), random_tensor(n, gt, gen)};
+            require_paths_agree(
+                std::string("fused_adamw grad ") + dtype_name(gt), state, aligned,
+                [&](std::vector<Tensor>& t) {
+                  kernels::fused_adamw(t[0], t[1], t[2], t[3], 3, hp, ranges,
+                                       {.grad_scale = 0.5, .param_out = std::nullopt});
+                },
+                true);
             std::vector<Tensor> with_out = state;
             with_out.push_back(poisoned_cpu(n, DType::bf16));
-            const std::vector<Tensor> fast =
-                require_paths_agree(std::string("fused_adamw to bf16, grad ") + dtype_name(gt), with_out, aligned,
-                                    [&](std::vector<Tensor>& t) {
-                                      kernels::fused_adamw(t[0], t[1], t[2], t[3], 3, hp, ranges,
-                                                           {.grad_scale = 0.5, .param_out = t[4]});
-                                    }, true);
+            const std::vector<Tensor> fast = require_paths_agree(
+                std::string("fused_adamw to bf16, grad ") + dtype_name(gt), with_out, aligned,
+                [&](std::vector<Tensor>& t) {
+                  kernels::fused_adamw(t[0], t[1], t[2], t[3], 3, hp, ranges,
+                                       {.grad_scale = 0.5, .param_out = t[4]});
+                },
+                true);
             const std::vector<double> param = fast[0].to(Device::cpu()).to_doubles(),
                                       out = fast[4].to(Device::cpu()).to_doubles();
-            for (std::int64_t i = 0; i < n; ++i) BOOST_REQUIRE(same_value(out[i], round_to_bf16(param[i])));
+            for (std::int64_t i = 0; i < n; ++i)
+              BOOST_REQUIRE(same_value(out[i], round_to_bf16(param[i])));
           }
         }
       }
@@ -180,9 +194,11 @@ BOOST_AUTO_TEST_CASE(cast_fill_scale_accumulate_bit_exact) {
         Tensor cpu = odd_offset_view(n, to), gpu = poisoned_gpu(n, to);
         kernels::cast(cpu, src);
         kernels::cast(gpu, on_gpu(src));
-        require_same_bits(gpu, cpu, std::string("cast ") + dtype_name(from) + "->" + dtype_name(to));
+        require_same_bits(gpu, cpu,
+                          std::string("cast ") + dtype_name(from) + "->" + dtype_name(to));
       }
-      Tensor cpu = odd_offset_view(n, from), gpu = on_gpu(src);  // src.clone() of 0 elements holds no storage
+      Tensor cpu = odd_offset_view(n, from),
+             gpu = on_gpu(src);  // src.clone() of 0 elements holds no storage
       cpu.copy_(src);
       kernels::scale_(cpu, 0.37);
       kernels::scale_(gpu, 0.37);
@@ -225,25 +241,30 @@ BOOST_AUTO_TEST_CASE(flatten_bit_exact) {
   }
   kernels::unflatten_from(parts_cpu, flat_cpu, offsets);
   kernels::unflatten_from(parts_gpu, flat_gpu, offsets);
-  for (std::size_t k = 0; k < parts_cpu.size(); ++k) require_same_bits(parts_gpu[k], parts_cpu[k], "unflatten_from");
+  for (std::size_t k = 0; k < parts_cpu.size(); ++k)
+    require_same_bits(parts_gpu[k], parts_cpu[k], "unflatten_from");
 }
 
 BOOST_AUTO_TEST_CASE(adamw_and_norm_within_one_ulp) {
   auto gen = fresh_generator();
-  const kernels::AdamWHyperparams hp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  const kernels::AdamWHyperparams hp{
+      .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   for (std::int64_t n : kSizes) {
     for (DType gt : {DType::f32, DType::bf16}) {
       const auto ranges = random_decay_ranges(n, gen);
-      Tensor p = random_tensor(n, DType::f32, gen), m = random_tensor(n, DType::f32, gen, -0.1, 0.1),
+      Tensor p = random_tensor(n, DType::f32, gen),
+             m = random_tensor(n, DType::f32, gen, -0.1, 0.1),
              v = random_tensor(n, DType::f32, gen, 0, 0.01), g = random_tensor(n, gt, gen);
       Tensor pg = on_gpu(p), mg = on_gpu(m), vg = on_gpu(v), gg = on_gpu(g);
       Tensor out_cpu = odd_offset_view(n, DType::bf16), out_gpu = poisoned_gpu(n, DType::bf16);
       kernels::fused_adamw(p, m, v, g, 3, hp, ranges, {.grad_scale = 0.5, .param_out = out_cpu});
-      kernels::fused_adamw(pg, mg, vg, gg, 3, hp, ranges, {.grad_scale = 0.5, .param_out = out_gpu});
+      kernels::fused_adamw(pg, mg, vg, gg, 3, hp, ranges,
+                           {.grad_scale = 0.5, .param_out = out_gpu});
       require_within_ulp(pg, p, "param");
       require_within_ulp(mg, m, "exp_avg");
       require_within_ulp(vg, v, "exp_avg_sq");
-      const std::vector<double> oc = out_cpu.to_doubles(), og = out_gpu.to(Device::cpu()).to_doubles();
+      const std::vector<double> oc = out_cpu.to_doubles(),
+                                og = out_gpu.to(Device::cpu()).to_doubles();
       const std::vector<double> pc = pg.to(Device::cpu()).to_doubles();
       for (std::int64_t i = 0; i < n; ++i) BOOST_REQUIRE(same_value(og[i], round_to_bf16(pc[i])));
 

@@ -2,8 +2,8 @@
 // does not depend on the thread count.
 #include <boost/test/unit_test.hpp>
 
-#include "zrt/kernels/ops/norm.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "zrt/kernels/ops/norm.h"
 
 using namespace zrt;
 using namespace zrt::test;
@@ -44,7 +44,8 @@ BOOST_AUTO_TEST_CASE(same_bits_for_any_thread_count) {
 
 BOOST_AUTO_TEST_CASE(non_finite_values_are_found) {
   auto gen = fresh_generator();
-  for (std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(4097), std::int64_t((1 << 20) + 7)}) {
+  for (std::int64_t n :
+       {std::int64_t(1), std::int64_t(3), std::int64_t(4097), std::int64_t((1 << 20) + 7)}) {
     std::uniform_int_distribution<std::int64_t> pos(0, n - 1);
     for (double bad : {double(NAN), double(INFINITY), -double(INFINITY)}) {
       for (DType t : {DType::f32, DType::bf16, DType::f16}) {

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <fstream>
 
+#include "tests/model_zoo/models/temp_dir.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/runtime/io/safetensors.h"
-#include "tests/model_zoo/models/temp_dir.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -20,7 +20,8 @@ namespace {
 Dataset counting_tokens(std::int64_t len) {  // token i = 100 + i
   Dataset d;
   d.tokens = Tensor::empty({len}, DType::i32);
-  for (std::int64_t i = 0; i < len; ++i) d.tokens.data<std::int32_t>()[i] = static_cast<std::int32_t>(100 + i);
+  for (std::int64_t i = 0; i < len; ++i)
+    d.tokens.data<std::int32_t>()[i] = static_cast<std::int32_t>(100 + i);
   d.vocab_size = static_cast<std::int64_t>(100 + len);
   d.source = "counting";
   return d;
@@ -34,7 +35,8 @@ void write_llmc(const std::string& path, std::int32_t magic, std::int32_t versio
   header[0] = magic, header[1] = version, header[2] = count;
   std::ofstream f(path, std::ios::binary);
   f.write(reinterpret_cast<const char*>(header.data()), 1024);
-  f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(2 * tokens.size()));
+  f.write(reinterpret_cast<const char*>(tokens.data()),
+          static_cast<std::streamsize>(2 * tokens.size()));
 }
 
 template <class F>
@@ -70,11 +72,14 @@ BOOST_AUTO_TEST_CASE(token_order_is_hand_worked) {
   BOOST_TEST(b.normaliser == 12.0);
   // W 1, M 2: micro 1 holds j = 2, 3 → starts 2 and 5 at step 1.
   const Batch m = make_micro_batch(d, 1, 4, 3, 1, 0, 2, 1);
-  BOOST_TEST(row(m.inputs, 0) == std::vector<double>({102, 103, 104}), boost::test_tools::per_element());
-  BOOST_TEST(row(m.inputs, 1) == std::vector<double>({105, 106, 107}), boost::test_tools::per_element());
+  BOOST_TEST(row(m.inputs, 0) == std::vector<double>({102, 103, 104}),
+             boost::test_tools::per_element());
+  BOOST_TEST(row(m.inputs, 1) == std::vector<double>({105, 106, 107}),
+             boost::test_tools::per_element());
   // Shortest legal data: len = T + 2, every sequence starts at 0.
   const Batch s = make_micro_batch(counting_tokens(5), 7, {2, 3, 1, 1}, 0, 0);
-  BOOST_TEST(row(s.targets, 1) == std::vector<double>({101, 102, 103}), boost::test_tools::per_element());
+  BOOST_TEST(row(s.targets, 1) == std::vector<double>({101, 102, 103}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(row_order_is_hand_worked) {
@@ -90,13 +95,17 @@ BOOST_AUTO_TEST_CASE(row_order_is_hand_worked) {
   // N 5, B 4, step 1: rows (4 + j) mod 5 = 4, 0, 1, 2; rank 1 of 2 gets j = 2, 3 → rows 1, 2.
   const Batch b = make_micro_batch(d, 1, {4, 0, 2, 1}, 1, 0);
   BOOST_TEST((b.inputs.shape() == Shape{2, 3}));
-  BOOST_TEST(row(b.inputs, 0) == std::vector<double>({10, 11, 12}), boost::test_tools::per_element());
-  BOOST_TEST(row(b.inputs, 1) == std::vector<double>({20, 21, 22}), boost::test_tools::per_element());
-  BOOST_TEST(b.targets.to_doubles() == std::vector<double>({3, 2}), boost::test_tools::per_element());
+  BOOST_TEST(row(b.inputs, 0) == std::vector<double>({10, 11, 12}),
+             boost::test_tools::per_element());
+  BOOST_TEST(row(b.inputs, 1) == std::vector<double>({20, 21, 22}),
+             boost::test_tools::per_element());
+  BOOST_TEST(b.targets.to_doubles() == std::vector<double>({3, 2}),
+             boost::test_tools::per_element());
   BOOST_TEST((b.targets.dtype() == DType::i64));
   BOOST_TEST(b.normaliser == 4.0);
   const Batch r0 = make_micro_batch(d, 1, {4, 0, 2, 1}, 0, 0);
-  BOOST_TEST(r0.targets.to_doubles() == std::vector<double>({0, 4}), boost::test_tools::per_element());
+  BOOST_TEST(r0.targets.to_doubles() == std::vector<double>({0, 4}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(bad_geometry_is_named) {

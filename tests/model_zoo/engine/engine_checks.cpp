@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cmath>
 
+#include "tests/support/rank_check.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "tests/support/rank_check.h"
 
 namespace zrt::testing {
 
@@ -73,19 +73,23 @@ TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup) {
 
 TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup) {
   TrainOutput out;
-  run_local_ranks(ranks, [&](const CommPtr& world) {
-    auto mine = train_tiny(world, setup);
-    if (world->rank() == 0) out = std::move(mine);
-  }, std::chrono::seconds(120));
+  run_local_ranks(
+      ranks,
+      [&](const CommPtr& world) {
+        auto mine = train_tiny(world, setup);
+        if (world->rank() == 0) out = std::move(mine);
+      },
+      std::chrono::seconds(120));
   return out;
 }
 
-void expect_bitwise_alike(int ranks, const TrainSetup& base, const std::vector<TrainSetup>& variants) {
+void expect_bitwise_alike(int ranks, const TrainSetup& base,
+                          const std::vector<TrainSetup>& variants) {
   const TrainOutput want = train_tiny_on_local_ranks(ranks, base);
   for (const TrainSetup& v : variants) {
     const TrainOutput got = train_tiny_on_local_ranks(ranks, v);
-    ZRT_EXPECT(got.losses == want.losses, ranks, " ranks: the losses of ", describe(v), " differ from those of ",
-               describe(base));
+    ZRT_EXPECT(got.losses == want.losses, ranks, " ranks: the losses of ", describe(v),
+               " differ from those of ", describe(base));
     ZRT_EXPECT(got.params == want.params, ranks, " ranks: the parameters of ", describe(v),
                " differ from those of ", describe(base));
   }
@@ -157,8 +161,9 @@ void expect_same_training(const TrainOutput& got, const TrainOutput& want, const
                           const std::string& what) {
   ZRT_EXPECT(got.losses.size() == want.losses.size(), what, ": step counts differ");
   for (std::size_t s = 0; s < want.losses.size(); ++s)
-    ZRT_EXPECT(std::abs(got.losses[s] - want.losses[s]) <= tol.loss_rtol * std::abs(want.losses[s]), what,
-               ": loss of step ", s, " is ", got.losses[s], ", the reference ", want.losses[s]);
+    ZRT_EXPECT(std::abs(got.losses[s] - want.losses[s]) <= tol.loss_rtol * std::abs(want.losses[s]),
+               what, ": loss of step ", s, " is ", got.losses[s], ", the reference ",
+               want.losses[s]);
   ZRT_EXPECT(got.params.size() == want.params.size(), what, ": parameter sets differ");
   for (const auto& [name, ref] : want.params) {
     auto it = got.params.find(name);
@@ -199,7 +204,8 @@ std::vector<TrainSetup> equivalence_setups(const std::string& model, int w) {
   }
   // zero3 sizes {1, 2, W} may repeat for small W.
   std::sort(out.begin(), out.end(), [](const TrainSetup& a, const TrainSetup& b) {
-    return std::tie(a.micro_batches, a.strategy, a.zero3_size) < std::tie(b.micro_batches, b.strategy, b.zero3_size);
+    return std::tie(a.micro_batches, a.strategy, a.zero3_size) <
+           std::tie(b.micro_batches, b.strategy, b.zero3_size);
   });
   out.erase(std::unique(out.begin(), out.end(),
                         [](const TrainSetup& a, const TrainSetup& b) {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "zrt/model_zoo/trainer/trainer.h"
-#include "zrt/runtime/comm/communicator.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/runtime/comm/communicator.h"
 
 namespace zrt::testing {
 
@@ -33,8 +33,9 @@ struct TrainSetup {
   CommPtr host_comm;              // where those saves agree (TrainerConfig::host_comm)
   PhaseTimerPtr phase_timer;      // times the steps' phases (Note [Step phase times]); null: none
   std::optional<optim::CpuStreams> cpu_streams;  // unset: ZRT_CPU_STREAMS, else comm
-  bool head_unit = false;         // gpt: ln_f and the LM head in a unit of their own (ModelConfig::head_unit)
-  double max_grad_norm = 1.0;     // 0: no clipping
+  bool head_unit =
+      false;  // gpt: ln_f and the LM head in a unit of their own (ModelConfig::head_unit)
+  double max_grad_norm = 1.0;  // 0: no clipping
   // gpt: 0 is the preset's vocabulary; another folds the text's bytes into it (byte % vocab_size)
   std::int64_t vocab_size = 0;
   std::int64_t vocab_align =
@@ -43,8 +44,8 @@ struct TrainSetup {
 };
 
 struct TrainOutput {
-  std::vector<double> losses;                            // per step, global mean
-  std::map<std::string, std::vector<double>> params;     // final, fp32
+  std::vector<double> losses;                         // per step, global mean
+  std::map<std::string, std::vector<double>> params;  // final, fp32
 };
 
 // Trains the tiny preset of `setup.model` on the embedded dataset.
@@ -53,14 +54,15 @@ TrainOutput train_tiny(const CommPtr& world, const TrainSetup& setup);
 TrainOutput train_tiny_on_local_ranks(int ranks, const TrainSetup& setup);
 // Each of `variants` trains bit for bit as `base` on `ranks` local ranks:
 // the same losses and final parameters. Throws CheckFailed naming the variant.
-void expect_bitwise_alike(int ranks, const TrainSetup& base, const std::vector<TrainSetup>& variants);
+void expect_bitwise_alike(int ranks, const TrainSetup& base,
+                          const std::vector<TrainSetup>& variants);
 // One setup per strategy (and one of the mlp), each with another dtype and
 // micro-batch count, 4 steps: the sweep for a setting that must change no number.
 std::vector<TrainSetup> one_setup_per_strategy();
 // expect_bitwise_alike(ranks, s, variants_of(s)) for each s of
 // one_setup_per_strategy(); the messages of those that differ (none: all alike).
-std::vector<std::string> differences_per_strategy(int ranks,
-                                                  const std::function<std::vector<TrainSetup>(const TrainSetup&)>& variants_of);
+std::vector<std::string> differences_per_strategy(
+    int ranks, const std::function<std::vector<TrainSetup>(const TrainSetup&)>& variants_of);
 // The allocator peak of the second step of `config` (trained on the embedded
 // text) on one local rank.
 std::size_t second_step_peak(model_zoo::TrainerConfig config);
@@ -86,9 +88,9 @@ std::map<std::string, std::vector<double>> full_params(model_zoo::Trainer& train
 // therefore compared element-wise in absolute terms and per tensor in L2
 // relative to max(||want||, 1).
 struct Tolerance {
-  double loss_rtol = 1e-5;    // per step, relative
-  double param_atol = 5e-5;   // per element, absolute
-  double param_rl2 = 1e-4;    // per tensor, ||got - want|| / max(||want||, 1)
+  double loss_rtol = 1e-5;   // per step, relative
+  double param_atol = 5e-5;  // per element, absolute
+  double param_rl2 = 1e-4;   // per tensor, ||got - want|| / max(||want||, 1)
 };
 
 // Throws CheckFailed naming the first loss or parameter outside `tol`.

@@ -36,7 +36,8 @@ BOOST_AUTO_TEST_CASE(names_parse_and_bad_ones_are_refused) {
   BOOST_TEST(parse_activation_checkpointing("every:3").every == 3);
   BOOST_TEST(parse_activation_checkpointing("every:3").str() == "every:3");
   BOOST_TEST(parse_activation_checkpointing("every:1").str() == "blocks");
-  for (const char* bad : {"", "all", "every:", "every:0", "every:-2", "every:2x", "every:99999999999"})
+  for (const char* bad :
+       {"", "all", "every:", "every:0", "every:-2", "every:2x", "every:99999999999"})
     BOOST_CHECK_THROW(parse_activation_checkpointing(bad), InvalidArgument);
   const ActivationCheckpointing every2{2};
   BOOST_TEST(every2.checkpoints(0));
@@ -63,7 +64,8 @@ BOOST_AUTO_TEST_CASE(recomputing_blocks_changes_no_number) {
 BOOST_AUTO_TEST_CASE(checkpointing_lowers_the_step_peak) {
   // A block keeps ~16 [B, T, C] tensors for its backward; checkpointed, one.
   const std::size_t none = step_peak({0}), every2 = step_peak({2}), blocks = step_peak({1});
-  BOOST_TEST_MESSAGE("step peak: none " << none << " B, every:2 " << every2 << " B, blocks " << blocks << " B");
+  BOOST_TEST_MESSAGE("step peak: none " << none << " B, every:2 " << every2 << " B, blocks "
+                                        << blocks << " B");
   BOOST_TEST(every2 < none);
   BOOST_TEST(blocks < every2);
   // 8 blocks of caches down to 8 inputs plus one block's caches: well under half.

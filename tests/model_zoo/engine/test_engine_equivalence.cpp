@@ -4,8 +4,8 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 
-#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -25,9 +25,12 @@ void check_world(const std::string& model, int w) {
   const TrainOutput ref = reference(model);
   for (const auto& setup : equivalence_setups(model, w)) {
     try {
-      run_local_ranks(w, [&](const CommPtr& world) {
-        expect_same_training(train_tiny(world, setup), ref, {}, describe(setup));
-      }, std::chrono::seconds(60));
+      run_local_ranks(
+          w,
+          [&](const CommPtr& world) {
+            expect_same_training(train_tiny(world, setup), ref, {}, describe(setup));
+          },
+          std::chrono::seconds(60));
     } catch (const std::exception& e) {
       BOOST_ERROR(w << " ranks: " << e.what());
     }
@@ -52,7 +55,9 @@ BOOST_AUTO_TEST_CASE(offloaded_gradients_match) {
   s.offload_grads = true;
   s.micro_batches = 2;
   try {
-    run_local_ranks(2, [&](const CommPtr& world) { expect_same_training(train_tiny(world, s), ref, {}, describe(s)); });
+    run_local_ranks(2, [&](const CommPtr& world) {
+      expect_same_training(train_tiny(world, s), ref, {}, describe(s));
+    });
   } catch (const std::exception& e) {
     BOOST_ERROR(e.what());
   }
@@ -82,8 +87,10 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number) {
   // thread, ahead of compute by the depth, so this is the sweep that
   // ThreadSanitizer runs for each stream mode (tools/sanitize.sh).
   const std::pair<optim::ShardingStrategy, int> strategies[] = {
-      {optim::ShardingStrategy::full_shard, 4}, {optim::ShardingStrategy::shard_grad_op, 4},
-      {optim::ShardingStrategy::no_shard, 1}, {optim::ShardingStrategy::hybrid_shard, 2},
+      {optim::ShardingStrategy::full_shard, 4},
+      {optim::ShardingStrategy::shard_grad_op, 4},
+      {optim::ShardingStrategy::no_shard, 1},
+      {optim::ShardingStrategy::hybrid_shard, 2},
       {optim::ShardingStrategy::layer_zero, 2}};
   for (const auto& [strategy, zero3] : strategies) {
     TrainSetup s;

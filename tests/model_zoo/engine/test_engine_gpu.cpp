@@ -17,8 +17,8 @@
 #include <fstream>
 #include <string>
 
-#include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "tests/model_zoo/engine/engine_checks.h"
+#include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/comm/nccl_comm.h"
 
@@ -129,7 +129,8 @@ BOOST_AUTO_TEST_CASE(steady_steps_make_no_cuda_malloc) {
     run_local_ranks(2, [&](const CommPtr& world) {
       auto trainer = tiny_trainer(world, s);
       for (int step = 0; step < 5; ++step)
-        raw[static_cast<std::size_t>(world->rank())].push_back(trainer->step().memory.num_raw_allocs);
+        raw[static_cast<std::size_t>(world->rank())].push_back(
+            trainer->step().memory.num_raw_allocs);
     });
     for (const auto& r : raw) BOOST_TEST(r.back() == r[1], describe(s));
   }
@@ -152,8 +153,10 @@ BOOST_AUTO_TEST_CASE(a_cuda_run_saved_in_the_background_resumes_bit_exactly) {
       TrainOutput first;
       auto t = tiny_trainer(world, background);
       train_until(*t, 3, first);
-      t->save_checkpoint(optim::checkpoint_into((dir / "async").string()));  // pinned staging, then a thread
-      optim::save_checkpoint(t->engine().module(), t->next_step(), optim::checkpoint_into((dir / "sync").string()));
+      t->save_checkpoint(
+          optim::checkpoint_into((dir / "async").string()));  // pinned staging, then a thread
+      optim::save_checkpoint(t->engine().module(), t->next_step(),
+                             optim::checkpoint_into((dir / "sync").string()));
       train_until(*t, 4, first);  // changes every shard while the background write may still run
       t->wait_for_checkpoint();
     }
@@ -177,7 +180,8 @@ BOOST_AUTO_TEST_CASE(a_cuda_run_saved_in_the_background_resumes_bit_exactly) {
   BOOST_REQUIRE_EQUAL(resumed.losses.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i)
     BOOST_TEST(resumed.losses[i] == never_stopped.losses[3 + i], "loss of step " << 3 + i);
-  for (const auto& [name, want] : never_stopped.params) BOOST_TEST(resumed.params.at(name) == want, name);
+  for (const auto& [name, want] : never_stopped.params)
+    BOOST_TEST(resumed.params.at(name) == want, name);
 }
 
 // Note [Step phase times] on the device: CUDA events on the compute stream

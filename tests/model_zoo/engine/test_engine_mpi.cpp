@@ -2,10 +2,10 @@
 // size and micro-batch count match the same model trained by one rank.
 #include <boost/test/unit_test.hpp>
 
-#include "zrt/runtime/comm/launched_world.h"
-#include "zrt/runtime/comm/local_comm.h"
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/support/rank_check.h"
+#include "zrt/runtime/comm/launched_world.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -60,7 +60,8 @@ BOOST_AUTO_TEST_CASE(gpt_head_unit_matches_the_default_layout) {
         ZRT_EXPECT(got.losses == want.losses && got.params == want.params, describe(head),
                    " trains otherwise than ", describe(base));
       else
-        expect_same_training(got, want, dtype == DType::f32 ? Tolerance{} : Tolerance{1e-3, 2e-2, 2e-2},
+        expect_same_training(got, want,
+                             dtype == DType::f32 ? Tolerance{} : Tolerance{1e-3, 2e-2, 2e-2},
                              describe(head) + " against " + describe(base));
     } catch (const std::exception& e) {
       BOOST_ERROR("rank " << world()->rank() << ": " << e.what());

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/model_zoo/models/temp_dir.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/model_zoo/io/param_loader.h"
-#include "zrt/runtime/io/safetensors.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "tests/model_zoo/models/temp_dir.h"
+#include "zrt/runtime/io/safetensors.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -62,15 +62,18 @@ void compare_with_torch(const std::string& kind) {
     for (int s = 0; s < kSteps; ++s) zrt_losses.push_back(t.step().stats.loss);
   });
 
-  const std::string cmd = std::string(ZRT_PYTHON) + " " + ZRT_SOURCE_DIR +
-                          "/tests/model_zoo/models/torch_train_reference.py --kind " + kind +
-                          (kind == "gpt" ? " --n-head 2 --seq-len 16" : " --activation gelu") +
-                          " --init " + dir.file("init.safetensors") + " --data " + data_path +
-                          " --steps 10 --batch 8 --world 1 --micro 2 --lr 3e-3 --min-lr 3e-4 --warmup 3"
-                          " --decay-steps 10 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --clip 1.0"
-                          " --out-losses " + dir.file("losses.json");
+  const std::string cmd =
+      std::string(ZRT_PYTHON) + " " + ZRT_SOURCE_DIR +
+      "/tests/model_zoo/models/torch_train_reference.py --kind " + kind +
+      (kind == "gpt" ? " --n-head 2 --seq-len 16" : " --activation gelu") + " --init " +
+      dir.file("init.safetensors") + " --data " + data_path +
+      " --steps 10 --batch 8 --world 1 --micro 2 --lr 3e-3 --min-lr 3e-4 --warmup 3"
+      " --decay-steps 10 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --clip 1.0"
+      " --out-losses " +
+      dir.file("losses.json");
   const int rc = std::system(cmd.c_str());
-  BOOST_REQUIRE_MESSAGE(rc == 0, "`" << cmd << "` failed (rc " << rc << "): is python3-torch installed?");
+  BOOST_REQUIRE_MESSAGE(rc == 0,
+                        "`" << cmd << "` failed (rc " << rc << "): is python3-torch installed?");
   std::ifstream f(dir.file("losses.json"));
   const auto torch_losses = nlohmann::json::parse(f).at("losses").get<std::vector<double>>();
   BOOST_REQUIRE_EQUAL(torch_losses.size(), zrt_losses.size());

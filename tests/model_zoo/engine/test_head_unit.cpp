@@ -54,10 +54,10 @@ BOOST_AUTO_TEST_CASE(trains_bit_for_bit_as_the_default_layout) {
     int micro;
   };
   const Case cases[] = {
-      {S::full_shard, 0, DType::f32, 2},   {S::full_shard, 0, DType::bf16, 1},
+      {S::full_shard, 0, DType::f32, 2},    {S::full_shard, 0, DType::bf16, 1},
       {S::shard_grad_op, 0, DType::f32, 1}, {S::shard_grad_op, 0, DType::bf16, 2},
-      {S::no_shard, 0, DType::f32, 2},     {S::no_shard, 0, DType::bf16, 1},
-      {S::hybrid_shard, 1, DType::f32, 1}, {S::hybrid_shard, 1, DType::bf16, 2},
+      {S::no_shard, 0, DType::f32, 2},      {S::no_shard, 0, DType::bf16, 1},
+      {S::hybrid_shard, 1, DType::f32, 1},  {S::hybrid_shard, 1, DType::bf16, 2},
       {S::full_shard, 0, DType::f16, 2},
   };
   auto alike = [](int ranks, const TrainSetup& base) {
@@ -86,7 +86,8 @@ BOOST_AUTO_TEST_CASE(the_head_unit_holds_the_tie) {
     auto trainer = tiny_trainer(world, with_head_unit(base_setup(S::full_shard, 0, DType::f32, 1)));
     optim::ZeroModule& module = trainer->engine().module();
     const auto tied = module.tied_params();
-    ZRT_EXPECT(tied.size() == 1 && tied[0].fqn == "lm_head.weight" && module.handle(tied[0].user).name() == "head" &&
+    ZRT_EXPECT(tied.size() == 1 && tied[0].fqn == "lm_head.weight" &&
+                   module.handle(tied[0].user).name() == "head" &&
                    module.handle(tied[0].owner.unit).name() == "embed" &&
                    module.handle(tied[0].owner.unit).fqn(tied[0].owner.index) == "wte.weight",
                "the head unit's lm_head.weight is not tied to wte.weight of unit 'embed'");
@@ -106,20 +107,25 @@ BOOST_AUTO_TEST_CASE(checkpoints_move_between_layouts) {
     const TrainOutput want = train_tiny_on_local_ranks(3, saver);
     model_zoo::test::TempDir dir("head_unit_ckpt");
     try {
-      run_local_ranks(3, [&](const CommPtr& world) {
-        TrainOutput got;
-        auto first = tiny_trainer(world, saver);
-        train_until(*first, 2, got);
-        const std::string path = first->save_checkpoint(optim::checkpoint_into(dir.file("ckpt")));
-        const auto saved = full_params(*first);
-        auto second = tiny_trainer(world, loader);
-        second->resume(path);
-        ZRT_EXPECT(full_params(*second) == saved, describe(loader), ": parameters differ after loading a checkpoint of ",
-                   describe(saver));
-        train_until(*second, saver.steps, got);
-        ZRT_EXPECT(got.losses == want.losses && full_params(*second) == want.params, describe(loader),
-                   ": resumed from a checkpoint of ", describe(saver), " trains otherwise than the uninterrupted run");
-      }, std::chrono::seconds(120));
+      run_local_ranks(
+          3,
+          [&](const CommPtr& world) {
+            TrainOutput got;
+            auto first = tiny_trainer(world, saver);
+            train_until(*first, 2, got);
+            const std::string path =
+                first->save_checkpoint(optim::checkpoint_into(dir.file("ckpt")));
+            const auto saved = full_params(*first);
+            auto second = tiny_trainer(world, loader);
+            second->resume(path);
+            ZRT_EXPECT(full_params(*second) == saved, describe(loader),
+                       ": parameters differ after loading a checkpoint of ", describe(saver));
+            train_until(*second, saver.steps, got);
+            ZRT_EXPECT(got.losses == want.losses && full_params(*second) == want.params,
+                       describe(loader), ": resumed from a checkpoint of ", describe(saver),
+                       " trains otherwise than the uninterrupted run");
+          },
+          std::chrono::seconds(120));
     } catch (const std::exception& e) {
       BOOST_ERROR(e.what());
     }

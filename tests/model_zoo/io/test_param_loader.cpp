@@ -5,10 +5,10 @@
 #include <map>
 #include <random>
 
-#include "zrt/model_zoo/io/param_loader.h"
-#include "zrt/runtime/io/safetensors.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"
+#include "zrt/model_zoo/io/param_loader.h"
+#include "zrt/runtime/io/safetensors.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -39,7 +39,8 @@ BOOST_AUTO_TEST_CASE(gpt2_keys_map_with_transformer_prefix) {
   hf["lm_head.weight"] = hf.at("transformer.wte.weight");
   const auto p = match_model_params(units, hf, "hf");
   BOOST_TEST(p.size() == all_param_defs(units).size());
-  BOOST_TEST(max_abs_diff(p.at("h.1.mlp.c_fc.weight"), hf.at("transformer.h.1.mlp.c_fc.weight")) == 0.0);
+  BOOST_TEST(max_abs_diff(p.at("h.1.mlp.c_fc.weight"), hf.at("transformer.h.1.mlp.c_fc.weight")) ==
+             0.0);
 
   auto missing = hf;
   missing.erase("transformer.h.1.ln_2.bias");

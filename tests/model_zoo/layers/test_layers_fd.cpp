@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <functional>
 
+#include "tests/model_zoo/layers/layer_test_util.h"
 #include "zrt/model_zoo/layers/activation_layer.h"
 #include "zrt/model_zoo/layers/causal_self_attention.h"
 #include "zrt/model_zoo/layers/cross_entropy.h"
@@ -13,7 +14,6 @@
 #include "zrt/model_zoo/layers/layer_norm.h"
 #include "zrt/model_zoo/layers/linear.h"
 #include "zrt/model_zoo/layers/residual_add.h"
-#include "tests/model_zoo/layers/layer_test_util.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -57,7 +57,8 @@ BOOST_AUTO_TEST_CASE(linear_both_layouts_with_and_without_bias) {
   for (WeightLayout layout : {WeightLayout::out_in, WeightLayout::in_out}) {
     for (bool bias : {true, false}) {
       const std::int64_t in = 5, out = 3;
-      Param w = random_param(layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, f64, gen);
+      Param w =
+          random_param(layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, f64, gen);
       std::optional<Param> b;
       if (bias) b = random_param({out}, f64, gen);
       Linear lin(w, b, layout);
@@ -75,7 +76,8 @@ BOOST_AUTO_TEST_CASE(linear_both_layouts_with_and_without_bias) {
       lin.forward(x);
       lin.backward(r, GradMode::accumulate);
       auto acc = w.grad.to_doubles(), base = before.to_doubles();
-      for (std::size_t i = 0; i < acc.size(); ++i) BOOST_TEST(acc[i] == 2 * base[i], boost::test_tools::tolerance(1e-12));
+      for (std::size_t i = 0; i < acc.size(); ++i)
+        BOOST_TEST(acc[i] == 2 * base[i], boost::test_tools::tolerance(1e-12));
     }
   }
 }
@@ -88,7 +90,8 @@ BOOST_AUTO_TEST_CASE(linear_forward_gelu_with_the_gelu_layer) {
   for (WeightLayout layout : {WeightLayout::out_in, WeightLayout::in_out}) {
     for (bool bias : {true, false}) {
       const std::int64_t in = 5, out = 8;
-      Param w = random_param(layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, f64, gen);
+      Param w =
+          random_param(layout == WeightLayout::out_in ? Shape{out, in} : Shape{in, out}, f64, gen);
       std::optional<Param> b;
       if (bias) b = random_param({out}, f64, gen);
       Linear lin(w, b, layout);
@@ -109,7 +112,8 @@ BOOST_AUTO_TEST_CASE(linear_forward_gelu_with_the_gelu_layer) {
         lin.release();
         return dot(o.out, r);
       };
-      const std::string tag = std::string(layout == WeightLayout::out_in ? "out_in" : "in_out") + " gelu";
+      const std::string tag =
+          std::string(layout == WeightLayout::out_in ? "out_in" : "in_out") + " gelu";
       check_fd(tag + " dx", x, dx, objective, gen);
       check_fd(tag + " dweight", w.value, w.grad, objective, gen);
       if (bias) check_fd(tag + " dbias", b->value, b->grad, objective, gen);
@@ -121,16 +125,19 @@ BOOST_AUTO_TEST_CASE(linear_rejects_bad_shapes_and_backward_without_forward) {
   std::mt19937 gen(2);
   Linear lin(random_param({3, 5}, f64, gen), std::nullopt);
   BOOST_CHECK_THROW(lin.forward(random_tensor({2, 4}, f64, gen)), InvalidArgument);
-  BOOST_CHECK_THROW(lin.backward(random_tensor({2, 3}, f64, gen), GradMode::overwrite), InvalidState);
-  BOOST_CHECK_THROW(Linear(Param{Tensor::zeros({3, 5}, f64), Tensor::zeros({5, 3}, f64)}, std::nullopt),
-                    InvalidArgument);
+  BOOST_CHECK_THROW(lin.backward(random_tensor({2, 3}, f64, gen), GradMode::overwrite),
+                    InvalidState);
+  BOOST_CHECK_THROW(
+      Linear(Param{Tensor::zeros({3, 5}, f64), Tensor::zeros({5, 3}, f64)}, std::nullopt),
+      InvalidArgument);
 }
 
 BOOST_AUTO_TEST_CASE(gelu_and_relu) {
   std::mt19937 gen(3);
   Gelu gelu;
   Relu relu;
-  for (ActivationLayer* layer : {static_cast<ActivationLayer*>(&gelu), static_cast<ActivationLayer*>(&relu)}) {
+  for (ActivationLayer* layer :
+       {static_cast<ActivationLayer*>(&gelu), static_cast<ActivationLayer*>(&relu)}) {
     Tensor x = random_tensor({3, 7}, f64, gen, -3, 3);
     Tensor r = random_tensor({3, 7}, f64, gen);
     auto objective = [&] { return dot(layer->forward(x), r); };
@@ -167,15 +174,17 @@ BOOST_AUTO_TEST_CASE(token_and_position_embedding) {
   check_fd("embedding dwpe", wpe.value, wpe.grad, objective, gen);
   BOOST_CHECK_THROW(emb.forward(Tensor::from_doubles({0, 6}, DType::i64, Device::cpu(), {1, 2})),
                     InvalidArgument);
-  BOOST_CHECK_THROW(emb.forward(Tensor::from_doubles({0, 1, 2, 3, 4, 5}, DType::i64, Device::cpu(), {1, 6})),
-                    InvalidArgument);  // longer than the position table
+  BOOST_CHECK_THROW(
+      emb.forward(Tensor::from_doubles({0, 1, 2, 3, 4, 5}, DType::i64, Device::cpu(), {1, 6})),
+      InvalidArgument);  // longer than the position table
 }
 
 BOOST_AUTO_TEST_CASE(causal_self_attention_both_layouts) {
   std::mt19937 gen(6);
   const std::int64_t c = 6, heads = 2;
   for (WeightLayout layout : {WeightLayout::out_in, WeightLayout::in_out}) {
-    Param wqkv = random_param(layout == WeightLayout::out_in ? Shape{3 * c, c} : Shape{c, 3 * c}, f64, gen);
+    Param wqkv =
+        random_param(layout == WeightLayout::out_in ? Shape{3 * c, c} : Shape{c, 3 * c}, f64, gen);
     Param bqkv = random_param({3 * c}, f64, gen);
     Param wproj = random_param({c, c}, f64, gen), bproj = random_param({c}, f64, gen);
     CausalSelfAttention attn(wqkv, bqkv, wproj, bproj, heads, layout);

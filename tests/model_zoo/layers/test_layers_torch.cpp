@@ -15,13 +15,13 @@
 #include <fstream>
 #include <map>
 
+#include "tests/model_zoo/layers/layer_test_util.h"
 #include "zrt/model_zoo/layers/activation_layer.h"
 #include "zrt/model_zoo/layers/causal_self_attention.h"
 #include "zrt/model_zoo/layers/cross_entropy.h"
 #include "zrt/model_zoo/layers/embedding.h"
 #include "zrt/model_zoo/layers/layer_norm.h"
 #include "zrt/model_zoo/layers/linear.h"
-#include "tests/model_zoo/layers/layer_test_util.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -49,7 +49,8 @@ class TorchCase {
     const bool ids = t.dtype() == DType::i32 || t.dtype() == DType::i64;
     Tensor host = t.to(ids ? DType::i64 : f32);
     std::ofstream(dir_ / (name + ".bin"), std::ios::binary)
-        .write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
+        .write(static_cast<const char*>(host.data_ptr()),
+               static_cast<std::streamsize>(host.nbytes()));
     std::string shape;
     for (auto d : t.shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
     args_ += " " + name + "_shape=" + shape;
@@ -65,8 +66,10 @@ class TorchCase {
                             "/tests/model_zoo/layers/torch_reference.py " + name_ + " " +
                             dir_.string() + args_;
     const int rc = std::system(cmd.c_str());
-    BOOST_REQUIRE_MESSAGE(rc == 0, "PyTorch reference failed (exit " << rc << ") for `" << cmd
-                                       << "`: is python3-torch installed for " << ZRT_PYTHON << "?");
+    BOOST_REQUIRE_MESSAGE(rc == 0, "PyTorch reference failed (exit "
+                                       << rc << ") for `" << cmd
+                                       << "`: is python3-torch installed for " << ZRT_PYTHON
+                                       << "?");
   }
   Tensor output(const std::string& name, const Shape& shape) const {
     Tensor t = Tensor::empty(shape, f32);
@@ -176,7 +179,8 @@ BOOST_AUTO_TEST_CASE(embedding) {
   Tensor y = emb.forward(ids);
   emb.backward(dy, GradMode::overwrite);
   TorchCase ref("embedding");
-  ref.input("ids", ids), ref.input("wte", wte.value), ref.input("wpe", wpe.value), ref.input("dy", dy);
+  ref.input("ids", ids), ref.input("wte", wte.value), ref.input("wpe", wpe.value),
+      ref.input("dy", dy);
   ref.run();
   check_torch("embedding y", y, ref, "y");
   check_torch("embedding dwte", wte.grad, ref, "dwte");
@@ -190,12 +194,14 @@ BOOST_AUTO_TEST_CASE(causal_self_attention) {
   const std::int64_t batch = 2, seq = 9, c = 12, heads = 3;
   Param wqkv = random_param({3 * c, c}, f32, gen), bqkv = random_param({3 * c}, f32, gen);
   Param wproj = random_param({c, c}, f32, gen), bproj = random_param({c}, f32, gen);
-  Tensor x = random_tensor({batch, seq, c}, f32, gen), dy = random_tensor({batch, seq, c}, f32, gen);
+  Tensor x = random_tensor({batch, seq, c}, f32, gen),
+         dy = random_tensor({batch, seq, c}, f32, gen);
   CausalSelfAttention attn(wqkv, bqkv, wproj, bproj, heads);
   Tensor y = attn.forward(x);
   Tensor dx = attn.backward(dy, GradMode::overwrite);
   TorchCase ref("attention");
-  ref.input("x", x), ref.input("dy", dy), ref.input("wqkv", wqkv.value), ref.input("bqkv", bqkv.value);
+  ref.input("x", x), ref.input("dy", dy), ref.input("wqkv", wqkv.value),
+      ref.input("bqkv", bqkv.value);
   ref.input("wproj", wproj.value), ref.input("bproj", bproj.value);
   ref.arg("n_head", double(heads));
   ref.run();

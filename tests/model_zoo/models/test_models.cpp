@@ -226,7 +226,8 @@ BOOST_AUTO_TEST_CASE(misuse_gives_typed_errors) {
   check_throws_naming<InvalidArgument>([&] { p.at("h.9.ln_1.weight"); }, "h.9.ln_1.weight");
   model->bind(p.lookup());
   check_throws_naming<InvalidState>([&] { model->bind(p.lookup()); }, "twice");
-  check_throws_naming<InvalidArgument>([&] { model->stage_forward(7, Tensor(), b, {}); }, "stage 7");
+  check_throws_naming<InvalidArgument>([&] { model->stage_forward(7, Tensor(), b, {}); },
+                                       "stage 7");
   Batch long_seq{Tensor::zeros({1, 65}, DType::i32), Tensor::zeros({1, 65}, DType::i32), 65};
   check_throws_naming<InvalidArgument>([&] { model->stage_forward(0, Tensor(), long_seq, {}); },
                                        "block_size");

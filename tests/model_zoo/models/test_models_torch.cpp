@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "zrt/model_zoo/data/micro_batch.h"
-#include "zrt/model_zoo/data/synthetic_data.h"
-#include "zrt/runtime/io/safetensors.h"
-#include "zrt/model_zoo/models/plain_params.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"
+#include "zrt/model_zoo/data/micro_batch.h"
+#include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/models/plain_params.h"
+#include "zrt/runtime/io/safetensors.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -36,7 +36,8 @@ void run_python(const std::string& args) {
                                      << "): is python3-torch installed for " << ZRT_PYTHON << "?");
 }
 
-std::map<std::string, Tensor> noisy_init(const Model& model, std::uint64_t seed, std::mt19937& gen) {
+std::map<std::string, Tensor> noisy_init(const Model& model, std::uint64_t seed,
+                                         std::mt19937& gen) {
   auto values = model.init_params(seed);
   for (auto& [fqn, v] : values) {
     Tensor noise = random_tensor(v.shape(), DType::f32, gen, -0.1, 0.1);
@@ -87,9 +88,9 @@ void check_against_torch(Case c, DType dtype) {
       BOOST_REQUIRE(r.shape() == p.grad.shape());
       const double scale = std::max(max_abs(r), 1e-12);
       BOOST_TEST(max_abs(r) > 0.0, fqn << " has an all-zero reference gradient");
-      BOOST_TEST(max_abs_diff(p.grad, r) <= grad_tol * scale,
-                 fqn << ": max |zrt - torch| " << max_abs_diff(p.grad, r) << " vs max |torch| "
-                     << scale);
+      BOOST_TEST(max_abs_diff(p.grad, r) <= grad_tol * scale, fqn << ": max |zrt - torch| "
+                                                                  << max_abs_diff(p.grad, r)
+                                                                  << " vs max |torch| " << scale);
     }
   }
 }
@@ -130,7 +131,8 @@ Case mlp_case(const std::string& activation) {
   c.config.activation = activation;
   c.batch.inputs = random_tensor({3, 5}, DType::f32, gen, -2.0, 2.0);
   c.batch.targets = Tensor::empty({3}, DType::i64);
-  for (int i = 0; i < 3; ++i) c.batch.targets.data<std::int64_t>()[i] = static_cast<std::int64_t>(gen() % 7);
+  for (int i = 0; i < 3; ++i)
+    c.batch.targets.data<std::int64_t>()[i] = static_cast<std::int64_t>(gen() % 7);
   c.batch.normaliser = 4.0;
   c.script_args = "--kind mlp --activation " + activation;
   return c;
@@ -178,8 +180,8 @@ BOOST_AUTO_TEST_CASE(train_reference_step0_matches_zrt) {
   run_python(script("torch_train_reference.py") + " --kind gpt --n-head 2 --init " +
              dir.file("init.safetensors") + " --data " + dir.file("data.txt") +
              " --steps 3 --batch 8 --seq-len 9 --world 2 --micro 2 --lr 1e-2 --warmup 1"
-             " --dtype float64 --out-losses " + dir.file("losses.json") + " --out-weights " +
-             dir.file("final.safetensors"));
+             " --dtype float64 --out-losses " +
+             dir.file("losses.json") + " --out-weights " + dir.file("final.safetensors"));
   std::ifstream f(dir.file("losses.json"));
   const auto j = nlohmann::json::parse(f);
   const auto losses = j.at("losses").get<std::vector<double>>();

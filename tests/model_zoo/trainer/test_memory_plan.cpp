@@ -49,12 +49,16 @@ TrainerConfig base_config(const std::string& kind) {
 // trained for real on the embedded data.
 std::vector<std::vector<MemoryStats>> measured_memory(const TrainerConfig& config, int world) {
   std::vector<std::vector<MemoryStats>> stats(static_cast<std::size_t>(world));
-  run_local_ranks(world, [&](const CommPtr& comm) {
-    Dataset data = config.model.kind == "gpt" ? synthetic_text_dataset() : synthetic_cluster_dataset(0, 4096, 16, 8);
-    Trainer trainer(comm, config, std::move(data));
-    for (std::int64_t s = 0; s < config.steps; ++s)
-      stats[static_cast<std::size_t>(comm->rank())].push_back(trainer.step().memory);
-  }, std::chrono::seconds(120));
+  run_local_ranks(
+      world,
+      [&](const CommPtr& comm) {
+        Dataset data = config.model.kind == "gpt" ? synthetic_text_dataset()
+                                                  : synthetic_cluster_dataset(0, 4096, 16, 8);
+        Trainer trainer(comm, config, std::move(data));
+        for (std::int64_t s = 0; s < config.steps; ++s)
+          stats[static_cast<std::size_t>(comm->rank())].push_back(trainer.step().memory);
+      },
+      std::chrono::seconds(120));
   return stats;
 }
 
@@ -76,11 +80,12 @@ std::vector<Case> sweep(const std::string& scratch) {
     edit(c);
     cases.push_back({std::move(name), c, world});
   };
-  auto wider = [](TrainerConfig& c) {  // blocks of about a MiB: the large pool and its unsplit remainders
-    c.model.n_layer = 3;
-    c.model.n_embd = 160;
-    c.model.n_head = 5;
-  };
+  auto wider =
+      [](TrainerConfig& c) {  // blocks of about a MiB: the large pool and its unsplit remainders
+        c.model.n_layer = 3;
+        c.model.n_embd = 160;
+        c.model.n_head = 5;
+      };
   add("gpt tiny, 1 rank", 1, [](TrainerConfig&) {});
   add("gpt tiny, 2 ranks, full", 2, [](TrainerConfig&) {});
   add("gpt tiny, 3 ranks, full, bf16, 2 micro-batches", 3, [](TrainerConfig& c) {
@@ -134,11 +139,15 @@ std::vector<Case> sweep(const std::string& scratch) {
     c.engine.prefetch = 2;
     c.micro_batches = 2;
   });
-  add("mlp tiny, 1 rank", 1, [](TrainerConfig&) {}, "mlp");
-  add("mlp tiny, 3 ranks, grad-op, f16", 3, [](TrainerConfig& c) {
-    c.engine.zero.strategy = ShardingStrategy::shard_grad_op;
-    c.engine.zero.dtype = DType::f16;
-  }, "mlp");
+  add(
+      "mlp tiny, 1 rank", 1, [](TrainerConfig&) {}, "mlp");
+  add(
+      "mlp tiny, 3 ranks, grad-op, f16", 3,
+      [](TrainerConfig& c) {
+        c.engine.zero.strategy = ShardingStrategy::shard_grad_op;
+        c.engine.zero.dtype = DType::f16;
+      },
+      "mlp");
   return cases;
 }
 
@@ -166,8 +175,8 @@ BOOST_AUTO_TEST_CASE(a_plan_allocates_nothing) {
   const std::size_t before = max_rss_kib();
   const RankMemoryPlan p = plan_memory(c, 1, 1).largest();
   const double grew = static_cast<double>(max_rss_kib() - before) * 1024;
-  BOOST_TEST_MESSAGE("planned peak " << p.peak / 1e9 << " GB; the largest resident set grew by " << grew / 1e6
-                                     << " MB");
+  BOOST_TEST_MESSAGE("planned peak " << p.peak / 1e9 << " GB; the largest resident set grew by "
+                                     << grew / 1e6 << " MB");
   BOOST_TEST(p.at_peak.master_and_moments > 1.5e9 * 12);
   BOOST_TEST(grew < 0.01 * static_cast<double>(p.peak));
 }
@@ -199,7 +208,8 @@ BOOST_AUTO_TEST_CASE(plans_every_step_of_every_rank_within_five_percent) {
     }
     BOOST_TEST_MESSAGE(c.name << ": peak " << plan.largest().peak << " B");
   }
-  BOOST_TEST_MESSAGE("worst planned-vs-measured error: " << 100 * worst << "% (" << worst_case << ")");
+  BOOST_TEST_MESSAGE("worst planned-vs-measured error: " << 100 * worst << "% (" << worst_case
+                                                         << ")");
 }
 
 BOOST_AUTO_TEST_CASE(work_queued_on_cpu_streams_only_adds_to_the_plan) {
@@ -213,7 +223,8 @@ BOOST_AUTO_TEST_CASE(work_queued_on_cpu_streams_only_adds_to_the_plan) {
     const MemoryPlan plan = plan_memory(c, 2);
     for (int r = 0; r < 2; ++r)
       for (std::size_t s = 0; s < measured[r].size(); ++s)
-        BOOST_TEST(measured[r][s] >= plan.ranks[r].step_peaks[s], optim::cpu_streams_name(streams) << ", rank " << r);
+        BOOST_TEST(measured[r][s] >= plan.ranks[r].step_peaks[s], optim::cpu_streams_name(streams)
+                                                                      << ", rank " << r);
   }
 }
 
@@ -278,9 +289,10 @@ BOOST_AUTO_TEST_CASE(steady_steps_make_no_raw_allocation) {
     if (c.world > 2) continue;
     c.config.steps = 5;
     for (const auto& rank : measured_memory(c.config, c.world))
-      BOOST_TEST(rank.back().num_raw_allocs == rank[1].num_raw_allocs,
-                 c.name << ": raw allocations after steps 1, 2 and 5: " << rank.front().num_raw_allocs << ", "
-                        << rank[1].num_raw_allocs << ", " << rank.back().num_raw_allocs);
+      BOOST_TEST(
+          rank.back().num_raw_allocs == rank[1].num_raw_allocs,
+          c.name << ": raw allocations after steps 1, 2 and 5: " << rank.front().num_raw_allocs
+                 << ", " << rank[1].num_raw_allocs << ", " << rank.back().num_raw_allocs);
   }
 }
 

@@ -21,9 +21,10 @@ namespace zrt::test {
 
 // A fresh directory under the system's temporary directory, removed with everything in it.
 struct TempDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("zrt-ckpt-test-" + std::to_string(::getpid()) + "-" +
-                                std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("zrt-ckpt-test-" + std::to_string(::getpid()) + "-" +
+       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   TempDir() { std::filesystem::create_directories(path); }
   ~TempDir() {
     std::error_code ec;
@@ -46,7 +47,8 @@ inline std::string read_text(const std::filesystem::path& file) {
 // Replaces step_dir/index.json by `text`. With Checksums::rewritten, also its
 // index.json.xxh64 and, when the root's `latest` names this step, `latest`,
 // through the writer's own functions.
-inline void write_index_text(const std::filesystem::path& step_dir, const std::string& text, Checksums checksums) {
+inline void write_index_text(const std::filesystem::path& step_dir, const std::string& text,
+                             Checksums checksums) {
   if (checksums == Checksums::stale) {
     std::ofstream(step_dir / optim::kIndexFileName, std::ios::binary | std::ios::trunc) << text;
     return;
@@ -59,7 +61,8 @@ inline void write_index_text(const std::filesystem::path& step_dir, const std::s
 }
 
 // Applies `edit` to step_dir/index.json, written back as the writer formats it.
-inline void edit_index(const std::filesystem::path& step_dir, const std::function<void(nlohmann::json&)>& edit,
+inline void edit_index(const std::filesystem::path& step_dir,
+                       const std::function<void(nlohmann::json&)>& edit,
                        Checksums checksums = Checksums::rewritten) {
   nlohmann::json index = nlohmann::json::parse(read_text(step_dir / optim::kIndexFileName));
   edit(index);

@@ -3,8 +3,8 @@
 // writes, byte for byte, even when training has changed every shard before
 // the write begins; a write that fails on one rank fails on every rank at
 // the next wait, leaves no step behind, and the next save works.
-#include <boost/test/unit_test.hpp>
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -37,10 +37,13 @@ std::vector<std::string> differing_files(const fs::path& a, const fs::path& b) {
   for (const auto& e : fs::directory_iterator(a)) {
     ++files;
     const fs::path other = b / e.path().filename();
-    if (!fs::exists(other)) out.push_back(e.path().filename().string() + " is missing from " + b.string());
-    else if (file_bytes(e.path()) != file_bytes(other)) out.push_back(e.path().filename().string() + " differs");
+    if (!fs::exists(other))
+      out.push_back(e.path().filename().string() + " is missing from " + b.string());
+    else if (file_bytes(e.path()) != file_bytes(other))
+      out.push_back(e.path().filename().string() + " differs");
   }
-  if (files != static_cast<std::size_t>(std::distance(fs::directory_iterator(b), fs::directory_iterator())))
+  if (files !=
+      static_cast<std::size_t>(std::distance(fs::directory_iterator(b), fs::directory_iterator())))
     out.push_back("the directories hold different numbers of files");
   return out;
 }
@@ -50,7 +53,8 @@ struct Gates {
   explicit Gates(int n) : open(static_cast<std::size_t>(n)) {}
   std::vector<std::atomic<bool>> open;
   void wait(int rank) const {
-    while (!open[static_cast<std::size_t>(rank)].load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!open[static_cast<std::size_t>(rank)].load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 };
 
@@ -68,32 +72,39 @@ BOOST_AUTO_TEST_CASE(a_background_save_writes_what_a_synchronous_save_writes) {
   cases.push_back({on_disk, 3});
   for (auto& [s, ranks] : cases) {
     TempDir sync_dir, async_dir;
-    if (s.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk) s.offload_optimizer.dir = sync_dir.str();
+    if (s.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk)
+      s.offload_optimizer.dir = sync_dir.str();
     s.checkpoint_async = true;
-    const std::string what = std::string(s.model) + " " + optim::strategy_name(s.strategy) + " " + dtype_name(s.dtype);
+    const std::string what =
+        std::string(s.model) + " " + optim::strategy_name(s.strategy) + " " + dtype_name(s.dtype);
     auto gates = std::make_shared<Gates>(ranks);
-    run_local_ranks(ranks, [&](const CommPtr& world) {
-      auto t = tiny_trainer(world, s);
-      TrainOutput o;
-      train_until(*t, 2, o);
-      t->save_checkpoint(optim::checkpoint_into(async_dir.str()));
-      // The synchronous save of the same step, made while the first one is
-      // being written (the staging is the copy it writes).
-      const std::string sync_step = optim::save_checkpoint(t->engine().module(), t->next_step(),
-                                                           optim::checkpoint_into(sync_dir.str() + "/ck"));
-      ZRT_EXPECT(!sync_step.empty(), "no synchronous save");
-      // Writes of the next background save start only after training changed every shard.
-      optim::CheckpointSaveOptions gated = optim::checkpoint_into(async_dir.str() + "/gated");
-      gated.before_write = [gates](int rank) { gates->wait(rank); };
-      t->save_checkpoint(gated);
-      train_until(*t, 4, o);
-      gates->open[static_cast<std::size_t>(world->rank())] = true;
-      const std::string written = t->wait_for_checkpoint();
-      ZRT_EXPECT(written == async_dir.str() + "/gated/step-000002", "wait returned ", written);
-    }, std::chrono::seconds(120));
+    run_local_ranks(
+        ranks,
+        [&](const CommPtr& world) {
+          auto t = tiny_trainer(world, s);
+          TrainOutput o;
+          train_until(*t, 2, o);
+          t->save_checkpoint(optim::checkpoint_into(async_dir.str()));
+          // The synchronous save of the same step, made while the first one is
+          // being written (the staging is the copy it writes).
+          const std::string sync_step = optim::save_checkpoint(
+              t->engine().module(), t->next_step(), optim::checkpoint_into(sync_dir.str() + "/ck"));
+          ZRT_EXPECT(!sync_step.empty(), "no synchronous save");
+          // Writes of the next background save start only after training changed every shard.
+          optim::CheckpointSaveOptions gated = optim::checkpoint_into(async_dir.str() + "/gated");
+          gated.before_write = [gates](int rank) { gates->wait(rank); };
+          t->save_checkpoint(gated);
+          train_until(*t, 4, o);
+          gates->open[static_cast<std::size_t>(world->rank())] = true;
+          const std::string written = t->wait_for_checkpoint();
+          ZRT_EXPECT(written == async_dir.str() + "/gated/step-000002", "wait returned ", written);
+        },
+        std::chrono::seconds(120));
     const fs::path sync_step = sync_dir.path / "ck" / "step-000002";
-    for (const fs::path& async_step : {async_dir.path / "step-000002", async_dir.path / "gated" / "step-000002"}) {
-      BOOST_REQUIRE_MESSAGE(fs::exists(async_step / "index.json"), what << ": " << async_step << " was not written");
+    for (const fs::path& async_step :
+         {async_dir.path / "step-000002", async_dir.path / "gated" / "step-000002"}) {
+      BOOST_REQUIRE_MESSAGE(fs::exists(async_step / "index.json"),
+                            what << ": " << async_step << " was not written");
       for (const std::string& d : differing_files(sync_step, async_step))
         BOOST_ERROR(what << ": " << async_step << ": " << d);
     }
@@ -108,30 +119,35 @@ BOOST_AUTO_TEST_CASE(a_failed_background_write_fails_on_every_rank_and_the_next_
   s.batch_size = 12;
   s.checkpoint_async = true;
   const auto errors = std::make_shared<std::vector<std::string>>(3);
-  run_local_ranks(3, [&](const CommPtr& world) {
-    auto t = tiny_trainer(world, s);
-    TrainOutput o;
-    train_until(*t, 1, o);
-    t->save_checkpoint(optim::checkpoint_into(dir.str()));
-    train_until(*t, 2, o);
-    optim::CheckpointSaveOptions failing = optim::checkpoint_into(dir.str());
-    failing.before_write = [](int rank) {
-      if (rank == 1) ZRT_THROW(CheckpointError, "disk full (injected)");
-    };
-    t->save_checkpoint(failing);  // returns: the write fails in the background
-    train_until(*t, 3, o);         // training goes on meanwhile
-    try {
-      t->wait_for_checkpoint();
-    } catch (const CheckpointError& e) {
-      (*errors)[world->rank()] = e.what();
-    }
-    ZRT_EXPECT(t->wait_for_checkpoint().empty(), "a failure is reported once");
-    t->save_checkpoint(optim::checkpoint_into(dir.str()));
-    ZRT_EXPECT(t->wait_for_checkpoint() == dir.str() + "/step-000003", "the save after a failed one");
-    // The writer's exchanges are not in the ring a hang report reads (Note [Flight recorder]).
-    for (const FlightEntry& e : world->flight_recorder()->entries())
-      ZRT_EXPECT(e.group.find("checkpoint") == std::string::npos, "the world's ring holds ", e.op, " on ", e.group);
-  }, std::chrono::seconds(120));
+  run_local_ranks(
+      3,
+      [&](const CommPtr& world) {
+        auto t = tiny_trainer(world, s);
+        TrainOutput o;
+        train_until(*t, 1, o);
+        t->save_checkpoint(optim::checkpoint_into(dir.str()));
+        train_until(*t, 2, o);
+        optim::CheckpointSaveOptions failing = optim::checkpoint_into(dir.str());
+        failing.before_write = [](int rank) {
+          if (rank == 1) ZRT_THROW(CheckpointError, "disk full (injected)");
+        };
+        t->save_checkpoint(failing);  // returns: the write fails in the background
+        train_until(*t, 3, o);        // training goes on meanwhile
+        try {
+          t->wait_for_checkpoint();
+        } catch (const CheckpointError& e) {
+          (*errors)[world->rank()] = e.what();
+        }
+        ZRT_EXPECT(t->wait_for_checkpoint().empty(), "a failure is reported once");
+        t->save_checkpoint(optim::checkpoint_into(dir.str()));
+        ZRT_EXPECT(t->wait_for_checkpoint() == dir.str() + "/step-000003",
+                   "the save after a failed one");
+        // The writer's exchanges are not in the ring a hang report reads (Note [Flight recorder]).
+        for (const FlightEntry& e : world->flight_recorder()->entries())
+          ZRT_EXPECT(e.group.find("checkpoint") == std::string::npos, "the world's ring holds ",
+                     e.op, " on ", e.group);
+      },
+      std::chrono::seconds(120));
   for (int r = 0; r < 3; ++r) {
     BOOST_CHECK_MESSAGE((*errors)[r].find("step-000002 failed on rank 1") != std::string::npos &&
                             (*errors)[r].find("disk full (injected)") != std::string::npos,
@@ -154,32 +170,40 @@ BOOST_AUTO_TEST_CASE(a_host_communicator_carries_the_agreements) {
   TrainSetup s;
   s.batch_size = 12;
   const std::vector<CommPtr> host = make_local_world(kRanks);
-  run_local_ranks(kRanks, [&](const CommPtr& world) {
-    const int r = world->rank();
-    auto t = tiny_trainer(world, s);
-    TrainOutput o;
-    train_until(*t, 1, o);
-    optim::ZeroModule& module = t->engine().module();
-    bool refused = false;
-    try {
-      optim::BackgroundCheckpointSaver other(module, host[static_cast<std::size_t>((r + 1) % kRanks)].get());
-    } catch (const InvalidArgument&) {
-      refused = true;
-    }
-    ZRT_EXPECT(refused, "a host communicator of other ranks was taken");
-    const CommPtr& mine = host[static_cast<std::size_t>(r)];
-    const std::uint64_t world_seq = world->sequence_number(), host_seq = mine->sequence_number();
-    {
-      optim::BackgroundCheckpointSaver saver(module, mine.get());
-      saver.save(t->next_step(), optim::checkpoint_into(async_dir.str()));
-      ZRT_EXPECT(saver.wait() == async_dir.str() + "/step-000001", "the background save was not written");
-    }
-    ZRT_EXPECT(world->sequence_number() == world_seq, "the world carried ", world->sequence_number() - world_seq,
-               " collectives of the background save");
-    ZRT_EXPECT(mine->sequence_number() == host_seq + 1, "the saver split from the host communicator ",
-               mine->sequence_number() - host_seq, " times");
-    optim::save_checkpoint(module, t->next_step(), optim::checkpoint_into(sync_dir.str()));
-  }, std::chrono::seconds(120));
-  for (const std::string& d : differing_files(sync_dir.path / "step-000001", async_dir.path / "step-000001"))
+  run_local_ranks(
+      kRanks,
+      [&](const CommPtr& world) {
+        const int r = world->rank();
+        auto t = tiny_trainer(world, s);
+        TrainOutput o;
+        train_until(*t, 1, o);
+        optim::ZeroModule& module = t->engine().module();
+        bool refused = false;
+        try {
+          optim::BackgroundCheckpointSaver other(
+              module, host[static_cast<std::size_t>((r + 1) % kRanks)].get());
+        } catch (const InvalidArgument&) {
+          refused = true;
+        }
+        ZRT_EXPECT(refused, "a host communicator of other ranks was taken");
+        const CommPtr& mine = host[static_cast<std::size_t>(r)];
+        const std::uint64_t world_seq = world->sequence_number(),
+                            host_seq = mine->sequence_number();
+        {
+          optim::BackgroundCheckpointSaver saver(module, mine.get());
+          saver.save(t->next_step(), optim::checkpoint_into(async_dir.str()));
+          ZRT_EXPECT(saver.wait() == async_dir.str() + "/step-000001",
+                     "the background save was not written");
+        }
+        ZRT_EXPECT(world->sequence_number() == world_seq, "the world carried ",
+                   world->sequence_number() - world_seq, " collectives of the background save");
+        ZRT_EXPECT(mine->sequence_number() == host_seq + 1,
+                   "the saver split from the host communicator ",
+                   mine->sequence_number() - host_seq, " times");
+        optim::save_checkpoint(module, t->next_step(), optim::checkpoint_into(sync_dir.str()));
+      },
+      std::chrono::seconds(120));
+  for (const std::string& d :
+       differing_files(sync_dir.path / "step-000001", async_dir.path / "step-000001"))
     BOOST_ERROR(d);
 }

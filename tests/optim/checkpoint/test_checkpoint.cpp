@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "tests/support/rank_check.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/local_comm.h"
-#include "tests/model_zoo/engine/engine_checks.h"
-#include "tests/support/rank_check.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -26,10 +26,13 @@ constexpr int kSteps = 20, kSaveAt = 10;
 // Rank 0's view of a run on `w` local ranks.
 TrainOutput on_ranks(int w, const std::function<TrainOutput(const CommPtr&)>& fn) {
   TrainOutput out;
-  run_local_ranks(w, [&](const CommPtr& world) {
-    TrainOutput o = fn(world);
-    if (world->rank() == 0) out = std::move(o);
-  }, std::chrono::seconds(120));
+  run_local_ranks(
+      w,
+      [&](const CommPtr& world) {
+        TrainOutput o = fn(world);
+        if (world->rank() == 0) out = std::move(o);
+      },
+      std::chrono::seconds(120));
   return out;
 }
 
@@ -66,14 +69,16 @@ TrainOutput interrupted(int w, TrainSetup a, int w2, TrainSetup b, const std::st
 void expect_bitwise(const TrainOutput& got, const TrainOutput& want, const std::string& what) {
   BOOST_REQUIRE_EQUAL(got.losses.size(), want.losses.size());
   for (std::size_t s = 0; s < want.losses.size(); ++s)
-    BOOST_CHECK_MESSAGE(got.losses[s] == want.losses[s], what << ": loss of step " << s << " is " << got.losses[s]
-                                                              << ", never stopped " << want.losses[s]);
+    BOOST_CHECK_MESSAGE(got.losses[s] == want.losses[s], what << ": loss of step " << s << " is "
+                                                              << got.losses[s] << ", never stopped "
+                                                              << want.losses[s]);
   BOOST_REQUIRE_EQUAL(got.params.size(), want.params.size());
   for (const auto& [name, ref] : want.params) {
     const auto& v = got.params.at(name);
     std::size_t differ = 0;
     for (std::size_t e = 0; e < ref.size(); ++e) differ += v[e] != ref[e];
-    BOOST_CHECK_MESSAGE(differ == 0, what << ": " << differ << " elements of " << name << " differ");
+    BOOST_CHECK_MESSAGE(differ == 0,
+                        what << ": " << differ << " elements of " << name << " differ");
   }
 }
 
@@ -112,8 +117,9 @@ BOOST_AUTO_TEST_CASE(offloaded_optimizer_state_resumes_either_way) {
 
 BOOST_AUTO_TEST_CASE(resume_is_bit_exact) {
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (auto [strategy, z] : {std::pair{optim::ShardingStrategy::full_shard, 4}, {optim::ShardingStrategy::hybrid_shard, 2},
-                              {optim::ShardingStrategy::layer_zero, 2}}) {
+    for (auto [strategy, z] : {std::pair{optim::ShardingStrategy::full_shard, 4},
+                               {optim::ShardingStrategy::hybrid_shard, 2},
+                               {optim::ShardingStrategy::layer_zero, 2}}) {
       const TrainSetup s = setup(strategy, z, dtype);
       TempDir dir;
       expect_bitwise(interrupted(4, s, 4, s, dir.str()), never_stopped(4, s), describe(s));
@@ -127,7 +133,8 @@ BOOST_AUTO_TEST_CASE(a_background_save_resumes_bit_exactly) {
   TrainSetup s = setup(optim::ShardingStrategy::hybrid_shard, 2, DType::bf16);
   TrainSetup background = s;
   background.checkpoint_async = true;
-  expect_bitwise(interrupted(4, background, 4, s, dir.str()), never_stopped(4, s), "saved in the background");
+  expect_bitwise(interrupted(4, background, 4, s, dir.str()), never_stopped(4, s),
+                 "saved in the background");
 }
 
 BOOST_AUTO_TEST_CASE(resume_keeps_the_loss_scaler) {
@@ -156,8 +163,8 @@ BOOST_AUTO_TEST_CASE(reshard_on_load) {
   const TrainOutput ref = never_stopped(1, setup(S::full_shard, 1, DType::f32));
   for (const Case& c : cases) {
     TempDir dir;
-    const std::string what = std::to_string(c.w) + " ranks " + describe(c.a) + " -> " + std::to_string(c.w2) +
-                             " ranks " + describe(c.b);
+    const std::string what = std::to_string(c.w) + " ranks " + describe(c.a) + " -> " +
+                             std::to_string(c.w2) + " ranks " + describe(c.b);
     try {
       expect_same_training(interrupted(c.w, c.a, c.w2, c.b, dir.str()), ref, {}, what);
     } catch (const std::exception& e) {
@@ -171,8 +178,11 @@ namespace {
 // Saves step 3 of a 2-rank run into `dir`, then applies `damage` to it; a
 // fresh 2-rank run at step 2 must fail to load it on every rank with a
 // message matching every word of `expect`, its parameters and step untouched.
-void expect_load_refused(const std::string& name, const std::function<void(const fs::path&)>& damage,
-                         const std::vector<std::string>& expect, TrainSetup loader = setup(optim::ShardingStrategy::full_shard, 2, DType::f32)) {
+void expect_load_refused(const std::string& name,
+                         const std::function<void(const fs::path&)>& damage,
+                         const std::vector<std::string>& expect,
+                         TrainSetup loader = setup(optim::ShardingStrategy::full_shard, 2,
+                                                   DType::f32)) {
   TempDir dir;
   const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   on_ranks(2, [&](const CommPtr& world) {
@@ -201,7 +211,8 @@ void expect_load_refused(const std::string& name, const std::function<void(const
     return o;
   });
   BOOST_TEST_MESSAGE(name << ": " << (*errors)[0]);
-  BOOST_CHECK_MESSAGE((*errors)[0] == (*errors)[1], name << ": ranks disagree: " << (*errors)[0] << " | " << (*errors)[1]);
+  BOOST_CHECK_MESSAGE((*errors)[0] == (*errors)[1],
+                      name << ": ranks disagree: " << (*errors)[0] << " | " << (*errors)[1]);
   for (const std::string& word : expect)
     BOOST_CHECK_MESSAGE((*errors)[0].find(word) != std::string::npos,
                         name << ": message lacks '" << word << "': " << (*errors)[0]);
@@ -222,16 +233,20 @@ void flip_byte(const fs::path& file, std::uint64_t from_end) {
 BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
   // The data section ends with the last tensor in name order: tiny GPT's
   // units are embed_head, h.0, h.1 (and ln_f's), so h.1.zero1_shard.
-  expect_load_refused("flipped byte", [](const fs::path& d) { flip_byte(d / "rank-00001.safetensors", 5); },
+  expect_load_refused("flipped byte",
+                      [](const fs::path& d) { flip_byte(d / "rank-00001.safetensors", 5); },
                       {"rank-00001.safetensors", "tensor h.1.zero1_shard", "checksum"});
   expect_load_refused("truncated file",
                       [](const fs::path& d) {
-                        fs::resize_file(d / "rank-00000.safetensors", fs::file_size(d / "rank-00000.safetensors") - 100);
+                        fs::resize_file(d / "rank-00000.safetensors",
+                                        fs::file_size(d / "rank-00000.safetensors") - 100);
                       },
                       {"rank-00000.safetensors", "truncated"});
-  expect_load_refused("missing rank file", [](const fs::path& d) { fs::remove(d / "rank-00001.safetensors"); },
+  expect_load_refused("missing rank file",
+                      [](const fs::path& d) { fs::remove(d / "rank-00001.safetensors"); },
                       {"rank-00001.safetensors", "missing"});
-  expect_load_refused("bad index", [](const fs::path& d) { std::ofstream(d / "index.json") << "{\"format\": "; },
+  expect_load_refused("bad index",
+                      [](const fs::path& d) { std::ofstream(d / "index.json") << "{\"format\": "; },
                       {"index.json", "fails its checksum"});
   // Intact files under an index that lies, its checksums rewritten: validation refuses it.
   using nlohmann::json;
@@ -240,18 +255,25 @@ BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
     json& offset = x["layout"]["handles"][1]["params"][1]["offset"];
     offset = offset.get<std::int64_t>() + 1;
   };
-  expect_load_refused("offset shifted by one element", [&](const fs::path& d) { edit_index(d, shift_offset); },
+  expect_load_refused("offset shifted by one element",
+                      [&](const fs::path& d) { edit_index(d, shift_offset); },
                       {"index.json", "params[h.0.ln_1.bias].offset"});
-  const auto swap_zero1_ranks = [](json& x) { std::swap(x["ranks"][0]["zero1_rank"], x["ranks"][1]["zero1_rank"]); };
-  expect_load_refused("zero1 ranks swapped", [&](const fs::path& d) { edit_index(d, swap_zero1_ranks); },
+  const auto swap_zero1_ranks = [](json& x) {
+    std::swap(x["ranks"][0]["zero1_rank"], x["ranks"][1]["zero1_rank"]);
+  };
+  expect_load_refused("zero1 ranks swapped",
+                      [&](const fs::path& d) { edit_index(d, swap_zero1_ranks); },
                       {"index.json", "ranks[0].zero1_rank is 1"});
-  expect_load_refused("offset shifted, checksum stale",
-                      [&](const fs::path& d) { edit_index(d, shift_offset, zrt::test::Checksums::stale); },
-                      {"index.json.xxh64", "fails its checksum"});
-  expect_load_refused("missing latest target", [](const fs::path& d) { fs::remove_all(d); }, {"latest", "index.json"});
+  expect_load_refused(
+      "offset shifted, checksum stale",
+      [&](const fs::path& d) { edit_index(d, shift_offset, zrt::test::Checksums::stale); },
+      {"index.json.xxh64", "fails its checksum"});
+  expect_load_refused("missing latest target", [](const fs::path& d) { fs::remove_all(d); },
+                      {"latest", "index.json"});
   TrainSetup wider = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   wider.model = "mlp";
-  expect_load_refused("another model", [](const fs::path&) {}, {"another model"}, wider);
+  expect_load_refused(
+      "another model", [](const fs::path&) {}, {"another model"}, wider);
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {

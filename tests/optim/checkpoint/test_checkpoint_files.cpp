@@ -26,7 +26,8 @@ float value(std::size_t p, std::int64_t e, ShardKind kind) {
 }
 
 // Saves one handle over `specs` as `world` zero1 shards, as an engine would.
-CheckpointIndex save_layout(const std::string& root, const std::vector<optim::ParamSpec>& specs, int world) {
+CheckpointIndex save_layout(const std::string& root, const std::vector<optim::ParamSpec>& specs,
+                            int world) {
   const optim::FlatParamLayout layout(specs, DType::f32, world);
   CheckpointIndex index;
   index.step = index.state.next_step = 7;
@@ -35,17 +36,20 @@ CheckpointIndex save_layout(const std::string& root, const std::vector<optim::Pa
   index.zero3_size = world;
   index.dtype = "f32";
   HandleRecord h{"unit", layout.numel_padded(), world, {}};
-  for (std::size_t i = 0; i < specs.size(); ++i) h.params.push_back({specs[i].fqn, specs[i].shape, layout.param_offset(i)});
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    h.params.push_back({specs[i].fqn, specs[i].shape, layout.param_offset(i)});
   index.handles = {h};
   begin_step(root, index.step);
   for (int r = 0; r < world; ++r) {
     std::map<std::string, Tensor> tensors;
     const auto infos = layout.shard_infos(r, world);
     for (ShardKind kind : kAllShardKinds) {
-      Tensor t = Tensor::full({layout.shard_numel(world)}, -1.0, DType::f32);  // padding: not zero on purpose
+      Tensor t = Tensor::full({layout.shard_numel(world)}, -1.0,
+                              DType::f32);  // padding: not zero on purpose
       for (std::size_t p = 0; p < specs.size(); ++p)
         for (std::int64_t e = infos[p].intra_param_start; e < infos[p].intra_param_end; ++e)
-          t.data<float>()[infos[p].offset_in_shard + e - infos[p].intra_param_start] = value(p, e, kind);
+          t.data<float>()[infos[p].offset_in_shard + e - infos[p].intra_param_start] =
+              value(p, e, kind);
       tensors[shard_tensor_name("unit", kind)] = t;
     }
     RankRecord rec;
@@ -79,7 +83,8 @@ BOOST_AUTO_TEST_CASE(reshard_any_layout_into_any_other) {
     for (int p = 0; p < n; ++p) {
       Shape shape;
       const int dims = 1 + static_cast<int>(rng() % 2);
-      for (int d = 0; d < dims; ++d) shape.push_back(1 + static_cast<std::int64_t>(rng() % 7));  // often < world
+      for (int d = 0; d < dims; ++d)
+        shape.push_back(1 + static_cast<std::int64_t>(rng() % 7));  // often < world
       specs.push_back({"p" + std::to_string(p), shape});
     }
     const int w = 1 + static_cast<int>(rng() % 5), w2 = 1 + static_cast<int>(rng() % 5);
@@ -102,11 +107,13 @@ BOOST_AUTO_TEST_CASE(reshard_any_layout_into_any_other) {
           float want = 0;
           if (!mask[flat])
             for (std::size_t p = 0; p < specs.size(); ++p)
-              if (flat >= target.param_offset(p) && flat < target.param_offset(p) + specs[p].numel())
+              if (flat >= target.param_offset(p) &&
+                  flat < target.param_offset(p) + specs[p].numel())
                 want = value(p, flat - target.param_offset(p), kind);
           if (out.data<float>()[e] != want) {
-            BOOST_ERROR("trial " << trial << " " << w << " -> " << w2 << " shard " << r << " element " << e << ": "
-                                 << out.data<float>()[e] << ", want " << want);
+            BOOST_ERROR("trial " << trial << " " << w << " -> " << w2 << " shard " << r
+                                 << " element " << e << ": " << out.data<float>()[e] << ", want "
+                                 << want);
             return;
           }
         }
@@ -140,7 +147,8 @@ BOOST_AUTO_TEST_CASE(index_errors_name_the_field) {
   refused("\"zero1_rank\": 1", "\"zero1_rank\": 0", "ranks[1].zero1_rank is 0");
   refused("\"format\": \"zrt-checkpoint\"", "\"format\": \"other\"", "not a zrt checkpoint");
   refused("\"next_step\": 7", "\"next_step\": -1", "next_step");
-  refused("\"world_size\": 2", "\"world_size\": 4294967298", "world_size");  // 2^32 + 2 must not wrap to 2
+  refused("\"world_size\": 2", "\"world_size\": 4294967298",
+          "world_size");  // 2^32 + 2 must not wrap to 2
 }
 
 BOOST_AUTO_TEST_CASE(resolve_names_what_is_missing) {

@@ -33,9 +33,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kStep = 9;
-constexpr ShardingStrategy kStrategies[] = {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op,
-                                            ShardingStrategy::no_shard, ShardingStrategy::hybrid_shard,
-                                            ShardingStrategy::layer_zero};
+constexpr ShardingStrategy kStrategies[] = {
+    ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op, ShardingStrategy::no_shard,
+    ShardingStrategy::hybrid_shard, ShardingStrategy::layer_zero};
 
 // This test case's seed, printed with its name (replay with ZRT_TEST_SEED).
 std::uint64_t seed_of_this_test() {
@@ -63,8 +63,9 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
 void add_units(ZeroModule& m, std::uint64_t seed) {
   std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));  // the same values on every rank
   m.add_unit("embed", {{"weight", random_tensor({5, 3}, rng)}, {"bias", random_tensor({1}, rng)}});
-  m.add_unit("block",
-             {{"w", random_tensor({3, 7}, rng)}, {"b", random_tensor({7}, rng)}, {"g", random_tensor({2}, rng)}});
+  m.add_unit("block", {{"w", random_tensor({3, 7}, rng)},
+                       {"b", random_tensor({7}, rng)},
+                       {"g", random_tensor({2}, rng)}});
 }
 
 // Saves the test model as step kStep of root, with skip counters and (f16) a loss scaler set.
@@ -132,7 +133,8 @@ struct Saved {
   }
   // Writes `mutated` as the index (checksums rewritten or stale) and returns
   // the refusal through the root's `latest` and through the step directory.
-  std::pair<std::string, std::string> outcome(const json& mutated, Checksums checksums, const std::string& what) const {
+  std::pair<std::string, std::string> outcome(const json& mutated, Checksums checksums,
+                                              const std::string& what) const {
     test::write_index_text(step, mutated.dump(1) + "\n", checksums);
     std::pair<std::string, std::string> got{refusal(dir.path, what), refusal(step, what)};
     restore();
@@ -149,10 +151,14 @@ struct Saved {
 //   layer-zero's zero3 size: its zero1 layout and placement do not depend on it.
 // The run's flags (/run/...) are opaque: not even their types are checked.
 bool free_field(const std::string& pattern, const Base& b) {
-  static const char* const kFree[] = {"/layout/handles/#/params/#/fqn",   "/layout/handles/#/params/#/shape",
-                                      "/layout/handles/#/params/#/shape/#", "/state/optimizer_step",
-                                      "/state/skipped_total",               "/state/consecutive_skips",
-                                      "/state/loss_scaler/scale",           "/state/loss_scaler/growth_tracker",
+  static const char* const kFree[] = {"/layout/handles/#/params/#/fqn",
+                                      "/layout/handles/#/params/#/shape",
+                                      "/layout/handles/#/params/#/shape/#",
+                                      "/state/optimizer_step",
+                                      "/state/skipped_total",
+                                      "/state/consecutive_skips",
+                                      "/state/loss_scaler/scale",
+                                      "/state/loss_scaler/growth_tracker",
                                       "/state/loss_scaler/hysteresis_left"};
   for (const char* f : kFree)
     if (pattern == f) return true;
@@ -165,7 +171,8 @@ bool free_field(const std::string& pattern, const Base& b) {
 struct Field {
   std::string pointer, pattern;
 };
-void collect_fields(const json& j, const std::string& pointer, const std::string& pattern, std::vector<Field>& out) {
+void collect_fields(const json& j, const std::string& pointer, const std::string& pattern,
+                    std::vector<Field>& out) {
   if (j.is_object()) {
     const bool tensors = pattern.ends_with("/tensors");
     for (const auto& [key, value] : j.items())
@@ -184,14 +191,18 @@ std::vector<std::pair<std::string, json>> mutations_of(const json& v) {
   std::vector<std::pair<std::string, json>> out;
   if (v.is_number_integer()) {
     const std::int64_t n = v.get<std::int64_t>();
-    out = {{"+1", n + 1}, {"-1", n - 1}, {"+2^32", n + (std::int64_t{1} << 32)}, {"as a string", std::to_string(n)}};
+    out = {{"+1", n + 1},
+           {"-1", n - 1},
+           {"+2^32", n + (std::int64_t{1} << 32)},
+           {"as a string", std::to_string(n)}};
   } else if (v.is_number_float()) {
     const double x = v.get<double>();
     out = {{"negated", -x}, {"zero", 0.0}, {"doubled", 2 * x}, {"as a string", std::to_string(x)}};
   } else if (v.is_string()) {
     out = {{"+x", v.get<std::string>() + "x"}, {"emptied", ""}, {"as a number", 7}};
   } else if (v.is_null()) {
-    out = {{"set", json{{"scale", 1.0}, {"growth_tracker", 0}, {"hysteresis_left", 1}}}, {"as a number", 1}};
+    out = {{"set", json{{"scale", 1.0}, {"growth_tracker", 0}, {"hysteresis_left", 1}}},
+           {"as a number", 1}};
   } else if (v.is_array()) {
     json longer = v, shorter = v;
     longer.push_back(1);
@@ -278,7 +289,8 @@ std::vector<Lie> lies() {
          return true;
        },
        {"ranks[0].rank is 1"}},
-      {"a rank listed twice", [](json& x) { return x["ranks"].size() >= 2 && (x["ranks"][1]["rank"] = 0, true); },
+      {"a rank listed twice",
+       [](json& x) { return x["ranks"].size() >= 2 && (x["ranks"][1]["rank"] = 0, true); },
        {"ranks[1].rank is 0"}},
       {"a writer's record once more, world_size to match",
        [](json& x) {
@@ -288,18 +300,26 @@ std::vector<Lie> lies() {
          return true;
        },
        {"index.json"}},
-      {"world_size off by one", [](json& x) { return add(x["layout"]["world_size"], 1), true; }, {"world_size"}},
+      {"world_size off by one",
+       [](json& x) { return add(x["layout"]["world_size"], 1), true; },
+       {"world_size"}},
       {"world_size 2^32 above the truth",
        [](json& x) { return add(x["layout"]["world_size"], std::int64_t{1} << 32), true; },
        {"layout.world_size must be an integer in [1, 2147483647]"}},
-      {"step != next_step", [](json& x) { return add(x["step"], 1), true; }, {"index field step is 10"}},
+      {"step != next_step",
+       [](json& x) { return add(x["step"], 1), true; },
+       {"index field step is 10"}},
       {"step and next_step moved together",
        [](json& x) { return add(x["step"], 1), add(x["state"]["next_step"], 1), true; },
        {"but the directory is step-000009"}},
-      {"a tensor shape off by one", [](json& x) { return add(first_tensor(x)["shape"][0], 1), true; }, {".shape is ["}},
-      {"an unknown tensor dtype", [](json& x) { return first_tensor(x)["dtype"] = "F7", true; },
+      {"a tensor shape off by one",
+       [](json& x) { return add(first_tensor(x)["shape"][0], 1), true; },
+       {".shape is ["}},
+      {"an unknown tensor dtype",
+       [](json& x) { return first_tensor(x)["dtype"] = "F7", true; },
        {"unknown safetensors dtype 'F7'"}},
-      {"a known but wrong tensor dtype", [](json& x) { return first_tensor(x)["dtype"] = "BF16", true; },
+      {"a known but wrong tensor dtype",
+       [](json& x) { return first_tensor(x)["dtype"] = "BF16", true; },
        {".dtype is BF16, shards are F32"}},
       {"a tensor checksum replaced by another",
        [](json& x) {
@@ -318,7 +338,8 @@ std::vector<Lie> lies() {
          return true;
        },
        {"layout.handles[embed].numel_padded is", "pads to"}},
-      {"zero1_size changed", [](json& x) { return add(x["layout"]["handles"][1]["zero1_size"], 1), true; },
+      {"zero1_size changed",
+       [](json& x) { return add(x["layout"]["handles"][1]["zero1_size"], 1), true; },
        {"layout.handles[block].zero1_size is"}},
       {"a parameter name used twice in a handle",
        [](json& x) {
@@ -328,23 +349,33 @@ std::vector<Lie> lies() {
        {"params[block.w].fqn names a parameter listed before"}},
       {"a parameter name used in two handles",
        [](json& x) {
-         return x["layout"]["handles"][1]["params"][0]["fqn"] = x["layout"]["handles"][0]["params"][0]["fqn"], true;
+         return x["layout"]["handles"][1]["params"][0]["fqn"] =
+                    x["layout"]["handles"][0]["params"][0]["fqn"],
+                true;
        },
        {"params[embed.weight].fqn names a parameter listed before"}},
       {"a handle listed twice",
-       [](json& x) { return x["layout"]["handles"][1]["name"] = x["layout"]["handles"][0]["name"], true; },
+       [](json& x) {
+         return x["layout"]["handles"][1]["name"] = x["layout"]["handles"][0]["name"], true;
+       },
        {"layout.handles[embed].name is listed twice"}},
-      {"a handle dropped", [](json& x) { return x["layout"]["handles"].erase(1), true; },
+      {"a handle dropped",
+       [](json& x) { return x["layout"]["handles"].erase(1), true; },
        {"tensors[block.", "is not a shard of any handle"}},
-      {"an empty parameter list", [](json& x) { return x["layout"]["handles"][1]["params"] = json::array(), true; },
+      {"an empty parameter list",
+       [](json& x) { return x["layout"]["handles"][1]["params"] = json::array(), true; },
        {"params is empty"}},
       {"a parameter shape overflowing 64 bits",
        [](json& x) {
-         return x["layout"]["handles"][1]["params"][0]["shape"] = {std::int64_t{1} << 40, std::int64_t{1} << 40}, true;
+         return x["layout"]["handles"][1]["params"][0]["shape"] = {std::int64_t{1} << 40,
+                                                                   std::int64_t{1} << 40},
+                true;
        },
        {"params[block.w].shape is [1099511627776, 1099511627776]"}},
       {"a shape of 7 dimensions",
-       [](json& x) { return x["layout"]["handles"][1]["params"][0]["shape"] = {1, 1, 1, 1, 1, 3, 7}, true; },
+       [](json& x) {
+         return x["layout"]["handles"][1]["params"][0]["shape"] = {1, 1, 1, 1, 1, 3, 7}, true;
+       },
        {"7 dimensions"}},
       {"a tensor missing",
        [](json& x) {
@@ -354,19 +385,27 @@ std::vector<Lie> lies() {
        },
        {"tensors[block.exp_avg] is missing"}},
       {"a tensor more",
-       [](json& x) { return x["ranks"][writers(x).front()]["tensors"]["embed.momentum"] = first_tensor(x), true; },
+       [](json& x) {
+         return x["ranks"][writers(x).front()]["tensors"]["embed.momentum"] = first_tensor(x), true;
+       },
        {"tensors[embed.momentum] is not a shard of any handle"}},
-      {"a negative skip count", [](json& x) { return x["state"]["skipped_total"] = -1, true; },
+      {"a negative skip count",
+       [](json& x) { return x["state"]["skipped_total"] = -1, true; },
        {"state.skipped_total must be an integer in [0"}},
-      {"consecutive_skips above skipped_total", [](json& x) { return x["state"]["consecutive_skips"] = 4, true; },
+      {"consecutive_skips above skipped_total",
+       [](json& x) { return x["state"]["consecutive_skips"] = 4, true; },
        {"state.consecutive_skips is 4, more than state.skipped_total 3"}},
-      {"format version 3", [](json& x) { return x["version"] = 3, true; }, {"format version 3 is not supported"}},
-      {"format version 1 beside a checksum file", [](json& x) { return x["version"] = 1, true; },
+      {"format version 3",
+       [](json& x) { return x["version"] = 3, true; },
+       {"format version 3 is not supported"}},
+      {"format version 1 beside a checksum file",
+       [](json& x) { return x["version"] = 1, true; },
        {"says format version 1", "the version was edited"}},
       {"another strategy, of other groups",
        [](json& x) {
          const int w = x["layout"]["world_size"], z = x["layout"]["zero3_size"];
-         const StrategyGroups now = strategy_groups(*parse_strategy(x["layout"]["strategy"].get<std::string>()), w, z);
+         const StrategyGroups now =
+             strategy_groups(*parse_strategy(x["layout"]["strategy"].get<std::string>()), w, z);
          for (const char* other : {"full", "no-shard"}) {
            const StrategyGroups then = strategy_groups(*parse_strategy(other), w, z);
            if (then.zero1_size != now.zero1_size || then.zero3_size != now.zero3_size)
@@ -382,21 +421,28 @@ std::vector<Lie> lies() {
          return false;
        },
        {"holds a replica and writes no file"}},
-      {"a writer writes no file", [](json& x) { return x["ranks"][writers(x).front()]["file"] = "", true; },
+      {"a writer writes no file",
+       [](json& x) { return x["ranks"][writers(x).front()]["file"] = "", true; },
        {".file is ''"}},
       {"a file outside the step directory",
-       [](json& x) { return x["ranks"][writers(x).front()]["file"] = "../rank-00000.safetensors", true; },
+       [](json& x) {
+         return x["ranks"][writers(x).front()]["file"] = "../rank-00000.safetensors", true;
+       },
        {"is not a plain file name"}},
       {"the loss scaler dropped or added",
        [](json& x) {
          json& ls = x["state"]["loss_scaler"];
-         ls = ls.is_null() ? json{{"scale", 1.0}, {"growth_tracker", 0}, {"hysteresis_left", 1}} : json(nullptr);
+         ls = ls.is_null() ? json{{"scale", 1.0}, {"growth_tracker", 0}, {"hysteresis_left", 1}}
+                           : json(nullptr);
          return true;
        },
        {"state.loss_scaler is"}},
-      {"a zero loss scale", [](json& x) { return set_loss_scale(x, 0.0); },
+      {"a zero loss scale",
+       [](json& x) { return set_loss_scale(x, 0.0); },
        {"state.loss_scaler.scale is 0, must be finite and > 0"}},
-      {"a negative loss scale", [](json& x) { return set_loss_scale(x, -2.0); }, {"state.loss_scaler.scale is -2"}},
+      {"a negative loss scale",
+       [](json& x) { return set_loss_scale(x, -2.0); },
+       {"state.loss_scaler.scale is -2"}},
   };
 }
 
@@ -411,18 +457,22 @@ BOOST_AUTO_TEST_CASE(every_layout_of_one_to_four_ranks_validates_and_reshards) {
   for (const Base& b : bases) {
     TempDir dir;
     save_base(dir.path, b, seed);
-    BOOST_CHECK_MESSAGE(refusal(dir.path, b.str()).empty(), b.str() << ": " << refusal(dir.path, b.str()));
+    BOOST_CHECK_MESSAGE(refusal(dir.path, b.str()).empty(),
+                        b.str() << ": " << refusal(dir.path, b.str()));
     const fs::path step = dir.path / step_dir_name(kStep);
-    BOOST_CHECK_MESSAGE(refusal(step, b.str()).empty(), b.str() << " (step directory): " << refusal(step, b.str()));
+    BOOST_CHECK_MESSAGE(refusal(step, b.str()).empty(),
+                        b.str() << " (step directory): " << refusal(step, b.str()));
     BOOST_CHECK(test::read_text(dir.path / "latest") ==
-                step_dir_name(kStep) + "\nindex-xxh64 " + *read_index_checksum_file(step.string()) + "\n");
+                step_dir_name(kStep) + "\nindex-xxh64 " + *read_index_checksum_file(step.string()) +
+                    "\n");
     // Offline into a random other layout: what reshard writes validates too.
     const Base& to = bases[rng() % bases.size()];
     const std::string what = b.str() + " -> " + to.str();
     try {
-      const std::string out =
-          reshard_checkpoint(dir.str(), (dir.path / "out").string(), to.world, to.strategy, to.zero3);
-      BOOST_CHECK_MESSAGE(refusal(dir.path / "out", what).empty(), what << ": " << refusal(dir.path / "out", what));
+      const std::string out = reshard_checkpoint(dir.str(), (dir.path / "out").string(), to.world,
+                                                 to.strategy, to.zero3);
+      BOOST_CHECK_MESSAGE(refusal(dir.path / "out", what).empty(),
+                          what << ": " << refusal(dir.path / "out", what));
       BOOST_CHECK_EQUAL(CheckpointReader(out).index().version, kCheckpointFormatVersion);
     } catch (const std::exception& e) {
       BOOST_ERROR(what << ": " << e.what());
@@ -445,9 +495,11 @@ BOOST_AUTO_TEST_CASE(every_field_mutated_is_refused_by_validation_or_checksums) 
   for (const Base& b : bases) {
     const Saved saved(b, seed);
     BOOST_TEST_MESSAGE(b.str());
-    BOOST_REQUIRE_MESSAGE(refusal(saved.dir.path, b.str()).empty(), b.str() << ": the intact checkpoint is refused");
+    BOOST_REQUIRE_MESSAGE(refusal(saved.dir.path, b.str()).empty(),
+                          b.str() << ": the intact checkpoint is refused");
     const json pristine = saved.pristine();
-    BOOST_REQUIRE_EQUAL(pristine.dump(1) + "\n", saved.index);  // edits are written as the writer writes
+    BOOST_REQUIRE_EQUAL(pristine.dump(1) + "\n",
+                        saved.index);  // edits are written as the writer writes
     std::vector<Field> fields;
     collect_fields(pristine, "", "", fields);
     std::size_t refused = 0, tried = 0;
@@ -460,18 +512,20 @@ BOOST_AUTO_TEST_CASE(every_field_mutated_is_refused_by_validation_or_checksums) 
         const std::string what = b.str() + ": " + f.pointer + " " + mutations[m].first;
         const auto [stale_root, stale_step] = saved.outcome(mutated, Checksums::stale, what);
         for (const std::string& got : {stale_root, stale_step})
-          BOOST_CHECK_MESSAGE(got.find(std::string(kIndexChecksumFileName) + " records xxh64") != std::string::npos,
-                              what << ", checksums stale: " << (got.empty() ? "accepted" : got));
+          BOOST_CHECK_MESSAGE(
+              got.find(std::string(kIndexChecksumFileName) + " records xxh64") != std::string::npos,
+              what << ", checksums stale: " << (got.empty() ? "accepted" : got));
         const auto [root, step] = saved.outcome(mutated, Checksums::rewritten, what);
         ++tried;
         refused += !root.empty();
-        BOOST_CHECK_MESSAGE(root == step, what << ": the root and the step directory disagree: " << root << " | "
-                                                << step);
+        BOOST_CHECK_MESSAGE(root == step, what << ": the root and the step directory disagree: "
+                                               << root << " | " << step);
         if (root.empty()) BOOST_TEST_MESSAGE("accepted (a free field): " << what);
         const bool type_change = m + 1 == mutations.size(), opaque = f.pattern.starts_with("/run");
         if (opaque || (free_field(f.pattern, b) && !type_change)) continue;
         const char* names = f.pattern.ends_with("/bytes") ? "bytes" : "index.json";
-        BOOST_CHECK_MESSAGE(root.find(names) != std::string::npos, what << ": " << (root.empty() ? "accepted" : root));
+        BOOST_CHECK_MESSAGE(root.find(names) != std::string::npos,
+                            what << ": " << (root.empty() ? "accepted" : root));
       }
     }
     BOOST_TEST_MESSAGE(b.str() << ": " << fields.size() << " fields, " << refused << " of " << tried
@@ -482,11 +536,13 @@ BOOST_AUTO_TEST_CASE(every_field_mutated_is_refused_by_validation_or_checksums) 
       const std::string what = b.str() + ": " + lie.name;
       const auto [stale_root, stale_step] = saved.outcome(mutated, Checksums::stale, what);
       for (const std::string& got : {stale_root, stale_step})
-        BOOST_CHECK_MESSAGE(got.find("fails its checksum") != std::string::npos, what << ", checksums stale: " << got);
+        BOOST_CHECK_MESSAGE(got.find("fails its checksum") != std::string::npos,
+                            what << ", checksums stale: " << got);
       const auto [root, step] = saved.outcome(mutated, Checksums::rewritten, what);
       for (const std::string& word : lie.words)
-        BOOST_CHECK_MESSAGE(root.find(word) != std::string::npos,
-                            what << ": " << (root.empty() ? "accepted" : root) << " (lacks '" << word << "')");
+        BOOST_CHECK_MESSAGE(
+            root.find(word) != std::string::npos,
+            what << ": " << (root.empty() ? "accepted" : root) << " (lacks '" << word << "')");
     }
   }
 }
@@ -495,11 +551,13 @@ BOOST_AUTO_TEST_CASE(checksums_are_checked_wherever_they_are) {
   const auto seed = seed_of_this_test();
   const Saved saved({ShardingStrategy::hybrid_shard, 4, 2, DType::bf16}, seed);
   const fs::path root = saved.dir.path, step = saved.step, sidecar = step / kIndexChecksumFileName;
-  auto expect = [&](const fs::path& path, const std::vector<std::string>& words, const std::string& what) {
+  auto expect = [&](const fs::path& path, const std::vector<std::string>& words,
+                    const std::string& what) {
     const std::string got = refusal(path, what);
     for (const std::string& word : words)
-      BOOST_CHECK_MESSAGE(got.find(word) != std::string::npos, what << ": " << (got.empty() ? "accepted" : got)
-                                                                    << " (lacks '" << word << "')");
+      BOOST_CHECK_MESSAGE(
+          got.find(word) != std::string::npos,
+          what << ": " << (got.empty() ? "accepted" : got) << " (lacks '" << word << "')");
   };
   // A value no invariant ties (optimizer_step): only the checksums can see it.
   json edited = saved.pristine();
@@ -510,39 +568,47 @@ BOOST_AUTO_TEST_CASE(checksums_are_checked_wherever_they_are) {
 
   test::write_index_text(step, text, Checksums::stale);
   for (const fs::path& p : {root, step})
-    expect(p, {(step / kIndexFileName).string(), "fails its checksum", sidecar.string(), recorded, actual},
+    expect(p,
+           {(step / kIndexFileName).string(), "fails its checksum", sidecar.string(), recorded,
+            actual},
            "index.json edited alone");
   saved.restore();
 
   // A tool that knows the sidecar but not `latest`: the step alone accepts it, its root does not.
   write_index_files(step.string(), text);
-  expect(root, {"fails its checksum", (root / "latest").string(), "index-xxh64 " + recorded, actual},
+  expect(root,
+         {"fails its checksum", (root / "latest").string(), "index-xxh64 " + recorded, actual},
          "index.json and its checksum file edited");
   BOOST_CHECK(refusal(step, "index.json and its checksum file edited, opened directly").empty());
   saved.restore();
 
   fs::remove(sidecar);
-  for (const fs::path& p : {root, step}) expect(p, {sidecar.string(), "is missing", "format 2"}, "no checksum file");
+  for (const fs::path& p : {root, step})
+    expect(p, {sidecar.string(), "is missing", "format 2"}, "no checksum file");
   saved.restore();
 
-  std::ofstream(sidecar, std::ios::trunc) << recorded << " index.json\n";  // one space: not xxhsum's format
+  std::ofstream(sidecar, std::ios::trunc)
+      << recorded << " index.json\n";  // one space: not xxhsum's format
   expect(step, {sidecar.string(), "must hold one line"}, "a malformed checksum file");
   saved.restore();
 
-  std::ofstream(root / "latest", std::ios::trunc) << step_dir_name(kStep) << "\nindex-xxh64 " << recorded.substr(1)
-                                                  << "\n";
-  expect(root, {(root / "latest").string(), "index-xxh64 <16 hex digits>"}, "a malformed checksum in latest");
+  std::ofstream(root / "latest", std::ios::trunc)
+      << step_dir_name(kStep) << "\nindex-xxh64 " << recorded.substr(1) << "\n";
+  expect(root, {(root / "latest").string(), "index-xxh64 <16 hex digits>"},
+         "a malformed checksum in latest");
   // `latest` of an older zrt, or written by hand: its step's own checksum file still checks.
   std::ofstream(root / "latest", std::ios::trunc) << step_dir_name(kStep) << "\n";
   BOOST_CHECK(refusal(root, "latest without a checksum").empty());
   test::write_index_text(step, text, Checksums::stale);
-  expect(root, {sidecar.string(), "fails its checksum"}, "latest without a checksum, index.json edited");
+  expect(root, {sidecar.string(), "fails its checksum"},
+         "latest without a checksum, index.json edited");
   saved.restore();
 
   // The step directory must carry the step's name (or another name altogether).
   fs::rename(step, root / step_dir_name(kStep + 1));
   std::ofstream(root / "latest", std::ios::trunc) << step_dir_name(kStep + 1) << "\n";
-  expect(root, {"index field step is 9 but the directory is step-000010"}, "a renamed step directory");
+  expect(root, {"index field step is 9 but the directory is step-000010"},
+         "a renamed step directory");
   fs::rename(root / step_dir_name(kStep + 1), root / "best");
   BOOST_CHECK(refusal(root / "best", "a step directory copied under another name").empty());
 }
@@ -556,12 +622,14 @@ BOOST_AUTO_TEST_CASE(format_1_checkpoints_read_without_checksums_and_reshard_int
   test::write_index_text(saved.step, v1.dump(1) + "\n", Checksums::stale);
   fs::remove(saved.step / kIndexChecksumFileName);
   std::ofstream(saved.dir.path / "latest", std::ios::trunc) << step_dir_name(kStep) << "\n";
-  BOOST_CHECK_MESSAGE(refusal(saved.dir.path, "format 1").empty(), refusal(saved.dir.path, "format 1"));
+  BOOST_CHECK_MESSAGE(refusal(saved.dir.path, "format 1").empty(),
+                      refusal(saved.dir.path, "format 1"));
   // Its index is validated all the same.
   json lying = v1;
   add(lying["layout"]["handles"][1]["params"][1]["offset"], 1);
   test::write_index_text(saved.step, lying.dump(1) + "\n", Checksums::stale);
-  BOOST_CHECK(refusal(saved.dir.path, "format 1 with a shifted offset").find("offset") != std::string::npos);
+  BOOST_CHECK(refusal(saved.dir.path, "format 1 with a shifted offset").find("offset") !=
+              std::string::npos);
   test::write_index_text(saved.step, v1.dump(1) + "\n", Checksums::stale);
   const std::string out = reshard_checkpoint(saved.dir.str(), (saved.dir.path / "out").string(), 3,
                                              ShardingStrategy::full_shard, 0);
@@ -580,14 +648,17 @@ BOOST_AUTO_TEST_CASE(an_infinite_loss_scale_is_refused) {
   text.replace(at, text.find_first_of(",\n", at) - at, "\"scale\": 1e999");
   test::write_index_text(saved.step, text, Checksums::rewritten);
   const std::string got = refusal(saved.dir.path, "an infinite loss scale");
-  BOOST_CHECK_MESSAGE(got.find("index.json") != std::string::npos, (got.empty() ? "accepted" : got));
+  BOOST_CHECK_MESSAGE(got.find("index.json") != std::string::npos,
+                      (got.empty() ? "accepted" : got));
   saved.restore();
   // An index made in memory (what commit_step validates) has no such guard.
   CheckpointIndex index = CheckpointReader(saved.dir.str()).index();
   index.state.loss_scaler->scale = std::numeric_limits<double>::infinity();
-  BOOST_CHECK_EXCEPTION(validate_index(index, "index.json"), CheckpointError, [](const CheckpointError& e) {
-    return std::string(e.what()).find("index.json: index field state.loss_scaler.scale is inf") != std::string::npos;
-  });
+  BOOST_CHECK_EXCEPTION(
+      validate_index(index, "index.json"), CheckpointError, [](const CheckpointError& e) {
+        return std::string(e.what()).find(
+                   "index.json: index field state.loss_scaler.scale is inf") != std::string::npos;
+      });
 }
 
 BOOST_AUTO_TEST_CASE(a_lying_index_is_refused_on_every_rank_by_load_which_changes_nothing) {
@@ -623,11 +694,13 @@ BOOST_AUTO_TEST_CASE(a_lying_index_is_refused_on_every_rank_by_load_which_change
         errors[static_cast<std::size_t>(world->rank())] = e.what();
       }
       for (const auto& [name, value] : m.full_params())
-        ZRT_CHECK_STATE(value.to_doubles() == before.at(name).to_doubles(), c.name, ": ", name, " changed");
+        ZRT_CHECK_STATE(value.to_doubles() == before.at(name).to_doubles(), c.name, ": ", name,
+                        " changed");
       ZRT_CHECK_STATE(m.optimizer().step_count() == 0, c.name, ": the optimizer step moved");
     });
     for (const std::string& e : errors)
-      BOOST_CHECK_MESSAGE(e.find(c.expect) != std::string::npos, c.name << ": " << (e.empty() ? "loaded" : e));
+      BOOST_CHECK_MESSAGE(e.find(c.expect) != std::string::npos,
+                          c.name << ": " << (e.empty() ? "loaded" : e));
   }
 }
 

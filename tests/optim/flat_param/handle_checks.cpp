@@ -3,10 +3,10 @@
 #include <cmath>
 #include <random>
 
-#include "zrt/optim/flat_param/flat_param_handle.h"
-#include "zrt/optim/flat_param/sharding_groups.h"
 #include "tests/optim/flat_param/counting_allocator.h"
 #include "tests/support/rank_check.h"
+#include "zrt/optim/flat_param/flat_param_handle.h"
+#include "zrt/optim/flat_param/sharding_groups.h"
 
 namespace zrt::testing {
 
@@ -29,13 +29,15 @@ Params make_params(unsigned seed) {
     std::vector<double> v(static_cast<std::size_t>(shape_numel(kShapes[i])));
     for (auto& x : v) x = static_cast<float>(dist(gen));
     p.values.push_back(v);
-    p.named.push_back({"layer" + std::to_string(i), "weight", Tensor::from_doubles(v, DType::f32, Device::cpu(), kShapes[i])});
+    p.named.push_back({"layer" + std::to_string(i), "weight",
+                       Tensor::from_doubles(v, DType::f32, Device::cpu(), kShapes[i])});
   }
   p.named.push_back({"head", "weight", p.named[0].tensor});  // tied to layer0.weight
   return p;
 }
 
-optim::FlatParamOptions options_for(const optim::StrategyPlan& plan, DType param_dtype, AllocatorPtr alloc) {
+optim::FlatParamOptions options_for(const optim::StrategyPlan& plan, DType param_dtype,
+                                    AllocatorPtr alloc) {
   optim::FlatParamOptions o;
   o.name = "unit";
   o.param_dtype = param_dtype;
@@ -49,12 +51,14 @@ double rounded(double x, DType t) { return Tensor::from_doubles({x}, t).item(0);
 
 // A small integer gradient for (rank, micro-batch, parameter, element): sums are exact.
 double grad_value(int rank, int micro, std::size_t param, std::int64_t e) {
-  return static_cast<double>(((rank + 1) * 5 + micro * 3 + static_cast<int>(param) * 11 + e * 7) % 17 - 8);
+  return static_cast<double>(
+      ((rank + 1) * 5 + micro * 3 + static_cast<int>(param) * 11 + e * 7) % 17 - 8);
 }
 
 }  // namespace
 
-void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, DType param_dtype) {
+void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                      DType param_dtype) {
   optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
   Params p = make_params(42);
   auto alloc = std::make_shared<CountingAllocator>();
@@ -69,16 +73,18 @@ void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, in
       ZRT_EXPECT(v.shape() == kShapes[i], "shape of param ", i);
       auto got = v.to_doubles();
       for (std::size_t e = 0; e < got.size(); ++e)
-        ZRT_EXPECT(got[e] == rounded(p.values[i][e], param_dtype),
-                              "pass ", pass, " param ", i, " element ", e, " rank ", world->rank());
+        ZRT_EXPECT(got[e] == rounded(p.values[i][e], param_dtype), "pass ", pass, " param ", i,
+                   " element ", e, " rank ", world->rank());
     }
     h.post_forward();
-    ZRT_EXPECT(h.is_unsharded() == !plan.reshard_after_forward, "check failed on rank ", world->rank());
+    ZRT_EXPECT(h.is_unsharded() == !plan.reshard_after_forward, "check failed on rank ",
+               world->rank());
     if (!plan.reshard_after_forward) free_storage(h.full_param_padded());
   }
   // The fp32 master survives untouched: summon gives back the originals exactly.
   auto full = h.summon_full_params();
-  for (std::size_t i = 0; i < kShapes.size(); ++i) ZRT_EXPECT(full[i].to_doubles() == p.values[i], "check failed on rank ", world->rank());
+  for (std::size_t i = 0; i < kShapes.size(); ++i)
+    ZRT_EXPECT(full[i].to_doubles() == p.values[i], "check failed on rank ", world->rank());
   // load_full_params then unshard shows the new values.
   std::vector<Tensor> doubled;
   for (auto& t : full) {
@@ -88,12 +94,13 @@ void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, in
   }
   h.load_full_params(doubled);
   h.pre_forward();
-  ZRT_EXPECT(h.param(4).item(4096) == rounded(2 * p.values[4][4096], param_dtype), "check failed on rank ", world->rank());
+  ZRT_EXPECT(h.param(4).item(4096) == rounded(2 * p.values[4][4096], param_dtype),
+             "check failed on rank ", world->rank());
   h.post_forward();
 }
 
-void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size, ReduceOp op,
-                         int micro_batches, bool offload) {
+void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                         ReduceOp op, int micro_batches, bool offload) {
   optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
   Params p = make_params(7);
   auto alloc = std::make_shared<CountingAllocator>();
@@ -111,12 +118,15 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
       for (std::size_t i = 0; i < kShapes.size(); ++i) {
         Tensor g = h.grad(i);
         std::vector<double> v(static_cast<std::size_t>(g.numel()));
-        for (std::size_t e = 0; e < v.size(); ++e) v[e] = grad_value(world->rank(), m, i, static_cast<std::int64_t>(e));
+        for (std::size_t e = 0; e < v.size(); ++e)
+          v[e] = grad_value(world->rank(), m, i, static_cast<std::int64_t>(e));
         g.copy_(Tensor::from_doubles(v, DType::f64, Device::cpu(), g.shape()));
       }
       const bool last = m + 1 == micro_batches;
       h.post_backward(last);
-      if (!last) ZRT_EXPECT(h.full_prec_grad_padded().is_freed() == offload, "check failed on rank ", world->rank());
+      if (!last)
+        ZRT_EXPECT(h.full_prec_grad_padded().is_freed() == offload, "check failed on rank ",
+                   world->rank());
     }
     // Every rank's gradient shard equals the reduction over all ranks and micro-batches.
     const int W = world->size();
@@ -127,11 +137,12 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
       for (std::int64_t k = 0; k < info.numel_in_shard; ++k) {
         double expect = 0;
         for (int r = 0; r < W; ++r)
-          for (int m = 0; m < micro_batches; ++m) expect += grad_value(r, m, i, info.intra_param_start + k);
+          for (int m = 0; m < micro_batches; ++m)
+            expect += grad_value(r, m, i, info.intra_param_start + k);
         if (op == ReduceOp::avg) expect /= W;
-        ZRT_EXPECT(std::abs(got[k] - expect) <= 1e-6 * std::max(1.0, std::abs(expect)),
-                              "param ", i, " element ", info.intra_param_start + k, ": ", got[k], " != ", expect,
-                   " (rank ", world->rank(), ")");
+        ZRT_EXPECT(std::abs(got[k] - expect) <= 1e-6 * std::max(1.0, std::abs(expect)), "param ", i,
+                   " element ", info.intra_param_start + k, ": ", got[k], " != ", expect, " (rank ",
+                   world->rank(), ")");
       }
     }
     // Unsharded parameter and gradients are released: back to the sharded footprint.
@@ -139,8 +150,10 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
       ZRT_EXPECT(alloc->stats().allocated == sharded_bytes, "check failed on rank ", world->rank());
     } else {
       // Kept unsharded: its own bytes, unless it is the fp32 master of a zero1 group of one.
-      const std::size_t kept = h.unsharded_is_master() ? 0 : h.full_param_padded().storage().nbytes();
-      ZRT_EXPECT(alloc->stats().allocated == sharded_bytes + kept, "check failed on rank ", world->rank());
+      const std::size_t kept =
+          h.unsharded_is_master() ? 0 : h.full_param_padded().storage().nbytes();
+      ZRT_EXPECT(alloc->stats().allocated == sharded_bytes + kept, "check failed on rank ",
+                 world->rank());
     }
     ZRT_EXPECT(h.full_grad_padded().is_freed(), "check failed on rank ", world->rank());
     ZRT_EXPECT(h.full_prec_grad_padded().is_freed(), "check failed on rank ", world->rank());

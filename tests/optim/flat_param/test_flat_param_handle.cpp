@@ -5,10 +5,10 @@
 #include <functional>
 #include <string>
 
-#include "zrt/runtime/comm/local_comm.h"
+#include "tests/optim/flat_param/handle_checks.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
-#include "tests/optim/flat_param/handle_checks.h"
+#include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
 using namespace std::chrono_literals;
@@ -38,7 +38,8 @@ std::vector<Case> cases() {
 }
 
 std::vector<optim::NamedParam> two_params() {
-  return {{"a", "weight", Tensor::full({3, 2}, 1.5, DType::f32)}, {"a", "bias", Tensor::full({3}, -1.0, DType::f32)}};
+  return {{"a", "weight", Tensor::full({3, 2}, 1.5, DType::f32)},
+          {"a", "bias", Tensor::full({3}, -1.0, DType::f32)}};
 }
 
 // Runs fn on n local ranks; a failure names the case and the rank's error.
@@ -73,14 +74,17 @@ BOOST_AUTO_TEST_CASE(gradient_path_every_strategy) {
           on_ranks(c.world,
                    describe(c) + " " + reduce_op_name(op) + " micro=" + std::to_string(micro) +
                        (offload ? " offload" : ""),
-                   [&](const CommPtr& w) { testing::check_gradient_path(w, c.strategy, c.zero3, op, micro, offload); });
+                   [&](const CommPtr& w) {
+                     testing::check_gradient_path(w, c.strategy, c.zero3, op, micro, offload);
+                   });
 }
 
 BOOST_AUTO_TEST_CASE(mismatch_on_one_rank_is_named_on_all) {
   for (int n : {2, 3, 4}) {
     auto t0 = std::chrono::steady_clock::now();
     on_ranks(n, "mismatch", testing::check_mismatch_is_named);
-    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 1s));  // an error, never a wait for a timeout
+    BOOST_TEST(
+        (std::chrono::steady_clock::now() - t0 < 1s));  // an error, never a wait for a timeout
   }
 }
 
@@ -109,11 +113,14 @@ BOOST_AUTO_TEST_CASE(bad_construction) {
   auto world = make_local_world(1)[0];
   ZeroGroups g{world, world, nullptr};
   BOOST_CHECK_THROW(optim::FlatParamHandle({}, g, {}), InvalidArgument);
-  BOOST_CHECK_THROW(optim::FlatParamHandle({{"", "steps", Tensor::zeros({2}, DType::i64)}}, g, {}), InvalidArgument);
-  BOOST_CHECK_THROW(optim::FlatParamHandle({{"", "a", Tensor::zeros({2}, DType::f32)},
-                                     {"", "b", Tensor::zeros({2}, DType::bf16)}}, g, {}),
+  BOOST_CHECK_THROW(optim::FlatParamHandle({{"", "steps", Tensor::zeros({2}, DType::i64)}}, g, {}),
                     InvalidArgument);
-  BOOST_CHECK_THROW(optim::FlatParamHandle(two_params(), {world, nullptr, nullptr}, {}), InvalidArgument);
+  BOOST_CHECK_THROW(optim::FlatParamHandle({{"", "a", Tensor::zeros({2}, DType::f32)},
+                                            {"", "b", Tensor::zeros({2}, DType::bf16)}},
+                                           g, {}),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(optim::FlatParamHandle(two_params(), {world, nullptr, nullptr}, {}),
+                    InvalidArgument);
   optim::FlatParamOptions bad_reduce;
   bad_reduce.grad_reduce = ReduceOp::max;
   BOOST_CHECK_THROW(optim::FlatParamHandle(two_params(), g, bad_reduce), InvalidArgument);
@@ -133,15 +140,19 @@ BOOST_AUTO_TEST_CASE(bad_construction) {
 }
 
 BOOST_AUTO_TEST_CASE(zero1_size_must_be_a_multiple_of_zero3_size) {
-  BOOST_CHECK_NO_THROW(run_local_ranks(6, [](const CommPtr& world) {
-    ZeroGroups g{world->split(world->rank() / 2, 0), world->split(world->rank() / 3, 0), nullptr};
-    try {
-      optim::FlatParamHandle h(two_params(), g, {});
-    } catch (const InvalidArgument& e) {
-      return;
-    }
-    throw std::runtime_error("zero1 size 2 with zero3 size 3 was accepted");
-  }, 20s));
+  BOOST_CHECK_NO_THROW(run_local_ranks(
+      6,
+      [](const CommPtr& world) {
+        ZeroGroups g{world->split(world->rank() / 2, 0), world->split(world->rank() / 3, 0),
+                     nullptr};
+        try {
+          optim::FlatParamHandle h(two_params(), g, {});
+        } catch (const InvalidArgument& e) {
+          return;
+        }
+        throw std::runtime_error("zero1 size 2 with zero3 size 3 was accepted");
+      },
+      20s));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,8 +2,8 @@
 // each rank a process.
 #include <boost/test/unit_test.hpp>
 
-#include "zrt/runtime/comm/launched_world.h"
 #include "tests/optim/flat_param/handle_checks.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 using namespace zrt;
 
@@ -29,11 +29,15 @@ BOOST_AUTO_TEST_SUITE(flat_param_handle_mpi)
 BOOST_AUTO_TEST_CASE(round_trip) {
   const int w = world()->size();
   for (DType dt : {DType::f32, DType::bf16}) {
-    BOOST_CHECK_NO_THROW(testing::check_round_trip(world(), optim::ShardingStrategy::full_shard, w, dt));
-    BOOST_CHECK_NO_THROW(testing::check_round_trip(world(), optim::ShardingStrategy::no_shard, 1, dt));
+    BOOST_CHECK_NO_THROW(
+        testing::check_round_trip(world(), optim::ShardingStrategy::full_shard, w, dt));
+    BOOST_CHECK_NO_THROW(
+        testing::check_round_trip(world(), optim::ShardingStrategy::no_shard, 1, dt));
     for (int z : divisors(w)) {
-      BOOST_CHECK_NO_THROW(testing::check_round_trip(world(), optim::ShardingStrategy::layer_zero, z, dt));
-      BOOST_CHECK_NO_THROW(testing::check_round_trip(world(), optim::ShardingStrategy::hybrid_shard, z, dt));
+      BOOST_CHECK_NO_THROW(
+          testing::check_round_trip(world(), optim::ShardingStrategy::layer_zero, z, dt));
+      BOOST_CHECK_NO_THROW(
+          testing::check_round_trip(world(), optim::ShardingStrategy::hybrid_shard, z, dt));
     }
   }
 }
@@ -41,12 +45,17 @@ BOOST_AUTO_TEST_CASE(round_trip) {
 BOOST_AUTO_TEST_CASE(gradient_path) {
   const int w = world()->size();
   for (bool offload : {false, true}) {
-    BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::full_shard, w, ReduceOp::avg, 3, offload));
-    BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::shard_grad_op, w, ReduceOp::sum, 2, offload));
-    BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::no_shard, 1, ReduceOp::avg, 1, offload));
+    BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::full_shard,
+                                                      w, ReduceOp::avg, 3, offload));
+    BOOST_CHECK_NO_THROW(testing::check_gradient_path(
+        world(), optim::ShardingStrategy::shard_grad_op, w, ReduceOp::sum, 2, offload));
+    BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::no_shard, 1,
+                                                      ReduceOp::avg, 1, offload));
     for (int z : divisors(w)) {
-      BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::hybrid_shard, z, ReduceOp::avg, 2, offload));
-      BOOST_CHECK_NO_THROW(testing::check_gradient_path(world(), optim::ShardingStrategy::layer_zero, z, ReduceOp::sum, 2, offload));
+      BOOST_CHECK_NO_THROW(testing::check_gradient_path(
+          world(), optim::ShardingStrategy::hybrid_shard, z, ReduceOp::avg, 2, offload));
+      BOOST_CHECK_NO_THROW(testing::check_gradient_path(
+          world(), optim::ShardingStrategy::layer_zero, z, ReduceOp::sum, 2, offload));
     }
   }
 }

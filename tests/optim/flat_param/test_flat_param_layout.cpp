@@ -11,7 +11,8 @@ namespace {
 
 std::vector<optim::ParamSpec> specs(const std::vector<Shape>& shapes) {
   std::vector<optim::ParamSpec> out;
-  for (std::size_t i = 0; i < shapes.size(); ++i) out.push_back({"p" + std::to_string(i), shapes[i]});
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    out.push_back({"p" + std::to_string(i), shapes[i]});
   return out;
 }
 
@@ -20,11 +21,13 @@ struct Owner {
   int param;
   std::int64_t intra;
 };
-std::vector<Owner> elementwise_model(const std::vector<Shape>& shapes, std::int64_t align, int div) {
+std::vector<Owner> elementwise_model(const std::vector<Shape>& shapes, std::int64_t align,
+                                     int div) {
   std::vector<Owner> owner;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     while (owner.size() % align != 0) owner.push_back({-1, 0});
-    for (std::int64_t k = 0; k < shape_numel(shapes[i]); ++k) owner.push_back({static_cast<int>(i), k});
+    for (std::int64_t k = 0; k < shape_numel(shapes[i]); ++k)
+      owner.push_back({static_cast<int>(i), k});
   }
   while (owner.empty() || owner.size() % div != 0) owner.push_back({-1, 0});
   return owner;
@@ -111,7 +114,8 @@ BOOST_AUTO_TEST_CASE(matches_elementwise_model) {
         auto model = elementwise_model(shapes, 16 / static_cast<std::int64_t>(dtype_size(dt)), w1);
         BOOST_REQUIRE(l.numel_padded() == static_cast<std::int64_t>(model.size()));
         auto mask = l.padding_mask();
-        for (std::size_t e = 0; e < model.size(); ++e) BOOST_REQUIRE(mask[e] == (model[e].param < 0));
+        for (std::size_t e = 0; e < model.size(); ++e)
+          BOOST_REQUIRE(mask[e] == (model[e].param < 0));
         for (std::size_t i = 0; i < shapes.size(); ++i) {
           auto it = std::find_if(model.begin(), model.end(),
                                  [&](const Owner& o) { return o.param == static_cast<int>(i); });
@@ -161,7 +165,8 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   BOOST_CHECK_THROW(optim::FlatParamLayout({}, DType::f32, 2), InvalidArgument);
   BOOST_CHECK_THROW(optim::FlatParamLayout(specs({{2}}), DType::f32, 0), InvalidArgument);
   BOOST_CHECK_THROW(optim::FlatParamLayout(specs({{2}}), DType::i32, 1), InvalidArgument);
-  BOOST_CHECK_THROW(optim::FlatParamLayout({{"a", {2}}, {"a", {3}}}, DType::f32, 1), InvalidArgument);
+  BOOST_CHECK_THROW(optim::FlatParamLayout({{"a", {2}}, {"a", {3}}}, DType::f32, 1),
+                    InvalidArgument);
   optim::FlatParamLayout l(specs({{5}}), DType::f32, 4);
   BOOST_CHECK_THROW(l.shard_infos(0, 3), InvalidArgument);
   BOOST_CHECK_THROW(l.shard_infos(4, 4), InvalidArgument);

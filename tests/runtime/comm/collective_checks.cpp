@@ -36,9 +36,12 @@ double expected_reduction(std::uint64_t seed, int size, std::int64_t i, ReduceOp
   double acc = input_value(seed, 0, i);
   for (int r = 1; r < size; ++r) {
     const double v = input_value(seed, r, i);
-    if (op == ReduceOp::max) acc = std::max(acc, v);
-    else if (op == ReduceOp::min) acc = std::min(acc, v);
-    else acc += v;
+    if (op == ReduceOp::max)
+      acc = std::max(acc, v);
+    else if (op == ReduceOp::min)
+      acc = std::min(acc, v);
+    else
+      acc += v;
   }
   if (op == ReduceOp::avg) acc = is_floating(dtype) ? acc / size : std::trunc(acc / size);
   return acc;
@@ -46,11 +49,16 @@ double expected_reduction(std::uint64_t seed, int size, std::int64_t i, ReduceOp
 
 double tolerance(DType dtype) {
   switch (dtype) {
-    case DType::bf16: return 1.0 / 128;
-    case DType::f16: return 1.0 / 1024;
-    case DType::f32: return 1e-6;
-    case DType::f64: return 1e-14;
-    default: return 0.0;
+    case DType::bf16:
+      return 1.0 / 128;
+    case DType::f16:
+      return 1.0 / 1024;
+    case DType::f32:
+      return 1e-6;
+    case DType::f64:
+      return 1e-14;
+    default:
+      return 0.0;
   }
 }
 
@@ -63,8 +71,8 @@ void expect_elements(const Communicator& comm, const char* what, const Tensor& g
     const double e = expected(static_cast<std::int64_t>(i));
     if (!(std::fabs(v[i] - e) <= rel_tol * std::fabs(e)))  // a NaN is a miss too
       throw std::runtime_error(detail::concat(what, " on ", comm.name(), " rank ", comm.rank(),
-                                              " of ", comm.size(), ", ", got.str(), ": element ",
-                                              i, " is ", v[i], ", expected ", e));
+                                              " of ", comm.size(), ", ", got.str(), ": element ", i,
+                                              " is ", v[i], ", expected ", e));
   }
 }
 
@@ -75,10 +83,9 @@ void expect(bool cond, const std::string& msg) {
 }  // namespace
 
 double input_value(std::uint64_t seed, int rank, std::int64_t i) {
-  return 1.0 + static_cast<double>(
-                   mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 1000003ULL +
-                                  static_cast<std::uint64_t>(i))) %
-                   11);
+  return 1.0 + static_cast<double>(mix(seed ^ mix(static_cast<std::uint64_t>(rank) * 1000003ULL +
+                                                  static_cast<std::uint64_t>(i))) %
+                                   11);
 }
 
 void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
@@ -124,8 +131,8 @@ void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp 
       op == ReduceOp::avg ? tolerance(dtype) : 0.0);
 }
 
-void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
-                     std::uint64_t seed, Device device) {
+void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root, std::uint64_t seed,
+                     Device device) {
   Tensor t = comm.rank() == root ? input_tensor(seed, root, n, dtype, device)
                                  : Tensor::full({n}, kPoison, dtype, device);
   comm.broadcast(t, root);
@@ -143,8 +150,8 @@ void check_all_gather_bytes(Communicator& comm, std::uint64_t seed) {
   const auto all = comm.all_gather_bytes(bytes_of_rank(comm.rank()));
   expect(static_cast<int>(all.size()) == comm.size(), "all_gather_bytes: wrong number of ranks");
   for (int r = 0; r < comm.size(); ++r)
-    expect(all[r] == bytes_of_rank(r),
-           detail::concat("all_gather_bytes on rank ", comm.rank(), ": rank ", r, "'s bytes differ"));
+    expect(all[r] == bytes_of_rank(r), detail::concat("all_gather_bytes on rank ", comm.rank(),
+                                                      ": rank ", r, "'s bytes differ"));
 }
 
 void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
@@ -154,7 +161,8 @@ void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std:
     check_reduce_scatter(comm, dtype, n, op, seed + 1, device);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
     check_all_reduce(comm, dtype, n, op, seed + 2, device);
-  for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, dtype, n, root, seed + 3, device);
+  for (int root = 0; root < comm.size(); ++root)
+    check_broadcast(comm, dtype, n, root, seed + 3, device);
 }
 
 void check_split(Communicator& comm, std::uint64_t seed, Device device) {
@@ -162,9 +170,8 @@ void check_split(Communicator& comm, std::uint64_t seed, Device device) {
   // Key reverses the order inside each group.
   auto child = comm.split(color, -comm.rank());
   const int members = (comm.size() - color + 1) / 2;
-  expect(child->size() == members,
-         detail::concat("split: group ", child->name(), " has size ", child->size(), ", expected ",
-                        members));
+  expect(child->size() == members, detail::concat("split: group ", child->name(), " has size ",
+                                                  child->size(), ", expected ", members));
   expect(child->rank() == members - 1 - comm.rank() / 2,
          detail::concat("split: parent rank ", comm.rank(), " got child rank ", child->rank()));
   expect(child->name() == detail::concat(comm.name(), "/split(", color, ")"),
@@ -175,8 +182,8 @@ void check_split(Communicator& comm, std::uint64_t seed, Device device) {
   child->all_reduce(t, ReduceOp::sum);
   double want = 0;
   for (int r = color; r < comm.size(); r += 2) want += r;
-  expect(t.item(0) == want, detail::concat("split: sum over ", child->name(), " is ", t.item(0),
-                                           ", expected ", want));
+  expect(t.item(0) == want,
+         detail::concat("split: sum over ", child->name(), " is ", t.item(0), ", expected ", want));
   check_all_collectives(*child, DType::f32, 7, seed, device);
   // Collectives on the parent still work after the split.
   check_all_reduce(comm, DType::i32, 3, ReduceOp::sum, seed, device);
@@ -188,9 +195,9 @@ void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed,
   expect(g.zero1 == world, "zero groups: zero1 is not the world");
   expect(g.zero3->size() == zero3_size && g.zero3->rank() == r % zero3_size,
          detail::concat("zero groups: zero3 rank/size ", g.zero3->rank(), "/", g.zero3->size()));
-  expect(g.replica->size() == w / zero3_size && g.replica->rank() == r / zero3_size,
-         detail::concat("zero groups: replica rank/size ", g.replica->rank(), "/",
-                        g.replica->size()));
+  expect(
+      g.replica->size() == w / zero3_size && g.replica->rank() == r / zero3_size,
+      detail::concat("zero groups: replica rank/size ", g.replica->rank(), "/", g.replica->size()));
   // Gathering world ranks tells who is in each group.
   auto members = [&](Communicator& c) {
     Tensor in = Tensor::from_doubles({static_cast<double>(r)}, DType::i32, device);

@@ -23,8 +23,8 @@ void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, Reduc
                           std::uint64_t seed, Device device = Device::cpu());
 void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
                       std::uint64_t seed, Device device = Device::cpu());
-void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root,
-                     std::uint64_t seed, Device device = Device::cpu());
+void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root, std::uint64_t seed,
+                     Device device = Device::cpu());
 // all_gather_bytes with a different length on every rank (rank 1's empty).
 void check_all_gather_bytes(Communicator& comm, std::uint64_t seed);
 // Every collective above for one dtype and size (avg, max, min included),

@@ -6,9 +6,9 @@
 // usage: flight_fault DIR skip|stall
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   zrt::Tensor t = zrt::Tensor::full({16}, 1.0, zrt::DType::f32);
   try {
     w.comm->all_reduce(t, zrt::ReduceOp::sum);
-    if (rank == 1 && mode == "skip") throw zrt::CommError("skipped");  // done: its record, as the others'
+    if (rank == 1 && mode == "skip")
+      throw zrt::CommError("skipped");  // done: its record, as the others'
     if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
     w.comm->all_reduce(t, zrt::ReduceOp::sum);
     std::fprintf(stderr, "rank %d: the second all_reduce returned\n", rank);
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   }
   const std::string done = dir + "/report-printed";
   if (rank == 0) {
-    std::printf("report: %s\n", zrt::flight_report(dir, w.comm->size(), std::chrono::seconds(8)).c_str());
+    std::printf("report: %s\n",
+                zrt::flight_report(dir, w.comm->size(), std::chrono::seconds(8)).c_str());
     std::fflush(nullptr);
     std::ofstream(done) << "done\n";
   } else {

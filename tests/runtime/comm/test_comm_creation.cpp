@@ -149,8 +149,8 @@ BOOST_AUTO_TEST_CASE(init_polls_the_new_handle_only) {
 
 BOOST_AUTO_TEST_CASE(poll_while_in_progress_polls_at_least_once) {
   int polls = 0;
-  const Rc rc = poll_while_in_progress(busy, [&] { return ++polls < 3 ? busy : ok; },
-                                       Clock::now() - 1s);
+  const Rc rc = poll_while_in_progress(
+      busy, [&] { return ++polls < 3 ? busy : ok; }, Clock::now() - 1s);
   BOOST_CHECK_EQUAL(rc, busy);  // the deadline had passed: one poll, still busy
   BOOST_CHECK_EQUAL(polls, 1);
 }

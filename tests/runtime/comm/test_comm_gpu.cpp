@@ -9,10 +9,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/runtime/comm/collective_checks.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/comm/mpi_comm.h"
 #include "zrt/runtime/comm/nccl_comm.h"
-#include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;
 

@@ -10,21 +10,23 @@
 #include <thread>
 #include <type_traits>
 
+#include "tests/runtime/comm/collective_checks.h"
 #include "zrt/runtime/comm/device_reduce.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/comm/zero_groups.h"
 #include "zrt/runtime/dtype_dispatch.h"
 #include "zrt/runtime/float16.h"
 #include "zrt/runtime/stream.h"
-#include "zrt/runtime/comm/zero_groups.h"
-#include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::uint64_t fresh_seed() { return std::random_device{}() * 0x100000001ULL + std::random_device{}(); }
+std::uint64_t fresh_seed() {
+  return std::random_device{}() * 0x100000001ULL + std::random_device{}();
+}
 
 // Runs fn on n local ranks; a failure on any rank fails the test case here,
 // on the main thread.
@@ -85,7 +87,8 @@ BOOST_AUTO_TEST_CASE(split_into_subgroups) {
 
 BOOST_AUTO_TEST_CASE(zero_groups) {
   const std::uint64_t seed = fresh_seed();
-  for (int z : {1, 2, 4}) on_ranks(4, [&](const CommPtr& c) { test::check_zero_groups(c, z, seed); });
+  for (int z : {1, 2, 4})
+    on_ranks(4, [&](const CommPtr& c) { test::check_zero_groups(c, z, seed); });
   auto world = make_local_world(4);
   expect_throw<InvalidArgument>([&] { make_zero_groups(world[0], 3); }, "does not divide");
   expect_throw<InvalidArgument>([&] { make_zero_groups(world[0], 0); }, "zero3 size 0");
@@ -105,8 +108,10 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_before_any_data_moves) {
       [&] { c.reduce_scatter_tensor(Tensor::empty({2}, DType::f32), in, ReduceOp::sum); },
       "must have 2 x 2");
   expect_throw<InvalidArgument>(
-      [&] { c.reduce_scatter_tensor(Tensor::empty({3}, DType::f32), Tensor::empty({6}, DType::f32),
-                                    ReduceOp::max); },
+      [&] {
+        c.reduce_scatter_tensor(Tensor::empty({3}, DType::f32), Tensor::empty({6}, DType::f32),
+                                ReduceOp::max);
+      },
       "max is not supported");
   expect_throw<InvalidArgument>([&] { c.broadcast(in, 2); }, "root 2");
   expect_throw<InvalidArgument>([&] { c.broadcast(in, -1); }, "root -1");
@@ -214,7 +219,8 @@ BOOST_AUTO_TEST_CASE(a_failed_rank_stops_the_others_at_once) {
           try {
             c->rank() == 0 ? pair->barrier() : c->barrier();
           } catch (const CommError& e) {
-            if (std::string(e.what()).find("rank 1 failed: rank 1 fails") != std::string::npos) ++stopped;
+            if (std::string(e.what()).find("rank 1 failed: rank 1 fails") != std::string::npos)
+              ++stopped;
             throw;
           }
         },
@@ -226,19 +232,23 @@ BOOST_AUTO_TEST_CASE(a_failed_rank_stops_the_others_at_once) {
     BOOST_TEST(std::string(e.what()) == "rank 1 fails");
   }
   BOOST_TEST(stopped.load() == 3);
-  BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 10.0);
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_collectives_are_reported) {
   std::atomic<int> errors = 0;
-  run_local_ranks(2, [&](const CommPtr& c) {
-    Tensor t = Tensor::full({c->rank() + 1}, 1.0, DType::f32);
-    try {
-      c->all_reduce(t, ReduceOp::sum);
-    } catch (const CommError& e) {
-      if (std::string(e.what()).find("ranks disagree") != std::string::npos) ++errors;
-    }
-  }, 5000ms);
+  run_local_ranks(
+      2,
+      [&](const CommPtr& c) {
+        Tensor t = Tensor::full({c->rank() + 1}, 1.0, DType::f32);
+        try {
+          c->all_reduce(t, ReduceOp::sum);
+        } catch (const CommError& e) {
+          if (std::string(e.what()).find("ranks disagree") != std::string::npos) ++errors;
+        }
+      },
+      5000ms);
   BOOST_CHECK_EQUAL(errors.load(), 2);
 }
 
@@ -306,9 +316,12 @@ BOOST_AUTO_TEST_CASE(batched_reduction_has_the_host_bits) {
                   // Magnitudes apart, so another order of the sum rounds otherwise.
                   const float f = std::ldexp(value(rng), scale(rng));
                   T v{};
-                  if constexpr (is_float16_v<T>) v = from_f32<T>(f);
-                  else if constexpr (std::is_floating_point_v<T>) v = static_cast<T>(f);
-                  else v = static_cast<T>(small(rng));
+                  if constexpr (is_float16_v<T>)
+                    v = from_f32<T>(f);
+                  else if constexpr (std::is_floating_point_v<T>)
+                    v = static_cast<T>(f);
+                  else
+                    v = static_cast<T>(small(rng));
                   std::memcpy(in.data() + i * item, &v, item);
                 }
             });

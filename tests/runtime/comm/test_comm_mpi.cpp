@@ -7,10 +7,10 @@
 #include <cstring>
 #include <random>
 
+#include "tests/runtime/comm/collective_checks.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"
 #include "zrt/runtime/comm/zero_groups.h"
-#include "tests/runtime/comm/collective_checks.h"
 
 using namespace zrt;
 

@@ -87,8 +87,7 @@ BOOST_AUTO_TEST_CASE(every_rank_gets_every_rank_bytes) {
         BOOST_REQUIRE_EQUAL(peers.got[r].size(), 3u);
         for (int k = 0; k < 3; ++k) {
           BOOST_REQUIRE_EQUAL(peers.got[r][k].size(), std::size_t(size));
-          for (int q = 0; q < size; ++q)
-            BOOST_CHECK(peers.got[r][k][q] == payload(q, k));
+          for (int q = 0; q < size; ++q) BOOST_CHECK(peers.got[r][k][q] == payload(q, k));
         }
       }
     }
@@ -157,16 +156,18 @@ BOOST_AUTO_TEST_CASE(peer_times_out_when_rank0_never_listens) {
   const int port = unused_port();  // nobody will listen there
   TcpRendezvous me("127.0.0.1", port, 1, 2, 300ms);
   const auto start = std::chrono::steady_clock::now();
-  BOOST_CHECK_EXCEPTION(me.all_gather_bytes(payload(1, 0)), CommError,
-                        [](const CommError& e) { return message_has(e, "could not reach rank 0"); });
+  BOOST_CHECK_EXCEPTION(me.all_gather_bytes(payload(1, 0)), CommError, [](const CommError& e) {
+    return message_has(e, "could not reach rank 0");
+  });
   BOOST_CHECK_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
   BOOST_CHECK_EXCEPTION(TcpRendezvous("127.0.0.1", 1234, 3, 3), InvalidArgument,
                         [](const InvalidArgument& e) { return message_has(e, "rank 3"); });
-  BOOST_CHECK_EXCEPTION(TcpRendezvous("127.0.0.1", 70000, 1, 2), InvalidArgument,
-                        [](const InvalidArgument& e) { return message_has(e, "MASTER_PORT 70000"); });
+  BOOST_CHECK_EXCEPTION(
+      TcpRendezvous("127.0.0.1", 70000, 1, 2), InvalidArgument,
+      [](const InvalidArgument& e) { return message_has(e, "MASTER_PORT 70000"); });
   BOOST_CHECK_THROW(TcpRendezvous("127.0.0.1", 0, 1, 2), InvalidArgument);  // peers need a port
   BOOST_CHECK_THROW(TcpRendezvous("", 1234, 1, 2), InvalidArgument);        // and an address
   // A port already taken by another listener.

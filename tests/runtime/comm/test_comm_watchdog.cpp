@@ -61,24 +61,30 @@ class BlockingComm final : public Communicator {
   void do_all_gather(const Tensor&, const Tensor&, Stream) override { unused(); }
   void do_reduce_scatter(const Tensor&, const Tensor&, ReduceOp, Stream) override { unused(); }
   void do_broadcast(const Tensor&, int, Stream) override { unused(); }
-  std::vector<std::vector<std::byte>> do_all_gather_bytes(std::span<const std::byte>) override { unused(); }
+  std::vector<std::vector<std::byte>> do_all_gather_bytes(std::span<const std::byte>) override {
+    unused();
+  }
   std::unique_ptr<Communicator> do_split(int, int, std::string) override { unused(); }
 
  private:
-  [[noreturn]] static void unused() { ZRT_THROW(InvalidState, "BlockingComm: not used by this test"); }
+  [[noreturn]] static void unused() {
+    ZRT_THROW(InvalidState, "BlockingComm: not used by this test");
+  }
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool woken_ = false, returned_ = false;
   std::string why_, async_;
 };
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // What one rank's watched wait ended with.
 struct Outcome {
   bool comm_error = false;
-  std::string message;   // empty: the wait returned
-  double seconds = 0;    // how long the wait took
+  std::string message;  // empty: the wait returned
+  double seconds = 0;   // how long the wait took
 };
 
 template <class F>
@@ -97,7 +103,9 @@ Outcome timed(F&& wait) {
   return o;
 }
 
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
 
 }  // namespace
 
@@ -118,7 +126,8 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives) {
       OwnedStream stream(Device::cpu());
       Tensor t = Tensor::zeros({8}, DType::f32);
       world[r]->all_reduce(t, ReduceOp::sum, stream);
-      waits[r] = timed([&] { CommWatchdog({world[r]}).synchronize(stream, "waiting for the all-reduce"); });
+      waits[r] = timed(
+          [&] { CommWatchdog({world[r]}).synchronize(stream, "waiting for the all-reduce"); });
       drains[r] = timed([&] { stream.get().synchronize(); });  // the stuck task has returned
       try {
         world[r]->all_reduce(t, ReduceOp::sum);
@@ -130,7 +139,8 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives) {
   for (int r = 0; r < 2; ++r) {
     BOOST_TEST_MESSAGE("rank " << r << " after " << waits[r].seconds << " s: " << waits[r].message);
     BOOST_CHECK_MESSAGE(waits[r].comm_error, "rank " << r << ": " << waits[r].message);
-    BOOST_CHECK_MESSAGE(contains(waits[r].message, "all_reduce #1 on group world (rank " + std::to_string(r) + " of 3)"),
+    BOOST_CHECK_MESSAGE(contains(waits[r].message, "all_reduce #1 on group world (rank " +
+                                                       std::to_string(r) + " of 3)"),
                         waits[r].message);
     // Not early: the backend's own timeout may fire first, from its own
     // start a little before the wait's, on a loaded machine a little more.
@@ -138,7 +148,8 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives) {
     BOOST_CHECK_LE(waits[r].seconds, std::chrono::duration<double>(kTimeout).count() + 2.0);
     BOOST_CHECK(drains[r].comm_error);
     BOOST_CHECK_LE(drains[r].seconds, 1.0);
-    BOOST_CHECK_MESSAGE(contains(later[r], "on group world"), "a later collective: '" << later[r] << "'");
+    BOOST_CHECK_MESSAGE(contains(later[r], "on group world"),
+                        "a later collective: '" << later[r] << "'");
   }
 }
 
@@ -149,7 +160,8 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives) {
 BOOST_AUTO_TEST_CASE(catches_a_collective_with_no_deadline) {
   constexpr auto kTimeout = 300ms;
   std::vector<Outcome> waits(2);
-  std::vector<char> still_blocked(2), returned(2), aborted(2);  // one byte per rank: vector<bool> packs bits
+  std::vector<char> still_blocked(2), returned(2),
+      aborted(2);  // one byte per rank: vector<bool> packs bits
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
@@ -163,7 +175,8 @@ BOOST_AUTO_TEST_CASE(catches_a_collective_with_no_deadline) {
       issued.record(stream);
       std::this_thread::sleep_for(2 * kTimeout);
       still_blocked[r] = !issued.query();  // what a plain synchronize would wait for, forever
-      waits[r] = timed([&] { CommWatchdog({comm}).synchronize(stream, "waiting for the all-reduce"); });
+      waits[r] =
+          timed([&] { CommWatchdog({comm}).synchronize(stream, "waiting for the all-reduce"); });
       try {
         stream.get().synchronize();
       } catch (const CommError&) {
@@ -177,9 +190,10 @@ BOOST_AUTO_TEST_CASE(catches_a_collective_with_no_deadline) {
     BOOST_TEST_MESSAGE("rank " << r << " after " << waits[r].seconds << " s: " << waits[r].message);
     BOOST_CHECK(still_blocked[r]);
     BOOST_CHECK_MESSAGE(waits[r].comm_error, waits[r].message);
-    BOOST_CHECK_MESSAGE(contains(waits[r].message, "all_reduce #2 on group blocking (rank " + std::to_string(r) +
-                                                       " of 2): waiting for the all-reduce timed out after 300 ms"),
-                        waits[r].message);
+    BOOST_CHECK_MESSAGE(
+        contains(waits[r].message, "all_reduce #2 on group blocking (rank " + std::to_string(r) +
+                                       " of 2): waiting for the all-reduce timed out after 300 ms"),
+        waits[r].message);
     BOOST_CHECK_MESSAGE(contains(waits[r].message, "aborted group(s) blocking"), waits[r].message);
     BOOST_CHECK_GE(waits[r].seconds, 0.95 * timeout_s);
     BOOST_CHECK_LE(waits[r].seconds, timeout_s + 1.0);
@@ -198,9 +212,11 @@ BOOST_AUTO_TEST_CASE(calling_thread_collective_behind_a_stuck_one) {
   comm->all_reduce(t, ReduceOp::sum, stream);
   const Outcome o = timed([&] { comm->barrier(); });
   BOOST_TEST_MESSAGE(o.message);
-  BOOST_CHECK_MESSAGE(o.comm_error && contains(o.message, "all_reduce #1 on group blocking (rank 0 of 1): barrier "
-                                                         "waiting for the collectives queued before it"),
-                      o.message);
+  BOOST_CHECK_MESSAGE(
+      o.comm_error && contains(o.message,
+                               "all_reduce #1 on group blocking (rank 0 of 1): barrier "
+                               "waiting for the collectives queued before it"),
+      o.message);
   BOOST_CHECK_LE(o.seconds, 1.2);
   BOOST_CHECK_THROW(stream.get().synchronize(), CommError);
   BOOST_CHECK(comm->blocked_call_returned());
@@ -220,9 +236,10 @@ BOOST_AUTO_TEST_CASE(async_error_ends_the_wait_early) {
   const Outcome o = timed([&] { CommWatchdog({comm}).synchronize(stream, "waiting"); });
   peer.join();
   BOOST_TEST_MESSAGE(o.message);
-  BOOST_CHECK_MESSAGE(o.comm_error && contains(o.message, "all_reduce #1 on group blocking (rank 0 of 1)") &&
-                          contains(o.message, "asynchronous error on group blocking: peer 3 is gone"),
-                      o.message);
+  BOOST_CHECK_MESSAGE(
+      o.comm_error && contains(o.message, "all_reduce #1 on group blocking (rank 0 of 1)") &&
+          contains(o.message, "asynchronous error on group blocking: peer 3 is gone"),
+      o.message);
   BOOST_CHECK_GE(o.seconds, 0.09);
   BOOST_CHECK_LE(o.seconds, 5.0);
   BOOST_CHECK(comm->aborted());
@@ -247,14 +264,16 @@ BOOST_AUTO_TEST_CASE(progress_restarts_the_deadline) {
         run_on_cpu_stream(stream, "slow work", [&] { std::this_thread::sleep_for(kEach); });
         world[r]->all_reduce(t, ReduceOp::sum, stream);
       }
-      waits[r] = timed([&] { CommWatchdog({world[r]}).synchronize(stream, "waiting for the queue"); });
+      waits[r] =
+          timed([&] { CommWatchdog({world[r]}).synchronize(stream, "waiting for the queue"); });
       sums[r] = t.to_doubles().at(0);
     });
   for (auto& t : ranks) t.join();
   for (int r = 0; r < 2; ++r) {
     BOOST_CHECK_MESSAGE(waits[r].message.empty(), waits[r].message);
-    BOOST_CHECK_GT(waits[r].seconds, std::chrono::duration<double>(kTimeout).count());  // longer than one timeout
-    BOOST_CHECK_EQUAL(sums[r], 16.0);  // 1 doubled four times
+    BOOST_CHECK_GT(waits[r].seconds,
+                   std::chrono::duration<double>(kTimeout).count());  // longer than one timeout
+    BOOST_CHECK_EQUAL(sums[r], 16.0);                                 // 1 doubled four times
   }
 }
 

@@ -18,17 +18,21 @@ namespace {
 
 // Runs fn on `n` local ranks with a short timeout; each rank that fails
 // writes its record into `dir`. Returns the report, read within a second.
-std::string report_of_failed_run(int n, const std::function<void(const CommPtr&)>& fn, const TempDir& dir) {
+std::string report_of_failed_run(int n, const std::function<void(const CommPtr&)>& fn,
+                                 const TempDir& dir) {
   bool failed = false;
   try {
-    run_local_ranks(n, [&](const CommPtr& world) {
-      try {
-        fn(world);
-      } catch (const CommError&) {
-        world->flight_recorder()->write(dir.str());
-        throw;
-      }
-    }, 400ms);
+    run_local_ranks(
+        n,
+        [&](const CommPtr& world) {
+          try {
+            fn(world);
+          } catch (const CommError&) {
+            world->flight_recorder()->write(dir.str());
+            throw;
+          }
+        },
+        400ms);
   } catch (const CommError&) {
     failed = true;
   }
@@ -36,7 +40,9 @@ std::string report_of_failed_run(int n, const std::function<void(const CommPtr&)
   return flight_report(dir.str(), n, 1s);
 }
 
-Tensor ones(std::int64_t n) { return Tensor::from_doubles(std::vector<double>(static_cast<std::size_t>(n), 1.0), DType::f32); }
+Tensor ones(std::int64_t n) {
+  return Tensor::from_doubles(std::vector<double>(static_cast<std::size_t>(n), 1.0), DType::f32);
+}
 
 }  // namespace
 
@@ -45,7 +51,8 @@ BOOST_AUTO_TEST_SUITE(flight_recorder)
 BOOST_AUTO_TEST_CASE(keeps_the_last_entries_with_their_states) {
   FlightRecorder r(3, 4);
   std::vector<std::uint64_t> ids;
-  for (int i = 1; i <= 6; ++i) ids.push_back(r.issued("all_reduce", "world", static_cast<std::uint64_t>(i), 64));
+  for (int i = 1; i <= 6; ++i)
+    ids.push_back(r.issued("all_reduce", "world", static_cast<std::uint64_t>(i), 64));
   r.started(ids[4]);
   r.ended(ids[4], true);
   r.started(ids[5]);
@@ -61,54 +68,72 @@ BOOST_AUTO_TEST_CASE(keeps_the_last_entries_with_their_states) {
 
 BOOST_AUTO_TEST_CASE(names_a_rank_that_skipped_a_collective) {
   TempDir dir;
-  const std::string report = report_of_failed_run(3, [](const CommPtr& world) {
-    Tensor t = ones(5);
-    world->all_reduce(t, ReduceOp::sum);
-    if (world->rank() != 1) world->all_reduce(t, ReduceOp::sum);  // rank 1 skips #2
-    world->barrier();
-  }, dir);
+  const std::string report = report_of_failed_run(
+      3,
+      [](const CommPtr& world) {
+        Tensor t = ones(5);
+        world->all_reduce(t, ReduceOp::sum);
+        if (world->rank() != 1) world->all_reduce(t, ReduceOp::sum);  // rank 1 skips #2
+        world->barrier();
+      },
+      dir);
   BOOST_TEST_MESSAGE(report);
-  BOOST_TEST(report == "rank 1 is in barrier #2 on world; ranks 0, 2 are in all_reduce #2 on world");
+  BOOST_TEST(report ==
+             "rank 1 is in barrier #2 on world; ranks 0, 2 are in all_reduce #2 on world");
 }
 
 BOOST_AUTO_TEST_CASE(names_a_rank_in_another_group) {
   // The world splits into pairs; rank 3 gathers in its pair while ranks 0-2
   // all-reduce over the world.
   TempDir dir;
-  const std::string report = report_of_failed_run(4, [](const CommPtr& world) {
-    std::shared_ptr<Communicator> pair = world->split(world->rank() / 2, world->rank());
-    Tensor t = ones(6), both = ones(12);
-    if (world->rank() == 3) pair->all_gather_into_tensor(both, t);
-    else world->all_reduce(t, ReduceOp::sum);
-  }, dir);
+  const std::string report = report_of_failed_run(
+      4,
+      [](const CommPtr& world) {
+        std::shared_ptr<Communicator> pair = world->split(world->rank() / 2, world->rank());
+        Tensor t = ones(6), both = ones(12);
+        if (world->rank() == 3)
+          pair->all_gather_into_tensor(both, t);
+        else
+          world->all_reduce(t, ReduceOp::sum);
+      },
+      dir);
   BOOST_TEST_MESSAGE(report);
-  BOOST_TEST(report == "rank 3 is in all_gather #1 on world/split(1); ranks 0-2 are in all_reduce #2 on world");
+  BOOST_TEST(
+      report ==
+      "rank 3 is in all_gather #1 on world/split(1); ranks 0-2 are in all_reduce #2 on world");
 }
 
 BOOST_AUTO_TEST_CASE(names_a_rank_that_reordered_collectives) {
   TempDir dir;
-  const std::string report = report_of_failed_run(3, [](const CommPtr& world) {
-    Tensor t = ones(3), all = ones(9);
-    if (world->rank() == 2) {
-      world->all_gather_into_tensor(all, t);
-      world->all_reduce(t, ReduceOp::sum);
-    } else {
-      world->all_reduce(t, ReduceOp::sum);
-      world->all_gather_into_tensor(all, t);
-    }
-  }, dir);
+  const std::string report = report_of_failed_run(
+      3,
+      [](const CommPtr& world) {
+        Tensor t = ones(3), all = ones(9);
+        if (world->rank() == 2) {
+          world->all_gather_into_tensor(all, t);
+          world->all_reduce(t, ReduceOp::sum);
+        } else {
+          world->all_reduce(t, ReduceOp::sum);
+          world->all_gather_into_tensor(all, t);
+        }
+      },
+      dir);
   BOOST_TEST_MESSAGE(report);
-  BOOST_TEST(report == "rank 2 is in all_gather #1 on world; ranks 0-1 are in all_reduce #1 on world");
+  BOOST_TEST(report ==
+             "rank 2 is in all_gather #1 on world; ranks 0-1 are in all_reduce #1 on world");
 }
 
 BOOST_AUTO_TEST_CASE(names_a_rank_that_stalled) {
   TempDir dir;
-  const std::string report = report_of_failed_run(3, [](const CommPtr& world) {
-    Tensor t = ones(4);
-    world->all_reduce(t, ReduceOp::sum);
-    if (world->rank() == 2) std::this_thread::sleep_for(700ms);  // past the others' timeout
-    world->all_reduce(t, ReduceOp::sum);
-  }, dir);
+  const std::string report = report_of_failed_run(
+      3,
+      [](const CommPtr& world) {
+        Tensor t = ones(4);
+        world->all_reduce(t, ReduceOp::sum);
+        if (world->rank() == 2) std::this_thread::sleep_for(700ms);  // past the others' timeout
+        world->all_reduce(t, ReduceOp::sum);
+      },
+      dir);
   BOOST_TEST_MESSAGE(report);
   BOOST_TEST(report.find("ranks 0-2 are in all_reduce #2 on world; rank 2 got there last") == 0u);
 }

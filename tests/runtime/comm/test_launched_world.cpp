@@ -7,8 +7,8 @@
 #include <string>
 #include <type_traits>
 
-#include "zrt/runtime/comm/launched_world.h"
 #include "tests/runtime/comm/collective_checks.h"
+#include "zrt/runtime/comm/launched_world.h"
 
 using namespace zrt;
 
@@ -26,23 +26,31 @@ EnvLookup fake(std::map<std::string, std::string> vars) {
 BOOST_AUTO_TEST_SUITE(launched_world)
 
 BOOST_AUTO_TEST_CASE(each_launcher) {
-  auto m = detect_launch(fake({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
-                               {"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  auto m = detect_launch(fake({{"OMPI_COMM_WORLD_RANK", "3"},
+                               {"OMPI_COMM_WORLD_SIZE", "8"},
+                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+                               {"RANK", "0"},
+                               {"WORLD_SIZE", "2"}}));
   BOOST_CHECK(m.launcher == Launcher::mpirun);
   BOOST_CHECK_EQUAL(m.rank, 3);
   BOOST_CHECK_EQUAL(m.size, 8);
   BOOST_CHECK_EQUAL(m.local_rank, 1);
   BOOST_CHECK_EQUAL(m.local_size, 3);
-  auto s = detect_launch(fake({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"},
+  auto s = detect_launch(fake({{"SLURM_PROCID", "5"},
+                               {"SLURM_NTASKS", "6"},
+                               {"SLURM_LOCALID", "2"},
                                {"SLURM_NTASKS_PER_NODE", "4"}}));
   BOOST_CHECK(s.launcher == Launcher::slurm);
   BOOST_CHECK_EQUAL(s.rank, 5);
   BOOST_CHECK_EQUAL(s.size, 6);
   BOOST_CHECK_EQUAL(s.local_rank, 2);
   BOOST_CHECK_EQUAL(s.local_size, 4);
-  auto t = detect_launch(fake({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                               {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"},
+  auto t = detect_launch(fake({{"RANK", "1"},
+                               {"WORLD_SIZE", "4"},
+                               {"LOCAL_RANK", "1"},
+                               {"MASTER_ADDR", "10.0.0.1"},
+                               {"MASTER_PORT", "29500"},
                                {"LOCAL_WORLD_SIZE", "2"}}));
   BOOST_CHECK(t.launcher == Launcher::torchrun);
   BOOST_CHECK_EQUAL(t.rank, 1);
@@ -65,8 +73,8 @@ BOOST_AUTO_TEST_CASE(one_device_rule_for_every_launcher) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_values_are_named) {
-  BOOST_CHECK_EXCEPTION(detect_launch(fake({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
-                        InvalidArgument, [](const InvalidArgument& e) {
+  BOOST_CHECK_EXCEPTION(detect_launch(fake({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})), InvalidArgument,
+                        [](const InvalidArgument& e) {
                           return std::string(e.what()).find("RANK='x1'") != std::string::npos;
                         });
   BOOST_CHECK_THROW(detect_launch(fake({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), InvalidArgument);
@@ -87,10 +95,12 @@ BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
     BOOST_TEST(world_uses_nccl(l, cuda, T::nccl, true));
   }
   BOOST_TEST(world_uses_nccl(torch, cuda, T::automatic, true));
-  BOOST_TEST(world_uses_nccl(torch, cpu, T::automatic, true));  // torchrun has no MPI; NCCL says so on cpu tensors
-  BOOST_TEST(!world_uses_nccl(single, cuda, T::nccl, false));   // one rank: no transport
+  BOOST_TEST(world_uses_nccl(torch, cpu, T::automatic,
+                             true));  // torchrun has no MPI; NCCL says so on cpu tensors
+  BOOST_TEST(!world_uses_nccl(single, cuda, T::nccl, false));  // one rank: no transport
   // A wrong choice is an InvalidArgument; what this build lacks, an InvalidState.
-  auto refused = []<class E>(std::type_identity<E>, const std::function<void()>& f, const std::string& says) {
+  auto refused = []<class E>(std::type_identity<E>, const std::function<void()>& f,
+                             const std::string& says) {
     try {
       f();
     } catch (const E& e) {
@@ -104,11 +114,18 @@ BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
   };
   constexpr std::type_identity<InvalidArgument> wrong_choice;
   constexpr std::type_identity<InvalidState> not_built;
-  refused(wrong_choice, [&] { world_uses_nccl(torch, cuda, T::mpi, true); }, "needs mpirun or srun");
-  refused(wrong_choice, [&] { world_uses_nccl(mpi, cpu, T::nccl, true); }, "CUDA tensors only");
-  refused(not_built, [&] { world_uses_nccl(mpi, cuda, T::nccl, false); }, "needs a zrt built with CUDA and NCCL");
-  refused(not_built, [&] { world_uses_nccl(torch, cuda, T::automatic, false); }, "launch with mpirun or srun instead");
-  refused(wrong_choice, [&] { parse_world_transport("gloo"); }, "auto, mpi, nccl");
+  refused(
+      wrong_choice, [&] { world_uses_nccl(torch, cuda, T::mpi, true); }, "needs mpirun or srun");
+  refused(
+      wrong_choice, [&] { world_uses_nccl(mpi, cpu, T::nccl, true); }, "CUDA tensors only");
+  refused(
+      not_built, [&] { world_uses_nccl(mpi, cuda, T::nccl, false); },
+      "needs a zrt built with CUDA and NCCL");
+  refused(
+      not_built, [&] { world_uses_nccl(torch, cuda, T::automatic, false); },
+      "launch with mpirun or srun instead");
+  refused(
+      wrong_choice, [&] { parse_world_transport("gloo"); }, "auto, mpi, nccl");
   BOOST_TEST((parse_world_transport("nccl") == T::nccl));
 }
 

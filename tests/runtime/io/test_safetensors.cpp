@@ -7,9 +7,9 @@
 #include <fstream>
 #include <random>
 
-#include "zrt/runtime/io/safetensors.h"
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"
+#include "zrt/runtime/io/safetensors.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;

@@ -19,7 +19,9 @@ namespace zrt::test {
 
 // A distinct stream handle for per-stream tests. Never handed to CUDA: the
 // fake event source is the only thing that looks at it.
-inline Stream fake_stream(std::uintptr_t id) { return Stream::cuda(0, reinterpret_cast<void*>(id)); }
+inline Stream fake_stream(std::uintptr_t id) {
+  return Stream::cuda(0, reinterpret_cast<void*>(id));
+}
 
 struct FakeSourceState {
   Device device = Device::cpu();    // what the source claims its memory is

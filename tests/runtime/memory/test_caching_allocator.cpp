@@ -2,8 +2,8 @@
 // exact statistics, reuse, split/merge, pools, best fit, per-stream free
 // lists and event-guarded hand-off, empty_cache, the cap and OOM retry.
 #include <sys/wait.h>
-#include <csignal>
 #include <unistd.h>
+#include <csignal>
 
 #include <boost/test/unit_test.hpp>
 
@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/runtime/memory/fake_memory_sources.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/memory/block_sizes.h"
 #include "zrt/runtime/memory/caching_allocator.h"
-#include "tests/runtime/memory/fake_memory_sources.h"
 
 using namespace zrt;
 using namespace zrt::block_sizes;
-using zrt::test::FakeAllocator;
 using zrt::test::fake_stream;
+using zrt::test::FakeAllocator;
 
 namespace {
 
@@ -71,7 +71,8 @@ BOOST_AUTO_TEST_CASE(unbacked_memory_keeps_the_policy_and_its_counters) {
       continue;
     }
     // Small and large requests, some just past a segment's rounding.
-    const std::size_t n = rng() % 4 == 0 ? (std::size_t{1} << 20) + rng() % (3 << 20) : 1 + rng() % 70000;
+    const std::size_t n =
+        rng() % 4 == 0 ? (std::size_t{1} << 20) + rng() % (3 << 20) : 1 + rng() % 70000;
     void* p = unbacked->allocate(n, Stream());
     BOOST_TEST(reinterpret_cast<std::uintptr_t>(p) % 512 == 0u);
     live.emplace_back(host->allocate(n, Stream()), p);
@@ -105,7 +106,8 @@ BOOST_AUTO_TEST_CASE(touching_unbacked_memory_faults) {
   }
   int status = 0;
   BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
-  BOOST_TEST(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "a write to unbacked memory succeeded");
+  BOOST_TEST(!(WIFEXITED(status) && WEXITSTATUS(status) == 0),
+             "a write to unbacked memory succeeded");
   unbacked->deallocate(p);
 }
 
@@ -189,7 +191,8 @@ BOOST_AUTO_TEST_CASE(exact_statistics) {
 BOOST_AUTO_TEST_CASE(steady_loop_makes_no_new_raw_allocations) {
   auto rng = fresh_rng();
   FakeAllocator a;
-  std::vector<std::size_t> sizes = {1, 3, 4096 + 7, 700000, MiB, MiB + 1, 3 * MiB + 7, 33 * MiB + 7};
+  std::vector<std::size_t> sizes = {1,   3,       4096 + 7,    700000,
+                                    MiB, MiB + 1, 3 * MiB + 7, 33 * MiB + 7};
   for (int i = 0; i < 12; ++i) sizes.push_back(uniform(rng, 1, 5 * MiB));
   std::shuffle(sizes.begin(), sizes.end(), rng);
 
@@ -296,7 +299,9 @@ BOOST_AUTO_TEST_CASE(best_fit_in_the_large_pool) {
   std::vector<void*> ptrs;
   for (std::size_t n : sizes) ptrs.push_back(a->allocate(n, Stream{}));
   for (void* p : ptrs) a->deallocate(p);
-  auto block_of = [&](std::size_t n) { return ptrs[std::find(sizes.begin(), sizes.end(), n) - sizes.begin()]; };
+  auto block_of = [&](std::size_t n) {
+    return ptrs[std::find(sizes.begin(), sizes.end(), n) - sizes.begin()];
+  };
 
   void* p = a->allocate(3 * MiB + 512, Stream{});
   BOOST_TEST(p == block_of(4 * MiB));
@@ -444,15 +449,16 @@ BOOST_AUTO_TEST_CASE(out_of_memory_under_a_cap) {
     BOOST_TEST(n.free == 0u);  // the fake source has no capacity to report
     BOOST_TEST(n.cap == 4 * MiB);
     std::string msg = e.what();
-    for (const char* word : {"requested 1048576", "allocated 4194304", "reserved 4194304", "free unknown",
-                             "cap 4194304", "cpu"})
+    for (const char* word : {"requested 1048576", "allocated 4194304", "reserved 4194304",
+                             "free unknown", "cap 4194304", "cpu"})
       BOOST_TEST(msg.find(word) != std::string::npos, "message lacks '" << word << "': " << msg);
   }
   MemoryStats s = a->stats();
   BOOST_TEST(s.num_oom_retries == 1u);
   BOOST_TEST(s.reserved == 4 * MiB);
   BOOST_TEST(s.num_raw_allocs == 1u);
-  BOOST_TEST(a.source->allocation_sizes.size() == 1u);  // the cap refused before the source was asked
+  BOOST_TEST(a.source->allocation_sizes.size() ==
+             1u);  // the cap refused before the source was asked
 
   // Once the cached segment can be flushed, the retry makes room.
   a->deallocate(p);
@@ -513,8 +519,9 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_typed_errors) {
 BOOST_AUTO_TEST_CASE(device_memory_only_on_its_devices_streams) {
   auto source = std::make_shared<zrt::test::FakeSourceState>();
   source->device = Device::cuda(0);
-  CachingAllocator a(std::make_unique<zrt::test::FakeMemorySource>(source),
-                     std::make_unique<zrt::test::FakeEventSource>(std::make_shared<zrt::test::FakeEventState>()));
+  CachingAllocator a(
+      std::make_unique<zrt::test::FakeMemorySource>(source),
+      std::make_unique<zrt::test::FakeEventSource>(std::make_shared<zrt::test::FakeEventState>()));
   BOOST_TEST((a.device() == Device::cuda(0)));
   BOOST_CHECK_THROW(a.allocate(100, Stream::cuda(1, reinterpret_cast<void*>(1))), InvalidArgument);
   a.deallocate(a.allocate(100, Stream::cuda(0, reinterpret_cast<void*>(1))));

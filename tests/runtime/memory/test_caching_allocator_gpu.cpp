@@ -25,7 +25,8 @@ constexpr std::size_t MiB = 1024 * 1024;
 class StreamGate {
  public:
   explicit StreamGate(Stream s) {
-    ZRT_CUDA_CHECK(cudaLaunchHostFunc(static_cast<cudaStream_t>(s.native()), &StreamGate::wait, this));
+    ZRT_CUDA_CHECK(
+        cudaLaunchHostFunc(static_cast<cudaStream_t>(s.native()), &StreamGate::wait, this));
   }
   void open() { open_.store(true); }
 

@@ -7,14 +7,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/runtime/memory/fake_memory_sources.h"
 #include "zrt/runtime/device.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 #include "zrt/runtime/tensor.h"
-#include "tests/runtime/memory/fake_memory_sources.h"
 
 using namespace zrt;
-using zrt::test::FakeAllocator;
 using zrt::test::fake_stream;
+using zrt::test::FakeAllocator;
 
 BOOST_AUTO_TEST_SUITE(caching_allocator_users)
 
@@ -114,7 +114,8 @@ BOOST_AUTO_TEST_CASE(factories_give_each_caller_its_own_cache) {
   BOOST_TEST(a->stats().reserved > 0u);
   BOOST_TEST(b->stats().reserved == 0u);
   BOOST_CHECK_THROW(b->allocate(9u << 20, Stream{}), OutOfMemory);
-  if (!cuda_available()) BOOST_CHECK_THROW(make_caching_allocator(Device::cuda(0)), InvalidArgument);
+  if (!cuda_available())
+    BOOST_CHECK_THROW(make_caching_allocator(Device::cuda(0)), InvalidArgument);
 #ifndef ZRT_WITH_CUDA
   BOOST_CHECK_THROW(make_pinned_host_allocator(), InvalidArgument);
 #endif
