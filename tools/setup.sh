@@ -6,7 +6,8 @@
 #          MPI, no test libraries, no PyTorch; CUDA only where a GPU is
 #          present (nvidia-smi lists one) or ZRT_CMAKE_ARGS asks for it.
 #   test   (tools/zrt-test.sh) everything: MPI, Boost.Test, python3-torch for
-#          the reference tests; every target, CUDA wherever nvcc is found.
+#          the reference tests, clang-format for the format check; every
+#          target, CUDA wherever nvcc is found.
 #
 # ZRT_CMAKE_ARGS adds configure arguments; --deps-only stops after the packages.
 # usage: tools/setup.sh train|test [--deps-only]
@@ -17,7 +18,8 @@ case $job in train | test) ;; *) echo "usage: $0 train|test [--deps-only]" >&2; 
 
 packages=(cmake ninja-build g++ libeigen3-dev libopenblas-pthread-dev libcli11-dev nlohmann-json3-dev libxxhash-dev)
 if [ "$job" = test ]; then
-  packages+=(make libboost-test-dev libopenmpi-dev openmpi-bin python3 python3-torch python3-numpy python3-matplotlib)
+  packages+=(make libboost-test-dev libopenmpi-dev openmpi-bin python3 python3-torch python3-numpy python3-matplotlib
+             clang-format)
 fi
 missing=()
 for p in "${packages[@]}"; do

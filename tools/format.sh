@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Formats zrt's C++ and CUDA sources with clang-format (.clang-format), or
+# with --check lists the files that differ from its output and exits 1
+# (CI's format stage). Every tracked *.h, *.cpp, *.cu and *.cuh file.
+# usage: tools/format.sh [--check]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v clang-format > /dev/null || {
+  echo "format: clang-format is not installed (Debian: apt-get install clang-format)" >&2
+  exit 2
+}
+mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+if [ "${1:-}" = --check ]; then
+  bad=()
+  for f in "${files[@]}"; do
+    clang-format --style=file "$f" | cmp -s - "$f" || bad+=("$f")
+  done
+  if [ ${#bad[@]} -gt 0 ]; then
+    echo "format: ${#bad[@]} file(s) differ from clang-format's output (run tools/format.sh):" >&2
+    printf '  %s\n' "${bad[@]}" >&2
+    exit 1
+  fi
+  echo "format: ${#files[@]} files formatted ($(clang-format --version | head -1))"
+  exit 0
+fi
+[ $# -eq 0 ] || { echo "usage: $0 [--check]" >&2; exit 2; }
+clang-format -i --style=file "${files[@]}"
