@@ -99,4 +99,18 @@ inline std::vector<unsigned char> bytes_of(const Tensor& t) {
   return std::vector<unsigned char>(p, p + host.nbytes());
 }
 
+// max |ref - got| <= tol · (1 + max |ref|), a NaN failing: the worst error
+// against the reference's scale, `what` naming the compared pair.
+inline void check_close(const std::string& what, const std::vector<double>& ref,
+                        const std::vector<double>& got, double tol) {
+  BOOST_REQUIRE_EQUAL(ref.size(), got.size());
+  double err = 0, scale = 1;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::abs(ref[i] - got[i]);
+    err = std::isnan(d) ? INFINITY : std::max(err, d);
+    scale = std::max(scale, 1 + std::abs(ref[i]));
+  }
+  BOOST_TEST(err <= tol * scale, what << ": max |difference| " << err << ", scale " << scale);
+}
+
 }  // namespace zrt::test

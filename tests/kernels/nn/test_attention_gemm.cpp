@@ -84,19 +84,6 @@ AttentionChoice gemm_choice(const AttentionDims& d, DType t, std::size_t budget)
   return choose_attention_path(q);
 }
 
-void check_close(const std::string& what, const std::vector<double>& ref,
-                 const std::vector<double>& got, double tol) {
-  BOOST_REQUIRE_EQUAL(ref.size(), got.size());
-  double err = 0, scale = 1;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double e = std::abs(ref[i] - got[i]);
-    err = std::isnan(e) ? INFINITY : std::max(err, e);
-    scale = std::max(scale, 1 + std::abs(ref[i]));
-  }
-  BOOST_TEST(err <= tol * scale,
-             what << ": max |gemm path - float64 reference| " << err << ", scale " << scale);
-}
-
 // The row reference of attention_math.h in float64 on the inputs' values.
 Outputs reference(const Inputs& in) {
   const AttentionDims& d = in.d;
@@ -227,9 +214,9 @@ BOOST_AUTO_TEST_CASE(gemm_path_matches_the_float64_reference) {
         const Outputs got = run_gemm_path(in, gemm_choice(d, t, kAttentionWorkspaceBudget));
         const Outputs ref = reference(in);
         const double tol = t == DType::f64 ? 1e-12 : t == DType::f32 ? 1e-5 : 2e-2;
-        check_close("out", ref.out.to_doubles(), got.out.to_doubles(), tol);
-        check_close("lse", ref.lse.to_doubles(), got.lse.to_doubles(), tol);
-        check_close("dqkv", ref.dqkv.to_doubles(), got.dqkv.to_doubles(), tol);
+        zrt::test::check_close("out", ref.out.to_doubles(), got.out.to_doubles(), tol);
+        zrt::test::check_close("lse", ref.lse.to_doubles(), got.lse.to_doubles(), tol);
+        zrt::test::check_close("dqkv", ref.dqkv.to_doubles(), got.dqkv.to_doubles(), tol);
       }
     }
   }
@@ -284,7 +271,7 @@ BOOST_AUTO_TEST_CASE(the_op_takes_the_gemm_path_when_forced) {
     BOOST_TEST((zrt::test::bytes_of(planned.dqkv) == zrt::test::bytes_of(direct.dqkv)));
   }
   // The CPU default is another path: the same values within rounding only.
-  check_close("blocked out", blocked.out.to_doubles(), direct.out.to_doubles(), 1e-5);
+  zrt::test::check_close("blocked out", blocked.out.to_doubles(), direct.out.to_doubles(), 1e-5);
   BOOST_TEST((zrt::test::bytes_of(blocked.dqkv) != zrt::test::bytes_of(direct.dqkv)));
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/kernels/kernel_test_util.h"
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/nn/attention.h"
 #include "zrt/kernels/nn/attention_tiles_math.h"
@@ -210,19 +211,6 @@ BOOST_AUTO_TEST_CASE(attention_online_softmax_update) {
 
 namespace {
 
-// max |a - b| <= tol · (1 + max |a|), NaN failing.
-void check_close(const std::string& what, const std::vector<double>& ref,
-                 const std::vector<double>& got, double tol) {
-  BOOST_REQUIRE_EQUAL(ref.size(), got.size());
-  double err = 0, scale = 1;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double d = std::abs(ref[i] - got[i]);
-    err = std::isnan(d) ? INFINITY : std::max(err, d);
-    scale = std::max(scale, 1 + std::abs(ref[i]));
-  }
-  BOOST_TEST(err <= tol * scale, what << ": max |tiled - twin| " << err << ", scale " << scale);
-}
-
 // The tiled host emulation against the CPU twin for one shape and dtype.
 template <class T>
 void check_tiled_attention(std::int64_t batch, std::int64_t seq, std::int64_t c, std::int64_t heads,
@@ -246,14 +234,14 @@ void check_tiled_attention(std::int64_t batch, std::int64_t seq, std::int64_t c,
   Tensor tout = Tensor::full({batch, seq, c}, NAN, t),
          tlse = Tensor::full({batch, heads, seq}, NAN, at);
   attention_forward_tiled_host<T, A>(d, qkv.data<T>(), tout.data<T>(), tlse.data<A>());
-  check_close("out", out.to_doubles(), tout.to_doubles(), tol);
-  check_close("lse", lse.to_doubles(), tlse.to_doubles(), tol);
+  zrt::test::check_close("out", out.to_doubles(), tout.to_doubles(), tol);
+  zrt::test::check_close("lse", lse.to_doubles(), tlse.to_doubles(), tol);
   // The backward from the twin's out and lse, so it is checked on its own.
   Tensor dqkv = Tensor::full(qkv.shape(), NAN, t), tdqkv = Tensor::full(qkv.shape(), NAN, t);
   attention_backward(dout, qkv, out, lse, dqkv, heads);
   attention_backward_tiled_host<T, A>(d, dout.data<T>(), qkv.data<T>(), out.data<T>(),
                                       lse.data<A>(), tdqkv.data<T>());
-  check_close("dqkv", dqkv.to_doubles(), tdqkv.to_doubles(), tol);
+  zrt::test::check_close("dqkv", dqkv.to_doubles(), tdqkv.to_doubles(), tol);
 }
 
 }  // namespace

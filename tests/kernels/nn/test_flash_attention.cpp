@@ -25,19 +25,6 @@ using namespace zrt::kernels;
 
 namespace {
 
-void check_close(const std::string& what, const std::vector<double>& ref,
-                 const std::vector<double>& got, double tol) {
-  BOOST_REQUIRE_EQUAL(ref.size(), got.size());
-  double err = 0, scale = 1;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double e = std::abs(ref[i] - got[i]);
-    err = std::isnan(e) ? INFINITY : std::max(err, e);
-    scale = std::max(scale, 1 + std::abs(ref[i]));
-  }
-  BOOST_TEST(err <= tol * scale,
-             what << ": max |flash - float64 reference| " << err << ", scale " << scale);
-}
-
 template <class T, int HD>
 void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::mt19937_64& gen) {
   const std::int64_t c = heads * HD;
@@ -83,9 +70,9 @@ void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
     attention_backward_key_row<double, double>(d, r, do64.data(), q64.data(), lse64.data(),
                                                dsum.data(), dqkv64.data());
   const double tol = 2e-2;
-  check_close("out", out64, wide(out), tol);
-  check_close("lse", lse64, std::vector<double>(lse.begin(), lse.end()), tol);
-  check_close("dqkv", dqkv64, wide(dqkv), tol);
+  zrt::test::check_close("out", out64, wide(out), tol);
+  zrt::test::check_close("lse", lse64, std::vector<double>(lse.begin(), lse.end()), tol);
+  zrt::test::check_close("dqkv", dqkv64, wide(dqkv), tol);
 }
 
 }  // namespace
