@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "zrt/kernels/nn/cublas_handle.cuh"
 #include "zrt/kernels/nn/gemm_epilogue.cuh"
 #include "zrt/runtime/cuda_check.h"
 
@@ -18,18 +19,11 @@ namespace {
                  "cuBLASLt error ", cublasGetStatusName(zrt_cublaslt_status_), " in ", #expr); \
   } while (0)
 
+// cuBLASLt's epilogue GEMMs take the 32- and 16-bit floats.
 cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    default:
-      break;
-  }
-  ZRT_THROW(InvalidArgument, "gemm_bias: dtype ", dtype_name(t), " has no cuBLASLt epilogue GEMM");
+  if (t == DType::f64)
+    ZRT_THROW(InvalidArgument, "gemm_bias: dtype f64 has no cuBLASLt epilogue GEMM");
+  return cublas_type(t, "gemm_bias");
 }
 
 // One cached shape (Note [GEMM epilogues]).
