@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Formats zrt's C++ and CUDA sources with clang-format (.clang-format), or
 # with --check lists the files that differ from its output and exits 1
-# (CI's format stage). Every tracked *.h, *.cpp, *.cu and *.cuh file.
+# (CI's format stage). Every *.h, *.cpp, *.cu and *.cuh file (git's tracked
+# ones in a clone).
 # usage: tools/format.sh [--check]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,15 @@ command -v clang-format > /dev/null || {
   echo "format: clang-format is not installed (Debian: apt-get install clang-format)" >&2
   exit 2
 }
-mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+# The tracked sources in a git clone; elsewhere (an unpacked archive) every
+# source outside the build, bundle and output folders.
+if git rev-parse --show-toplevel 2> /dev/null | grep -qxF "$PWD"; then
+  mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+else
+  mapfile -t files < <(find . \( -path './build*' -o -path './gpu-bundle' -o -path './out' -o -path './.git' \) \
+    -prune -o -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print |
+    sed 's|^\./||' | sort)
+fi
 if [ "${1:-}" = --check ]; then
   bad=()
   for f in "${files[@]}"; do
