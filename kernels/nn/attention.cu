@@ -89,9 +89,7 @@ struct AttentionRowSumBody {
   const T* out;
   A* dsum;
   __device__ void operator()(std::int64_t r) const {
-    const AttentionRow row(d, r);
-    const std::int64_t off = (row.b * d.seq + row.t) * d.channels + row.h * d.head_dim;
-    dsum[r] = attention_dot<T, A>(dout + off, out + off, d.head_dim);
+    dsum[r] = attention_row_dsum<T, A>(d, r, dout, out);
   }
 };
 

@@ -37,6 +37,15 @@ struct AttentionRow {
       : b(r / (d.heads * d.seq)), h((r / d.seq) % d.heads), t(r % d.seq) {}
 };
 
+// D[r] = dout·out of row r ([B, H, T]), which the backward passes subtract
+// (Note [Attention without the T×T matrix]).
+template <class T, class A>
+ZRT_HD A attention_row_dsum(const AttentionDims& d, std::int64_t r, const T* dout, const T* out) {
+  const AttentionRow row(d, r);
+  const std::int64_t off = (row.b * d.seq + row.t) * d.channels + row.h * d.head_dim;
+  return attention_dot<T, A>(dout + off, out + off, d.head_dim);
+}
+
 template <class T, class A>
 ZRT_HD void attention_forward_row(const AttentionDims& d, std::int64_t r, const T* qkv, T* out,
                                   A* lse) {

@@ -159,7 +159,9 @@ struct FlashRowSumBody {
   const T* dout;
   const T* out;
   float* dsum;
-  __device__ void operator()(std::int64_t r) const { dsum[r] = flash_row_dsum(d, r, dout, out); }
+  __device__ void operator()(std::int64_t r) const {
+    dsum[r] = attention_row_dsum<T, float>(d, r, dout, out);
+  }
 };
 
 // f(T, HD tag) for the call's dtype and head dim.

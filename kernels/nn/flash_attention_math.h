@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "zrt/kernels/attention_dims.h"
+#include "zrt/kernels/nn/attention_math.h"
 #include "zrt/kernels/nn/element.h"
 #include "zrt/runtime/float16.h"
 
@@ -452,16 +453,6 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
 
 // --- backward -----------------------------------------------------------------
 
-// D = dO·O per row ([B, H, T], the order of attention_dot).
-template <class T>
-ZRT_HD float flash_row_dsum(const AttentionDims& d, std::int64_t r, const T* dout, const T* out) {
-  const std::int64_t b = r / (d.heads * d.seq), h = (r / d.seq) % d.heads, t = r % d.seq;
-  const std::int64_t off = (b * d.seq + t) * d.channels + h * d.head_dim;
-  float s = 0.0f;
-  for (std::int64_t i = 0; i < d.head_dim; ++i) s += to_f32(dout[off + i]) * to_f32(out[off + i]);
-  return s;
-}
-
 template <int HD>
 struct FlashKeyLane {
   float dk[HD / 8][4], dv[HD / 8][4];
@@ -674,7 +665,7 @@ void flash_attention_backward_host(const AttentionDims& d, const T* dout, const 
                                    const T* out, const float* lse, T* dqkv, bool vectors) {
   std::vector<float> dsum(static_cast<std::size_t>(d.batch * d.heads * d.seq));
   for (std::size_t r = 0; r < dsum.size(); ++r)
-    dsum[r] = flash_row_dsum(d, std::int64_t(r), dout, out);
+    dsum[r] = attention_row_dsum<T, float>(d, std::int64_t(r), dout, out);
   std::vector<T> smem = flash_host_smem<T>(flash_backward_smem(HD));
   const FlashHostBlock blk{vectors && flash_vector_tiles(qkv, dout)};
   const std::int64_t tiles = (d.seq + kFlashRows - 1) / kFlashRows;
