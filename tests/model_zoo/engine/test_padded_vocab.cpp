@@ -44,6 +44,17 @@ TrainSetup unpadded(TrainSetup s) {
   return s;
 }
 
+// Runs with and without padding differ by rounding, not bit for bit: the
+// padded vocabulary changes the GEMMs' blocking over the vocabulary
+// (dx = dlogits·W sums over it). Losses agree to 1e-5 in f32, but elements
+// whose gradient is near zero take AdamW steps of about lr·sign(noise)
+// (Tolerance's note): 1.7e-4 seen after 4 steps, which also dominates its
+// tensor's relative L2 difference (1.3e-4), so f32 parameters are held to
+// 1e-3. bf16 as test_engine_mpi's bf16 runs.
+Tolerance padded_tolerance(DType t) {
+  return t == DType::f32 ? Tolerance{1e-5, 1e-3, 1e-3} : Tolerance{1e-3, 2e-2, 2e-2};
+}
+
 double max_rel_loss_diff(const TrainOutput& a, const TrainOutput& b) {
   double worst = 0;
   for (std::size_t i = 0; i < a.losses.size() && i < b.losses.size(); ++i)
@@ -77,11 +88,7 @@ BOOST_AUTO_TEST_CASE(trains_the_unpadded_losses) {
                  describe(padded).c_str(), max_rel_loss_diff(got, want));
     BOOST_TEST(got.params.at("wte.weight").size() == std::size_t(kVocab * kEmbd));
     try {
-      // bf16: the padded vocabulary changes the GEMMs' blocking over the
-      // vocabulary (dx = dlogits·W sums over it), so the runs differ by bf16
-      // rounding, as test_engine_mpi's bf16 runs do.
-      const Tolerance tol = padded.dtype == DType::f32 ? Tolerance{} : Tolerance{1e-3, 2e-2, 2e-2};
-      expect_same_training(got, want, tol, describe(padded));
+      expect_same_training(got, want, padded_tolerance(padded.dtype), describe(padded));
     } catch (const std::exception& e) {
       BOOST_ERROR(e.what());
     }
@@ -176,7 +183,8 @@ BOOST_AUTO_TEST_CASE(checkpoints_keep_the_vocabulary) {
         },
         std::chrono::seconds(120));
     try {
-      expect_same_training(got, want, Tolerance{}, describe(loader) + " resumed");
+      expect_same_training(got, want, padded_tolerance(loader.dtype),
+                           describe(loader) + " resumed");
     } catch (const std::exception& e) {
       BOOST_ERROR(e.what());
     }
