@@ -12,23 +12,13 @@
 
 namespace zrt::optim {
 
-namespace {
-
-bool is_compute_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-}  // namespace
-
 ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
   ZRT_CHECK_ARG(world_ != nullptr, "ZeroModule needs a world communicator");
   ZRT_CHECK_ARG(is_compute_float(options_.dtype),
                 "ZeroModule: compute dtype must be f32, bf16 or f16, not ",
                 dtype_name(options_.dtype));
-  ZRT_CHECK_ARG(is_compute_float(options_.reduce_dtype),
-                "ZeroModule: gradient reduce dtype must be f32, bf16 or f16, not ",
-                dtype_name(options_.reduce_dtype));
-  ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::avg || options_.grad_reduce == ReduceOp::sum,
-                "ZeroModule: gradients combine by avg or sum");
+  check_grad_reduce_options(options_.grad_reduce, "ZeroModule");
   ZRT_CHECK_ARG(options_.zero3_size >= 0, "ZeroModule: zero3 size must not be negative (got ",
                 options_.zero3_size, ")");
   ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(),
@@ -185,11 +175,9 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   FlatParamOptions o;
   o.name = name;
   o.param_dtype = options_.dtype;
-  o.reduce_dtype = options_.reduce_dtype;
   o.grad_reduce = options_.grad_reduce;
   o.reshard_after_forward = plan_->reshard_after_forward;
   o.reshard_after_backward = plan_->reshard_after_backward;
-  o.offload_grads = options_.offload_grads;
   o.master_on_host = options_.offload_optimizer.kind == OptimizerOffload::Kind::host;
   o.device = options_.device;
   o.allocator = allocator_;

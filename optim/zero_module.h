@@ -102,15 +102,13 @@ CpuStreams default_cpu_streams();
 
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
-  int zero3_size = 0;               // hybrid / layer-zero group size (0: the world)
-  DType dtype = DType::f32;         // compute dtype: f32, bf16 or f16 (f16: dynamic loss scaling)
-  DType reduce_dtype = DType::f32;  // gradient reduce-scatter dtype: f32, bf16 or f16
-  // How the ranks' gradients combine: avg when each rank's loss is a mean
+  int zero3_size = 0;        // hybrid / layer-zero group size (0: the world)
+  DType dtype = DType::f32;  // compute dtype: f32, bf16 or f16 (f16: dynamic loss scaling)
+  // Every unit's gradient sync. Its op: avg when each rank's loss is a mean
   // over its own rows, sum when each is already divided by the global count
   // (Note [One step of the engine]).
-  ReduceOp grad_reduce = ReduceOp::avg;
+  GradReduceOptions grad_reduce;
   Device device = Device::cpu();
-  bool offload_grads = false;          // fp32 gradients in host memory between micro-batches
   AdamWOptions adamw;                  // lr comes per step
   OptimizerOffload offload_optimizer;  // where m and v live (Note [Optimizer state on disk])
   TracerPtr tracer;  // the world's collectives and the step's timeline; null: none

@@ -57,6 +57,11 @@ constexpr bool is_floating(DType t) {
   return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::f64;
 }
 
+// The dtypes a model computes in: f32, bf16, f16.
+constexpr bool is_compute_float(DType t) {
+  return t == DType::f32 || t == DType::bf16 || t == DType::f16;
+}
+
 // Accepts zrt's names and the usual aliases ("fp32", "float32", "bfloat16", "half", ...).
 std::optional<DType> parse_dtype(std::string_view name);
 std::ostream& operator<<(std::ostream& os, DType t);

@@ -26,7 +26,7 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
 // The engine's module: the config's, reducing with sum (Note [One step of the engine]).
 optim::ZeroModuleOptions module_options(const EngineConfig& c) {
   optim::ZeroModuleOptions o = c.zero;
-  o.grad_reduce = ReduceOp::sum;
+  o.grad_reduce.op = ReduceOp::sum;
   return o;
 }
 

@@ -76,10 +76,15 @@ namespace zrt::model_zoo {
 // ZeroModuleOptions of the engine's module. A new module setting is then
 // one field in ZeroModuleOptions (and its flag), not a field at every
 // level with a copy between each pair. The engine sets only its own rule
-// on what it passes down: gradients reduce with sum.
+// on what it passes down: gradients reduce with sum. Below the module, the
+// gradient's settings (GradReduceOptions) are declared beside the flat
+// parameter that applies them and reach each handle whole. At the top,
+// zrt-train binds its flags to these fields directly (TrainOptions::engine)
+// and the ranks agree on every parsed flag, so a setting is one
+// declaration, one flag and one check, however deep it acts.
 struct EngineConfig {
   // The module under the engine: sharding, dtypes, device, offload, AdamW,
-  // tracing, memory. Its grad_reduce is the engine's: sum (Note [One step
+  // tracing, memory. Its grad_reduce.op is the engine's: sum (Note [One step
   // of the engine]).
   optim::ZeroModuleOptions zero;
   int prefetch = 1;  // stages whose units are unsharded ahead (0, 1 or 2)

@@ -61,7 +61,7 @@ std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, con
                         const std::vector<SharedParamSpec>& shared) {
   std::ostringstream os;
   os << "flat parameter '" << o.name << "' param_dtype=" << dtype_name(o.param_dtype)
-     << " reduce_dtype=" << dtype_name(o.reduce_dtype) << " zero1=" << g.zero1->size()
+     << " reduce_dtype=" << dtype_name(o.grad_reduce.dtype) << " zero1=" << g.zero1->size()
      << " zero3=" << g.zero3->size() << " replica=" << (g.replica ? g.replica->size() : 0)
      << " params=" << l.num_params() << " numel_padded=" << l.numel_padded() << "\n";
   for (const auto& p : l.params())
@@ -115,6 +115,13 @@ std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
   return specs;
 }
 
+void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner) {
+  ZRT_CHECK_ARG(is_compute_float(o.dtype), owner, ": gradients reduce in f32, bf16 or f16, not ",
+                dtype_name(o.dtype));
+  ZRT_CHECK_ARG(o.op == ReduceOp::sum || o.op == ReduceOp::avg, owner,
+                ": gradients reduce with sum or avg, not ", reduce_op_name(o.op));
+}
+
 FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups groups,
                                  FlatParamOptions options)
     : options_(std::move(options)),
@@ -125,11 +132,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       reduced_(options_.device),
       uploaded_(options_.device),
       skip_gather_wait_(std::getenv("ZRT_TEST_SKIP_GATHER_WAIT") != nullptr) {
-  ZRT_CHECK_ARG(options_.grad_reduce == ReduceOp::sum || options_.grad_reduce == ReduceOp::avg,
-                "flat parameter '", options_.name, "': gradients reduce with sum or avg, not ",
-                reduce_op_name(options_.grad_reduce));
-  ZRT_CHECK_ARG(is_floating(options_.reduce_dtype), "flat parameter '", options_.name,
-                "': reduce dtype must be floating");
+  check_grad_reduce_options(options_.grad_reduce, "flat parameter '" + options_.name + "'");
   if (!options_.allocator) options_.allocator = default_allocator(options_.device);
   ZRT_CHECK_ARG(options_.allocator->device() == options_.device, "flat parameter '", options_.name,
                 "': allocator is for ", options_.allocator->device().str(), ", not ",
@@ -141,7 +144,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
                 "': host_allocator is for ", options_.host_allocator->device().str(),
                 ", not host memory");
   ZRT_CHECK_ARG(
-      !options_.device.is_cuda() || !(options_.offload_grads || options_.master_on_host) ||
+      !options_.device.is_cuda() || !(options_.grad_reduce.offload || options_.master_on_host) ||
           options_.host_allocator->page_locked(),
       "flat parameter '", options_.name, "': offloading to host memory from a CUDA device needs a ",
       "pinned host_allocator (null gives one)");
@@ -188,7 +191,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
                      groups_.zero3->rank() == groups_.zero1->rank();
   // Note [Unsharded parameter of a world of one]
   unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
-  grad_is_master_ = groups_.zero1->size() == 1 && options_.reduce_dtype == DType::f32;
+  grad_is_master_ = groups_.zero1->size() == 1 && options_.grad_reduce.dtype == DType::f32;
   zero3_shard_ =
       zero3_is_master_
           ? zero1_shard_
@@ -197,7 +200,7 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
   full_grad_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_grad");
   full_prec_grad_ = new_buffer(total, DType::f32, true).set_name(options_.name + ".full_prec_grad");
-  if (options_.offload_grads)
+  if (options_.grad_reduce.offload)
     host_grad_ = Tensor::from_storage(std::make_shared<Storage>(0, options_.host_allocator),
                                       {total}, DType::f32, 0, options_.name + ".host_grad");
   if (options_.master_on_host) {
@@ -424,7 +427,7 @@ void FlatParamHandle::accumulate_runtime_grad() {
 }
 
 void FlatParamHandle::reduce_grads() {
-  const ReduceOp op = options_.grad_reduce;
+  const ReduceOp op = options_.grad_reduce.op;
   if (grad_is_master_) {  // Note [Unsharded parameter of a world of one]
     free_storage(zero1_grad_);
     zero1_grad_.storage().adopt_memory(full_prec_grad_.storage());
@@ -438,11 +441,11 @@ void FlatParamHandle::reduce_grads() {
       compute_ready_.record(options_.stream);
       compute_ready_.wait(comm);
     }
-    if (!grad_is_master_ && options_.reduce_dtype == DType::f32) {
+    if (!grad_is_master_ && options_.grad_reduce.dtype == DType::f32) {
       groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
     } else if (!grad_is_master_) {
-      Tensor in = new_buffer(full_prec_grad_.numel(), options_.reduce_dtype, false, comm);
-      Tensor out = new_buffer(zero1_grad_.numel(), options_.reduce_dtype, false, comm);
+      Tensor in = new_buffer(full_prec_grad_.numel(), options_.grad_reduce.dtype, false, comm);
+      Tensor out = new_buffer(zero1_grad_.numel(), options_.grad_reduce.dtype, false, comm);
       kernels::cast(in, full_prec_grad_, comm);
       groups_.zero1->reduce_scatter_tensor(out, in, op, comm);
       kernels::cast(zero1_grad_, out, comm);
@@ -463,7 +466,7 @@ void FlatParamHandle::post_backward(bool sync_grads) {
   reshard(options_.reshard_after_backward);
   if (sync_grads) {
     reduce_grads();
-  } else if (options_.offload_grads) {
+  } else if (options_.grad_reduce.offload) {
     offload_grad();
   }
   state_ = HandleState::idle;
@@ -511,7 +514,7 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
   // Outside its own backward scope the sum goes back to host memory, as a
   // post_backward without sync leaves it: the device does not hold it while
   // other units' backward runs.
-  if (options_.offload_grads && state_ != HandleState::backward_pre) offload_grad();
+  if (options_.grad_reduce.offload && state_ != HandleState::backward_pre) offload_grad();
 }
 
 std::vector<Tensor> FlatParamHandle::summon_full_params() {

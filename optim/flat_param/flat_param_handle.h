@@ -140,14 +140,23 @@ struct NamedParam {
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 
+// How a flat parameter's gradient is synchronised across ranks. Declared
+// here, where it acts; ZeroModuleOptions holds it whole (Note [Options owned
+// by their layer]).
+struct GradReduceOptions {
+  DType dtype = DType::f32;     // the reduce-scatter's dtype: f32, bf16 or f16
+  ReduceOp op = ReduceOp::avg;  // sum or avg over ranks
+  bool offload = false;         // fp32 gradients in host memory between micro-batches
+};
+// InvalidArgument naming `owner` and the bad field.
+void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner);
+
 struct FlatParamOptions {
-  std::string name = "flat_param";       // in messages, e.g. "h.3"
-  DType param_dtype = DType::f32;        // forward/backward dtype
-  DType reduce_dtype = DType::f32;       // gradient reduce-scatter dtype
-  ReduceOp grad_reduce = ReduceOp::avg;  // sum or avg over ranks
-  bool reshard_after_forward = true;     // false keeps the param for backward (SHARD_GRAD_OP)
-  bool reshard_after_backward = true;    // false keeps it replicated (NO_SHARD)
-  bool offload_grads = false;            // fp32 grads to pinned host between micro-batches
+  std::string name = "flat_param";     // in messages, e.g. "h.3"
+  DType param_dtype = DType::f32;      // forward/backward dtype
+  GradReduceOptions grad_reduce;       // dtype, op and host offload of the gradient
+  bool reshard_after_forward = true;   // false keeps the param for backward (SHARD_GRAD_OP)
+  bool reshard_after_backward = true;  // false keeps it replicated (NO_SHARD)
   bool master_on_host =
       false;  // fp32 master (and its gradient copy) in host memory (Note [Master in host memory])
   Device device = Device::cpu();

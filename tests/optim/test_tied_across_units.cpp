@@ -174,7 +174,7 @@ void train_rank(const CommPtr& world, const Dims& d, const Params& init, const D
   optim::ZeroModuleOptions o;
   o.strategy = cfg.strategy;
   o.zero3_size = cfg.zero3_size;
-  o.offload_grads = cfg.offload_grads;
+  o.grad_reduce.offload = cfg.offload_grads;
   o.cpu_streams = cfg.cpu_streams;
   o.adamw.weight_decay = kWeightDecay;
   optim::ZeroModule module(world, o);
@@ -391,7 +391,7 @@ BOOST_AUTO_TEST_CASE(offloaded_owner_gradients_stay_on_the_host_between_uses) {
   try {
     run_local_ranks(2, [&](const CommPtr& world) {
       optim::ZeroModuleOptions options;
-      options.offload_grads = true;
+      options.grad_reduce.offload = true;
       optim::ZeroModule module(world, options);
       const Tensor E = tensor_of(init.E, {5, 3});
       const auto embed =

@@ -52,6 +52,13 @@ expect_disagreement "different --data contents" "--data \\(contents\\): rank 0 h
 expect_disagreement "--save on one rank only" "--save \\(given\\): rank 0 has true; rank 1 has false" \
   --save "$dir/w.safetensors" --
 expect_disagreement "--checkpoint-dir on one rank only" "--checkpoint-dir \\(given\\): rank 0 has false; rank 1 has true" -- --checkpoint-dir "$dir/ck"
+# Every flag is compared, with no line per flag: one added since the list was written.
+expect_disagreement "--offload-grads on one rank only" "--offload-grads: rank 0 has true; rank 1 has false" \
+  --offload-grads --
+"$train" "${base[@]}" --steps 1 --seq-len 16 --save "$dir/w1.safetensors" > /dev/null
+"$train" "${base[@]}" --steps 2 --seq-len 16 --save "$dir/w2.safetensors" > /dev/null
+expect_disagreement "different --init-from contents" "--init-from \\(contents\\): rank 0 has \"[0-9]+ bytes" \
+  --init-from "$dir/w1.safetensors" -- --init-from "$dir/w2.safetensors"
 
 cp "$dir/a.txt" "$dir/a-copy.txt"
 if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --data "$dir/a.txt" \
@@ -59,6 +66,13 @@ if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --
   echo "ok   the same data under another path trains"
 else
   echo "FAIL the same data under another path: $(cat "$dir/same.txt")"; failures=$((failures + 1))
+fi
+# A number spelled two ways is one value.
+if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --lr 1e-3 \
+     : -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --lr 0.001 > "$dir/same.txt" 2>&1; then
+  echo "ok   --lr 1e-3 and --lr 0.001 agree"
+else
+  echo "FAIL --lr 1e-3 and --lr 0.001: $(cat "$dir/same.txt")"; failures=$((failures + 1))
 fi
 [ $failures -eq 0 ] && echo "all cases passed"
 exit $((failures > 0))

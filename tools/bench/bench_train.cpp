@@ -63,7 +63,9 @@ namespace {
 
 struct Options {
   train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from, --cpu-streams
-  std::vector<int> prefetch;  // the depths to time, in this order
+  // As given; parsed into train.engine.zero.
+  std::string dtype = "fp32", strategy = "full", cpu_streams;
+  std::vector<int> prefetch;               // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
   int warmup = 2, steps = 5, threads = 0, rounds = 1;
   double peak_gflops = 0;  // > 0: use instead of measuring (cpu) or the datasheet table (cuda)
@@ -115,8 +117,8 @@ Options parse(int argc, char** argv) {
   Options o;
   train::TrainOptions& t = o.train;
   t.batch_size = 8;
-  std::string prefetch = std::to_string(t.prefetch);
-  std::string checkpointing = t.activation_checkpointing;
+  std::string prefetch = std::to_string(t.engine.prefetch);
+  std::string checkpointing = t.engine.checkpointing.str();
   OptionParser(
       "train",
       "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] "
@@ -138,12 +140,12 @@ Options parse(int argc, char** argv) {
       .value("--vocab-size", t.vocab_size)
       .value("--batch-size", t.batch_size)
       .value("--seq-len", t.seq_len)
-      .value("--dtype", t.dtype)
-      .value("--strategy", t.strategy)
+      .value("--dtype", o.dtype)
+      .value("--strategy", o.strategy)
       .value("--ranks", t.ranks)
       .value("--prefetch", prefetch)
       .value("--activation-checkpointing", checkpointing)
-      .value("--cpu-streams", t.cpu_streams)
+      .value("--cpu-streams", o.cpu_streams)
       .value("--rounds", o.rounds)
       .value("--init-from", t.init_from)
       .value("--threads", o.threads)
@@ -177,14 +179,21 @@ Options parse(int argc, char** argv) {
                 "train: --batch-size, --seq-len, --steps and --rounds must be positive");
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
-  if (!t.cpu_streams.empty()) optim::parse_cpu_streams(t.cpu_streams);  // InvalidArgument naming it
+  if (!o.cpu_streams.empty())  // InvalidArgument naming it
+    t.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
   ZRT_CHECK_ARG(
       o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
       "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
   ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0,
                 "train: give --peak-gflops or --peak-tflops, not both");
   if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;
-  ZRT_CHECK_ARG(parse_dtype(t.dtype).has_value(), "train: unknown --dtype ", t.dtype);
+  ZRT_CHECK_ARG(o.dtype == "fp32" || o.dtype == "bf16" || o.dtype == "fp16",
+                "train: --dtype is fp32, bf16 or fp16, not ", o.dtype);
+  t.engine.zero.dtype = *parse_dtype(o.dtype);
+  const auto strategy = optim::parse_strategy(o.strategy);
+  ZRT_CHECK_ARG(strategy.has_value(), "train: unknown --strategy ", o.strategy,
+                " (full, grad-op, no-shard, hybrid, layer-zero)");
+  t.engine.zero.strategy = *strategy;
   ZRT_CHECK_ARG(t.ranks == 0 || detect_launch().launcher == Launcher::single,
                 "train: --ranks starts local ranks, but this process was started by a launcher: "
                 "drop --ranks");
@@ -359,8 +368,8 @@ struct Run {
 void time_variant(const CommPtr& world, int local_rank, const Options& o, Result& result,
                   Run& run) {
   train::TrainOptions t = o.train;
-  t.prefetch = result.prefetch;
-  t.activation_checkpointing = result.checkpointing;
+  t.engine.prefetch = result.prefetch;
+  t.engine.checkpointing = model_zoo::parse_activation_checkpointing(result.checkpointing);
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
   config.engine.zero.tracer = tracer;
@@ -452,7 +461,7 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
   if (o.peak_gflops > 0)
     peak = {o.peak_gflops, "given"};
   else if (o.train.device == "cuda")
-    peak = cuda_datasheet_peak(device_name, o.train.dtype);
+    peak = cuda_datasheet_peak(device_name, o.dtype);
   else
     peak = {measured_peak_gflops(*world, threads), fma_isa()};
   std::vector<Result> results;
@@ -490,8 +499,7 @@ int bench_train(int argc, char** argv) {
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;
   const std::string streams =
-      optim::cpu_streams_name(t.cpu_streams.empty() ? optim::default_cpu_streams()
-                                                    : optim::parse_cpu_streams(t.cpu_streams));
+      optim::cpu_streams_name(t.engine.zero.cpu_streams.value_or(optim::default_cpu_streams()));
   const double base_step = median(run.results.front().step_s);
   if (!o.json)
     std::printf(
@@ -499,7 +507,7 @@ int bench_train(int argc, char** argv) {
         "thread(s), "
         "%s%s\n",
         t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
-        t.model == "gpt" ? t.seq_len : 1, t.dtype.c_str(), t.strategy.c_str(), world_size,
+        t.model == "gpt" ? t.seq_len : 1, o.dtype.c_str(), o.strategy.c_str(), world_size,
         run.threads, t.device == "cuda" ? "on cuda, " : "cpu streams ",
         t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
   const bool peak_known = run.peak.gflops > 0;
@@ -526,8 +534,8 @@ int bench_train(int argc, char** argv) {
         {"device_name", t.device == "cuda" ? run.device_name : "cpu"},
         {"ranks", world_size},
         {"threads", run.threads},
-        {"strategy", t.strategy},
-        {"dtype", t.dtype},
+        {"strategy", o.strategy},
+        {"dtype", o.dtype},
         {"batch_size", t.batch_size},
         {"seq_len", t.model == "gpt" ? t.seq_len : 1},
         {"prefetch", r.prefetch},
@@ -574,7 +582,7 @@ int bench_train(int argc, char** argv) {
       std::printf(
           "\n  speed     %.0f tokens/s, %.2f GFLOP/s = %.1f%% of %.1f GFLOP/s %s peak (%s)\n",
           r.tokens / step, gflops, 100 * gflops / run.peak.gflops, run.peak.gflops,
-          t.device == "cuda" ? t.dtype.c_str() : "fp32",
+          t.device == "cuda" ? o.dtype.c_str() : "fp32",
           o.peak_gflops > 0    ? "--peak-gflops/--peak-tflops"
           : t.device == "cuda" ? run.peak.source.c_str()
                                : ("measured, " + run.peak.source).c_str());

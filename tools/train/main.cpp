@@ -164,8 +164,8 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
       o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
   const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
-  const bool moments_on_disk = optim::parse_optimizer_offload(o.offload_optimizer).kind ==
-                               optim::OptimizerOffload::Kind::disk;
+  const bool moments_on_disk =
+      o.engine.zero.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk;
   const double per_param = moments_on_disk ? 8.0 : 16.0;
   const double floor = static_cast<double>(here) *
                        (per_param * static_cast<double>(params) / static_cast<double>(world) +
@@ -427,9 +427,9 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   if (lead) {
     std::lock_guard lock(io);
     std::printf("zrt-train: %s/%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n",
-                o.model.c_str(), o.preset.c_str(), world->size(), o.strategy.c_str(),
-                o.dtype.c_str(), config.engine.zero.device.str().c_str(),
-                trainer.engine().handles().size());
+                o.model.c_str(), o.preset.c_str(), world->size(),
+                optim::strategy_name(o.engine.zero.strategy), dtype_flag(o.engine.zero.dtype),
+                config.engine.zero.device.str().c_str(), trainer.engine().handles().size());
   }
   const bool completed = train_steps(*world, trainer, o, checkpoints, reporter);
   finish(*world, trainer, o, checkpoints, completed, io);

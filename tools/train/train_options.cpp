@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,17 @@
 #include "zrt/runtime/io/path_overlap.h"
 
 namespace zrt::train {
+
+namespace {
+const std::vector<std::pair<std::string, DType>> kDTypeFlags = {
+    {"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
+}  // namespace
+
+const char* dtype_flag(DType t) {
+  for (const auto& [name, value] : kDTypeFlags)
+    if (value == t) return name.c_str();
+  return dtype_name(t);
+}
 
 namespace {
 
@@ -80,6 +92,68 @@ const CLI::Validator kSeed(
 
 bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)->count() > 0; }
 
+// A flag that takes one of `names` and sets `target` to the value it names,
+// straight into the field of the layer that reads it.
+template <class T>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, T& target,
+                        std::vector<std::pair<std::string, T>> names, const std::string& help) {
+  std::vector<std::string> keys;
+  std::string current;
+  for (const auto& [name, value] : names) {
+    keys.push_back(name);
+    if (value == target && current.empty()) current = name;
+  }
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [&target, names](const std::string& v) {
+            for (const auto& [name, value] : names)
+              if (name == v) target = value;
+          },
+          help)
+      ->check(CLI::IsMember(keys))
+      ->default_str(current);
+}
+
+std::vector<std::pair<std::string, optim::ShardingStrategy>> strategy_flags() {
+  using S = optim::ShardingStrategy;
+  std::vector<std::pair<std::string, S>> out;
+  for (S s : {S::full_shard, S::shard_grad_op, S::no_shard, S::hybrid_shard, S::layer_zero})
+    out.emplace_back(optim::strategy_name(s), s);
+  return out;
+}
+
+// A flag's value as the ranks compare it: numbers as numbers (1e-3 and
+// 0.001 agree), true/false as booleans, anything else as text.
+nlohmann::json normalised_flag_value(const std::string& v) {
+  if (v == "true" || v == "false") return v == "true";
+  const char* end = v.data() + v.size();
+  std::int64_t i = 0;
+  if (auto [p, ec] = std::from_chars(v.data(), end, i); ec == std::errc() && p == end) return i;
+  std::uint64_t u = 0;
+  if (auto [p, ec] = std::from_chars(v.data(), end, u); ec == std::errc() && p == end) return u;
+  double d = 0;
+  if (auto [p, ec] = std::from_chars(v.data(), end, d); ec == std::errc() && p == end) return d;
+  return v;
+}
+
+// Every flag's value (given, else its default) by flag name.
+std::map<std::string, std::string> parsed_flag_values(const CLI::App& app) {
+  std::map<std::string, std::string> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_name() == "--help") continue;
+    std::string value;
+    if (opt->get_expected_max() == 0)  // a flag: given or not
+      value = opt->count() > 0 ? "true" : "false";
+    else if (opt->count() == 0)
+      value = opt->get_default_str();
+    else
+      for (const std::string& r : opt->results()) value += (value.empty() ? "" : ",") + r;
+    out[opt->get_name()] = value;
+  }
+  return out;
+}
+
 // Flags that only one model kind, strategy or launcher reads are an error
 // elsewhere rather than silently ignored.
 void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
@@ -90,8 +164,12 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
   for (const char* f : o.model == "gpt" ? mlp_only : gpt_only)
     if (given(app, f))
       ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
-  ZRT_CHECK_ARG(!given(app, "--zero3-size") || o.strategy == "hybrid" || o.strategy == "layer-zero",
-                "--zero3-size is read by --strategy hybrid and layer-zero only, not ", o.strategy);
+  using S = optim::ShardingStrategy;
+  const S strategy = o.engine.zero.strategy;
+  ZRT_CHECK_ARG(
+      !given(app, "--zero3-size") || strategy == S::hybrid_shard || strategy == S::layer_zero,
+      "--zero3-size is read by --strategy hybrid and layer-zero only, not ",
+      optim::strategy_name(strategy));
   if (o.ranks > 0) {
     const LaunchInfo launch = detect_launch();
     ZRT_CHECK_ARG(launch.launcher == Launcher::single, "--ranks ", o.ranks,
@@ -102,14 +180,14 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
                   kMaxLocalRanks,
                   " local ranks one process runs; launch processes with mpirun instead");
   }
-  const optim::OptimizerOffload offload = optim::parse_optimizer_offload(o.offload_optimizer);
+  const optim::OptimizerOffload& offload = o.engine.zero.offload_optimizer;
   if (offload.kind == optim::OptimizerOffload::Kind::disk) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", o.offload_optimizer,
+    ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", offload.str(),
                   ": directory ", offload.dir, " does not exist");
-    ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ",
-                  o.offload_optimizer, ": directory ", offload.dir, " is not writable");
+    ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", offload.str(),
+                  ": directory ", offload.dir, " is not writable");
   }
   if (offload.kind == optim::OptimizerOffload::Kind::host && o.device == "cpu")
     std::cerr
@@ -236,26 +314,30 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
   // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
-  app.add_option("--weight-decay", o.weight_decay,
+  optim::ZeroModuleOptions& zero = o.engine.zero;
+  optim::AdamWOptions& adamw = zero.adamw;
+  app.add_option("--weight-decay", adamw.weight_decay,
                  "AdamW decoupled weight decay (2-D+ parameters only)");
-  app.add_option("--clip", o.clip, "max global gradient L2 norm (0: off)");
-  app.add_option("--max-skipped-steps", o.max_skipped_steps,
+  app.add_option("--clip", adamw.max_grad_norm, "max global gradient L2 norm (0: off)");
+  app.add_option("--max-skipped-steps", adamw.max_consecutive_skips,
                  "stop with an error after N optimizer steps in a row skipped for non-finite "
                  "gradients (0: never)")
       ->check(kNonNegative);
-  app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
-  app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
-  app.add_option("--eps", o.eps, "AdamW epsilon");
-  app.add_option("--seed", o.seed, "initialisation seed, 0 to 2^64 - 1")->check(kSeed);
-  app.add_option("--dtype", o.dtype, "compute dtype")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  app.add_option("--reduce-dtype", o.reduce_dtype, "gradient reduce-scatter dtype")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  app.add_option("--prefetch", o.prefetch,
+  app.add_option("--beta1", adamw.beta1, "AdamW beta1, in [0, 1)");
+  app.add_option("--beta2", adamw.beta2, "AdamW beta2, in [0, 1)");
+  app.add_option("--eps", adamw.eps, "AdamW epsilon");
+  app.add_option("--seed", o.engine.seed, "initialisation seed, 0 to 2^64 - 1")->check(kSeed);
+  add_choice(app, "--dtype", zero.dtype, kDTypeFlags, "compute dtype");
+  add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype, kDTypeFlags,
+             "gradient reduce-scatter dtype");
+  app.add_option("--prefetch", o.engine.prefetch,
                  "units all-gathered ahead of their stage (0: none, less memory)")
       ->check(CLI::Range(0, 2));
-  app.add_option(
-         "--activation-checkpointing", o.activation_checkpointing,
+  app.add_option_function<std::string>(
+         "--activation-checkpointing",
+         [&o](const std::string& v) {
+           o.engine.checkpointing = model_zoo::parse_activation_checkpointing(v);
+         },
          "blocks that keep only their input and run forward again in backward: none, blocks (all), "
          "every:N (one in N); less activation memory for about a third more compute")
       ->check([](const std::string& v) {
@@ -265,11 +347,13 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
         } catch (const InvalidArgument& e) {
           return std::string(e.what());
         }
-      });
-  app.add_option("--cpu-streams", o.cpu_streams,
-                 "on cpu: none (all on the rank's thread), comm (collectives on a thread of their "
-                 "own, overlapping "
-                 "compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
+      })
+      ->default_str(o.engine.checkpointing.str());
+  app.add_option_function<std::string>(
+         "--cpu-streams",
+         [&zero](const std::string& v) { zero.cpu_streams = optim::parse_cpu_streams(v); },
+         "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, "
+         "overlapping compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
       ->check(CLI::IsMember({"none", "comm", "all"}));
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -280,17 +364,29 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "shares its id); "
                  "torchrun launches are NCCL")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  app.add_option("--strategy", o.strategy, "sharding strategy")
-      ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
-  app.add_option("--zero3-size", o.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
+  add_choice(app, "--strategy", zero.strategy, strategy_flags(), "sharding strategy");
+  app.add_option("--zero3-size", zero.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
       ->check(kNonNegative);
-  app.add_option("--offload-optimizer", o.offload_optimizer,
-                 "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file "
-                 "per rank under DIR, "
-                 "streamed through in chunks), host (with the fp32 master in pinned host memory, "
-                 "updated there by the "
-                 "CPU while the GPU goes on; on cpu it saves nothing)");
-  app.add_flag("--offload-grads", o.offload_grads,
+  app.add_option_function<std::string>(
+         "--offload-optimizer",
+         [&zero](const std::string& v) {
+           zero.offload_optimizer = optim::parse_optimizer_offload(v);
+         },
+         "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file "
+         "per rank under DIR, "
+         "streamed through in chunks), host (with the fp32 master in pinned host memory, "
+         "updated there by the "
+         "CPU while the GPU goes on; on cpu it saves nothing)")
+      ->check([](const std::string& v) {
+        try {
+          optim::parse_optimizer_offload(v);
+          return std::string();
+        } catch (const InvalidArgument& e) {
+          return std::string(e.what());
+        }
+      })
+      ->default_str(zero.offload_optimizer.str());
+  app.add_flag("--offload-grads", zero.grad_reduce.offload,
                "keep fp32 gradients in host memory between micro-batches");
   app.add_flag("--tf32", o.tf32,
                "fp32 GEMMs on CUDA round their inputs to TF32 on the tensor cores (fp32 "
@@ -348,8 +444,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ZRT_THROW(InvalidArgument, e.what());
   }
   o.resume = resume->count() > 0;
+  o.flag_values = parsed_flag_values(app);
   try {
-    optim::check_adamw_options(adamw_options(o));
+    optim::check_adamw_options(adamw);
   } catch (const InvalidArgument& e) {
     ZRT_THROW(InvalidArgument,
               "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, "
@@ -443,12 +540,12 @@ nlohmann::json run_flags(const TrainOptions& o) {
           {"lr", o.lr},
           {"min_lr", o.min_lr},
           {"warmup", o.warmup},
-          {"weight_decay", o.weight_decay},
-          {"clip", o.clip},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"seed", o.seed}};
+          {"weight_decay", o.engine.zero.adamw.weight_decay},
+          {"clip", o.engine.zero.adamw.max_grad_norm},
+          {"beta1", o.engine.zero.adamw.beta1},
+          {"beta2", o.engine.zero.adamw.beta2},
+          {"eps", o.engine.zero.adamw.eps},
+          {"seed", o.engine.seed}};
 }
 
 }  // namespace
@@ -475,32 +572,30 @@ std::string data_identity(const std::string& path) {
 
 }  // namespace
 
+// Flags naming a path, which each host may spell its own way.
+const char* const kPathFlags[] = {"--data",  "--init-from",      "--save",   "--metrics",
+                                  "--trace", "--checkpoint-dir", "--resume", "--offload-optimizer"};
+
 std::string rank_agreement_json(const TrainOptions& o) {
-  nlohmann::json j = run_flags(o);
-  j.erase("data");  // the path may differ between hosts; the contents may not
-  j.update(
-      {{"data (contents)", data_identity(o.data)},
-       {"micro_batches", o.micro_batches},
-       {"dtype", o.dtype},
-       {"reduce_dtype", o.reduce_dtype},
-       {"device", o.device},
-       {"prefetch", o.prefetch},
-       {"vocab_align", o.vocab_align},
-       {"activation_checkpointing", o.activation_checkpointing},
-       {"strategy", o.strategy},
-       {"zero3_size", o.zero3_size},
-       {"offload_grads", o.offload_grads},
-       {"head_unit", o.head_unit},
-       {"offload_optimizer (kind)", o.offload_optimizer.substr(0, o.offload_optimizer.find(':'))},
-       {"max_skipped_steps", o.max_skipped_steps},
-       {"init_from (given)", !o.init_from.empty()},
-       {"save (given)", !o.save.empty()},
-       {"checkpoint_dir (given)", !o.checkpoint_dir.empty()},
-       {"checkpoint_every", o.checkpoint_every},
-       {"keep_last", o.keep_last},
-       {"checkpoint_async", o.checkpoint_async},
-       {"tf32", o.tf32},
-       {"resume (given)", o.resume}});
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [flag, value] : o.flag_values) j[flag] = normalised_flag_value(value);
+  for (const char* flag : kPathFlags) j.erase(flag);
+  std::string resumed_index;
+  if (o.resume) try {
+      const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
+      resumed_index = optim::resolve_checkpoint(path) + "/index.json";
+    } catch (const CheckpointError&) {
+      resumed_index = "";  // a fresh start; every rank must start fresh
+    }
+  j.update({{"--data (contents)", data_identity(o.data)},
+            {"--init-from (contents)", o.init_from.empty() ? "none" : data_identity(o.init_from)},
+            {"--resume (checkpoint index)",
+             resumed_index.empty() ? "none" : data_identity(resumed_index)},
+            {"--offload-optimizer (kind)", o.engine.zero.offload_optimizer.str().substr(
+                                               0, o.engine.zero.offload_optimizer.str().find(':'))},
+            {"--save (given)", !o.save.empty()},
+            {"--checkpoint-dir (given)", !o.checkpoint_dir.empty()},
+            {"--resume (given)", o.resume}});
   return j.dump();
 }
 
@@ -517,10 +612,8 @@ void check_ranks_agree(const std::vector<std::string>& per_rank) {
       if (!has || ranks[r][key] != value)
         differ += detail::concat("; rank ", r, " has ", has ? ranks[r][key].dump() : "nothing");
     }
-    std::string flag = "--" + key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
     if (!differ.empty())
-      problems += detail::concat("\n  ", flag, ": rank 0 has ", value.dump(), differ);
+      problems += detail::concat("\n  ", key, ": rank 0 has ", value.dump(), differ);
   }
   ZRT_CHECK_ARG(problems.empty(),
                 "the ranks were started with different flags or inputs; every rank of a run must "

@@ -2,12 +2,30 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "zrt/model_zoo/engine/training_engine.h"
 #include "zrt/model_zoo/models/model_config.h"
 
 namespace zrt::train {
+
+// zrt-train's defaults where they differ from the layers': nanoGPT's AdamW
+// (beta2 0.95, weight decay 0.1, clipping at 1) and a stop after 50 skipped
+// steps in a row.
+inline model_zoo::EngineConfig default_engine_config() {
+  model_zoo::EngineConfig e;
+  optim::AdamWOptions& a = e.zero.adamw;
+  a.beta2 = 0.95;
+  a.weight_decay = 0.1;
+  a.max_grad_norm = 1.0;
+  a.max_consecutive_skips = 50;
+  return e;
+}
+
+// The name --dtype and --reduce-dtype give `t` (fp32, bf16, fp16).
+const char* dtype_flag(DType t);
 
 struct TrainOptions {
   // model
@@ -30,27 +48,16 @@ struct TrainOptions {
   // optimisation
   double lr = 3e-3, min_lr = 3e-4;
   int warmup = 5;
-  double weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  int max_skipped_steps = 50;  // > 0: stop after this many non-finite steps in a row; 0: never
-  std::uint64_t seed = 1337;
-  // runtime
-  std::string dtype = "fp32";         // fp32 | bf16 | fp16
-  std::string device = "cpu";         // cpu | cuda
-  std::string transport = "auto";     // a launched world's: auto | mpi | nccl (WorldTransport)
-  std::string reduce_dtype = "fp32";  // gradient reduce-scatter dtype
-  int prefetch = 1;                   // units gathered ahead: 0, 1 or 2
-  std::string activation_checkpointing =
-      "none";  // none | blocks | every:N (Note [Activation checkpointing])
-  std::string
-      cpu_streams;  // none, comm, all; "": ZRT_CPU_STREAMS or comm (Note [Streams of a CPU module])
-  std::string strategy = "full";
-  int zero3_size = 0;  // 0: the whole world
-  bool offload_grads = false;
-  bool tf32 = false;  // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
-  std::string offload_optimizer =
-      "none";                 // none | host | disk:DIR (Note [Optimizer state on disk])
-  int ranks = 0;              // >0: that many local ranks (threads) in this process
-  int check_consistency = 0;  // every N steps, replicas and shards prove they agree (0: never)
+  // The engine's, its module's and AdamW's settings, parsed straight into
+  // the options of the layer that reads them (Note [Options owned by their
+  // layer]): a flag names its field here, and nothing copies it across. The
+  // device is resolved per rank (train_setup.h).
+  model_zoo::EngineConfig engine = default_engine_config();
+  std::string device = "cpu";      // cpu | cuda
+  std::string transport = "auto";  // a launched world's: auto | mpi | nccl (WorldTransport)
+  bool tf32 = false;               // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
+  int ranks = 0;                   // >0: that many local ranks (threads) in this process
+  int check_consistency = 0;       // every N steps, replicas and shards prove they agree (0: never)
   std::string on_inconsistency = "stop";  // stop | warn
   bool plan = false;  // print the memory plan instead of training (Note [Memory plan])
   std::string fit;    // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
@@ -67,14 +74,19 @@ struct TrainOptions {
       false;  // stage, then write in the background (Note [Checkpoints saved in the background])
   bool resume = false;      // --resume given
   std::string resume_from;  // its value; empty: `latest` under checkpoint_dir
+  // Every flag's value as parsed (given or default), numbers and booleans
+  // normalised, by flag name: what the ranks compare (rank_agreement_json).
+  std::map<std::string, std::string> flag_values;
 };
 
 // The flags that define a run (model, data, schedule, optimiser, seed) as a
 // JSON object, stored in checkpoints.
 std::string run_flags_json(const TrainOptions& o);
-// What every rank of one run must agree on, as a JSON object: the
-// run-defining flags, the layout and precision flags, whether each output is
-// asked for, and the --data file's size and a hash of its first MiB.
+// What every rank of one run must agree on, as a JSON object keyed by flag:
+// every flag's value, except the paths, which a host may spell its own way;
+// for those, whether each is given, and for the inputs (--data, --init-from,
+// the index of the checkpoint --resume reads) their size and a hash of their
+// first MiB. A new flag is compared without a line here.
 std::string rank_agreement_json(const TrainOptions& o);
 // Given every rank's rank_agreement_json (index = rank), throws
 // InvalidArgument naming each flag the ranks disagree on and which ranks

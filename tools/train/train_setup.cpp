@@ -18,15 +18,6 @@ namespace zrt::train {
 using model_zoo::Dataset;
 using model_zoo::TrainerConfig;
 
-optim::AdamWOptions adamw_options(const TrainOptions& o) {
-  return {.beta1 = o.beta1,
-          .beta2 = o.beta2,
-          .eps = o.eps,
-          .weight_decay = o.weight_decay,
-          .max_grad_norm = o.clip,
-          .max_consecutive_skips = o.max_skipped_steps};
-}
-
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   TrainerConfig c;
   auto& m = c.model;
@@ -50,22 +41,10 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   if (o.model == "mlp") m.activation = o.activation;
   m.head_unit = o.head_unit;
 
-  auto& e = c.engine;
-  auto& z = e.zero;
-  z.strategy = *optim::parse_strategy(o.strategy);
-  z.zero3_size = o.zero3_size;
-  z.dtype = *parse_dtype(o.dtype);
-  z.reduce_dtype = *parse_dtype(o.reduce_dtype);
-  e.prefetch = o.prefetch;
-  e.checkpointing = model_zoo::parse_activation_checkpointing(o.activation_checkpointing);
-  if (!o.cpu_streams.empty()) z.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
-  z.device = o.device == "cuda"
-                 ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
-                 : Device::cpu();
-  z.offload_grads = o.offload_grads;
-  z.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
-  e.seed = o.seed;
-  z.adamw = adamw_options(o);
+  c.engine = o.engine;
+  c.engine.zero.device = o.device == "cuda"
+                             ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
+                             : Device::cpu();
   c.batch_size = o.batch_size;
   c.seq_len = o.seq_len;
   c.micro_batches = o.micro_batches;

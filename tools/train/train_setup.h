@@ -18,10 +18,6 @@ namespace zrt::train {
 // rank whose local rank (its GPU) is `local_rank`.
 model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
 
-// The optimizer options the flags give (--beta1, --beta2, --eps,
-// --weight-decay, --clip).
-optim::AdamWOptions adamw_options(const TrainOptions& o);
-
 // --data, or the embedded default dataset of the model kind.
 model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConfig& c);
 

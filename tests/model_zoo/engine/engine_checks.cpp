@@ -18,11 +18,11 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.zero.strategy = setup.strategy;
   c.engine.zero.zero3_size = setup.zero3_size;
   c.engine.zero.dtype = setup.dtype;
-  c.engine.zero.offload_grads = setup.offload_grads;
+  c.engine.zero.grad_reduce.offload = setup.offload_grads;
   c.engine.prefetch = setup.prefetch;
   c.engine.checkpointing = setup.checkpointing;
   c.engine.zero.offload_optimizer = setup.offload_optimizer;
-  c.engine.zero.reduce_dtype = setup.reduce_dtype;
+  c.engine.zero.grad_reduce.dtype = setup.reduce_dtype;
   c.engine.zero.device = setup.device;
   c.checkpoint_async = setup.checkpoint_async;
   c.host_comm = setup.host_comm;

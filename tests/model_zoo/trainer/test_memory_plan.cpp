@@ -103,7 +103,7 @@ std::vector<Case> sweep(const std::string& scratch) {
   add("gpt tiny, 4 ranks, hybrid 2, bf16 reduce", 4, [](TrainerConfig& c) {
     c.engine.zero.strategy = ShardingStrategy::hybrid_shard;
     c.engine.zero.zero3_size = 2;
-    c.engine.zero.reduce_dtype = DType::bf16;
+    c.engine.zero.grad_reduce.dtype = DType::bf16;
     c.batch_size = 16;
   });
   add("gpt tiny, 4 ranks, layer-zero 2, bf16", 4, [](TrainerConfig& c) {
@@ -122,7 +122,7 @@ std::vector<Case> sweep(const std::string& scratch) {
     c.micro_batches = 2;
   });
   add("gpt tiny, 1 rank, offload grads, 3 micro-batches", 1, [](TrainerConfig& c) {
-    c.engine.zero.offload_grads = true;
+    c.engine.zero.grad_reduce.offload = true;
     c.micro_batches = 3;
   });
   add("gpt tiny, 2 ranks, moments on disk", 2, [&](TrainerConfig& c) {

@@ -105,8 +105,8 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
   Params p = make_params(7);
   auto alloc = std::make_shared<CountingAllocator>();
   optim::FlatParamOptions o = options_for(plan, DType::f32, alloc);
-  o.grad_reduce = op;
-  o.offload_grads = offload;
+  o.grad_reduce.op = op;
+  o.grad_reduce.offload = offload;
   optim::FlatParamHandle h(p.named, plan.groups, o);
   const std::size_t sharded_bytes = alloc->stats().allocated;
 

@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(bad_construction) {
   BOOST_CHECK_THROW(optim::FlatParamHandle(two_params(), {world, nullptr, nullptr}, {}),
                     InvalidArgument);
   optim::FlatParamOptions bad_reduce;
-  bad_reduce.grad_reduce = ReduceOp::max;
+  bad_reduce.grad_reduce.op = ReduceOp::max;
   BOOST_CHECK_THROW(optim::FlatParamHandle(two_params(), g, bad_reduce), InvalidArgument);
 
   // A parameter already in another flat parameter.
