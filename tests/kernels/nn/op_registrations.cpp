@@ -243,7 +243,7 @@ std::vector<OpRegistration> nn_registrations() {
             const double fwd = 2.0 * double(d[0]) * double(d[1]) * double(d[1]) * double(d[2]);
             return OpCost{bytes(7.0 * double(d[0] * d[1] * d[2]), t), 3.5 * fwd};
           },
-      .perf_dims = {4, 1024, 768, 12},
+      .perf_dims = {2, 1024, 768, 12},
   });
 
   // dims: {pairs, T}: the GEMM path's softmax between its products.
@@ -315,7 +315,7 @@ std::vector<OpRegistration> nn_registrations() {
       .cuda_misaligned = false,
       .cost = [](const OpDims& d,
                  DType t) { return OpCost{bytes(6.0 * double(d[0] * d[1] * d[3]), t)}; },
-      .perf_dims = {8, 1024, 50304, 768, 50304, 1, 0},
+      .perf_dims = {8, 1024, 8192, 768, 8192, 1, 0},
   });
 
   // dims: {rows, vocab}; targets include -1 (ignored). 20011 rows span
@@ -342,7 +342,7 @@ std::vector<OpRegistration> nn_registrations() {
       .tolerance = nn_tolerance,
       .cuda_misaligned = false,
       .cost = [](const OpDims& d, DType t) { return OpCost{bytes(3.0 * double(d[0] * d[1]), t)}; },
-      .perf_dims = {8192, 50304},
+      .perf_dims = {1024, 50304},
   });
 
   // dims: {rows, vocab, padded columns, in place} (Note [Fused classifier]):
@@ -377,7 +377,7 @@ std::vector<OpRegistration> nn_registrations() {
         return {};
       },
       .cost = [](const OpDims& d, DType t) { return OpCost{bytes(2.0 * double(d[0] * d[2]), t)}; },
-      .perf_dims = {8192, 50257, 50304, 1},
+      .perf_dims = {1024, 50257, 50304, 1},
   });
   return r;
 }

@@ -177,7 +177,7 @@ std::vector<OpRegistration> ops_registrations() {
           [flat_size](const OpDims& d, DType t) {
             return OpCost{2 * bytes(flat_size(d), {DType::f32, t})};
           },
-      .perf_dims = {1 << 21, 1 << 21, 1 << 21, 1 << 21, 1 << 21, 1 << 21, 1 << 21, 1 << 21},
+      .perf_dims = {1 << 22, 1 << 22, 1 << 22, 1 << 22},
   });
 
   // dims: {n, param_out, whole-shard decay}; dtype: the gradient's.
