@@ -25,7 +25,7 @@ bundle=${1:-$root/gpu-bundle}
 build=${ZRT_GPU_BUNDLE_BUILD:-$root/build-gpu-bundle}
 limit_mib=60  # of the 64 MiB a call carries, with room for the working tree's own files
 
-suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu test_engine_gpu)
+suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_op_registry_gpu test_nn_kernels_gpu test_engine_gpu)
 programs=("${suites[@]}" zrt-train zrt-bench)
 
 # The tree as it is when the build starts, for the manifest.

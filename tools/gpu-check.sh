@@ -106,7 +106,7 @@ want() { [[ ",$stages," == *",$1,"* ]]; }
 
 bin=$bundle/bin
 report=$bundle/scripts/gpu_report.py
-suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu test_nn_kernels_gpu test_engine_gpu)
+suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_op_registry_gpu test_nn_kernels_gpu test_engine_gpu)
 if want suites; then
   for s in "${suites[@]}"; do step "$s" 300 "$bin/$s" --report_level=short; done
 fi
@@ -125,7 +125,7 @@ if want sanitize; then
   # memcheck also takes the communicators (NCCL's kernels are not ours to
   # race-check) and one engine case (the whole sweep would take an hour).
   for tool in memcheck racecheck synccheck; do
-    for s in test_tensor_gpu test_caching_allocator_gpu test_kernels_gpu test_nn_kernels_gpu; do
+    for s in test_tensor_gpu test_caching_allocator_gpu test_op_registry_gpu test_nn_kernels_gpu; do
       sanitized "$tool" "$s"
     done
   done

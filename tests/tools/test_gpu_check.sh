@@ -45,13 +45,13 @@ shift 2
 "\$@"; rc=\$?
 case \$1 in
   */test_comm_gpu) cat "$data/sanitizer-nccl-probes.txt" ;;
-  */test_kernels_gpu) cat "$data/sanitizer-mixed.txt" ;;
+  */test_op_registry_gpu) cat "$data/sanitizer-mixed.txt" ;;
   *) cat "$data/sanitizer-clean.txt" ;;
 esac
 exit \$rc
 EOF
 printf '#!/bin/sh\ncat "%s"\n' "$data/ncu-per-kernel.txt" > "$dir/path/ncu"
-for p in test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_kernels_gpu \
+for p in test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_op_registry_gpu \
   test_nn_kernels_gpu test_engine_gpu zrt-train zrt-bench; do
   printf '#!/bin/sh\necho "%s: passed"\n' "$p" > "$dir/bundle/bin/$p"
 done
@@ -68,7 +68,7 @@ expect_row() {  # expect_row STEP PATTERN: SUMMARY.md's row of STEP matches PATT
 }
 expect_row "test_comm_gpu under compute-sanitizer memcheck" \
   "*| pass |*0 error(s) in zrt, 16 library-internal*"
-expect_row "test_kernels_gpu under compute-sanitizer racecheck" \
+expect_row "test_op_registry_gpu under compute-sanitizer racecheck" \
   "*| FAIL (exit 1) |*3 error(s) in zrt*"
 expect_row "test_tensor_gpu under compute-sanitizer synccheck" \
   "*| pass |*0 error(s) in zrt, 0 library-internal*"

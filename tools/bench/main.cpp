@@ -26,6 +26,8 @@ constexpr Suite kSuites[] = {
      "training steps: tokens/s, GFLOP/s vs the measured fp32 peak, memory"},
     {"gemm", zrt::bench::bench_gemm, "GPT GEMMs vs the measured fp32 FMA peak"},
     {"attention", zrt::bench::bench_attention, "causal attention's paths vs one Q·Kᵀ batched GEMM"},
+    {"ops", zrt::bench::bench_ops,
+     "every registered op at its perf size vs a copy of its bytes or a GEMM of its FLOPs"},
     {"tensor", zrt::bench::bench_tensor,
      "Tensor handle: sizeof, ns per copy/view vs a shared_ptr copy"},
 };

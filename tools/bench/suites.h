@@ -10,4 +10,5 @@ int bench_train(int argc, char** argv);
 int bench_gemm(int argc, char** argv);
 int bench_tensor(int argc, char** argv);
 int bench_attention(int argc, char** argv);
+int bench_ops(int argc, char** argv);
 }  // namespace zrt::bench
