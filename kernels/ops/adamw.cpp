@@ -85,7 +85,10 @@ void check_adamw_hyperparams(const AdamWHyperparams& hp) {
   finite_non_negative("lr", hp.lr);
   unit_interval("beta1", hp.beta1);
   unit_interval("beta2", hp.beta2);
-  finite_non_negative("eps", hp.eps);
+  // eps = 0 divides 0 by 0 wherever a gradient is always zero (an unused
+  // position): m = v = 0 gives NaN weights behind normal-looking losses.
+  ZRT_CHECK_ARG(std::isfinite(hp.eps) && hp.eps > 0, "AdamW eps must be finite and > 0 (got ",
+                hp.eps, ")");
   finite_non_negative("weight_decay", hp.weight_decay);
 }
 

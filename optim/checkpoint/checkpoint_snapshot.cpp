@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "zrt/kernels/ops/norm.h"
 #include "zrt/optim/checkpoint/checkpoint_agreement.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/flat_param/sharding_strategy.h"
@@ -92,6 +93,17 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
     auto keep = [&](const std::string& name, const Tensor& t) {
       s.tensors[name] = staging ? staging->stage(name, t, stream) : t;
     };
+    for (std::size_t k = 0; k < module.handles().size(); ++k) {
+      const FlatParamHandle& h = *module.handles()[k];
+      // A checkpoint of NaN or Inf weights verifies, then resumes to NaN
+      // losses: it is refused on every rank (the first agreement), and the
+      // last finite step stays `latest`.
+      ZRT_CHECK_STATE(h.zero1_shard().numel() == 0 ||
+                          !kernels::has_non_finite(h.zero1_shard(), h.master_stream()),
+                      "the parameters of unit '", h.name(),
+                      "' hold NaN or Inf values: the run has diverged, and a checkpoint of them "
+                      "would only resume to NaN losses");
+    }
     for (std::size_t k = 0; k < module.handles().size(); ++k) {
       const std::string& name = module.handles()[k]->name();
       keep(shard_tensor_name(name, ShardKind::param), module.handles()[k]->zero1_shard());

@@ -1,10 +1,46 @@
 #include "zrt/runtime/io/output_path.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
 #include "zrt/runtime/error.h"
 
 namespace zrt {
 
 namespace fs = std::filesystem;
+
+std::string create_partial_file(const fs::path& target, const std::string& what) {
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = "." + target.filename().string() + ".zrt-partial-";
+  std::error_code list_ec;
+  for (const auto& e : fs::directory_iterator(dir, list_ec))
+    if (e.path().filename().string().starts_with(prefix)) {
+      std::error_code ignored;
+      fs::remove(e.path(), ignored);
+    }
+  std::random_device rd;
+  for (int attempt = 0;; ++attempt) {
+    const std::string tmp = (dir / (prefix + std::to_string(rd()))).string();
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      return tmp;
+    }
+    if (errno != EEXIST || attempt == 100)
+      ZRT_THROW(CheckpointError, what, " ", target.string(), ": cannot create a temporary file in ",
+                dir.string(), ": ", std::strerror(errno));
+  }
+}
+
+bool names_a_stream(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // through links
+  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+}
 
 const char* file_type_name(fs::file_type t) {
   switch (t) {

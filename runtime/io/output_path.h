@@ -25,6 +25,27 @@ namespace zrt {
 // target exists and is not a regular file, or the links loop.
 std::filesystem::path output_file_target(const std::string& path, const std::string& what);
 
+// Note [Partial files]
+// ~~~~~~~~~~~~~~~~~~~~
+// A whole-file output is written to a temporary beside its target, then
+// renamed onto it. The temporary is ".NAME.zrt-partial-N" (N random):
+// hidden, never mistaken for a result, and created with O_EXCL, so it is
+// never a file that already exists: a fixed name such as NAME.tmp could be
+// an input (a --data file called m.tmp next to --metrics m would be
+// renamed onto m and lost). A write killed before its rename leaves one
+// behind; the next write of NAME removes every such leftover first.
+//
+// Creates the temporary for `target` (a regular file's path, as
+// output_file_target gives), empty, and returns its path. Throws
+// CheckpointError naming `what` when the directory refuses it.
+std::string create_partial_file(const std::filesystem::path& target, const std::string& what);
+
+// Whether `path`, through links and `..`, names an existing stream (a
+// character device such as /dev/null or /dev/stdout, a FIFO, a socket):
+// decided by what the file is, not by how its name is spelled
+// (/dev/../home/x is a regular file).
+bool names_a_stream(const std::string& path);
+
 // "a directory", "a FIFO", "a character device", "missing", ... for messages.
 const char* file_type_name(std::filesystem::file_type type);
 

@@ -310,22 +310,9 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
                        const SafetensorsWriteOptions& options) {
   const std::vector<std::uint8_t> bytes = serialize_safetensors(tensors, metadata, options);
   namespace fs = std::filesystem;
-  // Note [Partial files]
-  // ~~~~~~~~~~~~~~~~~~~~
-  // The bytes go to ".NAME.zrt-partial-N" beside the target: hidden, and
-  // never mistaken for a result. A write killed before its rename leaves one
-  // behind; the next write of NAME removes every such leftover first.
+  // Note [Partial files] (output_path.h): a fresh hidden temporary, renamed into place.
   const fs::path target = output_file_target(path, "safetensors output");
-  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  const std::string partial_prefix = "." + target.filename().string() + ".zrt-partial-";
-  std::error_code list_ec;
-  for (const auto& e : fs::directory_iterator(dir, list_ec))
-    if (e.path().filename().string().starts_with(partial_prefix)) {
-      std::error_code ignored;
-      fs::remove(e.path(), ignored);
-    }
-  std::random_device rd;
-  const std::string tmp = (dir / (partial_prefix + std::to_string(rd()))).string();
+  const std::string tmp = create_partial_file(target, path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) ZRT_THROW(CheckpointError, path, ": cannot create temporary file ", tmp);

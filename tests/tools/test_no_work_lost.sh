@@ -84,6 +84,29 @@ expect_refused "--init-from with --resume PATH" "init-from .*would not be read" 
 expect_refused "--warmup beyond --steps" "warmup 9 is longer than --steps 6" "$ck" \
   "$train" "${tiny[@]}" --steps 6 --warmup 9 --checkpoint-dir "$ck" --resume
 
+# Outputs onto inputs however the name is spelled, and outputs onto each other.
+io=$dir/io
+mkdir -p "$io"
+printf 'a text that the run reads as its data, long enough for sixteen. %.0s' $(seq 30) > "$io/data.txt"
+"$train" "${tiny[@]}" --steps 1 --save "$io/init.safetensors" > /dev/null || fail "making --init-from weights"
+expect_refused "--metrics onto --data via /dev/.." "is the --data file" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --data "$io/data.txt" --metrics "/dev/..$io/data.txt"
+expect_refused "--trace onto --init-from via /dev/.." "is the --init-from file" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --init-from "$io/init.safetensors" --trace "/dev/..$io/init.safetensors"
+expect_refused "--save and --trace on one file" "--save and --trace name the same file" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --save "$io/out" --trace "$io/out"
+expect_refused "--metrics and --trace on one file" "--metrics and --trace name the same file" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --metrics "$io/out" --trace "$io/out"
+# A resumed run rewrites its metrics through a temporary: never an existing
+# file such as a --data file named like one (Note [Partial files]).
+cp "$io/data.txt" "$io/m.tmp"
+"$train" "${tiny[@]}" --steps 2 --data "$io/m.tmp" --metrics "$io/m" --checkpoint-dir "$io/ck" > /dev/null ||
+  fail "metrics temporary: first run"
+"$train" "${tiny[@]}" --steps 4 --data "$io/m.tmp" --metrics "$io/m" --checkpoint-dir "$io/ck" --resume > /dev/null ||
+  fail "metrics temporary: resumed run"
+cmp -s "$io/m.tmp" "$io/data.txt" && ok "a resumed run's metrics rewrite leaves a --data file m.tmp as it was" ||
+  fail "the --data file m.tmp changed when --metrics m was rewritten"
+
 # Two runs in one directory: the second names the first.
 "$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
 holder=$!

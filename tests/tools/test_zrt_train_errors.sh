@@ -82,7 +82,8 @@ expect_usage "infinite minimum learning rate" "--min-lr: must be finite" --min-l
 expect_usage "NaN beta2" "beta2 must be in \[0, 1\) \(got nan\)" --beta2 nan
 expect_usage "beta1 of 1" "beta1 must be in \[0, 1\) \(got 1\)" --beta1 1
 expect_usage "infinite weight decay" "weight_decay must be finite" --weight-decay inf
-expect_usage "negative eps" "eps must be finite and >= 0" --eps -1e-8
+expect_usage "negative eps" "eps must be finite and > 0" --eps -1e-8
+expect_usage "zero eps" "eps must be finite and > 0" --eps 0
 expect_usage "NaN clip" "--clip.*max_grad_norm must be finite.*nan" --clip nan
 expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
 # A run whose loss stays non-finite stops after --max-skipped-steps skips in
@@ -95,6 +96,47 @@ else
   echo "FAIL a loss that stays non-finite: exit $rc, $(wc -l < "$dir/nan.jsonl") metrics lines: $out"; failures=$((failures + 1))
 fi
 expect_usage "negative skip limit" "max-skipped-steps" --max-skipped-steps -1
+# A short run that diverges without --max-skipped-steps catching it (the
+# skips are not all in a row) fails at its end and saves nothing (Note [A
+# diverged run fails]).
+rm -f "$dir/w.safetensors"
+out=$("$train" --dtype fp16 --lr 5 --steps 30 --save "$dir/w.safetensors" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "the run diverged" <<<"$out" && [ ! -e "$dir/w.safetensors" ]; then
+  echo "ok   a run that ends diverged: $(grep -m1 error <<<"$out" | cut -c1-150)"
+else
+  echo "FAIL a run that ends diverged: exit $rc: $(tail -n2 <<<"$out")"; failures=$((failures + 1))
+fi
+# Non-finite weights are never saved: the checkpoint that would hold them is
+# refused and the last finite one stays `latest`, byte for byte.
+"$train" --steps 2 --checkpoint-dir "$dir/nanck" --checkpoint-every 1 > /dev/null || echo "FAIL: first nanck run"
+before=$(cd "$dir/nanck" && find . -type f ! -name .zrt-run.lock | sort | xargs sha256sum | sha256sum)
+out=$("$train" --steps 4 --lr 1e38 --weight-decay 100 --checkpoint-dir "$dir/nanck" --checkpoint-every 1 --resume 2>&1)
+rc=$?
+after=$(cd "$dir/nanck" && find . -type f ! -name .zrt-run.lock | sort | xargs sha256sum | sha256sum)
+if [ $rc -eq 1 ] && grep -q "hold NaN or Inf values" <<<"$out" && [ "$before" = "$after" ]; then
+  echo "ok   a checkpoint of non-finite weights is refused, the last finite one kept"
+else
+  echo "FAIL non-finite checkpoint: exit $rc, $( [ "$before" = "$after" ] && echo unchanged || echo changed): $(tail -n1 <<<"$out")"
+  failures=$((failures + 1))
+fi
+rm -f "$dir/w.safetensors"
+out=$("$train" --steps 1 --lr 1e38 --weight-decay 100 --save "$dir/w.safetensors" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "holds NaN or Inf values" <<<"$out" && [ ! -e "$dir/w.safetensors" ]; then
+  echo "ok   --save of non-finite weights is refused"
+else
+  echo "FAIL --save of non-finite weights: exit $rc: $(tail -n1 <<<"$out")"; failures=$((failures + 1))
+fi
+expect_usage "--min-lr above --lr" "--min-lr 0.5 is above --lr 0.1" --lr 0.1 --min-lr 0.5
+"$train" --lr 1e-4 --steps 1 > /dev/null 2>&1 && echo "ok   --lr below the default --min-lr trains (--min-lr follows --lr)" ||
+  { echo "FAIL --lr 1e-4 alone is refused"; failures=$((failures + 1)); }
+if [ -w /dev/full ]; then
+  out=$("$train" --steps 1 --trace /dev/full 2>&1)
+  rc=$?
+  if [ $rc -ne 0 ] && grep -q "writing the trace failed" <<<"$out"; then echo "ok   --trace /dev/full fails the run (exit $rc)"
+  else echo "FAIL --trace /dev/full: exit $rc: $out"; failures=$((failures + 1)); fi
+fi
 # A model that cannot fit is refused with the numbers before anything is
 # allocated, not killed without a word (this one needs 2.3 TiB; with AdamW's
 # state on disk, 8 of the 16 bytes per parameter stay: 1.1 TiB).

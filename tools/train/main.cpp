@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -19,6 +21,7 @@
 #include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
+#include "zrt/kernels/ops/norm.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/io/safetensors.h"
@@ -194,11 +197,18 @@ std::string trace_path(const std::string& path, int rank, int size) {
 }
 
 // Writes the trace however the run ends (finished, stopped by a signal, failed).
+// A run that completes writes its trace with write(), whose failure fails
+// the run; one that throws writes what it has on the way out, best effort.
 struct TraceWriter {
   const TracerPtr& tracer;
   std::string path;
+  bool written = false;
+  void write() {
+    written = true;
+    if (tracer) tracer->write(path);
+  }
   ~TraceWriter() {
-    if (!tracer) return;
+    if (!tracer || written) return;
     try {
       tracer->write(path);
     } catch (const std::exception& e) {
@@ -354,12 +364,51 @@ class StepReporter {
   double elapsed_ = 0;
 };
 
+// Note [A diverged run fails]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// --max-skipped-steps stops a run whose gradients stay non-finite, but only
+// after that many skips in a row: a short fp16 run at a wild --lr can skip
+// most of its steps, end on NaN losses and look like a success. So a run
+// that completes is also judged by how it ended: a non-finite final loss,
+// or its last K steps all skipped (K = min(50, a fifth of --steps); none
+// for a run under 5 steps, whose first fp16 steps may skip while the loss
+// scale settles), ends it with an error and exit status 1 before the final
+// save (the periodic checkpoints before it stay).
+class DivergenceWatch {
+ public:
+  explicit DivergenceWatch(std::int64_t steps) : window_(std::min<std::int64_t>(50, steps / 5)) {}
+  void add(const model_zoo::StepStats& s) {
+    trailing_skips_ = s.skipped ? trailing_skips_ + 1 : 0;
+    last_loss_ = s.loss;
+    ++seen_;
+  }
+  void check() const {
+    if (seen_ == 0) return;
+    ZRT_CHECK_STATE(std::isfinite(last_loss_), "the run diverged: the final loss is ", last_loss_,
+                    " (", trailing_skips_,
+                    " steps in a row skipped for non-finite gradients at the end); lower --lr "
+                    "or use --dtype bf16. Nothing was saved at the end");
+    ZRT_CHECK_STATE(window_ == 0 || trailing_skips_ < window_, "the run diverged: its last ",
+                    trailing_skips_,
+                    " steps were all skipped for non-finite gradients (final loss ", last_loss_,
+                    "); lower --lr or use --dtype bf16. Nothing was saved at the end");
+  }
+
+ private:
+  std::int64_t window_;
+  std::int64_t trailing_skips_ = 0;
+  std::int64_t seen_ = 0;
+  double last_loss_ = 0;
+};
+
 // The steps from the trainer's next to --steps; false when a signal stopped them.
 bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
                  Checkpointer& checkpoints, StepReporter& reporter) {
   const bool lead = world.rank() == 0;
+  DivergenceWatch divergence(o.steps);
   for (std::int64_t s = trainer.next_step(); s < o.steps; ++s) {
     const model_zoo::StepReport r = trainer.step();
+    divergence.add(r.stats);
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank
       for (const std::string& f : r.stats.inconsistencies)
         std::fprintf(stderr, "zrt-train: warning: step %lld: %s\n", static_cast<long long>(r.step),
@@ -378,6 +427,7 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     if (agreed.stop) return false;
   }
+  divergence.check();  // the same steps on every rank: the same verdict
   return true;
 }
 
@@ -397,6 +447,10 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
   if (o.save.empty()) return;
   auto params = trainer.engine().full_params();  // collective
   if (!lead) return;
+  for (const auto& [name, value] : params)
+    ZRT_CHECK_STATE(!kernels::has_non_finite(value), "--save ", o.save, ": parameter '", name,
+                    "' holds NaN or Inf values; a file of them would only resume to NaN losses, "
+                    "so it was not written");
   zrt::write_safetensors(o.save, params);
   std::lock_guard lock(io);
   std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
@@ -408,8 +462,8 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   TrainerConfig config = trainer_config(o, local_rank);
   config.host_comm = host;  // a background save's agreements beside an NCCL world
   if (!o.trace.empty()) config.engine.zero.tracer = std::make_shared<Tracer>(world->rank());
-  const TraceWriter trace_writer{config.engine.zero.tracer,
-                                 trace_path(o.trace, world->rank(), world->size())};
+  TraceWriter trace_writer{config.engine.zero.tracer,
+                           trace_path(o.trace, world->rank(), world->size())};
   const bool lead = world->rank() == 0;
   check_flags_agree(*world, o);
   // One run per checkpoint directory (Note [Resuming never loses work]).
@@ -433,6 +487,7 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   }
   const bool completed = train_steps(*world, trainer, o, checkpoints, reporter);
   finish(*world, trainer, o, checkpoints, completed, io);
+  trace_writer.write();
 }
 
 }  // namespace

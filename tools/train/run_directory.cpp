@@ -137,14 +137,22 @@ void truncate_metrics_at(const std::string& given, std::int64_t step) {
       continue;
     kept << line << '\n';
   }
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = create_partial_file(path, "--metrics");  // Note [Partial files]
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept.str();
     out.flush();
-    ZRT_CHECK_STATE(out.good(), "cannot rewrite the metrics file ", path, " (", tmp, ")");
+    if (!out.good()) {
+      out.close();
+      fs::remove(tmp, ec);
+      ZRT_THROW(InvalidState, "cannot rewrite the metrics file ", path, " (disk full?)");
+    }
   }
   fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+  }
   ZRT_CHECK_STATE(!ec, "cannot rewrite the metrics file ", path, ": ", ec.message());
 }
 

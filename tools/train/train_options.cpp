@@ -243,7 +243,7 @@ void check_outputs(const TrainOptions& o) {
     // --save is written whole and renamed into place: a regular file only,
     // through links (Note [Outputs write through links, never over
     // devices]). --metrics and --trace append as they go and may be streams.
-    if (out != &o.save && out->starts_with("/dev/")) continue;  // /dev/stdout, /dev/null, ...
+    if (out != &o.save && names_a_stream(*out)) continue;  // /dev/stdout, /dev/null, a FIFO
     const fs::path target = output_file_target(*out, out_flag);
     check_output_clear_of_inputs({out_flag, *out}, inputs);  // Note [No output onto an input]
     ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
@@ -256,9 +256,16 @@ void check_outputs(const TrainOptions& o) {
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
-  ZRT_CHECK_ARG(
-      o.save.empty() || o.metrics.empty() || resolved_path(o.save) != resolved_path(o.metrics),
-      "--save and --metrics name the same file ", o.save);
+  // Two outputs on one file: one would overwrite the other.
+  for (std::size_t a = 0; a < std::size(outputs); ++a)
+    for (std::size_t b = a + 1; b < std::size(outputs); ++b) {
+      const std::string& x = *outputs[a].second;
+      const std::string& y = *outputs[b].second;
+      if (x.empty() || y.empty() || names_a_stream(x)) continue;
+      ZRT_CHECK_ARG(resolved_path(x) != resolved_path(y), outputs[a].first, " and ",
+                    outputs[b].first, " name the same file ", x,
+                    ": give each output a file of its own");
+    }
   // Steps written into the checkpoint being read would replace it.
   if (!o.checkpoint_dir.empty())
     for (const NamedPath& in : inputs)
@@ -310,7 +317,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kPositive);
   app.add_option("--seq-len", o.seq_len, "gpt: tokens per sequence")->check(kPositive);
   app.add_option("--lr", o.lr, "peak learning rate")->check(kNonNegative);
-  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
+  app.add_option("--min-lr", o.min_lr,
+                 "learning rate at the end of the cosine decay (default: --lr / 10)")
       ->check(kNonNegative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
   // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
@@ -466,6 +474,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   ZRT_CHECK_ARG(o.init_from.empty() || o.resume_from.empty(), "--init-from ", o.init_from,
                 " would not be read: --resume ", o.resume_from, " loads the weights");
+  if (!given(app, "--min-lr")) o.min_lr = o.lr / 10;
+  ZRT_CHECK_ARG(o.min_lr <= o.lr, "--min-lr ", o.min_lr, " is above --lr ", o.lr,
+                ": the cosine decays from --lr down to --min-lr");
   ZRT_CHECK_ARG(!given(app, "--warmup") || o.warmup <= o.steps, "--warmup ", o.warmup,
                 " is longer than --steps ", o.steps,
                 " (the default warm-up is cut to --steps; an explicit one is not)");
@@ -494,7 +505,7 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
   };
   std::map<dev_t, OnOneFilesystem> by_device;
   for (const PlannedOutput& out : outputs) {
-    if (out.path.empty() || out.path.starts_with("/dev/")) continue;
+    if (out.path.empty() || names_a_stream(out.path)) continue;
     fs::path dir =
         fs::is_directory(out.path) ? fs::path(out.path) : fs::path(out.path).parent_path();
     if (dir.empty()) dir = ".";

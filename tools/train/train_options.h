@@ -104,7 +104,7 @@ struct PlannedOutput {
 
 // Throws ResourceError, naming the paths, the bytes needed and the bytes
 // available, when the outputs that share a filesystem need more than its
-// free space (statvfs, as an unprivileged user sees it). Paths under /dev/
+// free space (statvfs, as an unprivileged user sees it). Streams (/dev/null, a FIFO)
 // are left out.
 void check_free_space(const std::vector<PlannedOutput>& outputs);
 
