@@ -51,6 +51,15 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
       h.params[i].offset = layouts.back().param_offset(i);
   }
   begin_step(out_root, index.step);
+  // A write that fails (disk full, a file-size limit) leaves no partial step.
+  struct RemoveUnlessCommitted {
+    std::string dir;
+    bool committed = false;
+    ~RemoveUnlessCommitted() {
+      std::error_code ignored;
+      if (!committed) fs::remove_all(dir, ignored);
+    }
+  } partial{step_tmp_dir(out_root, index.step)};
   index.ranks.clear();
   for (int r = 0; r < world; ++r) {
     const RankPlace at = strategy_rank_place(strategy, z, r);
@@ -75,7 +84,9 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
     }
     index.ranks.push_back(std::move(rec));
   }
-  return commit_step(out_root, index, 0);
+  std::string committed = commit_step(out_root, index, 0);
+  partial.committed = true;
+  return committed;
 }
 
 }  // namespace zrt::optim

@@ -316,13 +316,16 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) ZRT_THROW(CheckpointError, path, ": cannot create temporary file ", tmp);
+    errno = 0;
     out.write(reinterpret_cast<const char*>(bytes.data()),
               static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
+      const std::string why = errno != 0 ? std::strerror(errno) : "the stream failed";
       std::error_code ec;
       fs::remove(tmp, ec);
-      ZRT_THROW(CheckpointError, path, ": writing ", bytes.size(), " bytes failed");
+      ZRT_THROW(CheckpointError, path, ": writing ", bytes.size(), " bytes failed: ", why,
+                errno == ENOSPC || errno == EFBIG ? " (disk full or file size limit)" : "");
     }
   }
   std::error_code ec;

@@ -107,6 +107,26 @@ cp "$io/data.txt" "$io/m.tmp"
 cmp -s "$io/m.tmp" "$io/data.txt" && ok "a resumed run's metrics rewrite leaves a --data file m.tmp as it was" ||
   fail "the --data file m.tmp changed when --metrics m was rewritten"
 
+# Past a file-size limit every write fails with a message and exit 1, not
+# SIGXFSZ (rc 153), and leaves no partial file behind.
+fsz=$dir/fsz
+mkdir -p "$fsz"
+expect_small_files_refused() {  # NAME CMD...
+  local name=$1
+  shift
+  local out rc
+  out=$(ulimit -f 4; "$@" 2>&1)
+  rc=$?
+  local leftovers
+  leftovers=$(cd "$fsz" && find . -name '*.zrt-partial-*' -o -name '*.tmp' | tr '\n' ' ')
+  if [ $rc -eq 1 ] && grep -q "File too large" <<<"$out" && [ -z "$leftovers" ]; then ok "$name under ulimit -f: exit 1, nothing partial left"
+  else fail "$name under ulimit -f: exit $rc, leftovers '$leftovers': $(tail -n1 <<<"$out")"; fi
+}
+expect_small_files_refused "--save" "$train" --steps 1 --save "$fsz/w.safetensors"
+expect_small_files_refused "a checkpoint" "$train" --steps 1 --checkpoint-dir "$fsz/ck"
+expect_small_files_refused "export" "$ckpt" export "$ck" --out "$fsz/e.safetensors"
+expect_small_files_refused "reshard" "$ckpt" reshard "$ck" --ranks 2 --out "$fsz/re"
+
 # Two runs in one directory: the second names the first.
 "$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
 holder=$!

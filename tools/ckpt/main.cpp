@@ -1,6 +1,7 @@
 // zrt-ckpt: look into, verify, consolidate and reshard zrt checkpoints
 // (Note [Checkpoint format]). See docs/checkpoints.md.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -122,6 +123,9 @@ void check_reshard_destination(const std::string& source, const std::string& out
 
 int main(int argc, char** argv) {
   using namespace zrt;
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG and is
+  // reported, instead of the signal killing zrt-ckpt without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"zrt-ckpt: inspect, verify, export and reshard zrt checkpoints"};
   app.require_subcommand(1);
   std::string path, out, strategy = "";

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -50,6 +51,10 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 void install_stop_handlers() {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported
+  // as the disk-full path is, instead of the signal killing the run
+  // without a word and leaving partial files behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -505,12 +510,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::mutex io;
-  train::install_stop_handlers();
   try {
-    if (o.plan) {  // instead of training; one printout for a launched world
+    if (o.plan) {  // instead of training; one printout for a launched world; SIGTERM ends it
       if (detect_launch().rank != 0) return 0;
       return train::print_memory_plan(o, stdout) ? 0 : 3;
     }
+    train::install_stop_handlers();
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
     train::check_free_space(train::planned_outputs(o, size));
