@@ -5,19 +5,19 @@
 #include <filesystem>
 #include <fstream>
 
+#include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::model_zoo {
 namespace {
 
+// Note [One rule for every file zrt reads] (runtime/io/input_file.h).
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ZRT_CHECK_ARG(in.good(), "data file ", path, " cannot be opened (missing?)");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
-  ZRT_CHECK_ARG(!bytes.empty(), "data file ", path, " is empty");
-  return bytes;
+  const std::string text =
+      read_input_file(path, kMaxDataFileBytes, InputKind::argument, "data file");
+  ZRT_CHECK_ARG(!text.empty(), "data file ", path, " is empty");
+  return {text.begin(), text.end()};
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {

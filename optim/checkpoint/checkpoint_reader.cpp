@@ -12,6 +12,7 @@
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/index_checksum.h"
+#include "zrt/runtime/io/output_path.h"
 
 namespace zrt::optim {
 
@@ -55,9 +56,15 @@ CheckpointReader::CheckpointReader(const std::string& path) {
     if (r.file.empty()) continue;
     const fs::path f = fs::path(step_dir_) / r.file;
     std::error_code ec;
+    const fs::file_status status = fs::status(f, ec);  // through links
+    if (!fs::exists(status))
+      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file is missing");
+    if (!fs::is_regular_file(status))
+      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file is ",
+                file_type_name(status.type()), ", not a regular file");
     const auto size = fs::file_size(f, ec);
     if (ec)
-      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file is missing (",
+      ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file cannot be read (",
                 ec.message(), ")");
     if (size != r.bytes)
       ZRT_THROW(CheckpointError, f.string(), ": rank ", r.rank, "'s file has ", size,

@@ -8,10 +8,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
 
 namespace zrt::optim {
@@ -111,7 +113,9 @@ std::string resolve_checkpoint(const std::string& path,
     ZRT_THROW(CheckpointError, path,
               ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is "
               "there)");
-  std::ifstream in(latest);
+  // Note [One rule for every file zrt reads]: a step name and a checksum line.
+  std::istringstream in(
+      read_input_file(latest.string(), 4096, InputKind::checkpoint, "the checkpoint's `latest`"));
   std::string name, line;
   std::getline(in, name);
   if (!parse_step_dir_name(name))

@@ -7,6 +7,7 @@
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/input_file.h"
 
 namespace zrt::optim {
 
@@ -15,6 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kChecksumLineTail = std::string("  ") + kIndexFileName;
+// An index lists every parameter's name, shape and offset: far below this.
+constexpr std::uint64_t kMaxIndexBytes = std::uint64_t(1) << 30;
 
 std::string index_checksum(const std::string& text) {
   return checksum_hex(xxh64(text.data(), text.size()));
@@ -35,11 +38,9 @@ std::optional<std::string> read_index_checksum_file(const std::string& step_dir)
   const fs::path path = fs::path(step_dir) / kIndexChecksumFileName;
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) ZRT_THROW(CheckpointError, path.string(), ": cannot read");
-  std::string line = text.str();
+  // Note [One rule for every file zrt reads]: one line of a few dozen bytes.
+  std::string line =
+      read_input_file(path.string(), 4096, InputKind::checkpoint, "index checksum file");
   if (!line.empty() && line.back() == '\n') line.pop_back();
   if (line.size() != 16 + kChecksumLineTail.size() || !is_checksum_hex(line.substr(0, 16)) ||
       line.substr(16) != kChecksumLineTail)
@@ -52,11 +53,9 @@ IndexBytes read_checked_index(const std::string& step_dir,
                               const std::optional<std::string>& latest_xxh64,
                               const std::string& latest_path) {
   const std::string index_path = (fs::path(step_dir) / kIndexFileName).string();
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) ZRT_THROW(CheckpointError, index_path, ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  IndexBytes out{text.str(), false};
+  IndexBytes out{
+      read_input_file(index_path, kMaxIndexBytes, InputKind::checkpoint, "checkpoint index"),
+      false};
   const std::string got = index_checksum(out.text);
   if (const auto recorded = read_index_checksum_file(step_dir)) {
     out.has_checksum_file = true;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
 
 namespace zrt {
@@ -26,6 +27,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
+// read_safetensors reads a whole file into memory: a larger one is a mistake.
+constexpr std::uint64_t kMaxSafetensorsBytes = std::uint64_t(1) << 40;
 
 std::int64_t json_int(const json& v, const std::string& what, const std::string& source) {
   if (!v.is_number_integer() || (v.is_number_integer() && v.get<std::int64_t>() < 0))
@@ -185,13 +188,16 @@ SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes,
 }
 
 SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO must not wait for a writer (Note [One rule
+  // for every file zrt reads]); fstat then refuses it.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd_ < 0)
     ZRT_THROW(CheckpointError, path_, ": cannot open safetensors file: ", std::strerror(errno));
   try {
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
-      ZRT_THROW(CheckpointError, path_, ": not a regular file");
+      ZRT_THROW(CheckpointError, path_, " is ",
+                file_type_name(std::filesystem::status(path_).type()), ", not a regular file");
     const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
     std::uint8_t first8[8] = {};
     read_at(first8, std::min<std::uint64_t>(8, file_bytes), 0, "the safetensors header");
@@ -253,12 +259,11 @@ Tensor SafetensorsReader::read(
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) ZRT_THROW(CheckpointError, path, ": cannot open safetensors file");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
-  if (in.bad()) ZRT_THROW(CheckpointError, path, ": read error");
-  return parse_safetensors(bytes, path);
+  // Note [One rule for every file zrt reads]: a FIFO, /dev/zero or a
+  // directory is refused by name before anything is read.
+  const std::string text =
+      read_input_file(path, kMaxSafetensorsBytes, InputKind::checkpoint, "safetensors file");
+  return parse_safetensors(std::vector<std::uint8_t>(text.begin(), text.end()), path);
 }
 
 std::string safetensors_header(const std::map<std::string, Tensor>& tensors,

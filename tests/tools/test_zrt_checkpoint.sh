@@ -162,5 +162,39 @@ lie shift-offset "index.json.xxh64 records xxh64 [0-9a-f]{16}, the file hashes t
 expect_error "resume of an index with a shifted offset" "index.json.xxh64 records xxh64" "$train" --ranks 2 --resume \
   "$dir/lie"
 
+# Special files in place of a checkpoint's files, or as --init-from: named and
+# refused within seconds, never a hang (Note [One rule for every file zrt reads]).
+expect_quick_error() {  # NAME PATTERN CMD...
+  local name=$1 pattern=$2; shift 2
+  local out rc
+  out=$(timeout 30 "$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 124 ]; then fail "$name: hung"; return; fi
+  if [ $rc -eq 0 ]; then fail "$name: exit code 0"; return; fi
+  grep -qiE -- "$pattern" <<<"$out" || { fail "$name: message does not match /$pattern/: $out"; return; }
+  ok "$name: $(grep -m1 -i error <<<"$out" | cut -c1-160)"
+}
+for file in step-000020/index.json step-000020/index.json.xxh64 latest step-000020/rank-00000.safetensors; do
+  rm -rf "$dir/special" && cp -r "$dir/ck" "$dir/special" && rm "$dir/special/$file" && mkfifo "$dir/special/$file"
+  for sub in verify info; do
+    expect_quick_error "$sub with a FIFO for $file" "is a FIFO" "$ckpt" "$sub" "$dir/special"
+  done
+  expect_quick_error "export with a FIFO for $file" "is a FIFO" "$ckpt" export "$dir/special" --out "$dir/special.st"
+  expect_quick_error "reshard with a FIFO for $file" "is a FIFO" "$ckpt" reshard "$dir/special" --ranks 2 \
+    --out "$dir/special-2"
+  expect_quick_error "--ranks 2 --resume with a FIFO for $file" "is a FIFO" "$train" --ranks 2 --steps 22 \
+    --checkpoint-dir "$dir/special" --resume
+done
+rm -rf "$dir/special" && cp -r "$dir/ck" "$dir/special" && rm "$dir/special/latest" && mkdir "$dir/special/latest"
+expect_quick_error "a directory for latest" "latest.* is a directory" "$ckpt" info "$dir/special"
+rm -f "$dir/special/step-000020/rank-00000.safetensors"
+ln -s /dev/zero "$dir/special/step-000020/rank-00000.safetensors"
+expect_quick_error "/dev/zero for a rank file" "is a character device" "$ckpt" verify "$dir/special/step-000020"
+mkfifo "$dir/fifo.st" && ln -s fifo.st "$dir/fifo-link.st"
+expect_quick_error "--init-from a FIFO" "--init-from .*is a FIFO" "$train" --init-from "$dir/fifo.st"
+expect_quick_error "--init-from a link to a FIFO" "--init-from .*is a FIFO" "$train" --init-from "$dir/fifo-link.st"
+expect_quick_error "--init-from a directory" "--init-from .*is a directory" "$train" --init-from "$dir"
+expect_quick_error "--init-from /dev/zero" "--init-from /dev/zero is a character device" "$train" --init-from /dev/zero
+
 echo "$failures failed"
 [ $failures -eq 0 ]

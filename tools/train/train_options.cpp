@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
 
@@ -467,6 +469,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                 "--on-inconsistency is read by --check-consistency N only");
   if (!o.fit.empty()) parse_byte_count(o.fit);  // a bad budget fails now, with the flag
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
+  // A FIFO, a device or a directory fails now, by its flag (Note [One rule
+  // for every file zrt reads]).
+  if (!o.init_from.empty())
+    InputFile(o.init_from, std::numeric_limits<std::uint64_t>::max(), InputKind::argument,
+              "--init-from");
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {
     check_checkpoint_dir(o.checkpoint_dir);

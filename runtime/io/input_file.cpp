@@ -1,0 +1,79 @@
+#include "zrt/runtime/io/input_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "zrt/runtime/error.h"
+
+namespace zrt {
+
+namespace {
+
+[[noreturn]] void refuse(InputKind kind, const std::string& message) {
+  if (kind == InputKind::checkpoint) throw CheckpointError(message);
+  throw InvalidArgument(message);
+}
+
+const char* kind_of_file(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path, std::uint64_t max_bytes, InputKind kind,
+                     const std::string& what)
+    : path_(path), kind_(kind) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0)
+    refuse(kind, detail::concat(what, " ", path, " cannot be opened: ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string type = kind_of_file(st.st_mode);
+    ::close(fd_);
+    fd_ = -1;
+    refuse(kind, detail::concat(what, " ", path, " is ", type, ", not a regular file"));
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  if (size_ > max_bytes) {
+    ::close(fd_);
+    fd_ = -1;
+    refuse(kind, detail::concat(what, " ", path, " holds ", size_, " bytes, more than the ",
+                                max_bytes, " such a file can hold"));
+  }
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string InputFile::read_all() const {
+  std::string bytes(size_, '\0');
+  std::uint64_t done = 0;
+  while (done < size_) {
+    const ssize_t n = ::pread(fd_, bytes.data() + done, size_ - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) refuse(kind_, detail::concat(path_, ": read failed: ", std::strerror(errno)));
+    if (n == 0) {  // it shrank while being read
+      bytes.resize(done);
+      break;
+    }
+    done += static_cast<std::uint64_t>(n);
+  }
+  return bytes;
+}
+
+std::string read_input_file(const std::string& path, std::uint64_t max_bytes, InputKind kind,
+                            const std::string& what) {
+  return InputFile(path, max_bytes, kind, what).read_all();
+}
+
+}  // namespace zrt
