@@ -111,7 +111,16 @@ std::string resolve_checkpoint(const std::string& path,
     ZRT_THROW(CheckpointError, path,
               ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is "
               "there)");
+  const fs::file_status st = fs::status(latest, ec);
+  if (fs::is_directory(st))
+    ZRT_THROW(CheckpointError, latest.string(),
+              " is a directory, not a file: `latest` is a file whose first line names the newest "
+              "step (move the directory away)");
+  if (!fs::is_regular_file(st))
+    ZRT_THROW(CheckpointError, latest.string(),
+              " is not a regular file: `latest` is a file whose first line names the newest step");
   std::ifstream in(latest);
+  if (!in) ZRT_THROW(CheckpointError, latest.string(), ": cannot be read: ", std::strerror(errno));
   std::string name, line;
   std::getline(in, name);
   if (!parse_step_dir_name(name))

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "tools/common/environment.h"
+#include "tools/common/report_error.h"
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
@@ -77,7 +79,7 @@ void all_or_none(Communicator& world, const std::function<void()>& fn) {
   for (std::size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) {
       if (mine) std::rethrow_exception(mine);  // our own, with its type
-      ZRT_THROW(InvalidState, "rank ", r, " failed: ",
+      ZRT_THROW(UserError, "rank ", r, " failed: ",
                 std::string(reinterpret_cast<const char*>(all[r].data()), all[r].size()));
     }
 }
@@ -202,7 +204,7 @@ struct TraceWriter {
     try {
       tracer->write(path);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+      tools::report_error("zrt-train", e);
     }
   }
 };
@@ -343,8 +345,8 @@ class StepReporter {
                                          {"rss", resident_bytes()}};
     metrics_ << line.dump() << "\n";
     metrics_.flush();
-    ZRT_CHECK_STATE(metrics_.good(), "writing the metrics file ", o_.metrics,
-                    " failed (disk full?)");
+    ZRT_CHECK_AS(ResourceError, metrics_.good(), "writing the metrics file ", o_.metrics,
+                 " failed (disk full?)");
   }
   const TrainOptions& o_;
   bool tty_;
@@ -374,7 +376,7 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     }
     const StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed)
-      ZRT_THROW(InvalidState, lead ? report_error : "rank 0 failed to write its metrics");
+      ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics");
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     if (agreed.stop) return false;
   }
@@ -443,10 +445,11 @@ int main(int argc, char** argv) {
   train::TrainOptions o;
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
+    tools::check_environment("zrt-train");  // Note [Environment variables]
     // Note [TF32 GEMMs]: read once, at the first GEMM, after this.
     if (o.tf32) ::setenv("ZRT_TF32", "1", 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+    tools::report_error("zrt-train", e);
     return 2;
   }
   std::mutex io;
@@ -472,7 +475,7 @@ int main(int argc, char** argv) {
         },
         o.threads, train::world_device(o), parse_world_transport(o.transport));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+    tools::report_error("zrt-train", e);
     return 1;
   }
   return 0;

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tools/common/cli_rules.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -209,7 +210,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "gpt: the token embedding and LM head are padded inside the model to a multiple "
                  "of this many rows, for aligned GEMMs (1: no padding); data, checkpoints and "
                  "weight files keep --vocab-size")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(tools::whole_number(1, 1 << 20));
   app.add_option("--block-size", o.block_size,
                  "gpt: positions of the position embedding, >= --seq-len (default: the preset's, "
                  "raised to --seq-len)")
@@ -253,7 +254,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--prefetch", o.prefetch,
                  "units all-gathered ahead of their stage (0: none, less memory)")
-      ->check(CLI::Range(0, 2));
+      ->check(tools::whole_number(0, 2));
   app.add_option(
          "--activation-checkpointing", o.activation_checkpointing,
          "blocks that keep only their input and run forward again in backward: none, blocks (all), "
@@ -300,7 +301,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--threads", o.threads,
                  "CPU kernel threads per rank (0: the process's cores divided among its ranks)")
-      ->check(CLI::Range(0, kernels::kMaxCpuThreads));
+      ->check(tools::whole_number(0, kernels::kMaxCpuThreads));
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
