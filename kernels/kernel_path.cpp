@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "zrt/runtime/error.h"
+
 namespace zrt::kernels {
 namespace {
 
@@ -10,7 +12,10 @@ namespace {
 thread_local int t_override = -1;
 thread_local bool t_planning_cuda = false;
 
-unsigned bit_of(std::string_view name) {
+constexpr const char* kSimpleKernelNames =
+    "cross_entropy, layernorm, elementwise, attention, embedding_backward, gemm_epilogue or all";
+
+unsigned bit_of(std::string_view name, const char* value) {
   if (name == "all") return ~0u;
   if (name == "cross_entropy") return unsigned(FastKernel::cross_entropy);
   if (name == "layernorm") return unsigned(FastKernel::layernorm);
@@ -18,7 +23,8 @@ unsigned bit_of(std::string_view name) {
   if (name == "attention") return unsigned(FastKernel::attention);
   if (name == "embedding_backward") return unsigned(FastKernel::embedding_backward);
   if (name == "gemm_epilogue") return unsigned(FastKernel::gemm_epilogue);
-  return 0;
+  ZRT_THROW(InvalidArgument, "ZRT_SIMPLE_KERNELS='", value, "': '", name,
+            "' is not a kernel; name kernels separated by commas: ", kSimpleKernelNames);
 }
 
 unsigned env_simple_bits() {
@@ -37,7 +43,7 @@ unsigned parse_simple_kernels(const char* value) {
     std::string_view name = rest.substr(0, comma);
     while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
     while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
-    bits |= bit_of(name);
+    if (!name.empty()) bits |= bit_of(name, value);
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }

@@ -47,7 +47,8 @@ enum class FastKernel : unsigned {
   gemm_epilogue = 1u << 5,
 };
 
-// The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none).
+// The FastKernel bits a ZRT_SIMPLE_KERNELS value names (nullptr: none);
+// InvalidArgument naming the value for a name that is no kernel.
 unsigned parse_simple_kernels(const char* value);
 
 // True when kernel `k` should run its simple version on this thread.

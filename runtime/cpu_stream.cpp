@@ -104,9 +104,9 @@ void CpuStream::rethrow(const std::exception_ptr& failure, const std::string& co
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(prefix + e.what(), e.numbers(), e.file(), e.line());
   }
-#define ZRT_RETHROW_AS(Type)                           \
-  catch (const Type& e) {                              \
-    throw Type(prefix + e.what(), e.file(), e.line()); \
+#define ZRT_RETHROW_AS(Type)                                     \
+  catch (const Type& e) {                                        \
+    throw Type(prefix + e.what(), e.file(), e.line(), e.expr()); \
   }
   ZRT_RETHROW_AS(CublasError)
   ZRT_RETHROW_AS(CudaError)
@@ -117,6 +117,8 @@ void CpuStream::rethrow(const std::exception_ptr& failure, const std::string& co
   ZRT_RETHROW_AS(InvalidState)
   ZRT_RETHROW_AS(CheckpointError)
   ZRT_RETHROW_AS(ResourceError)
+  ZRT_RETHROW_AS(ConsistencyError)
+  ZRT_RETHROW_AS(UserError)
   ZRT_RETHROW_AS(Error)
 #undef ZRT_RETHROW_AS
   catch (const std::exception& e) {

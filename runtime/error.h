@@ -1,7 +1,7 @@
 // zrt's one exception hierarchy and the check macros built on one generic macro.
 //
-// Every error carries the failed expression, file and line, so a message from
-// deep inside a collective or a kernel launch says where it came from.
+// Every error records the failed expression, file and line (Error::where()).
+// Note [User errors and internal errors] says which messages show them.
 // Destructors in zrt never throw: they log through `report_in_destructor`.
 #pragma once
 
@@ -9,20 +9,49 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace zrt {
 
+// Note [User errors and internal errors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A message is read by whoever can act on it. A UserError is a problem in
+// what the user gave (a flag, a file, a value, an environment variable) or
+// met in the machine (memory, disk, threads, a peer that failed, a damaged
+// checkpoint): its message names the flag, file or value and what to do, and
+// the source location of the check stays out of it, since the user cannot
+// act on `model_config.cpp:36`. The location is kept in the object
+// (where()), and the programs print it under ZRT_DEBUG=1 (report_error in
+// tools/common/report_error.h). Every other Error is an internal invariant
+// failure, a bug in zrt or in the code calling it (InvalidState: a call in
+// the wrong state; CudaError: the CUDA runtime failed under a kernel or a
+// copy): its message ends with " [check `expr` failed at file:line]", which
+// is what a bug report needs. The choice is made by the type, once, in
+// throw_error: a check says what went wrong, and its type says for whom.
 class Error : public std::runtime_error {
  public:
-  Error(std::string what, const char* file = "", int line = 0)
-      : std::runtime_error(std::move(what)), file_(file), line_(line) {}
+  Error(std::string what, const char* file = "", int line = 0, const char* expr = "")
+      : std::runtime_error(std::move(what)), file_(file), line_(line), expr_(expr ? expr : "") {}
   const char* file() const noexcept { return file_; }
   int line() const noexcept { return line_; }
+  // The failed check's expression; empty for a ZRT_THROW.
+  const char* expr() const noexcept { return expr_; }
+  // "check `expr` failed at file:line" (or "at file:line"); empty when no
+  // location was recorded.
+  std::string where() const;
 
  private:
   const char* file_;
   int line_;
+  const char* expr_;
+};
+
+// A problem the user can act on; its message has no source location (Note
+// [User errors and internal errors]).
+class UserError : public Error {
+ public:
+  using Error::Error;
 };
 
 #define ZRT_DEFINE_ERROR(Name, Base) \
@@ -31,21 +60,23 @@ class Error : public std::runtime_error {
     using Base::Base;                \
   };
 
-ZRT_DEFINE_ERROR(InvalidArgument, Error)  // the caller passed something wrong
-ZRT_DEFINE_ERROR(InvalidState, Error)     // the call is wrong for the object's state
-ZRT_DEFINE_ERROR(CommError, Error)        // a collective failed or timed out
-ZRT_DEFINE_ERROR(CheckpointError, Error)  // reading or writing a checkpoint failed
-ZRT_DEFINE_ERROR(ResourceError, Error)    // the system refused a thread, memory or disk space
+// User errors.
+ZRT_DEFINE_ERROR(InvalidArgument, UserError)  // the caller passed something wrong
+ZRT_DEFINE_ERROR(CommError, UserError)        // a collective failed or timed out
+ZRT_DEFINE_ERROR(CheckpointError, UserError)  // reading or writing a checkpoint failed
+ZRT_DEFINE_ERROR(ResourceError, UserError)    // the system refused a thread, memory or disk space
 ZRT_DEFINE_ERROR(ConsistencyError,
-                 Error)  // ranks that must hold equal data do not (Note [Consistency check])
-ZRT_DEFINE_ERROR(CudaError, Error)  // the CUDA runtime reported an error
-ZRT_DEFINE_ERROR(CublasError, CudaError)
+                 UserError)  // ranks that must hold equal data do not (Note [Consistency check])
 ZRT_DEFINE_ERROR(NcclError, CommError)
 ZRT_DEFINE_ERROR(MpiError, CommError)
+// Internal errors: the message keeps the source location.
+ZRT_DEFINE_ERROR(InvalidState, Error)  // the call is wrong for the object's state
+ZRT_DEFINE_ERROR(CudaError, Error)     // the CUDA runtime reported an error
+ZRT_DEFINE_ERROR(CublasError, CudaError)
 #undef ZRT_DEFINE_ERROR
 
 // Out of memory, with the allocator's view of the world at the time.
-class OutOfMemory : public Error {
+class OutOfMemory : public UserError {
  public:
   struct Numbers {
     std::size_t requested = 0;  // bytes asked for
@@ -55,7 +86,7 @@ class OutOfMemory : public Error {
     std::size_t cap = 0;        // the configured memory cap (0 = none)
   };
   OutOfMemory(std::string what, Numbers n, const char* file = "", int line = 0)
-      : Error(std::move(what), file, line), numbers_(n) {}
+      : UserError(std::move(what), file, line), numbers_(n) {}
   const Numbers& numbers() const noexcept { return numbers_; }
 
  private:
@@ -71,16 +102,15 @@ std::string concat(Args&&... args) {
   return os.str();
 }
 
+// " [check `expr` failed at file:line]" or " [at file:line]".
+std::string location_suffix(const char* expr, const char* file, int line);
+
+// Throws E with `msg`; an internal error's message ends with the location
+// (Note [User errors and internal errors]).
 template <class E>
-[[noreturn]] void throw_error(const char* expr, const char* file, int line,
-                              const std::string& msg) {
-  std::string what = msg;
-  if (expr && *expr)
-    what += detail::concat(" [check `", expr, "` failed");
-  else
-    what += " [";
-  what += detail::concat(expr && *expr ? " at " : "at ", file, ":", line, "]");
-  throw E(std::move(what), file, line);
+[[noreturn]] void throw_error(const char* expr, const char* file, int line, std::string msg) {
+  if constexpr (!std::is_base_of_v<UserError, E>) msg += location_suffix(expr, file, line);
+  throw E(std::move(msg), file, line, expr);
 }
 
 }  // namespace detail
@@ -91,7 +121,8 @@ void report_in_destructor(const char* where, const std::exception& e) noexcept;
 }  // namespace zrt
 
 // The one generic check: throws ErrorType with a message built from the
-// remaining arguments (streamed together), the expression, file and line.
+// remaining arguments (streamed together), recording the expression, file and
+// line (in the message too for an internal error).
 #define ZRT_CHECK_AS(ErrorType, cond, ...)                                       \
   do {                                                                           \
     if (!(cond)) [[unlikely]]                                                    \

@@ -15,14 +15,8 @@ namespace {
 thread_local int t_forced = -2;
 
 std::optional<AttentionPath> env_forced() {
-  static const std::optional<AttentionPath> path = [] {
-    const char* v = std::getenv("ZRT_ATTENTION_PATH");
-    if (!v || !*v) return std::optional<AttentionPath>();
-    const std::optional<AttentionPath> p = parse_attention_path(v);
-    ZRT_CHECK_ARG(p.has_value(), "ZRT_ATTENTION_PATH=", v,
-                  " names no attention path (gemm, flash, tiled, simple or cpu_blocked)");
-    return p;
-  }();
+  static const std::optional<AttentionPath> path =
+      env_attention_path(std::getenv("ZRT_ATTENTION_PATH"));
   return path;
 }
 
@@ -95,6 +89,14 @@ const char* attention_path_name(AttentionPath p) {
       return "flash";
   }
   return "?";
+}
+
+std::optional<AttentionPath> env_attention_path(const char* value) {
+  if (!value || !*value) return std::nullopt;
+  const std::optional<AttentionPath> p = parse_attention_path(value);
+  ZRT_CHECK_ARG(p.has_value(), "ZRT_ATTENTION_PATH='", value,
+                "' is not one of gemm, flash, tiled, simple, cpu_blocked");
+  return p;
 }
 
 std::optional<AttentionPath> parse_attention_path(std::string_view value) {

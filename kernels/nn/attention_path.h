@@ -70,6 +70,9 @@ std::size_t attention_gemm_pair_bytes(std::int64_t seq, DType dtype);
 const char* attention_path_name(AttentionPath p);
 // The path a ZRT_ATTENTION_PATH value names (nullopt: none or unknown).
 std::optional<AttentionPath> parse_attention_path(std::string_view value);
+// The path ZRT_ATTENTION_PATH's value forces: nullopt when it is unset or
+// empty, InvalidArgument naming the value when it names no path.
+std::optional<AttentionPath> env_attention_path(const char* value);
 // ZRT_ATTENTION_PATH's path, or this thread's ScopedAttentionPath's.
 std::optional<AttentionPath> forced_attention_path();
 

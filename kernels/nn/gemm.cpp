@@ -103,7 +103,11 @@ bool parse_tf32(const char* value) {
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   std::string lower(v);
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return lower == "1" || lower == "true" || lower == "on";
+  if (lower == "1" || lower == "true" || lower == "on") return true;
+  if (lower.empty() || lower == "0" || lower == "false" || lower == "off") return false;
+  ZRT_THROW(InvalidArgument, "ZRT_TF32='", value,
+            "' is not one of 0, 1 (also false, true, off, on): set 1 to let fp32 CUDA GEMMs "
+            "round their inputs to TF32");
 }
 
 bool tf32_gemms() {

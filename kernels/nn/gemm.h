@@ -36,7 +36,8 @@ void gemm_with(const CpuGemmBackend& backend, const Tensor& a, bool trans_a, con
 // tensor-core inputs), f64 and the CPU twins are unaffected.
 
 // True for a ZRT_TF32 value that turns TF32 on ("1", "true", "on", any case,
-// surrounding spaces ignored; nullptr or anything else: off).
+// surrounding spaces ignored), false for nullptr, "", "0", "false", "off";
+// InvalidArgument naming the value for anything else.
 bool parse_tf32(const char* value);
 // Whether fp32 CUDA GEMMs launched by this thread use TF32.
 bool tf32_gemms();

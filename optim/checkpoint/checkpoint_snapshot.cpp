@@ -98,11 +98,12 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
       // A checkpoint of NaN or Inf weights verifies, then resumes to NaN
       // losses: it is refused on every rank (the first agreement), and the
       // last finite step stays `latest`.
-      ZRT_CHECK_STATE(h.zero1_shard().numel() == 0 ||
-                          !kernels::has_non_finite(h.zero1_shard(), h.master_stream()),
-                      "the parameters of unit '", h.name(),
-                      "' hold NaN or Inf values: the run has diverged, and a checkpoint of them "
-                      "would only resume to NaN losses");
+      ZRT_CHECK_AS(CheckpointError,
+                   h.zero1_shard().numel() == 0 ||
+                       !kernels::has_non_finite(h.zero1_shard(), h.master_stream()),
+                   "the parameters of unit '", h.name(),
+                   "' hold NaN or Inf values: the run has diverged, and a checkpoint of them "
+                   "would only resume to NaN losses");
     }
     for (std::size_t k = 0; k < module.handles().size(); ++k) {
       const std::string& name = module.handles()[k]->name();

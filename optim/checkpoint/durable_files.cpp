@@ -113,6 +113,10 @@ std::string resolve_checkpoint(const std::string& path,
     ZRT_THROW(CheckpointError, path,
               ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is "
               "there)");
+  if (fs::is_directory(latest, ec))
+    ZRT_THROW(CheckpointError, latest.string(),
+              " is a directory, not a file: `latest` is a file whose first line names the newest "
+              "step (move the directory away)");
   // Note [One rule for every file zrt reads]: a step name and a checksum line.
   std::istringstream in(
       read_input_file(latest.string(), 4096, InputKind::checkpoint, "the checkpoint's `latest`"));

@@ -382,14 +382,18 @@ void CachingAllocator::reset_peak_stats() {
   state_->stats.peak_reserved = state_->stats.reserved;
 }
 
+bool env_poison_memory() {
+  const char* env = std::getenv("ZRT_POISON_MEMORY");
+  if (env == nullptr || *env == '\0' || std::string_view(env) == "0") return false;
+  ZRT_CHECK_ARG(std::string_view(env) == "1", "ZRT_POISON_MEMORY='", env,
+                "' is not one of 0, 1 (1 fills new allocations with NaN bytes)");
+  return true;
+}
+
 namespace {
 
-// ZRT_POISON_MEMORY: "1" turns poisoning on, "0" or unset leaves the config's choice.
 CachingAllocatorConfig with_environment(CachingAllocatorConfig config) {
-  const char* env = std::getenv("ZRT_POISON_MEMORY");
-  if (env == nullptr || *env == '\0' || std::string_view(env) == "0") return config;
-  ZRT_CHECK_ARG(std::string_view(env) == "1", "ZRT_POISON_MEMORY='", env, "' must be 0 or 1");
-  config.poison = true;
+  if (env_poison_memory()) config.poison = true;
   return config;
 }
 

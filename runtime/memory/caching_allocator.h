@@ -100,6 +100,10 @@ class CachingAllocator final : public Allocator {
   std::unique_ptr<State> state_;
 };
 
+// ZRT_POISON_MEMORY: true for "1", false unset, empty or "0"; InvalidArgument
+// naming the value otherwise.
+bool env_poison_memory();
+
 // A caching allocator over cudaMalloc on cuda:N, or over plain aligned host
 // memory for cpu, with events on the streams' devices.
 AllocatorPtr make_caching_allocator(Device device, CachingAllocatorConfig config = {});

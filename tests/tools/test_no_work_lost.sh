@@ -11,6 +11,7 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 ok() { echo "ok   $*"; }
+. "$(dirname "$0")/user_messages.sh"
 tiny=(--n-layer 1 --n-embd 16 --n-head 2 --seq-len 16 --batch-size 4)
 digest() { (cd "$1" && find . -type f ! -name .zrt-run.lock | sort | xargs sha256sum) | sha256sum; }
 
@@ -25,6 +26,7 @@ expect_refused() {
   if [ $rc -eq 0 ]; then fail "$name: exit code 0"; return; fi
   if ! grep -qiE -- "$pattern" <<<"$out"; then fail "$name: message does not match /$pattern/: $out"; return; fi
   if [ "$(digest "$tree")" != "$before" ]; then fail "$name: $tree changed"; return; fi
+  shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
   ok "$name (exit $rc): $(grep -m1 -i error <<<"$out" | cut -c1-150)"
 }
 
@@ -119,7 +121,8 @@ expect_small_files_refused() {  # NAME CMD...
   rc=$?
   local leftovers
   leftovers=$(cd "$fsz" && find . -name '*.zrt-partial-*' -o -name '*.tmp' | tr '\n' ' ')
-  if [ $rc -eq 1 ] && grep -q "File too large" <<<"$out" && [ -z "$leftovers" ]; then ok "$name under ulimit -f: exit 1, nothing partial left"
+  if [ $rc -eq 1 ] && grep -q "File too large" <<<"$out" && [ -z "$leftovers" ] &&
+     ! shows_source "$name under ulimit -f" "$out"; then ok "$name under ulimit -f: exit 1, nothing partial left"
   else fail "$name under ulimit -f: exit $rc, leftovers '$leftovers': $(tail -n1 <<<"$out")"; fi
 }
 expect_small_files_refused "--save" "$train" --steps 1 --save "$fsz/w.safetensors"
@@ -132,7 +135,8 @@ expect_small_files_refused "reshard" "$ckpt" reshard "$ck" --ranks 2 --out "$fsz
 holder=$!
 for _ in $(seq 100); do [ -s "$dir/busy/.zrt-run.lock" ] && break; sleep 0.1; done
 out=$("$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$dir/busy" --resume 2>&1)
-if [ $? -ne 0 ] && grep -q "in use by another run (pid $holder on " <<<"$out"; then ok "second run names the first: $(grep -m1 error <<<"$out" | cut -c1-150)"
+if [ $? -ne 0 ] && grep -q "in use by another run (pid $holder on " <<<"$out" &&
+   ! shows_source "second run in a busy directory" "$out"; then ok "second run names the first: $(grep -m1 error <<<"$out" | cut -c1-150)"
 else fail "second run in a busy directory: $out"; fi
 kill -9 $holder; wait $holder 2>/dev/null  # a crash: the kernel drops the lock
 "$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$dir/busy" --resume > /dev/null 2>&1 &&

@@ -8,6 +8,7 @@ train=$1 mpiexec=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failures=0
+. "$(dirname "$0")/user_messages.sh"
 export ZRT_COMM_TIMEOUT_S=60  # a missed agreement would hang until this, and fail the test's timeout
 base=(--n-layer 1 --n-embd 16 --n-head 2 --batch-size 4)
 # with_defaults ARGS...: ARGS plus --steps 2 and --seq-len 16 where ARGS set neither.
@@ -40,6 +41,7 @@ expect_disagreement() {
   if [ $rc -eq 0 ]; then echo "FAIL $name: exit code 0"; failures=$((failures + 1))
   elif [ "$said" -lt 2 ]; then echo "FAIL $name: not every rank named /$pattern/: $out"; failures=$((failures + 1))
   elif [ -e "$dir/m.jsonl" ] && [ -s "$dir/m.jsonl" ]; then echo "FAIL $name: a step ran"; failures=$((failures + 1))
+  elif shows_source "$name" "$out"; then failures=$((failures + 1))
   else echo "ok   $name: $(grep -m1 -E -- "$pattern" <<<"$out")"; fi
 }
 

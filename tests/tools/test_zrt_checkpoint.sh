@@ -16,6 +16,7 @@ trap 'rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 ok() { echo "ok   $*"; }
+. "$here/user_messages.sh"
 run() { "$train" --log-every 1000 "$@" > "$dir/out.txt" 2>&1 || { cat "$dir/out.txt"; return 1; }; }
 common=(--steps 20 --batch-size 8 --seq-len 32)
 
@@ -114,9 +115,10 @@ expect_error() {
   local before after out
   before=$(ls -lR "$dir/ck" 2>&1 | md5sum)
   if out=$("$@" 2>&1); then fail "$name: exit code 0"; return; fi
-  grep -qiE "$pattern" <<<"$out" || { fail "$name: message does not match /$pattern/: $out"; return; }
+  grep -qiE -- "$pattern" <<<"$out" || { fail "$name: message does not match /$pattern/: $out"; return; }
   after=$(ls -lR "$dir/ck" 2>&1 | md5sum)
   [ "$before" = "$after" ] || { fail "$name: the checkpoint directory changed"; return; }
+  shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
   ok "$name: $(grep -m1 -i error <<<"$out")"
 }
 expect_error "--checkpoint-every without a directory" "checkpoint-dir" "$train" --checkpoint-every 5
@@ -130,7 +132,14 @@ expect_error "--checkpoint-every negative" "checkpoint-every" "$train" --checkpo
 expect_error "--checkpoint-dir under a file" "checkpoint-dir .*a-file/ck cannot be created" "$train" \
   --checkpoint-dir "$dir/a-file/ck"
 expect_error "info of a non-checkpoint" "not a checkpoint" "$ckpt" info "$dir"
-expect_error "reshard to 0 ranks" "ranks" "$ckpt" reshard "$dir/ck" --ranks 0 --out "$dir/x"
+expect_error "reshard to 0 ranks" "--ranks: must be a whole number of at least 1 \(got 0\)" "$ckpt" reshard "$dir/ck" \
+  --ranks 0 --out "$dir/x"
+expect_error "reshard to a negative zero3 size" "--zero3-size: must be a whole number of at least 0 \(got -1\)" "$ckpt" \
+  reshard "$dir/ck" --ranks 2 --zero3-size -1 --out "$dir/x"
+mkdir -p "$dir/latest-dir/latest"
+expect_error "info where latest is a directory" "latest-dir/latest is a directory, not a file" "$ckpt" info "$dir/latest-dir"
+expect_error "resume where latest is a directory" "latest-dir/latest is a directory, not a file" "$train" \
+  --checkpoint-dir "$dir/latest-dir" --resume
 expect_error "reshard with a zero3 size not dividing" "divide" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \
   --zero3-size 3 --out "$dir/x"
 expect_error "reshard into the checkpoint itself" "contain|never replaces a step" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
@@ -172,6 +181,7 @@ expect_quick_error() {  # NAME PATTERN CMD...
   if [ $rc -eq 124 ]; then fail "$name: hung"; return; fi
   if [ $rc -eq 0 ]; then fail "$name: exit code 0"; return; fi
   grep -qiE -- "$pattern" <<<"$out" || { fail "$name: message does not match /$pattern/: $out"; return; }
+  shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
   ok "$name: $(grep -m1 -i error <<<"$out" | cut -c1-160)"
 }
 for file in step-000020/index.json step-000020/index.json.xxh64 latest step-000020/rank-00000.safetensors; do

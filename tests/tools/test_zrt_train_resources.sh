@@ -16,6 +16,7 @@ set -u
 train=$(realpath "$1")
 failures=0 ran=0
 fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/user_messages.sh"
 
 # --- threads -----------------------------------------------------------------
 # run_limited EXTRA ARGS...: zrt-train ARGS with room for EXTRA more threads
@@ -47,6 +48,7 @@ else
     fail "threads: the message does not name the rank count and a started rank: $out"
   elif [ $took -gt 20 ]; then
     fail "threads: took $took s: the started ranks waited for the collective timeout"
+  elif shows_source threads "$out"; then failures=$((failures + 1))
   else
     echo "ok   threads: $(grep -m1 error <<<"$out") (${took} s)"
   fi
@@ -70,6 +72,7 @@ space_cases() {  # inside a private mount namespace: the mounts end with it
     if [ -n "$(find "$dir"/fs* -type f)" ] || [ -n "$(find "$dir"/fs* -name 'step-*')" ]; then
       fail "$name: wrote $(find "$dir"/fs* -mindepth 1)"; return
     fi
+    shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
     echo "ok   $name: $(grep -m1 error <<<"$out")"
   }
   refused "--save on a 64 KiB filesystem" \
@@ -97,7 +100,7 @@ space_cases() {  # inside a private mount namespace: the mounts end with it
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
   dir=$(mktemp -d)
   trap 'rm -rf "$dir"' EXIT
-  export -f space_cases fail
+  export -f space_cases fail shows_source
   export train dir
   out=$(unshare -m bash -c 'failures=0; space_cases; rc=$?; echo "failures=$failures"; exit $rc' 2>&1); rc=$?
   echo "$out" | grep -v '^failures='

@@ -67,11 +67,16 @@ int bench_kernels(int argc, char** argv) {
   auto bf16 = [&](double v) { return Tensor::full({n}, v, DType::bf16, o.device, memory); };
   Tensor a = f32(0.5), b = f32(0.25), p = f32(0.1), m = f32(0.01), v = f32(0.001), g = f32(0.02);
   Tensor lo = bf16(0.5), glo = bf16(0.02), plo = bf16(0.0);
-  const std::vector<kernels::ElementRange> decay = {{0, n / 2}, {n / 2 + 1000, n}};
+  // Two decayed ranges with a gap that is not (1000 elements, less in a small shard).
+  const std::int64_t gap = std::min<std::int64_t>(1000, n / 4);
+  const std::vector<kernels::ElementRange> decay = {{0, n / 2}, {n / 2 + gap, n}};
   std::vector<Tensor> parts;
   std::vector<std::int64_t> offsets;
-  for (std::int64_t k = 0, pos = 0; k < 8; ++k) {  // eight parts, 16-element aligned
-    const std::int64_t len = std::max<std::int64_t>((n / 8 - 16) / 16 * 16, 1);
+  // Eight parts at 16-element aligned offsets; below 256 elements eight do
+  // not fit, and one part of all n is flattened.
+  const std::int64_t part_count = n >= 256 ? 8 : 1;
+  for (std::int64_t k = 0, pos = 0; k < part_count; ++k) {
+    const std::int64_t len = part_count == 1 ? n : (n / 8 - 16) / 16 * 16;
     parts.push_back(a.slice(k * (n / 8), std::min(len, n - k * (n / 8))));
     offsets.push_back(pos);
     pos += (parts.back().numel() + 15) / 16 * 16;

@@ -6,8 +6,12 @@
 #include <cstring>
 #include <exception>
 
+#include <string>
+
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
+#include "tools/common/environment.h"
+#include "tools/common/report_error.h"
 
 namespace {
 
@@ -47,13 +51,15 @@ int main(int argc, char** argv) {
   }
   for (const auto& s : kSuites) {
     if (!std::strcmp(argv[1], s.name)) {
+      const std::string program = std::string("zrt-bench ") + s.name;
       try {
+        zrt::tools::check_environment(program);  // Note [Environment variables]
         return s.run(argc - 1, argv + 1);
       } catch (const zrt::bench::UsageError& e) {
-        std::fprintf(stderr, "zrt-bench %s: usage error: %s\n", s.name, e.what());
+        zrt::tools::report_error(program, e, "usage error");
         return 2;
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "zrt-bench %s: %s\n", s.name, e.what());
+        zrt::tools::report_error(program, e);
         return 1;
       }
     }

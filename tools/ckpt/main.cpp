@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "tools/common/cli_rules.h"
+#include "tools/common/environment.h"
+#include "tools/common/report_error.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/offline_tools.h"
@@ -149,12 +152,14 @@ int main(int argc, char** argv) {
       app.add_subcommand("reshard", "rewrite a checkpoint for another world size or strategy");
   resh->add_option("checkpoint", path, "a checkpoint directory (its `latest`) or a step directory")
       ->required();
-  resh->add_option("--ranks", ranks, "the new world size")->required()->check(CLI::PositiveNumber);
+  resh->add_option("--ranks", ranks, "the new world size")
+      ->required()
+      ->check(tools::whole_number(1));
   resh->add_option("--out", out, "the checkpoint directory to write the step into")->required();
   resh->add_option("--strategy", strategy, "the new strategy (default: the checkpoint's)")
       ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));
   resh->add_option("--zero3-size", zero3, "hybrid / layer-zero group size (0: the world)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tools::whole_number(0));
   resh->add_flag("--force", force,
                  "write into a non-empty --out that holds no checkpoints of this model (a step "
                  "already there is "
@@ -162,9 +167,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    tools::report_error("zrt-ckpt", e);
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return 2;
   }
   try {
+    tools::check_environment("zrt-ckpt");  // Note [Environment variables]
     if (*info) return ckpt::info(path);
     if (*verify) return ckpt::verify(path);
     if (*exp) {
@@ -186,7 +195,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zrt-ckpt: error: %s\n", e.what());
+    tools::report_error("zrt-ckpt", e);
     return 1;
   }
   return 0;

@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "tools/common/environment.h"
+#include "tools/common/report_error.h"
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
@@ -24,6 +26,7 @@
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/optim/optim_error.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/io/safetensors.h"
 
@@ -85,7 +88,7 @@ void all_or_none(Communicator& world, const std::function<void()>& fn) {
   for (std::size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) {
       if (mine) std::rethrow_exception(mine);  // our own, with its type
-      ZRT_THROW(InvalidState, "rank ", r, " failed: ",
+      ZRT_THROW(UserError, "rank ", r, " failed: ",
                 std::string(reinterpret_cast<const char*>(all[r].data()), all[r].size()));
     }
 }
@@ -217,7 +220,7 @@ struct TraceWriter {
     try {
       tracer->write(path);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+      tools::report_error("zrt-train", e);
     }
   }
 };
@@ -358,8 +361,8 @@ class StepReporter {
                                          {"rss", resident_bytes()}};
     metrics_ << line.dump() << "\n";
     metrics_.flush();
-    ZRT_CHECK_STATE(metrics_.good(), "writing the metrics file ", o_.metrics,
-                    " failed (disk full?)");
+    ZRT_CHECK_AS(ResourceError, metrics_.good(), "writing the metrics file ", o_.metrics,
+                 " failed (disk full?)");
   }
   const TrainOptions& o_;
   bool tty_;
@@ -389,14 +392,14 @@ class DivergenceWatch {
   }
   void check() const {
     if (seen_ == 0) return;
-    ZRT_CHECK_STATE(std::isfinite(last_loss_), "the run diverged: the final loss is ", last_loss_,
-                    " (", trailing_skips_,
-                    " steps in a row skipped for non-finite gradients at the end); lower --lr "
-                    "or use --dtype bf16. Nothing was saved at the end");
-    ZRT_CHECK_STATE(window_ == 0 || trailing_skips_ < window_, "the run diverged: its last ",
-                    trailing_skips_,
-                    " steps were all skipped for non-finite gradients (final loss ", last_loss_,
-                    "); lower --lr or use --dtype bf16. Nothing was saved at the end");
+    ZRT_CHECK_AS(optim::TooManySkippedSteps, std::isfinite(last_loss_),
+                 "the run diverged: the final loss is ", last_loss_, " (", trailing_skips_,
+                 " steps in a row skipped for non-finite gradients at the end); lower --lr "
+                 "or use --dtype bf16. Nothing was saved at the end");
+    ZRT_CHECK_AS(optim::TooManySkippedSteps, window_ == 0 || trailing_skips_ < window_,
+                 "the run diverged: its last ", trailing_skips_,
+                 " steps were all skipped for non-finite gradients (final loss ", last_loss_,
+                 "); lower --lr or use --dtype bf16. Nothing was saved at the end");
   }
 
  private:
@@ -428,7 +431,7 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     }
     const StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed)
-      ZRT_THROW(InvalidState, lead ? report_error : "rank 0 failed to write its metrics");
+      ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics");
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     if (agreed.stop) return false;
   }
@@ -453,9 +456,10 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
   auto params = trainer.engine().full_params();  // collective
   if (!lead) return;
   for (const auto& [name, value] : params)
-    ZRT_CHECK_STATE(!kernels::has_non_finite(value), "--save ", o.save, ": parameter '", name,
-                    "' holds NaN or Inf values; a file of them would only resume to NaN losses, "
-                    "so it was not written");
+    ZRT_CHECK_AS(ResourceError, !kernels::has_non_finite(value), "--save ", o.save, ": parameter '",
+                 name,
+                 "' holds NaN or Inf values; a file of them would only resume to NaN losses, "
+                 "so it was not written");
   zrt::write_safetensors(o.save, params);
   std::lock_guard lock(io);
   std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
@@ -503,10 +507,11 @@ int main(int argc, char** argv) {
   train::TrainOptions o;
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
+    tools::check_environment("zrt-train");  // Note [Environment variables]
     // Note [TF32 GEMMs]: read once, at the first GEMM, after this.
     if (o.tf32) ::setenv("ZRT_TF32", "1", 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+    tools::report_error("zrt-train", e);
     return 2;
   }
   std::mutex io;
@@ -532,7 +537,7 @@ int main(int argc, char** argv) {
         },
         o.threads, train::world_device(o), parse_world_transport(o.transport));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zrt-train: error: %s\n", e.what());
+    tools::report_error("zrt-train", e);
     return 1;
   }
   return 0;

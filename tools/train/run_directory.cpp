@@ -47,7 +47,8 @@ std::string list_steps(const std::vector<std::int64_t>& steps) {
 RunLock::RunLock(const std::string& dir) {
   const std::string path = (fs::path(dir) / kRunLockName).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  ZRT_CHECK_STATE(fd_ >= 0, "cannot open the run lock ", path, ": ", std::strerror(errno));
+  ZRT_CHECK_AS(ResourceError, fd_ >= 0, "cannot open the run lock ", path, ": ",
+               std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (const int err = errno; err != EWOULDBLOCK) {
       // A filesystem without locks (some network mounts): run unguarded, and say so.
@@ -62,7 +63,7 @@ RunLock::RunLock(const std::string& dir) {
     std::getline(in, holder);
     ::close(fd_);
     fd_ = -1;
-    ZRT_THROW(InvalidState, "--checkpoint-dir ", dir, " is in use by another run (",
+    ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " is in use by another run (",
               holder.empty() ? std::string("its holder wrote nothing yet") : holder,
               "): two runs in one checkpoint directory would overwrite each other's steps");
   }
@@ -115,8 +116,8 @@ std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int
   for (std::int64_t s : newer) {
     std::error_code ec;
     fs::rename(fs::path(dir) / optim::step_dir_name(s), aside / optim::step_dir_name(s), ec);
-    ZRT_CHECK_STATE(!ec, "cannot move step ", s, " of ", dir, " aside into ", aside.string(), ": ",
-                    ec.message());
+    ZRT_CHECK_AS(ResourceError, !ec, "cannot move step ", s, " of ", dir, " aside into ",
+                 aside.string(), ": ", ec.message());
   }
   optim::fsync_path(aside.string());
   optim::fsync_path(dir);
@@ -145,7 +146,7 @@ void truncate_metrics_at(const std::string& given, std::int64_t step) {
     if (!out.good()) {
       out.close();
       fs::remove(tmp, ec);
-      ZRT_THROW(InvalidState, "cannot rewrite the metrics file ", path, " (disk full?)");
+      ZRT_THROW(ResourceError, "cannot rewrite the metrics file ", path, " (disk full?)");
     }
   }
   fs::rename(tmp, path, ec);
@@ -153,7 +154,7 @@ void truncate_metrics_at(const std::string& given, std::int64_t step) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
   }
-  ZRT_CHECK_STATE(!ec, "cannot rewrite the metrics file ", path, ": ", ec.message());
+  ZRT_CHECK_AS(ResourceError, !ec, "cannot rewrite the metrics file ", path, ": ", ec.message());
 }
 
 }  // namespace zrt::train

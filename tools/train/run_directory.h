@@ -32,7 +32,7 @@ inline constexpr const char* kRunLockName = ".zrt-run.lock";
 
 class RunLock {
  public:
-  // Takes DIR's run lock; InvalidState naming the holder's pid, host and
+  // Takes DIR's run lock; InvalidArgument naming the holder's pid, host and
   // start time when another run has it.
   explicit RunLock(const std::string& dir);
   ~RunLock();

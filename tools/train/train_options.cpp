@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tools/common/cli_rules.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -296,7 +297,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "gpt: the token embedding and LM head are padded inside the model to a multiple "
                  "of this many rows, for aligned GEMMs (1: no padding); data, checkpoints and "
                  "weight files keep --vocab-size")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(tools::whole_number(1, 1 << 20));
   app.add_option("--block-size", o.block_size,
                  "gpt: positions of the position embedding, >= --seq-len (default: the preset's, "
                  "raised to --seq-len)")
@@ -342,7 +343,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
              "gradient reduce-scatter dtype");
   app.add_option("--prefetch", o.engine.prefetch,
                  "units all-gathered ahead of their stage (0: none, less memory)")
-      ->check(CLI::Range(0, 2));
+      ->check(tools::whole_number(0, 2));
   app.add_option_function<std::string>(
          "--activation-checkpointing",
          [&o](const std::string& v) {
@@ -406,7 +407,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ->check(kNonNegative);
   app.add_option("--threads", o.threads,
                  "CPU kernel threads per rank (0: the process's cores divided among its ranks)")
-      ->check(CLI::Range(0, kernels::kMaxCpuThreads));
+      ->check(tools::whole_number(0, kernels::kMaxCpuThreads));
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");

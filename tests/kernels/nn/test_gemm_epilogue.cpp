@@ -101,7 +101,12 @@ BOOST_AUTO_TEST_CASE(simple_kernels_and_tf32_parsing) {
   BOOST_TEST((parse_simple_kernels("all") & unsigned(FastKernel::gemm_epilogue)) != 0u);
   BOOST_TEST((parse_simple_kernels("attention") & unsigned(FastKernel::gemm_epilogue)) == 0u);
   for (const char* on : {"1", "true", "TRUE", "on", " On "}) BOOST_TEST(parse_tf32(on), on);
-  for (const char* off : {"", "0", "false", "off", "yes", "2"}) BOOST_TEST(!parse_tf32(off), off);
+  for (const char* off : {"", "0", "false", "OFF", " 0 "}) BOOST_TEST(!parse_tf32(off), off);
+  for (const char* bad : {"yes", "2", "junk"})
+    BOOST_CHECK_EXCEPTION(parse_tf32(bad), InvalidArgument, [&](const InvalidArgument& e) {
+      return std::string(e.what()).find(std::string("ZRT_TF32='") + bad + "' is not one of 0, 1") !=
+             std::string::npos;
+    });
   BOOST_TEST(!parse_tf32(nullptr));
   const bool before = tf32_gemms();
   {

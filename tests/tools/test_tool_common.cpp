@@ -1,0 +1,132 @@
+// What zrt's programs share (tools/common): the report of an error (Note
+// [User errors and internal errors]) and the check of the ZRT_* environment
+// (Note [Environment variables]).
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tools/common/environment.h"
+#include "tools/common/report_error.h"
+#include "zrt/runtime/error.h"
+
+using namespace zrt;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// report_error's output with ZRT_DEBUG set to `debug` (nullptr: unset).
+std::string reported(const std::exception& e, const char* debug) {
+  if (debug)
+    ::setenv("ZRT_DEBUG", debug, 1);
+  else
+    ::unsetenv("ZRT_DEBUG");
+  std::FILE* f = std::tmpfile();
+  tools::report_error("zrt-x", e, "error", f);
+  std::rewind(f);
+  std::string out;
+  for (int c; (c = std::fgetc(f)) != EOF;) out += static_cast<char>(c);
+  std::fclose(f);
+  ::unsetenv("ZRT_DEBUG");
+  return out;
+}
+
+template <class E>
+E raised(const char* msg) {
+  try {
+    ZRT_CHECK_AS(E, 1 + 1 == 3, msg);
+  } catch (const E& e) {
+    return e;
+  }
+  throw std::logic_error("no throw");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(tool_common)
+
+BOOST_AUTO_TEST_CASE(a_user_error_shows_its_location_under_zrt_debug_only) {
+  const auto e = raised<InvalidArgument>("--steps must be positive");
+  for (const char* debug : {static_cast<const char*>(nullptr), "0"})
+    BOOST_TEST(reported(e, debug) == "zrt-x: error: --steps must be positive\n");
+  const std::string out = reported(e, "1");
+  BOOST_TEST(has(out,
+                 "zrt-x: error: --steps must be positive\nzrt-x: debug: check `1 + 1 == 3` "
+                 "failed at "),
+             out);
+  BOOST_TEST(has(out, "test_tool_common.cpp:"), out);
+}
+
+BOOST_AUTO_TEST_CASE(an_internal_error_shows_its_location_always_and_once) {
+  const auto e = raised<InvalidState>("handle in state idle");
+  for (const char* debug : {static_cast<const char*>(nullptr), "1"}) {
+    const std::string out = reported(e, debug);
+    BOOST_TEST(has(out, "zrt-x: error: handle in state idle [check `1 + 1 == 3` failed at "), out);
+    BOOST_TEST(!has(out, "debug:"), out);
+  }
+}
+
+// Every variable the table checks refuses a nonsense value, naming the
+// variable, the value and what it accepts; unset, it is not read.
+BOOST_AUTO_TEST_CASE(every_checked_variable_refuses_nonsense) {
+  int checked = 0;
+  for (const tools::EnvVariable& v : tools::environment_variables()) {
+    if (!v.check) continue;
+    ++checked;
+    ::setenv(v.name, "nonsense", 1);
+    try {
+      tools::check_environment_variables();
+      BOOST_ERROR(v.name << "=nonsense was accepted");
+    } catch (const InvalidArgument& e) {
+      const std::string w = e.what();
+      BOOST_TEST(has(w, std::string(v.name) + "='nonsense'"), w);
+      BOOST_TEST(!has(w, ".cpp:"), w);
+    }
+    ::unsetenv(v.name);
+  }
+  BOOST_TEST(checked == 11);
+  BOOST_TEST(tools::check_environment_variables().empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_accepted_values_pass) {
+  for (auto [name, value] : {std::pair{"ZRT_TF32", "1"},
+                             {"ZRT_TF32", "off"},
+                             {"ZRT_SIMPLE_KERNELS", "layernorm,attention"},
+                             {"ZRT_SIMPLE_KERNELS", "all"},
+                             {"ZRT_DEBUG", "0"},
+                             {"ZRT_CPU_STREAMS", "all"},
+                             {"ZRT_ATTENTION_PATH", "gemm"},
+                             {"ZRT_COMM_TIMEOUT_S", "2.5"},
+                             {"ZRT_POISON_MEMORY", "1"}}) {
+    ::setenv(name, value, 1);
+    BOOST_CHECK_NO_THROW(tools::check_environment_variables());
+    ::unsetenv(name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_zrt_variable_is_named_in_a_warning) {
+  ::setenv("ZRT_SIMPEL_KERNELS", "all", 1);
+  ::setenv("ZRTX_OTHER", "1", 1);  // not zrt's prefix
+  const auto warnings = tools::check_environment_variables();
+  ::unsetenv("ZRT_SIMPEL_KERNELS");
+  ::unsetenv("ZRTX_OTHER");
+  BOOST_TEST_REQUIRE(warnings.size() == 1u);
+  BOOST_TEST(has(warnings[0], "ZRT_SIMPEL_KERNELS is set but zrt reads no such variable"),
+             warnings[0]);
+}
+
+// docs/zrt-train.md lists every variable of the table.
+BOOST_AUTO_TEST_CASE(the_docs_list_every_variable) {
+  std::ifstream in(std::string(ZRT_SOURCE_DIR) + "/docs/zrt-train.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  for (const tools::EnvVariable& v : tools::environment_variables())
+    BOOST_TEST(has(doc.str(), std::string("| `") + v.name + "` |"), v.name);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

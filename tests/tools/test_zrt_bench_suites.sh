@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Every zrt-bench suite runs once at a tiny size and exits 0 with its table
+# (kernels also at sizes below its eight aligned parts, and across kernel
+# threads); bad values and environment fail with a message in the user's
+# words (Note [User errors and internal errors]).
+# usage: test_zrt_bench_suites.sh ZRT-BENCH
+set -u
+bench=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+. "$(dirname "$0")/user_messages.sh"
+
+# runs NAME ARGS...: zrt-bench ARGS exits 0 and prints a table.
+runs() {
+  local name=$1; shift
+  local out rc
+  out=$(timeout 120 "$bench" "$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL $name: exit code $rc: $out"; failures=$((failures + 1)); return; fi
+  echo "ok   $name: $(wc -l <<<"$out") lines"
+}
+runs "kernels" kernels --device cpu --size 5000 --reps 1
+for n in 1 100 1000; do runs "kernels of $n elements" kernels --device cpu --size $n --reps 1; done
+ZRT_CPU_THREADS=4 runs "kernels on 4 threads" kernels --device cpu --size 300001 --reps 2
+runs "comm" comm --op all_reduce --size 4096 --ranks 2 --reps 1
+runs "optim" optim --params 20000 --handles 2 --device cpu --reps 1
+runs "ckpt" ckpt --params 20000 --ranks 2 --reps 1 --dir "$dir"
+runs "train" train --preset tiny --steps 1 --warmup 0 --batch-size 2 --seq-len 16
+runs "gemm" gemm --n-embd 32 --tokens 16 --vocab 64 --reps 1
+runs "attention" attention --device cpu --batch 1 --seq 16 --heads 2 --head-dim 8 --dtype f32 --reps 1
+runs "tensor" tensor --ops 1000 --reps 1
+
+# fails NAME PATTERN ARGS...: zrt-bench ARGS exits non-zero with a message
+# matching PATTERN and no source location.
+fails() {
+  local name=$1 pattern=$2; shift 2
+  local out rc
+  out=$(timeout 60 "$bench" "$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then echo "FAIL $name: exit code 0"; failures=$((failures + 1)); return; fi
+  if ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: message does not match /$pattern/: $out"; failures=$((failures + 1)); return
+  fi
+  shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
+  echo "ok   $name: $(head -n 1 <<<"$out")"
+}
+fails "kernels of 0 elements" "zrt-bench kernels: error: kernels: --size and --reps must be positive" \
+  kernels --size 0
+fails "a size that is no number" "--size" kernels --size many
+fails "an unknown suite" "unknown suite 'kernel'" kernel
+ZRT_TF32=junk fails "ZRT_TF32 of junk" "zrt-bench tensor: error: ZRT_TF32='junk' is not one of 0, 1" tensor
+ZRT_SIMPLE_KERNELS=junk fails "ZRT_SIMPLE_KERNELS of junk" "ZRT_SIMPLE_KERNELS='junk': 'junk' is not a kernel" tensor
+
+echo "$failures failed"
+[ $failures -eq 0 ]
