@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
@@ -119,11 +120,24 @@ void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
                   const std::string& source, std::map<std::string, SafetensorsEntry>& entries,
                   std::map<std::string, std::string>& metadata) {
   json header;
+  // JSON lets a key repeat and keeps the last: two entries of one tensor
+  // would silently lose one. A key seen twice at the top level is refused.
+  std::set<std::string> top_keys;
+  std::string repeated;
+  const json::parser_callback_t on_key = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 &&
+        !top_keys.insert(parsed.get<std::string>()).second && repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = json::parse(text, text + len);
+    header = json::parse(text, text + len, on_key);
   } catch (const json::exception& e) {
     ZRT_THROW(CheckpointError, source, ": bad safetensors JSON header: ", e.what());
   }
+  if (!repeated.empty())
+    ZRT_THROW(CheckpointError, source, ": the safetensors header names tensor '", repeated,
+              "' twice");
   if (!header.is_object())
     ZRT_THROW(CheckpointError, source, ": the safetensors header must be a JSON object");
   for (const auto& [key, value] : header.items()) {

@@ -38,3 +38,7 @@ safetensors("truncated.safetensors", {"a": entry("F32", [4], 0, 16)}, f32([1, 2]
 safetensors("huge-header.safetensors", {"a": entry("F32", [1], 0, 4)}, f32([1]), length=1 << 40)
 safetensors("bad-json.safetensors", b'{"a": {"dtype": "F32", ', f32([1]))
 safetensors("bad-dtype.safetensors", {"a": entry("F7", [1], 0, 4)}, f32([1]))
+# One tensor named twice: JSON keeps the last, which would lose one silently.
+safetensors("duplicate-key.safetensors",
+            b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+            b'"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}', f32([1, 2]))

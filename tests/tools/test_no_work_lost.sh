@@ -130,6 +130,13 @@ expect_small_files_refused "a checkpoint" "$train" --steps 1 --checkpoint-dir "$
 expect_small_files_refused "export" "$ckpt" export "$ck" --out "$fsz/e.safetensors"
 expect_small_files_refused "reshard" "$ckpt" reshard "$ck" --ranks 2 --out "$fsz/re"
 
+# A --data file changed under its path since the save: the resume says so.
+"$train" "${tiny[@]}" --steps 2 --data "$io/data.txt" --checkpoint-dir "$io/dck" > /dev/null || fail "data change: first run"
+printf 'other words now, in a file that keeps its name but not its text. %.0s' $(seq 30) > "$io/data.txt"
+out=$("$train" "${tiny[@]}" --steps 3 --data "$io/data.txt" --checkpoint-dir "$io/dck" --resume 2>&1)
+grep -q "warning: these flags differ from the checkpoint's run: --data (contents)" <<<"$out" &&
+  ok "a resume names a --data file changed since the save" || fail "data changed under its path: $out"
+
 # Two runs in one directory: the second names the first.
 "$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
 holder=$!

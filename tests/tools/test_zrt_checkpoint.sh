@@ -200,6 +200,12 @@ expect_quick_error "a directory for latest" "latest.* is a directory" "$ckpt" in
 rm -f "$dir/special/step-000020/rank-00000.safetensors"
 ln -s /dev/zero "$dir/special/step-000020/rank-00000.safetensors"
 expect_quick_error "/dev/zero for a rank file" "is a character device" "$ckpt" verify "$dir/special/step-000020"
+rm -rf "$dir/special" && cp -r "$dir/ck" "$dir/special"
+cp "$dir/special/step-000020/rank-00000.safetensors" "$dir/special/step-000020/rank-00007.safetensors"
+expect_quick_error "verify of a step holding a stray rank file" "not as it was saved.*rank-00007.safetensors" \
+  "$ckpt" verify "$dir/special"
+expect_quick_error "reshard --zero3-size with strategy full" "--zero3-size is read by --strategy hybrid" \
+  "$ckpt" reshard "$dir/ck" --ranks 2 --strategy full --zero3-size 2 --out "$dir/z3"
 mkfifo "$dir/fifo.st" && ln -s fifo.st "$dir/fifo-link.st"
 expect_quick_error "--init-from a FIFO" "--init-from .*is a FIFO" "$train" --init-from "$dir/fifo.st"
 expect_quick_error "--init-from a link to a FIFO" "--init-from .*is a FIFO" "$train" --init-from "$dir/fifo-link.st"

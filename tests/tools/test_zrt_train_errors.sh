@@ -135,6 +135,7 @@ if [ $rc -eq 1 ] && grep -q "holds NaN or Inf values" <<<"$out" && [ ! -e "$dir/
 else
   echo "FAIL --save of non-finite weights: exit $rc: $(tail -n1 <<<"$out")"; failures=$((failures + 1))
 fi
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 expect_usage "a torchrun launch on cpu" "launched torchrun-style .* add --device cuda"
 expect_usage "--min-lr above --lr" "--min-lr 0.5 is above --lr 0.1" --lr 0.1 --min-lr 0.5
 "$train" --lr 1e-4 --steps 1 > /dev/null 2>&1 && echo "ok   --lr below the default --min-lr trains (--min-lr follows --lr)" ||
   { echo "FAIL --lr 1e-4 alone is refused"; failures=$((failures + 1)); }
@@ -245,6 +246,7 @@ expect_error "truncated safetensors" "outside the data section" --init-from "$di
 expect_error "safetensors with a huge header" "header of 1099511627776 bytes" --init-from "$dir/huge-header.safetensors"
 expect_error "safetensors with bad JSON" "bad safetensors JSON" --init-from "$dir/bad-json.safetensors"
 expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"
+expect_error "safetensors naming a tensor twice" "names tensor 'a' twice" --init-from "$dir/duplicate-key.safetensors"
 # Finite weights only: a NaN planted in valid weights is named with its index.
 python3 - "$dir/shallow.safetensors" "$dir/nan.safetensors" <<'PY' || { echo "FAIL: cannot plant a NaN"; exit 1; }
 import json, struct, sys

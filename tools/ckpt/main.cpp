@@ -6,12 +6,14 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "tools/common/cli_rules.h"
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/optim/checkpoint/offline_tools.h"
 #include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
@@ -58,6 +60,18 @@ int info(const std::string& path) {
 int verify(const std::string& path) {
   optim::CheckpointReader reader(path);
   const std::uint64_t bytes = reader.verify_all();
+  // A file the index does not list (a rank file of another world size, a
+  // copy) is no part of the step: a step holding one is not as it was saved.
+  std::set<std::string> listed = {optim::kIndexFileName, optim::kIndexChecksumFileName};
+  for (const optim::RankRecord& r : reader.index().ranks)
+    if (!r.file.empty()) listed.insert(r.file);
+  std::string strays;
+  for (const auto& e : std::filesystem::directory_iterator(reader.step_dir()))
+    if (!listed.count(e.path().filename().string()))
+      strays += (strays.empty() ? "" : ", ") + e.path().filename().string();
+  ZRT_CHECK_AS(CheckpointError, strays.empty(), reader.step_dir(),
+               " is not as it was saved: it holds files its index does not list (", strays,
+               "); move them out of the step directory");
   std::printf("zrt-ckpt: %s is intact: every tensor of %d rank(s) matches its checksum (%.3f MB)\n",
               reader.step_dir().c_str(), reader.index().world_size,
               static_cast<double>(bytes) / 1e6);
@@ -188,6 +202,11 @@ int main(int argc, char** argv) {
       if (strategy.empty()) strategy = zrt::optim::CheckpointReader(path).index().strategy;
       const auto s = optim::parse_strategy(strategy);
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
+      ZRT_CHECK_ARG(resh->get_option("--zero3-size")->count() == 0 ||
+                        *s == optim::ShardingStrategy::hybrid_shard ||
+                        *s == optim::ShardingStrategy::layer_zero,
+                    "reshard --zero3-size is read by --strategy hybrid and layer-zero only, not ",
+                    optim::strategy_name(*s));
       ckpt::check_reshard_destination(path, out, force);
       const std::string dir = zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3);
       std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks,

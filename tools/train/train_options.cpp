@@ -173,6 +173,11 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
       !given(app, "--zero3-size") || strategy == S::hybrid_shard || strategy == S::layer_zero,
       "--zero3-size is read by --strategy hybrid and layer-zero only, not ",
       optim::strategy_name(strategy));
+  if (const LaunchInfo launch = detect_launch();
+      launch.launcher == Launcher::torchrun && launch.size > 1)
+    ZRT_CHECK_ARG(o.device == "cuda", "this process is rank ", launch.rank, " of ", launch.size,
+                  " launched torchrun-style (RANK and WORLD_SIZE are set), whose world is NCCL "
+                  "over CUDA devices: add --device cuda, or run CPU ranks with mpirun or --ranks");
   if (o.ranks > 0) {
     const LaunchInfo launch = detect_launch();
     ZRT_CHECK_ARG(launch.launcher == Launcher::single, "--ranks ", o.ranks,
@@ -542,6 +547,22 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
 
 namespace {
 
+// Size and FNV-1a hash of the first MiB: the same file on every host, cheaply.
+std::string data_identity(const std::string& path) {
+  if (path.empty()) return "embedded";
+  if (!std::filesystem::is_regular_file(path)) return "not a regular file";  // never open a FIFO
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!in || ec) return "unreadable";
+  std::vector<char> head(std::size_t{1} << 20);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::streamsize i = 0; i < in.gcount(); ++i)
+    h = (h ^ static_cast<unsigned char>(head[i])) * 1099511628211ull;
+  return std::to_string(size) + " bytes, head hash " + std::to_string(h);
+}
+
 nlohmann::json run_flags(const TrainOptions& o) {
   return {{"model", o.model},
           {"preset", o.preset},
@@ -564,32 +585,15 @@ nlohmann::json run_flags(const TrainOptions& o) {
           {"beta1", o.engine.zero.adamw.beta1},
           {"beta2", o.engine.zero.adamw.beta2},
           {"eps", o.engine.zero.adamw.eps},
-          {"seed", o.engine.seed}};
+          {"seed", o.engine.seed},
+          // A data file changed under the same path since the save (a
+          // resume then warns naming it).
+          {"data (contents)", data_identity(o.data)}};
 }
 
 }  // namespace
 
 std::string run_flags_json(const TrainOptions& o) { return run_flags(o).dump(); }
-
-namespace {
-
-// Size and FNV-1a hash of the first MiB: the same file on every host, cheaply.
-std::string data_identity(const std::string& path) {
-  if (path.empty()) return "embedded";
-  if (!std::filesystem::is_regular_file(path)) return "not a regular file";  // never open a FIFO
-  std::ifstream in(path, std::ios::binary);
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!in || ec) return "unreadable";
-  std::vector<char> head(std::size_t{1} << 20);
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::streamsize i = 0; i < in.gcount(); ++i)
-    h = (h ^ static_cast<unsigned char>(head[i])) * 1099511628211ull;
-  return std::to_string(size) + " bytes, head hash " + std::to_string(h);
-}
-
-}  // namespace
 
 // Flags naming a path, which each host may spell its own way.
 const char* const kPathFlags[] = {"--data",  "--init-from",      "--save",   "--metrics",
@@ -645,7 +649,8 @@ std::vector<std::string> differing_run_flags(const std::string& saved_json, cons
   const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
   const nlohmann::json ours = run_flags(o);
   for (const auto& [key, value] : ours.items())
-    if (!saved.is_object() || !saved.contains(key) || saved[key] != value)
+    if (!saved.is_object() || (saved.contains(key) && saved[key] != value) ||
+        (!saved.contains(key) && key != "data (contents)"))  // older checkpoints lack it
       out.push_back("--" + key);
   for (std::string& f : out)
     for (char& c : f)
