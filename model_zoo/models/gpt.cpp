@@ -68,22 +68,20 @@ std::vector<UnitDef> Gpt::units(bool head_unit) const {
   return units;
 }
 
-std::map<std::string, Tensor> Gpt::init_params(std::uint64_t seed) const {
+std::map<std::string, ParamInit> Gpt::param_inits() const {
   const double std = 0.02;
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(dims_.n_layer));
-  ParamInitStream rng(seed);
-  std::map<std::string, Tensor> out;
-  // In the default layout's order whatever the units: the same values either way.
+  std::map<std::string, ParamInit> out;
   for (const ParamDef& p : all_param_defs(units(false))) {
     const std::string fqn = p.fqn();
     const bool layer_norm = p.module_path.ends_with("ln_1") || p.module_path.ends_with("ln_2") ||
                             p.module_path == "ln_f";
     if (layer_norm)
-      out[fqn] = rng.constant_tensor(p.shape, p.name == "weight" ? 1.0 : 0.0);
+      out[fqn] = ParamInit::constant(p.name == "weight" ? 1.0 : 0.0);
     else if (p.name == "bias")
-      out[fqn] = rng.constant_tensor(p.shape, 0.0);
+      out[fqn] = ParamInit::constant(0.0);
     else
-      out[fqn] = rng.normal_tensor(p.shape, is_residual_projection(fqn) ? proj_std : std);
+      out[fqn] = ParamInit::normal(is_residual_projection(fqn) ? proj_std : std);
   }
   return out;
 }

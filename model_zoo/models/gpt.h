@@ -49,7 +49,7 @@ class Gpt : public Model {
   // normal(0, 0.02) weights and embeddings; residual projections
   // (attn.c_proj.weight, mlp.c_proj.weight) normal(0, 0.02/sqrt(2·n_layer));
   // zero biases; LayerNorm weight 1, bias 0 (Note [Parameter init stream]).
-  std::map<std::string, Tensor> init_params(std::uint64_t seed) const override;
+  std::map<std::string, ParamInit> param_inits() const override;
   void bind(const ParamLookup& lookup) override;
   // [embed (unit 0), h.0 .. h.{L-1} (units 1..L), ln_f + tied head + loss (unit 0, or L+1 with a head unit)].
   int num_stages() const override { return static_cast<int>(dims_.n_layer) + 2; }

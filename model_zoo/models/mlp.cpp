@@ -25,12 +25,11 @@ std::vector<UnitDef> Mlp::units() const {
   return units;
 }
 
-std::map<std::string, Tensor> Mlp::init_params(std::uint64_t seed) const {
-  ParamInitStream rng(seed);
-  std::map<std::string, Tensor> out;
+std::map<std::string, ParamInit> Mlp::param_inits() const {
+  std::map<std::string, ParamInit> out;
   for (const UnitDef& u : units()) {
     const double bound = 1.0 / std::sqrt(static_cast<double>(u.params[0].shape[1]));
-    for (const ParamDef& p : u.params) out[p.fqn()] = rng.uniform_tensor(p.shape, -bound, bound);
+    for (const ParamDef& p : u.params) out[p.fqn()] = ParamInit::uniform(-bound, bound);
   }
   return out;
 }

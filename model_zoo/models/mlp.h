@@ -18,8 +18,8 @@ class Mlp : public Model {
   // One unit per layer: "layers.{i}" = layers.{i}.weight [out, in], layers.{i}.bias [out].
   std::vector<UnitDef> units() const override;
   // torch.nn.Linear's default: weight and bias uniform(-1/sqrt(in), 1/sqrt(in)),
-  // weight then bias, layer by layer (Note [Parameter init stream]).
-  std::map<std::string, Tensor> init_params(std::uint64_t seed) const override;
+  // each element drawn by its name and index (Note [Counter-based parameter init]).
+  std::map<std::string, ParamInit> param_inits() const override;
   void bind(const ParamLookup& lookup) override;
   // One stage per layer; the last also computes the loss.
   int num_stages() const override { return static_cast<int>(widths_.size()) - 1; }

@@ -16,6 +16,20 @@ void Model::throw_if_bad_ids(const Tensor& host_flags) const {
   kernels::throw_if_bad_ids(host_flags, id_limit());
 }
 
+std::map<std::string, Tensor> Model::init_params(std::uint64_t seed) const {
+  const std::map<std::string, ParamInit> inits = param_inits();
+  std::map<std::string, Tensor> out;
+  for (const UnitDef& u : units())
+    for (const ParamDef& p : u.params) {
+      const auto it = inits.find(p.fqn());
+      ZRT_CHECK_STATE(it != inits.end(), kind(), ": no initialisation for '", p.fqn(), "'");
+      Tensor t = Tensor::empty(p.shape, DType::f32);
+      fill_param_init(t, it->second, seed, p.fqn());
+      out[p.fqn()] = std::move(t);
+    }
+  return out;
+}
+
 std::string ParamDef::fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 
 Shape ParamDef::padded_shape() const { return optim::padded_rows_shape(shape, pad_rows); }

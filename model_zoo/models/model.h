@@ -14,6 +14,7 @@
 
 #include "zrt/model_zoo/layers/layer.h"
 #include "zrt/model_zoo/models/model_config.h"
+#include "zrt/model_zoo/models/param_init.h"
 
 namespace zrt::model_zoo {
 
@@ -53,9 +54,11 @@ class Model {
   virtual ~Model() = default;
   virtual std::string kind() const = 0;            // "gpt" | "mlp"
   virtual std::vector<UnitDef> units() const = 0;  // wrap units, in order
+  // How every primary parameter starts (param_init.h), by name.
+  virtual std::map<std::string, ParamInit> param_inits() const = 0;
   // Initial values for every primary parameter (fp32, cpu) from a seed,
-  // identical on all ranks (Note [Parameter init stream] in param_init.h).
-  virtual std::map<std::string, Tensor> init_params(std::uint64_t seed) const = 0;
+  // identical on all ranks and layouts (Note [Counter-based parameter init]).
+  std::map<std::string, Tensor> init_params(std::uint64_t seed) const;
   // Binds layers to parameter views; called once (the views stay valid while
   // their storage is freed and re-allocated).
   virtual void bind(const ParamLookup& lookup) = 0;

@@ -1,5 +1,8 @@
 #include "zrt/model_zoo/models/param_init.h"
 
+#include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/random_fill.h"
+
 #include <cmath>
 #include <numbers>
 
@@ -34,6 +37,21 @@ Tensor ParamInitStream::uniform_tensor(const Shape& shape, double lo, double hi)
   for (std::int64_t i = 0; i < t.numel(); ++i)
     p[i] = static_cast<float>(lo + (hi - lo) * uniform01());
   return t;
+}
+
+void fill_param_init(const Tensor& dst, const ParamInit& init, std::uint64_t seed,
+                     const std::string& fqn, std::int64_t first_index, Stream stream) {
+  using K = kernels::RandomInit::Kind;
+  switch (init.kind) {
+    case ParamInit::Kind::constant:
+      return kernels::fill(dst, init.a, stream);
+    case ParamInit::Kind::normal:
+      return kernels::random_fill(dst, {K::normal, init.a, init.b}, seed,
+                                  kernels::random_stream_of(fqn), first_index, stream);
+    case ParamInit::Kind::uniform:
+      return kernels::random_fill(dst, {K::uniform, init.a, init.b}, seed,
+                                  kernels::random_stream_of(fqn), first_index, stream);
+  }
 }
 
 Tensor ParamInitStream::constant_tensor(const Shape& shape, double value) {

@@ -1,26 +1,50 @@
-// The random stream model parameters are initialised from.
+// How model parameters start, and the sequential stream the synthetic
+// datasets are drawn from.
+//
+// A parameter's initial values are a ParamInit (a constant, or a normal or
+// uniform draw) evaluated element by element by the counter-based generator
+// of Note [Counter-based parameter init] (kernels/ops/random_fill_math.h),
+// keyed by the seed and the parameter's name: any slice of any parameter is
+// drawn alone and in parallel, and its values do not depend on the model's
+// layout or on which other parameters exist. (zrt before this drew every
+// parameter in order from one sequential stream, so the same seed gave other
+// initial weights.)
 //
 // Note [Parameter init stream]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Initial values must be identical on every rank and on every platform, so
-// they do not use std::normal_distribution (whose algorithm the standard
-// leaves to the library). One std::mt19937_64 seeded with the seed (its
-// output sequence is fixed by the standard) feeds:
+// The synthetic datasets must be identical on every rank and on every
+// platform, so they do not use std::normal_distribution (whose algorithm the
+// standard leaves to the library). One std::mt19937_64 seeded with the seed
+// (its output sequence is fixed by the standard) feeds:
 //   uniform01 = (next() >> 11) · 2^-53                         in [0, 1)
 //   normal: Box-Muller on u1 = 1 - uniform01 (in (0, 1]), u2 = uniform01:
 //     r = sqrt(-2 ln u1); z0 = r cos(2π u2), then z1 = r sin(2π u2)
 //     (pairs are used in order: z0, z1, z0', z1', ...).
-// A model draws for its parameters one after another in the order of
-// units() and, within a unit, module order; parameters set to constants
-// (biases, LayerNorm) draw nothing.
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "zrt/runtime/tensor.h"
 
 namespace zrt::model_zoo {
+
+// One parameter's initial values.
+struct ParamInit {
+  enum class Kind { constant, normal, uniform };
+  Kind kind = Kind::constant;
+  double a = 0;  // constant: the value; normal: the mean; uniform: lo
+  double b = 0;  // normal: the standard deviation; uniform: hi
+  static ParamInit constant(double value) { return {Kind::constant, value, 0}; }
+  static ParamInit normal(double std) { return {Kind::normal, 0, std}; }
+  static ParamInit uniform(double lo, double hi) { return {Kind::uniform, lo, hi}; }
+};
+
+// Fills `dst` (f32) with elements first_index, first_index + 1, ... of
+// parameter `fqn`'s initial values under `seed`, on dst's device.
+void fill_param_init(const Tensor& dst, const ParamInit& init, std::uint64_t seed,
+                     const std::string& fqn, std::int64_t first_index = 0, Stream stream = {});
 
 class ParamInitStream {
  public:

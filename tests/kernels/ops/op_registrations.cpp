@@ -12,6 +12,7 @@
 #include "zrt/kernels/ops/flatten.h"
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
+#include "zrt/kernels/ops/random_fill.h"
 #include "zrt/kernels/ops/scale.h"
 
 namespace zrt::test {
@@ -91,6 +92,27 @@ std::vector<OpRegistration> ops_registrations() {
       .cost =
           [](const OpDims& d, DType t) {
             return OpCost{bytes(d[0], {t, DType::bf16})};
+          },
+      .perf_dims = kPerfLength,
+  });
+
+  r.push_back({
+      .name = "random_fill",
+      .dims = kLengths,
+      .dtypes = {DType::f32},
+      .make_inputs = [](const OpDims&, DType, std::mt19937_64&) { return std::vector<Tensor>{}; },
+      .run =
+          [](OpRun& r, const OpDims& d, DType) {
+            using K = kernels::RandomInit::Kind;
+            kernels::random_fill(r.out("normal", {d[0]}, DType::f32), {K::normal, 0.5, 0.02}, 1337,
+                                 kernels::random_stream_of("h.0.attn.c_attn.weight"), 12345,
+                                 r.stream());
+            kernels::random_fill(r.out("uniform", {d[0]}, DType::f32), {K::uniform, -0.1, 0.3},
+                                 ~0ull, 7, std::int64_t(1) << 33, r.stream());
+          },
+      .cost =
+          [](const OpDims& d, DType) {
+            return OpCost{bytes(d[0], {DType::f32, DType::f32})};
           },
       .perf_dims = kPerfLength,
   });
