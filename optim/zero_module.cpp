@@ -165,12 +165,15 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     });
     if (same == copies.end()) {
       // A dry run reads no value: an unbacked stand-in of the copy (Note [Dry runs]).
-      Tensor copy = options_.dry_run ? Tensor::empty(p.tensor.shape(), DType::f32, Device::cpu(),
-                                                     dry_host_allocator())
-                                     : p.tensor.to(DType::f32);
+      // A parameter drawn in its shards has no value to copy: its own
+      // stand-in serves (Note [Sharded initialisation]).
+      Tensor copy = p.init             ? p.tensor
+                    : options_.dry_run ? Tensor::empty(p.tensor.shape(), DType::f32, Device::cpu(),
+                                                       dry_host_allocator())
+                                       : p.tensor.to(DType::f32);
       same = copies.insert(copies.end(), {&p.tensor, copy});
     }
-    owned.push_back({p.module_path, p.name, same->second, p.pad_rows});
+    owned.push_back({p.module_path, p.name, same->second, p.pad_rows, p.init});
   }
   FlatParamOptions o;
   o.name = name;

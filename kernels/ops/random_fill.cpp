@@ -19,8 +19,7 @@ void random_fill(const Tensor& dst, const RandomInit& dist, std::uint64_t seed,
   if (n == 0) return;
   float* p = static_cast<float*>(dst.data_ptr());
   ZRT_CUDA_LAUNCH_AND_RETURN(
-      kOp, device,
-      cuda::launch_random_fill(p, n, dist, seed, stream, first_index, cuda_stream(s)));
+      kOp, device, cuda::launch_random_fill(p, n, dist, seed, stream, first_index, cuda_stream(s)));
   run_cpu_twin(s, kOp, [p, n, dist, seed, stream, first_index] {
     parallel_for(n, 4096, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i)

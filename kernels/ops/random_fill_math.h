@@ -111,10 +111,10 @@ ZRT_HD inline double init_cos_2pi(double v) {
 // Element `index` of stream `stream` under `seed` (Note [Counter-based parameter init]).
 ZRT_HD inline float random_init_element(const RandomInit& r, std::uint64_t seed,
                                         std::uint64_t stream, std::uint64_t index) {
-  const PhiloxWords w = philox4x32_10(
-      static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
-      static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32),
-      static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+  const PhiloxWords w =
+      philox4x32_10(static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
+                    static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32),
+                    static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
   const double u = uniform53(w.x[1], w.x[0]);
   if (r.kind == RandomInit::Kind::uniform) return static_cast<float>(r.a + (r.b - r.a) * u);
   const double v = uniform53(w.x[3], w.x[2]);

@@ -34,6 +34,13 @@ optim::ZeroModuleOptions module_options(const EngineConfig& c) {
 
 TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
                                const std::map<std::string, Tensor>& initial)
+    : TrainingEngine(std::move(model), std::move(world), std::move(config), &initial) {}
+
+TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config)
+    : TrainingEngine(std::move(model), std::move(world), std::move(config), nullptr) {}
+
+TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
+                               const std::map<std::string, Tensor>* initial)
     : model_(std::move(model)), config_(config) {
   ZRT_CHECK_ARG(model_ && world, "TrainingEngine needs a model and a world communicator");
   ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2,
@@ -44,18 +51,49 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   // Note [One host wait per step]
   if (config_.zero.device.is_cuda()) pinned_ = make_pinned_host_allocator();
 
+  // A primary parameter's value, or (none given) its stand-in and init
+  // function (Note [Sharded initialisation]); ties reuse the primary's.
+  const std::map<std::string, ParamInit> inits =
+      initial ? std::map<std::string, ParamInit>{} : model_->param_inits();
+  const AllocatorPtr unbacked = initial ? nullptr : make_unbacked_caching_allocator();
+  std::map<std::string, optim::NamedParam> drawn;
+  auto primary = [&](const std::string& fqn, const Shape& shape) -> optim::NamedParam {
+    if (initial) {
+      const Tensor& v = initial_value(*initial, fqn);
+      ZRT_CHECK_ARG(v.shape() == shape, "initial value of '", fqn, "' has shape ",
+                    shape_str(v.shape()), " but the model expects ", shape_str(shape));
+      return {{}, {}, v};
+    }
+    if (auto it = drawn.find(fqn); it != drawn.end()) return it->second;
+    const auto how = inits.find(fqn);
+    ZRT_CHECK_STATE(how != inits.end(), model_->kind(), ": no initialisation for '", fqn, "'");
+    optim::NamedParam p{{}, {}, Tensor::empty(shape, DType::f32, Device::cpu(), unbacked)};
+    p.init = [init = how->second, seed = config_.seed, fqn](const Tensor& dst, std::int64_t first,
+                                                            Stream stream) {
+      fill_param_init(dst, init, seed, fqn, first, stream);
+    };
+    return drawn[fqn] = p;
+  };
   const auto units = model_->units();
+  std::map<std::string, Shape> shape_of;
+  for (const auto& unit : units)
+    for (const auto& p : unit.params) shape_of[p.fqn()] = p.shape;
   for (const auto& unit : units) {
     std::vector<optim::NamedParam> params;
     for (const auto& p : unit.params) {
-      const Tensor& v = initial_value(initial, p.fqn());
-      ZRT_CHECK_ARG(v.shape() == p.shape, "initial value of '", p.fqn(), "' has shape ",
-                    shape_str(v.shape()), " but the model expects ", shape_str(p.shape));
-      params.push_back({p.module_path, p.name, v, p.pad_rows});
+      optim::NamedParam np = primary(p.fqn(), p.shape);
+      np.module_path = p.module_path;
+      np.name = p.name;
+      np.pad_rows = p.pad_rows;
+      params.push_back(std::move(np));
     }
-    for (const auto& [second, primary] : unit.tied) {
+    for (const auto& [second, primary_fqn] : unit.tied) {
       auto [module_path, name] = split_fqn(second);
-      params.push_back({module_path, name, initial_value(initial, primary)});
+      optim::NamedParam np = primary(primary_fqn, shape_of.at(primary_fqn));
+      np.module_path = module_path;
+      np.name = name;
+      np.init = nullptr;  // the primary's values, drawn in its own unit
+      params.push_back(std::move(np));
     }
     module_->add_unit(unit.name, params);
   }

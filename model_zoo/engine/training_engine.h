@@ -113,12 +113,27 @@ struct StepStats {
 // what a finding does: nothing more (warn), or no update (stop).
 enum class ConsistencyCheck { off, warn, stop };
 
+// Note [Sharded initialisation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Without initial values the engine starts the model from its param_inits
+// under config.seed, and no rank ever holds the whole model: each primary
+// parameter enters the module as an unbacked stand-in (its shape and the
+// identity ties need) with an init function, and each handle draws only
+// the elements of its own fp32 zero1 shard, where the shard lives (host or
+// device), by the counter-based generator (Note [Counter-based parameter
+// init]). Since element i of a parameter is a function of (seed, name, i)
+// alone, the weights are bit for bit those of model.init_params(seed) at
+// every world size, strategy and device, and a rank's memory at
+// initialisation is its share of the state.
 class TrainingEngine {
  public:
   // Collective over `world`. `initial` holds every primary parameter (any
   // dtype, cpu), e.g. model.init_params(seed) or a loaded checkpoint.
   TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
                  const std::map<std::string, Tensor>& initial);
+  // Collective: the model's own initial values under config.seed, each rank
+  // drawing only its shards (Note [Sharded initialisation]).
+  TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config);
   ~TrainingEngine();
 
   // One optimizer step over this rank's micro-batches of the global batch.
@@ -143,6 +158,9 @@ class TrainingEngine {
   optim::DynamicLossScaler* loss_scaler() { return module_->loss_scaler(); }  // f16 only, else null
 
  private:
+  // `initial` null: Note [Sharded initialisation].
+  TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
+                 const std::map<std::string, Tensor>* initial);
   // The micro-batch on the engine's device and caching allocator.
   Batch home(const Batch& batch) const;
   // The micro-batch's loss: one element on the device, in stream order.

@@ -17,10 +17,10 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
   config_.schedule.total_steps = config_.steps;
   schedule_ = std::make_unique<optim::WarmupCosineLr>(config_.schedule);
   auto model = make_model(config_.model);
-  const std::map<std::string, Tensor> seeded =
-      initial ? std::map<std::string, Tensor>{} : model->init_params(config_.engine.seed);
-  engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine,
-                                             initial ? *initial : seeded);
+  // Without given values each rank draws only its shards (Note [Sharded initialisation]).
+  engine_ =
+      initial ? std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, *initial)
+              : std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine);
   if (config_.checkpoint_async)
     saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module(),
                                                                 config_.host_comm.get());

@@ -178,8 +178,13 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
     done[i] = true;
     const auto& info = zero1_infos_[i];
     if (!info.in_shard) continue;
+    Tensor dst = zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard);
+    if (params[in].init) {  // drawn here, for this shard only (Note [Sharded initialisation])
+      params[in].init(dst, info.intra_param_start, master_stream());
+      continue;
+    }
     Tensor src = params[in].tensor.flatten().slice(info.intra_param_start, info.numel_in_shard);
-    zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard).copy_(src, master_stream());
+    dst.copy_(src, master_stream());
   }
   options_.stream.synchronize();  // the copies read the caller's tensors
   zero1_grad_ = new_buffer(n1, DType::f32, false).set_name(options_.name + ".zero1_grad");

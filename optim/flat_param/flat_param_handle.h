@@ -107,6 +107,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +138,12 @@ struct NamedParam {
   std::string name;
   Tensor tensor;
   std::int64_t pad_rows = 0;  // zero rows after it (Note [Padded rows of a parameter])
+  // When set, the initial value is drawn where the shard lives instead of
+  // read from `tensor` (which then gives only the shape and the identity of
+  // ties, and may be unbacked): init(dst, first, stream) fills dst (f32)
+  // with elements first, first + 1, ... of the flattened parameter, on
+  // dst's device in stream order (Note [Sharded initialisation]).
+  std::function<void(const Tensor& dst, std::int64_t first, Stream stream)> init;
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 

@@ -30,8 +30,8 @@ BOOST_AUTO_TEST_CASE(philox_matches_the_known_answers) {
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Case& c : cases) {
-    const kernels::PhiloxWords w = kernels::philox4x32_10(c.ctr[0], c.ctr[1], c.ctr[2], c.ctr[3],
-                                                          c.key[0], c.key[1]);
+    const kernels::PhiloxWords w =
+        kernels::philox4x32_10(c.ctr[0], c.ctr[1], c.ctr[2], c.ctr[3], c.key[0], c.key[1]);
     for (int i = 0; i < 4; ++i) BOOST_CHECK_EQUAL(w.x[i], c.want[i]);
   }
 }
@@ -40,8 +40,13 @@ BOOST_AUTO_TEST_CASE(log_and_cos_agree_with_libm) {
   auto gen = fresh_generator();
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   double worst_log = 0, worst_cos = 0;
-  std::vector<double> xs = {1.0, 0.5, 0.75, std::ldexp(1.0, -53), 1.0 - std::ldexp(1.0, -53),
-                            0.7071067811865476, 0.7071067811865475};
+  std::vector<double> xs = {1.0,
+                            0.5,
+                            0.75,
+                            std::ldexp(1.0, -53),
+                            1.0 - std::ldexp(1.0, -53),
+                            0.7071067811865476,
+                            0.7071067811865475};
   for (int i = 0; i < 100000; ++i) xs.push_back(unit(gen));
   for (int i = 0; i < 1000; ++i) xs.push_back(std::ldexp(0.5 + unit(gen) / 2, -(i % 53)));
   for (double x : xs) {
@@ -49,8 +54,7 @@ BOOST_AUTO_TEST_CASE(log_and_cos_agree_with_libm) {
     worst_log = std::max(worst_log, std::abs(kernels::init_log(x) - std::log(x)) /
                                         std::max(1.0, std::abs(std::log(x))));
     if (x < 1)
-      worst_cos = std::max(worst_cos,
-                           std::abs(kernels::init_cos_2pi(x) - std::cos(2 * M_PI * x)));
+      worst_cos = std::max(worst_cos, std::abs(kernels::init_cos_2pi(x) - std::cos(2 * M_PI * x)));
   }
   BOOST_TEST_MESSAGE("ln: worst relative error " << worst_log << ", cos: worst " << worst_cos);
   BOOST_CHECK_LT(worst_log, 1e-15);
