@@ -127,6 +127,23 @@ void for_each_index(std::int64_t n, const F& f, cudaStream_t stream) {
   ZRT_CUDA_CHECK_LAUNCH();
 }
 
+// The choice of every elementwise launcher: f in packs of L (for_each_pack_of)
+// when `packed` (not forced simple, every pointer pack_aligned), otherwise a
+// thread per index.
+template <int L, class F>
+void for_each_pack_of_or_index(std::int64_t n, const F& f, bool packed, cudaStream_t stream) {
+  if (packed)
+    for_each_pack_of<L>(n, f, stream);
+  else
+    for_each_index(n, f, stream);
+}
+
+// for_each_pack_of_or_index in 16-byte packs of T.
+template <class T, class F>
+void for_each_pack_or_index(std::int64_t n, const F& f, bool packed, cudaStream_t stream) {
+  for_each_pack_of_or_index<Pack<T>::kLen>(n, f, packed, stream);
+}
+
 template <class F>
 __global__ void for_each_warp_row_kernel(std::int64_t rows, F f) {
   const std::int64_t stride = std::int64_t(gridDim.x) * kWarpsPerBlock;

@@ -4,7 +4,7 @@
 # building machine's), the kernel and memory suites under compute-sanitizer
 # (memcheck, racecheck, synccheck; the communicators and one engine case
 # under memcheck), zrt-train --device cuda (tiny GPT on 1 and 2 local ranks
-# sharing the GPU, GPT-2 124M in bf16), zrt-bench kernels and optim on the
+# sharing the GPU, GPT-2 124M in bf16), zrt-bench ops and optim on the
 # device, zrt-bench attention (each attention path on GPT-2 124M's layer)
 # and zrt-bench train on GPT-2 124M in bf16 with each fast attention path,
 # and zrt-bench train --device cuda on GPT-2 124M shapes in bf16 side
@@ -140,7 +140,7 @@ if want train; then
     --batch-size 8 --seq-len 1024 --steps 10 --log-every 1
 fi
 if want bench; then
-  step "zrt-bench kernels, cuda" 120 "$bin/zrt-bench" kernels --device cuda --size 67108864
+  step "zrt-bench ops, cuda" 120 "$bin/zrt-bench" ops --device cuda
   step "zrt-bench optim, cuda" 120 "$bin/zrt-bench" optim --device cuda --params 67108864
   # Each attention path on GPT-2 124M's layer at batch 8 (Note [Attention
   # paths]), and the whole step on each fast path's attention.

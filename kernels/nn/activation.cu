@@ -51,10 +51,7 @@ void launch_activation_forward(Activation act, DType dtype, std::int64_t n, cons
   dispatch<NnFloats>(dtype, "activation_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const ActivationForwardBody<T> body{act, static_cast<const T*>(x), static_cast<T*>(y)};
-    if (!simple && pack_aligned(x) && pack_aligned(y))
-      for_each_pack<T>(n, body, stream);
-    else
-      for_each_index(n, body, stream);
+    for_each_pack_or_index<T>(n, body, !simple && pack_aligned(x, y), stream);
   });
 }
 
@@ -64,10 +61,7 @@ void launch_activation_backward(Activation act, DType dtype, std::int64_t n, con
     using T = typename decltype(tag)::type;
     const ActivationBackwardBody<T> body{act, static_cast<const T*>(x), static_cast<const T*>(dy),
                                          static_cast<T*>(dx)};
-    if (!simple && pack_aligned(x) && pack_aligned(dy) && pack_aligned(dx))
-      for_each_pack<T>(n, body, stream);
-    else
-      for_each_index(n, body, stream);
+    for_each_pack_or_index<T>(n, body, !simple && pack_aligned(x, dy, dx), stream);
   });
 }
 

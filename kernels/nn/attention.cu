@@ -22,31 +22,21 @@ struct AttentionForwardBody {
 };
 
 template <class T>
+using BackwardArgs = AttentionBackwardArgs<T, acc_t<T>>;
+
+template <class T>
 struct AttentionQueryBody {
-  using A = acc_t<T>;
-  AttentionDims d;
-  const T* dout;
-  const T* qkv;
-  const T* out;
-  const A* lse;
-  A* dsum;
-  T* dqkv;
+  BackwardArgs<T> a;
   __device__ void operator()(std::int64_t r) const {
-    attention_backward_query_row<T, A>(d, r, dout, qkv, out, lse, dsum, dqkv);
+    attention_backward_query_row<T, acc_t<T>>(a.d, r, a.dout, a.qkv, a.out, a.lse, a.dsum, a.dqkv);
   }
 };
 
 template <class T>
 struct AttentionKeyBody {
-  using A = acc_t<T>;
-  AttentionDims d;
-  const T* dout;
-  const T* qkv;
-  const A* lse;
-  const A* dsum;
-  T* dqkv;
+  BackwardArgs<T> a;
   __device__ void operator()(std::int64_t r) const {
-    attention_backward_key_row<T, A>(d, r, dout, qkv, lse, dsum, dqkv);
+    attention_backward_key_row<T, acc_t<T>>(a.d, r, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
   }
 };
 
@@ -83,13 +73,9 @@ __global__ void __launch_bounds__(kAttnThreads)
 // D = dout·out per row, the order of the simple query pass.
 template <class T>
 struct AttentionRowSumBody {
-  using A = acc_t<T>;
-  AttentionDims d;
-  const T* dout;
-  const T* out;
-  A* dsum;
+  BackwardArgs<T> a;
   __device__ void operator()(std::int64_t r) const {
-    dsum[r] = attention_row_dsum<T, A>(d, r, dout, out);
+    a.dsum[r] = attention_row_dsum<T, acc_t<T>>(a.d, r, a.dout, a.out);
   }
 };
 
@@ -146,35 +132,20 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
     const std::int64_t kv_bytes =
         attention_backward_kv_smem(dims.head_dim) * std::int64_t(sizeof(A));
     const std::int64_t q_bytes = attention_backward_q_smem(dims.head_dim) * std::int64_t(sizeof(A));
+    const BackwardArgs<T> a(dims, dout, qkv, out, lse, dsum, dqkv);
     if (!simple && std::max(kv_bytes, q_bytes) <= max_block_smem()) {
-      for_each_index(rows,
-                     AttentionRowSumBody<T>{dims, static_cast<const T*>(dout),
-                                            static_cast<const T*>(out), static_cast<A*>(dsum)},
-                     stream);
+      for_each_index(rows, AttentionRowSumBody<T>{a}, stream);
       const std::int64_t pairs = dims.batch * dims.heads;
       const std::int64_t kv_tiles = attention_tiles(dims.seq, kAttnBc);
       const std::int64_t q_tiles = attention_tiles(dims.seq, kAttnBr);
       launch_with_smem(attention_backward_kv_kernel<T, A>, pairs * kv_tiles, kAttnThreads, kv_bytes,
-                       stream, dims, kv_tiles, static_cast<const T*>(dout),
-                       static_cast<const T*>(qkv), static_cast<const A*>(lse),
-                       static_cast<const A*>(dsum), static_cast<T*>(dqkv));
+                       stream, dims, kv_tiles, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
       launch_with_smem(attention_backward_q_kernel<T, A>, pairs * q_tiles, kAttnThreads, q_bytes,
-                       stream, dims, q_tiles, static_cast<const T*>(dout),
-                       static_cast<const T*>(qkv), static_cast<const A*>(lse),
-                       static_cast<const A*>(dsum), static_cast<T*>(dqkv));
+                       stream, dims, q_tiles, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
       return;
     }
-    for_each_index(
-        rows,
-        AttentionQueryBody<T>{dims, static_cast<const T*>(dout), static_cast<const T*>(qkv),
-                              static_cast<const T*>(out), static_cast<const A*>(lse),
-                              static_cast<A*>(dsum), static_cast<T*>(dqkv)},
-        stream);
-    for_each_index(rows,
-                   AttentionKeyBody<T>{dims, static_cast<const T*>(dout),
-                                       static_cast<const T*>(qkv), static_cast<const A*>(lse),
-                                       static_cast<const A*>(dsum), static_cast<T*>(dqkv)},
-                   stream);
+    for_each_index(rows, AttentionQueryBody<T>{a}, stream);
+    for_each_index(rows, AttentionKeyBody<T>{a}, stream);
   });
 }
 

@@ -22,6 +22,12 @@ namespace zrt::kernels {
 // Head dims up to this fit a row's per-thread accumulators.
 inline constexpr std::int64_t kMaxAttentionHeadDim = 256;
 
+// The rows of a tile of `len` rows from row r0 that lie before row seq (the
+// tiled and the flash kernels' last tile is partial).
+ZRT_HD inline std::int64_t attention_tile_len(std::int64_t r0, std::int64_t len, std::int64_t seq) {
+  return seq - r0 < len ? seq - r0 : len;
+}
+
 template <class T, class A>
 ZRT_HD A attention_dot(const T* a, const T* b, std::int64_t n) {
   A s = 0;

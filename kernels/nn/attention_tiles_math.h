@@ -138,6 +138,18 @@ ZRT_HD void attention_load_tile(const Block& blk, A* dst, const T* src, std::int
   });
 }
 
+// Loads rows [k0, k0 + kn) of a pair's keys and values into the tiles K and
+// V (rows attention_kv_ld apart), zero past kn.
+template <class T, class A, class Block>
+ZRT_HD void attention_load_kv_tile(const Block& blk, const AttentionDims& d,
+                                   const AttentionPair& pr, const T* qkv, std::int64_t k0,
+                                   std::int64_t kn, A* K, A* V) {
+  const T* base = qkv + pr.base_off;
+  const std::int64_t hd = d.head_dim, ld = attention_kv_ld(hd);
+  attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+  attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+}
+
 // Forward of query tile qt of pair `pair` (Note [Tiled causal attention]).
 // smem: attention_forward_smem(hd) elements.
 template <class T, class A, class Block>
@@ -147,8 +159,7 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
   const AttentionPair pr(d, pair);
   const T* base = qkv + pr.base_off;
   const A scale = A(1) / sqrt_(A(hd));
-  const std::int64_t q0 = qt * kAttnBr;
-  const std::int64_t qn = seq - q0 < kAttnBr ? seq - q0 : kAttnBr;
+  const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, seq);
   const std::int64_t ld = attention_kv_ld(hd);
   A* Q = smem;
   A* O = Q + kAttnBr * hd;
@@ -166,11 +177,9 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
   });
   const std::int64_t nkv = attention_kv_tiles_of(seq, qt);
   for (std::int64_t kt = 0; kt < nkv; ++kt) {
-    const std::int64_t k0 = kt * kAttnBc;
-    const std::int64_t kn = seq - k0 < kAttnBc ? seq - k0 : kAttnBc;
+    const std::int64_t k0 = kt * kAttnBc, kn = attention_tile_len(k0, kAttnBc, seq);
     blk.sync();  // the previous tile's K, V and S are read
-    attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
-    attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+    attention_load_kv_tile<T, A>(blk, d, pr, qkv, k0, kn, K, V);
     blk.sync();
     blk.for_each(kAttnBr * kAttnBc, [&](int idx) {
       const int i = idx / kAttnBc, c = idx % kAttnBc;
@@ -245,10 +254,8 @@ ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionDims& d,
                                        const A* dsum, T* dqkv, A* smem) {
   const std::int64_t hd = d.head_dim, seq = d.seq;
   const AttentionPair pr(d, pair);
-  const T* base = qkv + pr.base_off;
   const A scale = A(1) / sqrt_(A(hd));
-  const std::int64_t k0 = kt * kAttnBc;
-  const std::int64_t kn = seq - k0 < kAttnBc ? seq - k0 : kAttnBc;
+  const std::int64_t k0 = kt * kAttnBc, kn = attention_tile_len(k0, kAttnBc, seq);
   const std::int64_t ld = attention_kv_ld(hd);
   A* K = smem;
   A* V = K + kAttnBc * ld;
@@ -260,13 +267,11 @@ ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionDims& d,
   A* dS = P + kAttnBr * kAttnBc;
   A* Lse = dS + kAttnBr * kAttnBc;
   A* Dr = Lse + kAttnBr;
-  attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
-  attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+  attention_load_kv_tile<T, A>(blk, d, pr, qkv, k0, kn, K, V);
   blk.for_each(int(kAttnBc * hd), [&](int idx) { dK[idx] = dV[idx] = 0; });
   const std::int64_t nq = attention_tiles(seq, kAttnBr);
   for (std::int64_t qt = attention_first_query_tile(kt); qt < nq; ++qt) {
-    const std::int64_t q0 = qt * kAttnBr;
-    const std::int64_t qn = seq - q0 < kAttnBr ? seq - q0 : kAttnBr;
+    const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, seq);
     blk.sync();  // the previous query tile is read
     attention_load_query_tile<T, A>(blk, d, pr, pair, q0, qn, qkv, dout, lse, dsum, Q, dO, Lse, Dr);
     blk.sync();
@@ -301,10 +306,8 @@ ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionDims& d, 
                                       const A* dsum, T* dqkv, A* smem) {
   const std::int64_t hd = d.head_dim, seq = d.seq;
   const AttentionPair pr(d, pair);
-  const T* base = qkv + pr.base_off;
   const A scale = A(1) / sqrt_(A(hd));
-  const std::int64_t q0 = qt * kAttnBr;
-  const std::int64_t qn = seq - q0 < kAttnBr ? seq - q0 : kAttnBr;
+  const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, seq);
   const std::int64_t ld = attention_kv_ld(hd);
   A* Q = smem;
   A* dO = Q + kAttnBr * hd;
@@ -319,11 +322,9 @@ ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionDims& d, 
   blk.for_each(int(kAttnBr * hd), [&](int idx) { dQ[idx] = 0; });
   const std::int64_t nkv = attention_kv_tiles_of(seq, qt);
   for (std::int64_t kt = 0; kt < nkv; ++kt) {
-    const std::int64_t k0 = kt * kAttnBc;
-    const std::int64_t kn = seq - k0 < kAttnBc ? seq - k0 : kAttnBc;
+    const std::int64_t k0 = kt * kAttnBc, kn = attention_tile_len(k0, kAttnBc, seq);
     blk.sync();  // the previous key/value tile is read
-    attention_load_tile<T, A>(blk, K, base + d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
-    attention_load_tile<T, A>(blk, V, base + 2 * d.channels, pr.s3, k0, kn, kAttnBc, hd, ld);
+    attention_load_kv_tile<T, A>(blk, d, pr, qkv, k0, kn, K, V);
     blk.sync();
     attention_tile_p_ds(blk, d, q0, k0, scale, Q, dO, K, V, Lse, Dr, P, dS);
     blk.sync();

@@ -78,47 +78,48 @@ struct CausalSoftmaxBackwardRow {
   }
 };
 
+// A launcher's pointer, cast to the typed pointer of the row member it
+// initialises (constness kept).
+template <class V>
+struct TypedAs {
+  V* p;
+  template <class U>
+  operator U*() const {
+    return static_cast<U*>(p);
+  }
+};
+
+// Row<T>{seq, pointers...} a warp per row, T the element type of dtype.
+template <template <class> class Row, class... V>
+void launch_rows(DType dtype, const char* op, std::int64_t rows, std::int64_t seq,
+                 cudaStream_t stream, V*... pointers) {
+  dispatch<NnFloats>(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_warp_row(rows, Row<T>{seq, TypedAs<V>{pointers}...}, stream);
+  });
+}
+
 }  // namespace
 
 void launch_causal_softmax_forward(DType dtype, std::int64_t rows, std::int64_t seq,
                                    const void* scores, void* probs, void* lse,
                                    cudaStream_t stream) {
-  dispatch<NnFloats>(dtype, "causal_softmax_forward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    for_each_warp_row(rows,
-                      CausalSoftmaxForwardRow<T>{seq, static_cast<const A*>(scores),
-                                                 static_cast<T*>(probs), static_cast<A*>(lse)},
-                      stream);
-  });
+  launch_rows<CausalSoftmaxForwardRow>(dtype, "causal_softmax_forward", rows, seq, stream, scores,
+                                       probs, lse);
 }
 
 void launch_causal_softmax_recompute(DType dtype, std::int64_t rows, std::int64_t seq,
                                      const void* scores, const void* lse, void* probs,
                                      cudaStream_t stream) {
-  dispatch<NnFloats>(dtype, "causal_softmax_recompute", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    for_each_warp_row(
-        rows,
-        CausalSoftmaxRecomputeRow<T>{seq, static_cast<const A*>(scores), static_cast<const A*>(lse),
-                                     static_cast<T*>(probs)},
-        stream);
-  });
+  launch_rows<CausalSoftmaxRecomputeRow>(dtype, "causal_softmax_recompute", rows, seq, stream,
+                                         scores, lse, probs);
 }
 
 void launch_causal_softmax_backward(DType dtype, std::int64_t rows, std::int64_t seq,
                                     const void* probs, const void* dprobs, void* dscores,
                                     cudaStream_t stream) {
-  dispatch<NnFloats>(dtype, "causal_softmax_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
-    for_each_warp_row(
-        rows,
-        CausalSoftmaxBackwardRow<T>{seq, static_cast<const T*>(probs),
-                                    static_cast<const A*>(dprobs), static_cast<T*>(dscores)},
-        stream);
-  });
+  launch_rows<CausalSoftmaxBackwardRow>(dtype, "causal_softmax_backward", rows, seq, stream, probs,
+                                        dprobs, dscores);
 }
 
 }  // namespace zrt::kernels::cuda

@@ -154,13 +154,13 @@ __global__ void __launch_bounds__(kFlashThreads)
 }
 
 template <class T>
+using FlashBackwardArgs = AttentionBackwardArgs<T, float>;
+
+template <class T>
 struct FlashRowSumBody {
-  AttentionDims d;
-  const T* dout;
-  const T* out;
-  float* dsum;
+  FlashBackwardArgs<T> a;
   __device__ void operator()(std::int64_t r) const {
-    dsum[r] = attention_row_dsum<T, float>(d, r, dout, out);
+    a.dsum[r] = attention_row_dsum<T, float>(a.d, r, a.dout, a.out);
   }
 };
 
@@ -212,20 +212,14 @@ void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, con
     using T = decltype(t);
     constexpr int HD = decltype(hd)::value;
     const std::int64_t tiles = flash_tiles(dims.seq), pairs = dims.batch * dims.heads;
-    for_each_index(pairs * dims.seq,
-                   FlashRowSumBody<T>{dims, static_cast<const T*>(dout), static_cast<const T*>(out),
-                                      static_cast<float*>(dsum)},
-                   stream);
+    const FlashBackwardArgs<T> a(dims, dout, qkv, out, lse, dsum, dqkv);
+    for_each_index(pairs * dims.seq, FlashRowSumBody<T>{a}, stream);
     const std::int64_t bytes = flash_backward_smem(HD) * std::int64_t(sizeof(T));
     const bool vec = flash_vector_tiles(qkv, dout);
     launch_with_smem(flash_backward_kv_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
-                     dims, tiles, vec, static_cast<const T*>(dout), static_cast<const T*>(qkv),
-                     static_cast<const float*>(lse), static_cast<const float*>(dsum),
-                     static_cast<T*>(dqkv));
+                     dims, tiles, vec, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
     launch_with_smem(flash_backward_q_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
-                     dims, tiles, vec, static_cast<const T*>(dout), static_cast<const T*>(qkv),
-                     static_cast<const float*>(lse), static_cast<const float*>(dsum),
-                     static_cast<T*>(dqkv));
+                     dims, tiles, vec, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
   });
 }
 

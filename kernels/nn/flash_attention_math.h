@@ -107,15 +107,24 @@ ZRT_HD T flash_half(std::uint32_t reg, int h) {
   return T{std::uint16_t(h ? reg >> 16 : reg & 0xffffu)};
 }
 
+// The N registers of a fragment of a tile: register r packs the elements at
+// tile + at(r) (the low half) and `next` after it.
+template <int N, class T, class At>
+ZRT_HD void flash_load_fragment(const T* tile, int next, std::uint32_t* regs, const At& at) {
+  ZRT_FLASH_UNROLL
+  for (int r = 0; r < N; ++r) {
+    const T* p = tile + at(r);
+    regs[r] = flash_pack(p[0], p[next]);
+  }
+}
+
 // The A fragment of a 16 × 16 slice of a row-major tile at (row0, col0).
 template <class T>
 ZRT_HD void flash_load_a(const T* tile, int ld, int row0, int col0, int lane, std::uint32_t a[4]) {
-  ZRT_FLASH_UNROLL
-  for (int r = 0; r < 4; ++r) {
+  flash_load_fragment<4>(tile, 1, a, [&](int r) {
     const FlashElem e = flash_a_element(lane, r, 0);
-    const T* p = tile + (row0 + e.row) * ld + col0 + e.col;
-    a[r] = flash_pack(p[0], p[1]);
-  }
+    return (row0 + e.row) * ld + col0 + e.col;
+  });
 }
 
 // The B fragment (k × n = 16 × 8) of the transpose of a row-major tile:
@@ -123,23 +132,19 @@ ZRT_HD void flash_load_a(const T* tile, int ld, int row0, int col0, int lane, st
 template <class T>
 ZRT_HD void flash_load_b_transposed(const T* tile, int ld, int n0, int k0, int lane,
                                     std::uint32_t b[2]) {
-  ZRT_FLASH_UNROLL
-  for (int r = 0; r < 2; ++r) {
+  flash_load_fragment<2>(tile, 1, b, [&](int r) {
     const FlashElem e = flash_b_element(lane, r, 0);
-    const T* p = tile + (n0 + e.col) * ld + k0 + e.row;
-    b[r] = flash_pack(p[0], p[1]);
-  }
+    return (n0 + e.col) * ld + k0 + e.row;
+  });
 }
 
 // The B fragment of a row-major tile itself: B(k, n) = tile[k0 + k][n0 + n].
 template <class T>
 ZRT_HD void flash_load_b(const T* tile, int ld, int k0, int n0, int lane, std::uint32_t b[2]) {
-  ZRT_FLASH_UNROLL
-  for (int r = 0; r < 2; ++r) {
+  flash_load_fragment<2>(tile, ld, b, [&](int r) {
     const FlashElem e = flash_b_element(lane, r, 0);
-    const T* p = tile + (k0 + e.row) * ld + n0 + e.col;
-    b[r] = flash_pack(p[0], p[ld]);
-  }
+    return (k0 + e.row) * ld + n0 + e.col;
+  });
 }
 
 // The A fragment, for k-slice kk, of a 16 × 64 accumulator s[8][4] (eight
@@ -295,6 +300,15 @@ ZRT_HD void flash_load_tile(const Block& blk, T* tile, int hd, const T* src, std
   });
 }
 
+// Rows [k0, k0 + kn) of a pair's keys and values (base: its query row 0 in
+// qkv) into k_tile and v_tile, zeros past kn.
+template <class T, class Block>
+ZRT_HD void flash_load_kv_tile(const Block& blk, T* k_tile, T* v_tile, int hd, const T* base,
+                               const FlashPair& pr, std::int64_t k0, std::int64_t kn) {
+  flash_load_tile(blk, k_tile, hd, base + pr.c, pr.s3, k0, kn);
+  flash_load_tile(blk, v_tile, hd, base + 2 * pr.c, pr.s3, k0, kn);
+}
+
 // S (or Sᵀ, dP, dPᵀ) of a warp: acc = Σ_kk A(rows [a_row0, +16) of a_tile,
 // cols kk) · B(rows [0, 64) of b_tile transposed), over hd / 16 slices.
 template <class T, int HD, class W, class Lanes>
@@ -356,8 +370,7 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
   T* q_tile = smem;
   T* k_tile = q_tile + kFlashRows * ld;
   T* v_tile = k_tile + kFlashRows * ld;
-  const std::int64_t q0 = qt * kFlashRows;
-  const std::int64_t qn = d.seq - q0 < kFlashRows ? d.seq - q0 : kFlashRows;
+  const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
   const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
   flash_load_tile(blk, q_tile, HD, base, pr.s3, q0, qn);
   warps.for_each_lane([&](int, int, auto& ln) {
@@ -369,11 +382,9 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
   });
   const std::int64_t last_kt = (q0 + qn - 1) / kFlashCols;
   for (std::int64_t kt = 0; kt <= last_kt; ++kt) {
-    const std::int64_t k0 = kt * kFlashCols;
-    const std::int64_t kn = d.seq - k0 < kFlashCols ? d.seq - k0 : kFlashCols;
+    const std::int64_t k0 = kt * kFlashCols, kn = attention_tile_len(k0, kFlashCols, d.seq);
     blk.sync();  // the last tile's readers are done
-    flash_load_tile(blk, k_tile, HD, base + pr.c, pr.s3, k0, kn);
-    flash_load_tile(blk, v_tile, HD, base + 2 * pr.c, pr.s3, k0, kn);
+    flash_load_kv_tile(blk, k_tile, v_tile, HD, base, pr, k0, kn);
     blk.sync();
     warps.for_each_warp([&](const auto& w, int warp, auto* lanes) {
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
@@ -477,6 +488,23 @@ struct FlashBackwardSmem {
   }
 };
 
+// Rows [q0, q0 + qn) of a pair's queries and output gradients (base and
+// dout_base: their row 0) into q_tile and do_tile, and the rows' lse and D
+// into sm, zeros past qn.
+template <class T, class Block>
+ZRT_HD void flash_load_query_tile(const Block& blk, const FlashBackwardSmem<T>& sm, T* q_tile,
+                                  T* do_tile, int hd, const AttentionDims& d, std::int64_t pair,
+                                  const FlashPair& pr, const T* base, const T* dout_base,
+                                  std::int64_t q0, std::int64_t qn, const float* lse,
+                                  const float* dsum) {
+  flash_load_tile(blk, q_tile, hd, base, pr.s3, q0, qn);
+  flash_load_tile(blk, do_tile, hd, dout_base, pr.c, q0, qn);
+  blk.for_each(kFlashRows, [&](int r) {
+    sm.lse[r] = r < qn ? lse[pair * d.seq + q0 + r] : 0.0f;
+    sm.dsum[r] = r < qn ? dsum[pair * d.seq + q0 + r] : 0.0f;
+  });
+}
+
 // A key tile's block: dK and dV of keys [kt·64, kt·64 + 64) over the query
 // tiles from kt on (queries before the keys see none of them).
 template <class T, int HD, class Block, class Warps>
@@ -485,12 +513,10 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const Attent
                                     const float* lse, const float* dsum, T* dqkv, T* smem) {
   const FlashPair pr = flash_pair(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
-  const std::int64_t k0 = kt * kFlashCols;
-  const std::int64_t kn = d.seq - k0 < kFlashCols ? d.seq - k0 : kFlashCols;
+  const std::int64_t k0 = kt * kFlashCols, kn = attention_tile_len(k0, kFlashCols, d.seq);
   const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
   const T* dout_base = dout + pr.b * d.seq * pr.c + pr.h * HD;
-  flash_load_tile(blk, sm.own_a, HD, base + pr.c, pr.s3, k0, kn);      // K
-  flash_load_tile(blk, sm.own_b, HD, base + 2 * pr.c, pr.s3, k0, kn);  // V
+  flash_load_kv_tile(blk, sm.own_a, sm.own_b, HD, base, pr, k0, kn);
   warps.for_each_lane([&](int, int, auto& ln) {
     ZRT_FLASH_UNROLL
     for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
@@ -498,15 +524,10 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const Attent
   });
   const std::int64_t q_tiles = (d.seq + kFlashRows - 1) / kFlashRows;
   for (std::int64_t qt = kt; qt < q_tiles; ++qt) {
-    const std::int64_t q0 = qt * kFlashRows;
-    const std::int64_t qn = d.seq - q0 < kFlashRows ? d.seq - q0 : kFlashRows;
+    const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
     blk.sync();
-    flash_load_tile(blk, sm.walk_a, HD, base, pr.s3, q0, qn);      // Q
-    flash_load_tile(blk, sm.walk_b, HD, dout_base, pr.c, q0, qn);  // dO
-    blk.for_each(kFlashRows, [&](int r) {
-      sm.lse[r] = r < qn ? lse[pair * d.seq + q0 + r] : 0.0f;
-      sm.dsum[r] = r < qn ? dsum[pair * d.seq + q0 + r] : 0.0f;
-    });
+    flash_load_query_tile(blk, sm, sm.walk_a, sm.walk_b, HD, d, pair, pr, base, dout_base, q0, qn,
+                          lse, dsum);
     blk.sync();
     warps.for_each_warp([&](const auto& w, int warp, auto* lanes) {
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
@@ -557,27 +578,20 @@ ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const Attenti
                                    const float* lse, const float* dsum, T* dqkv, T* smem) {
   const FlashPair pr = flash_pair(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
-  const std::int64_t q0 = qt * kFlashRows;
-  const std::int64_t qn = d.seq - q0 < kFlashRows ? d.seq - q0 : kFlashRows;
+  const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
   const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
   const T* dout_base = dout + pr.b * d.seq * pr.c + pr.h * HD;
-  flash_load_tile(blk, sm.own_a, HD, base, pr.s3, q0, qn);      // Q
-  flash_load_tile(blk, sm.own_b, HD, dout_base, pr.c, q0, qn);  // dO
-  blk.for_each(kFlashRows, [&](int r) {
-    sm.lse[r] = r < qn ? lse[pair * d.seq + q0 + r] : 0.0f;
-    sm.dsum[r] = r < qn ? dsum[pair * d.seq + q0 + r] : 0.0f;
-  });
+  flash_load_query_tile(blk, sm, sm.own_a, sm.own_b, HD, d, pair, pr, base, dout_base, q0, qn, lse,
+                        dsum);
   warps.for_each_lane([&](int, int, auto& ln) {
     ZRT_FLASH_UNROLL
     for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
     for (int r = 0; r < 4; ++r) ln.dq[nt][r] = 0.0f;
   });
   for (std::int64_t kt = 0; kt <= qt; ++kt) {
-    const std::int64_t k0 = kt * kFlashCols;
-    const std::int64_t kn = d.seq - k0 < kFlashCols ? d.seq - k0 : kFlashCols;
+    const std::int64_t k0 = kt * kFlashCols, kn = attention_tile_len(k0, kFlashCols, d.seq);
     blk.sync();
-    flash_load_tile(blk, sm.walk_a, HD, base + pr.c, pr.s3, k0, kn);      // K
-    flash_load_tile(blk, sm.walk_b, HD, base + 2 * pr.c, pr.s3, k0, kn);  // V
+    flash_load_kv_tile(blk, sm.walk_a, sm.walk_b, HD, base, pr, k0, kn);
     blk.sync();
     warps.for_each_warp([&](const auto& w, int warp, auto* lanes) {
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;

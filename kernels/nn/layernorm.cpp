@@ -51,11 +51,8 @@ void layernorm_backward_cpu(std::int64_t rows, std::int64_t c, const T* dy, cons
       const T* dyr = dy + r * c;
       const T* xr = x + r * c;
       const A mu = mean[r], rs = rstd[r];
-      for (std::int64_t i = i0; i < i1; ++i) {
-        const A d = load<A>(dyr[i]);
-        gw[i - i0] += d * (load<A>(xr[i]) - mu) * rs;
-        gb[i - i0] += d;
-      }
+      for (std::int64_t i = i0; i < i1; ++i)
+        layernorm_param_grad_add(gw[i - i0], gb[i - i0], load<A>(dyr[i]), load<A>(xr[i]), mu, rs);
     }
     for (std::int64_t i = i0; i < i1; ++i) {
       dw[i] = store<T>((accumulate ? load<A>(dw[i]) : A(0)) + gw[i - i0]);

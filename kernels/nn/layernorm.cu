@@ -82,11 +82,9 @@ struct LayerNormParamGradBody {
   __device__ void operator()(std::int64_t i) const {
     A sw = accumulate ? load<A>(dw[i]) : A(0), sb = accumulate ? load<A>(db[i]) : A(0);
     A gw = 0, gb = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const A d = load<A>(dy[r * c + i]);
-      gw += d * (load<A>(x[r * c + i]) - mean[r]) * rstd[r];
-      gb += d;
-    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      layernorm_param_grad_add(gw, gb, load<A>(dy[r * c + i]), load<A>(x[r * c + i]), mean[r],
+                               rstd[r]);
     dw[i] = store<T>(sw + gw);
     db[i] = store<T>(sb + gb);
   }
@@ -111,11 +109,9 @@ __global__ void __launch_bounds__(kLayerNormTileThreads)
   const std::int64_t hi = min_i64(rows, lo + tile_len);
   A gw = 0, gb = 0;
   if (col < c) {
-    for (std::int64_t r = lo + j; r < hi; r += kLayerNormTileLanes) {
-      const A d = load<A>(dy[r * c + col]);
-      gw += d * (load<A>(x[r * c + col]) - mean[r]) * rstd[r];
-      gb += d;
-    }
+    for (std::int64_t r = lo + j; r < hi; r += kLayerNormTileLanes)
+      layernorm_param_grad_add(gw, gb, load<A>(dy[r * c + col]), load<A>(x[r * c + col]), mean[r],
+                               rstd[r]);
   }
   sw[j][lane] = gw;
   sb[j][lane] = gb;

@@ -43,6 +43,14 @@ ZRT_HD A layernorm_out(A x, A mean, A rstd, A w, A b) {
   return (x - mean) * rstd * w + b;
 }
 
+// One row's term of the parameter gradients of a feature: dw += dy * xhat,
+// db += dy, with xhat = (x - mean) * rstd.
+template <class A>
+ZRT_HD void layernorm_param_grad_add(A& dw, A& db, A dy, A x, A mean, A rstd) {
+  dw += dy * (x - mean) * rstd;
+  db += dy;
+}
+
 // dx for one element: g = dy * w, xhat = (x - mean) * rstd, and the row means
 // of g and g * xhat.
 template <class A>

@@ -33,10 +33,7 @@ void launch_residual_add(DType dtype, std::int64_t n, const void* a, const void*
     using T = typename decltype(tag)::type;
     const ResidualAddBody<T> body{static_cast<const T*>(a), static_cast<const T*>(b),
                                   static_cast<T*>(out)};
-    if (!simple && pack_aligned(a) && pack_aligned(b) && pack_aligned(out))
-      for_each_pack<T>(n, body, stream);
-    else
-      for_each_index(n, body, stream);
+    for_each_pack_or_index<T>(n, body, !simple && pack_aligned(a, b, out), stream);
   });
 }
 

@@ -53,10 +53,7 @@ void launch_cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, s
       using S = typename decltype(st)::type;
       using Body = CastBody<D, S>;
       const Body body{static_cast<D*>(dst), static_cast<const S*>(src)};
-      if (!simple && pack_aligned(dst, src))
-        for_each_pack_of<Body::kLen>(n, body, stream);
-      else
-        for_each_index(n, body, stream);
+      for_each_pack_of_or_index<Body::kLen>(n, body, !simple && pack_aligned(dst, src), stream);
     });
   });
 }
@@ -76,10 +73,8 @@ void launch_widen_f32_to_f64(double* dst, const float* src, std::int64_t n, cuda
 void launch_cast_stochastic_bf16(std::uint16_t* dst, const float* src, std::int64_t n,
                                  std::uint64_t seed, bool simple, cudaStream_t stream) {
   const StochasticBody body{dst, src, seed};
-  if (!simple && pack_aligned(dst, src))
-    for_each_pack_of<StochasticBody::kLen>(n, body, stream);
-  else
-    for_each_index(n, body, stream);
+  for_each_pack_of_or_index<StochasticBody::kLen>(n, body, !simple && pack_aligned(dst, src),
+                                                  stream);
 }
 
 void launch_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t stream) {

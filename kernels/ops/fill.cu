@@ -25,10 +25,7 @@ void launch_fill(void* dst, DType dtype, std::int64_t n, std::uint64_t pattern, 
   dispatch<WordTypes>(dtype, "fill", [&](auto tag) {
     using U = typename decltype(tag)::type;
     const FillBody<U> body{static_cast<U*>(dst), static_cast<U>(pattern)};
-    if (!simple && pack_aligned(dst))
-      for_each_pack<U>(n, body, stream);
-    else
-      for_each_index(n, body, stream);
+    for_each_pack_or_index<U>(n, body, !simple && pack_aligned(dst), stream);
   });
 }
 

@@ -32,10 +32,7 @@ void launch_accumulate_grad(float* acc, const void* grad, DType grad_dtype, std:
     using G = typename decltype(gt)::type;
     using Body = AccumulateBody<G>;
     const Body body{acc, static_cast<const G*>(grad), scale};
-    if (!simple && pack_aligned(acc, grad))
-      for_each_pack_of<Body::kLen>(n, body, stream);
-    else
-      for_each_index(n, body, stream);
+    for_each_pack_of_or_index<Body::kLen>(n, body, !simple && pack_aligned(acc, grad), stream);
   });
 }
 

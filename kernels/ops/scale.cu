@@ -26,10 +26,7 @@ void launch_scale(void* x, DType dtype, std::int64_t n, float factor, bool simpl
   dispatch<StorageFloats>(dtype, "scale_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const ScaleBody<T> body{static_cast<T*>(x), factor};
-    if (!simple && pack_aligned(x))
-      for_each_pack<T>(n, body, stream);
-    else
-      for_each_index(n, body, stream);
+    for_each_pack_or_index<T>(n, body, !simple && pack_aligned(x), stream);
   });
 }
 

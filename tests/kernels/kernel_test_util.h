@@ -113,4 +113,23 @@ inline void check_close(const std::string& what, const std::vector<double>& ref,
   BOOST_TEST(err <= tol * scale, what << ": max |difference| " << err << ", scale " << scale);
 }
 
+// alpha·op(A)·op(B) + beta·C0 in float64 over row-major operands with leading
+// dimensions lda, ldb and ldc (op: the transpose when ta / tb); the columns
+// of C0 past n are kept.
+inline std::vector<double> reference_gemm(std::int64_t m, std::int64_t n, std::int64_t k,
+                                          const std::vector<double>& a, std::int64_t lda, bool ta,
+                                          const std::vector<double>& b, std::int64_t ldb, bool tb,
+                                          const std::vector<double>& c0, std::int64_t ldc,
+                                          double alpha, double beta) {
+  std::vector<double> c = c0;
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < k; ++p)
+        s += a[ta ? p * lda + i : i * lda + p] * b[tb ? j * ldb + p : p * ldb + j];
+      c[i * ldc + j] = alpha * s + beta * c0[i * ldc + j];
+    }
+  return c;
+}
+
 }  // namespace zrt::test

@@ -27,6 +27,21 @@ std::size_t open_file_count() {
   return n;
 }
 
+// The second step's allocator peak of a 4-layer, 128-wide tiny GPT whose
+// zero3 shards are `dtype`, its optimizer state offloaded as `offload`.
+double step_peak(DType dtype, const OptimizerOffload& offload) {
+  model_zoo::TrainerConfig c;
+  c.model.kind = "gpt";
+  c.model.preset = "tiny";
+  c.model.n_layer = 4;
+  c.model.n_embd = 128;
+  c.engine.zero.dtype = dtype;
+  c.engine.zero.offload_optimizer = offload;
+  c.batch_size = 2;
+  c.seq_len = 16;
+  return static_cast<double>(second_step_peak(c));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(optimizer_offload)
@@ -52,17 +67,7 @@ BOOST_AUTO_TEST_CASE(moments_on_disk_leave_the_step_peak) {
   // One rank, fp32: m and v are 8 bytes per parameter; the two chunk buffers
   // hold 4 moments × the chunk instead.
   TempDir scratch;
-  auto peak = [&](OptimizerOffload offload) {
-    model_zoo::TrainerConfig c;
-    c.model.kind = "gpt";
-    c.model.preset = "tiny";
-    c.model.n_layer = 4;
-    c.model.n_embd = 128;
-    c.engine.zero.offload_optimizer = offload;
-    c.batch_size = 2;
-    c.seq_len = 16;
-    return static_cast<double>(second_step_peak(c));
-  };
+  auto peak = [&](OptimizerOffload offload) { return step_peak(DType::f32, offload); };
   const double in_memory = peak({}),
                on_disk = peak({OptimizerOffload::Kind::disk, scratch.str(), 4096});
   // 4 blocks of 12·128² + embeddings (256 + 64)·128: ~0.83 M parameters, 6.6 MB of moments.
@@ -108,18 +113,7 @@ BOOST_AUTO_TEST_CASE(master_in_host_memory_changes_no_number) {
 BOOST_AUTO_TEST_CASE(master_in_host_memory_leaves_the_device_peak) {
   // One rank, bf16: the fp32 master, m and v (12 bytes per parameter) leave
   // the caching allocator; the bf16 zero3 shard and the fp32 gradient shard stay.
-  auto peak = [&](OptimizerOffload offload) {
-    model_zoo::TrainerConfig c;
-    c.model.kind = "gpt";
-    c.model.preset = "tiny";
-    c.model.n_layer = 4;
-    c.model.n_embd = 128;
-    c.engine.zero.dtype = DType::bf16;
-    c.engine.zero.offload_optimizer = offload;
-    c.batch_size = 2;
-    c.seq_len = 16;
-    return static_cast<double>(second_step_peak(c));
-  };
+  auto peak = [&](OptimizerOffload offload) { return step_peak(DType::bf16, offload); };
   OptimizerOffload host;
   host.kind = OptimizerOffload::Kind::host;
   const double on_device = peak({}), on_host = peak(host);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every zrt-bench suite runs once at a tiny size and exits 0 with its table
-# (kernels also at sizes below its eight aligned parts, and across kernel
-# threads); bad values and environment fail with a message in the user's
+# (ops on a runtime op and a model-zoo op, and across kernel threads); bad
+# values and environment fail with a message in the user's
 # words (Note [User errors and internal errors]).
 # usage: test_zrt_bench_suites.sh ZRT-BENCH
 set -u
@@ -19,9 +19,9 @@ runs() {
   if [ $rc -ne 0 ]; then echo "FAIL $name: exit code $rc: $out"; failures=$((failures + 1)); return; fi
   echo "ok   $name: $(wc -l <<<"$out") lines"
 }
-runs "kernels" kernels --device cpu --size 5000 --reps 1
-for n in 1 100 1000; do runs "kernels of $n elements" kernels --device cpu --size $n --reps 1; done
-ZRT_CPU_THREADS=4 runs "kernels on 4 threads" kernels --device cpu --size 300001 --reps 2
+runs "ops" ops --device cpu --op scale_ --reps 1
+runs "ops, a model-zoo op" ops --device cpu --op residual --reps 1
+ZRT_CPU_THREADS=4 runs "ops on 4 threads" ops --device cpu --op flatten --reps 2
 runs "comm" comm --op all_reduce --size 4096 --ranks 2 --reps 1
 runs "optim" optim --params 20000 --handles 2 --device cpu --reps 1
 runs "ckpt" ckpt --params 20000 --ranks 2 --reps 1 --dir "$dir"
@@ -43,9 +43,8 @@ fails() {
   shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
   echo "ok   $name: $(head -n 1 <<<"$out")"
 }
-fails "kernels of 0 elements" "zrt-bench kernels: error: kernels: --size and --reps must be positive" \
-  kernels --size 0
-fails "a size that is no number" "--size" kernels --size many
+fails "ops of 0 reps" "zrt-bench ops: error: ops: --reps must be positive" ops --reps 0
+fails "a reps that is no number" "--reps" ops --reps many
 fails "an unknown suite" "unknown suite 'kernel'" kernel
 ZRT_TF32=junk fails "ZRT_TF32 of junk" "zrt-bench tensor: error: ZRT_TF32='junk' is not one of 0, 1" tensor
 ZRT_SIMPLE_KERNELS=junk fails "ZRT_SIMPLE_KERNELS of junk" "ZRT_SIMPLE_KERNELS='junk': 'junk' is not a kernel" tensor

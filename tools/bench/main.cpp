@@ -22,7 +22,6 @@ struct Suite {
 };
 
 constexpr Suite kSuites[] = {
-    {"kernels", zrt::bench::bench_kernels, "bandwidth kernels vs a plain copy"},
     {"comm", zrt::bench::bench_comm, "collectives: algbw/busbw vs the raw backend call"},
     {"optim", zrt::bench::bench_optim, "full ZeroAdamW step vs the AdamW kernel alone"},
     {"ckpt", zrt::bench::bench_ckpt, "checkpoint save/load vs plain write+fsync/read"},

@@ -2,7 +2,6 @@
 #pragma once
 
 namespace zrt::bench {
-int bench_kernels(int argc, char** argv);
 int bench_comm(int argc, char** argv);
 int bench_optim(int argc, char** argv);
 int bench_ckpt(int argc, char** argv);

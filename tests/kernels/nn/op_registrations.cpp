@@ -4,6 +4,10 @@
 // kernels and their simple references, the embedding gradient's grouping bit
 // for bit. Odd sizes (not multiples of the packs, warps or tiles) beside
 // aligned ones.
+#include <functional>
+#include <string>
+#include <utility>
+
 #include "tests/kernels/op_registry.h"
 #include "zrt/kernels/nn/activation.h"
 #include "zrt/kernels/nn/attention.h"
@@ -33,24 +37,40 @@ OpCost gemm_cost(double m, double n, double k, DType t) {
   return {bytes(m * k + k * n + 2 * m * n, t), 2 * m * n * k};
 }
 
-OpRegistration activation(kernels::Activation act, const char* name) {
+// An elementwise op on two inputs of d[0] elements, moving `moved` elements
+// of its dtype per element.
+OpRegistration elementwise(std::string name, std::function<void(OpRun&, const OpDims&, DType)> run,
+                           double moved) {
   return {
-      .name = name,
+      .name = std::move(name),
       .dims = kLengths,
       .dtypes = kNnFloats,
       .make_inputs =
           [](const OpDims& d, DType t, std::mt19937_64& g) {
             return std::vector{uniform({d[0]}, t, g), uniform({d[0]}, t, g)};
           },
-      .run =
-          [act](OpRun& r, const OpDims& d, DType t) {
-            kernels::activation_forward(act, r.in(0), r.out("y", {d[0]}, t), r.stream());
-            kernels::activation_backward(act, r.in(0), r.in(1), r.out("dx", {d[0]}, t), r.stream());
-          },
+      .run = std::move(run),
       .tolerance = nn_tolerance,
-      .cost = [](const OpDims& d, DType t) { return OpCost{bytes(5.0 * double(d[0]), t)}; },
+      .cost = [moved](const OpDims& d, DType t) { return OpCost{bytes(moved * double(d[0]), t)}; },
       .perf_dims = {std::int64_t(1) << 24},
   };
+}
+
+OpRegistration activation(kernels::Activation act, const char* name) {
+  return elementwise(
+      name,
+      [act](OpRun& r, const OpDims& d, DType t) {
+        kernels::activation_forward(act, r.in(0), r.out("y", {d[0]}, t), r.stream());
+        kernels::activation_backward(act, r.in(0), r.in(1), r.out("dx", {d[0]}, t), r.stream());
+      },
+      5.0);
+}
+
+// A cross-entropy op's inputs: logits of rows × cols and a target per row in
+// [-1, vocab) of dtype `ids` (-1: ignored).
+std::vector<Tensor> logits_and_targets(std::int64_t rows, std::int64_t cols, std::int64_t vocab,
+                                       DType t, DType ids, std::mt19937_64& g) {
+  return std::vector{uniform({rows, cols}, t, g), integers({rows}, ids, g, -1, vocab - 1)};
 }
 
 }  // namespace
@@ -153,22 +173,12 @@ std::vector<OpRegistration> nn_registrations() {
   r.push_back(activation(kernels::Activation::gelu, "gelu"));
   r.push_back(activation(kernels::Activation::relu, "relu"));
 
-  r.push_back({
-      .name = "residual_add",
-      .dims = kLengths,
-      .dtypes = kNnFloats,
-      .make_inputs =
-          [](const OpDims& d, DType t, std::mt19937_64& g) {
-            return std::vector{uniform({d[0]}, t, g), uniform({d[0]}, t, g)};
-          },
-      .run =
-          [](OpRun& r, const OpDims& d, DType t) {
-            kernels::residual_add(r.in(0), r.in(1), r.out("out", {d[0]}, t), r.stream());
-          },
-      .tolerance = nn_tolerance,
-      .cost = [](const OpDims& d, DType t) { return OpCost{bytes(3.0 * double(d[0]), t)}; },
-      .perf_dims = {std::int64_t(1) << 24},
-  });
+  r.push_back(elementwise(
+      "residual_add",
+      [](OpRun& r, const OpDims& d, DType t) {
+        kernels::residual_add(r.in(0), r.in(1), r.out("out", {d[0]}, t), r.stream());
+      },
+      3.0));
 
   // dims: {rows, C, accumulate the parameter gradients}: C not a multiple
   // of 32, rows across several of the fast gradients' tiles.
@@ -326,8 +336,7 @@ std::vector<OpRegistration> nn_registrations() {
       .dtypes = kNnFloats,
       .make_inputs =
           [](const OpDims& d, DType t, std::mt19937_64& g) {
-            return std::vector{uniform({d[0], d[1]}, t, g),
-                               integers({d[0]}, DType::i32, g, -1, d[1] - 1)};
+            return logits_and_targets(d[0], d[1], d[1], t, DType::i32, g);
           },
       .run =
           [](OpRun& r, const OpDims& d, DType t) {
@@ -353,8 +362,7 @@ std::vector<OpRegistration> nn_registrations() {
       .dtypes = kNnFloats,
       .make_inputs =
           [](const OpDims& d, DType t, std::mt19937_64& g) {
-            return std::vector{uniform({d[0], d[2]}, t, g),
-                               integers({d[0]}, DType::i64, g, -1, d[1] - 1)};
+            return logits_and_targets(d[0], d[2], d[1], t, DType::i64, g);
           },
       .run =
           [](OpRun& r, const OpDims& d, DType t) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/kernels/kernel_test_util.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/nn/gemm.h"
 
@@ -62,16 +63,10 @@ BOOST_AUTO_TEST_CASE(gemm_matches_f64_loop_for_all_transposes_and_dtypes) {
                 const auto c0 = c.to_doubles(), av = a.to_doubles(), bv = b.to_doubles();
                 const double alpha = 0.75;
                 run_gemm(backend, a, ta, b, tb, c, alpha, beta);
-                std::vector<double> ref(static_cast<std::size_t>(m * n));
+                const std::vector<double> ref = zrt::test::reference_gemm(
+                    m, n, k, av, ta ? m : k, ta, bv, tb ? k : n, tb, c0, n, alpha, beta);
                 double scale = 1;
-                for (std::int64_t i = 0; i < m; ++i)
-                  for (std::int64_t j = 0; j < n; ++j) {
-                    double s = 0;
-                    for (std::int64_t p = 0; p < k; ++p)
-                      s += av[ta ? p * m + i : i * k + p] * bv[tb ? j * k + p : p * n + j];
-                    ref[i * n + j] = alpha * s + beta * c0[i * n + j];
-                    scale = std::max(scale, 1 + std::abs(ref[i * n + j]));
-                  }
+                for (const double r : ref) scale = std::max(scale, 1 + std::abs(r));
                 const auto got = c.to_doubles();
                 double err = 0;
                 for (std::size_t i = 0; i < got.size(); ++i)

@@ -124,14 +124,8 @@ BOOST_AUTO_TEST_CASE(gemm_with_leading_dimensions_matches_f64_loop) {
           const auto a = normal_values(a_rows * lda, gen), b = normal_values(b_rows * ldb, gen);
           const auto c0 = normal_values(m * ldc, gen);
           const double alpha = 0.75, beta = -0.5;
-          std::vector<double> ref = c0;
-          for (std::int64_t i = 0; i < m; ++i)
-            for (std::int64_t j = 0; j < n; ++j) {
-              double s = 0;
-              for (std::int64_t p = 0; p < k; ++p)
-                s += a[ta ? p * lda + i : i * lda + p] * b[tb ? j * ldb + p : p * ldb + j];
-              ref[i * ldc + j] = alpha * s + beta * c0[i * ldc + j];
-            }
+          const std::vector<double> ref =
+              zrt::test::reference_gemm(m, n, k, a, lda, ta, b, ldb, tb, c0, ldc, alpha, beta);
           auto c32 = as<float>(c0);
           const auto a32 = as<float>(a), b32 = as<float>(b);
           copy->f32.gemm({bool(ta), bool(tb), m, n, k, float(alpha), a32.data(), lda, b32.data(),

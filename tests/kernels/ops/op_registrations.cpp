@@ -29,6 +29,10 @@ double bytes(std::int64_t n, std::initializer_list<DType> dtypes) {
   return b;
 }
 
+// The cost of an op that passes over d[0] elements of t twice (a read and a
+// write, or two writes).
+OpCost two_passes(const OpDims& d, DType t) { return OpCost{bytes(d[0], {t, t})}; }
+
 OpRegistration cast_to(DType to) {
   return {
       .name = std::string("cast ->") + dtype_name(to),
@@ -127,10 +131,7 @@ std::vector<OpRegistration> ops_registrations() {
             kernels::fill(r.out("filled", {d[0]}, t), 3.0, r.stream());
             kernels::zero(r.out("zeroed", {d[0]}, t), r.stream());
           },
-      .cost =
-          [](const OpDims& d, DType t) {
-            return OpCost{bytes(d[0], {t, t})};
-          },
+      .cost = two_passes,
       .perf_dims = kPerfLength,
   });
 
@@ -142,10 +143,7 @@ std::vector<OpRegistration> ops_registrations() {
                         std::mt19937_64& g) { return std::vector{uniform({d[0]}, t, g)}; },
       .run = [](OpRun& r, const OpDims&,
                 DType) { kernels::scale_(r.inout("x", 0), 0.37, r.stream()); },
-      .cost =
-          [](const OpDims& d, DType t) {
-            return OpCost{bytes(d[0], {t, t})};
-          },
+      .cost = two_passes,
       .perf_dims = kPerfLength,
   });
 

@@ -95,6 +95,22 @@ void expect_bitwise_alike(int ranks, const TrainSetup& base,
   }
 }
 
+TrainSetup sharded_setup(optim::ShardingStrategy strategy, int zero3, DType dtype, int micro,
+                         int steps) {
+  TrainSetup s;
+  s.strategy = strategy;
+  s.zero3_size = zero3;
+  s.dtype = dtype;
+  s.micro_batches = micro;
+  s.steps = steps;
+  return s;
+}
+
+TrainSetup with_head_unit(TrainSetup s) {
+  s.head_unit = true;
+  return s;
+}
+
 std::vector<TrainSetup> one_setup_per_strategy() {
   struct Case {
     const char* model;
@@ -113,13 +129,8 @@ std::vector<TrainSetup> one_setup_per_strategy() {
   };
   std::vector<TrainSetup> out;
   for (const Case& c : cases) {
-    TrainSetup s;
+    TrainSetup s = sharded_setup(c.strategy, c.zero3, c.dtype, c.micro, 4);
     s.model = c.model;
-    s.strategy = c.strategy;
-    s.zero3_size = c.zero3;
-    s.dtype = c.dtype;
-    s.micro_batches = c.micro;
-    s.steps = 4;
     out.push_back(s);
   }
   return out;

@@ -43,6 +43,13 @@ struct TrainSetup {
   std::uint64_t seed = 1337;                       // the init seed
 };
 
+// A setup of `strategy` with zero3 groups of `zero3` ranks, in `dtype`, of
+// `micro` micro-batches a step, for `steps` steps; the rest as TrainSetup's.
+TrainSetup sharded_setup(optim::ShardingStrategy strategy, int zero3, DType dtype, int micro,
+                         int steps);
+// `s` with GPT's head in a unit of its own (TrainSetup::head_unit).
+TrainSetup with_head_unit(TrainSetup s);
+
 struct TrainOutput {
   std::vector<double> losses;                         // per step, global mean
   std::map<std::string, std::vector<double>> params;  // final, fp32

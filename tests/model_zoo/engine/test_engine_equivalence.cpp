@@ -93,11 +93,7 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number) {
       {optim::ShardingStrategy::hybrid_shard, 2},
       {optim::ShardingStrategy::layer_zero, 2}};
   for (const auto& [strategy, zero3] : strategies) {
-    TrainSetup s;
-    s.strategy = strategy;
-    s.zero3_size = zero3;
-    s.micro_batches = 2;
-    s.steps = 4;
+    const TrainSetup s = sharded_setup(strategy, zero3, DType::f32, 2, 4);
     try {
       expect_prefetch_depths_alike(4, s);
     } catch (const std::exception& e) {

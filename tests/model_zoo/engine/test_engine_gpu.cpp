@@ -61,16 +61,11 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number_on_the_device) {
 // bit as the default layout there, as on the CPU (clipping off).
 BOOST_AUTO_TEST_CASE(head_unit_trains_as_the_default_layout_on_the_device) {
   for (const DType dtype : {DType::f32, DType::bf16}) {
-    TrainSetup s;
+    TrainSetup s = sharded_setup(optim::ShardingStrategy::full_shard, 0, dtype, 2, 4);
     s.device = Device::cuda(0);
-    s.dtype = dtype;
-    s.micro_batches = 2;
-    s.steps = 4;
     s.max_grad_norm = 0;
-    TrainSetup head = s;
-    head.head_unit = true;
     try {
-      expect_bitwise_alike(2, s, {head});
+      expect_bitwise_alike(2, s, {with_head_unit(s)});
     } catch (const std::exception& e) {
       BOOST_ERROR(e.what());
     }

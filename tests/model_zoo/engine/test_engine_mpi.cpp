@@ -46,13 +46,9 @@ BOOST_AUTO_TEST_CASE(mlp_matches_one_rank) { check("mlp"); }
 // size), so there they agree to rounding (Note [Comparing training runs]).
 BOOST_AUTO_TEST_CASE(gpt_head_unit_matches_the_default_layout) {
   for (const DType dtype : {DType::f32, DType::bf16}) {
-    TrainSetup base;
-    base.dtype = dtype;
-    base.micro_batches = 2;
-    base.steps = 3;
+    TrainSetup base = sharded_setup(optim::ShardingStrategy::full_shard, 0, dtype, 2, 3);
     base.max_grad_norm = 0;
-    TrainSetup head = base;
-    head.head_unit = true;
+    const TrainSetup head = with_head_unit(base);
     try {
       const TrainOutput want = train_tiny(world(), base);
       const TrainOutput got = train_tiny(world(), head);

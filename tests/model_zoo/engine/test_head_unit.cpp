@@ -26,19 +26,9 @@ namespace {
 using S = optim::ShardingStrategy;
 
 TrainSetup base_setup(S strategy, int zero3, DType dtype, int micro) {
-  TrainSetup s;
-  s.strategy = strategy;
-  s.zero3_size = zero3;
-  s.dtype = dtype;
-  s.micro_batches = micro;
-  s.steps = 3;
+  TrainSetup s = sharded_setup(strategy, zero3, dtype, micro, 3);
   s.batch_size = 12;  // divides among 1 and 3 ranks of 1 or 2 micro-batches
   s.max_grad_norm = 0;
-  return s;
-}
-
-TrainSetup with_head_unit(TrainSetup s) {
-  s.head_unit = true;
   return s;
 }
 

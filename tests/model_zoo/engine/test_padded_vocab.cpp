@@ -26,12 +26,7 @@ constexpr std::int64_t kVocab = 203, kPadded = 256, kEmbd = 32;  // the tiny pre
 
 TrainSetup setup(S strategy, int zero3, DType dtype, int micro, std::int64_t align,
                  std::uint64_t seed) {
-  TrainSetup s;
-  s.strategy = strategy;
-  s.zero3_size = zero3;
-  s.dtype = dtype;
-  s.micro_batches = micro;
-  s.steps = 4;
+  TrainSetup s = sharded_setup(strategy, zero3, dtype, micro, 4);
   s.batch_size = 8;
   s.vocab_size = kVocab;
   s.vocab_align = align;
@@ -77,10 +72,9 @@ BOOST_AUTO_TEST_SUITE(padded_vocab)
 
 BOOST_AUTO_TEST_CASE(trains_the_unpadded_losses) {
   const std::uint64_t seed = zrt::test::test_seed("padded_vocab/trains_the_unpadded_losses");
-  TrainSetup head = setup(S::full_shard, 0, DType::f32, 1, 128, seed);
-  head.head_unit = true;
   const TrainSetup cases[] = {setup(S::full_shard, 0, DType::f32, 2, 128, seed),
-                              setup(S::layer_zero, 1, DType::bf16, 2, 128, seed), head};
+                              setup(S::layer_zero, 1, DType::bf16, 2, 128, seed),
+                              with_head_unit(setup(S::full_shard, 0, DType::f32, 1, 128, seed))};
   for (const TrainSetup& padded : cases) {
     const TrainOutput got = train_tiny_on_local_ranks(2, padded);
     const TrainOutput want = train_tiny_on_local_ranks(2, unpadded(padded));

@@ -96,6 +96,20 @@ void check_torch(const std::string& what, const Tensor& got, const TorchCase& re
   check_close(what + " vs torch", got, ref.output(name, got.shape()), 1e-4);
 }
 
+// An affine layer (weight w, bias b) against torch's `ref_name` on the same
+// x, w, b and dy: its output y, input gradient dx and w's and b's gradients.
+void check_affine_vs_torch(const std::string& what, const char* ref_name, const Tensor& x,
+                           const Param& w, const Param& b, const Tensor& dy, const Tensor& y,
+                           const Tensor& dx) {
+  TorchCase ref(ref_name);
+  ref.input("x", x), ref.input("w", w.value), ref.input("b", b.value), ref.input("dy", dy);
+  ref.run();
+  check_torch(what + " y", y, ref, "y");
+  check_torch(what + " dx", dx, ref, "dx");
+  check_torch(what + " dw", w.grad, ref, "dw");
+  check_torch(what + " db", b.grad, ref, "db");
+}
+
 void check_bf16(const std::string& what, const Tensor& bf16_out, const Tensor& f32_out) {
   BOOST_TEST(bf16_out.dtype() == DType::bf16);
   check_close(what + " bf16 vs f32", bf16_out, f32_out, 4e-2);
@@ -118,13 +132,8 @@ BOOST_AUTO_TEST_CASE(linear) {
     Linear lin(w, b, layout);
     Tensor y = lin.forward(x);
     Tensor dx = lin.backward(dy, GradMode::overwrite);
-    TorchCase ref(torch_layout ? "linear_out_in" : "linear_in_out");
-    ref.input("x", x), ref.input("w", w.value), ref.input("b", b.value), ref.input("dy", dy);
-    ref.run();
-    check_torch("linear y", y, ref, "y");
-    check_torch("linear dx", dx, ref, "dx");
-    check_torch("linear dw", w.grad, ref, "dw");
-    check_torch("linear db", b.grad, ref, "db");
+    check_affine_vs_torch("linear", torch_layout ? "linear_out_in" : "linear_in_out", x, w, b, dy,
+                          y, dx);
     Linear lin16(to_dtype(w, DType::bf16), to_dtype(b, DType::bf16), layout);
     check_bf16("linear", lin16.forward(x.to(DType::bf16)), y);
   }
@@ -155,13 +164,7 @@ BOOST_AUTO_TEST_CASE(layer_norm) {
   LayerNorm ln(w, b);
   Tensor y = ln.forward(x);
   Tensor dx = ln.backward(dy, GradMode::overwrite);
-  TorchCase ref("layernorm");
-  ref.input("x", x), ref.input("w", w.value), ref.input("b", b.value), ref.input("dy", dy);
-  ref.run();
-  check_torch("layernorm y", y, ref, "y");
-  check_torch("layernorm dx", dx, ref, "dx");
-  check_torch("layernorm dw", w.grad, ref, "dw");
-  check_torch("layernorm db", b.grad, ref, "db");
+  check_affine_vs_torch("layernorm", "layernorm", x, w, b, dy, y, dx);
   LayerNorm ln16(to_dtype(w, DType::bf16), to_dtype(b, DType::bf16));
   check_bf16("layernorm", ln16.forward(x.to(DType::bf16)), y);
 }
