@@ -70,8 +70,8 @@ void check(const ModelConfig& model, int ranks, S strategy, int zero3, DType dty
       BOOST_REQUIRE_MESSAGE(it != got.end(), name << " is missing");
       BOOST_CHECK_MESSAGE(same_bits(it->second, value),
                           model.kind << " " << name << " differs at " << ranks << " rank(s), "
-                                     << optim::strategy_name(strategy) << " zero3=" << zero3
-                                     << " " << dtype_name(dtype));
+                                     << optim::strategy_name(strategy) << " zero3=" << zero3 << " "
+                                     << dtype_name(dtype));
     }
   });
 }
@@ -81,7 +81,8 @@ void check(const ModelConfig& model, int ranks, S strategy, int zero3, DType dty
 BOOST_AUTO_TEST_SUITE(sharded_init)
 
 BOOST_AUTO_TEST_CASE(equals_the_whole_model_init_everywhere) {
-  const std::uint64_t seed = zrt::test::test_seed("sharded_init/equals_the_whole_model_init_everywhere");
+  const std::uint64_t seed =
+      zrt::test::test_seed("sharded_init/equals_the_whole_model_init_everywhere");
   struct Case {
     S strategy;
     int zero3;
