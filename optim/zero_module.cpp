@@ -127,7 +127,11 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
     const std::size_t end = begin + p.tensor.nbytes();
     const SeenParam* tied = nullptr;
-    for (const SeenParam& seen : seen_params_) {
+    const auto bucket = seen_by_storage_.find(p.tensor.storage_ptr().get());
+    const std::vector<std::size_t> none;
+    for (std::size_t s : bucket == seen_by_storage_.end() ? none : bucket->second) {
+      const SeenParam& seen = seen_params_[s];
+      ++tie_candidates_checked_;
       const auto storage = seen.storage.lock();
       if (!storage || storage != p.tensor.storage_ptr() || end <= seen.begin || seen.end <= begin)
         continue;
@@ -195,6 +199,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   for (const auto& p : own)
     if (p.tensor.numel() > 0) {
       const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
+      seen_by_storage_[p.tensor.storage_ptr().get()].push_back(seen_params_.size());
       seen_params_.push_back({p.tensor.storage_ptr(),
                               begin,
                               begin + p.tensor.nbytes(),

@@ -63,6 +63,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -219,6 +220,10 @@ class ZeroModule {
     ParamLocation owner;
   };
   std::vector<TiedParam> tied_params() const;
+  // Earlier units' parameters add_unit compared with new ones to find ties:
+  // only those that share a storage with one, so adding units stays linear
+  // in their number (a test holds it to that).
+  std::size_t tie_candidates_checked() const { return tie_candidates_checked_; }
   // Views of parameter `name` of unit `unit` ("name" or "unit.name", own or
   // tied) that stay valid across reshards, for layers that bind once: the
   // unsharded parameter and the gradient the unit's backward scopes hand
@@ -276,6 +281,11 @@ class ZeroModule {
     ParamLocation at;
   };
   std::vector<SeenParam> seen_params_;
+  // seen_params_'s indices by storage, in order: a unit's tie lookup reads
+  // only the parameters that share a storage with its own, so adding units
+  // is linear in their number.
+  std::unordered_map<const Storage*, std::vector<std::size_t>> seen_by_storage_;
+  std::size_t tie_candidates_checked_ = 0;
   struct Tie {  // Note [Parameters tied across units]
     TiedParam param;
     Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope

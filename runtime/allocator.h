@@ -31,6 +31,13 @@ class Allocator {
   // Returns at least `nbytes` bytes (nbytes > 0) usable on `stream`, aligned to
   // at least 64 bytes. Throws OutOfMemory.
   virtual void* allocate(std::size_t nbytes, Stream stream) = 0;
+  // allocate() for `holder`, the object that will hold the memory (Storage
+  // passes itself). An allocator that attributes its blocks to their holders
+  // in O(1) (the memory plan's breakdown, Note [Memory plan]) overrides it;
+  // the rest ignore the holder.
+  virtual void* allocate_for(const void* /*holder*/, std::size_t nbytes, Stream stream) {
+    return allocate(nbytes, stream);
+  }
   // Returns memory from allocate(). Never throws.
   virtual void deallocate(void* ptr) noexcept = 0;
   // Declares that `ptr` is also used on `stream` (besides its allocation

@@ -27,7 +27,7 @@ void Storage::allocate(std::size_t nbytes, Stream stream) {
   ZRT_CHECK_STATE(is_freed(), "Storage::allocate: storage already holds ", nbytes_,
                   " bytes; free it first (re-sizing live storage is not allowed)");
   if (nbytes == 0) return;
-  data_ = allocator_->allocate(nbytes, stream);
+  data_ = allocator_->allocate_for(this, nbytes, stream);
   nbytes_ = nbytes;
   stream_ = stream;
 }

@@ -1,6 +1,7 @@
 #include "zrt/model_zoo/trainer/memory_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -15,21 +16,30 @@ namespace zrt::model_zoo {
 
 namespace {
 
-enum class Category { master_and_moments, zero3_shards, unsharded_params, gradients };
+// What a block of the watched allocator holds (Note [Memory plan]).
+enum class Category {
+  master_and_moments,
+  zero3_shards,
+  unsharded_params,
+  gradients,
+  communication,
+  activations
+};
+constexpr std::size_t kCategories = 6;
 
-// Who holds which block: the handles' buffers and the optimizer's moments,
-// by the address of their memory. The first claim wins, so memory that is
-// two buffers at once (a zero3 shard that is the master) counts once.
-using BlockOwners = std::unordered_map<const void*, Category>;
+// Which storage holds which category: the handles' buffers and the
+// optimizer's moments. The first claim wins, so a storage that is two
+// buffers at once (a zero3 shard that is the master) counts once. All of them
+// exist from the engine's construction on and live as long as it does.
+using HolderCategories = std::unordered_map<const void*, Category>;
 
-BlockOwners block_owners(TrainingEngine& engine) {
-  BlockOwners owners;
+HolderCategories holder_categories(TrainingEngine& engine) {
+  HolderCategories holders;
   // Only the allocator the plan watches: host memory (a master in host
-  // memory, Note [Master in host memory]) has addresses of its own.
+  // memory, Note [Master in host memory]) has blocks of its own.
   const AllocatorPtr& watched = engine.module().allocator();
   auto claim = [&](const Tensor& t, Category c) {
-    if (!t.storage().is_freed() && t.storage().allocator() == watched)
-      owners.emplace(t.storage().data(), c);
+    if (t.storage().allocator() == watched) holders.emplace(&t.storage(), c);
   };
   optim::ZeroAdamW& adamw = engine.optimizer();
   const auto& handles = engine.handles();
@@ -49,30 +59,47 @@ BlockOwners block_owners(TrainingEngine& engine) {
   // A use of a parameter tied across units has a gradient of its own in its unit's backward.
   for (const auto& t : engine.module().tied_params())
     claim(engine.module().param_views(t.user, t.fqn).grad, Category::gradients);
-  return owners;
+  return holders;
 }
 
 // Sits in front of a dry run's allocator and breaks its peak down (Note
-// [Memory plan]). A new peak is only marked when it happens, inside the
-// allocation that makes it, when the storage that asked has not received its
-// memory yet; it is broken down at the next call into the allocator (or at
-// settle()), before that call changes anything, when every storage holds what
-// it held at the peak.
+// [Memory plan]). Each block is counted in its category from its allocation
+// to its free, so the bytes held per category are always at hand and a peak
+// costs O(1) to break down, however many blocks are live: a plan is linear in
+// the number of units. A new peak is only marked when it happens, inside the
+// allocation that makes it; it is copied at the next call into the allocator
+// (or at settle()), before that call changes anything.
 class PeakBreakdownAllocator final : public Allocator {
  public:
   explicit PeakBreakdownAllocator(AllocatorPtr inner) : inner_(std::move(inner)) {}
 
-  // From the engine on, the breakdown can name the handles' blocks.
+  // From the engine on, the breakdown can name the handles' blocks: the
+  // blocks live now are counted again (once per plan).
   void watch(TrainingEngine* engine) {
     std::lock_guard lock(mutex_);
     engine_ = engine;
+    holders_ = engine_ ? holder_categories(*engine_) : HolderCategories{};
+    comm_ = engine_ ? engine_->module().comm_stream() : Stream();
+    own_comm_stream_ = engine_ && comm_ != engine_->module().stream();
+    held_.fill(0);
+    for (auto& [ptr, live] : live_) {
+      ++visits_;
+      live.category = category_of(live.holder, live.stream);
+      held_[index(live.category)] += live.requested;
+    }
   }
 
   void* allocate(std::size_t nbytes, Stream stream) override {
+    return allocate_for(nullptr, nbytes, stream);
+  }
+  void* allocate_for(const void* holder, std::size_t nbytes, Stream stream) override {
     std::lock_guard lock(mutex_);
     settle_locked();
     void* p = inner_->allocate(nbytes, stream);
-    live_[p] = {nbytes, stream};
+    ++visits_;
+    const Category c = category_of(holder, stream);
+    live_[p] = {nbytes, stream, holder, c};
+    held_[index(c)] += nbytes;
     const std::size_t allocated = inner_->stats().allocated;
     if (allocated > peak_) {
       peak_ = allocated;
@@ -83,7 +110,10 @@ class PeakBreakdownAllocator final : public Allocator {
   void deallocate(void* ptr) noexcept override {
     std::lock_guard lock(mutex_);
     settle_locked();
-    live_.erase(ptr);
+    if (auto it = live_.find(ptr); it != live_.end()) {
+      held_[index(it->second.category)] -= it->second.requested;
+      live_.erase(it);
+    }
     inner_->deallocate(ptr);
   }
   void record_use(void* ptr, Stream stream) override { inner_->record_use(ptr, stream); }
@@ -97,6 +127,13 @@ class PeakBreakdownAllocator final : public Allocator {
     unsettled_ = true;  // until something exceeds it, the peak is what is held now
   }
 
+  // The blocks the bookkeeping has looked at: one per allocation, and those
+  // live when the engine is watched (RankMemoryPlan::bookkeeping_visits).
+  std::size_t visits() {
+    std::lock_guard lock(mutex_);
+    return visits_;
+  }
+
   // The breakdown of the peak since the last reset.
   MemoryByCategory settle() {
     std::lock_guard lock(mutex_);
@@ -108,59 +145,49 @@ class PeakBreakdownAllocator final : public Allocator {
   struct Live {
     std::size_t requested;
     Stream stream;
+    const void* holder;  // the Storage that asked, or null
+    Category category;
   };
+
+  static std::size_t index(Category c) { return static_cast<std::size_t>(c); }
+
+  // A block belongs to the storage that allocated it for as long as it lives:
+  // memory moves between storages only inside a handle, from one gradient
+  // buffer to another (Storage::adopt_memory), and a borrowed buffer (the
+  // unsharded parameter of a world of one) allocates nothing.
+  Category category_of(const void* holder, Stream stream) const {
+    if (holder)
+      if (auto it = holders_.find(holder); it != holders_.end()) return it->second;
+    // The rest of the communication stream's blocks are its cast and reduce buffers.
+    if (own_comm_stream_ && stream == comm_) return Category::communication;
+    return Category::activations;
+  }
 
   void settle_locked() noexcept {
     if (!unsettled_) return;
     unsettled_ = false;
-    try {
-      at_peak_ = breakdown_locked();
-    } catch (const std::exception&) {
-      at_peak_ =
-          MemoryByCategory{};  // out of memory for the bookkeeping: the total still comes from the peak
-      at_peak_.activations = peak_;
-    }
-  }
-
-  MemoryByCategory breakdown_locked() const {
-    MemoryByCategory m;
-    const BlockOwners owners = engine_ ? block_owners(*engine_) : BlockOwners{};
-    const Stream comm = engine_ ? engine_->module().comm_stream() : Stream();
-    const bool own_comm_stream = engine_ && comm != engine_->module().stream();
+    MemoryByCategory& m = at_peak_;
+    m.master_and_moments = held_[index(Category::master_and_moments)];
+    m.zero3_shards = held_[index(Category::zero3_shards)];
+    m.unsharded_params = held_[index(Category::unsharded_params)];
+    m.gradients = held_[index(Category::gradients)];
+    m.communication = held_[index(Category::communication)];
+    m.activations = held_[index(Category::activations)];
     std::size_t requested = 0;
-    for (const auto& [ptr, live] : live_) {
-      requested += live.requested;
-      auto it = owners.find(ptr);
-      std::size_t* slot = &m.activations;
-      if (it != owners.end()) {
-        switch (it->second) {
-          case Category::master_and_moments:
-            slot = &m.master_and_moments;
-            break;
-          case Category::zero3_shards:
-            slot = &m.zero3_shards;
-            break;
-          case Category::unsharded_params:
-            slot = &m.unsharded_params;
-            break;
-          case Category::gradients:
-            slot = &m.gradients;
-            break;
-        }
-      } else if (own_comm_stream && live.stream == comm) {
-        slot = &m.communication;
-      }
-      *slot += live.requested;
-    }
+    for (std::size_t h : held_) requested += h;
     m.rounding = peak_ - requested;
-    return m;
   }
 
   AllocatorPtr inner_;
   std::mutex mutex_;
   TrainingEngine* engine_ = nullptr;
+  HolderCategories holders_;
+  Stream comm_;
+  bool own_comm_stream_ = false;
   std::unordered_map<void*, Live> live_;
+  std::array<std::size_t, kCategories> held_{};  // the live blocks' requests by category
   std::size_t peak_ = 0;
+  std::size_t visits_ = 0;
   bool unsettled_ = false;
   MemoryByCategory at_peak_;
 };
@@ -245,6 +272,7 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
     }
   }
   plan.reserved_peak = memory->stats().peak_reserved;
+  plan.bookkeeping_visits = memory->visits();
   return plan;
 }
 

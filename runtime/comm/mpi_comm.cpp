@@ -1,8 +1,10 @@
 // See mpi_comm.h.
 #include "zrt/runtime/comm/mpi_comm.h"
 
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <thread>
 
 #include "zrt/runtime/comm/host_reduce.h"
@@ -21,6 +23,8 @@ CommPtr make_mpi_world(std::string) {
   ZRT_THROW(InvalidState,
             "make_mpi_world: this build of zrt has no MPI (configure with ZRT_MPI=ON)");
 }
+
+bool abort_mpi_job(int) { return false; }
 
 #else
 
@@ -92,13 +96,18 @@ class MpiSession {
   ~MpiSession() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (owned_ && !finalized) MPI_Finalize();
+    // MPI_Finalize waits for every rank: after a timeout one may be stopped
+    // or gone, and it would never return (Note [Ending after a timeout]).
+    if (owned_ && !finalized && !broken_.load()) MPI_Finalize();
   }
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 
+  void mark_broken() { broken_.store(true); }
+
  private:
   bool owned_ = false;
+  std::atomic<bool> broken_{false};  // a collective of one of its communicators timed out
 };
 
 // MPI operators for the 16-bit floats: inout = in (op) inout, in rank order.
@@ -341,10 +350,33 @@ class MpiCommunicator final : public Communicator {
       }
       if ((polls & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
         broken_ = true;
-        ZRT_THROW(CommError, where(op), ": timed out after ", timeout().count(),
-                  " ms (mpi backend; some rank of the group did not enter the collective)");
+        session_->mark_broken();
+        ZRT_THROW(CommError, where(op), ": timed out after ", timeout().count(), " ms ",
+                  missing_ranks(), " (mpi backend)");
       }
     }
+  }
+
+  // Who a timed-out collective waited for. MPI cannot say which ranks
+  // entered it; in a group of two it is the other one, named by its rank in
+  // MPI_COMM_WORLD (the rank mpirun gave it). In a larger group the flight
+  // recorder's report of all ranks names it (Note [Flight recorder]).
+  std::string missing_ranks() const {
+    if (size() != 2)
+      return "waiting for some rank of the group that did not enter the collective "
+             "(ZRT_FLIGHT_RECORDER_DIR names it)";
+    int peer = 1 - rank();
+    MPI_Group group, world;
+    if (MPI_Comm_group(comm_, &group) == MPI_SUCCESS) {
+      if (MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS) {
+        int in_world = MPI_UNDEFINED;
+        MPI_Group_translate_ranks(group, 1, &peer, world, &in_world);
+        if (in_world != MPI_UNDEFINED) peer = in_world;
+        MPI_Group_free(&world);
+      }
+      MPI_Group_free(&group);
+    }
+    return detail::concat("waiting for rank ", peer, ", which did not enter it");
   }
 
   std::shared_ptr<MpiSession> session_;
@@ -355,6 +387,17 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+bool abort_mpi_job(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return false;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  return true;  // not reached: MPI_Abort ends this process
+}
 
 CommPtr make_mpi_world(std::string name) {
   auto session = std::make_shared<MpiSession>();

@@ -8,6 +8,17 @@
 // After a timeout the MPI request is left pending (MPI cannot cancel a
 // collective) and the communicator refuses further collectives: the job is
 // expected to end.
+//
+// Note [Ending after a timeout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A collective times out when a peer never enters it: the peer is stopped
+// (SIGSTOP, a debugger), stuck, or on another code path, and mpirun, which
+// only notices processes that exit, keeps the job running. MPI_Finalize
+// waits for every rank, so a survivor that finalised would hang there for
+// as long as the peer does (and crash if it then dies). So once a collective
+// of an MPI session has timed out, the session never finalises, and a tool
+// ends the job with abort_mpi_job after it has printed its error: MPI_Abort
+// ends every rank, the stopped one included, and mpirun exits non-zero.
 #pragma once
 
 #include <string>
@@ -22,5 +33,11 @@ namespace zrt {
 // communicator made from this call (the world and its splits) is destroyed.
 // Throws InvalidState in a build without MPI.
 CommPtr make_mpi_world(std::string name = "world");
+
+// Ends the whole job at once with exit code `code`: MPI_Abort on
+// MPI_COMM_WORLD, without MPI_Finalize (Note [Ending after a timeout]).
+// Flushes stdout and stderr first. Returns false, doing nothing, where MPI is
+// not initialised or already finalised, or the build has no MPI.
+bool abort_mpi_job(int code);
 
 }  // namespace zrt

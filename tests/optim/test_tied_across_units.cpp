@@ -452,4 +452,29 @@ BOOST_AUTO_TEST_CASE(only_whole_tensors_tie) {
   }
 }
 
+// Finding ties compares a parameter only with those sharing its storage:
+// adding many untied units compares nothing, so it stays linear in the units.
+BOOST_AUTO_TEST_CASE(finding_ties_is_linear_in_the_units) {
+  std::mt19937_64 rng(6);
+  const Params init = make_params({5, 3}, rng);
+  try {
+    run_local_ranks(1, [&](const CommPtr& world) {
+      optim::ZeroModule module(world);
+      const Tensor E = tensor_of(init.E, {5, 3});
+      module.add_unit("embed", {{"weight", E}});
+      for (int u = 0; u < 300; ++u)
+        module.add_unit("h" + std::to_string(u), {{"gain", tensor_of(init.g, {3})}});
+      ZRT_EXPECT(module.tie_candidates_checked() == 0, "300 untied units compared ",
+                 module.tie_candidates_checked(), " earlier parameters");
+      module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
+      ZRT_EXPECT(module.tie_candidates_checked() == 1, "a tie compared ",
+                 module.tie_candidates_checked(),
+                 " earlier parameters, not the one it shares with");
+      ZRT_EXPECT(module.tied_params().size() == 1, "the tie was not recorded");
+    });
+  } catch (const std::exception& e) {
+    BOOST_ERROR(e.what());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,33 +1,64 @@
 #!/usr/bin/env bash
 # A rank killed (SIGKILL) in the middle of an `mpirun -np 4` run ends every
 # rank with a non-zero exit within ZRT_COMM_TIMEOUT_S + 5 seconds: nothing
-# hangs. usage: test_rank_killed.sh ZRT-TRAIN MPIEXEC
+# hangs. A rank stopped (SIGSTOP) in an `mpirun -np 2` run, which mpirun does
+# not notice, leaves the other to time out: it prints an error naming the
+# stopped rank and the collective, and ends the job (MPI_Abort, never
+# finalising through the stopped peer; Note [Ending after a timeout]) within
+# ZRT_COMM_TIMEOUT_S + 15 seconds.
+# usage: test_rank_killed.sh ZRT-TRAIN MPIEXEC
 set -u
 train=$1 mpiexec=$2
-timeout_s=10
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"; kill -9 $(jobs -p) 2> /dev/null' EXIT
-ZRT_COMM_TIMEOUT_S=$timeout_s "$mpiexec" --oversubscribe --allow-run-as-root -np 4 \
-  "$train" --steps 1000000 --log-every 1000000 > "$dir/out.txt" 2>&1 &
-launcher=$!
-# Wait until the ranks train, then kill one of them.
-for _ in $(seq 100); do
-  victims=$(pgrep -f -- "$train --steps 1000000" | grep -v "^$launcher\$" || true)
-  [ "$(wc -w <<<"$victims")" -ge 4 ] && break
-  sleep 0.1
-done
-sleep 1
-victim=$(awk '{print $NF}' <<<"$(echo $victims)")
-[ -n "$victim" ] || { echo "FAIL: no rank process found"; exit 1; }
-kill -9 "$victim"
-start=$(date +%s)
-limit=$((timeout_s + 5))
-while kill -0 "$launcher" 2> /dev/null; do
-  if [ $(( $(date +%s) - start )) -gt $limit ]; then echo "FAIL: still running ${limit}s after the kill"; exit 1; fi
-  sleep 0.2
-done
-wait "$launcher"; rc=$?
-left=$(pgrep -f -- "$train --steps 1000000" | wc -l)
-[ "$rc" -ne 0 ] || { echo "FAIL: mpirun exited 0"; exit 1; }
-[ "$left" -eq 0 ] || { echo "FAIL: $left rank(s) still running"; exit 1; }
-echo "ok   rank $victim killed: mpirun exited $rc after $(( $(date +%s) - start ))s, no rank left"
+victim= victims=
+# mpirun's ranks too: a launcher killed with -9 leaves them running.
+trap 'rm -rf "$dir"; kill -9 $victims $(jobs -p) 2> /dev/null' EXIT
+
+# run_case SIGNAL RANKS TIMEOUT_S LIMIT_S: starts the run, sends SIGNAL to
+# its last rank, and waits at most LIMIT_S for mpirun to exit non-zero with
+# no rank left; leaves the output in $dir/out.txt, the seconds in $took and
+# the signalled rank in $victim_rank.
+run_case() {
+  local signal=$1 ranks=$2 timeout_s=$3 limit=$4
+  ZRT_COMM_TIMEOUT_S=$timeout_s "$mpiexec" --oversubscribe --allow-run-as-root -np "$ranks" \
+    "$train" --steps 1000000 --log-every 1000000 > "$dir/out.txt" 2>&1 &
+  local launcher=$!
+  # Wait until the ranks train, then signal one of them.
+  for _ in $(seq 100); do
+    victims=$(pgrep -f -- "$train --steps 1000000" | grep -v "^$launcher\$" || true)
+    [ "$(wc -w <<<"$victims")" -ge "$ranks" ] && break
+    sleep 0.1
+  done
+  sleep 1
+  victim=$(awk '{print $NF}' <<<"$(echo $victims)")
+  [ -n "$victim" ] || { echo "FAIL: no rank process found"; exit 1; }
+  victim_rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+  kill -"$signal" "$victim"
+  local start
+  start=$(date +%s)
+  while kill -0 "$launcher" 2> /dev/null; do
+    if [ $(( $(date +%s) - start )) -gt "$limit" ]; then
+      echo "FAIL: SIG$signal: still running ${limit}s after the signal"
+      tr '\r' '\n' < "$dir/out.txt" | grep -v '^step' | tail -20
+      exit 1
+    fi
+    sleep 0.2
+  done
+  wait "$launcher"; local rc=$?
+  took=$(( $(date +%s) - start ))
+  local left
+  left=$(pgrep -f -- "$train --steps 1000000" | wc -l)
+  [ "$rc" -ne 0 ] || { echo "FAIL: SIG$signal: mpirun exited 0"; exit 1; }
+  [ "$left" -eq 0 ] || { echo "FAIL: SIG$signal: $left rank(s) still running"; exit 1; }
+  echo "ok   rank $victim got SIG$signal: mpirun exited $rc after ${took}s, no rank left"
+}
+
+run_case KILL 4 10 15
+
+# SIGSTOP: one rank of 2 stops; the other names it and the collective it waited in.
+run_case STOP 2 5 20
+error=$(grep "^zrt-train: error: " "$dir/out.txt")
+[ -n "$error" ] || { echo "FAIL: SIGSTOP: no 'zrt-train: error' line"; tr '\r' '\n' < "$dir/out.txt" | grep -v '^step' | tail -20; exit 1; }
+grep -q "waiting for rank ${victim_rank:-1}," <<<"$error" || { echo "FAIL: SIGSTOP: the error names no stopped rank: $error"; exit 1; }
+grep -qE "#[0-9]+ on group world" <<<"$error" || { echo "FAIL: SIGSTOP: the error names no collective: $error"; exit 1; }
+echo "ok   the survivor of a stopped rank: $error"

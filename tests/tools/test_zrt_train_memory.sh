@@ -47,6 +47,17 @@ grep -q -- "--strategy no-shard --prefetch 0 --activation-checkpointing none --o
   fail "--fit 1GiB does not list the cheapest setting: $(cat "$dir/fit.out")"
 "$train" "${run[@]}" --plan --fit 1MiB > "$dir/nofit.out" 2>&1; [ $? -eq 3 ] || fail "--fit 1MiB: not exit 3: $(cat "$dir/nofit.out")"
 grep -q "0 setting(s) fit" "$dir/nofit.out" || fail "--fit 1MiB: $(cat "$dir/nofit.out")"
+# SIGTERM ends a plan however long it would take (--plan installs no stop
+# handler: there is no step to finish or checkpoint to write).
+"$train" --plan --n-layer 1000000 > "$dir/long_plan.out" 2>&1 &
+long_plan=$!
+sleep 1
+kill -TERM "$long_plan"
+for _ in $(seq 50); do kill -0 "$long_plan" 2> /dev/null || break; sleep 0.1; done
+kill -0 "$long_plan" 2> /dev/null && { kill -9 "$long_plan"; fail "--plan still running 5 s after SIGTERM"; }
+wait "$long_plan"; rc=$?
+[ "$rc" -eq 143 ] || fail "--plan after SIGTERM: exit $rc, not 143: $(cat "$dir/long_plan.out")"
+echo "ok   SIGTERM ends a long --plan"
 out=$("$train" --fit 1GiB 2>&1) && fail "--fit without --plan was accepted"
 grep -q "read by --plan only" <<<"$out" || fail "--fit without --plan: $out"
 out=$("$train" --plan --fit 12parsecs 2>&1) && fail "a bad --fit was accepted"

@@ -28,6 +28,7 @@
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/optim/optim_error.h"
 #include "zrt/runtime/comm/launched_world.h"
+#include "zrt/runtime/comm/mpi_comm.h"
 #include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::train {
@@ -530,8 +531,15 @@ int main(int argc, char** argv) {
           train::forget_flight_record(o, world->rank());
           try {
             train::run(world, host, o, local_rank, io);
-          } catch (const CommError&) {
+          } catch (const CommError& e) {
             train::report_flight(*world, o, io);  // Note [Flight recorder]
+            // A peer may be stopped or gone: finalising MPI would wait for it
+            // forever. The error, then the whole job ends (Note [Ending after
+            // a timeout]); a no-op outside an MPI launch.
+            if (o.ranks == 0 && world->size() > 1) {
+              tools::report_error("zrt-train", e);
+              abort_mpi_job(1);
+            }
             throw;
           }
         },

@@ -259,6 +259,23 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
   BOOST_TEST(std::filesystem::is_empty(scratch.path), "a dry run creates no scratch file");
 }
 
+// The plan's bookkeeping is linear in the units: twice the layers, about
+// twice the blocks looked at (a breakdown that walked the live blocks at each
+// new peak looked at four times as many). Counted, not timed.
+BOOST_AUTO_TEST_CASE(planning_is_linear_in_the_layers) {
+  TrainerConfig c = base_config("gpt");
+  c.model.n_embd = 8;
+  c.model.n_head = 1;
+  auto visits = [&](int layers) {
+    c.model.n_layer = layers;
+    return plan_memory(c, 2).largest().bookkeeping_visits;
+  };
+  const std::size_t small = visits(100), large = visits(200);
+  BOOST_TEST_MESSAGE("blocks looked at: " << small << " for 100 layers, " << large << " for 200");
+  BOOST_TEST(small > 0u);
+  BOOST_TEST(large < small * 5 / 2, large << " blocks for 200 layers, " << small << " for 100");
+}
+
 BOOST_AUTO_TEST_CASE(a_cuda_plan_counts_the_attention_workspace) {
   // A CUDA run's attention takes the GEMM path (Note [Attention paths]),
   // whose T² workspace the CPU path does not have: its plan (on CPU streams
