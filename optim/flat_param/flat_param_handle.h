@@ -143,7 +143,7 @@ struct NamedParam {
   // ties, and may be unbacked): init(dst, first, stream) fills dst (f32)
   // with elements first, first + 1, ... of the flattened parameter, on
   // dst's device in stream order (Note [Sharded initialisation]).
-  std::function<void(const Tensor& dst, std::int64_t first, Stream stream)> init;
+  std::function<void(const Tensor& dst, std::int64_t first, Stream stream)> init = nullptr;
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 

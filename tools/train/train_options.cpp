@@ -284,10 +284,10 @@ void check_outputs(const TrainOptions& o) {
 
 }  // namespace
 
-bool parse_train_options(int argc, char** argv, TrainOptions& o) {
-  CLI::App app{
-      "zrt-train: train a model-zoo model under ZeRO-3 (one process, mpirun -np N, or --ranks N)"};
-  app.option_defaults()->always_capture_default();
+namespace {
+
+// The model: its kind, preset and overrides.
+void add_model_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--model", o.model, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
   app.add_option("--preset", o.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
   app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (default: the preset's)")
@@ -314,6 +314,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
   app.add_option("--activation", o.activation, "mlp: activation")
       ->check(CLI::IsMember({"gelu", "relu"}));
+}
+
+// The data, the batch and the learning-rate schedule.
+void add_schedule_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--data", o.data,
                  "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 "
                  "and y [N] i64; "
@@ -329,9 +333,12 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                  "learning rate at the end of the cosine decay (default: --lr / 10)")
       ->check(kNonNegative);
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
+}
+
+// AdamW's settings and the seed, straight into the engine's options.
+void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
   // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
-  optim::ZeroModuleOptions& zero = o.engine.zero;
-  optim::AdamWOptions& adamw = zero.adamw;
+  optim::AdamWOptions& adamw = o.engine.zero.adamw;
   app.add_option("--weight-decay", adamw.weight_decay,
                  "AdamW decoupled weight decay (2-D+ parameters only)");
   app.add_option("--clip", adamw.max_grad_norm, "max global gradient L2 norm (0: off)");
@@ -343,6 +350,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--beta2", adamw.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", adamw.eps, "AdamW epsilon");
   app.add_option("--seed", o.engine.seed, "initialisation seed, 0 to 2^64 - 1")->check(kSeed);
+}
+
+// Precision, recomputation and CPU streams.
+void add_precision_flags(CLI::App& app, TrainOptions& o) {
+  optim::ZeroModuleOptions& zero = o.engine.zero;
   add_choice(app, "--dtype", zero.dtype, kDTypeFlags, "compute dtype");
   add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype, kDTypeFlags,
              "gradient reduce-scatter dtype");
@@ -371,6 +383,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
          "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, "
          "overlapping compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
       ->check(CLI::IsMember({"none", "comm", "all"}));
+}
+
+// Devices, transports, ranks and sharding.
+void add_placement_flags(CLI::App& app, TrainOptions& o) {
+  optim::ZeroModuleOptions& zero = o.engine.zero;
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--transport", o.transport,
@@ -413,6 +430,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--threads", o.threads,
                  "CPU kernel threads per rank (0: the process's cores divided among its ranks)")
       ->check(tools::whole_number(0, kernels::kMaxCpuThreads));
+}
+
+// Files written, checkpoints and the memory plan.
+void add_output_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
@@ -446,23 +467,12 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   app.add_option("--fit", o.fit,
                  "with --plan: list the strategies and settings whose peak fits in BYTES "
                  "(e.g. 24GiB, 80GB)");
-  auto* resume =
-      app.add_option("--resume", o.resume_from,
-                     "continue from a checkpoint: a step directory, or (no value) `latest` under "
-                     "--checkpoint-dir, starting fresh if there is none yet")
-          ->expected(0, 1);
+}
+
+// The flags' combined rules, after parsing (InvalidArgument naming the flag).
+void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    std::cout << app.help();
-    return false;
-  } catch (const CLI::ParseError& e) {
-    ZRT_THROW(InvalidArgument, e.what());
-  }
-  o.resume = resume->count() > 0;
-  o.flag_values = parsed_flag_values(app);
-  try {
-    optim::check_adamw_options(adamw);
+    optim::check_adamw_options(o.engine.zero.adamw);
   } catch (const InvalidArgument& e) {
     ZRT_THROW(InvalidArgument,
               "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, "
@@ -506,6 +516,36 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     ZRT_CHECK_ARG(!o.resume || !o.resume_from.empty(),
                   "--resume without a path needs --checkpoint-dir (where `latest` names the step)");
   }
+}
+
+}  // namespace
+
+bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  CLI::App app{
+      "zrt-train: train a model-zoo model under ZeRO-3 (one process, mpirun -np N, or --ranks N)"};
+  app.option_defaults()->always_capture_default();
+  add_model_flags(app, o);
+  add_schedule_flags(app, o);
+  add_optimizer_flags(app, o);
+  add_precision_flags(app, o);
+  add_placement_flags(app, o);
+  add_output_flags(app, o);
+  auto* resume =
+      app.add_option("--resume", o.resume_from,
+                     "continue from a checkpoint: a step directory, or (no value) `latest` under "
+                     "--checkpoint-dir, starting fresh if there is none yet")
+          ->expected(0, 1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    return false;
+  } catch (const CLI::ParseError& e) {
+    ZRT_THROW(InvalidArgument, e.what());
+  }
+  o.resume = resume->count() > 0;
+  o.flag_values = parsed_flag_values(app);
+  check_parsed_options(app, o);
   return true;
 }
 
