@@ -100,8 +100,9 @@ bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport tra
                 "the nccl transport moves CUDA tensors ", "only; cpu tensors use mpi (or auto)");
   const bool nccl = torchrun || transport == WorldTransport::nccl ||
                     (transport == WorldTransport::automatic && device.is_cuda() && nccl_built);
-  // What the build lacks is a state of this zrt, not a wrong argument.
-  ZRT_CHECK_STATE(
+  // What the build lacks is the user's to change (another build, another
+  // launcher), as with a CUDA device asked of a build without CUDA.
+  ZRT_CHECK_ARG(
       !nccl || nccl_built, "a ", launcher_name(launch.launcher), " launch of ", launch.size,
       " ranks ",
       torchrun ? "(its world is NCCL, bootstrapped over TCP on MASTER_ADDR:MASTER_PORT) "
@@ -126,7 +127,7 @@ CommPtr nccl_world(const World& w, const BytesAllGather& all_gather_bytes,
                                 "world");
 #else
   (void)w, (void)all_gather_bytes, (void)timeout;
-  ZRT_THROW(InvalidState, "init_world: this build has no NCCL");
+  ZRT_THROW(InvalidArgument, "this build of zrt has no NCCL: launch with mpirun or srun");
 #endif
 }
 

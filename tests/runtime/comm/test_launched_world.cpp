@@ -98,7 +98,8 @@ BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
   BOOST_TEST(world_uses_nccl(torch, cpu, T::automatic,
                              true));  // torchrun has no MPI; NCCL says so on cpu tensors
   BOOST_TEST(!world_uses_nccl(single, cuda, T::nccl, false));  // one rank: no transport
-  // A wrong choice is an InvalidArgument; what this build lacks, an InvalidState.
+  // A wrong choice and what this build lacks are both the user's to change:
+  // InvalidArgument, a user error without a source location.
   auto refused = []<class E>(std::type_identity<E>, const std::function<void()>& f,
                              const std::string& says) {
     try {
@@ -113,7 +114,7 @@ BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
     BOOST_ERROR("not refused: " << says);
   };
   constexpr std::type_identity<InvalidArgument> wrong_choice;
-  constexpr std::type_identity<InvalidState> not_built;
+  constexpr std::type_identity<InvalidArgument> not_built;
   refused(
       wrong_choice, [&] { world_uses_nccl(torch, cuda, T::mpi, true); }, "needs mpirun or srun");
   refused(
