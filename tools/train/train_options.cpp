@@ -118,6 +118,25 @@ CLI::Option* add_choice(CLI::App& app, const std::string& flag, T& target,
       ->default_str(current);
 }
 
+// A flag whose text `parse` turns into `target`, straight into the layer's
+// field; parse's InvalidArgument is the flag's error.
+template <class T, class Parse>
+CLI::Option* add_parsed(CLI::App& app, const std::string& flag, T& target, Parse parse,
+                        const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          flag, [&target, parse](const std::string& v) { target = parse(v); }, help)
+      ->check([parse](const std::string& v) {
+        try {
+          parse(v);
+          return std::string();
+        } catch (const InvalidArgument& e) {
+          return std::string(e.what());
+        }
+      })
+      ->default_str(target.str());
+}
+
 std::vector<std::pair<std::string, optim::ShardingStrategy>> strategy_flags() {
   using S = optim::ShardingStrategy;
   std::vector<std::pair<std::string, S>> out;
@@ -361,22 +380,10 @@ void add_precision_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--prefetch", o.engine.prefetch,
                  "units all-gathered ahead of their stage (0: none, less memory)")
       ->check(tools::whole_number(0, 2));
-  app.add_option_function<std::string>(
-         "--activation-checkpointing",
-         [&o](const std::string& v) {
-           o.engine.checkpointing = model_zoo::parse_activation_checkpointing(v);
-         },
-         "blocks that keep only their input and run forward again in backward: none, blocks (all), "
-         "every:N (one in N); less activation memory for about a third more compute")
-      ->check([](const std::string& v) {
-        try {
-          model_zoo::parse_activation_checkpointing(v);
-          return std::string();
-        } catch (const InvalidArgument& e) {
-          return std::string(e.what());
-        }
-      })
-      ->default_str(o.engine.checkpointing.str());
+  add_parsed(app, "--activation-checkpointing", o.engine.checkpointing,
+             model_zoo::parse_activation_checkpointing,
+             "blocks that keep only their input and run forward again in backward: none, blocks "
+             "(all), every:N (one in N); less activation memory for about a third more compute");
   app.add_option_function<std::string>(
          "--cpu-streams",
          [&zero](const std::string& v) { zero.cpu_streams = optim::parse_cpu_streams(v); },
@@ -400,25 +407,11 @@ void add_placement_flags(CLI::App& app, TrainOptions& o) {
   add_choice(app, "--strategy", zero.strategy, strategy_flags(), "sharding strategy");
   app.add_option("--zero3-size", zero.zero3_size, "hybrid/layer-zero: zero3 group size (0: world)")
       ->check(kNonNegative);
-  app.add_option_function<std::string>(
-         "--offload-optimizer",
-         [&zero](const std::string& v) {
-           zero.offload_optimizer = optim::parse_optimizer_offload(v);
-         },
-         "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file "
-         "per rank under DIR, "
-         "streamed through in chunks), host (with the fp32 master in pinned host memory, "
-         "updated there by the "
-         "CPU while the GPU goes on; on cpu it saves nothing)")
-      ->check([](const std::string& v) {
-        try {
-          optim::parse_optimizer_offload(v);
-          return std::string();
-        } catch (const InvalidArgument& e) {
-          return std::string(e.what());
-        }
-      })
-      ->default_str(zero.offload_optimizer.str());
+  add_parsed(app, "--offload-optimizer", zero.offload_optimizer, optim::parse_optimizer_offload,
+             "where AdamW's m and v live: none (with the parameters), disk:DIR (a scratch file per "
+             "rank under DIR, streamed through in chunks), host (with the fp32 master in pinned "
+             "host memory, updated there by the CPU while the GPU goes on; on cpu it saves "
+             "nothing)");
   app.add_flag("--offload-grads", zero.grad_reduce.offload,
                "keep fp32 gradients in host memory between micro-batches");
   app.add_flag("--tf32", o.tf32,
