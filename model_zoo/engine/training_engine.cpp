@@ -34,13 +34,18 @@ optim::ZeroModuleOptions module_options(const EngineConfig& c) {
 
 TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
                                const std::map<std::string, Tensor>& initial)
-    : TrainingEngine(std::move(model), std::move(world), std::move(config), &initial) {}
+    : TrainingEngine(std::move(model), std::move(world), std::move(config), &initial, nullptr) {}
 
 TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config)
-    : TrainingEngine(std::move(model), std::move(world), std::move(config), nullptr) {}
+    : TrainingEngine(std::move(model), std::move(world), std::move(config), nullptr, nullptr) {}
 
 TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
-                               const std::map<std::string, Tensor>* initial)
+                               const ParamFileSource& file)
+    : TrainingEngine(std::move(model), std::move(world), std::move(config), nullptr, &file) {}
+
+TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
+                               const std::map<std::string, Tensor>* initial,
+                               const ParamFileSource* file)
     : model_(std::move(model)), config_(config) {
   ZRT_CHECK_ARG(model_ && world, "TrainingEngine needs a model and a world communicator");
   ZRT_CHECK_ARG(config_.prefetch >= 0 && config_.prefetch <= 2,
@@ -54,7 +59,11 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   // A primary parameter's value, or (none given) its stand-in and init
   // function (Note [Sharded initialisation]); ties reuse the primary's.
   const std::map<std::string, ParamInit> inits =
-      initial ? std::map<std::string, ParamInit>{} : model_->param_inits();
+      initial || file ? std::map<std::string, ParamInit>{} : model_->param_inits();
+  // A read that fails on one rank (a NaN in its part of the file) is kept
+  // and agreed on after the units, so no rank waits in a collective another
+  // left (Note [Streamed loading]).
+  std::string read_error;
   const AllocatorPtr unbacked = initial ? nullptr : make_unbacked_caching_allocator();
   std::map<std::string, optim::NamedParam> drawn;
   auto primary = [&](const std::string& fqn, const Shape& shape) -> optim::NamedParam {
@@ -65,9 +74,20 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
       return {{}, {}, v};
     }
     if (auto it = drawn.find(fqn); it != drawn.end()) return it->second;
+    optim::NamedParam p{{}, {}, Tensor::empty(shape, DType::f32, Device::cpu(), unbacked)};
+    if (file) {
+      p.init = [file, fqn, &read_error](const Tensor& dst, std::int64_t first, Stream stream) {
+        if (!read_error.empty()) return;
+        try {
+          file->read(fqn, dst, first, stream);
+        } catch (const std::exception& e) {
+          read_error = e.what();
+        }
+      };
+      return drawn[fqn] = p;
+    }
     const auto how = inits.find(fqn);
     ZRT_CHECK_STATE(how != inits.end(), model_->kind(), ": no initialisation for '", fqn, "'");
-    optim::NamedParam p{{}, {}, Tensor::empty(shape, DType::f32, Device::cpu(), unbacked)};
     p.init = [init = how->second, seed = config_.seed, fqn](const Tensor& dst, std::int64_t first,
                                                             Stream stream) {
       fill_param_init(dst, init, seed, fqn, first, stream);
@@ -96,6 +116,14 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
       params.push_back(std::move(np));
     }
     module_->add_unit(unit.name, params);
+  }
+  if (file) {  // every rank learns of any rank's bad read, and throws the same error
+    const auto all = module_->world()->all_gather_bytes(
+        std::as_bytes(std::span(read_error.data(), read_error.size())));
+    for (std::size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty())
+        ZRT_THROW(CheckpointError,
+                  std::string(reinterpret_cast<const char*>(all[r].data()), all[r].size()));
   }
 
   // Layers bind to the module's views once; the views survive reshards. A

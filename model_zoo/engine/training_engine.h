@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "zrt/model_zoo/engine/activation_checkpointing.h"
+#include "zrt/model_zoo/io/param_loader.h"
 #include "zrt/model_zoo/models/model.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/communicator.h"
@@ -134,6 +135,10 @@ class TrainingEngine {
   // Collective: the model's own initial values under config.seed, each rank
   // drawing only its shards (Note [Sharded initialisation]).
   TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config);
+  // Collective: initial values read from `file`, each rank only its shards
+  // (Note [Streamed loading]); a bad value throws the same error on every rank.
+  TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
+                 const ParamFileSource& file);
   ~TrainingEngine();
 
   // One optimizer step over this rank's micro-batches of the global batch.
@@ -158,9 +163,9 @@ class TrainingEngine {
   optim::DynamicLossScaler* loss_scaler() { return module_->loss_scaler(); }  // f16 only, else null
 
  private:
-  // `initial` null: Note [Sharded initialisation].
+  // Values from `initial`, else read from `file`, else drawn (Note [Sharded initialisation]).
   TrainingEngine(std::unique_ptr<Model> model, CommPtr world, EngineConfig config,
-                 const std::map<std::string, Tensor>* initial);
+                 const std::map<std::string, Tensor>* initial, const ParamFileSource* file);
   // The micro-batch on the engine's device and caching allocator.
   Batch home(const Batch& batch) const;
   // The micro-batch's loss: one element on the device, in stream order.

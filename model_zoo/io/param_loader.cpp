@@ -18,19 +18,29 @@ bool is_mask_buffer(const std::string& name) {
 }
 
 // Training from a NaN or Inf can only produce skipped steps: refuse it here.
-void check_finite(const Tensor& f32, const std::string& key, const std::string& source) {
+// `first`: the flat index of f32's first element in the tensor.
+void check_finite(const Tensor& f32, const std::string& key, std::int64_t first,
+                  const std::string& source) {
   const float* p = f32.data<float>();
   for (std::int64_t i = 0; i < f32.numel(); ++i)
     if (!std::isfinite(p[i]))
-      ZRT_THROW(CheckpointError, source, ": '", key, "' holds ", p[i], " at flat index ", i,
+      ZRT_THROW(CheckpointError, source, ": '", key, "' holds ", p[i], " at flat index ", first + i,
                 ": initial weights must be finite");
 }
 
 }  // namespace
 
-std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& units,
-                                                 const std::map<std::string, Tensor>& tensors,
-                                                 const std::string& source) {
+namespace {
+
+struct KeyInfo {
+  Shape shape;
+  DType dtype;
+};
+
+// fqn -> the key holding it, every key and shape checked (Note [Checkpoint key mapping]).
+std::map<std::string, std::string> match_keys(const std::vector<UnitDef>& units,
+                                              const std::map<std::string, KeyInfo>& keys,
+                                              const std::string& source) {
   std::map<std::string, Shape> expected;
   std::map<std::string, std::string> tied;  // second → primary
   for (const ParamDef& p : all_param_defs(units)) expected[p.fqn()] = p.shape;
@@ -38,27 +48,24 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
     for (const auto& [second, primary] : u.tied) tied[second] = primary;
 
   const std::string prefix = "transformer.";
-  std::map<std::string, Tensor> out;
   std::map<std::string, std::string> origin;  // fqn → key it came from
-  for (const auto& [key, t] : tensors) {
+  for (const auto& [key, t] : keys) {
     const std::string name = key.starts_with(prefix) ? key.substr(prefix.size()) : key;
     if (auto e = expected.find(name); e != expected.end()) {
       if (auto o = origin.find(name); o != origin.end())
         ZRT_THROW(CheckpointError, source, ": parameter ", name, " is given twice, as '", o->second,
                   "' and '", key, "'");
-      if (t.shape() != e->second)
-        ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape()),
+      if (t.shape != e->second)
+        ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape),
                   " but the model's ", name, " is ", shape_str(e->second));
-      if (!is_floating(t.dtype()))
+      if (!is_floating(t.dtype))
         ZRT_THROW(CheckpointError, source, ": '", key, "' has non-floating dtype ",
-                  dtype_name(t.dtype()));
-      out[name] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+                  dtype_name(t.dtype));
       origin[name] = key;
-      check_finite(out[name], key, source);
     } else if (auto s = tied.find(name); s != tied.end()) {
       const Shape& primary = expected.at(s->second);
-      if (t.shape() != primary)
-        ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape()),
+      if (t.shape != primary)
+        ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape),
                   " but is tied to ", s->second, " of shape ", shape_str(primary));
     } else if (is_mask_buffer(name)) {
       std::cerr << "zrt: " << source << ": skipping non-parameter key '" << key << "'\n";
@@ -68,11 +75,47 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
     }
   }
   for (const auto& [fqn, shape] : expected) {
-    if (!out.count(fqn))
+    if (!origin.count(fqn))
       ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ", shape_str(shape),
                 ")");
   }
+  return origin;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& units,
+                                                 const std::map<std::string, Tensor>& tensors,
+                                                 const std::string& source) {
+  std::map<std::string, KeyInfo> keys;
+  for (const auto& [key, t] : tensors) keys[key] = {t.shape(), t.dtype()};
+  std::map<std::string, Tensor> out;
+  for (const auto& [fqn, key] : match_keys(units, keys, source)) {
+    const Tensor& t = tensors.at(key);
+    out[fqn] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+    check_finite(out[fqn], key, 0, source);
+  }
   return out;
+}
+
+ParamFileSource::ParamFileSource(const std::vector<UnitDef>& units, const std::string& path)
+    : reader_(std::make_shared<SafetensorsReader>(path)) {
+  std::map<std::string, KeyInfo> keys;
+  for (const auto& [key, e] : reader_->entries()) keys[key] = {e.shape, e.dtype};
+  key_of_ = match_keys(units, keys, path);
+}
+
+void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64_t first,
+                           Stream stream) const {
+  const std::string& key = key_of_.at(fqn);
+  const DType dtype = reader_->entry(key).dtype;
+  Tensor raw = Tensor::empty({dst.numel()}, dtype);
+  reader_->read_elements(key, first, dst.numel(), raw.data_ptr());
+  const Tensor f32 = dtype == DType::f32 ? raw : raw.to(DType::f32);
+  check_finite(f32, key, first, reader_->path());
+  Tensor out = dst;  // a view of the same memory
+  out.copy_(f32, stream);
+  stream.synchronize();  // f32 is this call's; the copy must be done before it goes
 }
 
 std::map<std::string, Tensor> load_model_params(const std::vector<UnitDef>& units,

@@ -14,9 +14,11 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "zrt/model_zoo/models/model.h"
+#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::model_zoo {
 
@@ -30,5 +32,27 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
 // match_model_params over a safetensors file.
 std::map<std::string, Tensor> load_model_params(const std::vector<UnitDef>& units,
                                                 const std::string& path);
+
+// Note [Streamed loading]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A file of initial weights is matched to the model from its header alone
+// (the same rules and errors as match_model_params); the values are then
+// read by ranges, each rank only the elements of its own shards (as sharded
+// initialisation draws them, Note [Sharded initialisation]), converted to
+// fp32 and checked finite piece by piece. No rank reads or holds the whole
+// file.
+class ParamFileSource {
+ public:
+  // CheckpointError naming the missing, unexpected or mis-shaped key.
+  ParamFileSource(const std::vector<UnitDef>& units, const std::string& path);
+  const std::string& path() const { return reader_->path(); }
+  // Elements first, first + 1, ... of parameter `fqn` into dst (f32, any
+  // device); CheckpointError for a non-finite value (key and flat index).
+  void read(const std::string& fqn, const Tensor& dst, std::int64_t first, Stream stream) const;
+
+ private:
+  std::shared_ptr<const SafetensorsReader> reader_;
+  std::map<std::string, std::string> key_of_;  // fqn → key
+};
 
 }  // namespace zrt::model_zoo

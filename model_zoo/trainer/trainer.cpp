@@ -17,10 +17,16 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
   config_.schedule.total_steps = config_.steps;
   schedule_ = std::make_unique<optim::WarmupCosineLr>(config_.schedule);
   auto model = make_model(config_.model);
-  // Without given values each rank draws only its shards (Note [Sharded initialisation]).
-  engine_ =
-      initial ? std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, *initial)
-              : std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine);
+  // Without given values each rank reads (Note [Streamed loading]) or draws
+  // (Note [Sharded initialisation]) only its shards.
+  if (initial)
+    engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, *initial);
+  else if (!config_.init_from.empty())
+    engine_ = std::make_unique<TrainingEngine>(
+        std::move(model), world_, config_.engine,
+        ParamFileSource(make_model(config_.model)->units(), config_.init_from));
+  else
+    engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine);
   if (config_.checkpoint_async)
     saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module(),
                                                                 config_.host_comm.get());

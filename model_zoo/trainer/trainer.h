@@ -35,6 +35,10 @@ struct TrainerConfig {
   // Saves copy the state into host staging buffers and write it in the
   // background (Note [Checkpoints saved in the background]).
   bool checkpoint_async = false;
+  // Without initial values given to the Trainer: a safetensors file each
+  // rank reads only its shards from (Note [Streamed loading]); empty: the
+  // model's own initialisation under engine.seed (Note [Sharded initialisation]).
+  std::string init_from;
   // Beside a world of device tensors only (NCCL): the same ranks over a host
   // transport (World::bootstrap), for a background save's agreements.
   CommPtr host_comm;

@@ -254,6 +254,18 @@ void SafetensorsReader::read_bytes(const std::string& name, void* dst) const {
   read_at(dst, e.end - e.begin, data_offset_ + e.begin, "tensor '" + name + "'");
 }
 
+void SafetensorsReader::read_elements(const std::string& name, std::int64_t first,
+                                      std::int64_t count, void* dst) const {
+  const SafetensorsEntry& e = entry(name);
+  const std::uint64_t item = dtype_size(e.dtype);
+  const std::int64_t n = static_cast<std::int64_t>((e.end - e.begin) / item);
+  ZRT_CHECK_ARG(first >= 0 && count >= 0 && first <= n - count, path_, ": elements [", first, ", ",
+                first + count, ") of tensor '", name, "' are outside its ", n, " elements");
+  read_at(dst, static_cast<std::uint64_t>(count) * item,
+          data_offset_ + e.begin + static_cast<std::uint64_t>(first) * item,
+          "tensor '" + name + "'");
+}
+
 Tensor SafetensorsReader::read(const std::string& name) const { return read(name, nullptr, {}); }
 
 Tensor SafetensorsReader::read(

@@ -76,6 +76,10 @@ class SafetensorsReader {
   Tensor read(const std::string& name, const AllocatorPtr& allocator,
               const std::function<void(const void* data, std::size_t bytes)>& on_piece) const;
   void read_bytes(const std::string& name, void* dst) const;  // entry(name).end - begin bytes
+  // Elements [first, first + count) of tensor `name` (flattened), in its
+  // file dtype, into dst: a part of a tensor without reading the rest.
+  void read_elements(const std::string& name, std::int64_t first, std::int64_t count,
+                     void* dst) const;
 
  private:
   // `bytes` at `offset` of the file into dst; CheckpointError naming `what` on a short read.

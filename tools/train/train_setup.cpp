@@ -69,13 +69,8 @@ Dataset load_data(const TrainOptions& o, const TrainerConfig& c) {
 
 model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, TrainerConfig config) {
   Dataset data = load_data(o, config);
-  std::map<std::string, Tensor> initial;
-  if (!o.init_from.empty()) {
-    auto model = model_zoo::make_model(config.model);
-    initial = model_zoo::load_model_params(model->units(), o.init_from);
-  }
-  return model_zoo::Trainer(world, std::move(config), std::move(data),
-                            o.init_from.empty() ? nullptr : &initial);
+  config.init_from = o.init_from;  // each rank reads its shards (Note [Streamed loading])
+  return model_zoo::Trainer(world, std::move(config), std::move(data));
 }
 
 Device world_device(const TrainOptions& o) {

@@ -8,10 +8,13 @@
 
 #include <cstring>
 
+#include "tests/model_zoo/models/temp_dir.h"
 #include "tests/support/test_seed.h"
 #include "zrt/model_zoo/engine/training_engine.h"
+#include "zrt/model_zoo/io/param_loader.h"
 #include "zrt/model_zoo/models/model.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/io/safetensors.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -19,6 +22,7 @@ using namespace zrt::model_zoo;
 namespace {
 
 using S = optim::ShardingStrategy;
+using zrt::model_zoo::test::TempDir;
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
@@ -96,6 +100,58 @@ BOOST_AUTO_TEST_CASE(equals_the_whole_model_init_everywhere) {
         check(gpt_config(true), ranks, c.strategy, c.zero3, dtype, seed);
         check(mlp_config(), ranks, c.strategy, c.zero3, dtype, seed);
       }
+}
+
+// Note [Streamed loading]: an engine reading its shards of a file holds
+// bit for bit what the whole file loaded gives, f32 and bf16 keys alike.
+BOOST_AUTO_TEST_CASE(reads_its_shards_of_a_file) {
+  const std::uint64_t seed = zrt::test::test_seed("sharded_init/reads_its_shards_of_a_file");
+  TempDir dir("sharded_init");
+  auto tensors = make_model(gpt_config(false))->init_params(seed);
+  tensors["wte.weight"] = tensors["wte.weight"].to(DType::bf16);  // a key of another dtype
+  write_safetensors(dir.file("w.safetensors"), tensors, {}, {.keep_float_dtypes = true});
+  const auto units = make_model(gpt_config(false))->units();
+  const auto want = load_model_params(units, dir.file("w.safetensors"));
+  for (int ranks = 1; ranks <= 4; ++ranks)
+    for (const S strategy : {S::full_shard, S::no_shard, S::layer_zero})
+      run_local_ranks(ranks, [&](const CommPtr& world) {
+        EngineConfig e;
+        e.zero.strategy = strategy;
+        e.zero.zero3_size = strategy == S::layer_zero && ranks % 2 == 0 ? 2 : 0;
+        TrainingEngine engine(make_model(gpt_config(false)), world, e,
+                              ParamFileSource(units, dir.file("w.safetensors")));
+        const auto got = engine.full_params();
+        if (world->rank() != 0) return;
+        for (const auto& [name, value] : want)
+          BOOST_CHECK_MESSAGE(
+              same_bits(got.at(name), value),
+              name << " differs at " << ranks << " rank(s), " << optim::strategy_name(strategy));
+      });
+}
+
+// A NaN in one rank's part of the file fails every rank with the same error
+// (the others would otherwise wait in a collective the failed one left).
+BOOST_AUTO_TEST_CASE(a_bad_value_in_one_shard_fails_every_rank) {
+  TempDir dir("sharded_init");
+  auto tensors = make_model(gpt_config(false))->init_params(3);
+  Tensor wte = tensors["wte.weight"];
+  wte.data<float>()[wte.numel() - 1] = std::nanf("");  // in the last rank's shard
+  write_safetensors(dir.file("nan.safetensors"), tensors);
+  const auto units = make_model(gpt_config(false))->units();
+  std::vector<std::string> errors(3);
+  run_local_ranks(3, [&](const CommPtr& world) {
+    try {
+      TrainingEngine engine(make_model(gpt_config(false)), world, EngineConfig{},
+                            ParamFileSource(units, dir.file("nan.safetensors")));
+    } catch (const CheckpointError& e) {
+      errors[static_cast<std::size_t>(world->rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    BOOST_CHECK_MESSAGE(e.find("'wte.weight' holds nan at flat index") != std::string::npos,
+                        "a rank said: '" << e << "'");
+    BOOST_CHECK_EQUAL(e, errors[0]);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(another_seed_gives_other_weights) {

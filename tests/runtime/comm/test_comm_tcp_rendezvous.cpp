@@ -183,7 +183,7 @@ BOOST_AUTO_TEST_CASE(torchrun_launch_without_nccl_is_a_typed_error) {
   ::setenv("WORLD_SIZE", "2", 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", "29500", 1);
-  BOOST_CHECK_EXCEPTION(init_world(200ms), InvalidState, [](const InvalidState& e) {
+  BOOST_CHECK_EXCEPTION(init_world(200ms), InvalidArgument, [](const InvalidArgument& e) {
     return message_has(e, "torchrun") && message_has(e, "NCCL") && message_has(e, "mpirun");
   });
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
