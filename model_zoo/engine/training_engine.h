@@ -80,9 +80,11 @@ namespace zrt::model_zoo {
 // on what it passes down: gradients reduce with sum. Below the module, the
 // gradient's settings (GradReduceOptions) are declared beside the flat
 // parameter that applies them and reach each handle whole. At the top,
-// zrt-train binds its flags to these fields directly (TrainOptions::engine)
-// and the ranks agree on every parsed flag, so a setting is one
-// declaration, one flag and one check, however deep it acts.
+// zrt-train binds its flags to these fields directly (TrainOptions::trainer,
+// a TrainerConfig: the model, batch, schedule and engine), resolves the
+// defaults that hang on other flags once after parsing, and the ranks agree
+// on every parsed flag, so a setting is one declaration, one flag and one
+// check, however deep it acts.
 struct EngineConfig {
   // The module under the engine: sharding, dtypes, device, offload, AdamW,
   // tracing, memory. Its grad_reduce.op is the engine's: sum (Note [One step

@@ -116,9 +116,11 @@ std::vector<std::string> parse_checkpointing_list(const std::string& list) {
 Options parse(int argc, char** argv) {
   Options o;
   train::TrainOptions& t = o.train;
-  t.batch_size = 8;
-  std::string prefetch = std::to_string(t.engine.prefetch);
-  std::string checkpointing = t.engine.checkpointing.str();
+  model_zoo::TrainerConfig& c = t.trainer;
+  c.batch_size = 8;
+  std::int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
+  std::string prefetch = std::to_string(c.engine.prefetch);
+  std::string checkpointing = c.engine.checkpointing.str();
   OptionParser(
       "train",
       "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] "
@@ -132,14 +134,14 @@ Options parse(int argc, char** argv) {
       "W.safetensors]\n"
       "         [--save-data D.safetensors] [--json]")
       .value("--device", t.device)
-      .value("--model", t.model)
-      .value("--preset", t.preset)
-      .value("--n-layer", t.n_layer)
-      .value("--n-head", t.n_head)
-      .value("--n-embd", t.n_embd)
-      .value("--vocab-size", t.vocab_size)
-      .value("--batch-size", t.batch_size)
-      .value("--seq-len", t.seq_len)
+      .value("--model", c.model.kind)
+      .value("--preset", c.model.preset)
+      .value("--n-layer", n_layer)
+      .value("--n-head", n_head)
+      .value("--n-embd", n_embd)
+      .value("--vocab-size", vocab_size)
+      .value("--batch-size", c.batch_size)
+      .value("--seq-len", c.seq_len)
       .value("--dtype", o.dtype)
       .value("--strategy", o.strategy)
       .value("--ranks", t.ranks)
@@ -147,7 +149,7 @@ Options parse(int argc, char** argv) {
       .value("--activation-checkpointing", checkpointing)
       .value("--cpu-streams", o.cpu_streams)
       .value("--rounds", o.rounds)
-      .value("--init-from", t.init_from)
+      .value("--init-from", c.init_from)
       .value("--threads", o.threads)
       .value("--warmup", o.warmup)
       .value("--steps", o.steps)
@@ -168,19 +170,24 @@ Options parse(int argc, char** argv) {
 #endif
   ZRT_CHECK_ARG(t.device == "cpu" || cuda_device_count() > 0,
                 "train: --device cuda, but no CUDA device is usable here");
-  ZRT_CHECK_ARG(t.model == "gpt" || t.model == "mlp", "train: --model is gpt or mlp, not ",
-                t.model);
+  ZRT_CHECK_ARG(c.model.kind == "gpt" || c.model.kind == "mlp",
+                "train: --model is gpt or mlp, not ", c.model.kind);
   ZRT_CHECK_ARG(
-      t.model == "gpt" || (t.n_layer == 0 && t.n_head == 0 && t.n_embd == 0 && t.vocab_size == 0),
+      c.model.kind == "gpt" || (n_layer == 0 && n_head == 0 && n_embd == 0 && vocab_size == 0),
       "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
-  ZRT_CHECK_ARG(t.n_layer >= 0 && t.n_head >= 0 && t.n_embd >= 0 && t.vocab_size >= 0,
+  ZRT_CHECK_ARG(n_layer >= 0 && n_head >= 0 && n_embd >= 0 && vocab_size >= 0,
                 "train: model sizes must be positive");
-  ZRT_CHECK_ARG(t.batch_size > 0 && t.seq_len > 0 && o.steps > 0 && o.rounds > 0,
+  for (auto [field, v] : {std::pair{&c.model.n_layer, n_layer},
+                          {&c.model.n_head, n_head},
+                          {&c.model.n_embd, n_embd},
+                          {&c.model.vocab_size, vocab_size}})
+    if (v > 0) *field = v;
+  ZRT_CHECK_ARG(c.batch_size > 0 && c.seq_len > 0 && o.steps > 0 && o.rounds > 0,
                 "train: --batch-size, --seq-len, --steps and --rounds must be positive");
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
   if (!o.cpu_streams.empty())  // InvalidArgument naming it
-    t.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
+    c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
   ZRT_CHECK_ARG(
       o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
       "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
@@ -189,17 +196,19 @@ Options parse(int argc, char** argv) {
   if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;
   ZRT_CHECK_ARG(o.dtype == "fp32" || o.dtype == "bf16" || o.dtype == "fp16",
                 "train: --dtype is fp32, bf16 or fp16, not ", o.dtype);
-  t.engine.zero.dtype = *parse_dtype(o.dtype);
+  c.engine.zero.dtype = *parse_dtype(o.dtype);
   const auto strategy = optim::parse_strategy(o.strategy);
   ZRT_CHECK_ARG(strategy.has_value(), "train: unknown --strategy ", o.strategy,
                 " (full, grad-op, no-shard, hybrid, layer-zero)");
-  t.engine.zero.strategy = *strategy;
+  c.engine.zero.strategy = *strategy;
   ZRT_CHECK_ARG(t.ranks == 0 || detect_launch().launcher == Launcher::single,
                 "train: --ranks starts local ranks, but this process was started by a launcher: "
                 "drop --ranks");
   ZRT_CHECK_ARG(t.ranks <= train::kMaxLocalRanks, "train: --ranks ", t.ranks, " is more than ",
                 train::kMaxLocalRanks);
-  t.steps = o.warmup + o.steps;
+  c.steps = o.warmup + o.steps;
+  c.schedule.warmup_steps = std::min(c.schedule.warmup_steps, c.steps);  // zrt-train's default
+  train::raise_block_size_to_seq_len(c);
   return o;
 }
 
@@ -368,8 +377,8 @@ struct Run {
 void time_variant(const CommPtr& world, int local_rank, const Options& o, Result& result,
                   Run& run) {
   train::TrainOptions t = o.train;
-  t.engine.prefetch = result.prefetch;
-  t.engine.checkpointing = model_zoo::parse_activation_checkpointing(result.checkpointing);
+  t.trainer.engine.prefetch = result.prefetch;
+  t.trainer.engine.checkpointing = model_zoo::parse_activation_checkpointing(result.checkpointing);
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
   config.engine.zero.tracer = tracer;
@@ -498,17 +507,21 @@ int bench_train(int argc, char** argv) {
   if (run.results.empty()) return 0;  // not rank 0 of an MPI world
   constexpr double MiB = 1024.0 * 1024.0;
   const train::TrainOptions& t = o.train;
+  const model_zoo::TrainerConfig& c = t.trainer;
   const std::string streams =
-      optim::cpu_streams_name(t.engine.zero.cpu_streams.value_or(optim::default_cpu_streams()));
+      optim::cpu_streams_name(c.engine.zero.cpu_streams.value_or(optim::default_cpu_streams()));
   const double base_step = median(run.results.front().step_s);
   if (!o.json)
     std::printf(
-        "zrt-bench train: %s/%s, %lld parameters, batch %d x %d, %s, strategy %s, %d rank(s) x %d "
+        "zrt-bench train: %s/%s, %lld parameters, batch %lld x %lld, %s, strategy %s, %d rank(s) x "
+        "%d "
         "thread(s), "
         "%s%s\n",
-        t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
-        t.model == "gpt" ? t.seq_len : 1, o.dtype.c_str(), o.strategy.c_str(), world_size,
-        run.threads, t.device == "cuda" ? "on cuda, " : "cpu streams ",
+        c.model.kind.c_str(), c.model.preset.c_str(), static_cast<long long>(run.params),
+        static_cast<long long>(c.batch_size),
+        static_cast<long long>(c.model.kind == "gpt" ? c.seq_len : 1), o.dtype.c_str(),
+        o.strategy.c_str(), world_size, run.threads,
+        t.device == "cuda" ? "on cuda, " : "cpu streams ",
         t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
   const bool peak_known = run.peak.gflops > 0;
   for (const Result& r : run.results) {
@@ -523,8 +536,8 @@ int bench_train(int argc, char** argv) {
     const PhaseTimes& p = r.phases;  // per step and rank below
     const char* phase_clock = t.device == "cuda" ? "cuda events" : "host clock";
     nlohmann::ordered_json j = {
-        {"model", t.model},
-        {"preset", t.preset},
+        {"model", c.model.kind},
+        {"preset", c.model.preset},
         {"n_layer", run.gpt.n_layer},
         {"n_head", run.gpt.n_head},
         {"n_embd", run.gpt.n_embd},
@@ -536,8 +549,8 @@ int bench_train(int argc, char** argv) {
         {"threads", run.threads},
         {"strategy", o.strategy},
         {"dtype", o.dtype},
-        {"batch_size", t.batch_size},
-        {"seq_len", t.model == "gpt" ? t.seq_len : 1},
+        {"batch_size", c.batch_size},
+        {"seq_len", c.model.kind == "gpt" ? c.seq_len : 1},
         {"prefetch", r.prefetch},
         {"activation_checkpointing", r.checkpointing},
         {"cpu_streams", streams},

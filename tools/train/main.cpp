@@ -177,7 +177,7 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
   const bool moments_on_disk =
-      o.engine.zero.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk;
+      o.trainer.engine.zero.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk;
   const double per_param = moments_on_disk ? 8.0 : 16.0;
   const double floor = static_cast<double>(here) *
                        (per_param * static_cast<double>(params) / static_cast<double>(world) +
@@ -255,9 +255,9 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
   if (lead) {
     std::lock_guard lock(io);
     std::printf("zrt-train: resumed from %s at step %lld\n", path.c_str(), step);
-    if (!o.init_from.empty())
+    if (!o.trainer.init_from.empty())
       std::printf("zrt-train: --init-from %s was not read: the checkpoint's weights were resumed\n",
-                  o.init_from.c_str());
+                  o.trainer.init_from.c_str());
     std::string flags;
     for (const auto& f : train::differing_run_flags(saved, o)) flags += " " + f;
     if (!flags.empty())
@@ -296,7 +296,7 @@ class Checkpointer {
     finish();
     const std::string dir = trainer_.save_checkpoint(options_);
     saved_at_ = trainer_.next_step();
-    if (!o_.checkpoint_async) said_saved(dir);
+    if (!o_.trainer.checkpoint_async) said_saved(dir);
   }
   void finish() { said_saved(trainer_.wait_for_checkpoint()); }
 
@@ -331,17 +331,17 @@ class StepReporter {
     elapsed_ += r.seconds;
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
     if (metrics_.is_open()) write_metrics(r, per_s);
-    const bool last = s + 1 == o_.steps;
+    const bool last = s + 1 == o_.trainer.steps;
     if (!tty_ && !last && r.step % o_.log_every != 0) return;
-    const double eta =
-        elapsed_ / static_cast<double>(s + 1 - first_) * static_cast<double>(o_.steps - s - 1);
+    const double eta = elapsed_ / static_cast<double>(s + 1 - first_) *
+                       static_cast<double>(o_.trainer.steps - s - 1);
     std::lock_guard lock(io_);
     std::printf(
-        "%sstep %5lld/%d  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  "
+        "%sstep %5lld/%lld  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  "
         "eta %.0fs%s",
-        tty_ ? "\r" : "", static_cast<long long>(r.step + 1), o_.steps, r.stats.loss, r.lr,
-        r.stats.grad_norm, r.stats.skipped ? " (skipped)" : "", per_s,
-        o_.model == "gpt" ? "tok" : "rows",
+        tty_ ? "\r" : "", static_cast<long long>(r.step + 1),
+        static_cast<long long>(o_.trainer.steps), r.stats.loss, r.lr, r.stats.grad_norm,
+        r.stats.skipped ? " (skipped)" : "", per_s, o_.trainer.model.kind == "gpt" ? "tok" : "rows",
         human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
         human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
         tty_ && !last ? "" : "\n");
@@ -414,8 +414,8 @@ class DivergenceWatch {
 bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
                  Checkpointer& checkpoints, StepReporter& reporter) {
   const bool lead = world.rank() == 0;
-  DivergenceWatch divergence(o.steps);
-  for (std::int64_t s = trainer.next_step(); s < o.steps; ++s) {
+  DivergenceWatch divergence(o.trainer.steps);
+  for (std::int64_t s = trainer.next_step(); s < o.trainer.steps; ++s) {
     const model_zoo::StepReport r = trainer.step();
     divergence.add(r.stats);
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank
@@ -448,8 +448,9 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
   checkpoints.finish();
   if (!completed) {
     if (lead)
-      std::printf("\nzrt-train: stopped by a signal after step %lld of %d%s\n",
-                  static_cast<long long>(trainer.next_step()), o.steps,
+      std::printf("\nzrt-train: stopped by a signal after step %lld of %lld%s\n",
+                  static_cast<long long>(trainer.next_step()),
+                  static_cast<long long>(o.trainer.steps),
                   o.checkpoint_dir.empty() ? "" : "; continue with --resume");
     return;
   }
@@ -483,17 +484,19 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   });
   model_zoo::Trainer trainer = make_trainer(world, o, config);
   const bool resumed = resume_if_asked(*world, trainer, o, io);
-  ZRT_CHECK_ARG(trainer.next_step() <= o.steps, "--steps ", o.steps, " is below the step ",
-                trainer.next_step(), " the checkpoint was saved at: there is nothing to train ",
+  ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,
+                " is below the step ", trainer.next_step(),
+                " the checkpoint was saved at: there is nothing to train ",
                 "(raise --steps to continue)");
   Checkpointer checkpoints(trainer, o, lead, io);
   StepReporter reporter(o, lead, resumed, trainer.next_step(), io);
   if (lead) {
     std::lock_guard lock(io);
     std::printf("zrt-train: %s/%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n",
-                o.model.c_str(), o.preset.c_str(), world->size(),
-                optim::strategy_name(o.engine.zero.strategy), dtype_flag(o.engine.zero.dtype),
-                config.engine.zero.device.str().c_str(), trainer.engine().handles().size());
+                o.trainer.model.kind.c_str(), o.trainer.model.preset.c_str(), world->size(),
+                optim::strategy_name(o.trainer.engine.zero.strategy),
+                dtype_flag(o.trainer.engine.zero.dtype), config.engine.zero.device.str().c_str(),
+                trainer.engine().handles().size());
   }
   const bool completed = train_steps(*world, trainer, o, checkpoints, reporter);
   finish(*world, trainer, o, checkpoints, completed, io);

@@ -92,12 +92,16 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
                "zrt-train --plan: %s %s, %d rank(s), --strategy %s, --dtype %s, batch %lld%s, %d "
                "micro-batch(es), "
                "--prefetch %d, --activation-checkpointing %s, --offload-optimizer %s%s\n",
-               o.model.c_str(), o.preset.c_str(), world,
-               optim::strategy_name(o.engine.zero.strategy), dtype_flag(o.engine.zero.dtype),
-               static_cast<long long>(o.batch_size),
-               o.model == "gpt" ? (" x " + std::to_string(o.seq_len) + " tokens").c_str() : "",
-               o.micro_batches, o.engine.prefetch, o.engine.checkpointing.str().c_str(),
-               o.engine.zero.offload_optimizer.str().c_str(),
+               o.trainer.model.kind.c_str(), o.trainer.model.preset.c_str(), world,
+               optim::strategy_name(o.trainer.engine.zero.strategy),
+               dtype_flag(o.trainer.engine.zero.dtype),
+               static_cast<long long>(o.trainer.batch_size),
+               o.trainer.model.kind == "gpt"
+                   ? (" x " + std::to_string(o.trainer.seq_len) + " tokens").c_str()
+                   : "",
+               o.trainer.micro_batches, o.trainer.engine.prefetch,
+               o.trainer.engine.checkpointing.str().c_str(),
+               o.trainer.engine.zero.offload_optimizer.str().c_str(),
                o.device == "cpu" ? "" : " (a CUDA run, planned on CPU streams of its shape)");
   std::fprintf(out,
                "two dry steps per rank: every allocation of the run, no memory behind it, nothing "
@@ -106,7 +110,7 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   if (o.fit.empty()) return true;
 
   const std::size_t budget = parse_byte_count(o.fit);
-  const optim::OptimizerOffload& offload = o.engine.zero.offload_optimizer;
+  const optim::OptimizerOffload& offload = o.trainer.engine.zero.offload_optimizer;
   const std::string dir = offload.kind == optim::OptimizerOffload::Kind::disk ? offload.dir : "DIR";
   const auto fits = model_zoo::plan_fitting(config, world, budget, dir);
   std::fprintf(

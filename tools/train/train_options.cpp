@@ -183,11 +183,12 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
                                              "--vocab-size", "--vocab-align", "--block-size",
                                              "--seq-len",    "--head-unit"};
   const std::vector<const char*> mlp_only = {"--hidden", "--activation"};
-  for (const char* f : o.model == "gpt" ? mlp_only : gpt_only)
+  for (const char* f : o.trainer.model.kind == "gpt" ? mlp_only : gpt_only)
     if (given(app, f))
-      ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ", o.model);
+      ZRT_THROW(InvalidArgument, f, " is a flag of the other model kind: --model is ",
+                o.trainer.model.kind);
   using S = optim::ShardingStrategy;
-  const S strategy = o.engine.zero.strategy;
+  const S strategy = o.trainer.engine.zero.strategy;
   ZRT_CHECK_ARG(
       !given(app, "--zero3-size") || strategy == S::hybrid_shard || strategy == S::layer_zero,
       "--zero3-size is read by --strategy hybrid and layer-zero only, not ",
@@ -207,7 +208,7 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
                   kMaxLocalRanks,
                   " local ranks one process runs; launch processes with mpirun instead");
   }
-  const optim::OptimizerOffload& offload = o.engine.zero.offload_optimizer;
+  const optim::OptimizerOffload& offload = o.trainer.engine.zero.offload_optimizer;
   if (offload.kind == optim::OptimizerOffload::Kind::disk) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -221,8 +222,8 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
         << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu (host memory "
            "is the "
            "device's): the same numbers, the state outside the caching allocator (mem_peak)\n";
-  if (o.lr > 1.0)
-    std::cerr << "zrt-train: warning: --lr " << o.lr
+  if (o.trainer.schedule.max_lr > 1.0)
+    std::cerr << "zrt-train: warning: --lr " << o.trainer.schedule.max_lr
               << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
 }
 
@@ -263,7 +264,7 @@ void check_outputs(const TrainOptions& o) {
   const std::pair<const char*, const std::string*> outputs[] = {
       {"--save", &o.save}, {"--metrics", &o.metrics}, {"--trace", &o.trace}};
   std::vector<NamedPath> inputs = {{"the --data file", o.data},
-                                   {"the --init-from file", o.init_from}};
+                                   {"the --init-from file", o.trainer.init_from}};
   for (NamedPath& in : resumed_checkpoint_inputs(o)) inputs.push_back(std::move(in));
   for (const auto& [out_flag, out] : outputs) {
     if (out->empty()) continue;
@@ -305,59 +306,73 @@ void check_outputs(const TrainOptions& o) {
 
 namespace {
 
+// A model dimension the preset has unless the flag overrides it.
+CLI::Option* add_override(CLI::App& app, const std::string& flag,
+                          std::optional<std::int64_t>& target, const std::string& help,
+                          const std::string& otherwise = "the preset's") {
+  return app
+      .add_option_function<std::int64_t>(
+          flag, [&target](std::int64_t v) { target = v; }, help + " (default: " + otherwise + ")")
+      ->check(kPositive);
+}
+
 // The model: its kind, preset and overrides.
 void add_model_flags(CLI::App& app, TrainOptions& o) {
-  app.add_option("--model", o.model, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
-  app.add_option("--preset", o.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
-  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks (default: the preset's)")
-      ->check(kPositive);
-  app.add_option("--n-head", o.n_head, "gpt: attention heads (default: the preset's)")
-      ->check(kPositive);
-  app.add_option("--n-embd", o.n_embd, "gpt: embedding width (default: the preset's)")
-      ->check(kPositive);
-  app.add_option("--vocab-size", o.vocab_size, "gpt: vocabulary size (default: the preset's)")
-      ->check(kPositive);
-  app.add_option("--vocab-align", o.vocab_align,
+  model_zoo::ModelConfig& m = o.trainer.model;
+  app.add_option("--model", m.kind, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
+  app.add_option("--preset", m.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
+  add_override(app, "--n-layer", m.n_layer, "gpt: transformer blocks");
+  add_override(app, "--n-head", m.n_head, "gpt: attention heads");
+  add_override(app, "--n-embd", m.n_embd, "gpt: embedding width");
+  add_override(app, "--vocab-size", m.vocab_size, "gpt: vocabulary size");
+  app.add_option("--vocab-align", m.vocab_align,
                  "gpt: the token embedding and LM head are padded inside the model to a multiple "
                  "of this many rows, for aligned GEMMs (1: no padding); data, checkpoints and "
                  "weight files keep --vocab-size")
       ->check(tools::whole_number(1, 1 << 20));
-  app.add_option("--block-size", o.block_size,
-                 "gpt: positions of the position embedding, >= --seq-len (default: the preset's, "
-                 "raised to --seq-len)")
-      ->check(kPositive);
-  app.add_flag("--head-unit", o.head_unit,
+  add_override(app, "--block-size", m.block_size,
+               "gpt: positions of the position embedding, >= --seq-len",
+               "the preset's, raised to --seq-len");
+  app.add_flag("--head-unit", m.head_unit,
                "gpt: ln_f and the LM head in a wrap unit of their own, the head tied across units "
                "to the token "
                "embedding (the same numbers as the default layout when --clip is 0)");
-  app.add_option("--hidden", o.hidden, "mlp: hidden widths, e.g. 64,64")->delimiter(',');
-  app.add_option("--activation", o.activation, "mlp: activation")
+  app.add_option_function<std::vector<std::int64_t>>(
+         "--hidden", [&m](const std::vector<std::int64_t>& v) { m.hidden = v; },
+         "mlp: hidden widths, e.g. 64,64")
+      ->delimiter(',');
+  app.add_option_function<std::string>(
+         "--activation", [&m](const std::string& v) { m.activation = v; },
+         "mlp: activation (default: gelu)")
       ->check(CLI::IsMember({"gelu", "relu"}));
 }
 
 // The data, the batch and the learning-rate schedule.
 void add_schedule_flags(CLI::App& app, TrainOptions& o) {
+  model_zoo::TrainerConfig& t = o.trainer;
   app.add_option("--data", o.data,
                  "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 "
                  "and y [N] i64; "
                  "empty: the embedded default dataset");
-  app.add_option("--steps", o.steps, "optimizer steps")->check(kPositive);
-  app.add_option("--batch-size", o.batch_size, "global sequences (gpt) or rows (mlp) per step")
+  app.add_option("--steps", t.steps, "optimizer steps")->check(kPositive);
+  app.add_option("--batch-size", t.batch_size, "global sequences (gpt) or rows (mlp) per step")
       ->check(kPositive);
-  app.add_option("--micro-batches", o.micro_batches, "micro-batches per rank per step")
+  app.add_option("--micro-batches", t.micro_batches, "micro-batches per rank per step")
       ->check(kPositive);
-  app.add_option("--seq-len", o.seq_len, "gpt: tokens per sequence")->check(kPositive);
-  app.add_option("--lr", o.lr, "peak learning rate")->check(kNonNegative);
-  app.add_option("--min-lr", o.min_lr,
+  app.add_option("--seq-len", t.seq_len, "gpt: tokens per sequence")->check(kPositive);
+  app.add_option("--lr", t.schedule.max_lr, "peak learning rate")->check(kNonNegative);
+  app.add_option("--min-lr", t.schedule.min_lr,
                  "learning rate at the end of the cosine decay (default: --lr / 10)")
       ->check(kNonNegative);
-  app.add_option("--warmup", o.warmup, "linear warm-up steps")->check(kNonNegative);
+  app.add_option("--warmup", t.schedule.warmup_steps,
+                 "linear warm-up steps (default: 5, or --steps if fewer)")
+      ->check(kNonNegative);
 }
 
 // AdamW's settings and the seed, straight into the engine's options.
 void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
   // The optimizer's flags follow its own rule (optim::check_adamw_options), checked below.
-  optim::AdamWOptions& adamw = o.engine.zero.adamw;
+  optim::AdamWOptions& adamw = o.trainer.engine.zero.adamw;
   app.add_option("--weight-decay", adamw.weight_decay,
                  "AdamW decoupled weight decay (2-D+ parameters only)");
   app.add_option("--clip", adamw.max_grad_norm, "max global gradient L2 norm (0: off)");
@@ -368,19 +383,20 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--beta1", adamw.beta1, "AdamW beta1, in [0, 1)");
   app.add_option("--beta2", adamw.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", adamw.eps, "AdamW epsilon");
-  app.add_option("--seed", o.engine.seed, "initialisation seed, 0 to 2^64 - 1")->check(kSeed);
+  app.add_option("--seed", o.trainer.engine.seed, "initialisation seed, 0 to 2^64 - 1")
+      ->check(kSeed);
 }
 
 // Precision, recomputation and CPU streams.
 void add_precision_flags(CLI::App& app, TrainOptions& o) {
-  optim::ZeroModuleOptions& zero = o.engine.zero;
+  optim::ZeroModuleOptions& zero = o.trainer.engine.zero;
   add_choice(app, "--dtype", zero.dtype, kDTypeFlags, "compute dtype");
   add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype, kDTypeFlags,
              "gradient reduce-scatter dtype");
-  app.add_option("--prefetch", o.engine.prefetch,
+  app.add_option("--prefetch", o.trainer.engine.prefetch,
                  "units all-gathered ahead of their stage (0: none, less memory)")
       ->check(tools::whole_number(0, 2));
-  add_parsed(app, "--activation-checkpointing", o.engine.checkpointing,
+  add_parsed(app, "--activation-checkpointing", o.trainer.engine.checkpointing,
              model_zoo::parse_activation_checkpointing,
              "blocks that keep only their input and run forward again in backward: none, blocks "
              "(all), every:N (one in N); less activation memory for about a third more compute");
@@ -394,7 +410,7 @@ void add_precision_flags(CLI::App& app, TrainOptions& o) {
 
 // Devices, transports, ranks and sharding.
 void add_placement_flags(CLI::App& app, TrainOptions& o) {
-  optim::ZeroModuleOptions& zero = o.engine.zero;
+  optim::ZeroModuleOptions& zero = o.trainer.engine.zero;
   app.add_option("--device", o.device, "cpu or cuda (cuda:local_rank per rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--transport", o.transport,
@@ -427,7 +443,7 @@ void add_placement_flags(CLI::App& app, TrainOptions& o) {
 
 // Files written, checkpoints and the memory plan.
 void add_output_flags(CLI::App& app, TrainOptions& o) {
-  app.add_option("--init-from", o.init_from, "load all parameters from a safetensors file");
+  app.add_option("--init-from", o.trainer.init_from, "load all parameters from a safetensors file");
   app.add_option("--save", o.save, "write all parameters (fp32) to a safetensors file at the end");
   app.add_option("--metrics", o.metrics, "write one JSON object per step to this file");
   app.add_option("--trace", o.trace,
@@ -443,16 +459,16 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
       ->check(kNonNegative);
   app.add_flag(
-      "--checkpoint-async", o.checkpoint_async,
+      "--checkpoint-async", o.trainer.checkpoint_async,
       "save checkpoints in the background: training pauses only to copy the state into host "
       "staging "
       "buffers (one checkpoint's worth of memory per rank), then goes on while a thread writes it");
   app.add_option(
-         "--check-consistency", o.check_consistency,
+         "--check-consistency", o.trainer.check_consistency_every,
          "every N steps, prove that replicas and zero3 shards agree, before the update (0: never)")
       ->check(kNonNegative);
-  app.add_option("--on-inconsistency", o.on_inconsistency, "what a failed consistency check does")
-      ->check(CLI::IsMember({"stop", "warn"}));
+  add_choice(app, "--on-inconsistency", o.trainer.consistency_warn_only,
+             {{"stop", false}, {"warn", true}}, "what a failed consistency check does");
   app.add_flag("--plan", o.plan,
                "print each rank's expected memory peak by category, from dry steps that allocate "
                "and compute "
@@ -462,10 +478,19 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
                  "(e.g. 24GiB, 80GB)");
 }
 
+// The defaults that depend on other flags, resolved once, here.
+void resolve_dependent_defaults(const CLI::App& app, TrainOptions& o) {
+  model_zoo::TrainerConfig& t = o.trainer;
+  if (!given(app, "--min-lr")) t.schedule.min_lr = t.schedule.max_lr / 10;
+  if (!given(app, "--warmup")) t.schedule.warmup_steps = std::min(t.schedule.warmup_steps, t.steps);
+  raise_block_size_to_seq_len(t);
+}
+
 // The flags' combined rules, after parsing (InvalidArgument naming the flag).
 void check_parsed_options(const CLI::App& app, TrainOptions& o) {
+  const model_zoo::TrainerConfig& t = o.trainer;
   try {
-    optim::check_adamw_options(o.engine.zero.adamw);
+    optim::check_adamw_options(o.trainer.engine.zero.adamw);
   } catch (const InvalidArgument& e) {
     ZRT_THROW(InvalidArgument,
               "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, "
@@ -474,30 +499,31 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   }
   check_flag_combinations(app, o);
   ZRT_CHECK_ARG(o.fit.empty() || o.plan, "--fit ", o.fit, " is read by --plan only");
-  ZRT_CHECK_ARG(!given(app, "--on-inconsistency") || o.check_consistency > 0,
+  ZRT_CHECK_ARG(!given(app, "--on-inconsistency") || o.trainer.check_consistency_every > 0,
                 "--on-inconsistency is read by --check-consistency N only");
   if (!o.fit.empty()) parse_byte_count(o.fit);  // a bad budget fails now, with the flag
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
   // A FIFO, a device or a directory fails now, by its flag (Note [One rule
   // for every file zrt reads]).
-  if (!o.init_from.empty())
-    InputFile(o.init_from, std::numeric_limits<std::uint64_t>::max(), InputKind::argument,
+  if (!o.trainer.init_from.empty())
+    InputFile(o.trainer.init_from, std::numeric_limits<std::uint64_t>::max(), InputKind::argument,
               "--init-from");
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {
     check_checkpoint_dir(o.checkpoint_dir);
     check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, !o.resume_from.empty());
   }
-  ZRT_CHECK_ARG(o.init_from.empty() || o.resume_from.empty(), "--init-from ", o.init_from,
-                " would not be read: --resume ", o.resume_from, " loads the weights");
-  if (!given(app, "--min-lr")) o.min_lr = o.lr / 10;
-  ZRT_CHECK_ARG(o.min_lr <= o.lr, "--min-lr ", o.min_lr, " is above --lr ", o.lr,
-                ": the cosine decays from --lr down to --min-lr");
-  ZRT_CHECK_ARG(!given(app, "--warmup") || o.warmup <= o.steps, "--warmup ", o.warmup,
-                " is longer than --steps ", o.steps,
+  ZRT_CHECK_ARG(o.trainer.init_from.empty() || o.resume_from.empty(), "--init-from ",
+                o.trainer.init_from, " would not be read: --resume ", o.resume_from,
+                " loads the weights");
+  ZRT_CHECK_ARG(!given(app, "--warmup") || t.schedule.warmup_steps <= t.steps, "--warmup ",
+                t.schedule.warmup_steps, " is longer than --steps ", t.steps,
                 " (the default warm-up is cut to --steps; an explicit one is not)");
-  ZRT_CHECK_ARG(o.block_size == 0 || o.block_size >= o.seq_len, "--block-size ", o.block_size,
-                " is shorter than --seq-len ", o.seq_len,
+  ZRT_CHECK_ARG(t.schedule.min_lr <= t.schedule.max_lr, "--min-lr ", t.schedule.min_lr,
+                " is above --lr ", t.schedule.max_lr,
+                ": the cosine decays from --lr down to --min-lr");
+  ZRT_CHECK_ARG(t.model.block_size.value_or(t.seq_len) >= t.seq_len, "--block-size ",
+                t.model.block_size.value_or(0), " is shorter than --seq-len ", t.seq_len,
                 ": every position of a sequence needs an embedding");
   ZRT_CHECK_ARG(o.transport != "nccl" || o.device == "cuda",
                 "--transport nccl moves CUDA tensors only: it needs "
@@ -505,7 +531,7 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   if (o.checkpoint_dir.empty()) {
     ZRT_CHECK_ARG(o.checkpoint_every == 0, "--checkpoint-every needs --checkpoint-dir");
     ZRT_CHECK_ARG(o.keep_last == 0, "--keep-last needs --checkpoint-dir");
-    ZRT_CHECK_ARG(!o.checkpoint_async, "--checkpoint-async needs --checkpoint-dir");
+    ZRT_CHECK_ARG(!o.trainer.checkpoint_async, "--checkpoint-async needs --checkpoint-dir");
     ZRT_CHECK_ARG(!o.resume || !o.resume_from.empty(),
                   "--resume without a path needs --checkpoint-dir (where `latest` names the step)");
   }
@@ -538,6 +564,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   o.resume = resume->count() > 0;
   o.flag_values = parsed_flag_values(app);
+  resolve_dependent_defaults(app, o);
   check_parsed_options(app, o);
   return true;
 }
@@ -597,28 +624,29 @@ std::string data_identity(const std::string& path) {
 }
 
 nlohmann::json run_flags(const TrainOptions& o) {
-  return {{"model", o.model},
-          {"preset", o.preset},
-          {"n_layer", o.n_layer},
-          {"n_head", o.n_head},
-          {"n_embd", o.n_embd},
-          {"vocab_size", o.vocab_size},
-          {"block_size", o.block_size},
-          {"hidden", o.hidden},
-          {"activation", o.activation},
+  const model_zoo::ModelConfig& m = o.trainer.model;
+  return {{"model", o.trainer.model.kind},
+          {"preset", o.trainer.model.preset},
+          {"n_layer", m.n_layer.value_or(0)},
+          {"n_head", m.n_head.value_or(0)},
+          {"n_embd", m.n_embd.value_or(0)},
+          {"vocab_size", m.vocab_size.value_or(0)},
+          {"block_size", m.block_size.value_or(0)},
+          {"hidden", m.hidden.value_or(std::vector<std::int64_t>{})},
+          {"activation", m.activation.value_or("gelu")},
           {"data", o.data},
-          {"steps", o.steps},
-          {"batch_size", o.batch_size},
-          {"seq_len", o.seq_len},
-          {"lr", o.lr},
-          {"min_lr", o.min_lr},
-          {"warmup", o.warmup},
-          {"weight_decay", o.engine.zero.adamw.weight_decay},
-          {"clip", o.engine.zero.adamw.max_grad_norm},
-          {"beta1", o.engine.zero.adamw.beta1},
-          {"beta2", o.engine.zero.adamw.beta2},
-          {"eps", o.engine.zero.adamw.eps},
-          {"seed", o.engine.seed},
+          {"steps", o.trainer.steps},
+          {"batch_size", o.trainer.batch_size},
+          {"seq_len", o.trainer.seq_len},
+          {"lr", o.trainer.schedule.max_lr},
+          {"min_lr", o.trainer.schedule.min_lr},
+          {"warmup", o.trainer.schedule.warmup_steps},
+          {"weight_decay", o.trainer.engine.zero.adamw.weight_decay},
+          {"clip", o.trainer.engine.zero.adamw.max_grad_norm},
+          {"beta1", o.trainer.engine.zero.adamw.beta1},
+          {"beta2", o.trainer.engine.zero.adamw.beta2},
+          {"eps", o.trainer.engine.zero.adamw.eps},
+          {"seed", o.trainer.engine.seed},
           // A data file changed under the same path since the save (a
           // resume then warns naming it).
           {"data (contents)", data_identity(o.data)}};
@@ -644,11 +672,13 @@ std::string rank_agreement_json(const TrainOptions& o) {
       resumed_index = "";  // a fresh start; every rank must start fresh
     }
   j.update({{"--data (contents)", data_identity(o.data)},
-            {"--init-from (contents)", o.init_from.empty() ? "none" : data_identity(o.init_from)},
+            {"--init-from (contents)",
+             o.trainer.init_from.empty() ? "none" : data_identity(o.trainer.init_from)},
             {"--resume (checkpoint index)",
              resumed_index.empty() ? "none" : data_identity(resumed_index)},
-            {"--offload-optimizer (kind)", o.engine.zero.offload_optimizer.str().substr(
-                                               0, o.engine.zero.offload_optimizer.str().find(':'))},
+            {"--offload-optimizer (kind)",
+             o.trainer.engine.zero.offload_optimizer.str().substr(
+                 0, o.trainer.engine.zero.offload_optimizer.str().find(':'))},
             {"--save (given)", !o.save.empty()},
             {"--checkpoint-dir (given)", !o.checkpoint_dir.empty()},
             {"--resume (given)", o.resume}});

@@ -6,74 +6,56 @@
 #include <string>
 #include <vector>
 
-#include "zrt/model_zoo/engine/training_engine.h"
-#include "zrt/model_zoo/models/model_config.h"
+#include "zrt/model_zoo/trainer/trainer.h"
 
 namespace zrt::train {
 
-// zrt-train's defaults where they differ from the layers': nanoGPT's AdamW
-// (beta2 0.95, weight decay 0.1, clipping at 1) and a stop after 50 skipped
-// steps in a row.
-inline model_zoo::EngineConfig default_engine_config() {
-  model_zoo::EngineConfig e;
-  optim::AdamWOptions& a = e.zero.adamw;
+// zrt-train's defaults where they differ from the layers': 200 steps of
+// nanoGPT's AdamW (lr 3e-3, beta2 0.95, weight decay 0.1, clipping at 1, 5
+// warm-up steps) and a stop after 50 skipped steps in a row.
+inline model_zoo::TrainerConfig default_trainer_config() {
+  model_zoo::TrainerConfig t;
+  t.steps = 200;
+  t.schedule.max_lr = 3e-3;
+  t.schedule.min_lr = 3e-4;  // --lr / 10 unless given
+  t.schedule.warmup_steps = 5;
+  optim::AdamWOptions& a = t.engine.zero.adamw;
   a.beta2 = 0.95;
   a.weight_decay = 0.1;
   a.max_grad_norm = 1.0;
   a.max_consecutive_skips = 50;
-  return e;
+  return t;
 }
 
 // The name --dtype and --reduce-dtype give `t` (fp32, bf16, fp16).
 const char* dtype_flag(DType t);
 
 struct TrainOptions {
-  // model
-  std::string model = "gpt";  // gpt | mlp
-  std::string preset = "tiny";
-  int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
-  int block_size = 0;  // gpt positions (0: the preset's, raised to --seq-len)
-  // gpt: rows the vocabulary is padded to a multiple of inside the model (1: none)
-  int vocab_align = static_cast<int>(model_zoo::ModelConfig::kDefaultVocabAlign);
-  std::vector<int> hidden;  // mlp hidden widths (empty: the preset's)
-  std::string activation = "gelu";
-  bool head_unit =
-      false;  // gpt: ln_f and the LM head in a unit of their own, tied across units to wte
-  // data
-  std::string data;  // empty: the embedded default dataset
-  int steps = 200;
-  int batch_size = 8;  // global sequences (gpt) or rows (mlp) per step
-  int micro_batches = 1;
-  int seq_len = 64;
-  // optimisation
-  double lr = 3e-3, min_lr = 3e-4;
-  int warmup = 5;
-  // The engine's, its module's and AdamW's settings, parsed straight into
-  // the options of the layer that reads them (Note [Options owned by their
-  // layer]): a flag names its field here, and nothing copies it across. The
-  // device is resolved per rank (train_setup.h).
-  model_zoo::EngineConfig engine = default_engine_config();
+  // What the run trains and how (the model, the batch, the schedule, the
+  // engine, its module and AdamW), parsed straight into the options of the
+  // layer that reads them (Note [Options owned by their layer]): a flag names
+  // its field there, and nothing copies it across. Defaults the flags leave
+  // open (--min-lr, --warmup, --block-size) are resolved once, after parsing.
+  // The device is resolved per rank (train_setup.h).
+  model_zoo::TrainerConfig trainer = default_trainer_config();
+  std::string data;                // empty: the embedded default dataset
   std::string device = "cpu";      // cpu | cuda
   std::string transport = "auto";  // a launched world's: auto | mpi | nccl (WorldTransport)
   bool tf32 = false;               // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
   int ranks = 0;                   // >0: that many local ranks (threads) in this process
-  int check_consistency = 0;       // every N steps, replicas and shards prove they agree (0: never)
-  std::string on_inconsistency = "stop";  // stop | warn
-  bool plan = false;  // print the memory plan instead of training (Note [Memory plan])
-  std::string fit;    // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
-  int threads = 0;    // CPU kernel threads per rank (0: its share of the cores)
-  // files
-  std::string init_from, save, metrics;
+  bool plan = false;               // print the memory plan instead of training (Note [Memory plan])
+  std::string fit;  // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
+  int threads = 0;  // CPU kernel threads per rank (0: its share of the cores)
+  // files (--init-from is the trainer's)
+  std::string save, metrics;
   std::string trace;  // Chrome trace per rank (T.json, or T.rank-R.json with several ranks)
   int log_every = 10;
   // checkpoints (Note [Checkpoint format])
   std::string checkpoint_dir;  // empty: no checkpoints
   int checkpoint_every = 0;    // > 0: save every N steps (and at the end, and on SIGTERM/SIGINT)
   int keep_last = 0;           // > 0: keep only the newest K steps
-  bool checkpoint_async =
-      false;  // stage, then write in the background (Note [Checkpoints saved in the background])
-  bool resume = false;      // --resume given
-  std::string resume_from;  // its value; empty: `latest` under checkpoint_dir
+  bool resume = false;         // --resume given
+  std::string resume_from;     // its value; empty: `latest` under checkpoint_dir
   // Every flag's value as parsed (given or default), numbers and booleans
   // normalised, by flag name: what the ranks compare (rank_agreement_json).
   std::map<std::string, std::string> flag_values;

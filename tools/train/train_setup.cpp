@@ -19,48 +19,22 @@ using model_zoo::Dataset;
 using model_zoo::TrainerConfig;
 
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
-  TrainerConfig c;
-  auto& m = c.model;
-  m.kind = o.model;
-  m.preset = o.preset;
-  auto set = [](std::optional<std::int64_t>& field, int v) {
-    if (v > 0) field = v;
-  };
-  set(m.n_layer, o.n_layer);
-  set(m.n_head, o.n_head);
-  set(m.n_embd, o.n_embd);
-  set(m.vocab_size, o.vocab_size);
-  set(m.block_size, o.block_size);
-  m.vocab_align = o.vocab_align;
-  if (o.model == "gpt" && o.block_size == 0) {
-    // Position embeddings must cover the sequence length.
-    auto dims = model_zoo::resolve_gpt_dims(m);
-    if (dims.block_size < o.seq_len) m.block_size = o.seq_len;
-  }
-  if (!o.hidden.empty()) m.hidden = std::vector<std::int64_t>(o.hidden.begin(), o.hidden.end());
-  if (o.model == "mlp") m.activation = o.activation;
-  m.head_unit = o.head_unit;
-
-  c.engine = o.engine;
+  TrainerConfig c = o.trainer;
   c.engine.zero.device = o.device == "cuda"
                              ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
                              : Device::cpu();
-  c.batch_size = o.batch_size;
-  c.seq_len = o.seq_len;
-  c.micro_batches = o.micro_batches;
-  c.steps = o.steps;
-  c.schedule.max_lr = o.lr;
-  c.schedule.min_lr = o.min_lr;
-  c.schedule.warmup_steps = std::min(o.warmup, o.steps);
-  c.check_consistency_every = o.check_consistency;
-  c.consistency_warn_only = o.on_inconsistency == "warn";
-  c.checkpoint_async = o.checkpoint_async;
   return c;
+}
+
+void raise_block_size_to_seq_len(TrainerConfig& t) {
+  if (t.model.kind == "gpt" && !t.model.block_size &&
+      model_zoo::resolve_gpt_dims(t.model).block_size < t.seq_len)
+    t.model.block_size = t.seq_len;
 }
 
 Dataset load_data(const TrainOptions& o, const TrainerConfig& c) {
   if (!o.data.empty()) return model_zoo::load_dataset(o.data);
-  if (o.model == "mlp") {
+  if (o.trainer.model.kind == "mlp") {
     auto dims = model_zoo::resolve_mlp_dims(c.model);
     return model_zoo::synthetic_cluster_dataset(0, 4096, dims.d_in, dims.n_classes);
   }
@@ -69,7 +43,6 @@ Dataset load_data(const TrainOptions& o, const TrainerConfig& c) {
 
 model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, TrainerConfig config) {
   Dataset data = load_data(o, config);
-  config.init_from = o.init_from;  // each rank reads its shards (Note [Streamed loading])
   return model_zoo::Trainer(world, std::move(config), std::move(data));
 }
 

@@ -14,9 +14,13 @@
 
 namespace zrt::train {
 
-// The model, engine, batch geometry and LR schedule the flags ask for, for a
-// rank whose local rank (its GPU) is `local_rank`.
+// The trainer's options the flags ask for (TrainOptions::trainer), on the
+// device of a rank whose local rank (its GPU) is `local_rank`.
 model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
+
+// A gpt whose block size no flag gave gets position embeddings for the whole
+// sequence: the preset's block size, raised to seq_len.
+void raise_block_size_to_seq_len(model_zoo::TrainerConfig& t);
 
 // --data, or the embedded default dataset of the model kind.
 model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConfig& c);
