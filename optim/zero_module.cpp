@@ -25,8 +25,9 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 "ZeroModule: a dry run runs on cpu, not ", options_.device.str());
   set_current_device(options_.device);
   allocator_ = options_.allocator ? options_.allocator
-               : options_.dry_run ? make_unbacked_caching_allocator()
-                                  : make_caching_allocator(options_.device);
+               : options_.dry_run
+                   ? make_unbacked_caching_allocator()
+                   : make_caching_allocator(options_.device, {.memory_cap = options_.memory_limit});
   ZRT_CHECK_ARG(allocator_->device() == options_.device, "ZeroModule: the allocator is for ",
                 allocator_->device().str(), ", not ", options_.device.str());
   if (options_.dry_run) dry_host_memory_ = make_unbacked_caching_allocator();

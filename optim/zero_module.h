@@ -101,6 +101,19 @@ CpuStreams parse_cpu_streams(const std::string& s);  // InvalidArgument naming t
 // ZRT_CPU_STREAMS when set (InvalidArgument unless none, comm or all), else comm.
 CpuStreams default_cpu_streams();
 
+// Note [Memory limit]
+// ~~~~~~~~~~~~~~~~~~~
+// memory_limit caps what the module's caching allocator reserves from its
+// device (CachingAllocatorConfig::memory_cap): a request that would pass it
+// fails, after the cache is flushed and retried, with OutOfMemory naming the
+// cap, as a full GPU fails. On CUDA it keeps a run inside part of a shared
+// GPU; on the cpu it makes a rank a GPU of that size, so the mechanisms a
+// model larger than its GPU needs (sharding, activation checkpointing,
+// optimizer offload) are proved on CPU ranks: the master and the moments of
+// --offload-optimizer host and the staging of disk offload live outside the
+// cap, as pinned host memory does on CUDA. The memory plan's dry runs are
+// never capped (they report what a run needs); plan_fitting compares their
+// reserved peak, the quantity the cap limits, with the budget.
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   int zero3_size = 0;        // hybrid / layer-zero group size (0: the world)
@@ -116,8 +129,10 @@ struct ZeroModuleOptions {
   // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.
   std::optional<CpuStreams> cpu_streams;
   // Memory for every buffer the module and its handles allocate (and the
-  // engine's activations); null: a caching allocator on `device`.
+  // engine's activations); null: a caching allocator on `device`, reserving
+  // at most `memory_limit` bytes (Note [Memory limit]).
   AllocatorPtr allocator;
+  std::size_t memory_limit = 0;  // 0: what the device has
   // Note [Dry runs] (model_zoo/trainer/memory_plan.h): the module's streams
   // drop every kernel, copy and collective, its memory is unbacked (unless
   // `allocator` is given), and add_unit reads no value. cpu only.

@@ -312,8 +312,14 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
   const bool has_blocks = !make_model(config.model)->block_stages().empty();
   std::vector<std::string> checkpointing = {"none"};
   if (has_blocks) checkpointing = {"none", "every:2", "blocks"};
+  // Host offload moves the state out of the device's memory, which on the
+  // cpu is host memory too unless a limit makes it a GPU (Note [Memory limit]).
+  std::vector<std::string> offloads = {"none"};
+  if (config.engine.zero.device.is_cuda() || config.engine.zero.memory_limit > 0)
+    offloads.push_back("host");
+  offloads.push_back("disk:" + offload_dir);
   std::vector<FittingCandidate> fits;
-  for (const std::string& offload : {std::string("none"), "disk:" + offload_dir})
+  for (const std::string& offload : offloads)
     for (const std::string& ckpt : checkpointing)
       for (ShardingStrategy strategy : strategies)
         for (int prefetch = 2; prefetch >= 0; --prefetch) {
@@ -329,7 +335,7 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
           std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
                                  " --prefetch " + std::to_string(prefetch) +
                                  " --activation-checkpointing " + ckpt + " --offload-optimizer " +
-                                 (offload == "none" ? "none" : "disk:DIR");
+                                 (offload.starts_with("disk:") ? "disk:DIR" : offload);
           fits.push_back({settings, c, largest});
         }
   return fits;

@@ -121,9 +121,10 @@ struct FittingCandidate {
 
 // Plans the settings a user can change without changing the model or the
 // batch (strategy, prefetch, activation checkpointing, optimizer offload to
-// disk under `offload_dir`) and returns those whose largest rank's reserved
-// peak is at most `budget_bytes`, cheapest first: without offload before
-// with it, then less recomputation (none, every:2, blocks), then less
+// host memory, where that is not the device's own, and to disk under
+// `offload_dir`) and returns those whose largest rank's reserved peak is at
+// most `budget_bytes`, cheapest first: no offload, then host, then disk,
+// then less recomputation (none, every:2, blocks), then less
 // communication (no-shard, grad-op, full, then the config's own hybrid or
 // layer-zero), then deeper prefetch.
 std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,

@@ -85,3 +85,42 @@ PY
 out=$("$train" --steps 1 --offload-optimizer "disk:$dir/missing" 2>&1) && fail "a missing offload directory was accepted"
 grep -q "directory $dir/missing does not exist" <<<"$out" || fail "missing directory message: $out"
 echo "ok   offload directory and host checks"
+
+# --memory-limit makes a CPU rank a GPU of that size (Note [Memory limit]):
+# a model whose whole state (fp32 master, gradients, m and v) exceeds the
+# limit fails with the limit named under the default settings, and trains
+# within it under the cheapest setting --plan --fit lists, with the peak the
+# plan gives it and the losses of the same setting without a limit.
+limit=32MiB
+big=(--preset small --n-embd 256 --n-layer 4 --ranks 2 --threads 1 --batch-size 4 --seq-len 32 --cpu-streams none --steps 3)
+"$train" "${big[@]}" --plan > "$dir/big_plan.out" 2>&1 || fail "big --plan: $(cat "$dir/big_plan.out")"
+"$train" "${big[@]}" --memory-limit $limit --plan --fit $limit > "$dir/big_fit.out" 2>&1 ||
+  fail "--fit $limit: $(cat "$dir/big_fit.out")"
+"$train" "${big[@]}" --memory-limit $limit > "$dir/oom.out" 2>&1 && fail "the default settings trained within $limit"
+grep -q "out of memory" "$dir/oom.out" && grep -q -- "more than its --memory-limit" "$dir/oom.out" ||
+  fail "out of memory under --memory-limit: $(cat "$dir/oom.out")"
+grep -qE '\.(cpp|h):[0-9]' "$dir/oom.out" && fail "the out-of-memory error shows zrt's source: $(cat "$dir/oom.out")"
+read -r -a fitting < <(grep -m1 -E "^ +[0-9.]+ +--strategy" "$dir/big_fit.out" | sed 's/^ *[0-9.]* *//; s|disk:DIR|disk:'"$dir/scratch"'|')
+[ ${#fitting[@]} -gt 0 ] || fail "--fit $limit lists nothing: $(cat "$dir/big_fit.out")"
+"$train" "${big[@]}" "${fitting[@]}" --plan > "$dir/fit_plan.out" 2>&1 || fail "plan of ${fitting[*]}"
+"$train" "${big[@]}" "${fitting[@]}" --memory-limit $limit --metrics "$dir/limited.jsonl" > "$dir/limited.out" 2>&1 ||
+  fail "${fitting[*]} under --memory-limit $limit: $(cat "$dir/limited.out")"
+"$train" "${big[@]}" "${fitting[@]}" --metrics "$dir/unlimited.jsonl" > "$dir/unlimited.out" 2>&1 ||
+  fail "${fitting[*]}: $(cat "$dir/unlimited.out")"
+"$python" - "$dir" "$limit" "${fitting[*]}" <<'PY' || fail "--memory-limit"
+import json, sys
+d, limit, setting = sys.argv[1], int(sys.argv[2].removesuffix("MiB")) * 2**20, sys.argv[3]
+def row(name):
+    return [l.split() for l in open(f"{d}/{name}") if l.startswith("0-1 ")][0]
+whole = 2 * float(row("big_plan.out")[4]) * 2**20 * 16 / 12  # master+m,v of 2 ranks, plus gradients
+assert whole > limit, f"the whole state ({whole:.0f} B) fits the limit: not a test of it"
+limited = [json.loads(l) for l in open(f"{d}/limited.jsonl")]
+unlimited = [json.loads(l) for l in open(f"{d}/unlimited.jsonl")]
+assert [r["loss"] for r in limited] == [r["loss"] for r in unlimited], (limited, unlimited)
+measured = max(r["mem_peak"] for r in limited)
+planned = float(row("fit_plan.out")[1]) * 2**20
+assert measured <= limit, (measured, limit)
+assert abs(planned - measured) <= 0.05 * measured, (planned, measured)
+print(f"ok   --memory-limit {limit >> 20} MiB, whole state {whole / 2**20:.1f} MiB: {setting} trains, "
+      f"peak {measured / 2**20:.1f} MiB measured, {planned / 2**20:.1f} MiB planned")
+PY

@@ -549,6 +549,11 @@ int main(int argc, char** argv) {
         o.threads, train::world_device(o), parse_world_transport(o.transport));
   } catch (const std::exception& e) {
     tools::report_error("zrt-train", e);
+    if (const auto* oom = dynamic_cast<const OutOfMemory*>(&e))
+      std::fprintf(stderr,
+                   "zrt-train: hint: %sthe same flags with --plan --fit BYTES list the "
+                   "strategies, recomputation and optimizer offload whose peak fits BYTES a rank\n",
+                   oom->numbers().cap > 0 ? "a rank needs more than its --memory-limit; " : "");
     return 1;
   }
   return 0;

@@ -115,8 +115,9 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const auto fits = model_zoo::plan_fitting(config, world, budget, dir);
   std::fprintf(
       out,
-      "\n--fit %s (%s): %zu setting(s) fit, cheapest first (no offload, then less recomputation, "
-      "then less communication); reserved peak of the largest rank, MiB:\n",
+      "\n--fit %s (%s): %zu setting(s) fit, cheapest first (no offload, then host, then disk; "
+      "then less recomputation, then less communication); reserved peak of the largest rank, "
+      "MiB:\n",
       o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), fits.size());
   for (const auto& f : fits)
     std::fprintf(out, "  %10s  %s\n", mib(f.largest.reserved_peak).c_str(), f.settings.c_str());

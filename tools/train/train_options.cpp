@@ -123,18 +123,19 @@ CLI::Option* add_choice(CLI::App& app, const std::string& flag, T& target,
 template <class T, class Parse>
 CLI::Option* add_parsed(CLI::App& app, const std::string& flag, T& target, Parse parse,
                         const std::string& help) {
-  return app
-      .add_option_function<std::string>(
-          flag, [&target, parse](const std::string& v) { target = parse(v); }, help)
-      ->check([parse](const std::string& v) {
-        try {
-          parse(v);
-          return std::string();
-        } catch (const InvalidArgument& e) {
-          return std::string(e.what());
-        }
-      })
-      ->default_str(target.str());
+  CLI::Option* opt =
+      app.add_option_function<std::string>(
+             flag, [&target, parse](const std::string& v) { target = parse(v); }, help)
+          ->check([parse](const std::string& v) {
+            try {
+              parse(v);
+              return std::string();
+            } catch (const InvalidArgument& e) {
+              return std::string(e.what());
+            }
+          });
+  if constexpr (requires { target.str(); }) opt->default_str(target.str());
+  return opt;
 }
 
 std::vector<std::pair<std::string, optim::ShardingStrategy>> strategy_flags() {
@@ -217,11 +218,11 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", offload.str(),
                   ": directory ", offload.dir, " is not writable");
   }
-  if (offload.kind == optim::OptimizerOffload::Kind::host && o.device == "cpu")
-    std::cerr
-        << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu (host memory "
-           "is the "
-           "device's): the same numbers, the state outside the caching allocator (mem_peak)\n";
+  if (offload.kind == optim::OptimizerOffload::Kind::host && o.device == "cpu" &&
+      o.trainer.engine.zero.memory_limit == 0)
+    std::cerr << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu "
+                 "without --memory-limit (host memory is the device's): the same numbers, the "
+                 "state outside the caching allocator (mem_peak)\n";
   if (o.trainer.schedule.max_lr > 1.0)
     std::cerr << "zrt-train: warning: --lr " << o.trainer.schedule.max_lr
               << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
@@ -428,6 +429,10 @@ void add_placement_flags(CLI::App& app, TrainOptions& o) {
              "rank under DIR, streamed through in chunks), host (with the fp32 master in pinned "
              "host memory, updated there by the CPU while the GPU goes on; on cpu it saves "
              "nothing)");
+  add_parsed(app, "--memory-limit", zero.memory_limit, parse_byte_count,
+             "the most memory each rank reserves on its device, e.g. 80GiB (default: what the "
+             "device has); on cpu it makes a rank a GPU of that size, outside which "
+             "--offload-optimizer host keeps the state (Note [Memory limit])");
   app.add_flag("--offload-grads", zero.grad_reduce.offload,
                "keep fp32 gradients in host memory between micro-batches");
   app.add_flag("--tf32", o.tf32,
