@@ -22,13 +22,6 @@ find_path(NCCL_INCLUDE_DIR nccl.h
 find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
   HINTS ${_zrt_nccl_hints}
   PATH_SUFFIXES lib lib64)
-include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(NCCL REQUIRED_VARS NCCL_LIBRARY NCCL_INCLUDE_DIR)
-if(NCCL_FOUND AND NOT TARGET NCCL::nccl)
-  add_library(NCCL::nccl UNKNOWN IMPORTED)
-  set_target_properties(NCCL::nccl PROPERTIES
-    IMPORTED_LOCATION "${NCCL_LIBRARY}"
-    INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
-endif()
-mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)
+include(${CMAKE_CURRENT_LIST_DIR}/ZrtImportFound.cmake)
+zrt_import_found(NCCL NCCL::nccl NCCL_LIBRARY NCCL_INCLUDE_DIR)
 unset(_zrt_nccl_hints)

@@ -9,13 +9,5 @@ find_path(OPENBLAS_PTHREAD_INCLUDE_DIR cblas.h
   PATHS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread NO_DEFAULT_PATH)
 find_library(OPENBLAS_PTHREAD_LIBRARY NAMES openblas
   PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread NO_DEFAULT_PATH)
-include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(OpenBLASPthread
-  REQUIRED_VARS OPENBLAS_PTHREAD_LIBRARY OPENBLAS_PTHREAD_INCLUDE_DIR)
-if(OpenBLASPthread_FOUND AND NOT TARGET OpenBLAS::pthread)
-  add_library(OpenBLAS::pthread UNKNOWN IMPORTED)
-  set_target_properties(OpenBLAS::pthread PROPERTIES
-    IMPORTED_LOCATION "${OPENBLAS_PTHREAD_LIBRARY}"
-    INTERFACE_INCLUDE_DIRECTORIES "${OPENBLAS_PTHREAD_INCLUDE_DIR}")
-endif()
-mark_as_advanced(OPENBLAS_PTHREAD_INCLUDE_DIR OPENBLAS_PTHREAD_LIBRARY)
+include(${CMAKE_CURRENT_LIST_DIR}/ZrtImportFound.cmake)
+zrt_import_found(OpenBLASPthread OpenBLAS::pthread OPENBLAS_PTHREAD_LIBRARY OPENBLAS_PTHREAD_INCLUDE_DIR)

@@ -24,4 +24,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/zrtConfigVersion.cmake CO
 install(FILES ${PROJECT_BINARY_DIR}/zrtConfig.cmake ${PROJECT_BINARY_DIR}/zrtConfigVersion.cmake
               ${CMAKE_CURRENT_LIST_DIR}/FindNCCL.cmake ${CMAKE_CURRENT_LIST_DIR}/FindxxHash.cmake
               ${CMAKE_CURRENT_LIST_DIR}/FindOpenBLASPthread.cmake
+              ${CMAKE_CURRENT_LIST_DIR}/ZrtImportFound.cmake
         DESTINATION ${zrt_cmake_dir})

@@ -79,24 +79,18 @@ struct AttentionRowSumBody {
   }
 };
 
-template <class T, class A>
+// Fast backward: a block per (pair, key/value tile) for dK and dV (kKeys),
+// or per (pair, query tile) for dQ.
+template <class T, class A, bool kKeys>
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_backward_kv_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
-                                 const A* lse, const A* dsum, T* dqkv) {
+    attention_backward_tiled_kernel(AttentionBackwardArgs<T, A> a, std::int64_t tiles) {
   extern __shared__ __align__(16) unsigned char attention_smem[];
   const std::int64_t block = blockIdx.x;
-  attention_backward_kv_tile<T, A>(AttentionDeviceBlock{}, d, block / tiles, block % tiles, dout,
-                                   qkv, lse, dsum, dqkv, reinterpret_cast<A*>(attention_smem));
-}
-
-template <class T, class A>
-__global__ void __launch_bounds__(kAttnThreads)
-    attention_backward_q_kernel(AttentionDims d, std::int64_t tiles, const T* dout, const T* qkv,
-                                const A* lse, const A* dsum, T* dqkv) {
-  extern __shared__ __align__(16) unsigned char attention_smem[];
-  const std::int64_t block = blockIdx.x;
-  attention_backward_q_tile<T, A>(AttentionDeviceBlock{}, d, block / tiles, block % tiles, dout,
-                                  qkv, lse, dsum, dqkv, reinterpret_cast<A*>(attention_smem));
+  A* smem = reinterpret_cast<A*>(attention_smem);
+  if constexpr (kKeys)
+    attention_backward_kv_tile<T, A>(AttentionDeviceBlock{}, a, block / tiles, block % tiles, smem);
+  else
+    attention_backward_q_tile<T, A>(AttentionDeviceBlock{}, a, block / tiles, block % tiles, smem);
 }
 
 }  // namespace
@@ -138,10 +132,10 @@ void launch_attention_backward(DType dtype, const AttentionDims& dims, const voi
       const std::int64_t pairs = dims.batch * dims.heads;
       const std::int64_t kv_tiles = attention_tiles(dims.seq, kAttnBc);
       const std::int64_t q_tiles = attention_tiles(dims.seq, kAttnBr);
-      launch_with_smem(attention_backward_kv_kernel<T, A>, pairs * kv_tiles, kAttnThreads, kv_bytes,
-                       stream, dims, kv_tiles, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
-      launch_with_smem(attention_backward_q_kernel<T, A>, pairs * q_tiles, kAttnThreads, q_bytes,
-                       stream, dims, q_tiles, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
+      launch_with_smem(attention_backward_tiled_kernel<T, A, true>, pairs * kv_tiles, kAttnThreads,
+                       kv_bytes, stream, a, kv_tiles);
+      launch_with_smem(attention_backward_tiled_kernel<T, A, false>, pairs * q_tiles, kAttnThreads,
+                       q_bytes, stream, a, q_tiles);
       return;
     }
     for_each_index(rows, AttentionQueryBody<T>{a}, stream);

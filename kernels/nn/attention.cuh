@@ -9,28 +9,6 @@
 
 namespace zrt::kernels::cuda {
 
-// The operands of an attention backward with their element types (A: the
-// row statistics'), as the launchers below hand them to their kernels.
-template <class T, class A>
-struct AttentionBackwardArgs {
-  AttentionDims d;
-  const T* dout;
-  const T* qkv;
-  const T* out;
-  const A* lse;
-  A* dsum;
-  T* dqkv;
-  AttentionBackwardArgs(const AttentionDims& dims, const void* dout_, const void* qkv_,
-                        const void* out_, const void* lse_, void* dsum_, void* dqkv_)
-      : d(dims),
-        dout(static_cast<const T*>(dout_)),
-        qkv(static_cast<const T*>(qkv_)),
-        out(static_cast<const T*>(out_)),
-        lse(static_cast<const A*>(lse_)),
-        dsum(static_cast<A*>(dsum_)),
-        dqkv(static_cast<T*>(dqkv_)) {}
-};
-
 // simple: the thread-per-row kernel instead of the tiled one (Note [Tiled
 // causal attention]), which is also taken when the tiles' shared memory
 // exceeds the device's per-block limit.

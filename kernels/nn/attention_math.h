@@ -35,12 +35,59 @@ ZRT_HD A attention_dot(const T* a, const T* b, std::int64_t n) {
   return s;
 }
 
-// Row index r in [0, B*H*T) -> pointers' bases. Query/key row t of head h of
-// batch b sits at qkv + (b*T + t)*3C + h*hd (+C for k, +2C for v).
-struct AttentionRow {
-  std::int64_t b, h, t;
+// The scores' scale, 1/sqrt(hd).
+template <class A>
+ZRT_HD A attention_scale(std::int64_t hd) {
+  return A(1) / sqrt_(A(hd));
+}
+
+// The (batch, head) pair `pair` in [0, B*H): query/key row t of head h of
+// batch b sits at qkv + base_off + t*3C (+C for k, +2C for v), its out and
+// dout row at obase_off + t*C, its lse and D at lse_off + t.
+struct AttentionPair {
+  std::int64_t b, h, c, s3, obase_off, base_off, lse_off;
+  ZRT_HD AttentionPair(const AttentionDims& d, std::int64_t pair)
+      : b(pair / d.heads),
+        h(pair % d.heads),
+        c(d.channels),
+        s3(3 * d.channels),
+        obase_off(b * d.seq * d.channels + h * d.head_dim),
+        base_off(b * d.seq * 3 * d.channels + h * d.head_dim),
+        lse_off(pair * d.seq) {}
+};
+
+// Row index r in [0, B*H*T): row t of pair r / T, with the offsets of the
+// pair's row t2 in qkv (query, key) and in out/dout.
+struct AttentionRow : AttentionPair {
+  std::int64_t t;
   ZRT_HD AttentionRow(const AttentionDims& d, std::int64_t r)
-      : b(r / (d.heads * d.seq)), h((r / d.seq) % d.heads), t(r % d.seq) {}
+      : AttentionPair(d, r / d.seq), t(r % d.seq) {}
+  ZRT_HD std::int64_t q_off(std::int64_t t2) const { return base_off + t2 * s3; }
+  ZRT_HD std::int64_t k_off(std::int64_t t2) const { return q_off(t2) + c; }
+  ZRT_HD std::int64_t o_off(std::int64_t t2) const { return obase_off + t2 * c; }
+};
+
+// The operands of an attention backward with their element types (A: the
+// row statistics'), as the CUDA launchers hand them to their kernels and
+// the host emulations to the same tile functions.
+template <class T, class A>
+struct AttentionBackwardArgs {
+  AttentionDims d;
+  const T* dout;
+  const T* qkv;
+  const T* out;
+  const A* lse;
+  A* dsum;
+  T* dqkv;
+  AttentionBackwardArgs(const AttentionDims& dims, const void* dout_, const void* qkv_,
+                        const void* out_, const void* lse_, void* dsum_, void* dqkv_)
+      : d(dims),
+        dout(static_cast<const T*>(dout_)),
+        qkv(static_cast<const T*>(qkv_)),
+        out(static_cast<const T*>(out_)),
+        lse(static_cast<const A*>(lse_)),
+        dsum(static_cast<A*>(dsum_)),
+        dqkv(static_cast<T*>(dqkv_)) {}
 };
 
 // D[r] = dout·out of row r ([B, H, T]), which the backward passes subtract
@@ -48,7 +95,7 @@ struct AttentionRow {
 template <class T, class A>
 ZRT_HD A attention_row_dsum(const AttentionDims& d, std::int64_t r, const T* dout, const T* out) {
   const AttentionRow row(d, r);
-  const std::int64_t off = (row.b * d.seq + row.t) * d.channels + row.h * d.head_dim;
+  const std::int64_t off = row.o_off(row.t);
   return attention_dot<T, A>(dout + off, out + off, d.head_dim);
 }
 
@@ -56,14 +103,13 @@ template <class T, class A>
 ZRT_HD void attention_forward_row(const AttentionDims& d, std::int64_t r, const T* qkv, T* out,
                                   A* lse) {
   const AttentionRow row(d, r);
-  const std::int64_t s3 = 3 * d.channels, hd = d.head_dim;
-  const A scale = A(1) / sqrt_(A(hd));
-  const T* base = qkv + row.b * d.seq * s3 + row.h * hd;
-  const T* q = base + row.t * s3;
+  const std::int64_t hd = d.head_dim;
+  const A scale = attention_scale<A>(hd);
+  const T* q = qkv + row.q_off(row.t);
   // Online max and sum of exp over the causal keys t2 <= t.
-  A m = scale * attention_dot<T, A>(q, base + d.channels, hd), l = 1;
+  A m = scale * attention_dot<T, A>(q, qkv + row.k_off(0), hd), l = 1;
   for (std::int64_t t2 = 1; t2 <= row.t; ++t2) {
-    const A s = scale * attention_dot<T, A>(q, base + t2 * s3 + d.channels, hd);
+    const A s = scale * attention_dot<T, A>(q, qkv + row.k_off(t2), hd);
     if (s > m) {
       l = l * exp_(m - s) + A(1);
       m = s;
@@ -75,11 +121,12 @@ ZRT_HD void attention_forward_row(const AttentionDims& d, std::int64_t r, const 
   A acc[kMaxAttentionHeadDim];
   for (std::int64_t i = 0; i < hd; ++i) acc[i] = 0;
   for (std::int64_t t2 = 0; t2 <= row.t; ++t2) {
-    const A p = exp_(scale * attention_dot<T, A>(q, base + t2 * s3 + d.channels, hd) - row_lse);
-    const T* v = base + t2 * s3 + 2 * d.channels;
+    const T* k = qkv + row.k_off(t2);
+    const A p = exp_(scale * attention_dot<T, A>(q, k, hd) - row_lse);
+    const T* v = k + row.c;
     for (std::int64_t i = 0; i < hd; ++i) acc[i] += p * load<A>(v[i]);
   }
-  T* o = out + (row.b * d.seq + row.t) * d.channels + row.h * hd;
+  T* o = out + row.o_off(row.t);
   for (std::int64_t i = 0; i < hd; ++i) o[i] = store<T>(acc[i]);
   lse[r] = row_lse;
 }
@@ -90,21 +137,20 @@ ZRT_HD void attention_backward_query_row(const AttentionDims& d, std::int64_t r,
                                          const T* qkv, const T* out, const A* lse, A* dsum,
                                          T* dqkv) {
   const AttentionRow row(d, r);
-  const std::int64_t s3 = 3 * d.channels, hd = d.head_dim;
-  const A scale = A(1) / sqrt_(A(hd));
-  const T* base = qkv + row.b * d.seq * s3 + row.h * hd;
-  const T* q = base + row.t * s3;
-  const std::int64_t o_off = (row.b * d.seq + row.t) * d.channels + row.h * hd;
-  const A big_d = attention_dot<T, A>(dout + o_off, out + o_off, hd);
+  const std::int64_t hd = d.head_dim;
+  const A scale = attention_scale<A>(hd);
+  const T* q = qkv + row.q_off(row.t);
+  const T* dout_t = dout + row.o_off(row.t);
+  const A big_d = attention_row_dsum<T, A>(d, r, dout, out);
   A acc[kMaxAttentionHeadDim];
   for (std::int64_t i = 0; i < hd; ++i) acc[i] = 0;
   for (std::int64_t t2 = 0; t2 <= row.t; ++t2) {
-    const T* k = base + t2 * s3 + d.channels;
+    const T* k = qkv + row.k_off(t2);
     const A p = exp_(scale * attention_dot<T, A>(q, k, hd) - lse[r]);
-    const A ds = p * (attention_dot<T, A>(dout + o_off, k + d.channels, hd) - big_d);
+    const A ds = p * (attention_dot<T, A>(dout_t, k + row.c, hd) - big_d);
     for (std::int64_t i = 0; i < hd; ++i) acc[i] += ds * load<A>(k[i]);
   }
-  T* dq = dqkv + (row.b * d.seq + row.t) * s3 + row.h * hd;
+  T* dq = dqkv + row.q_off(row.t);
   for (std::int64_t i = 0; i < hd; ++i) dq[i] = store<T>(scale * acc[i]);
   dsum[r] = big_d;
 }
@@ -115,17 +161,16 @@ template <class T, class A>
 ZRT_HD void attention_backward_key_row(const AttentionDims& d, std::int64_t r, const T* dout,
                                        const T* qkv, const A* lse, const A* dsum, T* dqkv) {
   const AttentionRow row(d, r);
-  const std::int64_t s3 = 3 * d.channels, hd = d.head_dim;
-  const A scale = A(1) / sqrt_(A(hd));
-  const T* base = qkv + row.b * d.seq * s3 + row.h * hd;
-  const T* k = base + row.t * s3 + d.channels;
-  const T* v = k + d.channels;
+  const std::int64_t hd = d.head_dim;
+  const A scale = attention_scale<A>(hd);
+  const T* k = qkv + row.k_off(row.t);
+  const T* v = k + row.c;
   const std::int64_t r0 = r - row.t;  // row index of query 0 of this (b, h)
   A dk[kMaxAttentionHeadDim], dv[kMaxAttentionHeadDim];
   for (std::int64_t i = 0; i < hd; ++i) dk[i] = dv[i] = 0;
   for (std::int64_t t = row.t; t < d.seq; ++t) {
-    const T* q = base + t * s3;
-    const T* dout_t = dout + (row.b * d.seq + t) * d.channels + row.h * hd;
+    const T* q = qkv + row.q_off(t);
+    const T* dout_t = dout + row.o_off(t);
     const A p = exp_(scale * attention_dot<T, A>(q, k, hd) - lse[r0 + t]);
     const A ds = p * (attention_dot<T, A>(dout_t, v, hd) - dsum[r0 + t]);
     for (std::int64_t i = 0; i < hd; ++i) {
@@ -133,10 +178,10 @@ ZRT_HD void attention_backward_key_row(const AttentionDims& d, std::int64_t r, c
       dv[i] += p * load<A>(dout_t[i]);
     }
   }
-  T* dk_out = dqkv + (row.b * d.seq + row.t) * s3 + d.channels + row.h * hd;
+  T* dk_out = dqkv + row.k_off(row.t);
   for (std::int64_t i = 0; i < hd; ++i) {
     dk_out[i] = store<T>(scale * dk[i]);
-    dk_out[d.channels + i] = store<T>(dv[i]);
+    dk_out[row.c + i] = store<T>(dv[i]);
   }
 }
 

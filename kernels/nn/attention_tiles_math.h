@@ -111,18 +111,6 @@ ZRT_HD void attention_online_softmax(A* s, int n, A& m, A& l, A& alpha) {
   m = mt;
 }
 
-// Row base pointers of a pair: qkv row t of pair p at base + t·3C (+C k,
-// +2C v); out/dout row t at obase + t·C.
-struct AttentionPair {
-  std::int64_t b, h, s3, obase_off, base_off;
-  ZRT_HD AttentionPair(const AttentionDims& d, std::int64_t pair)
-      : b(pair / d.heads),
-        h(pair % d.heads),
-        s3(3 * d.channels),
-        obase_off(b * d.seq * d.channels + h * d.head_dim),
-        base_off(b * d.seq * 3 * d.channels + h * d.head_dim) {}
-};
-
 // The row length of K and V tiles in shared memory (Note [Tiled causal attention]).
 ZRT_HD inline std::int64_t attention_kv_ld(std::int64_t hd) { return hd + 1; }
 
@@ -158,7 +146,7 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
   const std::int64_t hd = d.head_dim, seq = d.seq;
   const AttentionPair pr(d, pair);
   const T* base = qkv + pr.base_off;
-  const A scale = A(1) / sqrt_(A(hd));
+  const A scale = attention_scale<A>(hd);
   const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, seq);
   const std::int64_t ld = attention_kv_ld(hd);
   A* Q = smem;
@@ -210,148 +198,159 @@ ZRT_HD void attention_forward_tile(const Block& blk, const AttentionDims& d, std
   });
 }
 
-// P and dS of a (query tile, key/value tile) pair of tiles in shared memory:
-// P = exp(q·k·scale - lse) (0 where masked), dS = P·(dout·v - D).
-template <class A, class Block>
-ZRT_HD void attention_tile_p_ds(const Block& blk, const AttentionDims& d, std::int64_t q0,
-                                std::int64_t k0, A scale, const A* Q, const A* dO, const A* K,
-                                const A* V, const A* Lse, const A* Dr, A* P, A* dS) {
-  const std::int64_t hd = d.head_dim, ld = attention_kv_ld(hd);
-  blk.for_each(kAttnBr * kAttnBc, [&](int idx) {
-    const int i = idx / kAttnBc, c = idx % kAttnBc;
-    if (!attention_visible(q0 + i, k0 + c, d.seq)) {
-      P[idx] = 0;
-      dS[idx] = 0;
-      return;
-    }
-    const A p = exp_(scale * attention_tile_dot(Q + i * hd, K + c * ld, hd) - Lse[i]);
-    P[idx] = p;
-    dS[idx] = p * (attention_tile_dot(dO + i * hd, V + c * ld, hd) - Dr[i]);
-  });
-}
+// What both backward kernels hold for pair `pair`: its bases, the score
+// scale and the tiles in shared memory: a query tile's Q, dO, lse and D, a
+// key/value tile's K and V (rows attention_kv_ld apart), and their P and
+// dS; the kernel's own accumulators follow at `acc`.
+template <class A>
+struct AttentionBackwardTiles {
+  AttentionPair pr;
+  A scale;
+  A *Q, *dO, *K, *V, *P, *dS, *Lse, *Dr, *acc;
+  ZRT_HD AttentionBackwardTiles(const AttentionDims& d, std::int64_t pair, A* smem)
+      : pr(d, pair),
+        scale(attention_scale<A>(d.head_dim)),
+        Q(smem),
+        dO(Q + kAttnBr * d.head_dim),
+        K(dO + kAttnBr * d.head_dim),
+        V(K + kAttnBc * attention_kv_ld(d.head_dim)),
+        P(V + kAttnBc * attention_kv_ld(d.head_dim)),
+        dS(P + kAttnBr * kAttnBc),
+        Lse(dS + kAttnBr * kAttnBc),
+        Dr(Lse + kAttnBr),
+        acc(Dr + kAttnBr) {}
+};
 
 // Loads a query tile's q, dout, lse and D (zero past the sequence).
 template <class T, class A, class Block>
-ZRT_HD void attention_load_query_tile(const Block& blk, const AttentionDims& d,
-                                      const AttentionPair& pr, std::int64_t pair, std::int64_t q0,
-                                      std::int64_t qn, const T* qkv, const T* dout, const A* lse,
-                                      const A* dsum, A* Q, A* dO, A* Lse, A* Dr) {
-  attention_load_tile<T, A>(blk, Q, qkv + pr.base_off, pr.s3, q0, qn, kAttnBr, d.head_dim,
-                            d.head_dim);
-  attention_load_tile<T, A>(blk, dO, dout + pr.obase_off, d.channels, q0, qn, kAttnBr, d.head_dim,
-                            d.head_dim);
+ZRT_HD void attention_load_query_tile(const Block& blk, const AttentionBackwardArgs<T, A>& a,
+                                      const AttentionBackwardTiles<A>& s, std::int64_t q0,
+                                      std::int64_t qn) {
+  const AttentionDims& d = a.d;
+  const std::int64_t hd = d.head_dim, row0 = s.pr.lse_off + q0;
+  attention_load_tile<T, A>(blk, s.Q, a.qkv + s.pr.base_off, s.pr.s3, q0, qn, kAttnBr, hd, hd);
+  attention_load_tile<T, A>(blk, s.dO, a.dout + s.pr.obase_off, d.channels, q0, qn, kAttnBr, hd,
+                            hd);
   blk.for_each(kAttnBr, [&](int i) {
-    Lse[i] = i < qn ? lse[pair * d.seq + q0 + i] : A(0);
-    Dr[i] = i < qn ? dsum[pair * d.seq + q0 + i] : A(0);
+    s.Lse[i] = i < qn ? a.lse[row0 + i] : A(0);
+    s.Dr[i] = i < qn ? a.dsum[row0 + i] : A(0);
   });
 }
 
-// dK and dV of key/value tile kt of pair `pair`; dsum holds D per row.
+// One step of a backward kernel's walk over the other side's tiles: once
+// the previous step's tiles are read, `load` fills the walked tile; then P
+// and dS of the query tile from q0 and the key/value tile from k0:
+// P = exp(q·k·scale - lse) (0 where masked), dS = P·(dout·v - D).
+template <class A, class Block, class Load>
+ZRT_HD void attention_backward_step(const Block& blk, const AttentionDims& d,
+                                    const AttentionBackwardTiles<A>& s, std::int64_t q0,
+                                    std::int64_t k0, const Load& load) {
+  const std::int64_t hd = d.head_dim, ld = attention_kv_ld(hd);
+  blk.sync();
+  load();
+  blk.sync();
+  blk.for_each(kAttnBr * kAttnBc, [&](int idx) {
+    const int i = idx / kAttnBc, c = idx % kAttnBc;
+    if (!attention_visible(q0 + i, k0 + c, d.seq)) {
+      s.P[idx] = 0;
+      s.dS[idx] = 0;
+      return;
+    }
+    const A p = exp_(s.scale * attention_tile_dot(s.Q + i * hd, s.K + c * ld, hd) - s.Lse[i]);
+    s.P[idx] = p;
+    s.dS[idx] = p * (attention_tile_dot(s.dO + i * hd, s.V + c * ld, hd) - s.Dr[i]);
+  });
+  blk.sync();
+}
+
+// Stores factor·src, rows [0, n) of a tile of `rows` rows of hd, to rows
+// [r0, r0 + n) of dst (rows `stride` apart): attention_load_tile's inverse.
+template <class T, class A, class Block>
+ZRT_HD void attention_store_tile(const Block& blk, T* dst, std::int64_t stride, std::int64_t r0,
+                                 std::int64_t n, int rows, std::int64_t hd, const A* src,
+                                 A factor) {
+  blk.for_each(int(rows * hd), [&](int idx) {
+    const std::int64_t i = idx / hd, x = idx % hd;
+    if (i < n) dst[(r0 + i) * stride + x] = store<T>(factor * src[idx]);
+  });
+}
+
+// dK and dV of key/value tile kt of pair `pair`; a.dsum holds D per row.
 // smem: attention_backward_kv_smem(hd) elements.
 template <class T, class A, class Block>
-ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionDims& d, std::int64_t pair,
-                                       std::int64_t kt, const T* dout, const T* qkv, const A* lse,
-                                       const A* dsum, T* dqkv, A* smem) {
-  const std::int64_t hd = d.head_dim, seq = d.seq;
-  const AttentionPair pr(d, pair);
-  const A scale = A(1) / sqrt_(A(hd));
-  const std::int64_t k0 = kt * kAttnBc, kn = attention_tile_len(k0, kAttnBc, seq);
-  const std::int64_t ld = attention_kv_ld(hd);
-  A* K = smem;
-  A* V = K + kAttnBc * ld;
-  A* dK = V + kAttnBc * ld;
+ZRT_HD void attention_backward_kv_tile(const Block& blk, const AttentionBackwardArgs<T, A>& a,
+                                       std::int64_t pair, std::int64_t kt, A* smem) {
+  const AttentionDims& d = a.d;
+  const AttentionBackwardTiles<A> s(d, pair, smem);
+  const std::int64_t hd = d.head_dim, k0 = kt * kAttnBc;
+  const std::int64_t kn = attention_tile_len(k0, kAttnBc, d.seq);
+  A* dK = s.acc;
   A* dV = dK + kAttnBc * hd;
-  A* Q = dV + kAttnBc * hd;
-  A* dO = Q + kAttnBr * hd;
-  A* P = dO + kAttnBr * hd;
-  A* dS = P + kAttnBr * kAttnBc;
-  A* Lse = dS + kAttnBr * kAttnBc;
-  A* Dr = Lse + kAttnBr;
-  attention_load_kv_tile<T, A>(blk, d, pr, qkv, k0, kn, K, V);
+  attention_load_kv_tile<T, A>(blk, d, s.pr, a.qkv, k0, kn, s.K, s.V);
   blk.for_each(int(kAttnBc * hd), [&](int idx) { dK[idx] = dV[idx] = 0; });
-  const std::int64_t nq = attention_tiles(seq, kAttnBr);
+  const std::int64_t nq = attention_tiles(d.seq, kAttnBr);
   for (std::int64_t qt = attention_first_query_tile(kt); qt < nq; ++qt) {
-    const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, seq);
-    blk.sync();  // the previous query tile is read
-    attention_load_query_tile<T, A>(blk, d, pr, pair, q0, qn, qkv, dout, lse, dsum, Q, dO, Lse, Dr);
-    blk.sync();
-    attention_tile_p_ds(blk, d, q0, k0, scale, Q, dO, K, V, Lse, Dr, P, dS);
-    blk.sync();
+    const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, d.seq);
+    attention_backward_step(blk, d, s, q0, k0,
+                            [&] { attention_load_query_tile<T, A>(blk, a, s, q0, qn); });
     blk.for_each(int(kAttnBc * hd), [&](int idx) {
       const std::int64_t c = idx / hd, x = idx % hd;
       A dv = dV[idx], dk = dK[idx];
       for (int i = 0; i < kAttnBr; ++i) {
-        dv += P[i * kAttnBc + c] * dO[i * hd + x];
-        dk += dS[i * kAttnBc + c] * Q[i * hd + x];
+        dv += s.P[i * kAttnBc + c] * s.dO[i * hd + x];
+        dk += s.dS[i * kAttnBc + c] * s.Q[i * hd + x];
       }
       dV[idx] = dv;
       dK[idx] = dk;
     });
   }
   blk.sync();
-  T* dk_out = dqkv + pr.base_off + d.channels;
-  blk.for_each(int(kAttnBc * hd), [&](int idx) {
-    const std::int64_t c = idx / hd, x = idx % hd;
-    if (c < kn) {
-      dk_out[(k0 + c) * pr.s3 + x] = store<T>(scale * dK[idx]);
-      dk_out[(k0 + c) * pr.s3 + d.channels + x] = store<T>(dV[idx]);
-    }
-  });
+  T* dk_out = a.dqkv + s.pr.base_off + d.channels;
+  attention_store_tile<T>(blk, dk_out, s.pr.s3, k0, kn, kAttnBc, hd, dK, s.scale);
+  attention_store_tile<T>(blk, dk_out + d.channels, s.pr.s3, k0, kn, kAttnBc, hd, dV, A(1));
 }
 
 // dQ of query tile qt of pair `pair`. smem: attention_backward_q_smem(hd).
 template <class T, class A, class Block>
-ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionDims& d, std::int64_t pair,
-                                      std::int64_t qt, const T* dout, const T* qkv, const A* lse,
-                                      const A* dsum, T* dqkv, A* smem) {
-  const std::int64_t hd = d.head_dim, seq = d.seq;
-  const AttentionPair pr(d, pair);
-  const A scale = A(1) / sqrt_(A(hd));
-  const std::int64_t q0 = qt * kAttnBr, qn = attention_tile_len(q0, kAttnBr, seq);
-  const std::int64_t ld = attention_kv_ld(hd);
-  A* Q = smem;
-  A* dO = Q + kAttnBr * hd;
-  A* dQ = dO + kAttnBr * hd;
-  A* K = dQ + kAttnBr * hd;
-  A* V = K + kAttnBc * ld;
-  A* P = V + kAttnBc * ld;
-  A* dS = P + kAttnBr * kAttnBc;
-  A* Lse = dS + kAttnBr * kAttnBc;
-  A* Dr = Lse + kAttnBr;
-  attention_load_query_tile<T, A>(blk, d, pr, pair, q0, qn, qkv, dout, lse, dsum, Q, dO, Lse, Dr);
+ZRT_HD void attention_backward_q_tile(const Block& blk, const AttentionBackwardArgs<T, A>& a,
+                                      std::int64_t pair, std::int64_t qt, A* smem) {
+  const AttentionDims& d = a.d;
+  const AttentionBackwardTiles<A> s(d, pair, smem);
+  const std::int64_t hd = d.head_dim, ld = attention_kv_ld(hd), q0 = qt * kAttnBr;
+  const std::int64_t qn = attention_tile_len(q0, kAttnBr, d.seq);
+  A* dQ = s.acc;
+  attention_load_query_tile<T, A>(blk, a, s, q0, qn);
   blk.for_each(int(kAttnBr * hd), [&](int idx) { dQ[idx] = 0; });
-  const std::int64_t nkv = attention_kv_tiles_of(seq, qt);
+  const std::int64_t nkv = attention_kv_tiles_of(d.seq, qt);
   for (std::int64_t kt = 0; kt < nkv; ++kt) {
-    const std::int64_t k0 = kt * kAttnBc, kn = attention_tile_len(k0, kAttnBc, seq);
-    blk.sync();  // the previous key/value tile is read
-    attention_load_kv_tile<T, A>(blk, d, pr, qkv, k0, kn, K, V);
-    blk.sync();
-    attention_tile_p_ds(blk, d, q0, k0, scale, Q, dO, K, V, Lse, Dr, P, dS);
-    blk.sync();
+    const std::int64_t k0 = kt * kAttnBc, kn = attention_tile_len(k0, kAttnBc, d.seq);
+    attention_backward_step(blk, d, s, q0, k0, [&] {
+      attention_load_kv_tile<T, A>(blk, d, s.pr, a.qkv, k0, kn, s.K, s.V);
+    });
     blk.for_each(int(kAttnBr * hd), [&](int idx) {
       const std::int64_t i = idx / hd, x = idx % hd;
       A acc = dQ[idx];
-      for (int c = 0; c < kAttnBc; ++c) acc += dS[i * kAttnBc + c] * K[c * ld + x];
+      for (int c = 0; c < kAttnBc; ++c) acc += s.dS[i * kAttnBc + c] * s.K[c * ld + x];
       dQ[idx] = acc;
     });
   }
   blk.sync();
-  T* dq = dqkv + pr.base_off;
-  blk.for_each(int(kAttnBr * hd), [&](int idx) {
-    const std::int64_t i = idx / hd, x = idx % hd;
-    if (i < qn) dq[(q0 + i) * pr.s3 + x] = store<T>(scale * dQ[idx]);
-  });
+  attention_store_tile<T>(blk, a.dqkv + s.pr.base_off, s.pr.s3, q0, qn, kAttnBr, hd, dQ, s.scale);
 }
 
-// Shared memory per block, in elements of A (Note [Tiled causal attention]).
+// Shared memory per block, in elements of A (Note [Tiled causal attention]):
+// the backward's AttentionBackwardTiles, then dK and dV or dQ.
 ZRT_HD inline std::int64_t attention_forward_smem(std::int64_t hd) {
   return (2 * kAttnBr + 2 * kAttnBc) * hd + 2 * kAttnBc + kAttnBr * kAttnBc + 3 * kAttnBr;
 }
+ZRT_HD inline std::int64_t attention_backward_tiles_smem(std::int64_t hd) {
+  return 2 * kAttnBr * hd + 2 * kAttnBc * attention_kv_ld(hd) + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
+}
 ZRT_HD inline std::int64_t attention_backward_kv_smem(std::int64_t hd) {
-  return (2 * kAttnBr + 4 * kAttnBc) * hd + 2 * kAttnBc + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
+  return attention_backward_tiles_smem(hd) + 2 * kAttnBc * hd;
 }
 ZRT_HD inline std::int64_t attention_backward_q_smem(std::int64_t hd) {
-  return (3 * kAttnBr + 2 * kAttnBc) * hd + 2 * kAttnBc + 2 * kAttnBr * kAttnBc + 2 * kAttnBr;
+  return attention_backward_tiles_smem(hd) + kAttnBr * hd;
 }
 
 // The host's block: one thread running every index in order.
@@ -386,21 +385,16 @@ void attention_backward_tiled_host(const AttentionDims& d, const T* dout, const 
                                    const T* out, const A* lse, T* dqkv) {
   const std::int64_t rows = d.batch * d.heads * d.seq;
   std::vector<A> dsum(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const AttentionRow row(d, r);
-    const std::int64_t off = (row.b * d.seq + row.t) * d.channels + row.h * d.head_dim;
-    dsum[r] = attention_dot<T, A>(dout + off, out + off, d.head_dim);
-  }
+  for (std::int64_t r = 0; r < rows; ++r) dsum[r] = attention_row_dsum<T, A>(d, r, dout, out);
   std::vector<A> kv_smem = attention_host_smem<A>(attention_backward_kv_smem(d.head_dim));
   std::vector<A> q_smem = attention_host_smem<A>(attention_backward_q_smem(d.head_dim));
+  const AttentionBackwardArgs<T, A> a(d, dout, qkv, out, lse, dsum.data(), dqkv);
   const std::int64_t nq = attention_tiles(d.seq, kAttnBr), nk = attention_tiles(d.seq, kAttnBc);
   for (std::int64_t pair = 0; pair < d.batch * d.heads; ++pair) {
     for (std::int64_t kt = 0; kt < nk; ++kt)
-      attention_backward_kv_tile<T, A>(AttentionHostBlock{}, d, pair, kt, dout, qkv, lse,
-                                       dsum.data(), dqkv, kv_smem.data());
+      attention_backward_kv_tile<T, A>(AttentionHostBlock{}, a, pair, kt, kv_smem.data());
     for (std::int64_t qt = 0; qt < nq; ++qt)
-      attention_backward_q_tile<T, A>(AttentionHostBlock{}, d, pair, qt, dout, qkv, lse,
-                                      dsum.data(), dqkv, q_smem.data());
+      attention_backward_q_tile<T, A>(AttentionHostBlock{}, a, pair, qt, q_smem.data());
   }
 }
 

@@ -128,33 +128,22 @@ __global__ void __launch_bounds__(kFlashThreads)
                              reinterpret_cast<T*>(flash_smem));
 }
 
-template <class T, int HD>
+// A backward block per (pair, key tile) for dK and dV (kKeys) or per (pair,
+// query tile) for dQ: the first key tiles see every query tile.
+template <class T, int HD, bool kKeys>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_kv_kernel(AttentionDims d, std::int64_t tiles, bool vec, const T* dout,
-                             const T* qkv, const float* lse, const float* dsum, T* dqkv) {
+    flash_backward_kernel(FlashBackwardArgs<T> a, std::int64_t tiles, bool vec) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
-  auto warps = flash_warps<FlashKeyLane<HD>>();
-  const std::int64_t block = blockIdx.x;
-  // The first key tiles see every query tile.
-  flash_backward_kv_block<T, HD>(FlashDeviceBlock{vec}, warps, d, block / tiles,
-                                 flash_tile_of(block, tiles, false), dout, qkv, lse, dsum, dqkv,
-                                 reinterpret_cast<T*>(flash_smem));
+  const std::int64_t block = blockIdx.x, tile = flash_tile_of(block, tiles, !kKeys);
+  T* smem = reinterpret_cast<T*>(flash_smem);
+  if constexpr (kKeys) {
+    auto warps = flash_warps<FlashKeyLane<HD>>();
+    flash_backward_kv_block<T, HD>(FlashDeviceBlock{vec}, warps, a, block / tiles, tile, smem);
+  } else {
+    auto warps = flash_warps<FlashQueryLane<HD>>();
+    flash_backward_q_block<T, HD>(FlashDeviceBlock{vec}, warps, a, block / tiles, tile, smem);
+  }
 }
-
-template <class T, int HD>
-__global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_q_kernel(AttentionDims d, std::int64_t tiles, bool vec, const T* dout,
-                            const T* qkv, const float* lse, const float* dsum, T* dqkv) {
-  extern __shared__ __align__(16) unsigned char flash_smem[];
-  auto warps = flash_warps<FlashQueryLane<HD>>();
-  const std::int64_t block = blockIdx.x;
-  flash_backward_q_block<T, HD>(FlashDeviceBlock{vec}, warps, d, block / tiles,
-                                flash_tile_of(block, tiles, true), dout, qkv, lse, dsum, dqkv,
-                                reinterpret_cast<T*>(flash_smem));
-}
-
-template <class T>
-using FlashBackwardArgs = AttentionBackwardArgs<T, float>;
 
 template <class T>
 struct FlashRowSumBody {
@@ -216,10 +205,10 @@ void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, con
     for_each_index(pairs * dims.seq, FlashRowSumBody<T>{a}, stream);
     const std::int64_t bytes = flash_backward_smem(HD) * std::int64_t(sizeof(T));
     const bool vec = flash_vector_tiles(qkv, dout);
-    launch_with_smem(flash_backward_kv_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
-                     dims, tiles, vec, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
-    launch_with_smem(flash_backward_q_kernel<T, HD>, pairs * tiles, kFlashThreads, bytes, stream,
-                     dims, tiles, vec, a.dout, a.qkv, a.lse, a.dsum, a.dqkv);
+    launch_with_smem(flash_backward_kernel<T, HD, true>, pairs * tiles, kFlashThreads, bytes,
+                     stream, a, tiles, vec);
+    launch_with_smem(flash_backward_kernel<T, HD, false>, pairs * tiles, kFlashThreads, bytes,
+                     stream, a, tiles, vec);
   });
 }
 

@@ -250,17 +250,12 @@ struct FlashTile16x64 {
   float acc[8][4];
 };
 
-// Where the shape of a call and a block's tile meet.
-struct FlashPair {
-  std::int64_t b, h;   // batch element and head
-  std::int64_t s3, c;  // qkv's and out's row lengths (3C, C)
-  float scale;         // 1/sqrt(hd)
+// A block's (batch, head) pair and the score scale 1/sqrt(hd).
+struct FlashPair : AttentionPair {
+  float scale;
+  ZRT_HD FlashPair(const AttentionDims& d, std::int64_t pair)
+      : AttentionPair(d, pair), scale(float(attention_scale<double>(d.head_dim))) {}
 };
-
-inline ZRT_HD FlashPair flash_pair(const AttentionDims& d, std::int64_t pair) {
-  return {pair / d.heads, pair % d.heads, 3 * d.channels, d.channels,
-          float(1.0 / sqrt_(double(d.head_dim)))};
-}
 
 // 16 bytes, moved as one vector load and store.
 struct alignas(16) FlashVec16 {
@@ -357,6 +352,27 @@ ZRT_HD inline FlashElem flash_acc_element(int lane, int nt, int r) {
   return {e.row, nt * 8 + e.col};
 }
 
+// Runs f(nt, r) for each accumulator register of a lane's HD / 8 n-tiles.
+template <int HD, class F>
+ZRT_HD void flash_for_each_acc(const F& f) {
+  ZRT_FLASH_UNROLL
+  for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
+  for (int r = 0; r < 4; ++r) f(nt, r);
+}
+
+// Stores value(nt, r) of each accumulator register of a lane of warp `warp`
+// to its row of a block's rows from r0 (those before seq) in dst, rows
+// `stride` apart.
+template <class T, int HD, class Value>
+ZRT_HD void flash_store_rows(T* dst, std::int64_t stride, std::int64_t r0, std::int64_t seq,
+                             int warp, int lane, const Value& value) {
+  flash_for_each_acc<HD>([&](int nt, int r) {
+    const FlashElem e = flash_acc_element(lane, nt, r);
+    const std::int64_t row = r0 + warp * 16 + e.row;
+    if (row < seq) dst[row * stride + e.col] = store<T>(value(nt, r));
+  });
+}
+
 // --- forward ------------------------------------------------------------------
 
 // One query tile's block: out and lse of rows [qt·64, qt·64 + 64).
@@ -365,18 +381,16 @@ template <class T, int HD, class Block, class Warps>
 ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionDims& d,
                                 std::int64_t pair, std::int64_t qt, const T* qkv, T* out,
                                 float* lse, T* smem) {
-  const FlashPair pr = flash_pair(d, pair);
+  const FlashPair pr(d, pair);
   const int ld = flash_ld(HD);
   T* q_tile = smem;
   T* k_tile = q_tile + kFlashRows * ld;
   T* v_tile = k_tile + kFlashRows * ld;
   const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
-  const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
+  const T* base = qkv + pr.base_off;
   flash_load_tile(blk, q_tile, HD, base, pr.s3, q0, qn);
   warps.for_each_lane([&](int, int, auto& ln) {
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
-    for (int r = 0; r < 4; ++r) ln.o[nt][r] = 0.0f;
+    flash_for_each_acc<HD>([&](int nt, int r) { ln.o[nt][r] = 0.0f; });
     ZRT_FLASH_UNROLL
     for (int x = 0; x < 2; ++x) ln.st.m[x] = -INFINITY, ln.st.l[x] = 0.0f;
   });
@@ -445,19 +459,13 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
   }
   // O / l and lse for the rows inside T.
   warps.for_each_lane([&](int warp, int lane, auto& ln) {
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const FlashElem e = flash_acc_element(lane, nt, r);
-      const std::int64_t q = q0 + warp * 16 + e.row;
-      if (q >= d.seq) continue;
-      out[(pr.b * d.seq + q) * pr.c + pr.h * HD + e.col] = store<T>(ln.o[nt][r] / ln.st.l[r >> 1]);
-    }
+    flash_store_rows<T, HD>(out + pr.obase_off, pr.c, q0, d.seq, warp, lane,
+                            [&](int nt, int r) { return ln.o[nt][r] / ln.st.l[r >> 1]; });
     if ((lane & 3) != 0) return;
     ZRT_FLASH_UNROLL
     for (int x = 0; x < 2; ++x) {
       const std::int64_t q = q0 + warp * 16 + (lane >> 2) + 8 * x;
-      if (q < d.seq) lse[(pair * d.seq) + q] = ln.st.m[x] + log_(ln.st.l[x]);
+      if (q < d.seq) lse[pr.lse_off + q] = ln.st.m[x] + log_(ln.st.l[x]);
     }
   });
 }
@@ -488,46 +496,43 @@ struct FlashBackwardSmem {
   }
 };
 
-// Rows [q0, q0 + qn) of a pair's queries and output gradients (base and
-// dout_base: their row 0) into q_tile and do_tile, and the rows' lse and D
-// into sm, zeros past qn.
+// The operands of the backward (lse and D float).
+template <class T>
+using FlashBackwardArgs = AttentionBackwardArgs<T, float>;
+
+// Rows [q0, q0 + qn) of a pair's queries and output gradients into q_tile
+// and do_tile, and the rows' lse and D into sm, zeros past qn.
 template <class T, class Block>
-ZRT_HD void flash_load_query_tile(const Block& blk, const FlashBackwardSmem<T>& sm, T* q_tile,
-                                  T* do_tile, int hd, const AttentionDims& d, std::int64_t pair,
-                                  const FlashPair& pr, const T* base, const T* dout_base,
-                                  std::int64_t q0, std::int64_t qn, const float* lse,
-                                  const float* dsum) {
-  flash_load_tile(blk, q_tile, hd, base, pr.s3, q0, qn);
-  flash_load_tile(blk, do_tile, hd, dout_base, pr.c, q0, qn);
+ZRT_HD void flash_load_query_tile(const Block& blk, const FlashBackwardArgs<T>& a,
+                                  const FlashPair& pr, const FlashBackwardSmem<T>& sm, T* q_tile,
+                                  T* do_tile, std::int64_t q0, std::int64_t qn) {
+  const int hd = int(a.d.head_dim);
+  flash_load_tile(blk, q_tile, hd, a.qkv + pr.base_off, pr.s3, q0, qn);
+  flash_load_tile(blk, do_tile, hd, a.dout + pr.obase_off, pr.c, q0, qn);
   blk.for_each(kFlashRows, [&](int r) {
-    sm.lse[r] = r < qn ? lse[pair * d.seq + q0 + r] : 0.0f;
-    sm.dsum[r] = r < qn ? dsum[pair * d.seq + q0 + r] : 0.0f;
+    sm.lse[r] = r < qn ? a.lse[pr.lse_off + q0 + r] : 0.0f;
+    sm.dsum[r] = r < qn ? a.dsum[pr.lse_off + q0 + r] : 0.0f;
   });
 }
 
 // A key tile's block: dK and dV of keys [kt·64, kt·64 + 64) over the query
 // tiles from kt on (queries before the keys see none of them).
 template <class T, int HD, class Block, class Warps>
-ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const AttentionDims& d,
-                                    std::int64_t pair, std::int64_t kt, const T* dout, const T* qkv,
-                                    const float* lse, const float* dsum, T* dqkv, T* smem) {
-  const FlashPair pr = flash_pair(d, pair);
+ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const FlashBackwardArgs<T>& a,
+                                    std::int64_t pair, std::int64_t kt, T* smem) {
+  const AttentionDims& d = a.d;
+  const FlashPair pr(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
   const std::int64_t k0 = kt * kFlashCols, kn = attention_tile_len(k0, kFlashCols, d.seq);
-  const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
-  const T* dout_base = dout + pr.b * d.seq * pr.c + pr.h * HD;
-  flash_load_kv_tile(blk, sm.own_a, sm.own_b, HD, base, pr, k0, kn);
+  flash_load_kv_tile(blk, sm.own_a, sm.own_b, HD, a.qkv + pr.base_off, pr, k0, kn);
   warps.for_each_lane([&](int, int, auto& ln) {
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
-    for (int r = 0; r < 4; ++r) ln.dk[nt][r] = ln.dv[nt][r] = 0.0f;
+    flash_for_each_acc<HD>([&](int nt, int r) { ln.dk[nt][r] = ln.dv[nt][r] = 0.0f; });
   });
   const std::int64_t q_tiles = (d.seq + kFlashRows - 1) / kFlashRows;
   for (std::int64_t qt = kt; qt < q_tiles; ++qt) {
     const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
     blk.sync();
-    flash_load_query_tile(blk, sm, sm.walk_a, sm.walk_b, HD, d, pair, pr, base, dout_base, q0, qn,
-                          lse, dsum);
+    flash_load_query_tile(blk, a, pr, sm, sm.walk_a, sm.walk_b, q0, qn);
     blk.sync();
     warps.for_each_warp([&](const auto& w, int warp, auto* lanes) {
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
@@ -556,42 +561,32 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const Attent
           [&](int i) { return lanes[i].dk; });  // dK += dSᵀ·Q
     });
   }
+  T* dk = a.dqkv + pr.base_off + pr.c;
   warps.for_each_lane([&](int warp, int lane, auto& ln) {
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const FlashElem e = flash_acc_element(lane, nt, r);
-      const std::int64_t k = k0 + warp * 16 + e.row;
-      if (k >= d.seq) continue;
-      T* row = dqkv + (pr.b * d.seq + k) * pr.s3 + pr.h * HD + e.col;
-      row[pr.c] = store<T>(ln.dk[nt][r] * pr.scale);
-      row[2 * pr.c] = store<T>(ln.dv[nt][r]);
-    }
+    flash_store_rows<T, HD>(dk, pr.s3, k0, d.seq, warp, lane,
+                            [&](int nt, int r) { return ln.dk[nt][r] * pr.scale; });
+    flash_store_rows<T, HD>(dk + pr.c, pr.s3, k0, d.seq, warp, lane,
+                            [&](int nt, int r) { return ln.dv[nt][r]; });
   });
 }
 
 // A query tile's block: dQ of queries [qt·64, qt·64 + 64) over key tiles
 // 0..qt.
 template <class T, int HD, class Block, class Warps>
-ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const AttentionDims& d,
-                                   std::int64_t pair, std::int64_t qt, const T* dout, const T* qkv,
-                                   const float* lse, const float* dsum, T* dqkv, T* smem) {
-  const FlashPair pr = flash_pair(d, pair);
+ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const FlashBackwardArgs<T>& a,
+                                   std::int64_t pair, std::int64_t qt, T* smem) {
+  const AttentionDims& d = a.d;
+  const FlashPair pr(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
   const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
-  const T* base = qkv + pr.b * d.seq * pr.s3 + pr.h * HD;
-  const T* dout_base = dout + pr.b * d.seq * pr.c + pr.h * HD;
-  flash_load_query_tile(blk, sm, sm.own_a, sm.own_b, HD, d, pair, pr, base, dout_base, q0, qn, lse,
-                        dsum);
+  flash_load_query_tile(blk, a, pr, sm, sm.own_a, sm.own_b, q0, qn);
   warps.for_each_lane([&](int, int, auto& ln) {
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
-    for (int r = 0; r < 4; ++r) ln.dq[nt][r] = 0.0f;
+    flash_for_each_acc<HD>([&](int nt, int r) { ln.dq[nt][r] = 0.0f; });
   });
   for (std::int64_t kt = 0; kt <= qt; ++kt) {
     const std::int64_t k0 = kt * kFlashCols, kn = attention_tile_len(k0, kFlashCols, d.seq);
     blk.sync();
-    flash_load_kv_tile(blk, sm.walk_a, sm.walk_b, HD, base, pr, k0, kn);
+    flash_load_kv_tile(blk, sm.walk_a, sm.walk_b, HD, a.qkv + pr.base_off, pr, k0, kn);
     blk.sync();
     warps.for_each_warp([&](const auto& w, int warp, auto* lanes) {
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
@@ -615,14 +610,8 @@ ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const Attenti
     });
   }
   warps.for_each_lane([&](int warp, int lane, auto& ln) {
-    ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) ZRT_FLASH_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const FlashElem e = flash_acc_element(lane, nt, r);
-      const std::int64_t q = q0 + warp * 16 + e.row;
-      if (q < d.seq)
-        dqkv[(pr.b * d.seq + q) * pr.s3 + pr.h * HD + e.col] = store<T>(ln.dq[nt][r] * pr.scale);
-    }
+    flash_store_rows<T, HD>(a.dqkv + pr.base_off, pr.s3, q0, d.seq, warp, lane,
+                            [&](int nt, int r) { return ln.dq[nt][r] * pr.scale; });
   });
 }
 
@@ -682,15 +671,14 @@ void flash_attention_backward_host(const AttentionDims& d, const T* dout, const 
     dsum[r] = attention_row_dsum<T, float>(d, std::int64_t(r), dout, out);
   std::vector<T> smem = flash_host_smem<T>(flash_backward_smem(HD));
   const FlashHostBlock blk{vectors && flash_vector_tiles(qkv, dout)};
+  const FlashBackwardArgs<T> a(d, dout, qkv, out, lse, dsum.data(), dqkv);
   const std::int64_t tiles = (d.seq + kFlashRows - 1) / kFlashRows;
   for (std::int64_t pair = 0; pair < d.batch * d.heads; ++pair)
     for (std::int64_t t = 0; t < tiles; ++t) {
       FlashHostWarps<FlashKeyLane<HD>> kv;
-      flash_backward_kv_block<T, HD>(blk, kv, d, pair, t, dout, qkv, lse, dsum.data(), dqkv,
-                                     smem.data());
+      flash_backward_kv_block<T, HD>(blk, kv, a, pair, t, smem.data());
       FlashHostWarps<FlashQueryLane<HD>> q;
-      flash_backward_q_block<T, HD>(blk, q, d, pair, t, dout, qkv, lse, dsum.data(), dqkv,
-                                    smem.data());
+      flash_backward_q_block<T, HD>(blk, q, a, pair, t, smem.data());
     }
 }
 

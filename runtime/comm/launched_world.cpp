@@ -39,29 +39,37 @@ int env_int(const EnvLookup& env, const char* name, int fallback) {
   return static_cast<int>(x);
 }
 
+// Where each launcher puts a process's place in the world: it is that
+// launcher's when `detect` is set (and `also`, where named).
+struct LauncherEnv {
+  Launcher launcher;
+  const char *detect, *also, *rank, *size, *local_rank, *local_size;
+};
+
+constexpr LauncherEnv kLauncherEnvs[] = {
+    {Launcher::mpirun, "OMPI_COMM_WORLD_SIZE", nullptr, "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {Launcher::slurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_NTASKS",
+     "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {Launcher::torchrun, "RANK", "WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+     "LOCAL_WORLD_SIZE"},
+};
+
 }  // namespace
 
 LaunchInfo detect_launch(const EnvLookup& lookup) {
   const EnvLookup env = lookup ? lookup : EnvLookup([](const char* n) { return std::getenv(n); });
   LaunchInfo info;
-  if (env("OMPI_COMM_WORLD_SIZE")) {
-    info.launcher = Launcher::mpirun;
-    info.rank = env_int(env, "OMPI_COMM_WORLD_RANK", 0);
-    info.size = env_int(env, "OMPI_COMM_WORLD_SIZE", 1);
-    info.local_rank = env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    info.local_size = env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
-    info.launcher = Launcher::slurm;
-    info.rank = env_int(env, "SLURM_PROCID", 0);
-    info.size = env_int(env, "SLURM_NTASKS", 1);
-    info.local_rank = env_int(env, "SLURM_LOCALID", 0);
-    info.local_size = env_int(env, "SLURM_NTASKS_PER_NODE", 1);
-  } else if (env("RANK") && env("WORLD_SIZE")) {
-    info.launcher = Launcher::torchrun;
-    info.rank = env_int(env, "RANK", 0);
-    info.size = env_int(env, "WORLD_SIZE", 1);
-    info.local_rank = env_int(env, "LOCAL_RANK", 0);
-    info.local_size = env_int(env, "LOCAL_WORLD_SIZE", 1);
+  for (const LauncherEnv& l : kLauncherEnvs) {
+    if (!env(l.detect) || (l.also && !env(l.also))) continue;
+    info.launcher = l.launcher;
+    info.rank = env_int(env, l.rank, 0);
+    info.size = env_int(env, l.size, 1);
+    info.local_rank = env_int(env, l.local_rank, 0);
+    info.local_size = env_int(env, l.local_size, 1);
+    break;
+  }
+  if (info.launcher == Launcher::torchrun) {
     if (const char* a = env("MASTER_ADDR")) info.master_addr = a;
     info.master_port = env_int(env, "MASTER_PORT", 0);
   }

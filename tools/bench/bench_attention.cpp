@@ -45,12 +45,11 @@ Options parse(int argc, char** argv) {
       .value("--heads", o.heads)
       .value("--head-dim", o.head_dim)
       .value("--dtype", o.dtype)
-      .value("--reps", o.reps)
       .flag("--simple", o.simple)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.batch > 0 && o.seq > 0 && o.heads > 0 && o.head_dim > 0 && o.reps > 0,
-                "attention: --batch, --seq, --heads, --head-dim and --reps must be positive");
+  ZRT_CHECK_ARG(o.batch > 0 && o.seq > 0 && o.heads > 0 && o.head_dim > 0,
+                "attention: --batch, --seq, --heads and --head-dim must be positive");
   ZRT_CHECK_ARG(parse_dtype(o.dtype).has_value(), "attention: --dtype ", o.dtype,
                 " is not one of bf16, f16, f32, f64");
   return o;

@@ -45,6 +45,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Wall-clock seconds `fn` takes.
+template <class F>
+double seconds_of(const F& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return seconds_since(t0);
+}
+
 // The baselines: all of `bytes` written with write + fsync, or read with read.
 void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
   const int fd = write ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
@@ -68,12 +76,10 @@ int bench_ckpt(int argc, char** argv) {
                "usage: zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]")
       .value("--params", o.params)
       .value("--ranks", o.ranks)
-      .value("--reps", o.reps)
       .value("--dir", o.dir)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0 && o.reps > 0,
-                "ckpt: --params, --ranks and --reps must be positive");
+  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0, "ckpt: --params and --ranks must be positive");
   const fs::path dir =
       o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
                     : fs::path(o.dir);
@@ -106,35 +112,31 @@ int bench_ckpt(int argc, char** argv) {
     const fs::path plain = dir / ("plain-" + std::to_string(world->rank()));
     for (int r = 0; r < o.reps; ++r) {
       world->barrier();
-      auto t0 = std::chrono::steady_clock::now();
-      const std::string step = trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1));
-      const double save = seconds_since(t0);
+      std::string step;
+      const double save =
+          seconds_of([&] { step = trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1)); });
       zrt::optim::CheckpointReader reader(step);  // sizes of every rank's file
       const auto& me = reader.index().ranks[world->rank()];
       std::vector<char> blob(me.bytes, 1);
       world->barrier();
-      t0 = std::chrono::steady_clock::now();
-      plain_io(plain.string(), blob, true);
+      const double write = seconds_of([&] {
+        plain_io(plain.string(), blob, true);
+        world->barrier();
+      });
+      const double load = seconds_of([&] { trainer.resume(step); });
       world->barrier();
-      const double write = seconds_since(t0);
-      t0 = std::chrono::steady_clock::now();
-      trainer.resume(step);
-      const double load = seconds_since(t0);
-      world->barrier();
-      t0 = std::chrono::steady_clock::now();
-      plain_io(plain.string(), blob, false);
-      world->barrier();
-      const double read = seconds_since(t0);
-      t0 = std::chrono::steady_clock::now();
-      trainer.step();
-      const double step_alone = seconds_since(t0);
-      t0 = std::chrono::steady_clock::now();
-      trainer.step();
-      trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1));
-      const double step_and_save = seconds_since(t0);
+      const double read = seconds_of([&] {
+        plain_io(plain.string(), blob, false);
+        world->barrier();
+      });
+      const double step_alone = seconds_of([&] { trainer.step(); });
+      const double step_and_save = seconds_of([&] {
+        trainer.step();
+        trainer.save_checkpoint(zrt::optim::checkpoint_into(root, 1));
+      });
       // A background save, then a step while it is written.
       world->barrier();
-      t0 = std::chrono::steady_clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       background();
       const double pause = seconds_since(t0);
       trainer.step();

@@ -54,14 +54,13 @@ Options parse(int argc, char** argv) {
       .value("--backend", o.backend)
       .value("--size", o.bytes)
       .value("--ranks", o.ranks)
-      .value("--reps", o.reps)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
   ZRT_CHECK_ARG(o.op == "all_gather" || o.op == "reduce_scatter" || o.op == "all_reduce",
                 "zrt-bench comm: unknown --op ", o.op);
   ZRT_CHECK_ARG(o.backend == "local" || o.backend == "mpi", "zrt-bench comm: unknown --backend ",
                 o.backend);
-  ZRT_CHECK_ARG(o.ranks >= 1 && o.bytes >= 0 && o.reps >= 1, "zrt-bench comm: bad sizes");
+  ZRT_CHECK_ARG(o.ranks >= 1 && o.bytes >= 0, "zrt-bench comm: bad sizes");
   return o;
 }
 

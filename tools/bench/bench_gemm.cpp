@@ -46,11 +46,10 @@ Options parse(int argc, char** argv) {
       .value("--threads", o.threads)
       .value("--isa", o.isa)
       .value("--gemm", o.gemm)
-      .value("--reps", o.reps)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.n_embd > 0 && o.tokens > 0 && o.vocab > 0 && o.threads > 0 && o.reps > 0,
-                "gemm: --n-embd, --tokens, --vocab, --threads and --reps must be positive");
+  ZRT_CHECK_ARG(o.n_embd > 0 && o.tokens > 0 && o.vocab > 0 && o.threads > 0,
+                "gemm: --n-embd, --tokens, --vocab and --threads must be positive");
   return o;
 }
 

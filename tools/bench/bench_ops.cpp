@@ -34,10 +34,8 @@ Options parse(int argc, char** argv) {
                "usage: zrt-bench ops [--device cpu|cuda] [--op SUBSTRING] [--reps R] [--json]")
       .value("--device", o.device)
       .value("--op", o.op)
-      .value("--reps", o.reps)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.reps > 0, "ops: --reps must be positive");
   return o;
 }
 

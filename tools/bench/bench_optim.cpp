@@ -40,11 +40,10 @@ Options parse(int argc, char** argv) {
       .value("--params", o.params)
       .value("--handles", o.handles)
       .value("--device", o.device)
-      .value("--reps", o.reps)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.params >= 64 * o.handles && o.handles > 0 && o.reps > 0,
-                "optim: need --handles > 0, --reps > 0 and at least 64 params per handle");
+  ZRT_CHECK_ARG(o.params >= 64 * o.handles && o.handles > 0,
+                "optim: need --handles > 0 and at least 64 params per handle");
   return o;
 }
 

@@ -28,10 +28,9 @@ Options parse(int argc, char** argv) {
   Options o;
   OptionParser("tensor", "usage: zrt-bench tensor [--ops N] [--reps R] [--json]")
       .value("--ops", o.ops)
-      .value("--reps", o.reps)
-      .flag("--json", o.json)
+      .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.ops > 0 && o.reps > 0, "tensor: --ops and --reps must be positive");
+  ZRT_CHECK_ARG(o.ops > 0, "tensor: --ops must be positive");
   return o;
 }
 

@@ -40,6 +40,11 @@ OptionParser& OptionParser::flag(std::string name, bool& target) {
   return *this;
 }
 
+OptionParser& OptionParser::runs(int& reps, bool& json) {
+  reps_ = &reps;
+  return value("--reps", reps).flag("--json", json);
+}
+
 void OptionParser::parse(int argc, char** argv) {
   try {
     app_->parse(argc, argv);
@@ -49,6 +54,7 @@ void OptionParser::parse(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     ZRT_THROW(InvalidArgument, e.what(), " (zrt-bench ", who_, " --help lists the options)");
   }
+  ZRT_CHECK_ARG(reps_ == nullptr || *reps_ > 0, who_, ": --reps must be positive");
 }
 
 double median(std::vector<double> v) {

@@ -39,11 +39,15 @@ class OptionParser {
   OptionParser& value(std::string name, T& target);
   OptionParser& value(std::string name, Device& target);
   OptionParser& flag(std::string name, bool& target);
+  // --reps (timed runs; parse checks it is positive) and --json (a JSON
+  // object per row), which every timing suite takes.
+  OptionParser& runs(int& reps, bool& json);
   void parse(int argc, char** argv);
 
  private:
   std::string who_;
   std::unique_ptr<CLI::App> app_;
+  const int* reps_ = nullptr;
 };
 
 // The middle value (the upper one of an even count); v must not be empty.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/nn/attention_reference.h"
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/nn/attention.h"
 #include "zrt/kernels/nn/attention_gemm.h"
@@ -88,22 +89,11 @@ AttentionChoice gemm_choice(const AttentionDims& d, DType t, std::size_t budget)
 Outputs reference(const Inputs& in) {
   const AttentionDims& d = in.d;
   const std::vector<double> qkv = in.qkv.to_doubles(), dout = in.dout.to_doubles();
-  const std::int64_t rows = d.batch * d.heads * d.seq;
-  std::vector<double> out(static_cast<std::size_t>(d.batch * d.seq * d.channels));
-  std::vector<double> lse(static_cast<std::size_t>(rows)), dsum(static_cast<std::size_t>(rows));
-  std::vector<double> dqkv(qkv.size());
-  for (std::int64_t r = 0; r < rows; ++r)
-    attention_forward_row<double, double>(d, r, qkv.data(), out.data(), lse.data());
-  for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_query_row<double, double>(d, r, dout.data(), qkv.data(), out.data(),
-                                                 lse.data(), dsum.data(), dqkv.data());
-  for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_key_row<double, double>(d, r, dout.data(), qkv.data(), lse.data(),
-                                               dsum.data(), dqkv.data());
+  const test::AttentionReference ref = test::attention_reference(d, qkv, dout);
   const Shape qkv_shape{d.batch, d.seq, 3 * d.channels};
-  return {Tensor::from_doubles(out, DType::f64, Device::cpu(), {d.batch, d.seq, d.channels}),
-          Tensor::from_doubles(lse, DType::f64, Device::cpu(), {d.batch, d.heads, d.seq}),
-          Tensor::from_doubles(dqkv, DType::f64, Device::cpu(), qkv_shape)};
+  return {Tensor::from_doubles(ref.out, DType::f64, Device::cpu(), {d.batch, d.seq, d.channels}),
+          Tensor::from_doubles(ref.lse, DType::f64, Device::cpu(), {d.batch, d.heads, d.seq}),
+          Tensor::from_doubles(ref.dqkv, DType::f64, Device::cpu(), qkv_shape)};
 }
 
 const AttentionDims kOddShapes[] = {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/nn/attention_reference.h"
 #include "zrt/kernels/nn/attention_math.h"
 #include "zrt/kernels/nn/flash_attention_math.h"
 
@@ -59,20 +60,11 @@ void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
     return w;
   };
   const std::vector<double> q64 = wide(qkv), do64 = wide(dout);
-  const std::int64_t rows = batch * heads * seq;
-  std::vector<double> out64(out.size()), lse64(lse.size()), dsum(lse.size()), dqkv64(qkv.size());
-  for (std::int64_t r = 0; r < rows; ++r)
-    attention_forward_row<double, double>(d, r, q64.data(), out64.data(), lse64.data());
-  for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_query_row<double, double>(d, r, do64.data(), q64.data(), out64.data(),
-                                                 lse64.data(), dsum.data(), dqkv64.data());
-  for (std::int64_t r = 0; r < rows; ++r)
-    attention_backward_key_row<double, double>(d, r, do64.data(), q64.data(), lse64.data(),
-                                               dsum.data(), dqkv64.data());
+  const test::AttentionReference ref = test::attention_reference(d, q64, do64);
   const double tol = 2e-2;
-  zrt::test::check_close("out", out64, wide(out), tol);
-  zrt::test::check_close("lse", lse64, std::vector<double>(lse.begin(), lse.end()), tol);
-  zrt::test::check_close("dqkv", dqkv64, wide(dqkv), tol);
+  zrt::test::check_close("out", ref.out, wide(out), tol);
+  zrt::test::check_close("lse", ref.lse, std::vector<double>(lse.begin(), lse.end()), tol);
+  zrt::test::check_close("dqkv", ref.dqkv, wide(dqkv), tol);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/nn/attention_reference.h"
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/nn/activation_math.h"
 #include "zrt/kernels/nn/attention_math.h"
@@ -65,15 +66,7 @@ void check_attention(const IsaKernels& copy, const AttentionDims& d, std::mt1993
                     n_lse = d.batch * d.heads * d.seq;
   const auto qkv = normal_values(n_qkv, gen), dout = normal_values(n_out, gen);
   // Reference: the CUDA kernels' rows, in double.
-  std::vector<double> out(n_out), lse(n_lse), dsum(n_lse), dqkv(n_qkv);
-  for (std::int64_t r = 0; r < std::int64_t(n_lse); ++r)
-    attention_forward_row<double, double>(d, r, qkv.data(), out.data(), lse.data());
-  for (std::int64_t r = 0; r < std::int64_t(n_lse); ++r)
-    attention_backward_query_row<double, double>(d, r, dout.data(), qkv.data(), out.data(),
-                                                 lse.data(), dsum.data(), dqkv.data());
-  for (std::int64_t r = 0; r < std::int64_t(n_lse); ++r)
-    attention_backward_key_row<double, double>(d, r, dout.data(), qkv.data(), lse.data(),
-                                               dsum.data(), dqkv.data());
+  const test::AttentionReference ref = test::attention_reference(d, qkv, dout);
 
   const auto qkv_t = as<T>(qkv), dout_t = as<T>(dout);
   std::vector<T> out_t(n_out, T(NAN)), lse_t(n_lse, T(NAN)), dqkv_t(n_qkv, T(NAN));
@@ -88,9 +81,9 @@ void check_attention(const IsaKernels& copy, const AttentionDims& d, std::mt1993
   const std::string what = std::string(copy.name) + (sizeof(T) == 8 ? " f64" : " f32") +
                            " B=" + std::to_string(d.batch) + " T=" + std::to_string(d.seq) +
                            " C=" + std::to_string(d.channels) + " H=" + std::to_string(d.heads);
-  BOOST_TEST(max_error(out_t, out) <= tolerance<T>(), what << " out");
-  BOOST_TEST(max_error(lse_t, lse) <= tolerance<T>(), what << " lse");
-  BOOST_TEST(max_error(dqkv_t, dqkv) <= tolerance<T>(), what << " dqkv");
+  BOOST_TEST(max_error(out_t, ref.out) <= tolerance<T>(), what << " out");
+  BOOST_TEST(max_error(lse_t, ref.lse) <= tolerance<T>(), what << " lse");
+  BOOST_TEST(max_error(dqkv_t, ref.dqkv) <= tolerance<T>(), what << " dqkv");
 }
 
 }  // namespace

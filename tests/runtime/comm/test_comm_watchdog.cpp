@@ -107,6 +107,18 @@ bool contains(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;
 }
 
+// A one-rank BlockingComm with `timeout` whose first collective, an
+// all-reduce queued on a CPU stream, blocks.
+struct StuckAllReduce {
+  std::shared_ptr<BlockingComm> comm = std::make_shared<BlockingComm>(0, 1);
+  OwnedStream stream{Device::cpu()};
+  Tensor t = Tensor::zeros({4}, DType::f32);
+  explicit StuckAllReduce(std::chrono::milliseconds timeout) {
+    comm->set_timeout(timeout);
+    comm->all_reduce(t, ReduceOp::sum, stream);
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(comm_watchdog)
@@ -205,11 +217,9 @@ BOOST_AUTO_TEST_CASE(catches_a_collective_with_no_deadline) {
 // A collective that runs on the calling thread first waits for those the
 // group queued on CPU streams: through the watchdog, so a stuck one ends it.
 BOOST_AUTO_TEST_CASE(calling_thread_collective_behind_a_stuck_one) {
-  auto comm = std::make_shared<BlockingComm>(0, 1);
-  comm->set_timeout(200ms);
-  OwnedStream stream(Device::cpu());
-  Tensor t = Tensor::zeros({4}, DType::f32);
-  comm->all_reduce(t, ReduceOp::sum, stream);
+  StuckAllReduce stuck(200ms);
+  auto& comm = stuck.comm;
+  OwnedStream& stream = stuck.stream;
   const Outcome o = timed([&] { comm->barrier(); });
   BOOST_TEST_MESSAGE(o.message);
   BOOST_CHECK_MESSAGE(
@@ -224,11 +234,9 @@ BOOST_AUTO_TEST_CASE(calling_thread_collective_behind_a_stuck_one) {
 
 // An asynchronous error ends the wait at once, long before the timeout.
 BOOST_AUTO_TEST_CASE(async_error_ends_the_wait_early) {
-  auto comm = std::make_shared<BlockingComm>(0, 1);
-  comm->set_timeout(30s);
-  OwnedStream stream(Device::cpu());
-  Tensor t = Tensor::zeros({4}, DType::f32);
-  comm->all_reduce(t, ReduceOp::sum, stream);
+  StuckAllReduce stuck(30s);
+  auto& comm = stuck.comm;
+  OwnedStream& stream = stuck.stream;
   std::thread peer([&] {
     std::this_thread::sleep_for(100ms);
     comm->report_async_error("peer 3 is gone");

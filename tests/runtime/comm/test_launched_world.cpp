@@ -21,6 +21,16 @@ EnvLookup fake(std::map<std::string, std::string> vars) {
   };
 }
 
+// The launcher and the place in the world detect_launch read.
+void check_place(const LaunchInfo& info, Launcher launcher, int rank, int size, int local_rank,
+                 int local_size) {
+  BOOST_CHECK(info.launcher == launcher);
+  BOOST_CHECK_EQUAL(info.rank, rank);
+  BOOST_CHECK_EQUAL(info.size, size);
+  BOOST_CHECK_EQUAL(info.local_rank, local_rank);
+  BOOST_CHECK_EQUAL(info.local_size, local_size);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(launched_world)
@@ -32,32 +42,21 @@ BOOST_AUTO_TEST_CASE(each_launcher) {
                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
                                {"RANK", "0"},
                                {"WORLD_SIZE", "2"}}));
-  BOOST_CHECK(m.launcher == Launcher::mpirun);
-  BOOST_CHECK_EQUAL(m.rank, 3);
-  BOOST_CHECK_EQUAL(m.size, 8);
-  BOOST_CHECK_EQUAL(m.local_rank, 1);
-  BOOST_CHECK_EQUAL(m.local_size, 3);
+  check_place(m, Launcher::mpirun, 3, 8, 1, 3);
   auto s = detect_launch(fake({{"SLURM_PROCID", "5"},
                                {"SLURM_NTASKS", "6"},
                                {"SLURM_LOCALID", "2"},
                                {"SLURM_NTASKS_PER_NODE", "4"}}));
-  BOOST_CHECK(s.launcher == Launcher::slurm);
-  BOOST_CHECK_EQUAL(s.rank, 5);
-  BOOST_CHECK_EQUAL(s.size, 6);
-  BOOST_CHECK_EQUAL(s.local_rank, 2);
-  BOOST_CHECK_EQUAL(s.local_size, 4);
+  check_place(s, Launcher::slurm, 5, 6, 2, 4);
   auto t = detect_launch(fake({{"RANK", "1"},
                                {"WORLD_SIZE", "4"},
                                {"LOCAL_RANK", "1"},
                                {"MASTER_ADDR", "10.0.0.1"},
                                {"MASTER_PORT", "29500"},
                                {"LOCAL_WORLD_SIZE", "2"}}));
-  BOOST_CHECK(t.launcher == Launcher::torchrun);
-  BOOST_CHECK_EQUAL(t.rank, 1);
-  BOOST_CHECK_EQUAL(t.size, 4);
+  check_place(t, Launcher::torchrun, 1, 4, 1, 2);
   BOOST_CHECK_EQUAL(t.master_addr, "10.0.0.1");
   BOOST_CHECK_EQUAL(t.master_port, 29500);
-  BOOST_CHECK_EQUAL(t.local_size, 2);
   auto one = detect_launch(fake({}));
   BOOST_CHECK(one.launcher == Launcher::single);
   BOOST_CHECK_EQUAL(one.size, 1);
