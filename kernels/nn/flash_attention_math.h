@@ -502,13 +502,13 @@ using FlashBackwardArgs = AttentionBackwardArgs<T, float>;
 
 // Rows [q0, q0 + qn) of a pair's queries and output gradients into q_tile
 // and do_tile, and the rows' lse and D into sm, zeros past qn.
-template <class T, class Block>
+// HD is the head size as a constant, so the tile's index arithmetic is.
+template <int HD, class T, class Block>
 ZRT_HD void flash_load_query_tile(const Block& blk, const FlashBackwardArgs<T>& a,
                                   const FlashPair& pr, const FlashBackwardSmem<T>& sm, T* q_tile,
                                   T* do_tile, std::int64_t q0, std::int64_t qn) {
-  const int hd = int(a.d.head_dim);
-  flash_load_tile(blk, q_tile, hd, a.qkv + pr.base_off, pr.s3, q0, qn);
-  flash_load_tile(blk, do_tile, hd, a.dout + pr.obase_off, pr.c, q0, qn);
+  flash_load_tile(blk, q_tile, HD, a.qkv + pr.base_off, pr.s3, q0, qn);
+  flash_load_tile(blk, do_tile, HD, a.dout + pr.obase_off, pr.c, q0, qn);
   blk.for_each(kFlashRows, [&](int r) {
     sm.lse[r] = r < qn ? a.lse[pr.lse_off + q0 + r] : 0.0f;
     sm.dsum[r] = r < qn ? a.dsum[pr.lse_off + q0 + r] : 0.0f;
@@ -532,7 +532,7 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const FlashB
   for (std::int64_t qt = kt; qt < q_tiles; ++qt) {
     const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
     blk.sync();
-    flash_load_query_tile(blk, a, pr, sm, sm.walk_a, sm.walk_b, q0, qn);
+    flash_load_query_tile<HD>(blk, a, pr, sm, sm.walk_a, sm.walk_b, q0, qn);
     blk.sync();
     warps.for_each_warp([&](const auto& w, int warp, auto* lanes) {
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
@@ -579,7 +579,7 @@ ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const FlashBa
   const FlashPair pr(d, pair);
   const FlashBackwardSmem<T> sm(smem, HD);
   const std::int64_t q0 = qt * kFlashRows, qn = attention_tile_len(q0, kFlashRows, d.seq);
-  flash_load_query_tile(blk, a, pr, sm, sm.own_a, sm.own_b, q0, qn);
+  flash_load_query_tile<HD>(blk, a, pr, sm, sm.own_a, sm.own_b, q0, qn);
   warps.for_each_lane([&](int, int, auto& ln) {
     flash_for_each_acc<HD>([&](int nt, int r) { ln.dq[nt][r] = 0.0f; });
   });
