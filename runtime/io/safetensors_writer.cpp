@@ -20,7 +20,8 @@ std::map<std::string, SafetensorsEntry> safetensors_layout(
   for (const auto& [key, s] : specs) {
     ZRT_CHECK_ARG(!key.empty() && key != "__metadata__", "safetensors: invalid tensor name '", key,
                   "'");
-    const std::uint64_t bytes = static_cast<std::uint64_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
+    const std::uint64_t bytes =
+        static_cast<std::uint64_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
     out[key] = {s.dtype, s.shape, offset, offset + bytes};
     offset += bytes;
   }
@@ -132,8 +133,8 @@ void SafetensorsWriter::write(const std::string& name, const Tensor& t) {
 
 void SafetensorsWriter::commit() {
   ZRT_CHECK_ARG(fd_ >= 0, path_, ": committed twice");
-  ZRT_CHECK_STATE(written_ == data_bytes_, path_, ": ", written_, " of the data section's ", data_bytes_,
-            " bytes were written");
+  ZRT_CHECK_STATE(written_ == data_bytes_, path_, ": ", written_, " of the data section's ",
+                  data_bytes_, " bytes were written");
   const int fd = fd_;
   fd_ = -1;  // from here the temporary is removed below, not by the destructor
   if (::close(fd) != 0) {

@@ -7,8 +7,9 @@
 // name order, each right after the one before). So the header is written
 // first, from the shapes, and any element range of any tensor can then go
 // straight to its place with pwrite, in any order. `zrt-train --save`
-// gathers the model a chunk of a unit at a time and the lead rank writes
-// each chunk's pieces where they belong (ZeroModule::gather_full_params);
+// gathers each unit 16 MiB at a time (FlatParamHandle::gather_full_params)
+// and rank 0 writes each chunk's pieces where they belong
+// (optim::save_full_params);
 // `zrt-ckpt export` reads a checkpoint one zero1 shard at a time and does
 // the same (optim::export_params). Neither a rank nor a process holds the
 // whole model; a file written so has exactly the bytes the whole-file
@@ -22,6 +23,11 @@
 // with the error named; the tools ignore SIGXFSZ so that it is reported.
 // Whatever must be refused before a file exists (non-finite weights) is
 // decided before the writer is made.
+//
+// test_streamed_memory (mpirun -np 4) holds each rank's peak resident
+// memory to its share of the state + the largest tensor + 24 MiB while it
+// initialises, loads, saves and exports, and shows the whole-model paths
+// breaking the same bounds.
 #pragma once
 
 #include <cstdint>

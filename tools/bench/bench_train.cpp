@@ -54,7 +54,7 @@
 #include "tools/bench/suites.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
-#include "zrt/optim/full_param_file.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/phase_timer.h"

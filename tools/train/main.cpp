@@ -25,7 +25,7 @@
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/trainer/trainer.h"
-#include "zrt/optim/full_param_file.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/optim/optim_error.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"

@@ -1,4 +1,4 @@
-#include "zrt/optim/full_param_file.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 
 #include <exception>
 #include <optional>
