@@ -37,6 +37,9 @@ class CheckpointReader {
     int zero1_rank;
     ShardKind kind;
   };
+  // Drops a shard read by shard() (a later shard() reads it again): what
+  // lets a reader go through a checkpoint holding one shard at a time.
+  void forget_shard(std::size_t h, int z, ShardKind kind) { shards_.erase({h, z, kind}); }
   // Reads and verifies these shards on a few threads at once (a file's
   // tensors are independent), so that shard() then finds them.
   void read_shards(const std::vector<ShardKey>& keys);

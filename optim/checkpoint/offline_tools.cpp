@@ -1,9 +1,11 @@
 #include "zrt/optim/checkpoint/offline_tools.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
+#include "zrt/runtime/io/safetensors_writer.h"
 
 namespace zrt::optim {
 
@@ -15,6 +17,31 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
   for (const HandleRecord& h : reader.index().handles)
     for (const ParamRecord& p : h.params) out[p.fqn] = reader.read_param(p.fqn, ShardKind::param);
   return out;
+}
+
+std::size_t export_params(const std::string& checkpoint, const std::string& out) {
+  CheckpointReader reader(checkpoint);
+  const CheckpointIndex& index = reader.index();
+  std::map<std::string, SafetensorsSpec> specs;
+  for (const HandleRecord& h : index.handles)
+    for (const ParamRecord& p : h.params) specs[p.fqn] = {DType::f32, p.shape};
+  SafetensorsWriter file(out, specs);
+  for (std::size_t k = 0; k < index.handles.size(); ++k) {
+    const HandleRecord& h = index.handles[k];
+    const std::int64_t n = h.shard_numel();
+    for (int z = 0; z < h.zero1_size; ++z) {
+      const float* shard = reader.shard(k, z, ShardKind::param).data<float>();
+      // Shard z holds flat elements [z * n, (z + 1) * n).
+      for (const ParamRecord& p : h.params) {
+        const std::int64_t a = std::max(z * n, p.offset);
+        const std::int64_t b = std::min((z + 1) * n, p.offset + shape_numel(p.shape));
+        if (a < b) file.write_elements(p.fqn, a - p.offset, b - a, shard + (a - z * n));
+      }
+      reader.forget_shard(k, z, ShardKind::param);
+    }
+  }
+  file.commit();
+  return specs.size();
 }
 
 std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root,

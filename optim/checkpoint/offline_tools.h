@@ -2,6 +2,7 @@
 // whole parameters, or rewrite it for another world size / strategy.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 
@@ -13,6 +14,13 @@ namespace zrt::optim {
 // Every parameter of a checkpoint, whole, fp32 cpu, by its model name
 // (Hugging Face GPT-2 names for gpt). Each tensor read is verified.
 std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint);
+
+// Writes every parameter of `checkpoint` as consolidated_params gives it to
+// the safetensors file `out` (the bytes write_safetensors would write),
+// reading and writing one zero1 shard at a time, so that the process never
+// holds the model (Note [Streamed saving]). A checkpoint that fails its
+// checks part-way leaves no file. Returns the number of parameters.
+std::size_t export_params(const std::string& checkpoint, const std::string& out);
 
 // Writes `checkpoint` (a step or a root's latest) as the same step under
 // `out_root`, laid out for `world` ranks under `strategy` (zero3_size: the

@@ -9,6 +9,7 @@
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/kernels/ops/grad_accumulate.h"
+#include "zrt/kernels/ops/norm.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -541,6 +542,54 @@ std::vector<Tensor> FlatParamHandle::summon_full_params() {
     throw;
   }
   state_ = HandleState::idle;
+  return out;
+}
+
+void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_t budget) {
+  expect_state(HandleState::idle, "gather_full_params");
+  state_ = HandleState::summon_full_params;
+  try {
+    const Tensor master = master_on_device(DType::f32, options_.stream);
+    const std::int64_t n1 = master.numel();
+    const int z = groups_.zero1->size();
+    const std::int64_t most = std::max<std::int64_t>(1, std::min(budget / z, n1));
+    Tensor buffer = new_buffer(z * most, DType::f32, false);
+    for (std::int64_t k = 0; k < n1; k += most) {
+      const std::int64_t c = std::min(most, n1 - k);
+      Tensor out = buffer.slice(0, z * c);
+      // Piece r of `out`: flat elements [r * n1 + k, r * n1 + k + c).
+      groups_.zero1->all_gather_into_tensor(out, master.slice(k, c), options_.stream);
+      options_.stream.synchronize();
+      const Tensor host = out.device().is_cpu() ? out : out.to(Device::cpu());
+      const float* data = host.data<float>();
+      for (int r = 0; r < z; ++r) {
+        const std::int64_t lo = r * n1 + k, hi = lo + c;
+        for (std::size_t i = 0; i < num_params(); ++i) {
+          const std::int64_t begin = layout_.param_offset(i);
+          const std::int64_t a = std::max(lo, begin);
+          const std::int64_t b = std::min(hi, begin + layout_.params()[i].numel());
+          if (a < b) sink(i, a - begin, b - a, data + r * c + (a - lo));
+        }
+      }
+    }
+  } catch (...) {
+    state_ = HandleState::idle;
+    throw;
+  }
+  state_ = HandleState::idle;
+}
+
+std::vector<std::size_t> FlatParamHandle::non_finite_params() {
+  expect_state(HandleState::idle, "non_finite_params");
+  const Tensor master = master_on_device(DType::f32, options_.stream);
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < num_params(); ++i) {
+    const ShardParamInfo& info = zero1_infos_[i];
+    if (info.in_shard && info.numel_in_shard > 0 &&
+        kernels::has_non_finite(master.slice(info.offset_in_shard, info.numel_in_shard),
+                                options_.stream))
+      out.push_back(i);
+  }
   return out;
 }
 

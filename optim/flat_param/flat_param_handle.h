@@ -268,6 +268,16 @@ class FlatParamHandle {
   // --- whole parameters -----------------------------------------------------
   // Collective over zero1: every original parameter in fp32, original shapes.
   std::vector<Tensor> summon_full_params();
+  // Collective over zero1: the same values, gathered at most `budget`
+  // elements at a time (the same part of every rank's shard, one element at
+  // least), so that no rank holds the unit whole (Note [Streamed saving]):
+  // `sink` gets every piece of every parameter on every rank as (parameter
+  // index, its first element, count, fp32 host data valid during the call).
+  using ParamPieceSink = std::function<void(std::size_t, std::int64_t, std::int64_t, const float*)>;
+  void gather_full_params(const ParamPieceSink& sink, std::int64_t budget);
+  // The parameters whose elements in this rank's zero1 shard hold NaN or
+  // Inf. No communication.
+  std::vector<std::size_t> non_finite_params();
   // Sets every original parameter from full values (any dtype; same shapes);
   // each rank keeps its zero1 slice. No communication.
   void load_full_params(const std::vector<Tensor>& values);

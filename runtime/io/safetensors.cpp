@@ -17,6 +17,7 @@
 
 #include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
+#include "zrt/runtime/io/safetensors_writer.h"
 
 namespace zrt {
 
@@ -294,23 +295,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
 std::string safetensors_header(const std::map<std::string, Tensor>& tensors,
                                const std::map<std::string, std::string>& metadata) {
-  json header = json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::uint64_t offset = 0;
-  for (const auto& [key, t] : tensors) {
-    ZRT_CHECK_ARG(!key.empty() && key != "__metadata__", "safetensors: invalid tensor name '", key,
-                  "'");
-    header[key] = {{"dtype", safetensors_dtype_name(t.dtype())},
-                   {"shape", t.shape()},
-                   {"data_offsets", {offset, offset + t.nbytes()}}};
-    offset += t.nbytes();
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  const std::uint64_t n = text.size();
-  std::string out(8, '\0');
-  std::memcpy(out.data(), &n, 8);
-  return out + text;
+  std::map<std::string, SafetensorsSpec> specs;
+  for (const auto& [key, t] : tensors) specs[key] = {t.dtype(), t.shape()};
+  return safetensors_header(safetensors_layout(specs), metadata);
 }
 
 std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tensor>& tensors,
@@ -339,34 +326,14 @@ std::vector<std::uint8_t> serialize_safetensors(const std::map<std::string, Tens
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata,
                        const SafetensorsWriteOptions& options) {
-  const std::vector<std::uint8_t> bytes = serialize_safetensors(tensors, metadata, options);
-  namespace fs = std::filesystem;
-  // Note [Partial files] (output_path.h): a fresh hidden temporary, renamed into place.
-  const fs::path target = output_file_target(path, "safetensors output");
-  const std::string tmp = create_partial_file(target, path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) ZRT_THROW(CheckpointError, path, ": cannot create temporary file ", tmp);
-    errno = 0;
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const std::string why = errno != 0 ? std::strerror(errno) : "the stream failed";
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      ZRT_THROW(CheckpointError, path, ": writing ", bytes.size(), " bytes failed: ", why,
-                errno == ENOSPC || errno == EFBIG ? " (disk full or file size limit)" : "");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    ZRT_THROW(CheckpointError, path,
-              ": cannot rename the temporary file into place: ", ec.message());
-  }
+  // Tensor by tensor (Note [Streamed saving]): one converted copy at a time.
+  std::map<std::string, SafetensorsSpec> specs;
+  for (const auto& [key, t] : tensors)
+    specs[key] = {is_floating(t.dtype()) && !options.keep_float_dtypes ? DType::f32 : t.dtype(),
+                  t.shape()};
+  SafetensorsWriter out(path, specs, metadata);
+  for (const auto& [key, t] : tensors) out.write(key, t);
+  out.commit();
 }
 
 }  // namespace zrt

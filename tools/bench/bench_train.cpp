@@ -54,6 +54,7 @@
 #include "tools/bench/suites.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/phase_timer.h"
@@ -450,10 +451,8 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
   if (!o.save_init.empty() || !o.save_data.empty()) {
     model_zoo::TrainerConfig config = train::trainer_config(o.train, local_rank);
     model_zoo::Trainer trainer = train::make_trainer(world, o.train, config);
-    if (!o.save_init.empty()) {
-      auto params = trainer.engine().full_params();  // collective
-      if (lead) zrt::write_safetensors(o.save_init, params);
-    }
+    if (!o.save_init.empty())  // collective
+      optim::save_full_params(trainer.engine().module(), o.save_init, "--save-init " + o.save_init);
     if (!o.save_data.empty() && lead) {
       model_zoo::Dataset data = train::load_data(o.train, trainer.config());
       ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens,

@@ -193,9 +193,8 @@ int main(int argc, char** argv) {
     if (*exp) {
       check_output_clear_of_inputs({"--out", out},
                                    ckpt::checkpoint_inputs(path));  // before any work
-      const auto params = zrt::optim::consolidated_params(path);
-      zrt::write_safetensors(out, params);
-      std::printf("zrt-ckpt: wrote %zu parameters to %s\n", params.size(), out.c_str());
+      const std::size_t n = zrt::optim::export_params(path, out);   // a shard at a time
+      std::printf("zrt-ckpt: wrote %zu parameters to %s\n", n, out.c_str());
       return 0;
     }
     if (*resh) {

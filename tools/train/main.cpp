@@ -24,12 +24,11 @@
 #include "tools/train/run_directory.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
-#include "zrt/kernels/ops/norm.h"
 #include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/optim/optim_error.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"
-#include "zrt/runtime/io/safetensors.h"
 
 namespace zrt::train {
 namespace {
@@ -455,16 +454,12 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
     return;
   }
   if (o.save.empty()) return;
-  auto params = trainer.engine().full_params();  // collective
+  // A chunk of a unit at a time, rank 0 writing (Note [Streamed saving]).
+  const std::size_t n =
+      optim::save_full_params(trainer.engine().module(), o.save, "--save " + o.save);
   if (!lead) return;
-  for (const auto& [name, value] : params)
-    ZRT_CHECK_AS(ResourceError, !kernels::has_non_finite(value), "--save ", o.save, ": parameter '",
-                 name,
-                 "' holds NaN or Inf values; a file of them would only resume to NaN losses, "
-                 "so it was not written");
-  zrt::write_safetensors(o.save, params);
   std::lock_guard lock(io);
-  std::printf("zrt-train: wrote %zu parameters to %s\n", params.size(), o.save.c_str());
+  std::printf("zrt-train: wrote %zu parameters to %s\n", n, o.save.c_str());
 }
 
 // One rank's run: agree across ranks, set up, train, finish.

@@ -1,6 +1,6 @@
 // safetensors: round trips of every dtype (odd and empty shapes, metadata),
 // the f32 default for floating tensors, byte layout, typed errors for bad
-// files, atomic writes (model parameter loading: tests/model_zoo/io/).
+// files, atomic writes, streamed writes (model parameter loading: tests/model_zoo/io/).
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>
@@ -9,7 +9,9 @@
 
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"
+#include "tests/support/test_seed.h"
 #include "zrt/runtime/io/safetensors.h"
+#include "zrt/runtime/io/safetensors_writer.h"
 
 using namespace zrt;
 using namespace zrt::model_zoo;
@@ -118,4 +120,64 @@ BOOST_AUTO_TEST_CASE(failed_write_leaves_nothing) {
   for (auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
     files += e.is_regular_file();
   BOOST_TEST(files == 1);  // no temporary left behind
+}
+
+// Note [Streamed saving]: a file written range by range, in a random order,
+// has the bytes of the whole-file serialisation; a writer that is not
+// committed, or misses a byte, leaves no file.
+BOOST_AUTO_TEST_CASE(streamed_writes_give_the_whole_file_bytes) {
+  const std::uint64_t seed = zrt::test::test_seed("streamed_writes");
+  std::mt19937 gen(static_cast<std::uint32_t>(seed));
+  const std::map<std::string, Tensor> tensors = {{"b", random_tensor({7, 3}, DType::f32, gen)},
+                                                 {"a", random_tensor({5}, DType::bf16, gen)},
+                                                 {"c", random_tensor({0, 4}, DType::f32, gen)},
+                                                 {"d", random_tensor({13}, DType::f16, gen)}};
+  const std::map<std::string, std::string> meta = {{"k", "v"}};
+  SafetensorsWriteOptions keep;
+  keep.keep_float_dtypes = true;
+  TempDir dir("st_streamed");
+  const std::string path = dir.file("s.safetensors");
+  std::map<std::string, SafetensorsSpec> specs;
+  for (const auto& [k, t] : tensors) specs[k] = {t.dtype(), t.shape()};
+  struct Piece {
+    std::string name;
+    std::int64_t first, count;
+  };
+  std::vector<Piece> pieces;
+  for (const auto& [k, t] : tensors)
+    for (std::int64_t i = 0; i < t.numel();) {
+      const std::int64_t n = std::min<std::int64_t>(t.numel() - i, 1 + gen() % 4);
+      pieces.push_back({k, i, n});
+      i += n;
+    }
+  std::shuffle(pieces.begin(), pieces.end(), gen);
+  {
+    SafetensorsWriter w(path, specs, meta);
+    for (const Piece& p : pieces) {
+      const Tensor& t = tensors.at(p.name);
+      w.write_elements(p.name, p.first, p.count,
+                       static_cast<const char*>(t.data_ptr()) + p.first * t.itemsize());
+    }
+    w.commit();
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<std::uint8_t> got((std::istreambuf_iterator<char>(in)), {});
+  BOOST_TEST((got == serialize_safetensors(tensors, meta, keep)));
+  // write_safetensors goes through the writer too: the f32 default is unchanged.
+  write_safetensors(path, tensors, meta);
+  std::ifstream again(path, std::ios::binary);
+  BOOST_TEST((std::vector<std::uint8_t>((std::istreambuf_iterator<char>(again)), {}) ==
+              serialize_safetensors(tensors, meta)));
+  const std::string other = dir.file("o.safetensors");
+  {
+    SafetensorsWriter w(other, specs);
+    w.write("b", tensors.at("b"));
+    BOOST_CHECK_THROW(w.write_elements("a", 3, 3, tensors.at("a").data_ptr()), InvalidArgument);
+    BOOST_CHECK_THROW(w.commit(), InvalidState);  // a, d were never written
+  }
+  { SafetensorsWriter abandoned(other, specs); }
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+    files += e.is_regular_file();
+  BOOST_TEST(files == 1);  // s.safetensors alone: no temporary, no o.safetensors
 }
