@@ -242,4 +242,22 @@ std::string describe(const TrainSetup& s) {
          " vocab_align=" + std::to_string(s.vocab_align);
 }
 
+model_zoo::ModelConfig gpt_of(std::int64_t n_layer, std::int64_t n_head, std::int64_t n_embd,
+                              std::int64_t vocab_size, std::int64_t block_size) {
+  return {.kind = "gpt",
+          .preset = "tiny",
+          .n_layer = n_layer,
+          .n_head = n_head,
+          .n_embd = n_embd,
+          .vocab_size = vocab_size,
+          .block_size = block_size};
+}
+
+model_zoo::ModelConfig odd_gpt_config(bool head_unit) {
+  model_zoo::ModelConfig c = gpt_of(2, 2, 6, 37, 5);
+  c.vocab_align = 8;
+  c.head_unit = head_unit;
+  return c;
+}
+
 }  // namespace zrt::testing

@@ -43,6 +43,14 @@ struct TrainSetup {
   std::uint64_t seed = 1337;                       // the init seed
 };
 
+// A GPT of the tiny preset's kind with these dimensions.
+model_zoo::ModelConfig gpt_of(std::int64_t n_layer, std::int64_t n_head, std::int64_t n_embd,
+                              std::int64_t vocab_size, std::int64_t block_size);
+// A GPT small and odd enough for every sharding edge: 2 layers, width 6 (ln
+// biases of 6 elements: fewer than some zero3 groups' ranks x 2), a
+// vocabulary of 37 padded to 8 rows inside the model, 5 positions.
+model_zoo::ModelConfig odd_gpt_config(bool head_unit);
+
 // A setup of `strategy` with zero3 groups of `zero3` ranks, in `dtype`, of
 // `micro` micro-batches a step, for `steps` steps; the rest as TrainSetup's.
 TrainSetup sharded_setup(optim::ShardingStrategy strategy, int zero3, DType dtype, int micro,

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/model_zoo/models/temp_dir.h"
 #include "tests/support/test_seed.h"
 #include "zrt/model_zoo/engine/training_engine.h"
@@ -27,20 +28,6 @@ using zrt::model_zoo::test::TempDir;
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
-}
-
-ModelConfig gpt_config(bool head_unit) {
-  ModelConfig c;
-  c.kind = "gpt";
-  c.preset = "tiny";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 6;       // ln biases of 6 elements: fewer than some zero3 groups' ranks x 2
-  c.vocab_size = 37;  // padded to vocab_align rows inside the model
-  c.block_size = 5;
-  c.vocab_align = 8;
-  c.head_unit = head_unit;
-  return c;
 }
 
 ModelConfig mlp_config() {
@@ -96,8 +83,8 @@ BOOST_AUTO_TEST_CASE(equals_the_whole_model_init_everywhere) {
                          Case{S::hybrid_shard, ranks % 2 == 0 ? 2 : 1},
                          Case{S::layer_zero, ranks % 2 == 0 ? 2 : 1}})
       for (const DType dtype : {DType::f32, DType::bf16}) {
-        check(gpt_config(false), ranks, c.strategy, c.zero3, dtype, seed);
-        check(gpt_config(true), ranks, c.strategy, c.zero3, dtype, seed);
+        check(testing::odd_gpt_config(false), ranks, c.strategy, c.zero3, dtype, seed);
+        check(testing::odd_gpt_config(true), ranks, c.strategy, c.zero3, dtype, seed);
         check(mlp_config(), ranks, c.strategy, c.zero3, dtype, seed);
       }
 }
@@ -107,10 +94,10 @@ BOOST_AUTO_TEST_CASE(equals_the_whole_model_init_everywhere) {
 BOOST_AUTO_TEST_CASE(reads_its_shards_of_a_file) {
   const std::uint64_t seed = zrt::test::test_seed("sharded_init/reads_its_shards_of_a_file");
   TempDir dir("sharded_init");
-  auto tensors = make_model(gpt_config(false))->init_params(seed);
+  auto tensors = make_model(testing::odd_gpt_config(false))->init_params(seed);
   tensors["wte.weight"] = tensors["wte.weight"].to(DType::bf16);  // a key of another dtype
   write_safetensors(dir.file("w.safetensors"), tensors, {}, {.keep_float_dtypes = true});
-  const auto units = make_model(gpt_config(false))->units();
+  const auto units = make_model(testing::odd_gpt_config(false))->units();
   const auto want = load_model_params(units, dir.file("w.safetensors"));
   for (int ranks = 1; ranks <= 4; ++ranks)
     for (const S strategy : {S::full_shard, S::no_shard, S::layer_zero})
@@ -118,7 +105,7 @@ BOOST_AUTO_TEST_CASE(reads_its_shards_of_a_file) {
         EngineConfig e;
         e.zero.strategy = strategy;
         e.zero.zero3_size = strategy == S::layer_zero && ranks % 2 == 0 ? 2 : 0;
-        TrainingEngine engine(make_model(gpt_config(false)), world, e,
+        TrainingEngine engine(make_model(testing::odd_gpt_config(false)), world, e,
                               ParamFileSource(units, dir.file("w.safetensors")));
         const auto got = engine.full_params();
         if (world->rank() != 0) return;
@@ -133,15 +120,15 @@ BOOST_AUTO_TEST_CASE(reads_its_shards_of_a_file) {
 // (the others would otherwise wait in a collective the failed one left).
 BOOST_AUTO_TEST_CASE(a_bad_value_in_one_shard_fails_every_rank) {
   TempDir dir("sharded_init");
-  auto tensors = make_model(gpt_config(false))->init_params(3);
+  auto tensors = make_model(testing::odd_gpt_config(false))->init_params(3);
   Tensor wte = tensors["wte.weight"];
   wte.data<float>()[wte.numel() - 1] = std::nanf("");  // in the last rank's shard
   write_safetensors(dir.file("nan.safetensors"), tensors);
-  const auto units = make_model(gpt_config(false))->units();
+  const auto units = make_model(testing::odd_gpt_config(false))->units();
   std::vector<std::string> errors(3);
   run_local_ranks(3, [&](const CommPtr& world) {
     try {
-      TrainingEngine engine(make_model(gpt_config(false)), world, EngineConfig{},
+      TrainingEngine engine(make_model(testing::odd_gpt_config(false)), world, EngineConfig{},
                             ParamFileSource(units, dir.file("nan.safetensors")));
     } catch (const CheckpointError& e) {
       errors[static_cast<std::size_t>(world->rank())] = e.what();
@@ -155,8 +142,8 @@ BOOST_AUTO_TEST_CASE(a_bad_value_in_one_shard_fails_every_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(another_seed_gives_other_weights) {
-  const auto a = make_model(gpt_config(false))->init_params(1);
-  const auto b = make_model(gpt_config(false))->init_params(2);
+  const auto a = make_model(testing::odd_gpt_config(false))->init_params(1);
+  const auto b = make_model(testing::odd_gpt_config(false))->init_params(2);
   BOOST_CHECK(!same_bits(a.at("wte.weight"), b.at("wte.weight")));
   BOOST_CHECK(same_bits(a.at("h.0.ln_1.weight"), b.at("h.0.ln_1.weight")));  // constants
 }

@@ -19,13 +19,14 @@
 #include <span>
 #include <string>
 
+#include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/model_zoo/models/temp_dir.h"
 #include "zrt/model_zoo/engine/training_engine.h"
 #include "zrt/model_zoo/io/param_loader.h"
 #include "zrt/model_zoo/models/model.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/optim/checkpoint/offline_tools.h"
-#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/io/safetensors.h"
 
@@ -77,17 +78,8 @@ Added measure(F&& fn) {
   return {peak, status_bytes("VmRSS") - before};
 }
 
-ModelConfig model_config() {
-  ModelConfig c;
-  c.kind = "gpt";
-  c.preset = "tiny";
-  c.n_layer = 12;
-  c.n_head = 6;
-  c.n_embd = 384;
-  c.vocab_size = 4000;  // wte padded to 4096 rows: 1.5 M elements, the largest tensor
-  c.block_size = 64;
-  return c;
-}
+// wte padded to 4096 rows: 1.5 M elements, the largest tensor
+ModelConfig model_config() { return testing::gpt_of(12, 6, 384, 4000, 64); }
 
 std::int64_t largest_tensor_bytes() {
   std::int64_t most = 0;

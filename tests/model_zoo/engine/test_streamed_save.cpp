@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/model_zoo/models/temp_dir.h"
 #include "tests/support/test_seed.h"
 #include "zrt/model_zoo/engine/training_engine.h"
@@ -24,20 +25,6 @@ namespace {
 
 using S = optim::ShardingStrategy;
 using zrt::model_zoo::test::TempDir;
-
-ModelConfig gpt_config() {
-  ModelConfig c;
-  c.kind = "gpt";
-  c.preset = "tiny";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 6;
-  c.vocab_size = 37;
-  c.block_size = 5;
-  c.vocab_align = 8;
-  c.head_unit = true;
-  return c;
-}
 
 std::string bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -60,15 +47,15 @@ BOOST_AUTO_TEST_CASE(writes_the_bytes_of_the_whole_model_file) {
         e.seed = seed;
         e.zero.strategy = strategy;
         e.zero.zero3_size = zero3;
-        TrainingEngine engine(make_model(gpt_config()), world, e);
+        TrainingEngine engine(make_model(testing::odd_gpt_config(true)), world, e);
         const auto params = engine.full_params();
         if (world->rank() == 0) write_safetensors(want, params);
         // 5 elements at a time: pieces cut inside parameters and across them.
         optim::save_full_params(engine.module(), got, "--save", 5);
       });
-      BOOST_CHECK_MESSAGE(bytes_of(got) == bytes_of(want),
-                          ranks << " rank(s), " << optim::strategy_name(strategy)
-                                << ": the streamed file differs");
+      BOOST_CHECK_MESSAGE(bytes_of(got) == bytes_of(want), ranks << " rank(s), "
+                                                                 << optim::strategy_name(strategy)
+                                                                 << ": the streamed file differs");
     }
 }
 
@@ -77,7 +64,7 @@ BOOST_AUTO_TEST_CASE(a_nan_in_one_shard_fails_every_rank_before_any_file) {
   const std::string path = dir.file("w.st");
   std::vector<std::string> errors(3);
   run_local_ranks(3, [&](const CommPtr& world) {
-    TrainingEngine engine(make_model(gpt_config()), world, EngineConfig{});
+    TrainingEngine engine(make_model(testing::odd_gpt_config(true)), world, EngineConfig{});
     if (world->rank() == 2) {
       const auto& h = engine.handles()[0];  // embed: wte, then wpe
       const auto& info = h->zero1_shard_infos()[1];
