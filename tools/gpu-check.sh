@@ -30,7 +30,10 @@
 # usage: tools/gpu-check.sh [BUNDLE [SUMMARY-DIR]]
 #   BUNDLE       default gpu-bundle/ in the repository
 #   SUMMARY-DIR  default $OUT when set (the device tool's), else out/gpu-check
-#   ZRT_GPU_CHECK_STAGES  the stages to run, of suites,sanitize,train,bench (default all)
+#   ZRT_GPU_CHECK_STAGES  the stages to run, of suites,sanitize,train,bench (the
+#                         default) and scale (large models, on its own: GPT
+#                         1.5B's start, then a 6.7B GPT's plan and three steps
+#                         of the cheapest setting that fits the GPU)
 # Exits 77 on a machine without a GPU, saying so; 1 when a step failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -168,6 +171,37 @@ if want bench; then
       "$bin/zrt-train" "${train_124m[@]}"
   else
     rows+=("| ncu per-kernel device time | skipped | 0 | no ncu on PATH or in $(dirname "$ncu") |")
+  fi
+fi
+
+if want scale; then
+  # Max RSS of the command, the host side of the plan's device figures.
+  with_rss=(python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:])
+print("max RSS %.0f MiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))
+sys.exit(rc)')
+  # GPT-2 XL's shape: start to the end of the first step (Note [Sharded initialisation]).
+  step "zrt-train gpt 1.5B bf16, start to first step, cuda" 300 "${with_rss[@]}" "$bin/zrt-train" \
+    --device cuda --preset gpt2-124m --n-layer 48 --n-embd 1600 --n-head 25 --dtype bf16 \
+    --batch-size 1 --seq-len 1024 --steps 1 --log-every 1
+  # A 6.7B GPT (32 x 4096, 32 heads, vocab 50304, 2048 positions) on one GPU:
+  # its plan and the settings that fit the GPU, then three steps of the
+  # cheapest of them, their mem_peak in the metrics against the plan's peak.
+  gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2> /dev/null | head -1)
+  fit_mib=$((${gpu_mib:-0} * 9 / 10))  # room for what the plan leaves out (cuBLAS, NCCL, CUDA)
+  big=(--device cuda --preset gpt2-124m --n-layer 32 --n-embd 4096 --n-head 32 --vocab-size 50304
+    --seq-len 2048 --batch-size 1 --dtype bf16)
+  plan_out=$summary_dir/gpt-6.7b-plan.txt
+  step "zrt-train gpt 6.7B plan, --fit ${fit_mib}MiB" 120 bash -c '"${@:2}" | tee "$1"' _ "$plan_out" \
+    "$bin/zrt-train" "${big[@]}" --plan --fit "${fit_mib}MiB"
+  mkdir -p /tmp/zrt-scratch
+  read -r -a fitting < <(grep -m1 -E '^ +[0-9.]+ +--strategy' "$plan_out" 2> /dev/null |
+    sed 's/^ *[0-9.]* *//; s|disk:DIR|disk:/tmp/zrt-scratch|')
+  if [ ${#fitting[@]} -gt 0 ]; then
+    step "zrt-train gpt 6.7B bf16, ${fitting[*]}, 3 steps, cuda" 420 "${with_rss[@]}" "$bin/zrt-train" \
+      "${big[@]}" "${fitting[@]}" --steps 3 --log-every 1 --metrics "$summary_dir/gpt-6.7b-metrics.jsonl"
+  else
+    rows+=("| zrt-train gpt 6.7B bf16 | skipped | 0 | no setting fits ${fit_mib} MiB |")
   fi
 fi
 
