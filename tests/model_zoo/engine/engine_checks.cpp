@@ -31,6 +31,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.zero.adamw.beta2 = 0.95;
   c.engine.zero.adamw.weight_decay = 0.1;
   c.engine.zero.adamw.max_grad_norm = setup.max_grad_norm;
+  c.engine.zero.adamw.state_dtype = setup.optimizer_state_dtype;
   c.model.head_unit = setup.head_unit;
   if (setup.vocab_size > 0) c.model.vocab_size = setup.vocab_size;
   c.model.vocab_align = setup.vocab_align;
@@ -238,6 +239,7 @@ std::string describe(const TrainSetup& s) {
                                                                           : "") +
          (s.head_unit ? " head_unit" : "") +
          (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "") +
+         (s.optimizer_state_dtype != DType::f32 ? " bf16 moments" : "") +
          (s.vocab_size ? " vocab=" + std::to_string(s.vocab_size) : "") +
          " vocab_align=" + std::to_string(s.vocab_align);
 }
