@@ -47,8 +47,8 @@ OffloadedMoments::~OffloadedMoments() = default;
 
 std::uint64_t OffloadedMoments::offset(std::size_t k, int moment, std::int64_t element) const {
   return first_byte_[k] + item_ * (static_cast<std::uint64_t>(moment) *
-                                        static_cast<std::uint64_t>(shard_elements_[k]) +
-                                    static_cast<std::uint64_t>(element));
+                                       static_cast<std::uint64_t>(shard_elements_[k]) +
+                                   static_cast<std::uint64_t>(element));
 }
 
 Tensor OffloadedMoments::on_device(const Tensor& host) const {
@@ -74,8 +74,7 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   const bool on_cpu = device_.is_cpu();
   Tensor buffers[2];
   for (Tensor& b : buffers)
-    b = Tensor::empty({2 * longest}, dtype_, Device::cpu(), on_cpu ? allocator_ : nullptr,
-                      stream_);
+    b = Tensor::empty({2 * longest}, dtype_, Device::cpu(), on_cpu ? allocator_ : nullptr, stream_);
   stream_.synchronize();  // the buffers' memory is free for the I/O threads to fill
   auto moment = [&](int slot, int m, std::int64_t count) {
     return buffers[slot].slice(m * longest, count);

@@ -44,8 +44,8 @@ class OffloadedMoments {
   // DIR/zrt-adamw-moments.rank-R.PID.bin. Chunk buffers on `device` from
   // `allocator`, used in `stream` order.
   OffloadedMoments(const std::string& dir, int rank, std::vector<std::int64_t> shard_elements,
-                   std::int64_t chunk_elements, DType dtype, Device device,
-                   AllocatorPtr allocator, Stream stream);
+                   std::int64_t chunk_elements, DType dtype, Device device, AllocatorPtr allocator,
+                   Stream stream);
   ~OffloadedMoments();
   OffloadedMoments(const OffloadedMoments&) = delete;
   OffloadedMoments& operator=(const OffloadedMoments&) = delete;

@@ -155,8 +155,8 @@ void launch_adamw(float* param, void* exp_avg, void* exp_avg_sq, DType moment_dt
       using G = typename decltype(gt)::type;
       const G* g = static_cast<const G*>(grad);
       if (!param_out)
-        return run_pieces<G, NoParamOut>(param, m, v, g, nullptr, pieces, coefficients, key,
-                                         simple, stream);
+        return run_pieces<G, NoParamOut>(param, m, v, g, nullptr, pieces, coefficients, key, simple,
+                                         stream);
       dispatch<StorageFloats>(param_out_dtype, "fused_adamw", [&](auto lt) {
         using L = typename decltype(lt)::type;
         run_pieces<G, L>(param, m, v, g, static_cast<L*>(param_out), pieces, coefficients, key,

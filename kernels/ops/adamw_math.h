@@ -88,8 +88,8 @@ ZRT_HD inline void adamw_element(float& p, float& m, float& v, G grad, float dec
 // moments]); unused with f32 moments.
 struct MomentRoundingKey {
   std::uint32_t seed_lo = 0, seed_hi = 0;
-  std::uint32_t step = 0;    // t mod 2^32
-  std::uint32_t stream = 0;  // the unit's stream id, folded
+  std::uint32_t step = 0;         // t mod 2^32
+  std::uint32_t stream = 0;       // the unit's stream id, folded
   std::uint64_t first_index = 0;  // flat index of element 0 of the arrays
 
   ZRT_HD PhiloxWords bits(std::int64_t i) const {

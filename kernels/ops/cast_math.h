@@ -36,8 +36,7 @@ ZRT_HD inline std::uint16_t f32_to_bf16_with_noise(float f, std::uint32_t noise)
 
 ZRT_HD inline std::uint16_t f32_to_bf16_stochastic(float f, std::uint64_t seed,
                                                    std::uint64_t index) {
-  return f32_to_bf16_with_noise(f,
-                                static_cast<std::uint32_t>(counter_hash(seed, index) >> 48));
+  return f32_to_bf16_with_noise(f, static_cast<std::uint32_t>(counter_hash(seed, index) >> 48));
 }
 
 // One element of a plain cast (round to nearest even).

@@ -113,14 +113,13 @@ BOOST_AUTO_TEST_CASE(bf16_moments_are_bit_identical_at_every_world_size) {
     return a.params == b.params && a.exp_avg == b.exp_avg && a.exp_avg_sq == b.exp_avg_sq;
   };
   for (const Case& c : kCases) BOOST_TEST(same(run(c, bf16, {}), one), describe(c));
-  const fs::path scratch = fs::temp_directory_path() / ("zrt_bf16_moments_" +
-                                                        std::to_string(getpid()));
+  const fs::path scratch =
+      fs::temp_directory_path() / ("zrt_bf16_moments_" + std::to_string(getpid()));
   fs::create_directories(scratch);
   for (const Case& c : {kCases[0], kCases[4], kCases[7]}) {
     BOOST_TEST(same(run(c, bf16, {optim::OptimizerOffload::Kind::host, "", 0}), one),
                describe(c) << " host");
-    BOOST_TEST(same(run(c, bf16, {optim::OptimizerOffload::Kind::disk, scratch.string(), 37}),
-                    one),
+    BOOST_TEST(same(run(c, bf16, {optim::OptimizerOffload::Kind::disk, scratch.string(), 37}), one),
                describe(c) << " disk");
   }
   fs::remove_all(scratch);

@@ -21,8 +21,8 @@ using kernels::ElementRange;
 namespace {
 
 constexpr double kRtol = 4e-6;
-const AdamWHyperparams kHp{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                           .weight_decay = 0.1};
+const AdamWHyperparams kHp{
+    .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
 
 // The bf16 values either side of x, toward zero first (stochastic rounding
 // truncates the magnitude); lo == hi when x is a bf16 value.
@@ -42,10 +42,10 @@ Neighbours bf16_neighbours(double x) {
 // The 16 random bits of moment `which` (0: m, 1: v) of flat element j
 // (Note [bf16 AdamW moments]), written from the Note.
 std::uint32_t noise_of(const AdamWRounding& r, std::int64_t step, std::uint64_t j, int which) {
-  const kernels::PhiloxWords w = kernels::philox4x32_10(
-      std::uint32_t(j), std::uint32_t(j >> 32), std::uint32_t(step),
-      std::uint32_t(r.stream) ^ std::uint32_t(r.stream >> 32), std::uint32_t(r.seed),
-      std::uint32_t(r.seed >> 32));
+  const kernels::PhiloxWords w =
+      kernels::philox4x32_10(std::uint32_t(j), std::uint32_t(j >> 32), std::uint32_t(step),
+                             std::uint32_t(r.stream) ^ std::uint32_t(r.stream >> 32),
+                             std::uint32_t(r.seed), std::uint32_t(r.seed >> 32));
   return w.x[which] >> 16;
 }
 
@@ -81,8 +81,8 @@ BOOST_AUTO_TEST_SUITE(kernels_adamw_bf16_moments)
 BOOST_AUTO_TEST_CASE(each_moment_is_the_keyed_rounding_of_the_float64_reference) {
   auto gen = fresh_generator();
   const AdamWRounding rounding{.seed = gen(), .stream = gen(), .first_index = 123457};
-  for (std::int64_t n : {std::int64_t(1), std::int64_t(3), std::int64_t(4097),
-                         std::int64_t(65537)}) {
+  for (std::int64_t n :
+       {std::int64_t(1), std::int64_t(3), std::int64_t(4097), std::int64_t(65537)}) {
     for (DType gt : {DType::f32, DType::bf16}) {
       const std::vector<ElementRange> ranges = random_decay_ranges(n, gen);
       Tensor p = random_tensor(n, DType::f32, gen, -1, 1);
@@ -93,7 +93,8 @@ BOOST_AUTO_TEST_CASE(each_moment_is_the_keyed_rounding_of_the_float64_reference)
       AdamWReference ref{p.to_doubles(), m.to_doubles(), v.to_doubles()};
       // The size of the terms each new moment sums (f32 error bound below).
       const std::vector<double> gd = g.to_doubles();
-      std::vector<double> m_terms(static_cast<std::size_t>(n)), v_terms(static_cast<std::size_t>(n));
+      std::vector<double> m_terms(static_cast<std::size_t>(n)),
+          v_terms(static_cast<std::size_t>(n));
       for (std::size_t i = 0; i < std::size_t(n); ++i) {
         const double gs = 0.5 * gd[i];
         m_terms[i] = kHp.beta1 * std::fabs(ref.m[i]) + (1 - kHp.beta1) * std::fabs(gs);
@@ -134,14 +135,15 @@ BOOST_AUTO_TEST_CASE(rounding_is_unbiased) {
     Tensor p = Tensor::full({n}, 0.5, DType::f32), m = Tensor::full({n}, m0, DType::bf16),
            v = Tensor::full({n}, v0, DType::bf16), g = Tensor::full({n}, g0, DType::f32);
     const std::int64_t step = 1 + trial;
-    kernels::fused_adamw(p, m, v, g, step, kHp, {},
-                         {.param_out = std::nullopt, .rounding = {.seed = gen(), .stream = 7, .first_index = 0}});
+    kernels::fused_adamw(
+        p, m, v, g, step, kHp, {},
+        {.param_out = std::nullopt, .rounding = {.seed = gen(), .stream = 7, .first_index = 0}});
     // x as the kernel computes it (f32, Note [AdamW order of operations]).
     const float gf = float(g0);
     const float mx = float(m0) * float(kHp.beta1) + float(1.0 - kHp.beta1) * gf;
     const float vx = float(v0) * float(kHp.beta2) + (float(1.0 - kHp.beta2) * gf) * gf;
-    for (auto [t, x, what] : {std::tuple{&m, double(mx), "exp_avg"},
-                              std::tuple{&v, double(vx), "exp_avg_sq"}}) {
+    for (auto [t, x, what] :
+         {std::tuple{&m, double(mx), "exp_avg"}, std::tuple{&v, double(vx), "exp_avg_sq"}}) {
       const Neighbours nb = bf16_neighbours(x);
       const std::vector<double> got = t->to_doubles();
       double sum = 0;
@@ -175,7 +177,8 @@ BOOST_AUTO_TEST_CASE(split_shards_draw_the_same_bits) {
                v = random_tensor(n, DType::bf16, gen, 0, 0.01),
                g = random_tensor(n, DType::bf16, gen, -1, 1);
   const Tensor pw = p.clone(), mw = m.clone(), vw = v.clone();
-  kernels::fused_adamw(pw, mw, vw, g, 3, kHp, ranges, {.param_out = std::nullopt, .rounding = rounding});
+  kernels::fused_adamw(pw, mw, vw, g, 3, kHp, ranges,
+                       {.param_out = std::nullopt, .rounding = rounding});
   for (std::int64_t cut : {std::int64_t(1), std::int64_t(4), std::int64_t(4099), n - 1}) {
     const Tensor ps = p.clone(), ms = m.clone(), vs = v.clone();
     for (auto [b, e] : {std::pair{std::int64_t(0), cut}, std::pair{cut, n}}) {
@@ -186,7 +189,8 @@ BOOST_AUTO_TEST_CASE(split_shards_draw_the_same_bits) {
       AdamWRounding at = rounding;
       at.first_index += b;
       kernels::fused_adamw(ps.slice(b, e - b), ms.slice(b, e - b), vs.slice(b, e - b),
-                           g.slice(b, e - b), 3, kHp, piece, {.param_out = std::nullopt, .rounding = at});
+                           g.slice(b, e - b), 3, kHp, piece,
+                           {.param_out = std::nullopt, .rounding = at});
     }
     BOOST_TEST_CONTEXT("cut at " << cut) {
       BOOST_TEST((bytes_of(ps) == bytes_of(pw)));
@@ -202,7 +206,8 @@ BOOST_AUTO_TEST_CASE(split_shards_draw_the_same_bits) {
     if (change == 1) step = 4;
     if (change == 2) other.stream ^= 1ull << 40;
     const Tensor po = p.clone(), mo = m.clone(), vo = v.clone();
-    kernels::fused_adamw(po, mo, vo, g, step, kHp, ranges, {.param_out = std::nullopt, .rounding = other});
+    kernels::fused_adamw(po, mo, vo, g, step, kHp, ranges,
+                         {.param_out = std::nullopt, .rounding = other});
     BOOST_TEST((bytes_of(mo) != bytes_of(mw)), "change " << change);
   }
 }
@@ -216,7 +221,8 @@ BOOST_AUTO_TEST_CASE(bad_moment_dtypes_throw) {
   BOOST_CHECK_THROW(kernels::fused_adamw(p, h, h, g, 1, kHp, {}), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(b, b, b, g, 1, kHp, {}), InvalidArgument);
   BOOST_CHECK_THROW(
-      kernels::fused_adamw(p, b, b, g, 1, kHp, {}, {.param_out = std::nullopt, .rounding = {.first_index = -1}}),
+      kernels::fused_adamw(p, b, b, g, 1, kHp, {},
+                           {.param_out = std::nullopt, .rounding = {.first_index = -1}}),
       InvalidArgument);
   BOOST_CHECK_NO_THROW(kernels::fused_adamw(p, b, b, g, 1, kHp, {}));
 }
