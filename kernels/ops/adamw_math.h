@@ -31,11 +31,11 @@
 // where j is the element's index in its unit's flat parameter, t the AdamW
 // step (>= 1) and s the unit's stream id (random_stream_of of the unit's
 // name, folded to 32 bits); m takes the top 16 bits of word x0, v of x1.
-// Nothing in the key depends on the rank or the sharding: the flat layout
-// places every parameter element at the same index at every world size
-// (only the padding at its end changes, Note [Flat parameter layout]), so a
-// rank's shard of W elements starting at flat index r*W draws for element i
-// exactly what any other sharding draws for flat element r*W + i. Whatever
+// Nothing in the key depends on the rank or the sharding: the flat layout of
+// a compute dtype places every parameter element at the same index at every
+// world size (only the padding at its end changes, Note [Flat parameter
+// layout]), so zero1 shard r of N elements draws for its element i exactly
+// what any other sharding draws for flat element r*N + i. Whatever
 // splits the shard (threads, 16-byte packs, disk-offload chunks) passes the
 // index on, so the bits are the same at every world size where f32 moments
 // are, on the CPU twin and on CUDA alike, and a resumed run draws what the
