@@ -10,8 +10,6 @@ namespace zrt::optim {
 
 namespace {
 
-constexpr std::uint64_t kFloat = sizeof(float);
-
 std::span<std::byte> bytes_of(const Tensor& host) {
   return {static_cast<std::byte*>(host.data_ptr()), host.nbytes()};
 }
@@ -20,19 +18,23 @@ std::span<std::byte> bytes_of(const Tensor& host) {
 
 OffloadedMoments::OffloadedMoments(const std::string& dir, int rank,
                                    std::vector<std::int64_t> shard_elements,
-                                   std::int64_t chunk_elements, Device device,
+                                   std::int64_t chunk_elements, DType dtype, Device device,
                                    AllocatorPtr allocator, Stream stream)
     : shard_elements_(std::move(shard_elements)),
       chunk_elements_(chunk_elements),
+      dtype_(dtype),
+      item_(dtype_size(dtype)),
       device_(device),
       allocator_(std::move(allocator)),
       stream_(stream) {
   ZRT_CHECK_ARG(chunk_elements_ > 0, "optimizer offload: chunk of ", chunk_elements_, " elements");
+  ZRT_CHECK_ARG(dtype == DType::f32 || dtype == DType::bf16, "optimizer offload: moments of ",
+                dtype_name(dtype), ", not f32 or bf16");
   std::uint64_t total = 0;
   for (std::int64_t n : shard_elements_) {
     ZRT_CHECK_ARG(n >= 0, "optimizer offload: a shard of ", n, " elements");
     first_byte_.push_back(total);
-    total += 2 * kFloat * static_cast<std::uint64_t>(n);
+    total += 2 * item_ * static_cast<std::uint64_t>(n);
   }
   // A dry run's stream drops the step's work, and the file's I/O is part of
   // it: no file (Note [Dry runs]).
@@ -44,13 +46,13 @@ OffloadedMoments::OffloadedMoments(const std::string& dir, int rank,
 OffloadedMoments::~OffloadedMoments() = default;
 
 std::uint64_t OffloadedMoments::offset(std::size_t k, int moment, std::int64_t element) const {
-  return first_byte_[k] + kFloat * (static_cast<std::uint64_t>(moment) *
-                                        static_cast<std::uint64_t>(shard_elements_[k]) +
-                                    static_cast<std::uint64_t>(element));
+  return first_byte_[k] + item_ * (static_cast<std::uint64_t>(moment) *
+                                       static_cast<std::uint64_t>(shard_elements_[k]) +
+                                   static_cast<std::uint64_t>(element));
 }
 
 Tensor OffloadedMoments::on_device(const Tensor& host) const {
-  Tensor t = Tensor::empty(host.shape(), DType::f32, device_, allocator_, stream_);
+  Tensor t = Tensor::empty(host.shape(), dtype_, device_, allocator_, stream_);
   t.copy_(host, stream_);
   return t;
 }
@@ -72,8 +74,7 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   const bool on_cpu = device_.is_cpu();
   Tensor buffers[2];
   for (Tensor& b : buffers)
-    b = Tensor::empty({2 * longest}, DType::f32, Device::cpu(), on_cpu ? allocator_ : nullptr,
-                      stream_);
+    b = Tensor::empty({2 * longest}, dtype_, Device::cpu(), on_cpu ? allocator_ : nullptr, stream_);
   stream_.synchronize();  // the buffers' memory is free for the I/O threads to fill
   auto moment = [&](int slot, int m, std::int64_t count) {
     return buffers[slot].slice(m * longest, count);
@@ -122,7 +123,7 @@ Tensor OffloadedMoments::read(std::size_t k, int moment) const {
   ZRT_CHECK_ARG(k < shard_elements_.size() && (moment == 0 || moment == 1),
                 "optimizer offload: no moment ", moment, " of handle ", k);
   ZRT_CHECK_STATE(file_ != nullptr, "optimizer offload: a dry run has no moments to read");
-  Tensor host = Tensor::empty({shard_elements_[k]}, DType::f32);
+  Tensor host = Tensor::empty({shard_elements_[k]}, dtype_);
   file_->read(offset(k, moment, 0), bytes_of(host));
   return device_.is_cpu() ? host : on_device(host);
 }
@@ -134,8 +135,8 @@ void OffloadedMoments::write(std::size_t k, const Tensor& exp_avg, const Tensor&
   for (const Tensor* t : {&exp_avg, &exp_avg_sq}) {
     ZRT_CHECK_ARG(t->numel() == shard_elements_[k], "optimizer offload: handle ", k,
                   " moments have ", shard_elements_[k], " elements, not ", t->numel());
-    Tensor host = Tensor::empty({shard_elements_[k]}, DType::f32);
-    host.copy_(*t, stream_);
+    Tensor host = Tensor::empty({shard_elements_[k]}, dtype_);
+    host.copy_(*t, stream_);  // casts a checkpoint's f32 to the state dtype
     stream_.synchronize();
     file_->write(offset(k, m++, 0), bytes_of(host));
   }

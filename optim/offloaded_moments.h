@@ -6,14 +6,15 @@
 // Each rank keeps the moments of its zero1 shards in one scratch file (Note
 // [Scratch files]: preallocated, so a full disk fails before training, and
 // removed however the run ends): handle k's exp_avg then its exp_avg_sq,
-// handle after handle, fp32. The optimizer step walks every handle's shard in
+// handle after handle, in the state dtype (fp32, or bf16: Note [bf16 AdamW
+// moments]). The optimizer step walks every handle's shard in
 // chunks of at most `chunk_elements`; two buffers alternate, so while chunk
 // i is updated, chunk i + 1 is read into the other buffer, and chunk i's write
 // runs while the step waits for that read (each on a thread of its own). AdamW is elementwise and its CPU loops are
 // bit-identical at any offset (Note [CPU vector clones]), so the update of a
 // chunk is the update of those elements: the run is bit-identical to one that
 // keeps the moments in memory. Memory held: the two buffers, 4 moments × the
-// chunk, instead of 8 bytes per parameter of the shard. A checkpoint reads
+// chunk, instead of 8 (bf16: 4) bytes per parameter of the shard. A checkpoint reads
 // and writes the moments through the same file, in the same format as any
 // other (resume with or without offload); a save reads each handle's moments
 // into memory for the write, and a load stages them as it stages every
@@ -38,11 +39,12 @@ namespace zrt::optim {
 
 class OffloadedMoments {
  public:
-  // Room for the moments of shards of `shard_elements[k]` elements, zeroed,
-  // in DIR/zrt-adamw-moments.rank-R.PID.bin. Chunk buffers on `device` from
+  // Room for the moments (`dtype`: f32 or bf16) of shards of
+  // `shard_elements[k]` elements, zeroed, in
+  // DIR/zrt-adamw-moments.rank-R.PID.bin. Chunk buffers on `device` from
   // `allocator`, used in `stream` order.
   OffloadedMoments(const std::string& dir, int rank, std::vector<std::int64_t> shard_elements,
-                   std::int64_t chunk_elements, Device device, AllocatorPtr allocator,
+                   std::int64_t chunk_elements, DType dtype, Device device, AllocatorPtr allocator,
                    Stream stream);
   ~OffloadedMoments();
   OffloadedMoments(const OffloadedMoments&) = delete;
@@ -51,17 +53,18 @@ class OffloadedMoments {
   struct Chunk {
     std::size_t handle = 0;
     std::int64_t begin = 0, count = 0;  // elements of the handle's shard
-    Tensor exp_avg, exp_avg_sq;         // [count] fp32, updated in place by the callback
+    Tensor exp_avg, exp_avg_sq;         // [count] of dtype(), updated in place by the callback
   };
   // Passes every chunk of every shard, in order, to `update`, and writes what
   // it leaves in the chunk back (Note [Optimizer state on disk]).
   void update_all(const std::function<void(const Chunk&)>& update);
-  // Handle k's exp_avg (moment 0) or exp_avg_sq (1) as a fresh fp32 tensor
-  // on the device / replaces both.
+  // Handle k's exp_avg (moment 0) or exp_avg_sq (1) as a fresh tensor of
+  // dtype() on the device / replaces both (any float dtype, cast to dtype()).
   Tensor read(std::size_t k, int moment) const;
   void write(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq);
 
   const ScratchFile& file() const { return *file_; }
+  DType dtype() const { return dtype_; }
 
  private:
   std::uint64_t offset(std::size_t k, int moment, std::int64_t element) const;
@@ -70,6 +73,8 @@ class OffloadedMoments {
   std::vector<std::int64_t> shard_elements_;
   std::vector<std::uint64_t> first_byte_;  // per handle: where its exp_avg starts
   std::int64_t chunk_elements_;
+  DType dtype_;
+  std::uint64_t item_;  // bytes per element
   Device device_;
   AllocatorPtr allocator_;
   Stream stream_;

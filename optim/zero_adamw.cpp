@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/random_fill.h"
 #include "zrt/optim/grad_stats.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 
@@ -11,13 +12,13 @@ namespace zrt::optim {
 
 namespace {
 
-// fp32, like the zero1 shard, where it lives (its device and allocator, or
-// host memory, Note [Master in host memory]); zeroed as torch initialises
-// exp_avg / exp_avg_sq.
-Tensor zeroed_state_like(const FlatParamHandle& h) {
+// `dtype`, shaped like the zero1 shard, where it lives (its device and
+// allocator, or host memory, Note [Master in host memory]); zeroed as torch
+// initialises exp_avg / exp_avg_sq.
+Tensor zeroed_state_like(const FlatParamHandle& h, DType dtype) {
   const FlatParamOptions& o = h.options();
   const bool host = o.master_on_host;
-  Tensor t = Tensor::empty({h.zero1_shard().numel()}, DType::f32, host ? Device::cpu() : o.device,
+  Tensor t = Tensor::empty({h.zero1_shard().numel()}, dtype, host ? Device::cpu() : o.device,
                            host ? o.host_allocator : o.allocator, o.stream);
   kernels::zero(t, h.master_stream());
   return t;
@@ -26,6 +27,14 @@ Tensor zeroed_state_like(const FlatParamHandle& h) {
 kernels::AdamWHyperparams hyperparams(const AdamWOptions& o, double lr) {
   return {
       .lr = lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+}
+
+// Where handle h's shard starts in its flat parameter, and the unit's stream:
+// a key independent of the sharding (Note [bf16 AdamW moments]).
+kernels::AdamWRounding rounding_of(const FlatParamHandle& h, std::uint64_t seed) {
+  return {.seed = seed,
+          .stream = kernels::random_stream_of(h.name()),
+          .first_index = h.groups().zero1->rank() * h.zero1_shard().numel()};
 }
 
 }  // namespace
@@ -37,6 +46,8 @@ void check_adamw_options(const AdamWOptions& o) {
   ZRT_CHECK_ARG(o.max_consecutive_skips >= 0, "AdamW max_consecutive_skips must be >= 0 (got ",
                 o.max_consecutive_skips, ")");
   ZRT_CHECK_ARG(static_cast<bool>(o.decays), "AdamW: empty decay policy");
+  ZRT_CHECK_ARG(o.state_dtype == DType::f32 || o.state_dtype == DType::bf16,
+                "AdamW state dtype must be f32 or bf16 (got ", dtype_name(o.state_dtype), ")");
 }
 
 ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options,
@@ -59,9 +70,11 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
                   raw_handles_.front()->name(), " on ",
                   raw_handles_.front()->options().device.str());
     const bool on_disk = offload_.kind == OptimizerOffload::Kind::disk;
-    handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h),
-                        on_disk ? Tensor() : zeroed_state_like(*h),
-                        shard_decay_ranges(*h, options_.decays)});
+    const DType dtype = options_.state_dtype;
+    handles_.push_back({h, on_disk ? Tensor() : zeroed_state_like(*h, dtype),
+                        on_disk ? Tensor() : zeroed_state_like(*h, dtype),
+                        shard_decay_ranges(*h, options_.decays),
+                        rounding_of(*h, options_.rounding_seed)});
   }
   for (const FlatParamHandle* h : raw_handles_)
     ZRT_CHECK_ARG(
@@ -80,7 +93,7 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
     const FlatParamOptions& o = raw_handles_.front()->options();
     moments_ = std::make_unique<OffloadedMoments>(
         offload_.dir, raw_handles_.front()->groups().zero1->rank(), std::move(sizes),
-        offload_.chunk_elements, o.device, o.allocator, o.stream);
+        offload_.chunk_elements, options_.state_dtype, o.device, o.allocator, o.stream);
   }
 }
 
@@ -95,9 +108,12 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp,
       if (b < e) decay.push_back({b - c.begin, e - c.begin});
     }
     FlatParamHandle& h = *s.handle;
+    kernels::AdamWStepOptions chunk_options = step_options;
+    chunk_options.rounding = s.rounding;
+    chunk_options.rounding.first_index += c.begin;
     kernels::fused_adamw(h.zero1_shard().slice(c.begin, c.count), c.exp_avg, c.exp_avg_sq,
                          h.master_grad().slice(c.begin, c.count), step_ + 1, hp, decay,
-                         step_options, h.options().stream);
+                         chunk_options, h.options().stream);
   });
 }
 
@@ -151,9 +167,11 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
       CommWatchdog({g.zero1, g.zero3, g.replica})
           .synchronize(h.options().stream, "copying the gradient shard to host memory");
     }
-    if (!moments_)
+    if (!moments_) {
+      step_options.rounding = s.rounding;
       kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.master_grad(), r.step, hp,
                            s.decay_ranges, step_options, h.master_stream());
+    }
     h.mark_params_updated();
   }
   step_ = r.step;

@@ -18,9 +18,10 @@
 //      the gradient is read once and never rewritten.
 //   4. Each handle is marked updated: its next unshard casts the new fp32
 //      master to the compute dtype and gathers it.
-// m and v are fp32, shaped and sharded exactly like each zero1 shard, where
-// the master is: on the handle's device from its allocator, or in host
-// memory with it (Note [Master in host memory]).
+// m and v are fp32 (or bf16, AdamWOptions::state_dtype), shaped and sharded
+// exactly like each zero1 shard, where the master is: on the handle's device
+// from its allocator, or in host memory with it (Note [Master in host
+// memory]).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,11 @@ struct AdamWOptions {
   DecayPolicy decays = decay_matrices;
   double max_grad_norm = 0;       // > 0: clip by global L2 norm; 0: no clipping
   int max_consecutive_skips = 0;  // > 0: throw after this many skips in a row; 0: never
+  // m and v: f32, or bf16 rounded stochastically (Note [bf16 AdamW moments]
+  // in kernels/ops/adamw_math.h); the master stays f32.
+  DType state_dtype = DType::f32;
+  // Seeds that rounding (the engine passes its EngineConfig::seed).
+  std::uint64_t rounding_seed = 0;
 };
 
 struct StepResult {
@@ -99,11 +105,13 @@ class ZeroAdamW {
   std::int64_t consecutive_skips() const { return consecutive_skips_; }
   // Restores the counters a checkpoint saved (all >= 0).
   void load_counters(std::int64_t step, std::int64_t skipped_total, std::int64_t consecutive_skips);
-  // m / v of handle k's zero1 shard (same numel as zero1_shard()): the state
-  // itself, or with disk offload a copy read from the scratch file.
+  // m / v of handle k's zero1 shard (same numel as zero1_shard(), dtype
+  // options().state_dtype): the state itself, or with disk offload a copy
+  // read from the scratch file.
   Tensor exp_avg_shard(std::size_t k) const;
   Tensor exp_avg_sq_shard(std::size_t k) const;
-  // Replaces m and v of handle k (a checkpoint's), in `stream` order.
+  // Replaces m and v of handle k (a checkpoint's, any float dtype: cast
+  // with round-to-nearest-even to the state dtype), in `stream` order.
   void load_moments(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq, Stream stream);
   const OptimizerOffload& offload() const { return offload_; }
   // The scratch file of disk offload; null otherwise.
@@ -118,6 +126,7 @@ class ZeroAdamW {
     FlatParamHandle* handle;
     Tensor exp_avg, exp_avg_sq;  // empty with disk offload
     std::vector<kernels::ElementRange> decay_ranges;
+    kernels::AdamWRounding rounding;  // bf16 moments (Note [bf16 AdamW moments])
   };
   const ShardState& at(std::size_t k) const;
   Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;

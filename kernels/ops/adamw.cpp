@@ -56,10 +56,10 @@ std::vector<AdamWPiece> make_pieces(std::int64_t n, std::span<const ElementRange
 
 // CPU twin: one pass over the shard split across threads; each thread walks
 // the pieces its chunk overlaps.
-template <class G, class L>
-void adamw_cpu(float* __restrict p, float* __restrict m, float* __restrict v, const G* __restrict g,
+template <class G, class L, class M>
+void adamw_cpu(float* __restrict p, M* __restrict m, M* __restrict v, const G* __restrict g,
                L* __restrict out, std::int64_t n, const std::vector<AdamWPiece>& pieces,
-               const AdamWCoefficients c) {
+               const AdamWCoefficients c, const MomentRoundingKey key) {
   parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
     auto it =
         std::upper_bound(pieces.begin(), pieces.end(), b,
@@ -67,9 +67,19 @@ void adamw_cpu(float* __restrict p, float* __restrict m, float* __restrict v, co
     for (; it != pieces.end() && it->begin < e; ++it) {
       const float decay = it->decayed ? c.decay : 1.0f;
       for (std::int64_t i = std::max(b, it->begin), end = std::min(e, it->end); i < end; ++i)
-        adamw_element_at(p, m, v, g, out, i, decay, c);
+        adamw_element_at(p, m, v, g, out, i, decay, c, key);
     }
   });
+}
+
+MomentRoundingKey rounding_key(const AdamWRounding& r, std::int64_t step) {
+  MomentRoundingKey key;
+  key.seed_lo = static_cast<std::uint32_t>(r.seed);
+  key.seed_hi = static_cast<std::uint32_t>(r.seed >> 32);
+  key.step = static_cast<std::uint32_t>(step);
+  key.stream = static_cast<std::uint32_t>(r.stream) ^ static_cast<std::uint32_t>(r.stream >> 32);
+  key.first_index = static_cast<std::uint64_t>(r.first_index);
+  return key;
 }
 
 }  // namespace
@@ -97,10 +107,14 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
                  std::span<const ElementRange> decay_ranges, const AdamWStepOptions& options,
                  Stream stream) {
   const Device device = check_operands(kOp, {param, exp_avg, exp_avg_sq, grad}, stream);
-  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) {
-    check_dtype(kOp, *t, DType::f32);
-    check_same_numel(kOp, *t, grad);
-  }
+  check_dtype(kOp, param, DType::f32);
+  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) check_same_numel(kOp, *t, grad);
+  const DType mtype = exp_avg.dtype();
+  ZRT_CHECK_ARG((mtype == DType::f32 || mtype == DType::bf16) && exp_avg_sq.dtype() == mtype, kOp,
+                ": exp_avg ", exp_avg.str(), " and exp_avg_sq ", exp_avg_sq.str(),
+                " must be both f32 or both bf16");
+  ZRT_CHECK_ARG(options.rounding.first_index >= 0, kOp, ": rounding.first_index must be >= 0 (got ",
+                options.rounding.first_index, ")");
   check_kernel_float(kOp, grad);
   const Tensor* out = options.param_out ? &*options.param_out : nullptr;
   if (out) {
@@ -118,28 +132,36 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
   const AdamWCoefficients c = coefficients(hp, step, options.grad_scale);
   if (n == 0) return;
 
+  const MomentRoundingKey key = rounding_key(options.rounding, step);
   float* p = static_cast<float*>(param.data_ptr());
-  float* m = static_cast<float*>(exp_avg.data_ptr());
-  float* v = static_cast<float*>(exp_avg_sq.data_ptr());
+  void* m = exp_avg.data_ptr();
+  void* v = exp_avg_sq.data_ptr();
   ZRT_CUDA_LAUNCH_AND_RETURN(
       kOp, device,
-      cuda::launch_adamw(p, m, v, grad.data_ptr(), grad.dtype(), out ? out->data_ptr() : nullptr,
-                         out ? out->dtype() : DType::f32, pieces, c,
-                         simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(
-      stream, kOp,
-      [p, m, v, gp = grad.data_ptr(), gtype = grad.dtype(), op = out ? out->data_ptr() : nullptr,
-       otype = out ? out->dtype() : DType::f32, n, pieces, c] {
-        dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
-          using G = typename decltype(gt)::type;
-          const G* g = static_cast<const G*>(gp);
-          if (!op) return adamw_cpu<G, NoParamOut>(p, m, v, g, nullptr, n, pieces, c);
-          dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
-            using L = typename decltype(lt)::type;
-            adamw_cpu<G, L>(p, m, v, g, static_cast<L*>(op), n, pieces, c);
-          });
-        });
-      });
+      cuda::launch_adamw(p, m, v, mtype, grad.data_ptr(), grad.dtype(),
+                         out ? out->data_ptr() : nullptr, out ? out->dtype() : DType::f32, pieces,
+                         c, key, simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
+  run_cpu_twin(stream, kOp,
+               [p, m, v, mtype, gp = grad.data_ptr(), gtype = grad.dtype(),
+                op = out ? out->data_ptr() : nullptr, otype = out ? out->dtype() : DType::f32, n,
+                pieces, c, key] {
+                 auto with_moments = [&](auto* mm, auto* vm) {
+                   dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
+                     using G = typename decltype(gt)::type;
+                     const G* g = static_cast<const G*>(gp);
+                     if (!op)
+                       return adamw_cpu<G, NoParamOut>(p, mm, vm, g, nullptr, n, pieces, c, key);
+                     dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
+                       using L = typename decltype(lt)::type;
+                       adamw_cpu<G, L>(p, mm, vm, g, static_cast<L*>(op), n, pieces, c, key);
+                     });
+                   });
+                 };
+                 if (mtype == DType::bf16)
+                   with_moments(static_cast<bf16*>(m), static_cast<bf16*>(v));
+                 else
+                   with_moments(static_cast<float*>(m), static_cast<float*>(v));
+               });
 }
 
 }  // namespace zrt::kernels

@@ -61,34 +61,38 @@ struct PieceDecay {
   }
 };
 
-template <class G, class L>
+template <class G, class L, class M>
 struct AdamWBody {
   float* p;
-  float* m;
-  float* v;
+  M* m;
+  M* v;
   const G* g;
   L* out;
   PieceDecay decay;
   AdamWCoefficients c;
+  MomentRoundingKey key;
   static constexpr bool kOut = !std::is_same_v<L, NoParamOut>;
   // The packed arrays: param, moments and gradient, and the parameter copy
   // when written (Out stands in for it otherwise, adding nothing).
   using Out = std::conditional_t<kOut, L, float>;
-  static constexpr int kLen = kPackLen<float, G, Out>;
+  static constexpr int kLen = kPackLen<float, M, G, Out>;
   __device__ void operator()(std::int64_t i) const {
-    adamw_element_at(p, m, v, g, out, i, decay.at(i), c);
+    adamw_element_at(p, m, v, g, out, i, decay.at(i), c, key);
   }
   // adamw_element_at on kLen elements at once: the same loads, arithmetic
   // and stores, in packs.
   __device__ void pack(std::int64_t q) const {
-    Pack<float, kLen> pp = pack_at<kLen>(p, q), pm = pack_at<kLen>(m, q), pv = pack_at<kLen>(v, q);
+    Pack<float, kLen> pp = pack_at<kLen>(p, q);
+    Pack<M, kLen> pm = pack_at<kLen>(m, q), pv = pack_at<kLen>(v, q);
     const Pack<G, kLen> pg = pack_at<kLen>(g, q);
     Pack<Out, kLen> po;
     float d[kLen];
     decay.template pack<kLen>(q * kLen, d);
 #pragma unroll
     for (int j = 0; j < kLen; ++j) {
-      adamw_element(pp.v[j], pm.v[j], pv.v[j], pg.v[j], d[j], c);
+      float mj = to_f32(pm.v[j]), vj = to_f32(pv.v[j]);
+      adamw_element(pp.v[j], mj, vj, pg.v[j], d[j], c);
+      store_moments(pm.v[j], pv.v[j], mj, vj, key, q * kLen + j);
       if constexpr (kOut) po.v[j] = from_f32<L>(pp.v[j]);
     }
     pack_at<kLen>(p, q) = pp;
@@ -99,14 +103,15 @@ struct AdamWBody {
 };
 
 // Elements [b, e) with `decay` on `stream`, in packs where aligned.
-template <class G, class L>
-void run_range(float* p, float* m, float* v, const G* g, L* out, std::int64_t b, std::int64_t e,
-               const PieceDecay& decay, const AdamWCoefficients& c, bool simple,
-               cudaStream_t stream) {
-  using Body = AdamWBody<G, L>;
+template <class G, class L, class M>
+void run_range(float* p, M* m, M* v, const G* g, L* out, std::int64_t b, std::int64_t e,
+               const PieceDecay& decay, const AdamWCoefficients& c, MomentRoundingKey key,
+               bool simple, cudaStream_t stream) {
+  using Body = AdamWBody<G, L, M>;
   L* out_b = nullptr;
   if constexpr (Body::kOut) out_b = out + b;
-  const Body body{p + b, m + b, v + b, g + b, out_b, decay, c};
+  key.first_index += static_cast<std::uint64_t>(b);  // the body's element 0 is b
+  const Body body{p + b, m + b, v + b, g + b, out_b, decay, c, key};
   bool packed = !simple && pack_aligned(body.p, body.m, body.v, body.g);
   if constexpr (Body::kOut) packed = packed && pack_aligned(out_b);
   if (packed)
@@ -115,9 +120,9 @@ void run_range(float* p, float* m, float* v, const G* g, L* out, std::int64_t b,
     for_each_index(e - b, body, stream);
 }
 
-template <class G, class L>
-void run_pieces(float* p, float* m, float* v, const G* g, L* out,
-                std::span<const AdamWPiece> pieces, const AdamWCoefficients& c, bool simple,
+template <class G, class L, class M>
+void run_pieces(float* p, M* m, M* v, const G* g, L* out, std::span<const AdamWPiece> pieces,
+                const AdamWCoefficients& c, const MomentRoundingKey& key, bool simple,
                 cudaStream_t stream) {
   if (pieces.empty()) return;
   // One launch (Note [One AdamW launch over the pieces]); the simple
@@ -131,32 +136,38 @@ void run_pieces(float* p, float* m, float* v, const G* g, L* out,
     }
     // The table's ends are shard offsets: the launch starts at element 0,
     // where make_pieces' first piece begins.
-    return run_range(p, m, v, g, out, 0, pieces.back().end, all, c, false, stream);
+    return run_range(p, m, v, g, out, 0, pieces.back().end, all, c, key, false, stream);
   }
   for (const AdamWPiece& piece : pieces) {
     const PieceDecay one{piece.decayed ? c.decay : 1.0f, {}, c.decay};
-    run_range(p, m, v, g, out, piece.begin, piece.end, one, c, simple, stream);
+    run_range(p, m, v, g, out, piece.begin, piece.end, one, c, key, simple, stream);
   }
 }
 
 }  // namespace
 
-void launch_adamw(float* param, float* exp_avg, float* exp_avg_sq, const void* grad,
-                  DType grad_dtype, void* param_out, DType param_out_dtype,
+void launch_adamw(float* param, void* exp_avg, void* exp_avg_sq, DType moment_dtype,
+                  const void* grad, DType grad_dtype, void* param_out, DType param_out_dtype,
                   std::span<const AdamWPiece> pieces, const AdamWCoefficients& coefficients,
-                  bool simple, cudaStream_t stream) {
-  dispatch<StorageFloats>(grad_dtype, "fused_adamw", [&](auto gt) {
-    using G = typename decltype(gt)::type;
-    const G* g = static_cast<const G*>(grad);
-    if (!param_out)
-      return run_pieces<G, NoParamOut>(param, exp_avg, exp_avg_sq, g, nullptr, pieces, coefficients,
-                                       simple, stream);
-    dispatch<StorageFloats>(param_out_dtype, "fused_adamw", [&](auto lt) {
-      using L = typename decltype(lt)::type;
-      run_pieces<G, L>(param, exp_avg, exp_avg_sq, g, static_cast<L*>(param_out), pieces,
-                       coefficients, simple, stream);
+                  const MomentRoundingKey& key, bool simple, cudaStream_t stream) {
+  auto with_moments = [&](auto* m, auto* v) {
+    dispatch<StorageFloats>(grad_dtype, "fused_adamw", [&](auto gt) {
+      using G = typename decltype(gt)::type;
+      const G* g = static_cast<const G*>(grad);
+      if (!param_out)
+        return run_pieces<G, NoParamOut>(param, m, v, g, nullptr, pieces, coefficients, key, simple,
+                                         stream);
+      dispatch<StorageFloats>(param_out_dtype, "fused_adamw", [&](auto lt) {
+        using L = typename decltype(lt)::type;
+        run_pieces<G, L>(param, m, v, g, static_cast<L*>(param_out), pieces, coefficients, key,
+                         simple, stream);
+      });
     });
-  });
+  };
+  if (moment_dtype == DType::bf16)
+    with_moments(static_cast<bf16*>(exp_avg), static_cast<bf16*>(exp_avg_sq));
+  else
+    with_moments(static_cast<float*>(exp_avg), static_cast<float*>(exp_avg_sq));
 }
 
 }  // namespace zrt::kernels::cuda

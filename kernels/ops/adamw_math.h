@@ -14,6 +14,32 @@
 // Elements outside the weight-decay ranges use the factor 1, which leaves p
 // unchanged exactly. The gradient is first multiplied by `grad_scale` (1 for
 // plain AdamW), which folds unscaling or clipping into the same pass.
+//
+// Note [bf16 AdamW moments]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// With bf16 moments (zrt-train --optimizer-state-dtype bf16) m and v are read
+// as f32, the step runs in f32 exactly as above (the parameter update uses
+// the new m and v unrounded), and the new m and v are stored back rounded
+// stochastically (Note [Stochastic rounding] in cast_math.h): 12 bytes per
+// parameter instead of 16, the f32 master kept. Round to nearest would lose
+// every update smaller than half a bf16 ulp of v (beta2 = 0.999 changes v by
+// 0.1% a step, below bf16's 0.4% spacing), freezing v; stochastic rounding
+// keeps each stored moment an unbiased estimate of the f32 one.
+// The 16 random bits of each element are Philox4x32-10 (Note [Counter-based
+// parameter init]) under key (seed mod 2^32, seed >> 32) at counter
+//   (j mod 2^32, j >> 32, t mod 2^32, s_lo ^ s_hi)
+// where j is the element's index in its unit's flat parameter, t the AdamW
+// step (>= 1) and s the unit's stream id (random_stream_of of the unit's
+// name, folded to 32 bits); m takes the top 16 bits of word x0, v of x1.
+// Nothing in the key depends on the rank or the sharding: the flat layout of
+// a compute dtype places every parameter element at the same index at every
+// world size (only the padding at its end changes, Note [Flat parameter
+// layout]), so zero1 shard r of N elements draws for its element i exactly
+// what any other sharding draws for flat element r*N + i. Whatever
+// splits the shard (threads, 16-byte packs, disk-offload chunks) passes the
+// index on, so the bits are the same at every world size where f32 moments
+// are, on the CPU twin and on CUDA alike, and a resumed run draws what the
+// uninterrupted one drew (t is saved with the checkpoint).
 #pragma once
 
 #include <cmath>
@@ -21,6 +47,8 @@
 #include <type_traits>
 
 #include "zrt/kernels/hd.h"
+#include "zrt/kernels/ops/cast_math.h"
+#include "zrt/kernels/ops/random_fill_math.h"
 #include "zrt/runtime/float16.h"
 
 namespace zrt::kernels {
@@ -56,21 +84,50 @@ ZRT_HD inline void adamw_element(float& p, float& m, float& v, G grad, float dec
   p = p + (c.neg_step_size * m) / denom;
 }
 
+// The key of the stochastic rounding of bf16 moments (Note [bf16 AdamW
+// moments]); unused with f32 moments.
+struct MomentRoundingKey {
+  std::uint32_t seed_lo = 0, seed_hi = 0;
+  std::uint32_t step = 0;         // t mod 2^32
+  std::uint32_t stream = 0;       // the unit's stream id, folded
+  std::uint64_t first_index = 0;  // flat index of element 0 of the arrays
+
+  ZRT_HD PhiloxWords bits(std::int64_t i) const {
+    const std::uint64_t j = first_index + static_cast<std::uint64_t>(i);
+    return philox4x32_10(static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(j >> 32), step,
+                         stream, seed_lo, seed_hi);
+  }
+};
+
+// Stores the new moments of element i: as they are (f32), or rounded
+// stochastically to bf16 with the bits of the element's key.
+ZRT_HD inline void store_moments(float& m, float& v, float mi, float vi, const MomentRoundingKey&,
+                                 std::int64_t) {
+  m = mi;
+  v = vi;
+}
+ZRT_HD inline void store_moments(bf16& m, bf16& v, float mi, float vi, const MomentRoundingKey& key,
+                                 std::int64_t i) {
+  const PhiloxWords w = key.bits(i);
+  m = {f32_to_bf16_with_noise(mi, w.x[0] >> 16)};
+  v = {f32_to_bf16_with_noise(vi, w.x[1] >> 16)};
+}
+
 // The low-precision copy of the updated parameter is optional; NoParamOut
 // stands for "not written".
 struct NoParamOut {};
 
-// Steps element i of a shard (param p, moments m and v, gradient g) in place
-// and writes the updated parameter to out[i] unless L is NoParamOut: the loop
-// body of the CUDA kernel and of the CPU twin.
-template <class G, class L>
-ZRT_HD inline void adamw_element_at(float* p, float* m, float* v, const G* g, L* out,
-                                    std::int64_t i, float decay, const AdamWCoefficients& c) {
-  float pi = p[i], mi = m[i], vi = v[i];
+// Steps element i of a shard (param p, moments m and v of type M, f32 or
+// bf16, gradient g) in place and writes the updated parameter to out[i]
+// unless L is NoParamOut: the loop body of the CUDA kernel and of the CPU twin.
+template <class G, class L, class M>
+ZRT_HD inline void adamw_element_at(float* p, M* m, M* v, const G* g, L* out, std::int64_t i,
+                                    float decay, const AdamWCoefficients& c,
+                                    const MomentRoundingKey& key) {
+  float pi = p[i], mi = to_f32(m[i]), vi = to_f32(v[i]);
   adamw_element(pi, mi, vi, g[i], decay, c);
   p[i] = pi;
-  m[i] = mi;
-  v[i] = vi;
+  store_moments(m[i], v[i], mi, vi, key, i);
   if constexpr (!std::is_same_v<L, NoParamOut>) out[i] = from_f32<L>(pi);
 }
 

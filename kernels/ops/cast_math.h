@@ -26,12 +26,17 @@ ZRT_HD inline std::uint64_t counter_hash(std::uint64_t seed, std::uint64_t index
   return z ^ (z >> 31);
 }
 
-ZRT_HD inline std::uint16_t f32_to_bf16_stochastic(float f, std::uint64_t seed,
-                                                   std::uint64_t index) {
+// f to bf16 with `noise` (16 random bits, < 2^16) added below the kept
+// mantissa: the stochastic rounding itself, whatever drew the bits.
+ZRT_HD inline std::uint16_t f32_to_bf16_with_noise(float f, std::uint32_t noise) {
   const std::uint32_t x = f32_as_u32(f);
   if ((x & 0x7f800000u) == 0x7f800000u) return f32_to_bf16_rne(f);  // NaN, Inf
-  const std::uint32_t noise = static_cast<std::uint32_t>(counter_hash(seed, index) >> 48);
   return static_cast<std::uint16_t>((x + noise) >> 16);
+}
+
+ZRT_HD inline std::uint16_t f32_to_bf16_stochastic(float f, std::uint64_t seed,
+                                                   std::uint64_t index) {
+  return f32_to_bf16_with_noise(f, static_cast<std::uint32_t>(counter_hash(seed, index) >> 48));
 }
 
 // One element of a plain cast (round to nearest even).

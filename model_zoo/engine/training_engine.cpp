@@ -27,6 +27,7 @@ const Tensor& initial_value(const std::map<std::string, Tensor>& initial, const 
 optim::ZeroModuleOptions module_options(const EngineConfig& c) {
   optim::ZeroModuleOptions o = c.zero;
   o.grad_reduce.op = ReduceOp::sum;
+  o.adamw.rounding_seed = c.seed;  // the run's one seed (Note [bf16 AdamW moments])
   return o;
 }
 

@@ -78,6 +78,9 @@ std::string index_to_json(const CheckpointIndex& x) {
     state["loss_scaler"] = {{"scale", x.state.loss_scaler->scale},
                             {"growth_tracker", x.state.loss_scaler->growth_tracker},
                             {"hysteresis_left", x.state.loss_scaler->hysteresis_left}};
+  // Absent when f32: an index of fp32 moments is byte for byte as before.
+  if (x.state.optimizer_state_dtype != DType::f32)
+    state["optimizer_state_dtype"] = dtype_name(x.state.optimizer_state_dtype);
   json j = {{"format", "zrt-checkpoint"},
             {"version", x.version},
             {"step", x.step},
@@ -268,6 +271,14 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
     s.growth_tracker = r.integer(ls, "growth_tracker", "state.loss_scaler");
     s.hysteresis_left = r.int32(ls, "hysteresis_left", "state.loss_scaler");
     x.state.loss_scaler = s;
+  }
+  if (state.contains("optimizer_state_dtype")) {
+    const std::string d = r.string(state, "optimizer_state_dtype", "state");
+    const std::optional<DType> dtype = parse_dtype(d);
+    if (!dtype || (*dtype != DType::f32 && *dtype != DType::bf16))
+      ZRT_THROW(CheckpointError, source, ": index field state.optimizer_state_dtype is '", d,
+                "', not f32 or bf16");
+    x.state.optimizer_state_dtype = *dtype;
   }
   x.run_json = j.contains("run") ? j["run"].dump() : "{}";
   validate_index(x, source);

@@ -12,7 +12,8 @@
 // size and each parameter's name, shape and offset in the flat parameter;
 // per rank which zero1 shard it holds), the dtype, shape and xxHash64 of every
 // tensor of every file, the file sizes, the training state (next step,
-// optimizer step and skip counters, loss scaler) and the run's flags as an
+// optimizer step and skip counters, loss scaler, the dtype the run kept
+// AdamW's moments in: their shards are fp32 either way) and the run's flags as an
 // opaque JSON object. Ranks holding a replica of a shard another rank writes
 // (hybrid replicas, no-shard) write no file. Since every parameter's place in
 // the old flat parameters is known, any new layout can be filled from it:
@@ -106,6 +107,10 @@ struct TrainingState {
   std::int64_t skipped_total = 0;
   std::int64_t consecutive_skips = 0;
   std::optional<optim::DynamicLossScaler::State> loss_scaler;  // f16 only
+  // The run's AdamW state dtype, "optimizer_state_dtype" (absent: f32). The
+  // moments are saved f32 either way (bf16 widens exactly), so this records
+  // the run, and a checkpoint resumes into either (Note [bf16 AdamW moments]).
+  DType optimizer_state_dtype = DType::f32;
 };
 
 struct CheckpointIndex {

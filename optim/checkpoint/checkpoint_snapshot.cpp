@@ -39,10 +39,10 @@ std::vector<HandleRecord> handle_records(const ZeroModule& module) {
 
 Tensor SnapshotStaging::stage(const std::string& name, const Tensor& t, Stream stream) {
   Tensor& buffer = buffers_[name];
-  if (!buffer.storage_ptr() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
+  if (!buffer.storage_ptr() || buffer.shape() != t.shape()) {
     // Copies from a device stream need pinned memory to be asynchronous.
     if (t.device().is_cuda() && !pinned_) pinned_ = make_pinned_host_allocator();
-    buffer = Tensor::empty(t.shape(), t.dtype(), Device::cpu(),
+    buffer = Tensor::empty(t.shape(), DType::f32, Device::cpu(),
                            t.device().is_cuda() ? pinned_ : nullptr);
   }
   // Host data is copied here and now: the module's streams are synchronized,
@@ -82,6 +82,7 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
   index.state.optimizer_step = module.optimizer().step_count();
   index.state.skipped_total = module.optimizer().skipped_total();
   index.state.consecutive_skips = module.optimizer().consecutive_skips();
+  index.state.optimizer_state_dtype = module.optimizer().options().state_dtype;
   if (module.loss_scaler()) index.state.loss_scaler = module.loss_scaler()->state();
   index.run_json = options.run_json;
 
@@ -90,8 +91,12 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
     if (!s.writes_file) return;
     const ZeroAdamW& opt = module.optimizer();
     const Stream stream = module.stream();
+    // Shards are saved f32: bf16 moments (Note [bf16 AdamW moments]) widen
+    // exactly, so a checkpoint resumes into either state dtype.
     auto keep = [&](const std::string& name, const Tensor& t) {
-      s.tensors[name] = staging ? staging->stage(name, t, stream) : t;
+      s.tensors[name] = staging                   ? staging->stage(name, t, stream)
+                        : t.dtype() == DType::f32 ? t
+                                                  : t.to(DType::f32);
     };
     for (std::size_t k = 0; k < module.handles().size(); ++k) {
       const FlatParamHandle& h = *module.handles()[k];

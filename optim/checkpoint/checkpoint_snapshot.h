@@ -31,7 +31,8 @@ struct CheckpointSnapshot {
 // copies down are fast).
 class SnapshotStaging {
  public:
-  // A host tensor of t's dtype and shape under `name`, holding t's values:
+  // A host f32 tensor (what checkpoints hold) of t's shape under `name`,
+  // holding t's values (bf16 moments widen exactly):
   // at once for a host tensor, once `stream` is synchronized for a device
   // tensor (the copy is issued on it).
   Tensor stage(const std::string& name, const Tensor& t, Stream stream);

@@ -63,6 +63,24 @@ BOOST_AUTO_TEST_CASE(moments_on_disk_change_no_number) {
   BOOST_TEST(open_file_count() == open_files);
 }
 
+BOOST_AUTO_TEST_CASE(bf16_moments_offloaded_change_no_number) {
+  // Note [bf16 AdamW moments]: on disk (chunks that cut parameters carry
+  // their flat index) and in host memory, bf16 moments train bit for bit as
+  // in memory.
+  TempDir scratch;
+  TrainSetup base;
+  base.optimizer_state_dtype = DType::bf16;
+  base.steps = 4;
+  std::vector<TrainSetup> variants(2, base);
+  variants[0].offload_optimizer = {OptimizerOffload::Kind::disk, scratch.str(), 999};
+  variants[1].offload_optimizer.kind = OptimizerOffload::Kind::host;
+  try {
+    expect_bitwise_alike(2, base, variants);
+  } catch (const std::exception& e) {
+    BOOST_ERROR(e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(moments_on_disk_leave_the_step_peak) {
   // One rank, fp32: m and v are 8 bytes per parameter; the two chunk buffers
   // hold 4 moments × the chunk instead.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <random>
 
 #include "tests/optim/zero_adamw_checks.h"
@@ -87,6 +88,57 @@ BOOST_AUTO_TEST_CASE(consecutive_skips_throw_on_every_rank) {
   for (const Case& c : {kCases[1], kCases[7]})
     on_ranks(c.world, describe(c),
              [&](const CommPtr& world) { testing::check_skip_limit(world, c.strategy, c.zero3); });
+}
+
+BOOST_AUTO_TEST_CASE(bf16_moments_are_bit_identical_at_every_world_size) {
+  // Note [bf16 AdamW moments]: the rounding keys on flat indices, so every
+  // sharding of 1 to 4 ranks, and the moments in host memory or on disk in
+  // chunks that cut parameters, store the same bits as one rank.
+  const std::uint64_t seed = std::random_device{}();
+  BOOST_TEST_MESSAGE("random seed " << seed);
+  const testing::AdamWScenario s = testing::make_adamw_scenario(seed);
+  optim::AdamWOptions bf16;
+  bf16.state_dtype = DType::bf16;
+  bf16.rounding_seed = seed;
+  auto run = [&](const Case& c, optim::AdamWOptions options, optim::OptimizerOffload offload) {
+    testing::AdamWFinal out;
+    std::mutex mutex;
+    on_ranks(c.world, describe(c), [&](const CommPtr& world) {
+      testing::run_final_state(world, c.strategy, c.zero3, s, options, offload, out, mutex);
+    });
+    return out;
+  };
+  const testing::AdamWFinal one = run(kCases[0], bf16, {});
+  auto same = [](const testing::AdamWFinal& a, const testing::AdamWFinal& b) {
+    return a.params == b.params && a.exp_avg == b.exp_avg && a.exp_avg_sq == b.exp_avg_sq;
+  };
+  for (const Case& c : kCases) BOOST_TEST(same(run(c, bf16, {}), one), describe(c));
+  const fs::path scratch =
+      fs::temp_directory_path() / ("zrt_bf16_moments_" + std::to_string(getpid()));
+  fs::create_directories(scratch);
+  for (const Case& c : {kCases[0], kCases[4], kCases[7]}) {
+    BOOST_TEST(same(run(c, bf16, {optim::OptimizerOffload::Kind::host, "", 0}), one),
+               describe(c) << " host");
+    BOOST_TEST(same(run(c, bf16, {optim::OptimizerOffload::Kind::disk, scratch.string(), 37}), one),
+               describe(c) << " disk");
+  }
+  fs::remove_all(scratch);
+  // The moments are bf16 values, not f32's; another seed rounds otherwise.
+  const testing::AdamWFinal f32 = run(kCases[0], {}, {});
+  BOOST_TEST(f32.exp_avg != one.exp_avg);
+  for (const auto& m : one.exp_avg_sq)
+    for (double x : m) BOOST_TEST(double(float(x)) == x);
+  optim::AdamWOptions other = bf16;
+  other.rounding_seed = seed + 1;
+  BOOST_TEST(run(kCases[0], other, {}).exp_avg != one.exp_avg);
+  // Near the f32-state run: v (a sum of positive terms) gains at most one
+  // bf16 spacing (2^-7 relative) per step.
+  for (std::size_t i = 0; i < f32.params.size(); ++i)
+    for (std::size_t e = 0; e < f32.params[i].size(); ++e) {
+      BOOST_TEST(std::abs(one.exp_avg_sq[i][e] - f32.exp_avg_sq[i][e]) <=
+                 6 * 0x1p-7 * std::abs(f32.exp_avg_sq[i][e]) + 1e-12);
+      BOOST_TEST(std::abs(one.params[i][e] - f32.params[i][e]) <= 1e-3);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(decay_ranges_follow_the_policy_inside_each_shard) {

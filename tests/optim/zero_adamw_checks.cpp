@@ -96,7 +96,7 @@ struct Run {
 };
 
 Run make_run(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
-             const AdamWScenario& s) {
+             const AdamWScenario& s, bool master_on_host = false) {
   Run run{optim::plan_strategy(strategy, world, zero3_size), {}, {}};
   const std::size_t bounds[] = {0, s.first_handle_params, s.shapes.size()};
   for (int k = 0; k < 2; ++k) {
@@ -108,6 +108,7 @@ Run make_run(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_s
     o.name = "unit" + std::to_string(k);
     o.reshard_after_forward = run.plan.reshard_after_forward;
     o.reshard_after_backward = run.plan.reshard_after_backward;
+    o.master_on_host = master_on_host;
     run.handles.push_back(
         std::make_unique<optim::FlatParamHandle>(std::move(named), run.plan.groups, o));
     run.first_param.push_back(bounds[k]);
@@ -356,6 +357,58 @@ void check_skip_limit(const CommPtr& world, optim::ShardingStrategy strategy, in
   ZRT_EXPECT(threw, at, ": two skips in a row did not throw TooManySkippedSteps naming the count");
   ZRT_EXPECT(snapshot(run, opt) == before && opt.skipped_total() == 3 && opt.step_count() == 1, at,
              ": the throwing step changed state");
+}
+
+void run_final_state(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                     const AdamWScenario& s, optim::AdamWOptions options,
+                     const optim::OptimizerOffload& offload, AdamWFinal& out, std::mutex& mutex) {
+  const std::string at = where(world, strategy, zero3_size);
+  Run run =
+      make_run(world, strategy, zero3_size, s, offload.kind == optim::OptimizerOffload::Kind::host);
+  options.beta1 = s.beta1;
+  options.beta2 = s.beta2;
+  options.eps = s.eps;
+  options.weight_decay = s.weight_decay;
+  options.max_grad_norm = 0;
+  ZeroAdamW opt({run.handles[0].get(), run.handles[1].get()}, options, offload);
+  for (int step = 0; step < kCleanSteps; ++step) {
+    backward(run, world, s.grads[static_cast<std::size_t>(step)], s.seed + 1000 + step, 1.0,
+             Plant::none);
+    opt.step(s.lrs[static_cast<std::size_t>(step)]);
+  }
+  for (const auto& h : run.handles) {
+    h->options().stream.synchronize();
+    h->master_stream().synchronize();
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  for (std::vector<std::vector<double>>* v : {&out.params, &out.exp_avg, &out.exp_avg_sq}) {
+    if (!v->empty()) continue;
+    for (const Shape& shape : s.shapes)
+      v->emplace_back(static_cast<std::size_t>(shape_numel(shape)),
+                      std::numeric_limits<double>::quiet_NaN());
+  }
+  for (std::size_t k = 0; k < run.handles.size(); ++k) {
+    const optim::FlatParamHandle& h = *run.handles[k];
+    for (std::size_t i = 0; i < h.num_params(); ++i) {
+      const std::size_t gi = run.first_param[k] + i;
+      const std::int64_t start = h.zero1_shard_infos()[i].intra_param_start;
+      const std::pair<Tensor, std::vector<double>*> parts[] = {
+          {h.sharded_param(i), &out.params[gi]},
+          {opt.exp_avg(k, i), &out.exp_avg[gi]},
+          {opt.exp_avg_sq(k, i), &out.exp_avg_sq[gi]}};
+      for (const auto& [t, whole] : parts) {
+        ZRT_EXPECT(t.dtype() == (whole == &out.params[gi] ? DType::f32 : options.state_dtype), at,
+                   ": ", t.str(), " is not the state dtype");
+        const std::vector<double> got = t.to_doubles();
+        for (std::size_t e = 0; e < got.size(); ++e) {
+          double& dst = (*whole)[static_cast<std::size_t>(start) + e];
+          ZRT_EXPECT(std::isnan(dst) || dst == got[e], at, ": replica of ", h.fqn(i), " element ",
+                     start + static_cast<std::int64_t>(e), " holds ", got[e], ", another ", dst);
+          dst = got[e];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace zrt::testing

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "zrt/optim/flat_param/sharding_strategy.h"
+#include "zrt/optim/zero_adamw.h"
 #include "zrt/runtime/comm/communicator.h"
 #include "zrt/runtime/tensor.h"
 
@@ -49,6 +51,21 @@ AdamWExpected read_torch_reference(const AdamWScenario& s, const std::filesystem
 // unshard), m, v and every norm match the reference.
 void check_zero_adamw(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
                       const AdamWScenario& s, const AdamWExpected& expected);
+
+// Each parameter's final value, m and v, whole (per parameter, flattened).
+struct AdamWFinal {
+  std::vector<std::vector<double>> params, exp_avg, exp_avg_sq;
+};
+
+// The scenario's clean steps (no clipping, no loss scale: every rank's
+// update sees exactly the scenario's gradients) with `options`' state dtype
+// and rounding seed and `offload` (host: the handles' masters in host
+// memory); this rank writes its shards' values into `out` (sized by the
+// first caller) under `mutex`, and throws CheckFailed when a value another
+// rank wrote (a replica) differs in any bit.
+void run_final_state(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                     const AdamWScenario& s, optim::AdamWOptions options,
+                     const optim::OptimizerOffload& offload, AdamWFinal& out, std::mutex& mutex);
 
 // max_consecutive_skips = 2: two non-finite steps in a row throw
 // TooManySkippedSteps on every rank, and nothing was updated.

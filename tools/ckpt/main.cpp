@@ -44,10 +44,10 @@ int info(const std::string& path) {
                 h.zero1_size, static_cast<long long>(h.shard_numel()));
   std::printf("files        %d rank files, %.3f MB\n", files,
               static_cast<double>(x.total_bytes()) / 1e6);
-  std::printf("optimizer    step %lld, %lld skipped (%lld in a row)\n",
-              static_cast<long long>(x.state.optimizer_step),
-              static_cast<long long>(x.state.skipped_total),
-              static_cast<long long>(x.state.consecutive_skips));
+  std::printf(
+      "optimizer    step %lld, %lld skipped (%lld in a row), %s moments (saved f32)\n",
+      static_cast<long long>(x.state.optimizer_step), static_cast<long long>(x.state.skipped_total),
+      static_cast<long long>(x.state.consecutive_skips), dtype_name(x.state.optimizer_state_dtype));
   if (x.state.loss_scaler)
     std::printf("loss scaler  scale %g, growth tracker %lld, hysteresis left %d\n",
                 x.state.loss_scaler->scale,

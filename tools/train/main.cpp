@@ -164,7 +164,8 @@ std::uint64_t available_memory() {
 // word. What is counted is a floor, never a guess that could refuse a run
 // that fits: per rank, the fp32 master weights and AdamW's m and v of its
 // share of the parameters (16 bytes each, sharded over the world: the fp32
-// master, its gradient shard, m and v; 8 when m and v are on disk,
+// master, its gradient shard, m and v; 12 with bf16 m and v,
+// --optimizer-state-dtype bf16; 8 when m and v are on disk,
 // --offload-optimizer disk:DIR), and the
 // largest unit gathered in fp32 with its fp32 gradient (8 bytes per element).
 // Activations, buffers and the allocator's caching come on top.
@@ -177,7 +178,9 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
   const bool moments_on_disk =
       o.trainer.engine.zero.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk;
-  const double per_param = moments_on_disk ? 8.0 : 16.0;
+  const double moment_bytes =
+      static_cast<double>(dtype_size(o.trainer.engine.zero.adamw.state_dtype));
+  const double per_param = 8.0 + (moments_on_disk ? 0.0 : 2.0 * moment_bytes);
   const double floor = static_cast<double>(here) *
                        (per_param * static_cast<double>(params) / static_cast<double>(world) +
                         8.0 * static_cast<double>(largest_unit));

@@ -384,6 +384,10 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--beta1", adamw.beta1, "AdamW beta1, in [0, 1)");
   app.add_option("--beta2", adamw.beta2, "AdamW beta2, in [0, 1)");
   app.add_option("--eps", adamw.eps, "AdamW epsilon");
+  add_choice(app, "--optimizer-state-dtype", adamw.state_dtype,
+             {{"fp32", DType::f32}, {"bf16", DType::bf16}},
+             "AdamW's m and v: fp32, or bf16 with stochastic rounding (12 instead of 16 bytes "
+             "per parameter; the fp32 master stays)");
   app.add_option("--seed", o.trainer.engine.seed, "initialisation seed, 0 to 2^64 - 1")
       ->check(kSeed);
 }

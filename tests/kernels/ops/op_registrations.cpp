@@ -77,6 +77,66 @@ Tensor random_ranges(std::int64_t n, bool whole, std::mt19937_64& gen) {
   return Tensor::from_doubles(v, DType::i64);
 }
 
+// dims: {n, param_out, whole-shard decay}; dtype: the gradient's. m and v
+// of `moments`: bf16 rounds them stochastically (Note [bf16 AdamW moments]),
+// the same bits on every path, since m and v involve no square root.
+OpRegistration fused_adamw_registration(DType moments) {
+  return {
+      .name = moments == DType::f32 ? "fused_adamw" : "fused_adamw bf16 moments",
+      .dims = {{0, 1, 0},
+               {1, 1, 1},
+               {7, 0, 0},
+               {8, 1, 1},
+               {1031, 1, 0},
+               {1031, 0, 1},
+               {65537, 1, 0},
+               {65537, 0, 1}},
+      .dtypes = {DType::f32, DType::bf16},
+      .make_inputs =
+          [moments](const OpDims& d, DType t, std::mt19937_64& g) {
+            const Shape s = {d[0]};
+            return std::vector{uniform(s, DType::f32, g), uniform(s, moments, g, -0.1, 0.1),
+                               uniform(s, moments, g, 0, 0.01), uniform(s, t, g),
+                               random_ranges(d[0], d[2] != 0, g)};
+          },
+      .run =
+          [](OpRun& r, const OpDims& d, DType) {
+            const kernels::AdamWHyperparams hp{
+                .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+            const Tensor p = r.inout("param", 0), m = r.inout("exp_avg", 1),
+                         v = r.inout("exp_avg_sq", 2);
+            std::optional<Tensor> out;
+            if (d[1]) out = r.out("param_out", {d[0]}, DType::bf16);
+            const kernels::AdamWRounding rounding{
+                .seed = 0x1234567890abcdefull, .stream = 99, .first_index = 1 << 20};
+            kernels::fused_adamw(p, m, v, r.in(3), 3, hp, decay_ranges(r.input_on_host(4)),
+                                 {.grad_scale = 0.5, .param_out = out, .rounding = rounding},
+                                 r.stream());
+          },
+      // One f32 ulp of the CPU twin (the device may contract differently in
+      // the square root's neighbourhood); one bf16 ulp for the rounded copy.
+      .tolerance =
+          [](DType t) {
+            return OpTolerance{t == DType::bf16 ? 0x1p-7 : 0x1p-22, 0};
+          },
+      .invariant = [](const std::vector<std::pair<std::string, Tensor>>& outs, const OpDims& d,
+                      DType) -> std::string {
+        if (!d[1]) return {};
+        const Tensor rounded = outs[0].second.to(DType::bf16);
+        for (std::int64_t i = 0; i < rounded.numel(); ++i)
+          if (rounded.item(i) != outs[3].second.item(i))
+            return "param_out[" + std::to_string(i) + "] is not param rounded to bf16";
+        return {};
+      },
+      .cost =
+          [moments](const OpDims& d, DType t) {
+            return OpCost{bytes(d[0], {DType::f32, DType::f32, moments, moments, moments, moments,
+                                       t, DType::bf16})};
+          },
+      .perf_dims = {std::int64_t(1) << 24, 1, 1},
+  };
+}
+
 }  // namespace
 
 std::vector<OpRegistration> ops_registrations() {
@@ -200,58 +260,7 @@ std::vector<OpRegistration> ops_registrations() {
       .perf_dims = {1 << 22, 1 << 22, 1 << 22, 1 << 22},
   });
 
-  // dims: {n, param_out, whole-shard decay}; dtype: the gradient's.
-  r.push_back({
-      .name = "fused_adamw",
-      .dims = {{0, 1, 0},
-               {1, 1, 1},
-               {7, 0, 0},
-               {8, 1, 1},
-               {1031, 1, 0},
-               {1031, 0, 1},
-               {65537, 1, 0},
-               {65537, 0, 1}},
-      .dtypes = {DType::f32, DType::bf16},
-      .make_inputs =
-          [](const OpDims& d, DType t, std::mt19937_64& g) {
-            const Shape s = {d[0]};
-            return std::vector{uniform(s, DType::f32, g), uniform(s, DType::f32, g, -0.1, 0.1),
-                               uniform(s, DType::f32, g, 0, 0.01), uniform(s, t, g),
-                               random_ranges(d[0], d[2] != 0, g)};
-          },
-      .run =
-          [](OpRun& r, const OpDims& d, DType) {
-            const kernels::AdamWHyperparams hp{
-                .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-            const Tensor p = r.inout("param", 0), m = r.inout("exp_avg", 1),
-                         v = r.inout("exp_avg_sq", 2);
-            std::optional<Tensor> out;
-            if (d[1]) out = r.out("param_out", {d[0]}, DType::bf16);
-            kernels::fused_adamw(p, m, v, r.in(3), 3, hp, decay_ranges(r.input_on_host(4)),
-                                 {.grad_scale = 0.5, .param_out = out}, r.stream());
-          },
-      // One f32 ulp of the CPU twin (the device may contract differently in
-      // the square root's neighbourhood); one bf16 ulp for the rounded copy.
-      .tolerance =
-          [](DType t) {
-            return OpTolerance{t == DType::bf16 ? 0x1p-7 : 0x1p-22, 0};
-          },
-      .invariant = [](const std::vector<std::pair<std::string, Tensor>>& outs, const OpDims& d,
-                      DType) -> std::string {
-        if (!d[1]) return {};
-        const Tensor rounded = outs[0].second.to(DType::bf16);
-        for (std::int64_t i = 0; i < rounded.numel(); ++i)
-          if (rounded.item(i) != outs[3].second.item(i))
-            return "param_out[" + std::to_string(i) + "] is not param rounded to bf16";
-        return {};
-      },
-      .cost =
-          [](const OpDims& d, DType t) {
-            return OpCost{bytes(d[0], {DType::f32, DType::f32, DType::f32, DType::f32, DType::f32,
-                                       DType::f32, t, DType::bf16})};
-          },
-      .perf_dims = {std::int64_t(1) << 24, 1, 1},
-  });
+  for (DType moments : {DType::f32, DType::bf16}) r.push_back(fused_adamw_registration(moments));
 
   // dims: {n, position of an Inf or -1}.
   r.push_back({

@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(matches_float64_reference) {
         Tensor g = random_tensor(n, gt, gen, -1, 1);
         poison(out);
         kernels::fused_adamw(p, m, v, g, step, hp, ranges,
-                             {.grad_scale = grad_scale, .param_out = out});
+                             {.grad_scale = grad_scale, .param_out = out, .rounding = {}});
         ref.step(g.to_doubles(), step, hp, ranges, grad_scale);
       }
       BOOST_TEST_CONTEXT("n=" << n << " grad " << dtype_name(gt)) {
@@ -87,10 +87,12 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_typed_errors) {
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, outside), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, reversed), InvalidArgument);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, {.beta1 = 1.0}, none), InvalidArgument);
-  BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, none, {.param_out = f32(8)}),
-                    InvalidArgument);
   BOOST_CHECK_THROW(
-      kernels::fused_adamw(p, m, v, g, 1, hp, none, {.param_out = Tensor::zeros({7}, DType::bf16)}),
+      kernels::fused_adamw(p, m, v, g, 1, hp, none, {.param_out = f32(8), .rounding = {}}),
+      InvalidArgument);
+  BOOST_CHECK_THROW(
+      kernels::fused_adamw(p, m, v, g, 1, hp, none,
+                           {.param_out = Tensor::zeros({7}, DType::bf16), .rounding = {}}),
       InvalidArgument);
   free_storage(m);
   BOOST_CHECK_THROW(kernels::fused_adamw(p, m, v, g, 1, hp, none), InvalidState);

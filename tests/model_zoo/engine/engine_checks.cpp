@@ -31,6 +31,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.zero.adamw.beta2 = 0.95;
   c.engine.zero.adamw.weight_decay = 0.1;
   c.engine.zero.adamw.max_grad_norm = setup.max_grad_norm;
+  c.engine.zero.adamw.state_dtype = setup.optimizer_state_dtype;
   c.model.head_unit = setup.head_unit;
   if (setup.vocab_size > 0) c.model.vocab_size = setup.vocab_size;
   c.model.vocab_align = setup.vocab_align;
@@ -238,19 +239,21 @@ std::string describe(const TrainSetup& s) {
                                                                           : "") +
          (s.head_unit ? " head_unit" : "") +
          (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "") +
+         (s.optimizer_state_dtype != DType::f32 ? " bf16 moments" : "") +
          (s.vocab_size ? " vocab=" + std::to_string(s.vocab_size) : "") +
          " vocab_align=" + std::to_string(s.vocab_align);
 }
 
 model_zoo::ModelConfig gpt_of(std::int64_t n_layer, std::int64_t n_head, std::int64_t n_embd,
                               std::int64_t vocab_size, std::int64_t block_size) {
-  return {.kind = "gpt",
-          .preset = "tiny",
-          .n_layer = n_layer,
-          .n_head = n_head,
-          .n_embd = n_embd,
-          .vocab_size = vocab_size,
-          .block_size = block_size};
+  model_zoo::ModelConfig c;
+  c.preset = "tiny";
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
+  c.vocab_size = vocab_size;
+  c.block_size = block_size;
+  return c;
 }
 
 model_zoo::ModelConfig odd_gpt_config(bool head_unit) {

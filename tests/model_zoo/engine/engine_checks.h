@@ -41,6 +41,7 @@ struct TrainSetup {
   std::int64_t vocab_align =
       model_zoo::ModelConfig::kDefaultVocabAlign;  // gpt (Note [Padded vocabulary])
   std::uint64_t seed = 1337;                       // the init seed
+  DType optimizer_state_dtype = DType::f32;        // AdamW's m and v (Note [bf16 AdamW moments])
 };
 
 // A GPT of the tiny preset's kind with these dimensions.

@@ -1,6 +1,6 @@
 // The memory plan (Note [Memory plan], Note [Dry runs]): for a sweep of
 // model size, world size, strategy, dtype, micro-batches, prefetch,
-// activation checkpointing and optimizer offload, each rank's planned peak of
+// activation checkpointing, optimizer offload and state dtype, each rank's planned peak of
 // each step is within 5% of the peak its allocator measured in a real run on
 // local ranks; the breakdown adds up and names what it should; a plan
 // allocates no memory and runs no kernel; bad input is a typed error.
@@ -128,6 +128,8 @@ std::vector<Case> sweep(const std::string& scratch) {
   add("gpt tiny, 2 ranks, moments on disk", 2, [&](TrainerConfig& c) {
     c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch, 1000};
   });
+  add("gpt tiny, 2 ranks, bf16 optimizer state", 2,
+      [](TrainerConfig& c) { c.engine.zero.adamw.state_dtype = DType::bf16; });
   add("gpt wider, 1 rank", 1, wider);
   add("gpt wider, 2 ranks, every:2, bf16", 2, [&](TrainerConfig& c) {
     wider(c);
@@ -257,6 +259,14 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
   // The master stays; m and v (twice the master's bytes) leave.
   BOOST_TEST(3 * on_disk.at_peak.master_and_moments == two.at_peak.master_and_moments);
   BOOST_TEST(std::filesystem::is_empty(scratch.path), "a dry run creates no scratch file");
+  // bf16 moments (Note [bf16 AdamW moments]): 4 + 2 + 2 bytes per parameter
+  // of the shard instead of 4 + 4 + 4.
+  TrainerConfig bf16_state = c;
+  bf16_state.engine.zero.adamw.state_dtype = DType::bf16;
+  const RankMemoryPlan small = plan_memory(bf16_state, 2).largest();
+  const double ratio = static_cast<double>(small.at_peak.master_and_moments) /
+                       static_cast<double>(two.at_peak.master_and_moments);
+  BOOST_TEST(ratio == 8.0 / 12.0, boost::test_tools::tolerance(0.01));
 }
 
 // The plan's bookkeeping is linear in the units: twice the layers, about

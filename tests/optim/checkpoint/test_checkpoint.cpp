@@ -10,6 +10,7 @@
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/support/rank_check.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/local_comm.h"
@@ -112,6 +113,50 @@ BOOST_AUTO_TEST_CASE(offloaded_optimizer_state_resumes_either_way) {
                                    {plain, on_host, "in memory, resumed in host memory"}}) {
     TempDir dir;
     expect_bitwise(interrupted(2, a, 2, b, dir.str()), want, what);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bf16_optimizer_state_resumes_into_either_state_dtype) {
+  // Note [bf16 AdamW moments]: a bf16-state checkpoint records its state
+  // dtype and saves the moments widened to f32. Resumed with bf16 state
+  // (also with the moments on disk) it continues bit for bit, the rounding
+  // keyed by the restored step; resumed with f32 state, or an
+  // f32 checkpoint resumed with bf16 state, it converts: the first resumed
+  // step's loss (the parameters are the saved ones) is the never-stopped
+  // run's, and the rest stays close to it.
+  TrainSetup f32 = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
+  f32.micro_batches = 1;
+  TrainSetup bf16 = f32;
+  bf16.optimizer_state_dtype = DType::bf16;
+  const TrainOutput want_bf16 = never_stopped(2, bf16), want_f32 = never_stopped(2, f32);
+  TempDir scratch;
+  TrainSetup on_disk = bf16;
+  on_disk.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch.str(), 999};
+  {
+    TempDir dir;
+    expect_bitwise(interrupted(2, bf16, 2, bf16, dir.str()), want_bf16, "bf16 state");
+    const optim::CheckpointReader reader(dir.str());
+    BOOST_TEST(reader.index().state.optimizer_state_dtype == DType::bf16);
+  }
+  {
+    TempDir dir;
+    expect_bitwise(interrupted(2, bf16, 2, on_disk, dir.str()), want_bf16,
+                   "bf16 state, resumed on disk");
+  }
+  for (const auto& [a, b, want, what] :
+       {std::tuple{bf16, f32, want_bf16, "bf16 state resumed as f32"},
+        {f32, bf16, want_f32, "f32 state resumed as bf16"}}) {
+    TempDir dir;
+    const TrainOutput got = interrupted(2, a, 2, b, dir.str());
+    BOOST_TEST(got.losses.at(kSaveAt) == want.losses.at(kSaveAt), what);
+    BOOST_TEST(optim::CheckpointReader(dir.str()).index().state.optimizer_state_dtype ==
+               a.optimizer_state_dtype);
+    try {
+      expect_same_training(got, want, {.loss_rtol = 1e-3, .param_atol = 2e-3, .param_rl2 = 1e-3},
+                           what);
+    } catch (const std::exception& e) {
+      BOOST_ERROR(e.what());
+    }
   }
 }
 

@@ -68,6 +68,10 @@ void add_units(ZeroModule& m, std::uint64_t seed) {
                        {"g", random_tensor({2}, rng)}});
 }
 
+// The AdamW state dtype a base saves: bf16 with bf16 compute (Note [bf16
+// AdamW moments]), else f32.
+DType state_dtype_of(const Base& b) { return b.dtype == DType::bf16 ? DType::bf16 : DType::f32; }
+
 // Saves the test model as step kStep of root, with skip counters and (f16) a loss scaler set.
 void save_base(const fs::path& root, const Base& b, std::uint64_t seed) {
   run_local_ranks(b.world, [&](const CommPtr& world) {
@@ -75,6 +79,7 @@ void save_base(const fs::path& root, const Base& b, std::uint64_t seed) {
     o.strategy = b.strategy;
     o.zero3_size = b.zero3;
     o.dtype = b.dtype;
+    o.adamw.state_dtype = state_dtype_of(b);
     ZeroModule m(world, o);
     add_units(m, seed);
     m.optimizer().load_counters(6, 3, 1);  // 6 steps taken and 3 skipped: next step 9
@@ -395,6 +400,9 @@ std::vector<Lie> lies() {
       {"consecutive_skips above skipped_total",
        [](json& x) { return x["state"]["consecutive_skips"] = 4, true; },
        {"state.consecutive_skips is 4, more than state.skipped_total 3"}},
+      {"an optimizer state dtype that is not f32 or bf16",
+       [](json& x) { return x["state"]["optimizer_state_dtype"] = "f16", true; },
+       {"state.optimizer_state_dtype is 'f16', not f32 or bf16"}},
       {"format version 3",
        [](json& x) { return x["version"] = 3, true; },
        {"format version 3 is not supported"}},
@@ -474,6 +482,10 @@ BOOST_AUTO_TEST_CASE(every_layout_of_one_to_four_ranks_validates_and_reshards) {
       BOOST_CHECK_MESSAGE(refusal(dir.path / "out", what).empty(),
                           what << ": " << refusal(dir.path / "out", what));
       BOOST_CHECK_EQUAL(CheckpointReader(out).index().version, kCheckpointFormatVersion);
+      // The state dtype is recorded, and reshard keeps it.
+      BOOST_CHECK(CheckpointReader(dir.str()).index().state.optimizer_state_dtype ==
+                  state_dtype_of(b));
+      BOOST_CHECK(CheckpointReader(out).index().state.optimizer_state_dtype == state_dtype_of(b));
     } catch (const std::exception& e) {
       BOOST_ERROR(what << ": " << e.what());
     }
