@@ -72,8 +72,8 @@ void dequantize_cpu(D* dst, const std::uint8_t* src, std::int64_t chunks, std::i
       const float scale = load_scale(q + 4 * s.block);
       const std::uint8_t* values = q + 4 * blocks + s.block * kQuantBlock;
       for (std::int64_t j = s.first; j < s.end; ++j)
-        dst[j] = from_f32<D>(
-            dequantize_element(static_cast<std::int8_t>(values[j - s.first]), scale));
+        dst[j] =
+            from_f32<D>(dequantize_element(static_cast<std::int8_t>(values[j - s.first]), scale));
     }
   });
 }
@@ -85,8 +85,7 @@ std::int64_t quantized_bytes(std::int64_t numel, std::int64_t chunk_numel) {
   return chunks * quantized_chunk_bytes(chunk_numel);
 }
 
-void quantize_int8(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel,
-                   Stream stream) {
+void quantize_int8(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel, Stream stream) {
   const Device device = check_operands("quantize_int8", {dst, src}, stream);
   check_quantized("quantize_int8", dst, src, chunk_numel);
   const std::int64_t chunks = chunk_count("quantize_int8", src.numel(), chunk_numel);

@@ -51,14 +51,14 @@ struct DequantizeBody {
 
 }  // namespace
 
-void launch_quantize_int8(std::uint8_t* dst, const void* src, DType src_dtype,
-                          std::int64_t chunks, std::int64_t chunk, cudaStream_t stream) {
+void launch_quantize_int8(std::uint8_t* dst, const void* src, DType src_dtype, std::int64_t chunks,
+                          std::int64_t chunk, cudaStream_t stream) {
   dispatch<StorageFloats>(src_dtype, "quantize_int8", [&](auto tag) {
     using S = typename decltype(tag)::type;
     const std::int64_t blocks = chunks * quant_blocks(chunk);
     if (blocks <= 0) return;
-    const unsigned grid = static_cast<unsigned>(
-        std::min<std::int64_t>(blocks, std::int64_t(device_sm_count()) * 16));
+    const unsigned grid =
+        static_cast<unsigned>(std::min<std::int64_t>(blocks, std::int64_t(device_sm_count()) * 16));
     quantize_kernel<S>
         <<<grid, kThreadsPerBlock, 0, stream>>>(dst, static_cast<const S*>(src), chunks, chunk);
     ZRT_CUDA_CHECK_LAUNCH();

@@ -11,8 +11,8 @@
 namespace zrt::kernels::cuda {
 
 // `chunks` chunks of `chunk` elements of src (f32, bf16 or f16) into dst.
-void launch_quantize_int8(std::uint8_t* dst, const void* src, DType src_dtype,
-                          std::int64_t chunks, std::int64_t chunk, cudaStream_t stream);
+void launch_quantize_int8(std::uint8_t* dst, const void* src, DType src_dtype, std::int64_t chunks,
+                          std::int64_t chunk, cudaStream_t stream);
 void launch_dequantize_int8(void* dst, DType dst_dtype, const std::uint8_t* src,
                             std::int64_t chunks, std::int64_t chunk, cudaStream_t stream);
 

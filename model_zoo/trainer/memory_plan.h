@@ -69,7 +69,8 @@ namespace zrt::model_zoo {
 // plan]). total() is the peak.
 struct MemoryByCategory {
   std::size_t master_and_moments = 0;  // fp32 zero1 shards and AdamW's m and v in memory
-  std::size_t zero3_shards = 0;  // compute-dtype zero3 shards (none where they are the master)
+  // compute-dtype (or with an int8 gather quantized) zero3 shards; none where they are the master
+  std::size_t zero3_shards = 0;
   std::size_t unsharded_params =
       0;                          // gathered flat parameters in flight (the unit and its prefetch)
   std::size_t gradients = 0;      // runtime, fp32 accumulation and zero1 gradient shards

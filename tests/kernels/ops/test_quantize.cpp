@@ -60,9 +60,9 @@ void check_bound(const Tensor& x, const Quantized& q, std::int64_t chunk, double
       double amax = 0;
       for (std::int64_t i = first; i < end; ++i) amax = std::max(amax, std::fabs(v[i]));
       const double s = scale_at(q.bytes, chunk, c, b);
-      BOOST_REQUIRE_MESSAGE(std::fabs(s - amax / 127) <= 0x1p-23 * amax / 127,
-                            "chunk " << c << " block " << b << ": scale " << s << ", max|x|/127 "
-                                     << amax / 127);
+      BOOST_REQUIRE_MESSAGE(
+          std::fabs(s - amax / 127) <= 0x1p-23 * amax / 127,
+          "chunk " << c << " block " << b << ": scale " << s << ", max|x|/127 " << amax / 127);
       int top = 0;
       for (std::int64_t j = b * kQuantBlock; j < (b + 1) * kQuantBlock; ++j) {
         const int qv = value_at(q.bytes, chunk, c, j);
@@ -107,10 +107,12 @@ BOOST_AUTO_TEST_CASE(zero_blocks_stay_zero) {
   auto gen = fresh_generator();
   const std::int64_t chunk = 600;
   Tensor x = random_tensor(2 * chunk, DType::f32, gen);
-  for (std::int64_t i = chunk + 256; i < chunk + 512; ++i) x.set_item(i, 0.0);  // block 1 of chunk 1
+  for (std::int64_t i = chunk + 256; i < chunk + 512; ++i)
+    x.set_item(i, 0.0);  // block 1 of chunk 1
   const Quantized q = round_trip(x, chunk);
   BOOST_REQUIRE_EQUAL(scale_at(q.bytes, chunk, 1, 1), 0.0f);
-  for (std::int64_t i = chunk + 256; i < chunk + 512; ++i) BOOST_REQUIRE_EQUAL(q.values.item(i), 0.0);
+  for (std::int64_t i = chunk + 256; i < chunk + 512; ++i)
+    BOOST_REQUIRE_EQUAL(q.values.item(i), 0.0);
   check_bound(x, q, chunk, 0);
   // A chunk of zeros only.
   const Quantized z = round_trip(Tensor::zeros({300}, DType::f32), 300);

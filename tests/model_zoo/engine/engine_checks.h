@@ -28,6 +28,7 @@ struct TrainSetup {
   model_zoo::ActivationCheckpointing checkpointing;
   optim::OptimizerOffload offload_optimizer;
   DType reduce_dtype = DType::f32;
+  optim::GatherDType gather_dtype = optim::GatherDType::compute;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
   bool checkpoint_async = false;  // saves write in the background
   CommPtr host_comm;              // where those saves agree (TrainerConfig::host_comm)

@@ -79,6 +79,19 @@ BOOST_AUTO_TEST_CASE(gradient_path_every_strategy) {
                    });
 }
 
+BOOST_AUTO_TEST_CASE(quantized_gather_every_strategy) {
+  for (const Case& c : cases())
+    for (DType t : {DType::f32, DType::bf16})
+      on_ranks(c.world, describe(c) + " int8 gather in " + dtype_name(t), [&](const CommPtr& w) {
+        testing::check_quantized_gather(w, c.strategy, c.zero3, t);
+      });
+}
+
+BOOST_AUTO_TEST_CASE(quantized_gather_moves_fewer_bytes) {
+  for (int n = 1; n <= 4; ++n)
+    on_ranks(n, "int8 gather bytes", testing::check_quantized_gather_bytes);
+}
+
 BOOST_AUTO_TEST_CASE(mismatch_on_one_rank_is_named_on_all) {
   for (int n : {2, 3, 4}) {
     auto t0 = std::chrono::steady_clock::now();
