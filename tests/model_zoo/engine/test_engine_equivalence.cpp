@@ -1,8 +1,11 @@
 // N local ranks train the same model as one rank: for every strategy, zero3
 // size and micro-batch count, losses and final parameters match the 1-rank,
-// 1-micro-batch run within 1e-5 (fp32, CPU). bf16 trains and stays near fp32.
+// 1-micro-batch run within 1e-5 (fp32, CPU). bf16 trains and stays near fp32;
+// an int8 parameter gather stays near the compute-dtype gather.
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "zrt/runtime/comm/local_comm.h"
@@ -35,6 +38,15 @@ void check_world(const std::string& model, int w) {
       BOOST_ERROR(w << " ranks: " << e.what());
     }
   }
+}
+
+// Each strategy with its zero3 size on 4 ranks.
+std::vector<std::pair<optim::ShardingStrategy, int>> strategies_on_four_ranks() {
+  return {{optim::ShardingStrategy::full_shard, 4},
+          {optim::ShardingStrategy::shard_grad_op, 4},
+          {optim::ShardingStrategy::no_shard, 1},
+          {optim::ShardingStrategy::hybrid_shard, 2},
+          {optim::ShardingStrategy::layer_zero, 2}};
 }
 
 }  // namespace
@@ -86,13 +98,7 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number) {
   // (Note [Streams of a CPU module]) the gathers run on the communication
   // thread, ahead of compute by the depth, so this is the sweep that
   // ThreadSanitizer runs for each stream mode (tools/sanitize.sh).
-  const std::pair<optim::ShardingStrategy, int> strategies[] = {
-      {optim::ShardingStrategy::full_shard, 4},
-      {optim::ShardingStrategy::shard_grad_op, 4},
-      {optim::ShardingStrategy::no_shard, 1},
-      {optim::ShardingStrategy::hybrid_shard, 2},
-      {optim::ShardingStrategy::layer_zero, 2}};
-  for (const auto& [strategy, zero3] : strategies) {
+  for (const auto& [strategy, zero3] : strategies_on_four_ranks()) {
     const TrainSetup s = sharded_setup(strategy, zero3, DType::f32, 2, 4);
     try {
       expect_prefetch_depths_alike(4, s);
@@ -107,13 +113,7 @@ BOOST_AUTO_TEST_CASE(int8_parameter_gather_trains_close_and_repeats) {
   // losses of an int8 gather stay within 1% of the compute dtype's gather,
   // and a second run repeats the first bit for bit. No-shard gathers
   // nothing, so there int8 changes no number.
-  const std::pair<optim::ShardingStrategy, int> strategies[] = {
-      {optim::ShardingStrategy::full_shard, 4},
-      {optim::ShardingStrategy::shard_grad_op, 4},
-      {optim::ShardingStrategy::no_shard, 1},
-      {optim::ShardingStrategy::hybrid_shard, 2},
-      {optim::ShardingStrategy::layer_zero, 2}};
-  for (const auto& [strategy, zero3] : strategies) {
+  for (const auto& [strategy, zero3] : strategies_on_four_ranks()) {
     for (const DType dtype : {DType::f32, DType::bf16}) {
       TrainSetup s = sharded_setup(strategy, zero3, dtype, 1, 8);
       const TrainOutput plain = train_tiny_on_local_ranks(4, s);

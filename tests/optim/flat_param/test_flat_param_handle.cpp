@@ -1,5 +1,6 @@
 // optim::FlatParamHandle on the local backend (ranks as threads): round trips,
-// gradient reduction for every strategy, memory release, validation, states.
+// gradient reduction for every strategy, int8 gathers against a float64
+// oracle, memory release, validation, states.
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <functional>
