@@ -60,6 +60,23 @@ BOOST_AUTO_TEST_CASE(gradient_path) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(quantized_gather) {
+  const int w = world()->size();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    BOOST_CHECK_NO_THROW(
+        testing::check_quantized_gather(world(), optim::ShardingStrategy::full_shard, w, dt));
+    BOOST_CHECK_NO_THROW(
+        testing::check_quantized_gather(world(), optim::ShardingStrategy::no_shard, 1, dt));
+    for (int z : divisors(w)) {
+      BOOST_CHECK_NO_THROW(
+          testing::check_quantized_gather(world(), optim::ShardingStrategy::layer_zero, z, dt));
+      BOOST_CHECK_NO_THROW(
+          testing::check_quantized_gather(world(), optim::ShardingStrategy::hybrid_shard, z, dt));
+    }
+  }
+  BOOST_CHECK_NO_THROW(testing::check_quantized_gather_bytes(world()));
+}
+
 BOOST_AUTO_TEST_CASE(mismatch_on_one_rank_is_named_on_all) {
   BOOST_CHECK_NO_THROW(testing::check_mismatch_is_named(world()));
 }
