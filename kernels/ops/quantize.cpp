@@ -80,6 +80,31 @@ void dequantize_cpu(D* dst, const std::uint8_t* src, std::int64_t chunks, std::i
 
 }  // namespace
 
+void dequantize_sum_int8(const Tensor& dst, const Tensor& src, std::int64_t chunks, int divisor,
+                         Stream stream) {
+  const char* op = "dequantize_sum_int8";
+  const Device device = check_operands(op, {dst, src}, stream);
+  check_dtype(op, dst, DType::f32);
+  check_dtype(op, src, DType::u8);
+  ZRT_CHECK_ARG(chunks >= 1 && divisor >= 1, op, ": ", chunks, " chunks and divisor ", divisor,
+                " (both must be positive)");
+  const std::int64_t n = dst.numel();
+  ZRT_CHECK_ARG(src.numel() == chunks * kernels::quantized_chunk_bytes(n), op, ": ", chunks,
+                " chunks of ", n, " elements quantize to ", chunks * quantized_chunk_bytes(n),
+                " bytes, not ", src.numel());
+  if (n == 0) return;
+  auto* d = static_cast<float*>(dst.data_ptr());
+  const auto* s = static_cast<const std::uint8_t*>(src.data_ptr());
+  const auto f = static_cast<float>(divisor);
+  ZRT_CUDA_LAUNCH_AND_RETURN(
+      op, device, cuda::launch_dequantize_sum_int8(d, s, chunks, n, f, cuda_stream(stream)));
+  run_cpu_twin(stream, op, [d, s, chunks, n, f] {
+    parallel_for(n, 256, [=](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t j = lo; j < hi; ++j) d[j] = dequantize_sum_element(s, chunks, n, j, f);
+    });
+  });
+}
+
 std::int64_t quantized_bytes(std::int64_t numel, std::int64_t chunk_numel) {
   const std::int64_t chunks = chunk_count("quantized_bytes", numel, chunk_numel);
   return chunks * quantized_chunk_bytes(chunk_numel);

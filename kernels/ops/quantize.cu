@@ -49,7 +49,22 @@ struct DequantizeBody {
   }
 };
 
+struct DequantizeSumBody {
+  float* dst;
+  const std::uint8_t* src;
+  std::int64_t chunks, n;
+  float divisor;
+  __device__ void operator()(std::int64_t j) const {
+    dst[j] = dequantize_sum_element(src, chunks, n, j, divisor);
+  }
+};
+
 }  // namespace
+
+void launch_dequantize_sum_int8(float* dst, const std::uint8_t* src, std::int64_t chunks,
+                                std::int64_t n, float divisor, cudaStream_t stream) {
+  for_each_index(n, DequantizeSumBody{dst, src, chunks, n, divisor}, stream);
+}
 
 void launch_quantize_int8(std::uint8_t* dst, const void* src, DType src_dtype, std::int64_t chunks,
                           std::int64_t chunk, cudaStream_t stream) {

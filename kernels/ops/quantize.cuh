@@ -16,4 +16,7 @@ void launch_quantize_int8(std::uint8_t* dst, const void* src, DType src_dtype, s
 void launch_dequantize_int8(void* dst, DType dst_dtype, const std::uint8_t* src,
                             std::int64_t chunks, std::int64_t chunk, cudaStream_t stream);
 
+void launch_dequantize_sum_int8(float* dst, const std::uint8_t* src, std::int64_t chunks,
+                                std::int64_t n, float divisor, cudaStream_t stream);
+
 }  // namespace zrt::kernels::cuda

@@ -23,4 +23,12 @@ void quantize_int8(const Tensor& dst, const Tensor& src, std::int64_t chunk_nume
 void dequantize_int8(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel,
                      Stream stream = {});
 
+// dst (f32, n elements) = the sum of the `chunks` quantized chunks of n
+// elements in src (u8, as quantize_int8 writes them), dequantized and added
+// in chunk order in f32, divided by `divisor` (1: the sum; the rank count:
+// the average). A rank of a quantized reduce-scatter sums what it received
+// so (Note [Quantized gradient reduce-scatter]).
+void dequantize_sum_int8(const Tensor& dst, const Tensor& src, std::int64_t chunks, int divisor,
+                         Stream stream = {});
+
 }  // namespace zrt::kernels

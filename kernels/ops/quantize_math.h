@@ -80,4 +80,18 @@ ZRT_HD inline void store_scale(std::uint8_t* p, float s) {
   for (int k = 0; k < 4; ++k) p[k] = static_cast<std::uint8_t>(u >> (8 * k));
 }
 
+// Element j of the sum of `chunks` consecutive quantized chunks of n
+// elements, dequantized and added in chunk order, divided by `divisor`.
+ZRT_HD inline float dequantize_sum_element(const std::uint8_t* src, std::int64_t chunks,
+                                           std::int64_t n, std::int64_t j, float divisor) {
+  const std::int64_t bytes = quantized_chunk_bytes(n), values = 4 * quant_blocks(n);
+  float sum = 0.0f;
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::uint8_t* q = src + c * bytes;
+    sum = sum + dequantize_element(static_cast<std::int8_t>(q[values + j]),
+                                   load_scale(q + 4 * (j / kQuantBlock)));
+  }
+  return sum / divisor;
+}
+
 }  // namespace zrt::kernels

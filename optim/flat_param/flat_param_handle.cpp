@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -31,6 +32,12 @@ const char* handle_state_name(HandleState s) {
       return "SYNC_PARAMS";
   }
   return "?";
+}
+
+const char* reduce_dtype_name(ReduceDType t) {
+  constexpr const char* kNames[] = {"f32", "bf16", "f16", "int8"};  // in ReduceDType's order
+  const auto i = static_cast<std::size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 const char* gather_dtype_name(GatherDType t) {
@@ -72,7 +79,7 @@ std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, con
                         const std::vector<SharedParamSpec>& shared) {
   std::ostringstream os;
   os << "flat parameter '" << o.name << "' param_dtype=" << dtype_name(o.param_dtype)
-     << " reduce_dtype=" << dtype_name(o.grad_reduce.dtype)
+     << " reduce_dtype=" << reduce_dtype_name(o.grad_reduce.dtype)
      << " gather_dtype=" << gather_dtype_name(o.gather.dtype) << " zero1=" << g.zero1->size()
      << " zero3=" << g.zero3->size() << " replica=" << (g.replica ? g.replica->size() : 0)
      << " params=" << l.num_params() << " numel_padded=" << l.numel_padded() << "\n";
@@ -128,8 +135,10 @@ std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
 }
 
 void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner) {
-  ZRT_CHECK_ARG(is_compute_float(o.dtype), owner, ": gradients reduce in f32, bf16 or f16, not ",
-                dtype_name(o.dtype));
+  ZRT_CHECK_ARG(o.dtype == ReduceDType::f32 || o.dtype == ReduceDType::bf16 ||
+                    o.dtype == ReduceDType::f16 || o.dtype == ReduceDType::int8,
+                owner, ": gradients reduce in f32, bf16, f16 or int8, not code ",
+                static_cast<int>(o.dtype));
   ZRT_CHECK_ARG(o.op == ReduceOp::sum || o.op == ReduceOp::avg, owner,
                 ": gradients reduce with sum or avg, not ", reduce_op_name(o.op));
 }
@@ -210,7 +219,11 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
                      groups_.zero3->rank() == groups_.zero1->rank();
   // Note [Unsharded parameter of a world of one]
   unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
-  grad_is_master_ = groups_.zero1->size() == 1 && options_.grad_reduce.dtype == DType::f32;
+  // Note [Quantized gradient reduce-scatter]: a zero1 group of one reduces nothing.
+  reduces_quantized_ = options_.grad_reduce.dtype == ReduceDType::int8 && groups_.zero1->size() > 1;
+  const bool f32_reduce = options_.grad_reduce.dtype == ReduceDType::f32 ||
+                          (options_.grad_reduce.dtype == ReduceDType::int8 && !reduces_quantized_);
+  grad_is_master_ = groups_.zero1->size() == 1 && f32_reduce;
   if (zero3_is_master_)
     zero3_shard_ = zero1_shard_;
   else  // with a quantized gather, this rank's zero1 chunks of its zero3 slice, quantized
@@ -505,11 +518,15 @@ void FlatParamHandle::reduce_grads() {
       compute_ready_.record(options_.stream);
       compute_ready_.wait(comm);
     }
-    if (!grad_is_master_ && options_.grad_reduce.dtype == DType::f32) {
+    const ReduceDType wire = options_.grad_reduce.dtype;
+    if (reduces_quantized_) {
+      reduce_scatter_quantized(comm);
+    } else if (!grad_is_master_ && wire == ReduceDType::f32) {
       groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
-    } else if (!grad_is_master_) {
-      Tensor in = new_buffer(full_prec_grad_.numel(), options_.grad_reduce.dtype, false, comm);
-      Tensor out = new_buffer(zero1_grad_.numel(), options_.grad_reduce.dtype, false, comm);
+    } else if (!grad_is_master_) {  // bf16 or f16 (int8 over one rank is the master)
+      const DType t = wire == ReduceDType::bf16 ? DType::bf16 : DType::f16;
+      Tensor in = new_buffer(full_prec_grad_.numel(), t, false, comm);
+      Tensor out = new_buffer(zero1_grad_.numel(), t, false, comm);
       kernels::cast(in, full_prec_grad_, comm);
       groups_.zero1->reduce_scatter_tensor(out, in, op, comm);
       kernels::cast(zero1_grad_, out, comm);
@@ -521,6 +538,20 @@ void FlatParamHandle::reduce_grads() {
     host_zero1_grad_.copy_async_(zero1_grad_, communicates ? comm : options_.stream);
   if (communicates && comm != options_.stream) reduced_.record(comm);
   free_storage(full_prec_grad_);
+}
+
+void FlatParamHandle::reduce_scatter_quantized(Stream comm) {
+  // Note [Quantized gradient reduce-scatter]: chunk r of the quantized
+  // gradient to rank r; the chunks received summed in rank order in fp32.
+  const std::int64_t n1 = zero1_grad_.numel();
+  const int w = groups_.zero1->size();
+  const std::int64_t bytes = kernels::quantized_bytes(full_prec_grad_.numel(), n1);
+  Tensor mine = new_buffer(bytes, DType::u8, false, comm);
+  kernels::quantize_int8(mine, full_prec_grad_, n1, comm);
+  Tensor received = new_buffer(bytes, DType::u8, false, comm);
+  groups_.zero1->all_to_all(received, mine, comm);
+  kernels::dequantize_sum_int8(zero1_grad_, received, w,
+                               options_.grad_reduce.op == ReduceOp::avg ? w : 1, comm);
 }
 
 void FlatParamHandle::post_backward(bool sync_grads) {

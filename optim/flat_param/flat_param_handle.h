@@ -47,6 +47,20 @@
 // [Parameters tied across units] in zero_module.h), before this unit's
 // post_backward adds onto it.
 //
+// Note [Quantized gradient reduce-scatter]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With grad_reduce.dtype = int8 (zrt-train --reduce-dtype int8, ZeRO++'s
+// qgZ) the fp32 gradient is quantized in its zero1 chunks (Note [Blockwise
+// int8 quantization]), chunk r going to rank r in one all_to_all, and each
+// rank dequantizes the chunks it received and adds them in rank order in
+// fp32 (dequantize_sum_int8), dividing once for avg. A ring reduce-scatter
+// in int8 would requantize partial sums at every hop; here every rank's
+// gradient is quantized once and no rank sums quantized values twice, so
+// the error of an element is at most the sum over ranks of half their
+// block's scale. The exchange moves 1.016 bytes an element (W - 1 chunks
+// out and in), against 4 (fp32) or 2 (bf16). Replica all-reduces (hybrid)
+// stay fp32, and a zero1 group of one reduces nothing: there int8 is fp32.
+//
 // Note [Master in host memory]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // With master_on_host (--offload-optimizer host) the fp32 zero1 shard comes
@@ -169,13 +183,18 @@ struct NamedParam {
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 
+// What a gradient reduce-scatter moves: the fp32 gradient cast to f32, bf16
+// or f16, or quantized to int8 (Note [Quantized gradient reduce-scatter]).
+enum class ReduceDType : std::uint8_t { f32, bf16, f16, int8 };
+const char* reduce_dtype_name(ReduceDType t);
+
 // How a flat parameter's gradient is synchronised across ranks. Declared
 // here, where it acts; ZeroModuleOptions holds it whole (Note [Options owned
 // by their layer]).
 struct GradReduceOptions {
-  DType dtype = DType::f32;     // the reduce-scatter's dtype: f32, bf16 or f16
-  ReduceOp op = ReduceOp::avg;  // sum or avg over ranks
-  bool offload = false;         // fp32 gradients in host memory between micro-batches
+  ReduceDType dtype = ReduceDType::f32;  // what the reduce-scatter moves
+  ReduceOp op = ReduceOp::avg;           // sum or avg over ranks
+  bool offload = false;                  // fp32 gradients in host memory between micro-batches
 };
 // InvalidArgument naming `owner` and the bad field.
 void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner);
@@ -254,6 +273,8 @@ class FlatParamHandle {
   const Tensor& zero3_shard() const { return zero3_shard_; }
   // The gathers move quantized chunks (gather.dtype int8 over a zero1 group of several).
   bool gathers_quantized() const { return gathers_quantized_; }
+  // The gradient reduce-scatter moves quantized chunks (grad_reduce.dtype int8, the same).
+  bool reduces_quantized() const { return reduces_quantized_; }
   // Bytes one rank contributes to a gather over zero1 (what each gather
   // moves per rank of the group): a quantized chunk, or the compute dtype's.
   std::int64_t gather_chunk_bytes() const;
@@ -348,6 +369,8 @@ class FlatParamHandle {
   }
   void accumulate_runtime_grad();
   void reduce_grads();
+  // reduce_grads()'s reduce-scatter in int8 (Note [Quantized gradient reduce-scatter]).
+  void reduce_scatter_quantized(Stream comm);
 
   FlatParamOptions options_;
   ZeroGroups groups_;
@@ -359,6 +382,7 @@ class FlatParamHandle {
   bool unsharded_is_master_ = false;  // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
   bool grad_is_master_ = false;       // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
   bool gathers_quantized_ = false;    // Note [Quantized parameter gather]
+  bool reduces_quantized_ = false;    // Note [Quantized gradient reduce-scatter]
   bool needs_param_sync_ = true;      // the zero3 shard is stale: gather from zero1
   bool unsharded_current_ = false;    // full_param_ holds the current parameters
   bool grad_offloaded_ = false;

@@ -2,7 +2,8 @@
 # zrt-train --trace: one valid Chrome trace per rank with the step's events
 # (forward/backward per unit, all-gathers and reduce-scatters with bytes where
 # there is more than one rank, the optimizer step, memory counters); one rank
-# writes the path as given; --gather-dtype int8 gathers >= 3.5x fewer bytes.
+# writes the path as given; --gather-dtype int8 gathers and --reduce-dtype
+# int8 reduces >= 3.5x fewer bytes than fp32.
 # usage: test_zrt_train_trace.sh ZRT-TRAIN PYTHON
 set -u
 train=$1 python=$2
@@ -44,7 +45,7 @@ for run in "fp32 compute" "fp32 int8" "bf16 compute" "bf16 int8"; do
   "$train" --steps 2 --ranks 4 --dtype "$1" --gather-dtype "$2" --trace "$dir/g-$1-$2.json" > /dev/null ||
     { echo "FAIL: 4-rank run --dtype $1 --gather-dtype $2"; exit 1; }
 done
-"$python" - "$dir" <<'PY'
+"$python" - "$dir" <<'PY' || exit 1
 import json, sys
 def gathered(name):
     events = json.load(open(f"{sys.argv[1]}/g-{name}.rank-0.json"))["traceEvents"]
@@ -55,4 +56,20 @@ assert b["fp32-compute"] >= 3.5 * b["fp32-int8"], b
 assert b["bf16-compute"] >= 1.75 * b["bf16-int8"], b
 print(f"ok   all-gather bytes of rank 0: fp32 {b['fp32-compute']:.0f}, bf16 {b['bf16-compute']:.0f}, "
       f"int8 {b['fp32-int8']:.0f} ({b['fp32-compute'] / b['fp32-int8']:.2f}x fewer than fp32)")
+PY
+
+# --reduce-dtype int8: the gradients' all-to-all moves >= 3.5x fewer bytes
+# than the fp32 reduce-scatter (Note [Quantized gradient reduce-scatter]).
+"$train" --steps 2 --ranks 4 --reduce-dtype int8 --trace "$dir/r-int8.json" > /dev/null ||
+  { echo "FAIL: 4-rank run --reduce-dtype int8"; exit 1; }
+"$python" - "$dir" <<'PY'
+import json, sys
+def moved(name, op):
+    events = json.load(open(f"{sys.argv[1]}/{name}.rank-0.json"))["traceEvents"]
+    return sum(e["args"]["bytes"] for e in events if e["name"].startswith(op))
+f32, int8 = moved("g-fp32-compute", "reduce_scatter"), moved("r-int8", "all_to_all")
+assert moved("r-int8", "reduce_scatter") == 0 and int8 > 0, (f32, int8)
+assert f32 >= 3.5 * int8, (f32, int8)
+print(f"ok   gradient bytes of rank 0: fp32 reduce-scatter {f32:.0f}, int8 all-to-all {int8:.0f} "
+      f"({f32 / int8:.2f}x fewer)")
 PY

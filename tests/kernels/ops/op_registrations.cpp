@@ -302,6 +302,13 @@ std::vector<OpRegistration> ops_registrations() {
     }
     return x;
   };
+  // quant_source's values (f32) quantized: the input of the dequantizing ops.
+  auto quantized_source = [quant_source](const OpDims& d, DType, std::mt19937_64& g) {
+    const Tensor x = quant_source(d, DType::f32, g);
+    Tensor q = Tensor::empty({kernels::quantized_bytes(x.numel(), d[0])}, DType::u8);
+    if (x.numel() > 0) kernels::quantize_int8(q, x, d[0]);
+    return std::vector{q};
+  };
   auto quant_cost = [](const OpDims& d, DType t) {
     return OpCost{bytes(d[0] * d[1], {t}) + double(kernels::quantized_bytes(d[0] * d[1], d[0]))};
   };
@@ -324,16 +331,24 @@ std::vector<OpRegistration> ops_registrations() {
       .name = "dequantize_int8",
       .dims = quant_dims,
       .dtypes = kFloats,
-      .make_inputs =
-          [quant_source](const OpDims& d, DType, std::mt19937_64& g) {
-            const Tensor x = quant_source(d, DType::f32, g);
-            Tensor q = Tensor::empty({kernels::quantized_bytes(x.numel(), d[0])}, DType::u8);
-            if (x.numel() > 0) kernels::quantize_int8(q, x, d[0]);
-            return std::vector{q};
-          },
+      .make_inputs = quantized_source,
       .run =
           [](OpRun& r, const OpDims& d, DType t) {
             kernels::dequantize_int8(r.out("values", {d[0] * d[1]}, t), r.in(0), d[0], r.stream());
+          },
+      .cost = quant_cost,
+      .perf_dims = {std::int64_t(1) << 22, 4, 0},
+  });
+  // A quantized reduce-scatter's sum of the chunks a rank received (avg).
+  r.push_back({
+      .name = "dequantize_sum_int8",
+      .dims = quant_dims,
+      .dtypes = {DType::f32},
+      .make_inputs = quantized_source,
+      .run =
+          [](OpRun& r, const OpDims& d, DType) {
+            kernels::dequantize_sum_int8(r.out("sum", {d[0]}, DType::f32), r.in(0), d[1],
+                                         static_cast<int>(d[1]), r.stream());
           },
       .cost = quant_cost,
       .perf_dims = {std::int64_t(1) << 22, 4, 0},

@@ -145,6 +145,44 @@ BOOST_AUTO_TEST_CASE(the_same_bits_on_every_run) {
   BOOST_REQUIRE(std::memcmp(a.values.data_ptr(), b.values.data_ptr(), a.values.nbytes()) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(sum_of_chunks_in_chunk_order) {
+  // dequantize_sum_int8 is the f32 sum, in chunk order, of the chunks'
+  // dequantized values, divided once: within the sum of the chunks' half
+  // scales (and the f32 additions) of the float64 sum of the originals.
+  auto gen = fresh_generator();
+  for (const auto& [n, chunks] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {7, 3}, {300, 4}, {1031, 2}}) {
+    BOOST_TEST_CONTEXT(chunks << " chunks of " << n) {
+      const Tensor x = random_tensor(n * chunks, DType::f32, gen);
+      const Quantized q = round_trip(x, n);
+      for (const int divisor : {1, static_cast<int>(chunks)}) {
+        Tensor sum = Tensor::empty({n}, DType::f32);
+        poison(sum);
+        kernels::dequantize_sum_int8(sum, q.bytes, chunks, divisor);
+        const std::vector<double> v = x.to_doubles(), dq = q.values.to_doubles();
+        for (std::int64_t j = 0; j < n; ++j) {
+          float want = 0.0f;
+          double exact = 0, bound = 0;
+          for (std::int64_t c = 0; c < chunks; ++c) {
+            want = want + static_cast<float>(dq[c * n + j]);
+            exact += v[c * n + j];
+            bound += scale_at(q.bytes, n, c, j / kQuantBlock) / 2 * (1 + 0x1p-20);
+          }
+          want = want / static_cast<float>(divisor);
+          BOOST_REQUIRE_EQUAL(sum.item(j), double(want));
+          BOOST_REQUIRE_LE(std::fabs(sum.item(j) - exact / divisor),
+                           (bound + 0x1p-22 * chunks * std::fabs(exact)) / divisor);
+        }
+      }
+    }
+  }
+  Tensor out = Tensor::empty({5}, DType::f32);
+  BOOST_CHECK_THROW(kernels::dequantize_sum_int8(out, Tensor::empty({260}, DType::u8), 2, 1),
+                    InvalidArgument);
+  BOOST_CHECK_THROW(kernels::dequantize_sum_int8(out, Tensor::empty({260}, DType::u8), 1, 0),
+                    InvalidArgument);
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
   Tensor x = Tensor::zeros({10}, DType::f32);
   Tensor q = Tensor::empty({kernels::quantized_bytes(10, 5)}, DType::u8);

@@ -103,7 +103,7 @@ std::vector<Case> sweep(const std::string& scratch) {
   add("gpt tiny, 4 ranks, hybrid 2, bf16 reduce", 4, [](TrainerConfig& c) {
     c.engine.zero.strategy = ShardingStrategy::hybrid_shard;
     c.engine.zero.zero3_size = 2;
-    c.engine.zero.grad_reduce.dtype = DType::bf16;
+    c.engine.zero.grad_reduce.dtype = optim::ReduceDType::bf16;
     c.batch_size = 16;
   });
   add("gpt tiny, 4 ranks, layer-zero 2, bf16", 4, [](TrainerConfig& c) {
@@ -121,6 +121,13 @@ std::vector<Case> sweep(const std::string& scratch) {
   });
   add("gpt tiny, 3 ranks, full, int8 gather", 3,
       [](TrainerConfig& c) { c.engine.zero.gather.dtype = optim::GatherDType::int8; });
+  add("gpt tiny, 4 ranks, hybrid 2, int8 reduce, 2 micro-batches", 4, [](TrainerConfig& c) {
+    c.engine.zero.strategy = ShardingStrategy::hybrid_shard;
+    c.engine.zero.zero3_size = 2;
+    c.engine.zero.grad_reduce.dtype = optim::ReduceDType::int8;
+    c.micro_batches = 2;
+    c.batch_size = 16;
+  });
   for (int prefetch : {0, 2})
     add("gpt tiny, 2 ranks, prefetch " + std::to_string(prefetch), 2,
         [=](TrainerConfig& c) { c.engine.prefetch = prefetch; });

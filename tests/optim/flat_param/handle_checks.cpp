@@ -100,15 +100,45 @@ void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, in
 }
 
 void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
-                         ReduceOp op, int micro_batches, bool offload) {
+                         ReduceOp op, int micro_batches, bool offload, optim::ReduceDType reduce) {
   optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
   Params p = make_params(7);
   auto alloc = std::make_shared<CountingAllocator>();
   optim::FlatParamOptions o = options_for(plan, DType::f32, alloc);
   o.grad_reduce.op = op;
   o.grad_reduce.offload = offload;
+  o.grad_reduce.dtype = reduce;
   optim::FlatParamHandle h(p.named, plan.groups, o);
   const std::size_t sharded_bytes = alloc->stats().allocated;
+  const int w1 = plan.groups.zero1->size();
+  ZRT_EXPECT(h.reduces_quantized() == (reduce == optim::ReduceDType::int8 && w1 > 1), "rank ",
+             world->rank());
+  // Every rank's quantization error bound of flat element f: half the scale of
+  // f's block (256 elements of its zero1 chunk) of the rank's fp32 gradient,
+  // summed over the ranks (Note [Quantized gradient reduce-scatter]).
+  const optim::FlatParamLayout& l = h.layout();
+  const std::int64_t n1 = l.shard_numel(w1);
+  std::vector<std::vector<double>> rank_grads;  // each rank's flat fp32 gradient of a step
+  for (int r = 0; r < world->size() && h.reduces_quantized(); ++r) {
+    rank_grads.emplace_back(static_cast<std::size_t>(l.numel_padded()), 0.0);
+    for (std::size_t i = 0; i < kShapes.size(); ++i)
+      for (std::int64_t k = 0; k < shape_numel(kShapes[i]); ++k)
+        for (int m = 0; m < micro_batches; ++m)
+          rank_grads.back()[static_cast<std::size_t>(l.param_offset(i) + k)] +=
+              grad_value(r, m, i, k);
+  }
+  auto quantization_bound = [&](std::size_t param, std::int64_t e) {
+    const std::int64_t f = l.param_offset(param) + e;
+    const std::int64_t first = f - (f % n1) % 256, end = std::min(first + 256, (f / n1 + 1) * n1);
+    double bound = 0;
+    for (const std::vector<double>& g : rank_grads) {
+      double amax = 0;
+      for (std::int64_t k = first; k < end; ++k)
+        amax = std::max(amax, std::fabs(g[static_cast<std::size_t>(k)]));
+      bound += amax / 127 / 2 * (1 + 0x1p-20);
+    }
+    return bound;
+  };
 
   for (int step = 0; step < 2; ++step) {  // the second step checks nothing leaks across steps
     for (int m = 0; m < micro_batches; ++m) {
@@ -139,9 +169,12 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
         for (int r = 0; r < W; ++r)
           for (int m = 0; m < micro_batches; ++m)
             expect += grad_value(r, m, i, info.intra_param_start + k);
+        const double bound =
+            (quantization_bound(i, info.intra_param_start + k) + 1e-6 * std::abs(expect)) /
+            (op == ReduceOp::avg ? W : 1);
         if (op == ReduceOp::avg) expect /= W;
-        ZRT_EXPECT(std::abs(got[k] - expect) <= 1e-6 * std::max(1.0, std::abs(expect)), "param ", i,
-                   " element ", info.intra_param_start + k, ": ", got[k], " != ", expect, " (rank ",
+        ZRT_EXPECT(std::abs(got[k] - expect) <= std::max(bound, 1e-6), "param ", i, " element ",
+                   info.intra_param_start + k, ": ", got[k], " != ", expect, " (rank ",
                    world->rank(), ")");
       }
     }

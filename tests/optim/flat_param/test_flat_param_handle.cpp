@@ -88,6 +88,15 @@ BOOST_AUTO_TEST_CASE(quantized_gather_every_strategy) {
       });
 }
 
+BOOST_AUTO_TEST_CASE(quantized_gradient_reduce_every_strategy) {
+  for (const Case& c : cases())
+    for (ReduceOp op : {ReduceOp::avg, ReduceOp::sum})
+      on_ranks(c.world, describe(c) + " int8 reduce " + reduce_op_name(op), [&](const CommPtr& w) {
+        testing::check_gradient_path(w, c.strategy, c.zero3, op, 2, false,
+                                     optim::ReduceDType::int8);
+      });
+}
+
 BOOST_AUTO_TEST_CASE(quantized_gather_moves_fewer_bytes) {
   for (int n = 1; n <= 4; ++n)
     on_ranks(n, "int8 gather bytes", testing::check_quantized_gather_bytes);
