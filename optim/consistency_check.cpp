@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "zrt/kernels/ops/cast.h"
+#include "zrt/kernels/ops/quantize.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 
 namespace zrt::optim {
@@ -46,15 +47,22 @@ Tensor on_host(const Tensor& t, Stream stream) {
   return host;
 }
 
-// What the zero1 group gathers: the master cast to the compute dtype.
-Tensor master_in_compute_dtype(const FlatParamHandle& h) {
+// What the zero1 group gathers: the master cast to the compute dtype, or
+// quantized (Note [Quantized parameter gather]).
+Tensor gathered_form_of_master(const FlatParamHandle& h) {
   const FlatParamOptions& o = h.options();
-  if (o.param_dtype == DType::f32) return h.zero1_shard();
+  if (o.param_dtype == DType::f32 && !h.gathers_quantized()) return h.zero1_shard();
   // Where the master is (Note [Master in host memory]).
   const bool host = o.master_on_host;
-  Tensor cast =
-      Tensor::empty({h.zero1_shard().numel()}, o.param_dtype, host ? Device::cpu() : o.device,
-                    host ? o.host_allocator : o.allocator, o.stream);
+  const Device device = host ? Device::cpu() : o.device;
+  const AllocatorPtr& memory = host ? o.host_allocator : o.allocator;
+  const std::int64_t n1 = h.zero1_shard().numel();
+  if (h.gathers_quantized()) {
+    Tensor q = Tensor::empty({h.gather_chunk_bytes()}, DType::u8, device, memory, o.stream);
+    kernels::quantize_int8(q, h.zero1_shard(), n1, h.master_stream());
+    return q;
+  }
+  Tensor cast = Tensor::empty({n1}, o.param_dtype, device, memory, o.stream);
   kernels::cast(cast, h.zero1_shard(), h.master_stream());
   return cast;
 }
@@ -115,15 +123,15 @@ void locate_zero3_differences(const FlatParamHandle& h, std::uint64_t me,
                               std::vector<std::string>& findings) {
   const FlatParamOptions& o = h.options();
   const ZeroGroups& g = h.groups();
-  Tensor full =
-      Tensor::empty({h.layout().numel_padded()}, o.param_dtype, o.device, o.allocator, o.stream);
-  Tensor mine = master_in_compute_dtype(h);
+  Tensor mine = gathered_form_of_master(h);
   if (mine.device() !=
       o.device) {  // a master in host memory (Note [Master in host memory]): up first
-    Tensor up = Tensor::empty({mine.numel()}, o.param_dtype, o.device, o.allocator, o.stream);
+    Tensor up = Tensor::empty({mine.numel()}, mine.dtype(), o.device, o.allocator, o.stream);
     up.copy_(mine, o.stream);
     mine = up;
   }
+  Tensor full = Tensor::empty({g.zero1->size() * mine.numel()}, mine.dtype(), o.device, o.allocator,
+                              o.stream);
   g.zero1->all_gather_into_tensor(full, mine, o.stream);
   CommWatchdog({g.zero1, g.zero3, g.replica})
       .synchronize(o.stream, "gathering the masters to locate a difference");
@@ -150,13 +158,15 @@ std::vector<std::string> check_consistency(const ZeroModule& module) {
   std::vector<bool> zero3_checked;
   for (const FlatParamHandle* h : handles) {
     const Stream s = h->options().stream;
-    const std::int64_t first1 = g.zero1->rank() * h->zero1_shard().numel();
-    master_sums.push_back(positional_sum(on_host(h->zero1_shard(), s), first1));
+    master_sums.push_back(
+        positional_sum(on_host(h->zero1_shard(), s), g.zero1->rank() * h->zero1_shard().numel()));
     // A zero3 shard that is the master, or stale until the next gather, is not checked.
     const bool checked =
         h->zero3_shard().storage_ptr() != h->zero1_shard().storage_ptr() && !h->needs_param_sync();
     zero3_checked.push_back(checked);
-    cast_sums.push_back(checked ? positional_sum(on_host(master_in_compute_dtype(*h), s), first1)
+    // Positions count the gathered form's elements (bytes when quantized).
+    const Tensor form = checked ? gathered_form_of_master(*h) : Tensor();
+    cast_sums.push_back(checked ? positional_sum(on_host(form, s), g.zero1->rank() * form.numel())
                                 : 0);
     zero3_sums.push_back(checked ? positional_sum(on_host(h->zero3_shard(), s),
                                                   g.zero3->rank() * h->zero3_shard().numel())

@@ -17,9 +17,11 @@
 //    with a position-aware sum, Σ mix(i, bits(x_i)) mod 2^64, which adds
 //    over any partition of the elements: the zero1 group's sum over its
 //    masters' casts and each zero3 group's sum over its shards must be
-//    equal. Only when they are not (or the masters differ in dtype
-//    bits) does the check pay for a gather over zero1 like an unshard,
-//    which names the ranks whose zero3 slice differs.
+//    equal. With a quantized gather (Note [Quantized parameter gather]) the
+//    casts are the masters' quantized chunks and the positions their bytes.
+//    Only when they are not (or the masters differ in dtype bits) does the
+//    check pay for a gather over zero1 like an unshard, which names the
+//    ranks whose zero3 slice differs.
 // Each collective is one small all_gather_bytes per group, and the host
 // reads each shard once (a device copy on CUDA). The zero3 check applies
 // where the zero3 shard is current: from the first reshard of a step to its

@@ -184,6 +184,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   o.name = name;
   o.param_dtype = options_.dtype;
   o.grad_reduce = options_.grad_reduce;
+  o.gather = options_.gather;
   o.reshard_after_forward = plan_->reshard_after_forward;
   o.reshard_after_backward = plan_->reshard_after_backward;
   o.master_on_host = options_.offload_optimizer.kind == OptimizerOffload::Kind::host;

@@ -122,6 +122,8 @@ struct ZeroModuleOptions {
   // over its own rows, sum when each is already divided by the global count
   // (Note [One step of the engine]).
   GradReduceOptions grad_reduce;
+  // Every unit's parameter all-gathers (Note [Quantized parameter gather]).
+  ParamGatherOptions gather;
   Device device = Device::cpu();
   AdamWOptions adamw;                  // lr comes per step
   OptimizerOffload offload_optimizer;  // where m and v live (Note [Optimizer state on disk])

@@ -158,7 +158,7 @@ class PeakBreakdownAllocator final : public Allocator {
   Category category_of(const void* holder, Stream stream) const {
     if (holder)
       if (auto it = holders_.find(holder); it != holders_.end()) return it->second;
-    // The rest of the communication stream's blocks are its cast and reduce buffers.
+    // The rest of the communication stream's blocks are its cast, int8 and reduce buffers.
     if (own_comm_stream_ && stream == comm_) return Category::communication;
     return Category::activations;
   }

@@ -42,8 +42,8 @@
 // peak, by block: the blocks that are a handle's buffers (zero1 shard,
 // zero3 shard, unsharded parameter, gradients) or the optimizer's moments
 // count as those; blocks allocated on the communication stream are its
-// cast and reduce buffers (with --cpu-streams none there is no such stream,
-// and they count as workspaces); every other block is an activation or a
+// cast, int8 gather and reduce buffers (with --cpu-streams none there is no
+// such stream, and they count as workspaces); every other block is an activation or a
 // workspace (outputs kept for backward, inputs kept by checkpointed blocks,
 // the loss, disk offload's chunk buffers); rounding is what blocks hold
 // beyond their requests. Each block is counted in its category from its
@@ -69,11 +69,12 @@ namespace zrt::model_zoo {
 // plan]). total() is the peak.
 struct MemoryByCategory {
   std::size_t master_and_moments = 0;  // fp32 zero1 shards and AdamW's m and v in memory
-  std::size_t zero3_shards = 0;  // compute-dtype zero3 shards (none where they are the master)
+  // compute-dtype (or with an int8 gather quantized) zero3 shards; none where they are the master
+  std::size_t zero3_shards = 0;
   std::size_t unsharded_params =
       0;                          // gathered flat parameters in flight (the unit and its prefetch)
   std::size_t gradients = 0;      // runtime, fp32 accumulation and zero1 gradient shards
-  std::size_t communication = 0;  // cast and reduce buffers of the communication stream
+  std::size_t communication = 0;  // cast, int8 and reduce buffers of the communication stream
   std::size_t activations =
       0;                     // everything else: layers' outputs and caches, kept inputs, workspaces
   std::size_t rounding = 0;  // what the allocator's blocks hold beyond the requests

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
+#include "zrt/kernels/ops/quantize.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -29,6 +31,22 @@ const char* handle_state_name(HandleState s) {
       return "SUMMON_FULL_PARAMS";
     case HandleState::sync_params:
       return "SYNC_PARAMS";
+  }
+  return "?";
+}
+
+const char* reduce_dtype_name(ReduceDType t) {
+  constexpr const char* kNames[] = {"f32", "bf16", "f16", "int8"};  // in ReduceDType's order
+  const auto i = static_cast<std::size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+const char* gather_dtype_name(GatherDType t) {
+  switch (t) {
+    case GatherDType::compute:
+      return "compute";
+    case GatherDType::int8:
+      return "int8";
   }
   return "?";
 }
@@ -62,7 +80,8 @@ std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, con
                         const std::vector<SharedParamSpec>& shared) {
   std::ostringstream os;
   os << "flat parameter '" << o.name << "' param_dtype=" << dtype_name(o.param_dtype)
-     << " reduce_dtype=" << dtype_name(o.grad_reduce.dtype) << " zero1=" << g.zero1->size()
+     << " reduce_dtype=" << reduce_dtype_name(o.grad_reduce.dtype)
+     << " gather_dtype=" << gather_dtype_name(o.gather.dtype) << " zero1=" << g.zero1->size()
      << " zero3=" << g.zero3->size() << " replica=" << (g.replica ? g.replica->size() : 0)
      << " params=" << l.num_params() << " numel_padded=" << l.numel_padded() << "\n";
   for (const auto& p : l.params())
@@ -117,8 +136,10 @@ std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
 }
 
 void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner) {
-  ZRT_CHECK_ARG(is_compute_float(o.dtype), owner, ": gradients reduce in f32, bf16 or f16, not ",
-                dtype_name(o.dtype));
+  ZRT_CHECK_ARG(o.dtype == ReduceDType::f32 || o.dtype == ReduceDType::bf16 ||
+                    o.dtype == ReduceDType::f16 || o.dtype == ReduceDType::int8,
+                owner, ": gradients reduce in f32, bf16, f16 or int8, not code ",
+                static_cast<int>(o.dtype));
   ZRT_CHECK_ARG(o.op == ReduceOp::sum || o.op == ReduceOp::avg, owner,
                 ": gradients reduce with sum or avg, not ", reduce_op_name(o.op));
 }
@@ -193,15 +214,24 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
   // fp32 and the same slice: the zero3 shard is the zero1 shard (Note [Zero1 and zero3 shards]).
   // A master in host memory is never device memory (Note [Master in host memory]).
   const bool f32 = options_.param_dtype == DType::f32 && !options_.master_on_host;
-  zero3_is_master_ = f32 && groups_.zero3->size() == groups_.zero1->size() &&
+  // Note [Quantized parameter gather]: a zero1 group of one gathers nothing.
+  gathers_quantized_ = options_.gather.dtype == GatherDType::int8 && groups_.zero1->size() > 1;
+  zero3_is_master_ = f32 && !gathers_quantized_ && groups_.zero3->size() == groups_.zero1->size() &&
                      groups_.zero3->rank() == groups_.zero1->rank();
   // Note [Unsharded parameter of a world of one]
   unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
-  grad_is_master_ = groups_.zero1->size() == 1 && options_.grad_reduce.dtype == DType::f32;
-  zero3_shard_ =
-      zero3_is_master_
-          ? zero1_shard_
-          : new_buffer(n3, options_.param_dtype, false).set_name(options_.name + ".zero3_shard");
+  // Note [Quantized gradient reduce-scatter]: a zero1 group of one reduces nothing.
+  reduces_quantized_ = options_.grad_reduce.dtype == ReduceDType::int8 && groups_.zero1->size() > 1;
+  const bool f32_reduce = options_.grad_reduce.dtype == ReduceDType::f32 ||
+                          (options_.grad_reduce.dtype == ReduceDType::int8 && !reduces_quantized_);
+  grad_is_master_ = groups_.zero1->size() == 1 && f32_reduce;
+  if (zero3_is_master_)
+    zero3_shard_ = zero1_shard_;
+  else  // with a quantized gather, this rank's zero1 chunks of its zero3 slice, quantized
+    zero3_shard_ =
+        (gathers_quantized_ ? new_buffer(n3 / n1 * gather_chunk_bytes(), DType::u8, false)
+                            : new_buffer(n3, options_.param_dtype, false))
+            .set_name(options_.name + ".zero3_shard");
   full_param_ =
       new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
   full_grad_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_grad");
@@ -212,7 +242,9 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
   if (options_.master_on_host) {
     host_zero1_grad_ = host_buffer(n1, DType::f32, ".host_zero1_grad");
     kernels::zero(host_zero1_grad_, master_stream());
-    if (options_.param_dtype != DType::f32)
+    if (gathers_quantized_)
+      host_param_staging_ = host_buffer(gather_chunk_bytes(), DType::u8, ".host_param_staging");
+    else if (options_.param_dtype != DType::f32)
       host_param_staging_ = host_buffer(n1, options_.param_dtype, ".host_param_staging");
   }
 }
@@ -245,20 +277,42 @@ Tensor FlatParamHandle::master_on_device(DType dtype, Stream stream) {
   }
   // Note [Master in host memory]: cast on the host (in `stream`'s order on a
   // CPU device, now beside a CUDA one), then upload from pinned memory.
-  const Tensor* host = &zero1_shard_;
-  if (dtype != DType::f32) {
-    ZRT_CHECK_STATE(dtype == options_.param_dtype, "flat parameter '", options_.name,
-                    "': the master is staged for ", "upload in ", dtype_name(options_.param_dtype),
-                    ", not ", dtype_name(dtype));
-    wait_for_uploads();  // an earlier upload may still read the staging
-    kernels::cast(host_param_staging_, zero1_shard_,
-                  options_.device.is_cuda() ? Stream::cpu() : stream);
-    host = &host_param_staging_;
+  if (dtype == DType::f32) return upload(zero1_shard_, stream);
+  ZRT_CHECK_STATE(dtype == options_.param_dtype && !gathers_quantized_, "flat parameter '",
+                  options_.name, "': the master is staged for ", "upload in ",
+                  gathers_quantized_ ? "int8" : dtype_name(options_.param_dtype), ", not ",
+                  dtype_name(dtype));
+  wait_for_uploads();  // an earlier upload may still read the staging
+  kernels::cast(host_param_staging_, zero1_shard_,
+                options_.device.is_cuda() ? Stream::cpu() : stream);
+  return upload(host_param_staging_, stream);
+}
+
+Tensor FlatParamHandle::quantized_master_on_device(Stream stream) {
+  const std::int64_t n1 = zero1_shard_.numel();
+  if (!options_.master_on_host) {
+    Tensor q = new_buffer(gather_chunk_bytes(), DType::u8, false, stream);
+    kernels::quantize_int8(q, zero1_shard_, n1, stream);
+    return q;
   }
-  Tensor up = new_buffer(zero1_shard_.numel(), dtype, false, stream);
-  up.copy_async_(*host, stream);
+  // Note [Master in host memory]: quantized on the host, 1 byte an element uploaded.
+  wait_for_uploads();  // an earlier upload may still read the staging
+  kernels::quantize_int8(host_param_staging_, zero1_shard_, n1,
+                         options_.device.is_cuda() ? Stream::cpu() : stream);
+  return upload(host_param_staging_, stream);
+}
+
+Tensor FlatParamHandle::upload(const Tensor& host, Stream stream) {
+  Tensor up = new_buffer(host.numel(), host.dtype(), false, stream);
+  up.copy_async_(host, stream);
   if (options_.device.is_cuda()) uploaded_.record(stream);
   return up;
+}
+
+std::int64_t FlatParamHandle::gather_chunk_bytes() const {
+  const std::int64_t n1 = zero1_shard_.numel();
+  return gathers_quantized_ ? kernels::quantized_bytes(n1, n1)
+                            : n1 * static_cast<std::int64_t>(dtype_size(options_.param_dtype));
 }
 
 void FlatParamHandle::wait_for_uploads() const {
@@ -359,7 +413,9 @@ void FlatParamHandle::unshard() {
     compute_ready_.record(options_.stream);
     compute_ready_.wait(comm);
   }
-  if (needs_param_sync_) {
+  if (gathers_quantized_) {
+    gather_quantized(comm);
+  } else if (needs_param_sync_) {
     // First unshard after an update: cast the fp32 master and gather it over zero1.
     groups_.zero1->all_gather_into_tensor(full_param_, master_on_device(options_.param_dtype, comm),
                                           comm);
@@ -370,13 +426,29 @@ void FlatParamHandle::unshard() {
   unsharded_current_ = true;
 }
 
+void FlatParamHandle::gather_quantized(Stream comm) {
+  // Note [Quantized parameter gather]: the zero1 group's chunks, from the
+  // masters after an update (this rank's zero3 slice of them kept), else
+  // the zero3 shards that hold them; the same bytes either way.
+  const std::int64_t chunk = gather_chunk_bytes();
+  Tensor gathered = new_buffer(groups_.zero1->size() * chunk, DType::u8, false, comm);
+  if (needs_param_sync_) {
+    groups_.zero1->all_gather_into_tensor(gathered, quantized_master_on_device(comm), comm);
+    zero3_shard_.copy_(
+        gathered.slice(groups_.zero3->rank() * zero3_shard_.numel(), zero3_shard_.numel()), comm);
+  } else {
+    groups_.zero3->all_gather_into_tensor(gathered, zero3_shard_, comm);
+  }
+  kernels::dequantize_int8(full_param_, gathered, zero1_shard_.numel(), comm);
+}
+
 void FlatParamHandle::reshard(bool free_unsharded) {
   if (full_param_.is_freed()) return;
   if (needs_param_sync_) {
     // Keep this rank's zero3 slice so later unshards gather over the small group.
     const std::int64_t n3 = zero3_shard_.numel();
-    if (!zero3_is_master_) {
-      wait_unsharded();  // a prefetched gather may still be writing it
+    if (!zero3_is_master_ && !gathers_quantized_) {  // the quantized one is kept at the gather
+      wait_unsharded();                              // a prefetched gather may still be writing it
       zero3_shard_.copy_(full_param_.slice(groups_.zero3->rank() * n3, n3), options_.stream);
     }
     needs_param_sync_ = false;
@@ -447,11 +519,15 @@ void FlatParamHandle::reduce_grads() {
       compute_ready_.record(options_.stream);
       compute_ready_.wait(comm);
     }
-    if (!grad_is_master_ && options_.grad_reduce.dtype == DType::f32) {
+    const ReduceDType wire = options_.grad_reduce.dtype;
+    if (reduces_quantized_) {
+      reduce_scatter_quantized(comm);
+    } else if (!grad_is_master_ && wire == ReduceDType::f32) {
       groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
-    } else if (!grad_is_master_) {
-      Tensor in = new_buffer(full_prec_grad_.numel(), options_.grad_reduce.dtype, false, comm);
-      Tensor out = new_buffer(zero1_grad_.numel(), options_.grad_reduce.dtype, false, comm);
+    } else if (!grad_is_master_) {  // bf16 or f16 (int8 over one rank is the master)
+      const DType t = wire == ReduceDType::bf16 ? DType::bf16 : DType::f16;
+      Tensor in = new_buffer(full_prec_grad_.numel(), t, false, comm);
+      Tensor out = new_buffer(zero1_grad_.numel(), t, false, comm);
       kernels::cast(in, full_prec_grad_, comm);
       groups_.zero1->reduce_scatter_tensor(out, in, op, comm);
       kernels::cast(zero1_grad_, out, comm);
@@ -463,6 +539,20 @@ void FlatParamHandle::reduce_grads() {
     host_zero1_grad_.copy_async_(zero1_grad_, communicates ? comm : options_.stream);
   if (communicates && comm != options_.stream) reduced_.record(comm);
   free_storage(full_prec_grad_);
+}
+
+void FlatParamHandle::reduce_scatter_quantized(Stream comm) {
+  // Note [Quantized gradient reduce-scatter]: chunk r of the quantized
+  // gradient to rank r; the chunks received summed in rank order in fp32.
+  const std::int64_t n1 = zero1_grad_.numel();
+  const int w = groups_.zero1->size();
+  const std::int64_t bytes = kernels::quantized_bytes(full_prec_grad_.numel(), n1);
+  Tensor mine = new_buffer(bytes, DType::u8, false, comm);
+  kernels::quantize_int8(mine, full_prec_grad_, n1, comm);
+  Tensor received = new_buffer(bytes, DType::u8, false, comm);
+  groups_.zero1->all_to_all(received, mine, comm);
+  kernels::dequantize_sum_int8(zero1_grad_, received, w,
+                               options_.grad_reduce.op == ReduceOp::avg ? w : 1, comm);
 }
 
 void FlatParamHandle::post_backward(bool sync_grads) {

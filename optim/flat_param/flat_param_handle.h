@@ -47,6 +47,20 @@
 // [Parameters tied across units] in zero_module.h), before this unit's
 // post_backward adds onto it.
 //
+// Note [Quantized gradient reduce-scatter]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With grad_reduce.dtype = int8 (zrt-train --reduce-dtype int8, ZeRO++'s
+// qgZ) the fp32 gradient is quantized in its zero1 chunks (Note [Blockwise
+// int8 quantization]), chunk r going to rank r in one all_to_all, and each
+// rank dequantizes the chunks it received and adds them in rank order in
+// fp32 (dequantize_sum_int8), dividing once for avg. A ring reduce-scatter
+// in int8 would requantize partial sums at every hop; here every rank's
+// gradient is quantized once and no rank sums quantized values twice, so
+// the error of an element is at most the sum over ranks of half their
+// block's scale. The exchange moves 1.016 bytes an element (W - 1 chunks
+// out and in), against 4 (fp32) or 2 (bf16). Replica all-reduces (hybrid)
+// stay fp32, and a zero1 group of one reduces nothing: there int8 is fp32.
+//
 // Note [Master in host memory]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // With master_on_host (--offload-optimizer host) the fp32 zero1 shard comes
@@ -96,6 +110,28 @@
 // The same holds on the CPU with a communication stream of its own (Note
 // [Streams of a CPU module]); with none, comm_stream is the compute stream
 // and the events are not needed.
+//
+// Note [Quantized parameter gather]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With gather.dtype = int8 (zrt-train --gather-dtype int8, ZeRO++'s qwZ) the
+// parameter's all-gathers move int8 values and fp32 block scales (Note
+// [Blockwise int8 quantization] in kernels/ops/quantize_math.h): 1.016 bytes
+// an element, against 2 in bf16 and 4 in fp32. The first unshard after an
+// update quantizes this rank's fp32 master straight (no compute-dtype cast
+// first) as one chunk, all-gathers the chunks over zero1, dequantizes them
+// into the unsharded parameter in the compute dtype, and keeps this rank's
+// zero3 slice of the gathered bytes as its zero3 shard, on the
+// communication stream. Later unshards in the step gather those bytes over
+// zero3 and dequantize them: the same bytes, so every unshard of a step sees
+// the same values, which differ from the master by at most half a block's
+// scale. The zero3 shard stays quantized (about half a bf16 shard). The
+// fp32 master, the gradients, the optimizer, full parameters
+// (summon_full_params) and checkpoints are untouched, so the quantization
+// error does not accumulate across steps and a checkpoint resumes under
+// either setting. Blocks restart at each zero1 chunk, so the values depend
+// on the zero1 size, as a reduction's order does. A zero1 group of one
+// gathers nothing: there the setting changes nothing (a world of one,
+// no-shard).
 //
 // Note [Flat parameters belong to the optimizer]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -147,21 +183,38 @@ struct NamedParam {
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 
+// What a gradient reduce-scatter moves: the fp32 gradient cast to f32, bf16
+// or f16, or quantized to int8 (Note [Quantized gradient reduce-scatter]).
+enum class ReduceDType : std::uint8_t { f32, bf16, f16, int8 };
+const char* reduce_dtype_name(ReduceDType t);
+
 // How a flat parameter's gradient is synchronised across ranks. Declared
 // here, where it acts; ZeroModuleOptions holds it whole (Note [Options owned
 // by their layer]).
 struct GradReduceOptions {
-  DType dtype = DType::f32;     // the reduce-scatter's dtype: f32, bf16 or f16
-  ReduceOp op = ReduceOp::avg;  // sum or avg over ranks
-  bool offload = false;         // fp32 gradients in host memory between micro-batches
+  ReduceDType dtype = ReduceDType::f32;  // what the reduce-scatter moves
+  ReduceOp op = ReduceOp::avg;           // sum or avg over ranks
+  bool offload = false;                  // fp32 gradients in host memory between micro-batches
 };
 // InvalidArgument naming `owner` and the bad field.
 void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner);
+
+// How a flat parameter's all-gathers carry it (Note [Quantized parameter
+// gather]). Declared here, where it acts; ZeroModuleOptions holds it whole.
+enum class GatherDType : std::uint8_t {
+  compute,  // the compute dtype itself
+  int8,     // blockwise int8 values with fp32 scales
+};
+const char* gather_dtype_name(GatherDType t);
+struct ParamGatherOptions {
+  GatherDType dtype = GatherDType::compute;
+};
 
 struct FlatParamOptions {
   std::string name = "flat_param";     // in messages, e.g. "h.3"
   DType param_dtype = DType::f32;      // forward/backward dtype
   GradReduceOptions grad_reduce;       // dtype, op and host offload of the gradient
+  ParamGatherOptions gather;           // what the parameter all-gathers move
   bool reshard_after_forward = true;   // false keeps the param for backward (SHARD_GRAD_OP)
   bool reshard_after_backward = true;  // false keeps it replicated (NO_SHARD)
   bool master_on_host =
@@ -215,7 +268,16 @@ class FlatParamHandle {
   Stream master_stream() const {
     return options_.master_on_host && options_.device.is_cuda() ? Stream::cpu() : options_.stream;
   }
-  const Tensor& zero3_shard() const { return zero3_shard_; }  // compute dtype
+  // Compute dtype, or with a quantized gather this rank's quantized zero1
+  // chunks of the zero3 slice (u8; Note [Quantized parameter gather]).
+  const Tensor& zero3_shard() const { return zero3_shard_; }
+  // The gathers move quantized chunks (gather.dtype int8 over a zero1 group of several).
+  bool gathers_quantized() const { return gathers_quantized_; }
+  // The gradient reduce-scatter moves quantized chunks (grad_reduce.dtype int8, the same).
+  bool reduces_quantized() const { return reduces_quantized_; }
+  // Bytes one rank contributes to a gather over zero1 (what each gather
+  // moves per rank of the group): a quantized chunk, or the compute dtype's.
+  std::int64_t gather_chunk_bytes() const;
   // Parameter i's flattened slice of the zero1 shard / gradient shard (size 0
   // when this rank holds none of it): per-parameter optimizer options.
   Tensor sharded_param(std::size_t i) const;
@@ -299,6 +361,13 @@ class FlatParamHandle {
   // The master's n1 elements on the device in `dtype`, in `stream`'s order:
   // the master itself, or a cast, or with master_on_host an upload.
   Tensor master_on_device(DType dtype, Stream stream);
+  // The master's n1 elements quantized (u8) on the device, in `stream`'s
+  // order (Note [Quantized parameter gather]).
+  Tensor quantized_master_on_device(Stream stream);
+  // `host` (pinned) copied up into a new device buffer in `stream`'s order.
+  Tensor upload(const Tensor& host, Stream stream);
+  // unshard()'s all-gather in int8 (Note [Quantized parameter gather]).
+  void gather_quantized(Stream comm);
   // Before the host writes the master or its staging beside a CUDA device:
   // the uploads that read them have run (Note [Master in host memory]).
   void wait_for_uploads() const;
@@ -310,6 +379,8 @@ class FlatParamHandle {
   }
   void accumulate_runtime_grad();
   void reduce_grads();
+  // reduce_grads()'s reduce-scatter in int8 (Note [Quantized gradient reduce-scatter]).
+  void reduce_scatter_quantized(Stream comm);
 
   FlatParamOptions options_;
   ZeroGroups groups_;
@@ -320,6 +391,8 @@ class FlatParamHandle {
   bool zero3_is_master_ = false;      // zero3_shard_ is zero1_shard_ (fp32, same slice)
   bool unsharded_is_master_ = false;  // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
   bool grad_is_master_ = false;       // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
+  bool gathers_quantized_ = false;    // Note [Quantized parameter gather]
+  bool reduces_quantized_ = false;    // Note [Quantized gradient reduce-scatter]
   bool needs_param_sync_ = true;      // the zero3 shard is stale: gather from zero1
   bool unsharded_current_ = false;    // full_param_ holds the current parameters
   bool grad_offloaded_ = false;
@@ -328,7 +401,8 @@ class FlatParamHandle {
   Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
   Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
   Tensor host_zero1_grad_;                          // master_on_host: host copy of zero1_grad_
-  Tensor host_param_staging_;  // master_on_host, non-fp32: the master cast for upload
+  // master_on_host, non-fp32: the master cast (or quantized) for upload.
+  Tensor host_param_staging_;
   std::vector<std::weak_ptr<Storage>> claimed_;  // storages of the original parameters
   Event compute_ready_, gathered_, reduced_;     // Note [Unshard on the communication stream]
   Event uploaded_;  // master_on_host: the last upload of the master issued

@@ -150,6 +150,24 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
         });
 }
 
+void Communicator::all_to_all(const Tensor& out, const Tensor& in, Stream stream) {
+  const char* op = "all_to_all";
+  check_tensor(*this, accepts_device(out.device()), op, "output", out, stream);
+  check_tensor(*this, accepts_device(in.device()), op, "input", in, stream);
+  check_same_dtype_device(*this, op, out, in);
+  ZRT_CHECK_ARG(out.numel() == in.numel() && in.numel() % size_ == 0, op, " on group ", name_,
+                ": input ", in.str(), " and output ", out.str(),
+                " must have the same number of elements, a multiple of the group size ", size_);
+  const std::int64_t o0 = out.offset(), i0 = in.offset();
+  ZRT_CHECK_ARG(!out.shares_storage(in) || out.numel() == 0 || o0 + out.numel() <= i0 ||
+                    i0 + in.numel() <= o0,
+                op, " on group ", name_, ": output ", out.str(), " overlaps input ", in.str());
+  issue("all_to_all", in.nbytes(), stream,
+        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
+          do_all_to_all(o, i, s);
+        });
+}
+
 void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
   const char* op = "all_reduce";
   check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);

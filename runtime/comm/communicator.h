@@ -79,6 +79,10 @@ class Communicator {
   // in.numel() == size() * out.numel(); rank r receives the reduction of
   // every rank's [r*n, (r+1)*n). ops: sum, avg.
   void reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream = {});
+  // out.numel() == in.numel() == size() * n: chunk r of this rank's input
+  // goes to rank r, and chunk r of the output is rank r's chunk for this
+  // rank. out and in must not overlap.
+  void all_to_all(const Tensor& out, const Tensor& in, Stream stream = {});
   // ops: sum, avg, max, min.
   void all_reduce(const Tensor& t, ReduceOp op, Stream stream = {});
   void broadcast(const Tensor& t, int root, Stream stream = {});
@@ -123,6 +127,7 @@ class Communicator {
   virtual void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) = 0;
   virtual void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
                                  Stream stream) = 0;
+  virtual void do_all_to_all(const Tensor& out, const Tensor& in, Stream stream) = 0;
   virtual void do_all_reduce(const Tensor& t, ReduceOp op, Stream stream) = 0;
   virtual void do_broadcast(const Tensor& t, int root, Stream stream) = 0;
   virtual void do_barrier() = 0;

@@ -203,6 +203,25 @@ class LocalCommunicator final : public Communicator {
     finish_output(out, hout, stream);
   }
 
+  void do_all_to_all(const Tensor& out, const Tensor& in, Stream stream) override {
+    if (size() == 1) {
+      Tensor(out).copy_(in, stream);
+      return;
+    }
+#ifdef ZRT_WITH_CUDA
+    if (auto s = device_stream(in, stream)) return device_all_to_all(out, in, *s, stream.is_cpu());
+#endif
+    Tensor hin = host_input(in, stream), hout = host_output(out);
+    const auto n = static_cast<std::size_t>(in.nbytes()) / static_cast<std::size_t>(size());
+    post_and_arrive(
+        {.op = "all_to_all", .dtype = in.dtype(), .numel = in.numel(), .src = bytes_of(hin)});
+    std::byte* dst = mutable_bytes_of(hout);
+    for (int r = 0; r < size() && n > 0; ++r)
+      std::memcpy(dst + r * n, group_->post(r).src + rank() * n, n);
+    depart("all_to_all");
+    finish_output(out, hout, stream);
+  }
+
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) override {
     if (size() == 1) {
       if (!out.shares_storage(in) || out.offset() != in.offset()) Tensor(out).copy_(in, stream);
@@ -521,6 +540,18 @@ class LocalCommunicator final : public Communicator {
                         for (int r = 0; r < size() && n > 0; ++r)
                           copy_bytes(dst + r * n, group_->post(r).src, n, s);
                       });
+    finish_device(s, host_waits);
+  }
+
+  void device_all_to_all(const Tensor& out, const Tensor& in, Stream s, bool host_waits) {
+    const auto n = static_cast<std::size_t>(in.nbytes()) / static_cast<std::size_t>(size());
+    std::byte* dst = mutable_bytes_of(out);
+    device_collective(
+        {.op = "all_to_all", .dtype = in.dtype(), .numel = in.numel(), .src = bytes_of(in)}, s,
+        [&] {
+          for (int r = 0; r < size() && n > 0; ++r)
+            copy_bytes(dst + r * n, group_->post(r).src + rank() * n, n, s);
+        });
     finish_device(s, host_waits);
   }
 

@@ -216,6 +216,18 @@ class MpiCommunicator final : public Communicator {
     finish_output(out, hout, stream);
   }
 
+  void do_all_to_all(const Tensor& out, const Tensor& in, Stream stream) override {
+    const char* op = "all_to_all";
+    Tensor hin = host_input(in, stream, staging_.get()), hout = host_output(out, staging_.get());
+    const int n = count(op, in.numel() / size());
+    MPI_Request req;
+    ZRT_MPI_CHECK(MPI_Ialltoall(bytes_of(hin), n, mpi_type(in.dtype()), mutable_bytes_of(hout), n,
+                                mpi_type(in.dtype()), comm_, &req),
+                  where(op));
+    wait(req, op);
+    finish_output(out, hout, stream);
+  }
+
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp rop,
                          Stream stream) override {
     const char* op = "reduce_scatter_tensor";

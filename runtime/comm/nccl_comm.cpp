@@ -173,6 +173,23 @@ class NcclCommunicator final : public Communicator {
                    "all_gather_into_tensor");
   }
 
+  void do_all_to_all(const Tensor& out, const Tensor& in, Stream stream) override {
+    CudaDeviceGuard guard(device_);
+    const std::size_t n = static_cast<std::size_t>(in.numel() / size());
+    const std::size_t bytes = n * in.itemsize();
+    // One send and one receive per peer, fused into one collective by the group.
+    check_enqueued(ncclGroupStart(), "all_to_all");
+    for (int r = 0; r < size(); ++r) {
+      check_enqueued(
+          ncclSend(bytes_of(in) + r * bytes, n, nccl_type(in.dtype()), r, comm_, native(stream)),
+          "all_to_all");
+      check_enqueued(ncclRecv(mutable_bytes_of(out) + r * bytes, n, nccl_type(in.dtype()), r, comm_,
+                              native(stream)),
+                     "all_to_all");
+    }
+    check_enqueued(ncclGroupEnd(), "all_to_all");
+  }
+
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) override {
     CudaDeviceGuard guard(device_);
     check_enqueued(

@@ -168,42 +168,53 @@ BOOST_AUTO_TEST_CASE(warn_only_reports_and_trains_on) {
 
 BOOST_AUTO_TEST_CASE(a_drifted_zero3_shard_is_named) {
   // Layer-zero on 4 ranks, zero3 groups of 2, bf16: after a forward each
-  // rank's zero3 shard is current; rank 2's is then corrupted.
-  const auto seed = test::test_seed("consistency_check/a_drifted_zero3_shard_is_named");
-  std::vector<std::string> clean, corrupted;
-  run_local_ranks(4, [&](const CommPtr& world) {
-    std::mt19937 rng(static_cast<std::uint32_t>(seed));  // the same values on every rank
-    std::normal_distribution<double> normal;
-    std::vector<double> w(37 * 3), b(3);
-    for (auto& x : w) x = normal(rng);
-    for (auto& x : b) x = normal(rng);
-    optim::ZeroModuleOptions o;
-    o.strategy = ShardingStrategy::layer_zero;
-    o.zero3_size = 2;
-    o.dtype = DType::bf16;
-    optim::ZeroModule module(world, o);
-    const auto unit = module.add_unit(
-        "fc", {{"weight", Tensor::from_doubles(w, DType::f32, Device::cpu(), {37, 3})},
-               {"bias", Tensor::from_doubles(b, DType::f32)}});
-    module.forward(unit).close();
-    const auto before = optim::check_consistency(module);
-    if (world->rank() == 2) {
-      module.synchronize();
-      static_cast<std::uint16_t*>(module.handle(unit).zero3_shard().data_ptr())[5] ^= 0x40;
+  // rank's zero3 shard is current; rank 2's is then corrupted. Also with an
+  // int8 gather, whose zero3 shards are quantized chunks (Note [Quantized
+  // parameter gather]).
+  for (const optim::GatherDType gather : {optim::GatherDType::compute, optim::GatherDType::int8}) {
+    BOOST_TEST_CONTEXT("gather " << optim::gather_dtype_name(gather)) {
+      const auto seed = test::test_seed("consistency_check/a_drifted_zero3_shard_is_named");
+      std::vector<std::string> clean, corrupted;
+      run_local_ranks(4, [&](const CommPtr& world) {
+        std::mt19937 rng(static_cast<std::uint32_t>(seed));  // the same values on every rank
+        std::normal_distribution<double> normal;
+        std::vector<double> w(37 * 3), b(3);
+        for (auto& x : w) x = normal(rng);
+        for (auto& x : b) x = normal(rng);
+        optim::ZeroModuleOptions o;
+        o.strategy = ShardingStrategy::layer_zero;
+        o.zero3_size = 2;
+        o.dtype = DType::bf16;
+        o.gather.dtype = gather;
+        optim::ZeroModule module(world, o);
+        const auto unit = module.add_unit(
+            "fc", {{"weight", Tensor::from_doubles(w, DType::f32, Device::cpu(), {37, 3})},
+                   {"bias", Tensor::from_doubles(b, DType::f32)}});
+        module.forward(unit).close();
+        const auto before = optim::check_consistency(module);
+        if (world->rank() == 2) {
+          module.synchronize();
+          const Tensor& z3 = module.handle(unit).zero3_shard();
+          ZRT_EXPECT((z3.dtype() == DType::u8) == (gather == optim::GatherDType::int8),
+                     "zero3 dtype");
+          static_cast<std::uint8_t*>(z3.data_ptr())[11] ^= 0x40;  // an int8 value, or a bf16 byte
+        }
+        const auto after = optim::check_consistency(module);
+        if (world->rank() == 0) {
+          clean = before;
+          corrupted = after;
+        }
+        const auto again = optim::check_consistency(module);
+        ZRT_EXPECT(again == after, "the findings of a second check differ");
+      });
+      BOOST_TEST(clean.empty());
+      BOOST_TEST_REQUIRE(corrupted.size() == 1u);
+      BOOST_TEST(
+          corrupted[0] ==
+          "handle 'fc': the zero3 shard of rank 2 differs from the cast of the zero1 masters it "
+          "was cut from");
     }
-    const auto after = optim::check_consistency(module);
-    if (world->rank() == 0) {
-      clean = before;
-      corrupted = after;
-    }
-    const auto again = optim::check_consistency(module);
-    ZRT_EXPECT(again == after, "the findings of a second check differ");
-  });
-  BOOST_TEST(clean.empty());
-  BOOST_TEST_REQUIRE(corrupted.size() == 1u);
-  BOOST_TEST(corrupted[0] ==
-             "handle 'fc': the zero3 shard of rank 2 differs from the cast of the zero1 masters it "
-             "was cut from");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

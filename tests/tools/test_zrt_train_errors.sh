@@ -58,6 +58,7 @@ expect_error "zero3 size not dividing the world" "divide" --ranks 2 --strategy h
 expect_error "block size shorter than the sequence" "block-size 32 is shorter than --seq-len 64" --block-size 32
 expect_error "prefetch deeper than 2" "prefetch" --prefetch 3
 expect_error "unknown reduce dtype" "reduce-dtype" --reduce-dtype fp8
+expect_error "unknown gather dtype" "gather-dtype" --gather-dtype int4
 
 # Flags of the other model kind, strategy or launcher; nonsense values.
 expect_error "mlp flag with gpt" "--hidden is a flag of the other model kind" --hidden 8
@@ -263,6 +264,11 @@ expect_error "NaN in the initial weights" "ln_f.weight' holds nan at flat index 
 out=$("$train" --ranks 3 --threads 1 --strategy no-shard --dtype bf16 --batch-size 6 --steps 2 --check-consistency 1 2>&1) ||
   { echo "FAIL --check-consistency 1 on agreeing ranks: $out"; failures=$((failures + 1)); }
 if grep -q "warning" <<<"$out"; then echo "FAIL --check-consistency 1 warned: $out"; failures=$((failures + 1)); fi
+# ... also where the zero3 shards are int8 (Note [Quantized parameter gather]).
+out=$("$train" --ranks 4 --threads 1 --strategy layer-zero --zero3-size 2 --dtype bf16 --gather-dtype int8 \
+  --batch-size 8 --steps 2 --check-consistency 1 2>&1) ||
+  { echo "FAIL --check-consistency 1 with --gather-dtype int8: $out"; failures=$((failures + 1)); }
+if grep -q "warning" <<<"$out"; then echo "FAIL --check-consistency 1 int8 warned: $out"; failures=$((failures + 1)); fi
 
 total=$(grep -cE '^([A-Z_]+=[^ ]* )*expect_(error|error_raw|usage) "' "$0")
 echo "$(( total - failures )) of $total passed, $failures failed"

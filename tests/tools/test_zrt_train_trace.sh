@@ -2,7 +2,8 @@
 # zrt-train --trace: one valid Chrome trace per rank with the step's events
 # (forward/backward per unit, all-gathers and reduce-scatters with bytes where
 # there is more than one rank, the optimizer step, memory counters); one rank
-# writes the path as given.
+# writes the path as given; --gather-dtype int8 gathers and --reduce-dtype
+# int8 reduces >= 3.5x fewer bytes than fp32.
 # usage: test_zrt_train_trace.sh ZRT-TRAIN PYTHON
 set -u
 train=$1 python=$2
@@ -10,7 +11,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$train" --steps 3 --ranks 2 --micro-batches 2 --trace "$dir/t.json" > /dev/null || { echo "FAIL: 2-rank run"; exit 1; }
 "$train" --steps 2 --trace "$dir/one.json" > /dev/null || { echo "FAIL: 1-rank run"; exit 1; }
-"$python" - "$dir/t.rank-0.json" "$dir/t.rank-1.json" "$dir/one.json" <<'PY'
+"$python" - "$dir/t.rank-0.json" "$dir/t.rank-1.json" "$dir/one.json" <<'PY' || exit 1
 import json, sys
 for rank, path in enumerate(sys.argv[1:]):
     events = json.load(open(path))["traceEvents"]  # valid JSON or this raises
@@ -34,4 +35,41 @@ for rank, path in enumerate(sys.argv[1:]):
     counters = [e for e in events if e["ph"] == "C" and e["name"] == "memory"]
     assert len(counters) >= 2 and all(e["args"]["reserved"] >= e["args"]["allocated"] > 0 for e in counters), path
     print(f"ok   {path}: {len(events)} events")
+PY
+
+# --gather-dtype int8: the parameter all-gathers of the same steps move >= 3.5x
+# fewer bytes than in fp32 and >= 1.75x fewer than in bf16, as the traced
+# collectives count them (Note [Quantized parameter gather]).
+for run in "fp32 compute" "fp32 int8" "bf16 compute" "bf16 int8"; do
+  set -- $run
+  "$train" --steps 2 --ranks 4 --dtype "$1" --gather-dtype "$2" --trace "$dir/g-$1-$2.json" > /dev/null ||
+    { echo "FAIL: 4-rank run --dtype $1 --gather-dtype $2"; exit 1; }
+done
+"$python" - "$dir" <<'PY' || exit 1
+import json, sys
+def gathered(name):
+    events = json.load(open(f"{sys.argv[1]}/g-{name}.rank-0.json"))["traceEvents"]
+    return sum(e["args"]["bytes"] for e in events if e["name"].startswith("all_gather"))
+b = {n: gathered(n) for n in ["fp32-compute", "fp32-int8", "bf16-compute", "bf16-int8"]}
+assert b["fp32-int8"] == b["bf16-int8"], b  # int8 whatever the compute dtype
+assert b["fp32-compute"] >= 3.5 * b["fp32-int8"], b
+assert b["bf16-compute"] >= 1.75 * b["bf16-int8"], b
+print(f"ok   all-gather bytes of rank 0: fp32 {b['fp32-compute']:.0f}, bf16 {b['bf16-compute']:.0f}, "
+      f"int8 {b['fp32-int8']:.0f} ({b['fp32-compute'] / b['fp32-int8']:.2f}x fewer than fp32)")
+PY
+
+# --reduce-dtype int8: the gradients' all-to-all moves >= 3.5x fewer bytes
+# than the fp32 reduce-scatter (Note [Quantized gradient reduce-scatter]).
+"$train" --steps 2 --ranks 4 --reduce-dtype int8 --trace "$dir/r-int8.json" > /dev/null ||
+  { echo "FAIL: 4-rank run --reduce-dtype int8"; exit 1; }
+"$python" - "$dir" <<'PY'
+import json, sys
+def moved(name, op):
+    events = json.load(open(f"{sys.argv[1]}/{name}.rank-0.json"))["traceEvents"]
+    return sum(e["args"]["bytes"] for e in events if e["name"].startswith(op))
+f32, int8 = moved("g-fp32-compute", "reduce_scatter"), moved("r-int8", "all_to_all")
+assert moved("r-int8", "reduce_scatter") == 0 and int8 > 0, (f32, int8)
+assert f32 >= 3.5 * int8, (f32, int8)
+print(f"ok   gradient bytes of rank 0: fp32 reduce-scatter {f32:.0f}, int8 all-to-all {int8:.0f} "
+      f"({f32 / int8:.2f}x fewer)")
 PY

@@ -3,6 +3,7 @@
 // the scalar path, and across kernel threads; AdamW and the norm within
 // rounding of the CPU twin. Lengths around the pack widths (4 f32, 8 bf16)
 // with tails, and past one block of the norm.
+#include <algorithm>
 #include <cmath>
 
 #include "tests/kernels/op_registry.h"
@@ -12,6 +13,7 @@
 #include "zrt/kernels/ops/flatten.h"
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
+#include "zrt/kernels/ops/quantize.h"
 #include "zrt/kernels/ops/random_fill.h"
 #include "zrt/kernels/ops/scale.h"
 
@@ -293,6 +295,72 @@ std::vector<OpRegistration> ops_registrations() {
             return OpCost{bytes(d[0], {t, t, t})};
           },
       .perf_dims = {std::int64_t(1) << 24, -1},
+  });
+  // Blockwise int8: chunks {chunk length, chunks, specials}; specials put a
+  // block of zeros, a NaN and an Inf in the last chunk (Note [Blockwise int8
+  // quantization]). Chunk lengths off the block and across several blocks.
+  const std::vector<OpDims> quant_dims = {{0, 1, 0},   {1, 1, 0},    {7, 3, 1},    {256, 2, 0},
+                                          {300, 4, 1}, {1031, 1, 1}, {65537, 2, 0}};
+  auto quant_source = [](const OpDims& d, DType t, std::mt19937_64& g) {
+    Tensor x = uniform({d[0] * d[1]}, t, g, -3.0, 3.0);
+    if (d[2] && x.numel() > 0) {
+      const std::int64_t last = (d[1] - 1) * d[0];
+      for (std::int64_t i = last; i < std::min(last + 256, x.numel()); ++i) x.set_item(i, 0.0);
+      x.set_item(x.numel() - 1, NAN);
+      if (d[0] > 256) x.set_item(x.numel() - 257, INFINITY);
+    }
+    return x;
+  };
+  // quant_source's values (f32) quantized: the input of the dequantizing ops.
+  auto quantized_source = [quant_source](const OpDims& d, DType, std::mt19937_64& g) {
+    const Tensor x = quant_source(d, DType::f32, g);
+    Tensor q = Tensor::empty({kernels::quantized_bytes(x.numel(), d[0])}, DType::u8);
+    if (x.numel() > 0) kernels::quantize_int8(q, x, d[0]);
+    return std::vector{q};
+  };
+  auto quant_cost = [](const OpDims& d, DType t) {
+    return OpCost{bytes(d[0] * d[1], {t}) + double(kernels::quantized_bytes(d[0] * d[1], d[0]))};
+  };
+  r.push_back({
+      .name = "quantize_int8",
+      .dims = quant_dims,
+      .dtypes = kFloats,
+      .make_inputs = [quant_source](
+                         const OpDims& d, DType t,
+                         std::mt19937_64& g) { return std::vector{quant_source(d, t, g)}; },
+      .run =
+          [](OpRun& r, const OpDims& d, DType) {
+            const std::int64_t n = kernels::quantized_bytes(d[0] * d[1], d[0]);
+            kernels::quantize_int8(r.out("quantized", {n}, DType::u8), r.in(0), d[0], r.stream());
+          },
+      .cost = quant_cost,
+      .perf_dims = {std::int64_t(1) << 22, 4, 0},
+  });
+  r.push_back({
+      .name = "dequantize_int8",
+      .dims = quant_dims,
+      .dtypes = kFloats,
+      .make_inputs = quantized_source,
+      .run =
+          [](OpRun& r, const OpDims& d, DType t) {
+            kernels::dequantize_int8(r.out("values", {d[0] * d[1]}, t), r.in(0), d[0], r.stream());
+          },
+      .cost = quant_cost,
+      .perf_dims = {std::int64_t(1) << 22, 4, 0},
+  });
+  // A quantized reduce-scatter's sum of the chunks a rank received (avg).
+  r.push_back({
+      .name = "dequantize_sum_int8",
+      .dims = quant_dims,
+      .dtypes = {DType::f32},
+      .make_inputs = quantized_source,
+      .run =
+          [](OpRun& r, const OpDims& d, DType) {
+            kernels::dequantize_sum_int8(r.out("sum", {d[0]}, DType::f32), r.in(0), d[1],
+                                         static_cast<int>(d[1]), r.stream());
+          },
+      .cost = quant_cost,
+      .perf_dims = {std::int64_t(1) << 22, 4, 0},
   });
   return r;
 }

@@ -23,6 +23,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.checkpointing = setup.checkpointing;
   c.engine.zero.offload_optimizer = setup.offload_optimizer;
   c.engine.zero.grad_reduce.dtype = setup.reduce_dtype;
+  c.engine.zero.gather.dtype = setup.gather_dtype;
   c.engine.zero.device = setup.device;
   c.checkpoint_async = setup.checkpoint_async;
   c.host_comm = setup.host_comm;

@@ -27,7 +27,8 @@ struct TrainSetup {
   int prefetch = 1;
   model_zoo::ActivationCheckpointing checkpointing;
   optim::OptimizerOffload offload_optimizer;
-  DType reduce_dtype = DType::f32;
+  optim::ReduceDType reduce_dtype = optim::ReduceDType::f32;
+  optim::GatherDType gather_dtype = optim::GatherDType::compute;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
   bool checkpoint_async = false;  // saves write in the background
   CommPtr host_comm;              // where those saves agree (TrainerConfig::host_comm)

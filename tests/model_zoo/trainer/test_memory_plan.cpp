@@ -103,13 +103,29 @@ std::vector<Case> sweep(const std::string& scratch) {
   add("gpt tiny, 4 ranks, hybrid 2, bf16 reduce", 4, [](TrainerConfig& c) {
     c.engine.zero.strategy = ShardingStrategy::hybrid_shard;
     c.engine.zero.zero3_size = 2;
-    c.engine.zero.grad_reduce.dtype = DType::bf16;
+    c.engine.zero.grad_reduce.dtype = optim::ReduceDType::bf16;
     c.batch_size = 16;
   });
   add("gpt tiny, 4 ranks, layer-zero 2, bf16", 4, [](TrainerConfig& c) {
     c.engine.zero.strategy = ShardingStrategy::layer_zero;
     c.engine.zero.zero3_size = 2;
     c.engine.zero.dtype = DType::bf16;
+    c.batch_size = 16;
+  });
+  add("gpt tiny, 4 ranks, layer-zero 2, bf16, int8 gather", 4, [](TrainerConfig& c) {
+    c.engine.zero.strategy = ShardingStrategy::layer_zero;
+    c.engine.zero.zero3_size = 2;
+    c.engine.zero.dtype = DType::bf16;
+    c.engine.zero.gather.dtype = optim::GatherDType::int8;
+    c.batch_size = 16;
+  });
+  add("gpt tiny, 3 ranks, full, int8 gather", 3,
+      [](TrainerConfig& c) { c.engine.zero.gather.dtype = optim::GatherDType::int8; });
+  add("gpt tiny, 4 ranks, hybrid 2, int8 reduce, 2 micro-batches", 4, [](TrainerConfig& c) {
+    c.engine.zero.strategy = ShardingStrategy::hybrid_shard;
+    c.engine.zero.zero3_size = 2;
+    c.engine.zero.grad_reduce.dtype = optim::ReduceDType::int8;
+    c.micro_batches = 2;
     c.batch_size = 16;
   });
   for (int prefetch : {0, 2})
@@ -247,6 +263,13 @@ BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {
   BOOST_TEST(two.at_peak.unsharded_params > 0u);
   // Half the master and moments each, on two ranks.
   BOOST_TEST(two.at_peak.master_and_moments < one.at_peak.master_and_moments);
+
+  // Int8 zero3 shards: about half of bf16's (Note [Quantized parameter gather]).
+  TrainerConfig int8 = c;
+  int8.engine.zero.gather.dtype = optim::GatherDType::int8;
+  const RankMemoryPlan quantized = plan_memory(int8, 2).largest();
+  BOOST_TEST(quantized.at_peak.zero3_shards < 0.6 * double(two.at_peak.zero3_shards));
+  BOOST_TEST(quantized.at_peak.zero3_shards > 0.4 * double(two.at_peak.zero3_shards));
 
   TrainerConfig blocks = c;
   blocks.engine.checkpointing = parse_activation_checkpointing("blocks");

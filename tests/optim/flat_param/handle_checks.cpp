@@ -100,15 +100,45 @@ void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, in
 }
 
 void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
-                         ReduceOp op, int micro_batches, bool offload) {
+                         ReduceOp op, int micro_batches, bool offload, optim::ReduceDType reduce) {
   optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
   Params p = make_params(7);
   auto alloc = std::make_shared<CountingAllocator>();
   optim::FlatParamOptions o = options_for(plan, DType::f32, alloc);
   o.grad_reduce.op = op;
   o.grad_reduce.offload = offload;
+  o.grad_reduce.dtype = reduce;
   optim::FlatParamHandle h(p.named, plan.groups, o);
   const std::size_t sharded_bytes = alloc->stats().allocated;
+  const int w1 = plan.groups.zero1->size();
+  ZRT_EXPECT(h.reduces_quantized() == (reduce == optim::ReduceDType::int8 && w1 > 1), "rank ",
+             world->rank());
+  // Every rank's quantization error bound of flat element f: half the scale of
+  // f's block (256 elements of its zero1 chunk) of the rank's fp32 gradient,
+  // summed over the ranks (Note [Quantized gradient reduce-scatter]).
+  const optim::FlatParamLayout& l = h.layout();
+  const std::int64_t n1 = l.shard_numel(w1);
+  std::vector<std::vector<double>> rank_grads;  // each rank's flat fp32 gradient of a step
+  for (int r = 0; r < world->size() && h.reduces_quantized(); ++r) {
+    rank_grads.emplace_back(static_cast<std::size_t>(l.numel_padded()), 0.0);
+    for (std::size_t i = 0; i < kShapes.size(); ++i)
+      for (std::int64_t k = 0; k < shape_numel(kShapes[i]); ++k)
+        for (int m = 0; m < micro_batches; ++m)
+          rank_grads.back()[static_cast<std::size_t>(l.param_offset(i) + k)] +=
+              grad_value(r, m, i, k);
+  }
+  auto quantization_bound = [&](std::size_t param, std::int64_t e) {
+    const std::int64_t f = l.param_offset(param) + e;
+    const std::int64_t first = f - (f % n1) % 256, end = std::min(first + 256, (f / n1 + 1) * n1);
+    double bound = 0;
+    for (const std::vector<double>& g : rank_grads) {
+      double amax = 0;
+      for (std::int64_t k = first; k < end; ++k)
+        amax = std::max(amax, std::fabs(g[static_cast<std::size_t>(k)]));
+      bound += amax / 127 / 2 * (1 + 0x1p-20);
+    }
+    return bound;
+  };
 
   for (int step = 0; step < 2; ++step) {  // the second step checks nothing leaks across steps
     for (int m = 0; m < micro_batches; ++m) {
@@ -139,9 +169,12 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
         for (int r = 0; r < W; ++r)
           for (int m = 0; m < micro_batches; ++m)
             expect += grad_value(r, m, i, info.intra_param_start + k);
+        const double bound =
+            (quantization_bound(i, info.intra_param_start + k) + 1e-6 * std::abs(expect)) /
+            (op == ReduceOp::avg ? W : 1);
         if (op == ReduceOp::avg) expect /= W;
-        ZRT_EXPECT(std::abs(got[k] - expect) <= 1e-6 * std::max(1.0, std::abs(expect)), "param ", i,
-                   " element ", info.intra_param_start + k, ": ", got[k], " != ", expect, " (rank ",
+        ZRT_EXPECT(std::abs(got[k] - expect) <= std::max(bound, 1e-6), "param ", i, " element ",
+                   info.intra_param_start + k, ": ", got[k], " != ", expect, " (rank ",
                    world->rank(), ")");
       }
     }
@@ -159,6 +192,93 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
     ZRT_EXPECT(h.full_prec_grad_padded().is_freed(), "check failed on rank ", world->rank());
     h.mark_params_updated();
   }
+}
+
+void check_quantized_gather(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
+                            DType param_dtype) {
+  optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
+  Params p = make_params(7);
+  optim::FlatParamOptions o = options_for(plan, param_dtype, std::make_shared<CountingAllocator>());
+  o.gather.dtype = optim::GatherDType::int8;
+  optim::FlatParamHandle h(p.named, plan.groups, o);
+  const int w1 = plan.groups.zero1->size();
+  ZRT_EXPECT(h.gathers_quantized() == (w1 > 1), "rank ", world->rank());
+  // The flat master in float64: the parameters at their offsets, zeros between.
+  const optim::FlatParamLayout& l = h.layout();
+  std::vector<double> flat(static_cast<std::size_t>(l.numel_padded()), 0.0);
+  for (std::size_t i = 0; i < kShapes.size(); ++i)
+    for (std::size_t e = 0; e < p.values[i].size(); ++e)
+      flat[static_cast<std::size_t>(l.param_offset(i)) + e] = p.values[i][e];
+  // Each element's block: 256 elements of its zero1 chunk; the scale max|x| / 127.
+  const std::int64_t n1 = l.shard_numel(w1);
+  auto scale_of = [&](std::int64_t f) {
+    const std::int64_t first = f - (f % n1) % 256, end = std::min(first + 256, (f / n1 + 1) * n1);
+    double amax = 0;
+    for (std::int64_t k = first; k < end; ++k)
+      amax = std::max(amax, std::fabs(flat[static_cast<std::size_t>(k)]));
+    return amax / 127;
+  };
+  // The output dtype's rounding to nearest, relative.
+  const double out_eps = param_dtype == DType::f32    ? 0
+                         : param_dtype == DType::bf16 ? 0x1p-8
+                                                      : 0x1p-11;
+  std::vector<std::vector<double>> first_pass;
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0 gathers zero1, pass 1 zero3
+    h.pre_forward();
+    for (std::size_t i = 0; i < kShapes.size(); ++i) {
+      const std::vector<double> got = h.param(i).to_doubles();
+      if (pass == 0) first_pass.push_back(got);
+      ZRT_EXPECT(got == first_pass[i], "the zero3 gather differs from the zero1 gather: param ", i,
+                 " rank ", world->rank());
+      for (std::size_t e = 0; e < got.size(); ++e) {
+        const double x = p.values[i][e];
+        const double bound =
+            w1 == 1 ? std::fabs(rounded(x, param_dtype) - x)
+                    : scale_of(l.param_offset(i) + std::int64_t(e)) / 2 * (1 + 0x1p-20) +
+                          out_eps * std::fabs(got[e]);
+        ZRT_EXPECT(std::fabs(got[e] - x) <= bound, "param ", i, " element ", e, ": ", x,
+                   " gathered as ", got[e], ", more than ", bound, " away (rank ", world->rank(),
+                   ")");
+      }
+    }
+    h.post_forward();
+    if (!plan.reshard_after_forward) free_storage(h.full_param_padded());
+  }
+  // The master is untouched: summon gives back the originals exactly.
+  auto full = h.summon_full_params();
+  for (std::size_t i = 0; i < kShapes.size(); ++i)
+    ZRT_EXPECT(full[i].to_doubles() == p.values[i], "master changed on rank ", world->rank());
+  // A NaN in the master reaches the unsharded parameter (its block, with int8).
+  full[4].set_item(100, NAN);
+  h.load_full_params(full);
+  h.pre_forward();
+  const std::vector<double> got = h.param(4).to_doubles();
+  ZRT_EXPECT(std::isnan(got[100]), "a NaN in the master was lost on rank ", world->rank());
+  std::size_t nans = 0;
+  for (double v : got) nans += std::isnan(v);
+  ZRT_EXPECT(nans <= 256 && (w1 > 1 || nans == 1), nans, " NaN on rank ", world->rank());
+  h.post_forward();
+}
+
+void check_quantized_gather_bytes(const CommPtr& world) {
+  optim::StrategyPlan plan = optim::plan_strategy(optim::ShardingStrategy::full_shard, world, 0);
+  const std::vector<optim::NamedParam> big = {
+      {"w", "weight", Tensor::full({301, 113}, 0.5, DType::f32)}};
+  auto chunk_bytes = [&](DType param_dtype, optim::GatherDType gather) {
+    optim::FlatParamOptions o = options_for(plan, param_dtype, {});
+    o.gather.dtype = gather;
+    optim::FlatParamHandle h(big, plan.groups, o);
+    return double(h.gather_chunk_bytes());
+  };
+  const double int8 = chunk_bytes(DType::bf16, optim::GatherDType::int8);
+  const double f32 = chunk_bytes(DType::f32, optim::GatherDType::compute);
+  const double bf16 = chunk_bytes(DType::bf16, optim::GatherDType::compute);
+  if (world->size() == 1) {  // nothing is gathered, nothing quantized
+    ZRT_EXPECT(int8 == bf16, "a world of one quantized its gather");
+    return;
+  }
+  ZRT_EXPECT(f32 / int8 >= 3.5 && bf16 / int8 >= 1.75, "int8 gathers ", int8,
+             " bytes a rank, fp32 ", f32, ", bf16 ", bf16);
 }
 
 void check_mismatch_is_named(const CommPtr& world) {

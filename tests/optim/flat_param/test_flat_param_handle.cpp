@@ -1,5 +1,6 @@
 // optim::FlatParamHandle on the local backend (ranks as threads): round trips,
-// gradient reduction for every strategy, memory release, validation, states.
+// gradient reduction for every strategy, int8 gathers against a float64
+// oracle, memory release, validation, states.
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <functional>
@@ -77,6 +78,28 @@ BOOST_AUTO_TEST_CASE(gradient_path_every_strategy) {
                    [&](const CommPtr& w) {
                      testing::check_gradient_path(w, c.strategy, c.zero3, op, micro, offload);
                    });
+}
+
+BOOST_AUTO_TEST_CASE(quantized_gather_every_strategy) {
+  for (const Case& c : cases())
+    for (DType t : {DType::f32, DType::bf16})
+      on_ranks(c.world, describe(c) + " int8 gather in " + dtype_name(t), [&](const CommPtr& w) {
+        testing::check_quantized_gather(w, c.strategy, c.zero3, t);
+      });
+}
+
+BOOST_AUTO_TEST_CASE(quantized_gradient_reduce_every_strategy) {
+  for (const Case& c : cases())
+    for (ReduceOp op : {ReduceOp::avg, ReduceOp::sum})
+      on_ranks(c.world, describe(c) + " int8 reduce " + reduce_op_name(op), [&](const CommPtr& w) {
+        testing::check_gradient_path(w, c.strategy, c.zero3, op, 2, false,
+                                     optim::ReduceDType::int8);
+      });
+}
+
+BOOST_AUTO_TEST_CASE(quantized_gather_moves_fewer_bytes) {
+  for (int n = 1; n <= 4; ++n)
+    on_ranks(n, "int8 gather bytes", testing::check_quantized_gather_bytes);
 }
 
 BOOST_AUTO_TEST_CASE(mismatch_on_one_rank_is_named_on_all) {

@@ -27,17 +27,18 @@ std::vector<int> divisors(int w) {
 BOOST_AUTO_TEST_SUITE(flat_param_handle_mpi)
 
 BOOST_AUTO_TEST_CASE(round_trip) {
+  // Each layout round trip, and with an int8 gather (Note [Quantized parameter gather]).
   const int w = world()->size();
+  auto check = [](optim::ShardingStrategy strategy, int z, DType dt) {
+    BOOST_CHECK_NO_THROW(testing::check_round_trip(world(), strategy, z, dt));
+    BOOST_CHECK_NO_THROW(testing::check_quantized_gather(world(), strategy, z, dt));
+  };
   for (DType dt : {DType::f32, DType::bf16}) {
-    BOOST_CHECK_NO_THROW(
-        testing::check_round_trip(world(), optim::ShardingStrategy::full_shard, w, dt));
-    BOOST_CHECK_NO_THROW(
-        testing::check_round_trip(world(), optim::ShardingStrategy::no_shard, 1, dt));
+    check(optim::ShardingStrategy::full_shard, w, dt);
+    check(optim::ShardingStrategy::no_shard, 1, dt);
     for (int z : divisors(w)) {
-      BOOST_CHECK_NO_THROW(
-          testing::check_round_trip(world(), optim::ShardingStrategy::layer_zero, z, dt));
-      BOOST_CHECK_NO_THROW(
-          testing::check_round_trip(world(), optim::ShardingStrategy::hybrid_shard, z, dt));
+      check(optim::ShardingStrategy::layer_zero, z, dt);
+      check(optim::ShardingStrategy::hybrid_shard, z, dt);
     }
   }
 }
@@ -56,8 +57,16 @@ BOOST_AUTO_TEST_CASE(gradient_path) {
           world(), optim::ShardingStrategy::hybrid_shard, z, ReduceOp::avg, 2, offload));
       BOOST_CHECK_NO_THROW(testing::check_gradient_path(
           world(), optim::ShardingStrategy::layer_zero, z, ReduceOp::sum, 2, offload));
+      // Note [Quantized gradient reduce-scatter]: the all-to-all over MPI.
+      BOOST_CHECK_NO_THROW(
+          testing::check_gradient_path(world(), optim::ShardingStrategy::hybrid_shard, z,
+                                       ReduceOp::avg, 2, offload, optim::ReduceDType::int8));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(quantized_gather_bytes) {
+  BOOST_CHECK_NO_THROW(testing::check_quantized_gather_bytes(world()));
 }
 
 BOOST_AUTO_TEST_CASE(mismatch_on_one_rank_is_named_on_all) {

@@ -121,6 +121,24 @@ void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, Reduc
   expect_elements(comm, "in-place reduce_scatter_tensor", in2.slice(rank * n, n), expected, tol);
 }
 
+void check_all_to_all(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
+                      Device device) {
+  const int size = comm.size(), rank = comm.rank();
+  Tensor in = input_tensor(seed, rank, size * n, dtype, device);
+  Tensor out = Tensor::full({size * n}, kPoison, dtype, device);
+  comm.all_to_all(out, in);
+  expect_elements(comm, "all_to_all", out, [&](std::int64_t i) {
+    return input_value(seed, static_cast<int>(i / n), rank * n + i % n);
+  });
+  bool refused = false;
+  try {
+    comm.all_to_all(in, in);
+  } catch (const InvalidArgument&) {
+    refused = true;
+  }
+  expect(refused || n == 0, "all_to_all: an output overlapping the input was not refused");
+}
+
 void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
                       std::uint64_t seed, Device device) {
   Tensor t = input_tensor(seed, comm.rank(), n, dtype, device);
@@ -157,6 +175,7 @@ void check_all_gather_bytes(Communicator& comm, std::uint64_t seed) {
 void check_all_collectives(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
                            Device device) {
   check_all_gather(comm, dtype, n, seed, device);
+  check_all_to_all(comm, dtype, n, seed + 4, device);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
     check_reduce_scatter(comm, dtype, n, op, seed + 1, device);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})

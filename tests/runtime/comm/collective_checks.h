@@ -21,6 +21,10 @@ void check_all_gather(Communicator& comm, DType dtype, std::int64_t n, std::uint
                       Device device = Device::cpu());
 void check_reduce_scatter(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
                           std::uint64_t seed, Device device = Device::cpu());
+// Chunk r of every rank's input reaches rank r, in the sender's rank order;
+// an output overlapping the input is refused.
+void check_all_to_all(Communicator& comm, DType dtype, std::int64_t n, std::uint64_t seed,
+                      Device device = Device::cpu());
 void check_all_reduce(Communicator& comm, DType dtype, std::int64_t n, ReduceOp op,
                       std::uint64_t seed, Device device = Device::cpu());
 void check_broadcast(Communicator& comm, DType dtype, std::int64_t n, int root, std::uint64_t seed,

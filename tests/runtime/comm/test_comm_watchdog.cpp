@@ -59,6 +59,7 @@ class BlockingComm final : public Communicator {
   }
   void do_barrier() override {}
   void do_all_gather(const Tensor&, const Tensor&, Stream) override { unused(); }
+  void do_all_to_all(const Tensor&, const Tensor&, Stream) override { unused(); }
   void do_reduce_scatter(const Tensor&, const Tensor&, ReduceOp, Stream) override { unused(); }
   void do_broadcast(const Tensor&, int, Stream) override { unused(); }
   std::vector<std::vector<std::byte>> do_all_gather_bytes(std::span<const std::byte>) override {
