@@ -40,26 +40,26 @@ void check_link_model(const LinkModel& m, const char* gbps_name, const char* us_
 
 namespace {
 
-// The variable's value as a number (unset or empty: 0); InvalidArgument
-// naming it and its text otherwise.
-double env_number(const char* name, const char* meaning) {
+// The variable's value (unset or empty: 0): 0, or a number from `lo` to
+// `hi`; InvalidArgument naming the variable and its text otherwise.
+double env_number(const char* name, const char* what, double lo, double hi) {
   const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return 0;
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(env, &end);
-  ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && std::isfinite(v), name, "='", env,
-                "' is not a number (", meaning, ")");
+  ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && std::isfinite(v) &&
+                    (v == 0 || (v >= lo && v <= hi)),
+                name, "='", env, "' is not ", what, " from ", lo, " to ", hi, " (0: no link model)");
   return v;
 }
 
 }  // namespace
 
 LinkModel link_model_from_env() {
-  const LinkModel m{.gbps = env_number("ZRT_LINK_GBPS", "the link bandwidth in Gb/s"),
-                    .latency_us = env_number("ZRT_LINK_US", "the link latency in microseconds")};
-  check_link_model(m, "ZRT_LINK_GBPS", "ZRT_LINK_US");
-  return m;
+  return {.gbps = env_number("ZRT_LINK_GBPS", "a bandwidth in Gb/s", kMinLinkGbps, kMaxLinkGbps),
+          .latency_us = env_number("ZRT_LINK_US", "a latency in microseconds", 0,
+                                   kMaxLinkLatencyUs)};
 }
 
 void hold_for_link(const LinkModel& model, std::chrono::steady_clock::time_point start,

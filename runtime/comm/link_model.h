@@ -51,7 +51,8 @@ void check_link_model(const LinkModel& model, const char* gbps_name = "the link 
                       const char* us_name = "the link latency");
 
 // ZRT_LINK_GBPS and ZRT_LINK_US (unset or empty: 0); InvalidArgument naming
-// the variable and its value when it is not a number in its range.
+// the variable and its value when it is not 0 or a number in the range
+// check_link_model takes.
 LinkModel link_model_from_env();
 
 // Waits until `start` + model.time(bytes), in slices of at most 10 ms,

@@ -185,12 +185,18 @@ BOOST_AUTO_TEST_CASE(bad_link_settings_are_refused_by_name) {
   BOOST_CHECK_NO_THROW(check_link_model({.gbps = 0, .latency_us = 0}));
   {
     ScopedEnv e("ZRT_LINK_GBPS", "fast");
-    expect_invalid([] { (void)link_model_from_env(); }, "ZRT_LINK_GBPS='fast' is not a number");
+    expect_invalid([] { (void)link_model_from_env(); },
+                   "ZRT_LINK_GBPS='fast' is not a bandwidth in Gb/s from 0.001 to 1e+06");
     expect_invalid([] { (void)make_local_world(2); }, "ZRT_LINK_GBPS='fast'");
   }
   {
     ScopedEnv e("ZRT_LINK_US", "-1");
-    expect_invalid([] { (void)link_model_from_env(); }, "ZRT_LINK_US -1 is not a latency");
+    expect_invalid([] { (void)link_model_from_env(); },
+                   "ZRT_LINK_US='-1' is not a latency in microseconds from 0 to 1e+06");
+  }
+  {
+    ScopedEnv e("ZRT_LINK_GBPS", "1e-9");
+    expect_invalid([] { (void)link_model_from_env(); }, "ZRT_LINK_GBPS='1e-9' is not");
   }
   {
     ScopedEnv g("ZRT_LINK_GBPS", "100"), u("ZRT_LINK_US", "7.5");
