@@ -35,6 +35,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   if (setup.vocab_size > 0) c.model.vocab_size = setup.vocab_size;
   c.model.vocab_align = setup.vocab_align;
   c.engine.seed = setup.seed;
+  if (setup.link.enabled()) world->set_link_model(setup.link);
   c.batch_size = setup.batch_size;
   c.seq_len = 16;
   c.micro_batches = setup.micro_batches;
@@ -239,7 +240,8 @@ std::string describe(const TrainSetup& s) {
          (s.head_unit ? " head_unit" : "") +
          (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "") +
          (s.vocab_size ? " vocab=" + std::to_string(s.vocab_size) : "") +
-         " vocab_align=" + std::to_string(s.vocab_align);
+         " vocab_align=" + std::to_string(s.vocab_align) +
+         (s.link.enabled() ? " link=" + s.link.str() : "");
 }
 
 }  // namespace zrt::testing

@@ -41,6 +41,7 @@ struct TrainSetup {
   std::int64_t vocab_align =
       model_zoo::ModelConfig::kDefaultVocabAlign;  // gpt (Note [Padded vocabulary])
   std::uint64_t seed = 1337;                       // the init seed
+  LinkModel link;  // set on the world before the trainer splits its groups (Note [Link model])
 };
 
 // A setup of `strategy` with zero3 groups of `zero3` ranks, in `dtype`, of

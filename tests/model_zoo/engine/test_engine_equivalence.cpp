@@ -102,6 +102,18 @@ BOOST_AUTO_TEST_CASE(prefetch_depth_changes_no_number) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_link_model_changes_no_number) {
+  // Note [Link model]: collectives held for a 2 Gb/s, 200 us link give the
+  // bits they give at once, for every strategy on 4 ranks.
+  const auto differences = differences_per_strategy(4, [](const TrainSetup& base) {
+    TrainSetup held = base;
+    held.link = {.gbps = 2, .latency_us = 200};
+    return std::vector<TrainSetup>{held};
+  });
+  for (const std::string& d : differences) BOOST_ERROR(d);
+  BOOST_TEST(differences.empty());
+}
+
 BOOST_AUTO_TEST_CASE(bf16_gradient_reduction_trains_close_to_fp32) {
   TrainSetup s;
   s.reduce_dtype = DType::bf16;
