@@ -22,8 +22,8 @@ const char* collective_kind_name(CollectiveKind kind) {
 LinkBytes ring_link_bytes(CollectiveKind kind, std::int64_t numel, std::size_t itemsize, int size,
                           int rank, int root) {
   ZRT_CHECK_ARG(size >= 1 && rank >= 0 && rank < size && root >= 0 && root < size && numel >= 0,
-                "ring_link_bytes: rank ", rank, " and root ", root, " of ", size, " ranks, ",
-                numel, " elements");
+                "ring_link_bytes: rank ", rank, " and root ", root, " of ", size, " ranks, ", numel,
+                " elements");
   if (size == 1) return {};
   const auto p = static_cast<std::uint64_t>(size);
   const auto e = static_cast<std::uint64_t>(numel);
@@ -40,8 +40,7 @@ LinkBytes ring_link_bytes(CollectiveKind kind, std::int64_t numel, std::size_t i
         const auto k = static_cast<std::uint64_t>((c % size + size) % size);
         return (e / p + (k < e % p ? 1 : 0)) * itemsize;
       };
-      return {2 * whole - chunk(rank) - chunk(rank + 1),
-              2 * whole - chunk(rank - 1) - chunk(rank)};
+      return {2 * whole - chunk(rank) - chunk(rank + 1), 2 * whole - chunk(rank - 1) - chunk(rank)};
     }
     case CollectiveKind::broadcast: {
       const int last = (root + size - 1) % size;  // the chain's tail

@@ -128,8 +128,7 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
   issue({"all_gather", out.nbytes(), CollectiveKind::all_gather, out.numel(), out.itemsize()},
-        stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
+        stream, [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_gather(o, i, s);
         });
 }
@@ -146,10 +145,8 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
   ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg, op, " on group ", name_,
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
-  issue({"reduce_scatter", in.nbytes(), CollectiveKind::reduce_scatter, in.numel(),
-         in.itemsize()},
-        stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
+  issue({"reduce_scatter", in.nbytes(), CollectiveKind::reduce_scatter, in.numel(), in.itemsize()},
+        stream, [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
           do_reduce_scatter(o, i, rop, s);
         });
 }
@@ -169,8 +166,7 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
   check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
   ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
                 " is not a rank of this group of size ", size_);
-  issue({"broadcast", t.nbytes(), CollectiveKind::broadcast, t.numel(), t.itemsize(), root},
-        stream,
+  issue({"broadcast", t.nbytes(), CollectiveKind::broadcast, t.numel(), t.itemsize(), root}, stream,
         [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 

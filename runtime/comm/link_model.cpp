@@ -28,14 +28,14 @@ std::string LinkModel::str() const {
 }
 
 void check_link_model(const LinkModel& m, const char* gbps_name, const char* us_name) {
-  ZRT_CHECK_ARG(m.gbps == 0 || (std::isfinite(m.gbps) && m.gbps >= kMinLinkGbps &&
-                                m.gbps <= kMaxLinkGbps),
-                gbps_name, " ", m.gbps, " is not a bandwidth in Gb/s from ", kMinLinkGbps, " to ",
-                kMaxLinkGbps, " (0: unlimited)");
-  ZRT_CHECK_ARG(std::isfinite(m.latency_us) && m.latency_us >= 0 &&
-                    m.latency_us <= kMaxLinkLatencyUs,
-                us_name, " ", m.latency_us, " is not a latency in microseconds from 0 to ",
-                kMaxLinkLatencyUs);
+  ZRT_CHECK_ARG(
+      m.gbps == 0 || (std::isfinite(m.gbps) && m.gbps >= kMinLinkGbps && m.gbps <= kMaxLinkGbps),
+      gbps_name, " ", m.gbps, " is not a bandwidth in Gb/s from ", kMinLinkGbps, " to ",
+      kMaxLinkGbps, " (0: unlimited)");
+  ZRT_CHECK_ARG(
+      std::isfinite(m.latency_us) && m.latency_us >= 0 && m.latency_us <= kMaxLinkLatencyUs,
+      us_name, " ", m.latency_us, " is not a latency in microseconds from 0 to ",
+      kMaxLinkLatencyUs);
 }
 
 namespace {
@@ -50,16 +50,17 @@ double env_number(const char* name, const char* what, double lo, double hi) {
   const double v = std::strtod(env, &end);
   ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && std::isfinite(v) &&
                     (v == 0 || (v >= lo && v <= hi)),
-                name, "='", env, "' is not ", what, " from ", lo, " to ", hi, " (0: no link model)");
+                name, "='", env, "' is not ", what, " from ", lo, " to ", hi,
+                " (0: no link model)");
   return v;
 }
 
 }  // namespace
 
 LinkModel link_model_from_env() {
-  return {.gbps = env_number("ZRT_LINK_GBPS", "a bandwidth in Gb/s", kMinLinkGbps, kMaxLinkGbps),
-          .latency_us = env_number("ZRT_LINK_US", "a latency in microseconds", 0,
-                                   kMaxLinkLatencyUs)};
+  return {
+      .gbps = env_number("ZRT_LINK_GBPS", "a bandwidth in Gb/s", kMinLinkGbps, kMaxLinkGbps),
+      .latency_us = env_number("ZRT_LINK_US", "a latency in microseconds", 0, kMaxLinkLatencyUs)};
 }
 
 void hold_for_link(const LinkModel& model, std::chrono::steady_clock::time_point start,

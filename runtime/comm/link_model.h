@@ -16,7 +16,9 @@
 // A collective that took longer on its own is not held further. It only
 // waits, so results are bit for bit those without the model. The wait is in
 // slices that notice an aborted group. barrier, split and all_gather_bytes
-// are not held; NCCL is never held (its collectives run on the device).
+// are not held; NCCL is never held (its collectives run on the device), and
+// the local backend's collectives of CUDA tensors on a CUDA stream are held
+// on the host once queued (the issuing thread waits, not the device).
 // The setting lives in the communicator (set_link_model, inherited by the
 // groups split afterwards); make_local_world, run_local_ranks and
 // make_mpi_world start from ZRT_LINK_GBPS and ZRT_LINK_US, so every program

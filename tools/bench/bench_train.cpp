@@ -396,8 +396,8 @@ struct Result {
   double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
   double step_peak =
       0;  // the largest allocator peak of one timed step (allocated bytes) over ranks
-  TrafficCounts traffic;      // bytes on the link, summed over ranks and timed steps
-  double max_rank_sent = 0;   // the most bytes one rank sent per timed step (over a round)
+  TrafficCounts traffic;     // bytes on the link, summed over ranks and timed steps
+  double max_rank_sent = 0;  // the most bytes one rank sent per timed step (over a round)
 };
 
 struct Run {
@@ -490,9 +490,9 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
                                static_cast<std::uint64_t>(v[n + 10 + 3 * k]),
                                static_cast<std::uint64_t>(v[n + 11 + 3 * k])};
     result.traffic += rank_traffic;
-    result.max_rank_sent = std::max(result.max_rank_sent,
-                                    static_cast<double>(rank_traffic.total().sent) /
-                                        static_cast<double>(o.steps));
+    result.max_rank_sent =
+        std::max(result.max_rank_sent,
+                 static_cast<double>(rank_traffic.total().sent) / static_cast<double>(o.steps));
   }
   const ParamCounts counts = count_params(trainer.engine());
   run.params = counts.all;
@@ -575,8 +575,8 @@ int bench_train(int argc, char** argv) {
         "%s%s\n",
         t.model.c_str(), t.preset.c_str(), static_cast<long long>(run.params), t.batch_size,
         t.model == "gpt" ? t.seq_len : 1, o.dtype.c_str(), o.reduce_dtype.c_str(),
-        o.strategy.c_str(), world_size,
-        run.threads, t.device == "cuda" ? "on cuda, " : "cpu streams ",
+        o.strategy.c_str(), world_size, run.threads,
+        t.device == "cuda" ? "on cuda, " : "cpu streams ",
         t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
   const bool peak_known = run.peak.gflops > 0;
   for (const Result& r : run.results) {
@@ -681,8 +681,7 @@ int bench_train(int argc, char** argv) {
         "sent) in %.0f collectives: all_gather %.2f, reduce_scatter %.2f, all_reduce %.2f, "
         "broadcast %.2f MiB sent (ring)\n",
         static_cast<double>(total.sent) / steps / MiB,
-        static_cast<double>(total.received) / steps / MiB,
-        r.max_rank_sent / MiB,
+        static_cast<double>(total.received) / steps / MiB, r.max_rank_sent / MiB,
         static_cast<double>(total.calls) / steps,
         static_cast<double>(r.traffic[CollectiveKind::all_gather].sent) / steps / MiB,
         static_cast<double>(r.traffic[CollectiveKind::reduce_scatter].sent) / steps / MiB,

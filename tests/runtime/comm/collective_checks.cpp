@@ -229,10 +229,8 @@ void expect_traffic(Communicator& comm, const char* what, CollectiveKind kind, s
   const TrafficCounts d = comm.traffic()->read() - before;
   for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
     const auto kk = static_cast<CollectiveKind>(k);
-    const KindTraffic want =
-        kk == kind ? KindTraffic{1, sent, received} : KindTraffic{0, 0, 0};
-    expect(d[kk].calls == want.calls && d[kk].sent == want.sent &&
-               d[kk].received == want.received,
+    const KindTraffic want = kk == kind ? KindTraffic{1, sent, received} : KindTraffic{0, 0, 0};
+    expect(d[kk].calls == want.calls && d[kk].sent == want.sent && d[kk].received == want.received,
            detail::concat(what, " on ", comm.name(), " rank ", comm.rank(), " of ", comm.size(),
                           ": ", collective_kind_name(kk), " counted ", d[kk].calls, " call(s), ",
                           d[kk].sent, " B sent, ", d[kk].received, " B received; expected ",

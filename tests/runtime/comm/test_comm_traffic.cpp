@@ -136,16 +136,17 @@ BOOST_AUTO_TEST_CASE(ring_bytes_match_a_simulated_ring) {
               BOOST_CHECK_MESSAGE(got.sent == want.sent && got.received == want.received,
                                   collective_kind_name(kind)
                                       << " of " << numel << " x " << itemsize << " B, rank " << r
-                                      << " of " << p << ", root " << root << ": " << got.sent
-                                      << "/" << got.received << " B, the ring moves " << want.sent
-                                      << "/" << want.received);
+                                      << " of " << p << ", root " << root << ": " << got.sent << "/"
+                                      << got.received << " B, the ring moves " << want.sent << "/"
+                                      << want.received);
             }
           }
       }
 }
 
 BOOST_AUTO_TEST_CASE(counters_by_hand_on_one_to_four_ranks) {
-  for (int n = 1; n <= 4; ++n) on_ranks(n, [](const CommPtr& world) { test::check_traffic(*world); });
+  for (int n = 1; n <= 4; ++n)
+    on_ranks(n, [](const CommPtr& world) { test::check_traffic(*world); });
 }
 
 BOOST_AUTO_TEST_CASE(a_group_counting_its_own_traffic_leaves_the_rank_s) {
@@ -263,10 +264,10 @@ BOOST_AUTO_TEST_CASE(collectives_last_the_modelled_time_with_the_same_results) {
         (modelled ? held : plain)[static_cast<std::size_t>(r)] = std::move(bits);
       });
     for (int r = 0; r < n; ++r)
-      BOOST_CHECK_MESSAGE(plain[r].size() == held[r].size() &&
-                              std::memcmp(plain[r].data(), held[r].data(),
-                                          plain[r].size() * sizeof(double)) == 0,
-                          "rank " << r << " of " << n << ": results differ under the link model");
+      BOOST_CHECK_MESSAGE(
+          plain[r].size() == held[r].size() &&
+              std::memcmp(plain[r].data(), held[r].data(), plain[r].size() * sizeof(double)) == 0,
+          "rank " << r << " of " << n << ": results differ under the link model");
   }
 }
 
