@@ -20,6 +20,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.zero.dtype = setup.dtype;
   c.engine.zero.grad_reduce.offload = setup.offload_grads;
   c.engine.prefetch = setup.prefetch;
+  c.engine.gather_after_update = setup.gather_after_update;
   c.engine.checkpointing = setup.checkpointing;
   c.engine.zero.offload_optimizer = setup.offload_optimizer;
   c.engine.zero.grad_reduce.dtype = setup.reduce_dtype;
@@ -234,6 +235,7 @@ std::string describe(const TrainSetup& s) {
          " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
          (s.device.is_cpu() ? "" : " " + s.device.str()) +
          " prefetch=" + std::to_string(s.prefetch) +
+         (s.gather_after_update ? "" : " gathers-at-step-start") +
          (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "") +
          (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer"
                                                                           : "") +

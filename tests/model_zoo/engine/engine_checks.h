@@ -25,6 +25,7 @@ struct TrainSetup {
   bool offload_grads = false;
   int batch_size = 16;  // global sequences or rows per step
   int prefetch = 1;
+  bool gather_after_update = true;  // EngineConfig::gather_after_update
   model_zoo::ActivationCheckpointing checkpointing;
   optim::OptimizerOffload offload_optimizer;
   DType reduce_dtype = DType::f32;
