@@ -32,7 +32,7 @@ import json, math, sys
 ranks, r = int(sys.argv[1]), json.loads(sys.argv[2])
 fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "device", "device_name", "ranks",
           "threads", "strategy",
-          "dtype", "reduce_dtype", "link", "link_gbps", "link_us", "sent_bytes_per_step",
+          "dtype", "reduce_dtype", "gather_after_update", "link", "link_gbps", "link_us", "sent_bytes_per_step",
           "received_bytes_per_step", "sent_bytes_per_step_max_rank", "sent_bytes_per_step_by_kind",
           "collectives_per_step", "batch_size", "seq_len", "prefetch", "activation_checkpointing", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
           "step_vs_first", "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak",
@@ -127,15 +127,18 @@ assert 0 < blocks < every2 < none, (none, blocks, every2)
 print("ok   --activation-checkpointing: " + ", ".join(f"{r['activation_checkpointing']}: step peak {r['step_peak_MiB']:.2f} MiB" for r in rows))
 PY
 out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100 \
-      --link-gbps none,1 --link-us 20000 --json) || fail "--link-gbps none,1 exited non-zero"
+      --link-gbps none,1 --link-us 20000 --gather-after-update on,off --json) || fail "--link-gbps none,1 exited non-zero"
 "$python" - "$out" <<'PY' || fail "--link-gbps none,1: $out"
 import json, sys
 rows = [json.loads(line) for line in sys.argv[1].splitlines()]
-assert [(r["link"], r["link_gbps"], r["link_us"]) for r in rows] == [("none", 0, 0), ("1 Gb/s + 20000 us", 1, 20000)], rows
+held = ("1 Gb/s + 20000 us", 1, 20000)
+assert [(r["link"], r["link_gbps"], r["link_us"], r["gather_after_update"]) for r in rows] == [
+    ("none", 0, 0, True), ("none", 0, 0, False), (*held, True), (*held, False)], rows
 assert len({(r["loss_first"], r["loss_last"]) for r in rows}) == 1, [(r["loss_first"], r["loss_last"]) for r in rows]
 assert len({json.dumps(r["sent_bytes_per_step_by_kind"]) for r in rows}) == 1, rows
-assert rows[1]["step_ms_min"] >= 20, rows[1]
-print(f"ok   --link-gbps none,1 --link-us 20000: {rows[0]['step_ms']:.1f} and {rows[1]['step_ms']:.1f} ms/step, "
+assert rows[2]["step_ms_min"] >= 20 and rows[3]["step_ms_min"] >= 20, rows
+steps = ", ".join(f"{r['step_ms']:.1f}" for r in rows)
+print(f"ok   --link-gbps none,1 --link-us 20000 --gather-after-update on,off: {steps} ms/step, "
       f"{rows[0]['sent_bytes_per_step']:.0f} B sent per step and rank")
 PY
 for bad in "0" "fast" "1," "-5"; do
@@ -143,6 +146,7 @@ for bad in "0" "fast" "1," "-5"; do
 done
 "$bench" train --preset tiny --steps 1 --link-gbps 100 --link-us -1 > /dev/null 2>&1 && fail "--link-us -1 was accepted"
 "$bench" train --preset tiny --steps 1 --reduce-dtype f8 > /dev/null 2>&1 && fail "--reduce-dtype f8 was accepted"
+"$bench" train --preset tiny --steps 1 --gather-after-update yes > /dev/null 2>&1 && fail "--gather-after-update yes was accepted"
 "$bench" train --preset tiny --steps 1 --activation-checkpointing blocks,every:0 > /dev/null 2>&1 &&
   fail "--activation-checkpointing blocks,every:0 was accepted"
 "$bench" train --preset tiny --steps 1 --prefetch 0,3 > /dev/null 2>&1 && fail "--prefetch 0,3 was accepted"

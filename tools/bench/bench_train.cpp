@@ -2,7 +2,8 @@
 //                 [--batch-size B] [--seq-len T] [--dtype D] [--reduce-dtype D] [--strategy S]
 //                 [--ranks R]
 //                 [--prefetch LIST] [--activation-checkpointing LIST]
-//                 [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US] [--rounds R]
+//                 [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]
+//                 [--gather-after-update on,off] [--rounds R]
 //                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G | --peak-tflops T]
 //                 [--save-init W] [--save-data D] [--json]
 //
@@ -39,6 +40,10 @@
 // says how many bytes each rank put on the link per step, by kind of
 // collective (Note [Bytes on the link]: a ring algorithm's, counted as the
 // collectives are issued).
+//
+// --gather-after-update on,off does the same with the next step's first
+// gathers issued as each unit is updated (on, the default) or at the next
+// step's start (Note [Gathers after the update] in optim/zero_module.cpp).
 //
 // Every run also says where a step's time goes: forward, backward,
 // optimizer and communication per step and rank, from events recorded on
@@ -79,6 +84,7 @@ struct Options {
   std::vector<int> prefetch;               // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
   std::vector<LinkModel> links;            // the link models, in this order
+  std::vector<bool> early_gathers;  // EngineConfig::gather_after_update values, in this order
   int warmup = 2, steps = 5, threads = 0, rounds = 1;
   double peak_gflops = 0;  // > 0: use instead of measuring (cpu) or the datasheet table (cuda)
   double peak_tflops = 0;  // --peak-tflops, the same in TFLOP/s
@@ -152,7 +158,7 @@ Options parse(int argc, char** argv) {
   t.batch_size = 8;
   std::string prefetch = std::to_string(t.engine.prefetch);
   std::string checkpointing = t.engine.checkpointing.str();
-  std::string links;
+  std::string links, early_gathers = "on";
   double link_us = 0;
   OptionParser(
       "train",
@@ -163,6 +169,7 @@ Options parse(int argc, char** argv) {
       "         [--reduce-dtype fp32|bf16|fp16]\n"
       "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
       "         [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]\n"
+      "         [--gather-after-update on,off]\n"
       "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
       "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init "
       "W.safetensors]\n"
@@ -185,6 +192,7 @@ Options parse(int argc, char** argv) {
       .value("--cpu-streams", o.cpu_streams)
       .value("--link-gbps", links)
       .value("--link-us", link_us)
+      .value("--gather-after-update", early_gathers)
       .value("--rounds", o.rounds)
       .value("--init-from", t.init_from)
       .value("--threads", o.threads)
@@ -219,6 +227,12 @@ Options parse(int argc, char** argv) {
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
   check_link_model({.latency_us = link_us}, "train: --link-gbps", "train: --link-us");
+  for (const std::string& item : split_commas(early_gathers)) {
+    ZRT_CHECK_ARG(item == "on" || item == "off",
+                  "train: --gather-after-update takes on and off separated by commas, not '",
+                  early_gathers, "'");
+    o.early_gathers.push_back(item == "on");
+  }
   o.links = links.empty() ? std::vector<LinkModel>{link_model_from_env()}
                           : parse_link_list(links, link_us);
   if (!o.cpu_streams.empty())  // InvalidArgument naming it
@@ -389,6 +403,7 @@ struct Result {
   int prefetch = 0;
   std::string checkpointing;
   LinkModel link;
+  bool gather_after_update = true;
   std::vector<double> step_s;  // per timed step over the rounds, the slowest rank's time
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0;
   double comm_us = 0, overlapped_us = 0;  // summed over ranks and timed steps
@@ -417,6 +432,7 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
                   Run& run) {
   train::TrainOptions t = o.train;
   t.engine.prefetch = result.prefetch;
+  t.engine.gather_after_update = result.gather_after_update;
   t.engine.checkpointing = model_zoo::parse_activation_checkpointing(result.checkpointing);
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
@@ -532,13 +548,15 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
   std::vector<Result> results;
   for (int depth : o.prefetch)
     for (const std::string& mode : o.checkpointing)
-      for (const LinkModel& link : o.links) {
-        Result r;
-        r.prefetch = depth;
-        r.checkpointing = mode;
-        r.link = link;
-        results.push_back(r);
-      }
+      for (const LinkModel& link : o.links)
+        for (bool early : o.early_gathers) {
+          Result r;
+          r.prefetch = depth;
+          r.checkpointing = mode;
+          r.link = link;
+          r.gather_after_update = early;
+          results.push_back(r);
+        }
   for (int round = 0; round < o.rounds; ++round)
     for (Result& r : results) time_variant(world, local_rank, o, r, run);
   if (!lead) return;
@@ -615,6 +633,7 @@ int bench_train(int argc, char** argv) {
         {"seq_len", t.model == "gpt" ? t.seq_len : 1},
         {"prefetch", r.prefetch},
         {"activation_checkpointing", r.checkpointing},
+        {"gather_after_update", r.gather_after_update},
         {"link", r.link.str()},
         {"link_gbps", r.link.gbps},
         {"link_us", r.link.latency_us},
@@ -655,8 +674,11 @@ int bench_train(int argc, char** argv) {
       std::printf("%s\n", j.dump().c_str());
       continue;
     }
-    std::printf("prefetch %d, activation checkpointing %s, link model %s\n", r.prefetch,
-                r.checkpointing.c_str(), r.link.str().c_str());
+    std::printf(
+        "prefetch %d, activation checkpointing %s, link model %s, gathers after the "
+        "update %s\n",
+        r.prefetch, r.checkpointing.c_str(), r.link.str().c_str(),
+        r.gather_after_update ? "on" : "off");
     std::printf(
         "  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d "
         "round(s))",
