@@ -458,8 +458,11 @@ ZeroAdamW& ZeroModule::optimizer() {
 // same; the unit then stays gathered between steps (the memory its forward
 // prefetch would take at the step's start), and the next forward finds it
 // gathered. A skipped step (non-finite gradients) updates nothing and
-// gathers nothing early; the trainer's last step lists no units (no step
-// follows to use them). A checkpoint loaded between steps synchronizes the
+// gathers nothing early. Every other step does, the last one too (the
+// module cannot know there is no next step), so every step issues the same
+// gathers (its traffic, Note [Bytes on the link], is the same) but the first,
+// which also gathers its own first units, and a run ends with those units
+// gathered once for nothing. A checkpoint loaded between steps synchronizes the
 // module before it overwrites the masters and marks them updated, so a
 // gathered unit is gathered again.
 StepResult ZeroModule::step(double lr, const std::function<void()>& before_update,

@@ -302,7 +302,7 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
 }
 
 StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr,
-                               ConsistencyCheck check, bool last) {
+                               ConsistencyCheck check) {
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
   for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
@@ -375,8 +375,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   {
     auto trace = traced("optimizer step");  // its statistics' read is the step's one host wait
     PhaseTimer::Scope phase(phase_timer(), Phase::optimizer, stream());
-    r = module_->step(lr, read_losses,
-                      last ? std::span<const optim::ZeroModule::Unit>() : first_units_);
+    r = module_->step(lr, read_losses, first_units_);
   }
   read_losses();
   if (config_.zero.tracer) {

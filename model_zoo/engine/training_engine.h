@@ -149,10 +149,8 @@ class TrainingEngine {
   // With a check, the ranks prove they agree after the gradient reduction
   // and before the update, when every zero3 shard is current (Note
   // [Consistency check]); with `stop` a finding withholds the update.
-  // `last`: no step follows, so nothing is gathered for one (Note [Gathers
-  // after the update] in zero_module.cpp).
   StepStats step(const std::vector<Batch>& micro_batches, double lr,
-                 ConsistencyCheck check = ConsistencyCheck::off, bool last = false);
+                 ConsistencyCheck check = ConsistencyCheck::off);
 
   // Collective: every primary parameter in fp32 on cpu, by name.
   std::map<std::string, Tensor> full_params();

@@ -48,8 +48,7 @@ StepReport Trainer::step() {
   r.stats = engine_->step(batches, r.lr,
                           !check                          ? ConsistencyCheck::off
                           : config_.consistency_warn_only ? ConsistencyCheck::warn
-                                                          : ConsistencyCheck::stop,
-                          /*last=*/step_ + 1 >= config_.steps);
+                                                          : ConsistencyCheck::stop);
   if (r.stats.update_withheld) {  // next_step() stays: the state is the one before this step
     std::string all;
     for (const std::string& f : r.stats.inconsistencies) all += "; " + f;
