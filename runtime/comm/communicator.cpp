@@ -241,8 +241,9 @@ void Communicator::issue(const Issued& what, Stream stream,
   const LinkBytes link_bytes =
       ring_link_bytes(what.kind, what.numel, what.itemsize, size_, rank_, what.root);
   traffic_->add(what.kind, link_bytes);  // Note [Bytes on the link]
-  // Copied at issue: the collective may run on another thread (Note [Link model]).
-  const LinkModel link = keeps_to_host() ? link_ : LinkModel{};
+  // Copied at issue: the collective may run on another thread (Note [Link
+  // model]). A group of one rank has no link.
+  const LinkModel link = keeps_to_host() && size_ > 1 ? link_ : LinkModel{};
   auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_, link, link_bytes,
               collective = std::move(collective)] {
     running_seq_ = seq;

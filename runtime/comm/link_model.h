@@ -13,7 +13,8 @@
 // calling thread), with sent and received this rank's bytes on the link
 // (Note [Bytes on the link]): a full-duplex link of `gbps` gigabits per
 // second (10^9 bits) and `latency_us` per collective (not per ring step).
-// A collective that took longer on its own is not held further. It only
+// A collective that took longer on its own is not held further, and one in
+// a group of one rank, which crosses no link, is not held at all. It only
 // waits, so results are bit for bit those without the model. The wait is in
 // slices that notice an aborted group. barrier, split and all_gather_bytes
 // are not held; NCCL is never held (its collectives run on the device), and

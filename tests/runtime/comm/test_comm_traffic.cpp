@@ -215,6 +215,17 @@ BOOST_AUTO_TEST_CASE(bad_link_settings_are_refused_by_name) {
 BOOST_AUTO_TEST_CASE(collectives_last_the_modelled_time_with_the_same_results) {
   const std::uint64_t seed = test::test_seed("comm_traffic");
   const LinkModel link{.gbps = 2, .latency_us = 30000};
+  // A group of one crosses no link: its collectives are not held (a 1 s
+  // latency, so that the no-op all-reduce cannot come near it).
+  on_ranks(1, [&](const CommPtr& world) {
+    const LinkModel slow{.latency_us = 1e6};
+    world->set_link_model(slow);
+    Tensor t = Tensor::zeros({7}, DType::f32);
+    const auto t0 = std::chrono::steady_clock::now();
+    world->all_reduce(t, ReduceOp::sum);
+    if (std::chrono::steady_clock::now() - t0 >= slow.time(0))
+      throw std::runtime_error("a group of one rank was held for the link's latency");
+  });
   for (int n : {2, 3}) {
     std::vector<std::vector<double>> plain(n), held(n);
     for (bool modelled : {false, true})
