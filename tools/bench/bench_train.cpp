@@ -59,6 +59,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #ifdef ZRT_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -550,12 +551,9 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
     for (const std::string& mode : o.checkpointing)
       for (const LinkModel& link : o.links)
         for (bool early : o.early_gathers) {
-          Result r;
-          r.prefetch = depth;
-          r.checkpointing = mode;
-          r.link = link;
-          r.gather_after_update = early;
-          results.push_back(r);
+          Result& r = results.emplace_back();
+          std::tie(r.prefetch, r.checkpointing, r.link, r.gather_after_update) =
+              std::tuple(depth, mode, link, early);
         }
   for (int round = 0; round < o.rounds; ++round)
     for (Result& r : results) time_variant(world, local_rank, o, r, run);
