@@ -118,7 +118,8 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp,
 }
 
 StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
-                           const std::function<void()>& before_update) {
+                           const std::function<void()>& before_update,
+                           const std::function<void(std::size_t)>& after_update) {
   // lr is checked by fused_adamw before it writes anything; a skipped step
   // reads no lr.
   for (const ShardState& s : handles_)
@@ -156,7 +157,8 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
   kernels::AdamWStepOptions step_options;
   step_options.grad_scale = inv_loss_scale * r.clip_coef;
   if (moments_) step_offloaded(hp, step_options);
-  for (ShardState& s : handles_) {
+  for (std::size_t k = 0; k < handles_.size(); ++k) {
+    ShardState& s = handles_[k];
     FlatParamHandle& h = *s.handle;
     if (h.master_stream() != h.options().stream) {
       // Note [Master in host memory]: the host updates the master once the
@@ -173,6 +175,7 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
                            s.decay_ranges, step_options, h.master_stream());
     }
     h.mark_params_updated();
+    if (after_update) after_update(k);
   }
   step_ = r.step;
   return r;

@@ -17,7 +17,10 @@
 //      the clip coefficient fold into the fused AdamW kernel's grad_scale, so
 //      the gradient is read once and never rewritten.
 //   4. Each handle is marked updated: its next unshard casts the new fp32
-//      master to the compute dtype and gathers it.
+//      master to the compute dtype and gathers it. `after_update(k)` runs
+//      right after handle k's update is issued, before the next handle's
+//      (the module gathers the next step's first units there: Note
+//      [Gathers after the update] in zero_module.h).
 // m and v are fp32 (or bf16, AdamWOptions::state_dtype), shaped and sharded
 // exactly like each zero1 shard, where the master is: on the handle's device
 // from its allocator, or in host memory with it (Note [Master in host
@@ -91,8 +94,11 @@ class ZeroAdamW {
   // step's one wait for the device) and before the scaler, the counters or
   // any shard changes: a caller's check of values it queued before the step
   // (the engine's token-id flag) that ends the step with nothing changed.
+  // `after_update(k)`, when given, runs once handle k is updated and marked
+  // (not on a skipped step).
   StepResult step(double lr, DynamicLossScaler* scaler = nullptr,
-                  const std::function<void()>& before_update = {});
+                  const std::function<void()>& before_update = {},
+                  const std::function<void(std::size_t)>& after_update = {});
 
   const AdamWOptions& options() const { return options_; }
   std::size_t num_handles() const { return handles_.size(); }

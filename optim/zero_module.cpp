@@ -443,7 +443,35 @@ ZeroAdamW& ZeroModule::optimizer() {
 // nothing said. So step() needs at least one sync since the last step, and
 // no unit whose latest backward scopes only accumulated. The counts are the
 // same on every rank (scopes are collective), so every rank throws alike.
-StepResult ZeroModule::step(double lr, const std::function<void()>& before_update) {
+// Note [Gathers after the update]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The next step starts by gathering its first units: the first stage's
+// unit, which its forward enters at once, and with prefetch the next
+// stages'. Issued there, those gathers wait for the whole optimizer step,
+// every unit's update, and the first forward waits for them in turn. So
+// step() takes the units the engine will want first (in the order it
+// wants them) and prefetches each as soon as its update is issued and the
+// earlier units whose parameters it uses are updated (Note [Parameters
+// tied across units]): the gather (with the cast of the new master to the
+// compute dtype, unshard()'s first after an update) runs on the
+// communication stream while the compute stream updates the next units.
+// Nothing else changes: the same gathers of the same values in the same
+// order on every rank, only issued earlier, so training is bit for bit the
+// same; the unit then stays gathered between steps (the memory its forward
+// prefetch would take at the step's start), and the next forward finds it
+// gathered. A skipped step (non-finite gradients) updates nothing and
+// gathers nothing early. Every other step does, the last one too (the
+// module cannot know there is no next step), so every step issues the same
+// gathers (its traffic, Note [Bytes on the link], is the same) but the first,
+// which also gathers its own first units, and a run ends with those units
+// gathered once for nothing. A checkpoint loaded between steps synchronizes the
+// module before it overwrites the masters and marks them updated, so a
+// gathered unit is gathered again.
+StepResult ZeroModule::step(double lr, const std::function<void()>& before_update,
+                            std::span<const Unit> gather_after_update) {
+  for (Unit u : gather_after_update)
+    ZRT_CHECK_ARG(u < handles_.size(), "ZeroModule::step: unit ", u,
+                  " to gather after the update is not one of the ", handles_.size(), " units");
   ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
   for (Unit u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
@@ -462,7 +490,21 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   synced_since_step_ = false;
   synced_.assign(synced_.size(), false);
   wait_for_reduced_grads();
-  return optimizer().step(lr, scaler_.get(), before_update);
+  if (gather_after_update.empty()) return optimizer().step(lr, scaler_.get(), before_update);
+  // The last unit whose update the gather of unit u waits for: u, or an
+  // owner of a parameter it uses. The optimizer updates the units in order.
+  auto last_needed = [&](Unit u) {
+    Unit last = u;
+    for (const Tie& t : ties_)
+      if (t.param.user == u) last = std::max(last, t.param.owner.unit);
+    return last;
+  };
+  std::size_t next = 0;
+  return optimizer().step(lr, scaler_.get(), before_update, [&](std::size_t updated) {
+    for (; next < gather_after_update.size() && last_needed(gather_after_update[next]) <= updated;
+         ++next)
+      prefetch(gather_after_update[next]);
+  });
 }
 
 void ZeroModule::discard_gradients() {

@@ -62,6 +62,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -207,8 +208,11 @@ class ZeroModule {
   // reduced. In f16 the gradients carry loss_scale(), which the step takes out.
   // `before_update`, when given, runs once the gradient statistics are read
   // and before anything is updated (ZeroAdamW::step); what it throws ends
-  // the step with nothing changed.
-  StepResult step(double lr, const std::function<void()>& before_update = {});
+  // the step with nothing changed. The units of `gather_after_update` are
+  // prefetched for the next step as soon as their update is issued (Note
+  // [Gathers after the update]).
+  StepResult step(double lr, const std::function<void()>& before_update = {},
+                  std::span<const Unit> gather_after_update = {});
   // Drops every gradient accumulated or reduced since the last step (a step
   // whose update is withheld): the next backward scopes start a step afresh,
   // also the scopes of units that use parameters of earlier units. Every

@@ -153,6 +153,11 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
     if (config_.checkpointing.checkpoints(static_cast<int>(b)))
       checkpointed_.at(static_cast<std::size_t>(blocks[b])) = true;
   module_->optimizer();  // every unit is added: the optimizer's state exists from here on
+  // Note [Gathers after the update]: the units the next step's forward
+  // enters and prefetches first.
+  if (config_.gather_after_update && config_.prefetch > 0)
+    for (int s = 0; s <= config_.prefetch && s < model_->num_stages(); ++s)
+      first_units_.push_back(static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s)));
 }
 
 TrainingEngine::~TrainingEngine() {
@@ -371,7 +376,7 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   {
     auto trace = traced("optimizer step");  // its statistics' read is the step's one host wait
     PhaseTimer::Scope phase(phase_timer(), Phase::optimizer, stream());
-    r = module_->step(lr, read_losses);
+    r = module_->step(lr, read_losses, first_units_);
   }
   read_losses();
   if (config_.zero.tracer) {

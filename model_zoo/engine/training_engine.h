@@ -91,6 +91,10 @@ struct EngineConfig {
   // of the engine]).
   optim::ZeroModuleOptions zero;
   int prefetch = 1;  // stages whose units are unsharded ahead (0, 1 or 2)
+  // With prefetch: the next step's first prefetch + 1 stages' units are
+  // gathered as soon as their update is issued, not at the next step's start
+  // (Note [Gathers after the update] in zero_module.cpp); the same numbers.
+  bool gather_after_update = true;
   ActivationCheckpointing
       checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
   std::uint64_t seed = 1337;
@@ -201,9 +205,11 @@ class TrainingEngine {
   std::vector<bool>
       checkpointed_;  // per stage: keeps only its input (Note [Activation checkpointing])
   std::vector<Tensor> kept_inputs_;  // per checkpointed stage: its input, from forward to backward
-  AllocatorPtr pinned_;              // CUDA: staging of batches and the loss read; null on the CPU
-  Tensor loss_sums_host_;            // the world's micro-batch losses, then the target count
-  Tensor id_flag_host_;  // CUDA: every rank's token-id flag of the step, read with the losses
+  // Gathered right after their update (Note [Gathers after the update]).
+  std::vector<optim::ZeroModule::Unit> first_units_;
+  AllocatorPtr pinned_;    // CUDA: staging of batches and the loss read; null on the CPU
+  Tensor loss_sums_host_;  // the world's micro-batch losses, then the target count
+  Tensor id_flag_host_;    // CUDA: every rank's token-id flag of the step, read with the losses
 };
 
 }  // namespace zrt::model_zoo

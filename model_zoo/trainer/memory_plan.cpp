@@ -293,6 +293,7 @@ MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
   MemoryPlan plan;
   plan.ranks.resize(static_cast<std::size_t>(world_size));
   run_local_ranks(world_size, [&](const CommPtr& world) {
+    world->set_link_model({});  // a dry run plans memory, not time (Note [Link model])
     plan.ranks[static_cast<std::size_t>(world->rank())] = plan_rank(c, world, steps);
   });
   return plan;

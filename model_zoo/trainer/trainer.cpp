@@ -34,6 +34,7 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
 
 StepReport Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
+  const TrafficCounts traffic0 = world_->traffic()->read();
   std::vector<Batch> batches;
   for (int m = 0; m < config_.micro_batches; ++m)
     // On the host: the engine copies them into its caching allocator's memory.
@@ -58,6 +59,7 @@ StepReport Trainer::step() {
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.memory = engine_->memory_stats();
+  r.traffic = world_->traffic()->read() - traffic0;
   ++step_;
   return r;
 }

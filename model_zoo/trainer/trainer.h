@@ -15,6 +15,7 @@
 #include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/optim/lr_schedule.h"
+#include "zrt/runtime/comm/comm_traffic.h"
 
 namespace zrt::model_zoo {
 
@@ -50,6 +51,9 @@ struct StepReport {
   StepStats stats;
   double seconds = 0;  // wall time of the step on this rank
   MemoryStats memory;  // this rank's allocator after the step; its peaks are the step's own
+  // This rank's bytes on the link, by kind, of the collectives the step
+  // issued (Note [Bytes on the link]).
+  TrafficCounts traffic;
 };
 
 class Trainer {

@@ -40,6 +40,7 @@ BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module, Communi
   // A writer waiting for a slow rank is not where training is stuck (Note [Flight recorder]).
   comm_->use_own_flight_recorder();
   comm_->set_phase_timer(nullptr);  // the writer's agreements are no step's communication
+  comm_->count_own_traffic();       // nor its traffic (Note [Bytes on the link])
 }
 
 BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {

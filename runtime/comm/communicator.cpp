@@ -2,6 +2,7 @@
 // every backend (see Note [Collective contract] in communicator.h).
 #include "zrt/runtime/comm/communicator.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -126,8 +127,8 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 name_, ": output ", out.str(), " must have ", size_, " x ", in.numel(),
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
-  issue("all_gather", out.nbytes(), stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
+  issue({"all_gather", out.nbytes(), CollectiveKind::all_gather, out.numel(), out.itemsize()},
+        stream, [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_gather(o, i, s);
         });
 }
@@ -144,8 +145,8 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
   ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg, op, " on group ", name_,
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
-  issue("reduce_scatter", in.nbytes(), stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
+  issue({"reduce_scatter", in.nbytes(), CollectiveKind::reduce_scatter, in.numel(), in.itemsize()},
+        stream, [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
           do_reduce_scatter(o, i, rop, s);
         });
 }
@@ -162,7 +163,7 @@ void Communicator::all_to_all(const Tensor& out, const Tensor& in, Stream stream
   ZRT_CHECK_ARG(!out.shares_storage(in) || out.numel() == 0 || o0 + out.numel() <= i0 ||
                     i0 + in.numel() <= o0,
                 op, " on group ", name_, ": output ", out.str(), " overlaps input ", in.str());
-  issue("all_to_all", in.nbytes(), stream,
+  issue({"all_to_all", in.nbytes(), CollectiveKind::all_to_all, in.numel(), in.itemsize()}, stream,
         [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_to_all(o, i, s);
         });
@@ -174,7 +175,7 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
   ZRT_CHECK_ARG(
       rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max || rop == ReduceOp::min,
       op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
-  issue("all_reduce", t.nbytes(), stream,
+  issue({"all_reduce", t.nbytes(), CollectiveKind::all_reduce, t.numel(), t.itemsize()}, stream,
         [this, x = in_order(t, stream), rop](Stream s) { do_all_reduce(x, rop, s); });
 }
 
@@ -183,7 +184,7 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
   check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
   ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
                 " is not a rank of this group of size ", size_);
-  issue("broadcast", t.nbytes(), stream,
+  issue({"broadcast", t.nbytes(), CollectiveKind::broadcast, t.numel(), t.itemsize(), root}, stream,
         [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 
@@ -243,18 +244,34 @@ auto Communicator::on_calling_thread(const char* op, F&& collective) -> decltype
   }
 }
 
-void Communicator::issue(const char* trace_name, std::size_t bytes, Stream stream,
+void Communicator::set_link_model(const LinkModel& model) {
+  check_link_model(model);
+  link_ = model;
+}
+
+void Communicator::issue(const Issued& what, Stream stream,
                          std::function<void(Stream)> collective) {
+  const char* trace_name = what.trace_name;
+  const std::size_t bytes = what.bytes;
   check_not_aborted(trace_name);
   const std::uint64_t seq = ++seq_;
   const std::uint64_t id = flight_->issued(trace_name, name_, seq, bytes);
-  auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_,
+  const LinkBytes link_bytes =
+      ring_link_bytes(what.kind, what.numel, what.itemsize, size_, rank_, what.root);
+  traffic_->add(what.kind, link_bytes);  // Note [Bytes on the link]
+  // Copied at issue: the collective may run on another thread (Note [Link
+  // model]). A group of one rank has no link.
+  const LinkModel link = keeps_to_host() && size_ > 1 ? link_ : LinkModel{};
+  auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_, link, link_bytes,
               collective = std::move(collective)] {
     running_seq_ = seq;
     flight->started(id);
     auto trace = traced(*this, trace_name, bytes, seq);
     try {
+      const auto start = std::chrono::steady_clock::now();
       collective(stream);
+      hold_for_link(link, start, std::max(link_bytes.sent, link_bytes.received),
+                    [this] { return aborted(); });
     } catch (...) {
       flight->ended(id, false);
       throw;
@@ -300,6 +317,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, std::strin
   child->set_tracer(tracer_);
   child->set_phase_timer(phase_timer_);
   child->flight_ = flight_;  // one ring per rank
+  child->traffic_ = traffic_;
+  child->link_ = link_;
   return child;
 }
 

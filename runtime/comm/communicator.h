@@ -33,7 +33,9 @@
 #include <string>
 #include <vector>
 
+#include "zrt/runtime/comm/comm_traffic.h"
 #include "zrt/runtime/comm/flight_recorder.h"
+#include "zrt/runtime/comm/link_model.h"
 #include "zrt/runtime/phase_timer.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
@@ -73,6 +75,18 @@ class Communicator {
   // checkpoint writer's), which would otherwise look like where the rank is
   // stuck in a report of the rank's ring.
   void use_own_flight_recorder();
+  // The bytes this rank's tensor collectives put on the link, counted as
+  // they are issued (Note [Bytes on the link]); shared by the groups split
+  // from this one afterwards.
+  const std::shared_ptr<CommTraffic>& traffic() const { return traffic_; }
+  // Counts this group's collectives apart from now on (a background
+  // checkpoint writer's are no step's traffic).
+  void count_own_traffic() { traffic_ = std::make_shared<CommTraffic>(); }
+  // Holds each tensor collective of this group (and of groups split from it
+  // afterwards) issued from now on for the modelled link time, on the host
+  // backends (Note [Link model]); InvalidArgument for a bad model.
+  void set_link_model(const LinkModel& model);
+  const LinkModel& link_model() const { return link_; }
 
   // out.numel() == size() * in.numel(); rank r's input lands at [r*n, (r+1)*n).
   void all_gather_into_tensor(const Tensor& out, const Tensor& in, Stream stream = {});
@@ -139,10 +153,19 @@ class Communicator {
   virtual void do_abort(const std::string& why) noexcept = 0;
 
  private:
-  // Numbers a collective and runs it in `stream`'s order (Note [Collective
-  // contract]); `trace_name` and `bytes` label its trace event.
-  void issue(const char* trace_name, std::size_t bytes, Stream stream,
-             std::function<void(Stream)> collective);
+  // Numbers a collective, counts its bytes on the link (`kind`, `numel` and
+  // `root` as ring_link_bytes takes them) and runs it in `stream`'s order
+  // (Note [Collective contract]), held for the link model's time; `trace_name`
+  // and `bytes` label its trace event.
+  struct Issued {
+    const char* trace_name;
+    std::size_t bytes;
+    CollectiveKind kind;
+    std::int64_t numel;
+    std::size_t itemsize;
+    int root = 0;
+  };
+  void issue(const Issued& what, Stream stream, std::function<void(Stream)> collective);
   // Runs a collective on the calling thread (barrier, split,
   // all_gather_bytes), after the group's collectives queued on CPU streams:
   // numbers it and records it in the flight recorder.
@@ -164,6 +187,8 @@ class Communicator {
   TracerPtr tracer_;
   PhaseTimerPtr phase_timer_;
   std::shared_ptr<FlightRecorder> flight_;
+  std::shared_ptr<CommTraffic> traffic_ = std::make_shared<CommTraffic>();
+  LinkModel link_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;  // guards abort_reason_
   std::string abort_reason_;

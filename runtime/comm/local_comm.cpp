@@ -610,11 +610,13 @@ std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout,
                                  std::shared_ptr<LocalGroup>& group) {
   ZRT_CHECK_ARG(n >= 1, "make_local_world: the world needs at least one rank, got ", n);
   group = LocalGroup::create(n, std::make_shared<LocalFamily>());
+  const LinkModel link = link_model_from_env();  // Note [Link model]
   std::vector<CommPtr> comms;
   comms.reserve(n);
   for (int r = 0; r < n; ++r) {
     comms.push_back(std::make_shared<LocalCommunicator>(r, n, "world", group));
     comms.back()->set_timeout(timeout);
+    comms.back()->set_link_model(link);
   }
   return comms;
 }

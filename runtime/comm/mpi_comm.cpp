@@ -415,9 +415,11 @@ CommPtr make_mpi_world(std::string name) {
   auto session = std::make_shared<MpiSession>();
   MPI_Comm dup;
   ZRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_mpi_world");
-  return std::make_shared<MpiCommunicator>(dup, std::move(name), std::move(session),
-                                           std::make_shared<HalfOps>(),
-                                           std::make_shared<HostStagingPool>());
+  auto world = std::make_shared<MpiCommunicator>(dup, std::move(name), std::move(session),
+                                                 std::make_shared<HalfOps>(),
+                                                 std::make_shared<HostStagingPool>());
+  world->set_link_model(link_model_from_env());  // Note [Link model]
+  return world;
 }
 
 #endif  // ZRT_WITH_MPI

@@ -12,6 +12,10 @@
 # build without CUDA is a usage error (exit 2, saying so), in a CUDA build
 # on a machine without a GPU an error naming that, and with a GPU a run on it;
 # --peak-tflops T is --peak-gflops 1000·T, and the two together are refused.
+# Bytes on the link: none on one rank, the same on every step and variant on
+# two; --link-gbps none,1 with --link-us 20000 (Note [Link model]) gives the
+# same losses and bytes, the held run's steps at least one 20 ms hold long
+# (every step waits for its loss's all-reduce); bad link values are refused.
 # tools/bench/torch_gpt.py
 # prints its skip message and exits 0 without PyTorch 2.x: under PYTHON when
 # its torch is older (Debian's 1.13), and with site-packages off (-S: no torch);
@@ -28,7 +32,9 @@ import json, math, sys
 ranks, r = int(sys.argv[1]), json.loads(sys.argv[2])
 fields = ["model", "preset", "n_layer", "n_head", "n_embd", "vocab_size", "params", "device", "device_name", "ranks",
           "threads", "strategy",
-          "dtype", "batch_size", "seq_len", "prefetch", "activation_checkpointing", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
+          "dtype", "reduce_dtype", "gather_after_update", "link", "link_gbps", "link_us", "sent_bytes_per_step",
+          "received_bytes_per_step", "sent_bytes_per_step_max_rank", "sent_bytes_per_step_by_kind",
+          "collectives_per_step", "batch_size", "seq_len", "prefetch", "activation_checkpointing", "cpu_streams", "warmup", "steps", "rounds", "step_ms", "step_ms_min", "step_ms_max",
           "step_vs_first", "tokens_per_s", "gflop_per_step", "gflops", "peak_gflops", "peak_source", "frac_peak",
           "comm_ms_per_step", "comm_overlapped", "forward_ms", "backward_ms", "optimizer_ms",
           "comm_phase_ms", "phase_clock", "loss_first",
@@ -53,6 +59,20 @@ assert r["threads"] >= 1 and r["alloc_peak_MiB"] > 0 and r["rss_peak_MiB"] >= r[
 assert abs(r["loss_first"] - math.log(256)) < 0.5 and math.isfinite(r["loss_last"]), r
 # Two ranks gather and reduce; one rank's only collective is the loss's sum.
 assert r["comm_ms_per_step"] > 0 if ranks > 1 else r["comm_ms_per_step"] >= 0, r
+# Note [Bytes on the link]: one rank puts nothing on a link; two gather and
+# reduce-scatter every unit each step (the tiny GPT in fp32: 35712 parameters,
+# each rank sending half of every gathered or reduced buffer).
+assert r["link"] == "none" and r["reduce_dtype"] == "fp32", r
+by_kind = r["sent_bytes_per_step_by_kind"]
+assert sorted(by_kind) == ["all_gather", "all_reduce", "all_to_all", "broadcast", "reduce_scatter"], r
+assert math.isclose(sum(by_kind.values()), r["sent_bytes_per_step"], rel_tol=1e-12), r
+if ranks == 1:
+    assert r["sent_bytes_per_step"] == 0 == r["received_bytes_per_step"], r
+else:
+    assert by_kind["reduce_scatter"] == 35712 * 4 / 2, r
+    assert by_kind["all_gather"] >= 2 * 35712 * 4 / 2, r  # forward and backward gathers
+    assert r["sent_bytes_per_step"] == r["received_bytes_per_step"] == r["sent_bytes_per_step_max_rank"], r
+assert r["collectives_per_step"] >= 1, r
 assert 0 <= r["comm_overlapped"] <= 1, r
 # Note [Step phase times]: each phase took time; on one rank with compute on
 # the rank's thread the three compute phases are disjoint parts of a step.
@@ -106,6 +126,27 @@ none, blocks, every2 = (r["step_peak_MiB"] for r in rows)
 assert 0 < blocks < every2 < none, (none, blocks, every2)
 print("ok   --activation-checkpointing: " + ", ".join(f"{r['activation_checkpointing']}: step peak {r['step_peak_MiB']:.2f} MiB" for r in rows))
 PY
+out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100 \
+      --link-gbps none,1 --link-us 20000 --gather-after-update on,off --json) || fail "--link-gbps none,1 exited non-zero"
+"$python" - "$out" <<'PY' || fail "--link-gbps none,1: $out"
+import json, sys
+rows = [json.loads(line) for line in sys.argv[1].splitlines()]
+held = ("1 Gb/s + 20000 us", 1, 20000)
+assert [(r["link"], r["link_gbps"], r["link_us"], r["gather_after_update"]) for r in rows] == [
+    ("none", 0, 0, True), ("none", 0, 0, False), (*held, True), (*held, False)], rows
+assert len({(r["loss_first"], r["loss_last"]) for r in rows}) == 1, [(r["loss_first"], r["loss_last"]) for r in rows]
+assert len({json.dumps(r["sent_bytes_per_step_by_kind"]) for r in rows}) == 1, rows
+assert rows[2]["step_ms_min"] >= 20 and rows[3]["step_ms_min"] >= 20, rows
+steps = ", ".join(f"{r['step_ms']:.1f}" for r in rows)
+print(f"ok   --link-gbps none,1 --link-us 20000 --gather-after-update on,off: {steps} ms/step, "
+      f"{rows[0]['sent_bytes_per_step']:.0f} B sent per step and rank")
+PY
+for bad in "0" "fast" "1," "-5"; do
+  "$bench" train --preset tiny --steps 1 --link-gbps "$bad" > /dev/null 2>&1 && fail "--link-gbps $bad was accepted"
+done
+"$bench" train --preset tiny --steps 1 --link-gbps 100 --link-us -1 > /dev/null 2>&1 && fail "--link-us -1 was accepted"
+"$bench" train --preset tiny --steps 1 --reduce-dtype f8 > /dev/null 2>&1 && fail "--reduce-dtype f8 was accepted"
+"$bench" train --preset tiny --steps 1 --gather-after-update yes > /dev/null 2>&1 && fail "--gather-after-update yes was accepted"
 "$bench" train --preset tiny --steps 1 --activation-checkpointing blocks,every:0 > /dev/null 2>&1 &&
   fail "--activation-checkpointing blocks,every:0 was accepted"
 "$bench" train --preset tiny --steps 1 --prefetch 0,3 > /dev/null 2>&1 && fail "--prefetch 0,3 was accepted"

@@ -171,6 +171,8 @@ ZRT_POISON_MEMORY=yes expect_error "ZRT_POISON_MEMORY of yes" "ZRT_POISON_MEMORY
 ZRT_CPU_GEMM=mkl expect_error "ZRT_CPU_GEMM of mkl" "ZRT_CPU_GEMM='mkl' is not one of eigen, openblas"
 ZRT_CPU_ISA=sse9 expect_error "ZRT_CPU_ISA of sse9" "ZRT_CPU_ISA='sse9' is not one of baseline, avx2, avx512"
 ZRT_FLIGHT_RECORDER_ENTRIES=0 expect_error "no flight recorder entries" "ZRT_FLIGHT_RECORDER_ENTRIES='0' is not a whole number"
+ZRT_LINK_GBPS=fast expect_error "ZRT_LINK_GBPS of fast" "ZRT_LINK_GBPS='fast' is not a bandwidth in Gb/s from 0.001 to 1e.06"
+ZRT_LINK_US=-2 expect_error "a negative link latency" "ZRT_LINK_US='-2' is not a latency in microseconds"
 ZRT_DEBUG=yes expect_error "ZRT_DEBUG of yes" "ZRT_DEBUG='yes' is not one of 0, 1"
 # A ZRT_* variable zrt does not read is named in a warning (a typo?), and the run goes on.
 out=$(ZRT_SIMPEL_KERNELS=all "$train" --steps 1 2>&1)

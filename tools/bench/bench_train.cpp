@@ -1,7 +1,9 @@
 // zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer --n-head --n-embd --vocab-size]
-//                 [--batch-size B] [--seq-len T] [--dtype D] [--strategy S] [--ranks R]
+//                 [--batch-size B] [--seq-len T] [--dtype D] [--reduce-dtype D] [--strategy S]
+//                 [--ranks R]
 //                 [--prefetch LIST] [--activation-checkpointing LIST]
-//                 [--cpu-streams none|comm|all] [--rounds R]
+//                 [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]
+//                 [--gather-after-update on,off] [--rounds R]
 //                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G | --peak-tflops T]
 //                 [--save-init W] [--save-data D] [--json]
 //
@@ -31,6 +33,18 @@
 // checkpointing modes (Note [Activation checkpointing]), each with its step's
 // allocator peak; with both lists, every depth with every mode.
 //
+// --link-gbps none,100,400 does the same for link models (Note [Link
+// model]): each collective of the host ranks held for its bytes on a link of
+// that many Gb/s, plus --link-us microseconds (default 0) each; "none" is no
+// model. Without it the runs keep ZRT_LINK_GBPS and ZRT_LINK_US. Every run
+// says how many bytes each rank put on the link per step, by kind of
+// collective (Note [Bytes on the link]: a ring algorithm's, counted as the
+// collectives are issued).
+//
+// --gather-after-update on,off does the same with the next step's first
+// gathers issued as each unit is updated (on, the default) or at the next
+// step's start (Note [Gathers after the update] in optim/zero_module.cpp).
+//
 // Every run also says where a step's time goes: forward, backward,
 // optimizer and communication per step and rank, from events recorded on
 // the streams that run them (CUDA events on the device, the host clock on
@@ -45,6 +59,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #ifdef ZRT_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -55,7 +70,9 @@
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/optim/checkpoint/full_param_file.h"
+#include "zrt/runtime/comm/comm_traffic.h"
 #include "zrt/runtime/comm/launched_world.h"
+#include "zrt/runtime/comm/link_model.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/phase_timer.h"
 
@@ -65,9 +82,11 @@ namespace {
 struct Options {
   train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from, --cpu-streams
   // As given; parsed into train.engine.zero.
-  std::string dtype = "fp32", strategy = "full", cpu_streams;
+  std::string dtype = "fp32", reduce_dtype = "fp32", strategy = "full", cpu_streams;
   std::vector<int> prefetch;               // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
+  std::vector<LinkModel> links;            // the link models, in this order
+  std::vector<bool> early_gathers;  // EngineConfig::gather_after_update values, in this order
   int warmup = 2, steps = 5, threads = 0, rounds = 1;
   double peak_gflops = 0;  // > 0: use instead of measuring (cpu) or the datasheet table (cuda)
   double peak_tflops = 0;  // --peak-tflops, the same in TFLOP/s
@@ -84,6 +103,27 @@ std::vector<std::string> split_commas(const std::string& list) {
     const std::size_t end = std::min(list.find(',', start), list.size());
     out.push_back(list.substr(start, end - start));
     start = end + 1;
+  }
+  return out;
+}
+
+// "none,100,400" -> link models of no, 100 and 400 Gb/s, each with
+// `latency_us` (none: without); InvalidArgument naming the list otherwise.
+std::vector<LinkModel> parse_link_list(const std::string& list, double latency_us) {
+  std::vector<LinkModel> out;
+  for (const std::string& item : split_commas(list)) {
+    if (item == "none") {
+      out.push_back({});
+      continue;
+    }
+    char* end = nullptr;
+    const double gbps = std::strtod(item.c_str(), &end);
+    ZRT_CHECK_ARG(!item.empty() && *end == '\0' && gbps > 0,
+                  "train: --link-gbps takes 'none' or bandwidths in Gb/s above 0 separated by "
+                  "commas, not '",
+                  list, "'");
+    out.push_back({.gbps = gbps, .latency_us = latency_us});
+    check_link_model(out.back(), "train: --link-gbps", "train: --link-us");
   }
   return out;
 }
@@ -122,14 +162,18 @@ Options parse(int argc, char** argv) {
   std::int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
   std::string prefetch = std::to_string(c.engine.prefetch);
   std::string checkpointing = c.engine.checkpointing.str();
+  std::string links, early_gathers = "on";
+  double link_us = 0;
   OptionParser(
       "train",
       "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] "
       "[--n-head H]\n"
       "         [--n-embd C]"
       "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
+      "         [--reduce-dtype fp32|bf16|fp16|int8]\n"
       "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
-      "         [--cpu-streams none|comm|all]\n"
+      "         [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]\n"
+      "         [--gather-after-update on,off]\n"
       "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
       "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init "
       "W.safetensors]\n"
@@ -144,11 +188,15 @@ Options parse(int argc, char** argv) {
       .value("--batch-size", c.batch_size)
       .value("--seq-len", c.seq_len)
       .value("--dtype", o.dtype)
+      .value("--reduce-dtype", o.reduce_dtype)
       .value("--strategy", o.strategy)
       .value("--ranks", t.ranks)
       .value("--prefetch", prefetch)
       .value("--activation-checkpointing", checkpointing)
       .value("--cpu-streams", o.cpu_streams)
+      .value("--link-gbps", links)
+      .value("--link-us", link_us)
+      .value("--gather-after-update", early_gathers)
       .value("--rounds", o.rounds)
       .value("--init-from", c.init_from)
       .value("--threads", o.threads)
@@ -187,6 +235,15 @@ Options parse(int argc, char** argv) {
                 "train: --batch-size, --seq-len, --steps and --rounds must be positive");
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
+  check_link_model({.latency_us = link_us}, "train: --link-gbps", "train: --link-us");
+  for (const std::string& item : split_commas(early_gathers)) {
+    ZRT_CHECK_ARG(item == "on" || item == "off",
+                  "train: --gather-after-update takes on and off separated by commas, not '",
+                  early_gathers, "'");
+    o.early_gathers.push_back(item == "on");
+  }
+  o.links = links.empty() ? std::vector<LinkModel>{link_model_from_env()}
+                          : parse_link_list(links, link_us);
   if (!o.cpu_streams.empty())  // InvalidArgument naming it
     c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
   ZRT_CHECK_ARG(
@@ -198,6 +255,12 @@ Options parse(int argc, char** argv) {
   ZRT_CHECK_ARG(o.dtype == "fp32" || o.dtype == "bf16" || o.dtype == "fp16",
                 "train: --dtype is fp32, bf16 or fp16, not ", o.dtype);
   c.engine.zero.dtype = *parse_dtype(o.dtype);
+  const auto& reduce_dtypes = train::reduce_dtype_flags();
+  const auto reduce = std::find_if(reduce_dtypes.begin(), reduce_dtypes.end(),
+                                   [&](const auto& f) { return f.first == o.reduce_dtype; });
+  ZRT_CHECK_ARG(reduce != reduce_dtypes.end(),
+                "train: --reduce-dtype is fp32, bf16, fp16 or int8, not ", o.reduce_dtype);
+  c.engine.zero.grad_reduce.dtype = reduce->second;
   const auto strategy = optim::parse_strategy(o.strategy);
   ZRT_CHECK_ARG(strategy.has_value(), "train: unknown --strategy ", o.strategy,
                 " (full, grad-op, no-shard, hybrid, layer-zero)");
@@ -353,6 +416,8 @@ double peak_rss_bytes() {
 struct Result {
   int prefetch = 0;
   std::string checkpointing;
+  LinkModel link;
+  bool gather_after_update = true;
   std::vector<double> step_s;  // per timed step over the rounds, the slowest rank's time
   double loss_first = 0, loss_last = 0, flops = 0, tokens = 0;
   double comm_us = 0, overlapped_us = 0;  // summed over ranks and timed steps
@@ -360,6 +425,8 @@ struct Result {
   double alloc_peak = 0, rss_peak = 0;  // the largest over ranks
   double step_peak =
       0;  // the largest allocator peak of one timed step (allocated bytes) over ranks
+  TrafficCounts traffic;     // bytes on the link, summed over ranks and timed steps
+  double max_rank_sent = 0;  // the most bytes one rank sent per timed step (over a round)
 };
 
 struct Run {
@@ -372,20 +439,23 @@ struct Run {
   model_zoo::GptDims gpt;   // gpt only
 };
 
-// Trains a fresh model at prefetch depth `result.prefetch` and checkpointing
-// `result.checkpointing` for the warm-up and timed steps and adds this round's
-// figures to `result` (on rank 0).
+// Trains a fresh model at prefetch depth `result.prefetch`, checkpointing
+// `result.checkpointing` and link model `result.link` for the warm-up and
+// timed steps and adds this round's figures to `result` (on rank 0).
 void time_variant(const CommPtr& world, int local_rank, const Options& o, Result& result,
                   Run& run) {
   train::TrainOptions t = o.train;
   t.trainer.engine.prefetch = result.prefetch;
+  t.trainer.engine.gather_after_update = result.gather_after_update;
   t.trainer.engine.checkpointing = model_zoo::parse_activation_checkpointing(result.checkpointing);
   model_zoo::TrainerConfig config = train::trainer_config(t, local_rank);
   const auto tracer = std::make_shared<Tracer>(world->rank());
   config.engine.zero.tracer = tracer;
   const auto phase_timer = std::make_shared<PhaseTimer>(config.engine.zero.device);
   config.engine.phase_timer = phase_timer;
+  world->set_link_model(result.link);  // the groups the trainer splits inherit it
   model_zoo::Trainer trainer = train::make_trainer(world, t, config);
+  TrafficCounts traffic;  // over the timed steps
   // timed step seconds, comm busy and overlapped us, allocator peaks, process peak RSS, phase ms
   std::vector<double> mine;
   double since_us = 0, step_peak = 0, reserved_peak = 0;
@@ -413,6 +483,7 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
       mine.push_back(seconds);
       step_peak = std::max(step_peak, static_cast<double>(r.memory.peak_allocated));
       phases += step_phases;
+      traffic += r.traffic;
     }
   }
   const Tracer::Overlap overlap = tracer->overlap("comm", "compute", since_us);
@@ -423,6 +494,11 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
   mine.push_back(step_peak);
   for (double ms : {phases.forward_ms, phases.backward_ms, phases.optimizer_ms, phases.comm_ms})
     mine.push_back(ms);
+  for (const KindTraffic& k : traffic.kinds) {
+    mine.push_back(static_cast<double>(k.calls));
+    mine.push_back(static_cast<double>(k.sent));
+    mine.push_back(static_cast<double>(k.received));
+  }
   const auto all = gather(*world, mine);
   if (world->rank() != 0) return;
   const std::size_t n = static_cast<std::size_t>(o.steps);
@@ -438,6 +514,15 @@ void time_variant(const CommPtr& world, int local_rank, const Options& o, Result
     result.rss_peak = std::max(result.rss_peak, v[n + 3]);
     result.step_peak = std::max(result.step_peak, v[n + 4]);
     result.phases += {v[n + 5], v[n + 6], v[n + 7], v[n + 8]};
+    TrafficCounts rank_traffic;
+    for (std::size_t k = 0; k < kCollectiveKinds; ++k)
+      rank_traffic.kinds[k] = {static_cast<std::uint64_t>(v[n + 9 + 3 * k]),
+                               static_cast<std::uint64_t>(v[n + 10 + 3 * k]),
+                               static_cast<std::uint64_t>(v[n + 11 + 3 * k])};
+    result.traffic += rank_traffic;
+    result.max_rank_sent =
+        std::max(result.max_rank_sent,
+                 static_cast<double>(rank_traffic.total().sent) / static_cast<double>(o.steps));
   }
   const ParamCounts counts = count_params(trainer.engine());
   run.params = counts.all;
@@ -474,12 +559,13 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
     peak = {measured_peak_gflops(*world, threads), fma_isa()};
   std::vector<Result> results;
   for (int depth : o.prefetch)
-    for (const std::string& mode : o.checkpointing) {
-      Result r;
-      r.prefetch = depth;
-      r.checkpointing = mode;
-      results.push_back(r);
-    }
+    for (const std::string& mode : o.checkpointing)
+      for (const LinkModel& link : o.links)
+        for (bool early : o.early_gathers) {
+          Result& r = results.emplace_back();
+          std::tie(r.prefetch, r.checkpointing, r.link, r.gather_after_update) =
+              std::tuple(depth, mode, link, early);
+        }
   for (int round = 0; round < o.rounds; ++round)
     for (Result& r : results) time_variant(world, local_rank, o, r, run);
   if (!lead) return;
@@ -512,14 +598,12 @@ int bench_train(int argc, char** argv) {
   const double base_step = median(run.results.front().step_s);
   if (!o.json)
     std::printf(
-        "zrt-bench train: %s/%s, %lld parameters, batch %lld x %lld, %s, strategy %s, %d rank(s) x "
-        "%d "
-        "thread(s), "
-        "%s%s\n",
+        "zrt-bench train: %s/%s, %lld parameters, batch %lld x %lld, %s (reduce %s), strategy %s, "
+        "%d rank(s) x %d thread(s), %s%s\n",
         c.model.kind.c_str(), c.model.preset.c_str(), static_cast<long long>(run.params),
         static_cast<long long>(c.batch_size),
         static_cast<long long>(c.model.kind == "gpt" ? c.seq_len : 1), o.dtype.c_str(),
-        o.strategy.c_str(), world_size, run.threads,
+        o.reduce_dtype.c_str(), o.strategy.c_str(), world_size, run.threads,
         t.device == "cuda" ? "on cuda, " : "cpu streams ",
         t.device == "cuda" ? run.device_name.c_str() : streams.c_str());
   const bool peak_known = run.peak.gflops > 0;
@@ -534,6 +618,12 @@ int bench_train(int argc, char** argv) {
                  overlap = r.comm_us > 0 ? r.overlapped_us / r.comm_us : 0;
     const PhaseTimes& p = r.phases;  // per step and rank below
     const char* phase_clock = t.device == "cuda" ? "cuda events" : "host clock";
+    // Bytes on the link per step and rank, by kind.
+    const KindTraffic total = r.traffic.total();
+    nlohmann::ordered_json sent_by_kind;
+    for (std::size_t k = 0; k < kCollectiveKinds; ++k)
+      sent_by_kind[collective_kind_name(static_cast<CollectiveKind>(k))] =
+          static_cast<double>(r.traffic.kinds[k].sent) / steps;
     nlohmann::ordered_json j = {
         {"model", c.model.kind},
         {"preset", c.model.preset},
@@ -548,10 +638,15 @@ int bench_train(int argc, char** argv) {
         {"threads", run.threads},
         {"strategy", o.strategy},
         {"dtype", o.dtype},
+        {"reduce_dtype", o.reduce_dtype},
         {"batch_size", c.batch_size},
         {"seq_len", c.model.kind == "gpt" ? c.seq_len : 1},
         {"prefetch", r.prefetch},
         {"activation_checkpointing", r.checkpointing},
+        {"gather_after_update", r.gather_after_update},
+        {"link", r.link.str()},
+        {"link_gbps", r.link.gbps},
+        {"link_us", r.link.latency_us},
         {"cpu_streams", streams},
         {"warmup", o.warmup},
         {"steps", o.steps},
@@ -573,6 +668,11 @@ int bench_train(int argc, char** argv) {
         {"backward_ms", p.backward_ms / steps},
         {"optimizer_ms", p.optimizer_ms / steps},
         {"comm_phase_ms", p.comm_ms / steps},
+        {"sent_bytes_per_step", static_cast<double>(total.sent) / steps},
+        {"received_bytes_per_step", static_cast<double>(total.received) / steps},
+        {"sent_bytes_per_step_max_rank", r.max_rank_sent},
+        {"sent_bytes_per_step_by_kind", sent_by_kind},
+        {"collectives_per_step", static_cast<double>(total.calls) / steps},
         {"phase_clock", phase_clock},
         {"loss_first", r.loss_first},
         {"loss_last", r.loss_last},
@@ -584,7 +684,11 @@ int bench_train(int argc, char** argv) {
       std::printf("%s\n", j.dump().c_str());
       continue;
     }
-    std::printf("prefetch %d, activation checkpointing %s\n", r.prefetch, r.checkpointing.c_str());
+    std::printf(
+        "prefetch %d, activation checkpointing %s, link model %s, gathers after the "
+        "update %s\n",
+        r.prefetch, r.checkpointing.c_str(), r.link.str().c_str(),
+        r.gather_after_update ? "on" : "off");
     std::printf(
         "  step      median %.1f ms (min %.1f, max %.1f) over %zu steps after %d warm-up (%d "
         "round(s))",
@@ -604,6 +708,17 @@ int bench_train(int argc, char** argv) {
           r.tokens / step, gflops, run.device_name.c_str());
     std::printf("  comm      %.1f ms per step and rank, %.0f%% of it while the rank computed\n",
                 comm_ms, 100 * overlap);
+    std::printf(
+        "  traffic   %.2f MiB sent, %.2f MiB received per step and rank (largest rank %.2f MiB "
+        "sent) in %.0f collectives: all_gather %.2f, reduce_scatter %.2f, all_reduce %.2f, "
+        "broadcast %.2f MiB sent (ring)\n",
+        static_cast<double>(total.sent) / steps / MiB,
+        static_cast<double>(total.received) / steps / MiB, r.max_rank_sent / MiB,
+        static_cast<double>(total.calls) / steps,
+        static_cast<double>(r.traffic[CollectiveKind::all_gather].sent) / steps / MiB,
+        static_cast<double>(r.traffic[CollectiveKind::reduce_scatter].sent) / steps / MiB,
+        static_cast<double>(r.traffic[CollectiveKind::all_reduce].sent) / steps / MiB,
+        static_cast<double>(r.traffic[CollectiveKind::broadcast].sent) / steps / MiB);
     std::printf(
         "  phases    forward %.2f ms, backward %.2f ms, optimizer %.2f ms, "
         "communication %.2f ms per step and rank (%s)\n",

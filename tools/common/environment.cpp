@@ -15,6 +15,7 @@
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/communicator.h"
 #include "zrt/runtime/comm/flight_recorder.h"
+#include "zrt/runtime/comm/link_model.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -33,6 +34,12 @@ constexpr EnvVariable kVariables[] = {
     {"ZRT_COMM_TIMEOUT_S", "seconds, above 0 and at most 1e8 (default 300)",
      "how long a collective waits for the other ranks before failing",
      [] { (void)default_comm_timeout(); }},
+    {"ZRT_LINK_GBPS", "0 or Gb/s from 0.001 to 1e6 (default 0: no link model)",
+     "local and MPI ranks hold each collective for its bytes on the link at this bandwidth",
+     [] { (void)link_model_from_env(); }},
+    {"ZRT_LINK_US", "0 or microseconds up to 1e6 (default 0)",
+     "local and MPI ranks hold each collective at least this latency",
+     [] { (void)link_model_from_env(); }},
     {"ZRT_FLIGHT_RECORDER_ENTRIES", "a whole number from 1 to 1000000 (default 256)",
      "collectives each rank's flight recorder keeps",
      [] { (void)default_flight_recorder_entries(); }},

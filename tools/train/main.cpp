@@ -340,18 +340,22 @@ class StepReporter {
     std::lock_guard lock(io_);
     std::printf(
         "%sstep %5lld/%lld  loss %.4f  lr %.2e  norm %.3f%s  %.0f %s/s  mem %s (peak %s)  "
-        "eta %.0fs%s",
+        "comm %s  eta %.0fs%s",
         tty_ ? "\r" : "", static_cast<long long>(r.step + 1),
         static_cast<long long>(o_.trainer.steps), r.stats.loss, r.lr, r.stats.grad_norm,
         r.stats.skipped ? " (skipped)" : "", per_s, o_.trainer.model.kind == "gpt" ? "tok" : "rows",
         human_bytes(static_cast<double>(r.memory.allocated)).c_str(),
-        human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(), eta,
+        human_bytes(static_cast<double>(r.memory.peak_allocated)).c_str(),
+        human_bytes(static_cast<double>(r.traffic.total().sent)).c_str(), eta,
         tty_ && !last ? "" : "\n");
     std::fflush(stdout);
   }
 
  private:
   void write_metrics(const model_zoo::StepReport& r, double per_s) {
+    nlohmann::ordered_json sent_by_kind;
+    for (std::size_t k = 0; k < kCollectiveKinds; ++k)
+      sent_by_kind[collective_kind_name(static_cast<CollectiveKind>(k))] = r.traffic.kinds[k].sent;
     const nlohmann::ordered_json line = {{"step", r.step},
                                          {"loss", r.stats.loss},
                                          {"lr", r.lr},
@@ -361,7 +365,10 @@ class StepReporter {
                                          {"mem_allocated", r.memory.allocated},
                                          {"mem_reserved", r.memory.reserved},
                                          {"mem_peak", r.memory.peak_allocated},
-                                         {"rss", resident_bytes()}};
+                                         {"rss", resident_bytes()},
+                                         {"comm_sent", r.traffic.total().sent},
+                                         {"comm_received", r.traffic.total().received},
+                                         {"comm_sent_by_kind", sent_by_kind}};
     metrics_ << line.dump() << "\n";
     metrics_.flush();
     ZRT_CHECK_AS(ResourceError, metrics_.good(), "writing the metrics file ", o_.metrics,

@@ -396,11 +396,7 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
 void add_precision_flags(CLI::App& app, TrainOptions& o) {
   optim::ZeroModuleOptions& zero = o.trainer.engine.zero;
   add_choice(app, "--dtype", zero.dtype, kDTypeFlags, "compute dtype");
-  add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype,
-             {{"fp32", optim::ReduceDType::f32},
-              {"bf16", optim::ReduceDType::bf16},
-              {"fp16", optim::ReduceDType::f16},
-              {"int8", optim::ReduceDType::int8}},
+  add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype, reduce_dtype_flags(),
              "what the gradient reduce-scatter moves: fp32, bf16, fp16 (the fp32 gradient cast "
              "down and back) or int8 (each rank's gradient quantized blockwise once, exchanged "
              "all-to-all and summed in fp32 on arrival)");

@@ -26,6 +26,15 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   return c;
 }
 
+const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flags() {
+  static const std::vector<std::pair<std::string, optim::ReduceDType>> flags = {
+      {"fp32", optim::ReduceDType::f32},
+      {"bf16", optim::ReduceDType::bf16},
+      {"fp16", optim::ReduceDType::f16},
+      {"int8", optim::ReduceDType::int8}};
+  return flags;
+}
+
 void raise_block_size_to_seq_len(TrainerConfig& t) {
   if (t.model.kind == "gpt" && !t.model.block_size &&
       model_zoo::resolve_gpt_dims(t.model).block_size < t.seq_len)

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tools/train/train_options.h"
 #include "zrt/model_zoo/data/dataset.h"
@@ -17,6 +19,10 @@ namespace zrt::train {
 // The trainer's options the flags ask for (TrainOptions::trainer), on the
 // device of a rank whose local rank (its GPU) is `local_rank`.
 model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
+
+// The values --reduce-dtype names (fp32, bf16, fp16, int8), for zrt-train
+// and zrt-bench train alike.
+const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flags();
 
 // A gpt whose block size no flag gave gets position embeddings for the whole
 // sequence: the preset's block size, raised to seq_len.

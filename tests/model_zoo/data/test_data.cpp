@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "tests/model_zoo/models/temp_dir.h"
+#include "tests/support/expect_throw.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
@@ -41,13 +42,7 @@ void write_llmc(const std::string& path, std::int32_t magic, std::int32_t versio
 
 template <class F>
 void check_arg_error(F f, const std::string& needle) {
-  try {
-    f();
-    BOOST_ERROR("expected InvalidArgument naming '" << needle << "'");
-  } catch (const InvalidArgument& e) {
-    BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos,
-               "'" << e.what() << "' does not name '" << needle << "'");
-  }
+  zrt::test::expect_throw<InvalidArgument>(f, needle);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   c.engine.zero.dtype = setup.dtype;
   c.engine.zero.grad_reduce.offload = setup.offload_grads;
   c.engine.prefetch = setup.prefetch;
+  c.engine.gather_after_update = setup.gather_after_update;
   c.engine.checkpointing = setup.checkpointing;
   c.engine.zero.offload_optimizer = setup.offload_optimizer;
   c.engine.zero.grad_reduce.dtype = setup.reduce_dtype;
@@ -37,6 +38,7 @@ std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const Tra
   if (setup.vocab_size > 0) c.model.vocab_size = setup.vocab_size;
   c.model.vocab_align = setup.vocab_align;
   c.engine.seed = setup.seed;
+  if (setup.link.enabled()) world->set_link_model(setup.link);
   c.batch_size = setup.batch_size;
   c.seq_len = 16;
   c.micro_batches = setup.micro_batches;
@@ -235,6 +237,7 @@ std::string describe(const TrainSetup& s) {
          " " + dtype_name(s.dtype) + (s.offload_grads ? " offload" : "") +
          (s.device.is_cpu() ? "" : " " + s.device.str()) +
          " prefetch=" + std::to_string(s.prefetch) +
+         (s.gather_after_update ? "" : " gathers-at-step-start") +
          (s.checkpointing.enabled() ? " checkpointing=" + s.checkpointing.str() : "") +
          (s.offload_optimizer.kind != optim::OptimizerOffload::Kind::none ? " offload_optimizer"
                                                                           : "") +
@@ -242,7 +245,8 @@ std::string describe(const TrainSetup& s) {
          (s.max_grad_norm != 1.0 ? " clip=" + std::to_string(s.max_grad_norm) : "") +
          (s.optimizer_state_dtype != DType::f32 ? " bf16 moments" : "") +
          (s.vocab_size ? " vocab=" + std::to_string(s.vocab_size) : "") +
-         " vocab_align=" + std::to_string(s.vocab_align);
+         " vocab_align=" + std::to_string(s.vocab_align) +
+         (s.link.enabled() ? " link=" + s.link.str() : "");
 }
 
 model_zoo::ModelConfig gpt_of(std::int64_t n_layer, std::int64_t n_head, std::int64_t n_embd,

@@ -25,6 +25,7 @@ struct TrainSetup {
   bool offload_grads = false;
   int batch_size = 16;  // global sequences or rows per step
   int prefetch = 1;
+  bool gather_after_update = true;  // EngineConfig::gather_after_update
   model_zoo::ActivationCheckpointing checkpointing;
   optim::OptimizerOffload offload_optimizer;
   optim::ReduceDType reduce_dtype = optim::ReduceDType::f32;
@@ -43,6 +44,7 @@ struct TrainSetup {
       model_zoo::ModelConfig::kDefaultVocabAlign;  // gpt (Note [Padded vocabulary])
   std::uint64_t seed = 1337;                       // the init seed
   DType optimizer_state_dtype = DType::f32;        // AdamW's m and v (Note [bf16 AdamW moments])
+  LinkModel link;  // set on the world before the trainer splits its groups (Note [Link model])
 };
 
 // A GPT of the tiny preset's kind with these dimensions.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/model_zoo/engine/engine_checks.h"
+#include "tests/support/rank_check.h"
 #include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
@@ -166,6 +167,65 @@ BOOST_AUTO_TEST_CASE(int8_gradient_reduction_trains_close_and_repeats) {
   // Note [Quantized gradient reduce-scatter]
   expect_int8_close_and_repeatable(
       [](TrainSetup& s) { s.reduce_dtype = optim::ReduceDType::int8; });
+}
+
+BOOST_AUTO_TEST_CASE(gathering_after_the_update_changes_no_number) {
+  // Note [Gathers after the update]: the next step's first units gathered as
+  // soon as they are updated train bit for bit as when gathered at the next
+  // step's start, for every strategy on 1-4 ranks, at prefetch 1 and 2 (and
+  // 0, which gathers nothing early), with the collectives on a communication
+  // stream (comm, or ZRT_CPU_STREAMS) and on the rank's thread (none).
+  // The engine does gather them early: after a step the first prefetch + 1
+  // stages' units are gathered, and without the setting none is.
+  for (bool early : {true, false}) {
+    TrainSetup s = sharded_setup(optim::ShardingStrategy::full_shard, 0, DType::bf16, 1, 2);
+    s.gather_after_update = early;
+    try {
+      run_local_ranks(2, [&](const CommPtr& world) {
+        auto trainer = tiny_trainer(world, s);
+        trainer->step();
+        const model_zoo::TrainingEngine& e = trainer->engine();
+        for (int stage = 0; stage <= s.prefetch; ++stage) {
+          const auto& h = *e.handles()[static_cast<std::size_t>(e.model().stage_unit(stage))];
+          ZRT_EXPECT(h.is_unsharded() == early, "stage ", stage, "'s unit ", h.name(), " is ",
+                     h.is_unsharded() ? "" : "not ", "gathered after a step with ",
+                     early ? "" : "no ", "gathers after the update");
+        }
+      });
+    } catch (const std::exception& e) {
+      BOOST_ERROR(e.what());
+    }
+  }
+  for (int ranks = 1; ranks <= 4; ++ranks)
+    for (TrainSetup base : one_setup_per_strategy()) {
+      if (ranks == 3) base.batch_size = 12;  // divisible by 3 ranks x 2 micro-batches
+      std::vector<TrainSetup> variants(5, base);
+      variants[0].gather_after_update = false;
+      variants[1].prefetch = 2;
+      variants[2].prefetch = 2;
+      variants[2].gather_after_update = false;
+      variants[3].prefetch = 0;
+      // Collectives on the rank's thread: a gather issued before its unit's
+      // update would read the old master at once, not race the update.
+      variants[4].cpu_streams = optim::CpuStreams::none;
+      try {
+        expect_bitwise_alike(ranks, base, variants);
+      } catch (const std::exception& e) {
+        BOOST_ERROR(e.what());
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_link_model_changes_no_number) {
+  // Note [Link model]: collectives held for a 2 Gb/s, 200 us link give the
+  // bits they give at once, for every strategy on 4 ranks.
+  const auto differences = differences_per_strategy(4, [](const TrainSetup& base) {
+    TrainSetup held = base;
+    held.link = {.gbps = 2, .latency_us = 200};
+    return std::vector<TrainSetup>{held};
+  });
+  for (const std::string& d : differences) BOOST_ERROR(d);
+  BOOST_TEST(differences.empty());
 }
 
 BOOST_AUTO_TEST_CASE(bf16_gradient_reduction_trains_close_to_fp32) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "tests/model_zoo/layers/layer_test_util.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/test_seed.h"
 #include "zrt/model_zoo/models/gpt.h"
 #include "zrt/model_zoo/models/mlp.h"
@@ -34,13 +35,7 @@ double sample_std(const Tensor& t) {
 
 template <class E>
 void check_throws_naming(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    BOOST_ERROR("expected an error naming '" << needle << "'");
-  } catch (const E& e) {
-    BOOST_TEST(std::string(e.what()).find(needle) != std::string::npos,
-               "'" << e.what() << "' does not name '" << needle << "'");
-  }
+  zrt::test::expect_throw<E>(f, needle);
 }
 
 }  // namespace

@@ -236,4 +236,83 @@ void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed,
   check_all_gather(*g.replica, DType::f16, 3, seed, device);
 }
 
+namespace {
+
+// The counters' change over `call` must be one `kind` call of `sent` and
+// `received` bytes, and nothing of any other kind.
+template <class F>
+void expect_traffic(Communicator& comm, const char* what, CollectiveKind kind, std::uint64_t sent,
+                    std::uint64_t received, F&& call) {
+  const TrafficCounts before = comm.traffic()->read();
+  call();
+  const TrafficCounts d = comm.traffic()->read() - before;
+  for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
+    const auto kk = static_cast<CollectiveKind>(k);
+    const KindTraffic want = kk == kind ? KindTraffic{1, sent, received} : KindTraffic{0, 0, 0};
+    expect(d[kk].calls == want.calls && d[kk].sent == want.sent && d[kk].received == want.received,
+           detail::concat(what, " on ", comm.name(), " rank ", comm.rank(), " of ", comm.size(),
+                          ": ", collective_kind_name(kk), " counted ", d[kk].calls, " call(s), ",
+                          d[kk].sent, " B sent, ", d[kk].received, " B received; expected ",
+                          want.calls, ", ", want.sent, ", ", want.received));
+  }
+}
+
+}  // namespace
+
+void check_traffic(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const auto up = static_cast<std::uint64_t>(p - 1);
+  // all-gather of 5 bf16 per rank: the ring passes p-1 chunks of 10 bytes each way.
+  {
+    Tensor in = Tensor::zeros({5}, DType::bf16), out = Tensor::zeros({5 * p}, DType::bf16);
+    expect_traffic(comm, "all_gather", CollectiveKind::all_gather, up * 10, up * 10,
+                   [&] { comm.all_gather_into_tensor(out, in); });
+  }
+  // reduce-scatter to 3 f32 per rank: p-1 chunks of 12 bytes.
+  {
+    Tensor in = Tensor::zeros({3 * p}, DType::f32), out = Tensor::zeros({3}, DType::f32);
+    expect_traffic(comm, "reduce_scatter", CollectiveKind::reduce_scatter, up * 12, up * 12,
+                   [&] { comm.reduce_scatter_tensor(out, in, ReduceOp::sum); });
+  }
+  // all-reduce of 7 f32 (28 bytes), worked out by hand for 1-4 ranks: the
+  // chunks are 7 elements as even as they go, the first ones larger (3
+  // ranks: 12, 8, 8 bytes). Rank r sends 2·28 less chunks r and r+1 and
+  // receives 2·28 less chunks r-1 and r: with 3 ranks, rank 1 sends
+  // 56-8-8 = 40 and receives 56-12-8 = 36.
+  if (p <= 4) {
+    const std::uint64_t by_hand[4][4][2] = {{{0, 0}},
+                                            {{28, 28}, {28, 28}},
+                                            {{36, 36}, {40, 36}, {36, 40}},
+                                            {{40, 44}, {40, 40}, {44, 40}, {44, 44}}};
+    Tensor t = Tensor::zeros({7}, DType::f32);
+    expect_traffic(comm, "all_reduce", CollectiveKind::all_reduce, by_hand[p - 1][r][0],
+                   by_hand[p - 1][r][1], [&] { comm.all_reduce(t, ReduceOp::sum); });
+  }
+  // broadcast of 3 f64 (24 bytes) from every root: the chain root, root+1,
+  // ... sends from all but its last rank and delivers to all but the root.
+  for (int root = 0; root < p; ++root) {
+    Tensor t = Tensor::zeros({3}, DType::f64);
+    const bool last = p > 1 && r == (root + p - 1) % p;
+    expect_traffic(comm, "broadcast", CollectiveKind::broadcast, p > 1 && !last ? 24 : 0,
+                   p > 1 && r != root ? 24 : 0, [&] { comm.broadcast(t, root); });
+  }
+  // Host metadata and barriers are no tensor traffic.
+  {
+    const TrafficCounts before = comm.traffic()->read();
+    comm.barrier();
+    const std::byte b{1};
+    (void)comm.all_gather_bytes(std::span(&b, 1));
+    expect(comm.traffic()->read().total().calls == before.total().calls,
+           "barrier or all_gather_bytes was counted as tensor traffic");
+  }
+  // A group split afterwards counts into the same counters.
+  {
+    auto half = comm.split(r % 2, r);
+    Tensor in = Tensor::zeros({1}, DType::f32), out = Tensor::zeros({half->size()}, DType::f32);
+    const auto hp = static_cast<std::uint64_t>(half->size() - 1);
+    expect_traffic(comm, "all_gather on a split group", CollectiveKind::all_gather, hp * 4, hp * 4,
+                   [&] { half->all_gather_into_tensor(out, in); });
+  }
+}
+
 }  // namespace zrt::test

@@ -43,4 +43,10 @@ void check_split(Communicator& comm, std::uint64_t seed, Device device = Device:
 void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed,
                        Device device = Device::cpu());
 
+// Note [Bytes on the link], by hand: one collective of each kind with odd
+// sizes (and every broadcast root), each compared with the sent and received
+// bytes worked out for this rank; barrier and all_gather_bytes add nothing;
+// a group split afterwards adds to the same counters.
+void check_traffic(Communicator& comm);
+
 }  // namespace zrt::test

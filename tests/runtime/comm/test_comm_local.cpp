@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "tests/runtime/comm/collective_checks.h"
+#include "tests/support/expect_throw.h"
 #include "zrt/runtime/comm/device_reduce.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/local_comm.h"
@@ -39,17 +40,7 @@ void on_ranks(int n, const std::function<void(const CommPtr&)>& fn,
   }
 }
 
-// Expects `call` to throw E with `needle` in its message.
-template <class E, class F>
-void expect_throw(F&& call, const std::string& needle) {
-  try {
-    call();
-    BOOST_ERROR("expected an error mentioning '" << needle << "'");
-  } catch (const E& e) {
-    BOOST_CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos,
-                        "message '" << e.what() << "' lacks '" << needle << "'");
-  }
-}
+using test::expect_throw;
 
 }  // namespace
 

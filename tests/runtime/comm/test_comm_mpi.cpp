@@ -51,6 +51,7 @@ BOOST_AUTO_TEST_CASE(every_collective_dtype_and_size) {
     test::check_all_reduce(*world, DType::f32, 1000003, ReduceOp::sum, seed);
   });
   checked([&] { test::check_all_gather_bytes(*world, seed); });
+  checked([&] { test::check_traffic(*world); });
 }
 
 BOOST_AUTO_TEST_CASE(split_and_zero_groups) {
