@@ -177,8 +177,16 @@ class NcclCommunicator final : public Communicator {
     CudaDeviceGuard guard(device_);
     const std::size_t n = static_cast<std::size_t>(in.numel() / size());
     const std::size_t bytes = n * in.itemsize();
-    // One send and one receive per peer, fused into one collective by the group.
+    // One send and one receive per peer, fused into one collective by the
+    // group, which is closed on every way out: a group left open would defer
+    // this thread's next NCCL calls (the error's agreement) forever.
     check_enqueued(ncclGroupStart(), "all_to_all");
+    struct GroupEnd {
+      bool ended = false;
+      ~GroupEnd() {
+        if (!ended) (void)ncclGroupEnd();
+      }
+    } group;
     for (int r = 0; r < size(); ++r) {
       check_enqueued(
           ncclSend(bytes_of(in) + r * bytes, n, nccl_type(in.dtype()), r, comm_, native(stream)),
@@ -187,6 +195,7 @@ class NcclCommunicator final : public Communicator {
                               native(stream)),
                      "all_to_all");
     }
+    group.ended = true;
     check_enqueued(ncclGroupEnd(), "all_to_all");
   }
 

@@ -711,14 +711,15 @@ int bench_train(int argc, char** argv) {
     std::printf(
         "  traffic   %.2f MiB sent, %.2f MiB received per step and rank (largest rank %.2f MiB "
         "sent) in %.0f collectives: all_gather %.2f, reduce_scatter %.2f, all_reduce %.2f, "
-        "broadcast %.2f MiB sent (ring)\n",
+        "broadcast %.2f, all_to_all %.2f MiB sent (ring; all_to_all pairwise)\n",
         static_cast<double>(total.sent) / steps / MiB,
         static_cast<double>(total.received) / steps / MiB, r.max_rank_sent / MiB,
         static_cast<double>(total.calls) / steps,
         static_cast<double>(r.traffic[CollectiveKind::all_gather].sent) / steps / MiB,
         static_cast<double>(r.traffic[CollectiveKind::reduce_scatter].sent) / steps / MiB,
         static_cast<double>(r.traffic[CollectiveKind::all_reduce].sent) / steps / MiB,
-        static_cast<double>(r.traffic[CollectiveKind::broadcast].sent) / steps / MiB);
+        static_cast<double>(r.traffic[CollectiveKind::broadcast].sent) / steps / MiB,
+        static_cast<double>(r.traffic[CollectiveKind::all_to_all].sent) / steps / MiB);
     std::printf(
         "  phases    forward %.2f ms, backward %.2f ms, optimizer %.2f ms, "
         "communication %.2f ms per step and rank (%s)\n",
