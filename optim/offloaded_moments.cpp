@@ -57,7 +57,8 @@ Tensor OffloadedMoments::on_device(const Tensor& host) const {
   return t;
 }
 
-void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& update) {
+void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& update,
+                                  const std::function<void(std::size_t)>& updated) {
   struct Piece {
     std::size_t handle;
     std::int64_t begin, count;
@@ -66,7 +67,16 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   for (std::size_t k = 0; k < shard_elements_.size(); ++k)
     for (std::int64_t b = 0; b < shard_elements_[k]; b += chunk_elements_)
       pieces.push_back({k, b, std::min(chunk_elements_, shard_elements_[k] - b)});
-  if (pieces.empty()) return;
+  // Hands handles [handed, up_to) over: every chunk of theirs is updated.
+  std::size_t handed = 0;
+  auto hand_over = [&](std::size_t up_to) {
+    for (; handed < up_to; ++handed)
+      if (updated) updated(handed);
+  };
+  if (pieces.empty()) {
+    hand_over(shard_elements_.size());
+    return;
+  }
   std::int64_t longest = 0;
   for (const Piece& p : pieces) longest = std::max(longest, p.count);
 
@@ -93,6 +103,7 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   // threads before the buffers go.
   std::future<void> reading[2], writing[2];
   reading[0] = std::async(std::launch::async, read, 0, pieces[0]);
+  hand_over(pieces[0].handle);  // shards of no elements before the first chunk
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const int slot = static_cast<int>(i % 2), next = 1 - slot;
     reading[slot].get();
@@ -114,6 +125,10 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
     stream_
         .synchronize();  // the update (and copy back) is done before the thread writes the buffer
     writing[slot] = std::async(std::launch::async, write, slot, p);
+    // Note [Gathers after the update] (optim/zero_module.cpp): a handle whose
+    // last chunk this was is handed over now, before the next handle's chunk,
+    // not after every handle's.
+    hand_over(i + 1 < pieces.size() ? pieces[i + 1].handle : shard_elements_.size());
   }
   for (std::future<void>& w : writing)
     if (w.valid()) w.get();

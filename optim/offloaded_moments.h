@@ -13,8 +13,12 @@
 // runs while the step waits for that read (each on a thread of its own). AdamW is elementwise and its CPU loops are
 // bit-identical at any offset (Note [CPU vector clones]), so the update of a
 // chunk is the update of those elements: the run is bit-identical to one that
-// keeps the moments in memory. Memory held: the two buffers, 4 moments × the
-// chunk, instead of 8 (bf16: 4) bytes per parameter of the shard. A checkpoint reads
+// keeps the moments in memory. Each handle is handed back (`updated`) as soon
+// as its last chunk's update has run, so the caller's gathers of the next
+// step's first units (Note [Gathers after the update] in
+// optim/zero_module.cpp) overlap the later handles' chunks. Memory held: the
+// two buffers, 4 moments × the chunk, instead of 8 (bf16: 4) bytes per
+// parameter of the shard (and beside them what those gathers hold). A checkpoint reads
 // and writes the moments through the same file, in the same format as any
 // other (resume with or without offload); a save reads each handle's moments
 // into memory for the write, and a load stages them as it stages every
@@ -56,8 +60,12 @@ class OffloadedMoments {
     Tensor exp_avg, exp_avg_sq;         // [count] of dtype(), updated in place by the callback
   };
   // Passes every chunk of every shard, in order, to `update`, and writes what
-  // it leaves in the chunk back (Note [Optimizer state on disk]).
-  void update_all(const std::function<void(const Chunk&)>& update);
+  // it leaves in the chunk back (Note [Optimizer state on disk]). `updated(k)`,
+  // when given, runs once for each handle k, in order, as soon as the update
+  // of its last chunk has run (a shard of no elements: right after the
+  // handle before it), while the next handle's chunks are still to come.
+  void update_all(const std::function<void(const Chunk&)>& update,
+                  const std::function<void(std::size_t)>& updated = {});
   // Handle k's exp_avg (moment 0) or exp_avg_sq (1) as a fresh tensor of
   // dtype() on the device / replaces both (any float dtype, cast to dtype()).
   Tensor read(std::size_t k, int moment) const;

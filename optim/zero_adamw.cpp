@@ -98,8 +98,9 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
 }
 
 void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp,
-                               const kernels::AdamWStepOptions& step_options) {
-  moments_->update_all([&](const OffloadedMoments::Chunk& c) {
+                               const kernels::AdamWStepOptions& step_options,
+                               const std::function<void(std::size_t)>& updated) {
+  auto update = [&](const OffloadedMoments::Chunk& c) {
     const ShardState& s = handles_[c.handle];
     // The decay ranges that fall in the chunk, in its coordinates.
     std::vector<kernels::ElementRange> decay;
@@ -114,7 +115,8 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp,
     kernels::fused_adamw(h.zero1_shard().slice(c.begin, c.count), c.exp_avg, c.exp_avg_sq,
                          h.master_grad().slice(c.begin, c.count), step_ + 1, hp, decay,
                          chunk_options, h.options().stream);
-  });
+  };
+  moments_->update_all(update, updated);
 }
 
 StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
@@ -156,27 +158,34 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
   const kernels::AdamWHyperparams hp = hyperparams(options_, lr);
   kernels::AdamWStepOptions step_options;
   step_options.grad_scale = inv_loss_scale * r.clip_coef;
-  if (moments_) step_offloaded(hp, step_options);
-  for (std::size_t k = 0; k < handles_.size(); ++k) {
-    ShardState& s = handles_[k];
-    FlatParamHandle& h = *s.handle;
-    if (h.master_stream() != h.options().stream) {
-      // Note [Master in host memory]: the host updates the master once the
-      // gradient's copy down has landed (the statistics' read above waited
-      // for the handles' first stream only).
-      h.wait_for_reduced_grads();
-      const ZeroGroups& g = h.groups();
-      CommWatchdog({g.zero1, g.zero3, g.replica})
-          .synchronize(h.options().stream, "copying the gradient shard to host memory");
-    }
-    if (!moments_) {
+  // Handle k is updated: marked, and handed to the caller before the next
+  // handle's update (Note [Gathers after the update] in zero_module.cpp).
+  auto hand_over = [&](std::size_t k) {
+    handles_[k].handle->mark_params_updated();
+    if (after_update) after_update(k);
+  };
+  // On disk each handle is handed over once its last chunk is updated, while
+  // the next handles' chunks stream (Note [Optimizer state on disk]).
+  if (moments_)
+    step_offloaded(hp, step_options, hand_over);
+  else
+    for (std::size_t k = 0; k < handles_.size(); ++k) {
+      ShardState& s = handles_[k];
+      FlatParamHandle& h = *s.handle;
+      if (h.master_stream() != h.options().stream) {
+        // Note [Master in host memory]: the host updates the master once the
+        // gradient's copy down has landed (the statistics' read above waited
+        // for the handles' first stream only).
+        h.wait_for_reduced_grads();
+        const ZeroGroups& g = h.groups();
+        CommWatchdog({g.zero1, g.zero3, g.replica})
+            .synchronize(h.options().stream, "copying the gradient shard to host memory");
+      }
       step_options.rounding = s.rounding;
       kernels::fused_adamw(h.zero1_shard(), s.exp_avg, s.exp_avg_sq, h.master_grad(), r.step, hp,
                            s.decay_ranges, step_options, h.master_stream());
+      hand_over(k);
     }
-    h.mark_params_updated();
-    if (after_update) after_update(k);
-  }
   step_ = r.step;
   return r;
 }

@@ -18,9 +18,10 @@
 //      the gradient is read once and never rewritten.
 //   4. Each handle is marked updated: its next unshard casts the new fp32
 //      master to the compute dtype and gathers it. `after_update(k)` runs
-//      right after handle k's update is issued, before the next handle's
-//      (the module gathers the next step's first units there: Note
-//      [Gathers after the update] in zero_module.h).
+//      right after handle k's update is issued (with disk offload, once
+//      its last chunk's update has run), before the next handle's (the
+//      module gathers the next step's first units there: Note [Gathers
+//      after the update] in zero_module.cpp).
 // m and v are fp32 (or bf16, AdamWOptions::state_dtype), shaped and sharded
 // exactly like each zero1 shard, where the master is: on the handle's device
 // from its allocator, or in host memory with it (Note [Master in host
@@ -94,8 +95,8 @@ class ZeroAdamW {
   // step's one wait for the device) and before the scaler, the counters or
   // any shard changes: a caller's check of values it queued before the step
   // (the engine's token-id flag) that ends the step with nothing changed.
-  // `after_update(k)`, when given, runs once handle k is updated and marked
-  // (not on a skipped step).
+  // `after_update(k)`, when given, runs once handle k is updated and marked,
+  // before handle k + 1's update (not on a skipped step).
   StepResult step(double lr, DynamicLossScaler* scaler = nullptr,
                   const std::function<void()>& before_update = {},
                   const std::function<void(std::size_t)>& after_update = {});
@@ -137,9 +138,11 @@ class ZeroAdamW {
   const ShardState& at(std::size_t k) const;
   Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;
 
-  // AdamW on the offloaded moments, chunk by chunk.
+  // AdamW on the offloaded moments, chunk by chunk; `updated(k)` once handle
+  // k's last chunk is updated (OffloadedMoments::update_all).
   void step_offloaded(const kernels::AdamWHyperparams& hp,
-                      const kernels::AdamWStepOptions& step_options);
+                      const kernels::AdamWStepOptions& step_options,
+                      const std::function<void(std::size_t)>& updated);
 
   AdamWOptions options_;
   OptimizerOffload offload_;

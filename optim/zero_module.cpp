@@ -455,6 +455,13 @@ ZeroAdamW& ZeroModule::optimizer() {
 // tied across units]): the gather (with the cast of the new master to the
 // compute dtype, unshard()'s first after an update) runs on the
 // communication stream while the compute stream updates the next units.
+// With the moments on disk (Note [Optimizer state on disk]) a unit is
+// handed over once its last chunk is updated and its write is queued, not
+// once every unit's is: the gathers then overlap the later units' updates
+// and their reads and writes of the scratch file as they overlap the
+// in-memory update, and the units gathered early hold their unsharded
+// parameters beside the two chunk buffers (as they hold them beside the
+// in-memory moments; a dry run's plan has both, Note [Dry runs]).
 // Nothing else changes: the same gathers of the same values in the same
 // order on every rank, only issued earlier, so training is bit for bit the
 // same; the unit then stays gathered between steps (the memory its forward

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/support/rank_check.h"
 #include "tests/support/test_seed.h"
 #include "zrt/optim/zero_module.h"
@@ -86,74 +87,104 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
 }
 
 // Note [Gathers after the update]: ZeroAdamW hands each unit over as soon
-// as it is updated, before the next one is; ZeroModule::step gathers the
-// listed units there, in the list's order, and their next scopes find them
-// gathered with the updated values (no gather of their own).
+// as it is updated, before the next one is (with the moments in memory, in
+// host memory, and on disk, in chunks that cut units); ZeroModule::step
+// gathers the listed units there, in the list's order, and their next
+// scopes find them gathered with the updated values (no gather of their own).
 BOOST_AUTO_TEST_CASE(listed_units_are_gathered_as_they_are_updated) {
   const auto seed = test::test_seed("zero_module/listed_units_are_gathered_as_they_are_updated");
-  run_local_ranks(2, [&](const CommPtr& world) {
-    std::mt19937 rng(seed);
-    optim::ZeroModule module(world);
-    // Three units of different sizes (their gathers tell them apart by bytes).
-    std::vector<optim::ZeroModule::Unit> units;
-    for (int u = 0; u < 3; ++u) {
-      std::vector<double> w(static_cast<std::size_t>(5 + 8 * u));
-      for (auto& x : w) x = std::normal_distribution<double>()(rng);
-      units.push_back(module.add_unit("u" + std::to_string(u),
-                                      {{"weight", Tensor::from_doubles(w, DType::f32)}}));
-    }
-    auto train_scopes = [&] {
-      for (auto u : units) module.forward(u).close();
-      for (auto it = units.rbegin(); it != units.rend(); ++it) {
-        auto scope = module.backward(*it, /*sync=*/true);
-        Tensor g = scope.grad("weight");
-        for (std::int64_t i = 0; i < g.numel(); ++i)
-          g.data<float>()[i] += static_cast<float>(0.01 * (i + 1) * (world->rank() + 1));
-        scope.close();
+  test::TempDir scratch;
+  std::vector<optim::OptimizerOffload> offloads(3);
+  offloads[1].kind = optim::OptimizerOffload::Kind::host;
+  // Shards of 3, 7 and 11 elements on 2 ranks: units 1 and 2 span chunks.
+  offloads[2] = {optim::OptimizerOffload::Kind::disk, scratch.str(), 4};
+  for (const optim::OptimizerOffload& offload : offloads)
+    run_local_ranks(2, [&](const CommPtr& world) {
+      std::mt19937 rng(seed);
+      optim::ZeroModuleOptions options;
+      options.offload_optimizer = offload;
+      optim::ZeroModule module(world, options);
+      // Three units of different sizes (their gathers tell them apart by bytes).
+      std::vector<optim::ZeroModule::Unit> units;
+      for (int u = 0; u < 3; ++u) {
+        std::vector<double> w(static_cast<std::size_t>(5 + 8 * u));
+        for (auto& x : w) x = std::normal_distribution<double>()(rng);
+        units.push_back(module.add_unit("u" + std::to_string(u),
+                                        {{"weight", Tensor::from_doubles(w, DType::f32)}}));
       }
-      module.synchronize();
-    };
-    train_scopes();
-    module.wait_for_reduced_grads();
-    std::vector<std::size_t> handed;
-    module.optimizer().step(1e-2, nullptr, {}, [&](std::size_t k) {
-      for (std::size_t j = 0; j < units.size(); ++j)
-        ZRT_EXPECT(module.handle(units[j]).needs_param_sync() == (j <= k), "after unit ", k,
-                   "'s update, unit ", j, (j <= k ? " is not" : " is already"), " marked updated");
-      handed.push_back(k);
-    });
-    ZRT_EXPECT((handed == std::vector<std::size_t>{0, 1, 2}), "units handed over out of order");
+      auto train_scopes = [&] {
+        for (auto u : units) module.forward(u).close();
+        for (auto it = units.rbegin(); it != units.rend(); ++it) {
+          auto scope = module.backward(*it, /*sync=*/true);
+          Tensor g = scope.grad("weight");
+          for (std::int64_t i = 0; i < g.numel(); ++i)
+            g.data<float>()[i] += static_cast<float>(0.01 * (i + 1) * (world->rank() + 1));
+          scope.close();
+        }
+        module.synchronize();
+      };
+      train_scopes();
+      module.wait_for_reduced_grads();
+      auto masters = [&] {
+        module.synchronize();
+        std::vector<std::vector<double>> out;
+        for (auto u : units) out.push_back(module.handle(u).zero1_shard().to_doubles());
+        return out;
+      };
+      const auto before = masters();
+      std::vector<std::size_t> handed;
+      std::vector<std::vector<std::vector<double>>>
+          seen;  // the masters as each unit is handed over
+      module.optimizer().step(1e-2, nullptr, {}, [&](std::size_t k) {
+        for (std::size_t j = 0; j < units.size(); ++j)
+          ZRT_EXPECT(module.handle(units[j]).needs_param_sync() == (j <= k), "after unit ", k,
+                     "'s update, unit ", j, (j <= k ? " is not" : " is already"),
+                     " marked updated");
+        handed.push_back(k);
+        seen.push_back(masters());
+      });
+      ZRT_EXPECT((handed == std::vector<std::size_t>{0, 1, 2}), "units handed over out of order");
+      // Unit k is handed over with its whole update done and before any of the
+      // next units' (on disk: the last chunk of k, not every unit's chunks).
+      const auto after = masters();
+      for (std::size_t k = 0; k < seen.size(); ++k)
+        for (std::size_t j = 0; j < units.size(); ++j) {
+          ZRT_EXPECT(before[j] != after[j], "unit ", j, "'s update changed nothing");
+          ZRT_EXPECT(seen[k][j] == (j <= k ? after[j] : before[j]), "offload ", offload.str(),
+                     ": when unit ", k, " is handed over, unit ", j, "'s master is ",
+                     j <= k ? "not yet updated" : "already updated");
+        }
 
-    train_scopes();
-    const auto flights_before = world->flight_recorder()->entries().size();
-    const std::vector<optim::ZeroModule::Unit> first = {units[2], units[0]};
-    module.step(1e-2, {}, first);
-    module.synchronize();
-    const auto entries = world->flight_recorder()->entries();
-    std::vector<std::uint64_t> gathered;  // the step's all-gathers' bytes, in issue order
-    for (std::size_t e = flights_before; e < entries.size(); ++e)
-      if (entries[e].op == "all_gather") gathered.push_back(entries[e].bytes);
-    const auto bytes = [&](std::size_t u) {
-      return static_cast<std::uint64_t>(module.handle(units[u]).full_param_padded().nbytes());
-    };
-    ZRT_EXPECT((gathered == std::vector<std::uint64_t>{bytes(2), bytes(0)}), "the step gathered ",
-               gathered.size(), " units, not units 2 then 0");
-    ZRT_EXPECT(module.handle(units[2]).is_unsharded() && module.handle(units[0]).is_unsharded() &&
-                   !module.handle(units[1]).is_unsharded(),
-               "units 2 and 0 (only) are gathered after the step");
-    // Their scopes gather nothing more and see the updated parameters.
-    const auto full = module.full_params();
-    const auto flights_scoped = world->flight_recorder()->entries().size();
-    for (std::size_t u : {2, 0}) {
-      auto scope = module.forward(units[u]);
-      const Tensor p = scope.param("weight");
-      const Tensor want = full.at("u" + std::to_string(u) + ".weight");
-      ZRT_EXPECT(p.to_doubles() == want.to_doubles(), "unit ", u,
-                 "'s gathered parameter is not its updated value");
-    }
-    ZRT_EXPECT(world->flight_recorder()->entries().size() == flights_scoped,
-               "the scopes of units gathered after the update gathered again");
-  });
+      train_scopes();
+      const auto flights_before = world->flight_recorder()->entries().size();
+      const std::vector<optim::ZeroModule::Unit> first = {units[2], units[0]};
+      module.step(1e-2, {}, first);
+      module.synchronize();
+      const auto entries = world->flight_recorder()->entries();
+      std::vector<std::uint64_t> gathered;  // the step's all-gathers' bytes, in issue order
+      for (std::size_t e = flights_before; e < entries.size(); ++e)
+        if (entries[e].op == "all_gather") gathered.push_back(entries[e].bytes);
+      const auto bytes = [&](std::size_t u) {
+        return static_cast<std::uint64_t>(module.handle(units[u]).full_param_padded().nbytes());
+      };
+      ZRT_EXPECT((gathered == std::vector<std::uint64_t>{bytes(2), bytes(0)}), "the step gathered ",
+                 gathered.size(), " units, not units 2 then 0");
+      ZRT_EXPECT(module.handle(units[2]).is_unsharded() && module.handle(units[0]).is_unsharded() &&
+                     !module.handle(units[1]).is_unsharded(),
+                 "units 2 and 0 (only) are gathered after the step");
+      // Their scopes gather nothing more and see the updated parameters.
+      const auto full = module.full_params();
+      const auto flights_scoped = world->flight_recorder()->entries().size();
+      for (std::size_t u : {2, 0}) {
+        auto scope = module.forward(units[u]);
+        const Tensor p = scope.param("weight");
+        const Tensor want = full.at("u" + std::to_string(u) + ".weight");
+        ZRT_EXPECT(p.to_doubles() == want.to_doubles(), "unit ", u,
+                   "'s gathered parameter is not its updated value");
+      }
+      ZRT_EXPECT(world->flight_recorder()->entries().size() == flights_scoped,
+                 "the scopes of units gathered after the update gathered again");
+    });
 }
 
 // By-name lookup outside a scope agrees with full_params() and the scopes'

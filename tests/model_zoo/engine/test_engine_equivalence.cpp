@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/model_zoo/engine/engine_checks.h"
+#include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/support/rank_check.h"
 #include "zrt/runtime/comm/local_comm.h"
 
@@ -174,9 +175,13 @@ BOOST_AUTO_TEST_CASE(gathering_after_the_update_changes_no_number) {
   // soon as they are updated train bit for bit as when gathered at the next
   // step's start, for every strategy on 1-4 ranks, at prefetch 1 and 2 (and
   // 0, which gathers nothing early), with the collectives on a communication
-  // stream (comm, or ZRT_CPU_STREAMS) and on the rank's thread (none).
+  // stream (comm, or ZRT_CPU_STREAMS) and on the rank's thread (none), and
+  // with the moments on disk (each unit gathered once its last chunk is
+  // updated; chunks of 999 elements cut units) at each depth, early and not.
   // The engine does gather them early: after a step the first prefetch + 1
   // stages' units are gathered, and without the setting none is.
+  test::TempDir scratch;
+  const optim::OptimizerOffload disk{optim::OptimizerOffload::Kind::disk, scratch.str(), 999};
   for (bool early : {true, false}) {
     TrainSetup s = sharded_setup(optim::ShardingStrategy::full_shard, 0, DType::bf16, 1, 2);
     s.gather_after_update = early;
@@ -208,6 +213,12 @@ BOOST_AUTO_TEST_CASE(gathering_after_the_update_changes_no_number) {
       // Collectives on the rank's thread: a gather issued before its unit's
       // update would read the old master at once, not race the update.
       variants[4].cpu_streams = optim::CpuStreams::none;
+      variants.push_back(base);
+      for (std::size_t v = 0; v < 6; ++v) {  // each again with the moments on disk
+        variants.push_back(variants[v]);
+        variants.back().offload_optimizer = disk;
+      }
+      variants.erase(variants.begin() + 5);  // the base itself
       try {
         expect_bitwise_alike(ranks, base, variants);
       } catch (const std::exception& e) {
