@@ -21,9 +21,12 @@
 # its torch is older (Debian's 1.13), and with site-packages off (-S: no torch);
 # --device cuda with a PyTorch 2.x that has no CUDA (a stand-in torch module
 # here) exits 77 saying so, for a single run and for --compare.
+# --offload-optimizer disk:DIR with --gather-after-update on,off gives the
+# same losses and leaves DIR empty; a missing DIR and an unknown place are refused.
 # usage: test_zrt_bench_train.sh ZRT-BENCH PYTHON TORCH_GPT_PY
 set -u
 bench=$1 python=$2 torch_gpt=$3
+source "$(dirname "$0")/user_messages.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 
 check_json() {  # check_json RANKS JSON
@@ -141,6 +144,29 @@ steps = ", ".join(f"{r['step_ms']:.1f}" for r in rows)
 print(f"ok   --link-gbps none,1 --link-us 20000 --gather-after-update on,off: {steps} ms/step, "
       f"{rows[0]['sent_bytes_per_step']:.0f} B sent per step and rank")
 PY
+scratch=$(mktemp -d)
+out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100 \
+      --offload-optimizer "disk:$scratch" --gather-after-update on,off --json) ||
+  fail "--offload-optimizer disk: exited non-zero"
+"$python" - "$out" "$scratch" <<'PY' || fail "--offload-optimizer disk: $out"
+import json, sys
+rows = [json.loads(line) for line in sys.argv[1].splitlines()]
+assert [(r["offload_optimizer"], r["gather_after_update"]) for r in rows] == [
+    (f"disk:{sys.argv[2]}", True), (f"disk:{sys.argv[2]}", False)], rows
+assert len({(r["loss_first"], r["loss_last"]) for r in rows}) == 1, rows
+print("ok   --offload-optimizer disk:DIR --gather-after-update on,off: the same losses")
+PY
+[ -z "$(ls -A "$scratch")" ] || fail "--offload-optimizer disk left files in $scratch"
+rmdir "$scratch"
+out=$("$bench" train --preset tiny --steps 1 --offload-optimizer "disk:$scratch" 2>&1) &&
+  fail "--offload-optimizer disk: into a missing directory was accepted"
+case $out in
+  *"--offload-optimizer"*"does not exist"*) ;;
+  *) fail "--offload-optimizer disk: into a missing directory: $out" ;;
+esac
+shows_source "--offload-optimizer disk: into a missing directory" "$out" && exit 1
+"$bench" train --preset tiny --steps 1 --offload-optimizer tape > /dev/null 2>&1 &&
+  fail "--offload-optimizer tape was accepted"
 for bad in "0" "fast" "1," "-5"; do
   "$bench" train --preset tiny --steps 1 --link-gbps "$bad" > /dev/null 2>&1 && fail "--link-gbps $bad was accepted"
 done

@@ -3,7 +3,8 @@
 //                 [--ranks R]
 //                 [--prefetch LIST] [--activation-checkpointing LIST]
 //                 [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]
-//                 [--gather-after-update on,off] [--rounds R]
+//                 [--gather-after-update on,off] [--offload-optimizer none|host|disk:DIR]
+//                 [--rounds R]
 //                 [--threads N] [--warmup K] [--steps N] [--init-from W] [--peak-gflops G | --peak-tflops T]
 //                 [--save-init W] [--save-data D] [--json]
 //
@@ -44,6 +45,8 @@
 // --gather-after-update on,off does the same with the next step's first
 // gathers issued as each unit is updated (on, the default) or at the next
 // step's start (Note [Gathers after the update] in optim/zero_module.cpp).
+// --offload-optimizer places AdamW's state as zrt-train's flag does (Note
+// [Optimizer state on disk]), for every variant.
 //
 // Every run also says where a step's time goes: forward, backward,
 // optimizer and communication per step and rank, from events recorded on
@@ -83,6 +86,7 @@ struct Options {
   train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from, --cpu-streams
   // As given; parsed into train.engine.zero.
   std::string dtype = "fp32", reduce_dtype = "fp32", strategy = "full", cpu_streams;
+  std::string offload_optimizer = "none";
   std::vector<int> prefetch;               // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
   std::vector<LinkModel> links;            // the link models, in this order
@@ -173,7 +177,7 @@ Options parse(int argc, char** argv) {
       "         [--reduce-dtype fp32|bf16|fp16|int8]\n"
       "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
       "         [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]\n"
-      "         [--gather-after-update on,off]\n"
+      "         [--gather-after-update on,off] [--offload-optimizer none|host|disk:DIR]\n"
       "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
       "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init "
       "W.safetensors]\n"
@@ -197,6 +201,7 @@ Options parse(int argc, char** argv) {
       .value("--link-gbps", links)
       .value("--link-us", link_us)
       .value("--gather-after-update", early_gathers)
+      .value("--offload-optimizer", o.offload_optimizer)
       .value("--rounds", o.rounds)
       .value("--init-from", c.init_from)
       .value("--threads", o.threads)
@@ -244,6 +249,9 @@ Options parse(int argc, char** argv) {
   }
   o.links = links.empty() ? std::vector<LinkModel>{link_model_from_env()}
                           : parse_link_list(links, link_us);
+  // InvalidArgument naming the value or the directory.
+  c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
+  train::check_offload_dir(c.engine.zero.offload_optimizer);
   if (!o.cpu_streams.empty())  // InvalidArgument naming it
     c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
   ZRT_CHECK_ARG(
@@ -644,6 +652,7 @@ int bench_train(int argc, char** argv) {
         {"prefetch", r.prefetch},
         {"activation_checkpointing", r.checkpointing},
         {"gather_after_update", r.gather_after_update},
+        {"offload_optimizer", c.engine.zero.offload_optimizer.str()},
         {"link", r.link.str()},
         {"link_gbps", r.link.gbps},
         {"link_us", r.link.latency_us},

@@ -210,14 +210,7 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
                   " local ranks one process runs; launch processes with mpirun instead");
   }
   const optim::OptimizerOffload& offload = o.trainer.engine.zero.offload_optimizer;
-  if (offload.kind == optim::OptimizerOffload::Kind::disk) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", offload.str(),
-                  ": directory ", offload.dir, " does not exist");
-    ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", offload.str(),
-                  ": directory ", offload.dir, " is not writable");
-  }
+  check_offload_dir(offload);
   if (offload.kind == optim::OptimizerOffload::Kind::host && o.device == "cpu" &&
       o.trainer.engine.zero.memory_limit == 0)
     std::cerr << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu "

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "zrt/kernels/cpu_parallel.h"
@@ -33,6 +34,16 @@ const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flag
       {"fp16", optim::ReduceDType::f16},
       {"int8", optim::ReduceDType::int8}};
   return flags;
+}
+
+void check_offload_dir(const optim::OptimizerOffload& offload) {
+  if (offload.kind != optim::OptimizerOffload::Kind::disk) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", offload.str(),
+                ": directory ", offload.dir, " does not exist");
+  ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", offload.str(),
+                ": directory ", offload.dir, " is not writable");
 }
 
 void raise_block_size_to_seq_len(TrainerConfig& t) {

@@ -24,6 +24,10 @@ model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
 // and zrt-bench train alike.
 const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flags();
 
+// --offload-optimizer disk:DIR whose DIR is not a writable directory:
+// InvalidArgument naming the flag (none and host pass).
+void check_offload_dir(const optim::OptimizerOffload& offload);
+
 // A gpt whose block size no flag gave gets position embeddings for the whole
 // sequence: the preset's block size, raised to seq_len.
 void raise_block_size_to_seq_len(model_zoo::TrainerConfig& t);
