@@ -144,6 +144,18 @@ std::vector<Case> sweep(const std::string& scratch) {
   add("gpt tiny, 2 ranks, moments on disk", 2, [&](TrainerConfig& c) {
     c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch, 1000};
   });
+  // Note [Gathers after the update]: the next step's first three units
+  // gathered while the later units' chunks stream through the buffers, and
+  // the same gathered at the next step's start.
+  for (bool early : {true, false})
+    add(std::string("gpt tiny, 2 ranks, moments on disk, prefetch 2, gathers ") +
+            (early ? "after the update" : "at the step's start"),
+        2, [&, early](TrainerConfig& c) {
+          c.batch_size = 4;
+          c.engine.prefetch = 2;
+          c.engine.gather_after_update = early;
+          c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::disk, scratch, 1000};
+        });
   add("gpt tiny, 2 ranks, bf16 optimizer state", 2,
       [](TrainerConfig& c) { c.engine.zero.adamw.state_dtype = DType::bf16; });
   add("gpt wider, 1 rank", 1, wider);
