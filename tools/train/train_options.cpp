@@ -29,14 +29,9 @@
 
 namespace zrt::train {
 
-namespace {
-const std::vector<std::pair<std::string, DType>> kDTypeFlags = {
-    {"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
-}  // namespace
-
 const char* dtype_flag(DType t) {
-  for (const auto& [name, value] : kDTypeFlags)
-    if (value == t) return name.c_str();
+  for (const DTypeFlag& f : kDTypeFlags)
+    if (f.dtype == t) return f.name;
   return dtype_name(t);
 }
 
@@ -395,7 +390,9 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
 // Precision, recomputation and CPU streams.
 void add_precision_flags(CLI::App& app, TrainOptions& o) {
   optim::ZeroModuleOptions& zero = o.trainer.engine.zero;
-  add_choice(app, "--dtype", zero.dtype, kDTypeFlags, "compute dtype");
+  std::vector<std::pair<std::string, DType>> dtypes;
+  for (const DTypeFlag& f : kDTypeFlags) dtypes.emplace_back(f.name, f.dtype);
+  add_choice(app, "--dtype", zero.dtype, dtypes, "compute dtype");
   add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype, reduce_dtype_flags(),
              "what the gradient reduce-scatter moves: fp32, bf16, fp16 (the fp32 gradient cast "
              "down and back) or int8 (each rank's gradient quantized blockwise once, exchanged "

@@ -27,6 +27,19 @@ inline model_zoo::TrainerConfig default_trainer_config() {
   return t;
 }
 
+// A compute dtype by the name --dtype and --reduce-dtype give it, with the
+// reduce-scatter's wire dtype of that name.
+struct DTypeFlag {
+  const char* name;
+  DType dtype;
+  optim::ReduceDType reduce;
+};
+// The one table of both flags' names: --dtype's choices, and the first of
+// --reduce-dtype's (reduce_dtype_flags).
+inline constexpr DTypeFlag kDTypeFlags[] = {{"fp32", DType::f32, optim::ReduceDType::f32},
+                                            {"bf16", DType::bf16, optim::ReduceDType::bf16},
+                                            {"fp16", DType::f16, optim::ReduceDType::f16}};
+
 // The name --dtype and --reduce-dtype give `t` (fp32, bf16, fp16).
 const char* dtype_flag(DType t);
 
