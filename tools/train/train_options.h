@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,15 @@ struct TrainOptions {
   // Every flag's value as parsed (given or default), numbers and booleans
   // normalised, by flag name: what the ranks compare (rank_agreement_json).
   std::map<std::string, std::string> flag_values;
+  // --block-size (0: not given) and --warmup as parsed, before the defaults
+  // that hang on other flags are resolved: what checkpoints have always
+  // stored (run_flags_json). Unset: options not from the command line, whose
+  // resolved values are stored.
+  struct AsGiven {
+    std::int64_t block_size = 0;
+    std::int64_t warmup = 0;
+  };
+  std::optional<AsGiven> as_given;
 };
 
 // The flags that define a run (model, data, schedule, optimiser, seed) as a
