@@ -137,6 +137,18 @@ out=$("$train" "${tiny[@]}" --steps 3 --data "$io/data.txt" --checkpoint-dir "$i
 grep -q "warning: these flags differ from the checkpoint's run: --data (contents)" <<<"$out" &&
   ok "a resume names a --data file changed since the save" || fail "data changed under its path: $out"
 
+# A run resumed for more steps differs in --steps alone: its checkpoint keeps
+# --warmup and --block-size as given (5, and 0 for the preset's), not as
+# resolved from --steps 2 and --seq-len 80, as checkpoints always have.
+long=(--n-layer 1 --n-embd 16 --n-head 2 --seq-len 80 --batch-size 4 --checkpoint-dir "$io/sck")
+"$train" "${long[@]}" --steps 2 > /dev/null || fail "more steps: first run"
+out=$("$train" "${long[@]}" --steps 3 --resume 2>&1)
+index=$io/sck/step-000002/index.json
+if grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --steps" <<<"$out" &&
+   grep -q '"block_size": 0,' "$index" && grep -q '"warmup": 5,' "$index"; then
+  ok "a resume for more steps names --steps alone; --warmup and --block-size stored as given"
+else fail "more steps: $(grep warning <<<"$out"), $(grep -E '"(block_size|warmup)"' "$index" | tr -d '\n')"; fi
+
 # Two runs in one directory: the second names the first.
 "$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
 holder=$!

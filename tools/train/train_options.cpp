@@ -29,14 +29,9 @@
 
 namespace zrt::train {
 
-namespace {
-const std::vector<std::pair<std::string, DType>> kDTypeFlags = {
-    {"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
-}  // namespace
-
 const char* dtype_flag(DType t) {
-  for (const auto& [name, value] : kDTypeFlags)
-    if (value == t) return name.c_str();
+  for (const DTypeFlag& f : kDTypeFlags)
+    if (f.dtype == t) return f.name;
   return dtype_name(t);
 }
 
@@ -388,7 +383,9 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
 // Precision, recomputation and CPU streams.
 void add_precision_flags(CLI::App& app, TrainOptions& o) {
   optim::ZeroModuleOptions& zero = o.trainer.engine.zero;
-  add_choice(app, "--dtype", zero.dtype, kDTypeFlags, "compute dtype");
+  std::vector<std::pair<std::string, DType>> dtypes;
+  for (const DTypeFlag& f : kDTypeFlags) dtypes.emplace_back(f.name, f.dtype);
+  add_choice(app, "--dtype", zero.dtype, dtypes, "compute dtype");
   add_choice(app, "--reduce-dtype", zero.grad_reduce.dtype, reduce_dtype_flags(),
              "what the gradient reduce-scatter moves: fp32, bf16, fp16 (the fp32 gradient cast "
              "down and back) or int8 (each rank's gradient quantized blockwise once, exchanged "
@@ -573,6 +570,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   o.resume = resume->count() > 0;
   o.flag_values = parsed_flag_values(app);
+  o.as_given = {o.trainer.model.block_size.value_or(0), o.trainer.schedule.warmup_steps};
   resolve_dependent_defaults(app, o);
   check_parsed_options(app, o);
   return true;
@@ -632,17 +630,6 @@ std::string data_identity(const std::string& path) {
   return std::to_string(size) + " bytes, head hash " + std::to_string(h);
 }
 
-// A number flag as given, else its default (an optional's: 0), before the
-// defaults that hang on other flags are resolved: what checkpoints have
-// always stored, so resuming with the same flags finds none changed.
-std::int64_t as_given(const TrainOptions& o, const std::string& flag, std::int64_t resolved) {
-  const auto it = o.flag_values.find(flag);
-  if (it == o.flag_values.end()) return resolved;  // options not from the command line
-  std::int64_t v = 0;
-  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  return v;
-}
-
 nlohmann::json run_flags(const TrainOptions& o) {
   const model_zoo::ModelConfig& m = o.trainer.model;
   return {{"model", o.trainer.model.kind},
@@ -651,7 +638,7 @@ nlohmann::json run_flags(const TrainOptions& o) {
           {"n_head", m.n_head.value_or(0)},
           {"n_embd", m.n_embd.value_or(0)},
           {"vocab_size", m.vocab_size.value_or(0)},
-          {"block_size", as_given(o, "--block-size", m.block_size.value_or(0))},
+          {"block_size", o.as_given ? o.as_given->block_size : m.block_size.value_or(0)},
           {"hidden", m.hidden.value_or(std::vector<std::int64_t>{})},
           {"activation", m.activation.value_or("gelu")},
           {"data", o.data},
@@ -660,7 +647,7 @@ nlohmann::json run_flags(const TrainOptions& o) {
           {"seq_len", o.trainer.seq_len},
           {"lr", o.trainer.schedule.max_lr},
           {"min_lr", o.trainer.schedule.min_lr},
-          {"warmup", as_given(o, "--warmup", o.trainer.schedule.warmup_steps)},
+          {"warmup", o.as_given ? o.as_given->warmup : o.trainer.schedule.warmup_steps},
           {"weight_decay", o.trainer.engine.zero.adamw.weight_decay},
           {"clip", o.trainer.engine.zero.adamw.max_grad_norm},
           {"beta1", o.trainer.engine.zero.adamw.beta1},

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,19 @@ inline model_zoo::TrainerConfig default_trainer_config() {
   a.max_consecutive_skips = 50;
   return t;
 }
+
+// A compute dtype by the name --dtype and --reduce-dtype give it, with the
+// reduce-scatter's wire dtype of that name.
+struct DTypeFlag {
+  const char* name;
+  DType dtype;
+  optim::ReduceDType reduce;
+};
+// The one table of both flags' names: --dtype's choices, and the first of
+// --reduce-dtype's (reduce_dtype_flags).
+inline constexpr DTypeFlag kDTypeFlags[] = {{"fp32", DType::f32, optim::ReduceDType::f32},
+                                            {"bf16", DType::bf16, optim::ReduceDType::bf16},
+                                            {"fp16", DType::f16, optim::ReduceDType::f16}};
 
 // The name --dtype and --reduce-dtype give `t` (fp32, bf16, fp16).
 const char* dtype_flag(DType t);
@@ -59,6 +73,15 @@ struct TrainOptions {
   // Every flag's value as parsed (given or default), numbers and booleans
   // normalised, by flag name: what the ranks compare (rank_agreement_json).
   std::map<std::string, std::string> flag_values;
+  // --block-size (0: not given) and --warmup as parsed, before the defaults
+  // that hang on other flags are resolved: what checkpoints have always
+  // stored (run_flags_json). Unset: options not from the command line, whose
+  // resolved values are stored.
+  struct AsGiven {
+    std::int64_t block_size = 0;
+    std::int64_t warmup = 0;
+  };
+  std::optional<AsGiven> as_given;
 };
 
 // The flags that define a run (model, data, schedule, optimiser, seed) as a

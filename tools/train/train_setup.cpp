@@ -28,11 +28,15 @@ TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
 }
 
 const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flags() {
-  static const std::vector<std::pair<std::string, optim::ReduceDType>> flags = {
-      {"fp32", optim::ReduceDType::f32},
-      {"bf16", optim::ReduceDType::bf16},
-      {"fp16", optim::ReduceDType::f16},
-      {"int8", optim::ReduceDType::int8}};
+  // The compute dtypes' names (kDTypeFlags), then the quantized formats.
+  static const std::vector<std::pair<std::string, optim::ReduceDType>> flags = [] {
+    std::vector<std::pair<std::string, optim::ReduceDType>> out;
+    for (const DTypeFlag& f : kDTypeFlags) out.emplace_back(f.name, f.reduce);
+    const std::pair<std::string, optim::ReduceDType> quantized[] = {
+        {"int8", optim::ReduceDType::int8}};
+    out.insert(out.end(), std::begin(quantized), std::end(quantized));
+    return out;
+  }();
   return flags;
 }
 

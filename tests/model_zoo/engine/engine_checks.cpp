@@ -101,13 +101,11 @@ void expect_bitwise_alike(int ranks, const TrainSetup& base,
 
 TrainSetup sharded_setup(optim::ShardingStrategy strategy, int zero3, DType dtype, int micro,
                          int steps) {
-  TrainSetup s;
-  s.strategy = strategy;
-  s.zero3_size = zero3;
-  s.dtype = dtype;
-  s.micro_batches = micro;
-  s.steps = steps;
-  return s;
+  return {.strategy = strategy,
+          .zero3_size = zero3,
+          .micro_batches = micro,
+          .dtype = dtype,
+          .steps = steps};
 }
 
 TrainSetup with_head_unit(TrainSetup s) {

@@ -15,6 +15,8 @@
 
 namespace zrt::testing {
 
+// One training run's settings. Every member has an initializer, so that
+// TrainSetup{.strategy = ..., .steps = ...} names only what it changes.
 struct TrainSetup {
   std::string model = "gpt";  // gpt | mlp
   optim::ShardingStrategy strategy = optim::ShardingStrategy::full_shard;
@@ -26,15 +28,15 @@ struct TrainSetup {
   int batch_size = 16;  // global sequences or rows per step
   int prefetch = 1;
   bool gather_after_update = true;  // EngineConfig::gather_after_update
-  model_zoo::ActivationCheckpointing checkpointing;
-  optim::OptimizerOffload offload_optimizer;
+  model_zoo::ActivationCheckpointing checkpointing{};
+  optim::OptimizerOffload offload_optimizer{};
   optim::ReduceDType reduce_dtype = optim::ReduceDType::f32;
   optim::GatherDType gather_dtype = optim::GatherDType::compute;
   Device device = Device::cpu();  // every rank's (local ranks share cuda:0)
   bool checkpoint_async = false;  // saves write in the background
-  CommPtr host_comm;              // where those saves agree (TrainerConfig::host_comm)
-  PhaseTimerPtr phase_timer;      // times the steps' phases (Note [Step phase times]); null: none
-  std::optional<optim::CpuStreams> cpu_streams;  // unset: ZRT_CPU_STREAMS, else comm
+  CommPtr host_comm{};            // where those saves agree (TrainerConfig::host_comm)
+  PhaseTimerPtr phase_timer{};    // times the steps' phases (Note [Step phase times]); null: none
+  std::optional<optim::CpuStreams> cpu_streams{};  // unset: ZRT_CPU_STREAMS, else comm
   bool head_unit =
       false;  // gpt: ln_f and the LM head in a unit of their own (ModelConfig::head_unit)
   double max_grad_norm = 1.0;  // 0: no clipping
@@ -44,7 +46,7 @@ struct TrainSetup {
       model_zoo::ModelConfig::kDefaultVocabAlign;  // gpt (Note [Padded vocabulary])
   std::uint64_t seed = 1337;                       // the init seed
   DType optimizer_state_dtype = DType::f32;        // AdamW's m and v (Note [bf16 AdamW moments])
-  LinkModel link;  // set on the world before the trainer splits its groups (Note [Link model])
+  LinkModel link{};  // set on the world before the trainer splits its groups (Note [Link model])
 };
 
 // A GPT of the tiny preset's kind with these dimensions.
