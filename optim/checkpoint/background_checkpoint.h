@@ -7,6 +7,13 @@
 // snapshot copies this rank's shards and moments into staging buffers that
 // live from one save to the next (host memory, pinned on CUDA): that copy,
 // after waiting for the module's streams, is the only pause of training.
+// Each tensor is staged in its own dtype: bf16 moments (Note [bf16 AdamW
+// moments]) take the plain copy f32 state takes (on CUDA a copy into pinned
+// memory, no cast on the training thread), and the writer widens them to
+// the checkpoint's f32 a slice at a time as it writes (write_rank_file).
+// Widening before the copy instead would copy twice the bytes in the pause,
+// stage twice the bytes and need device scratch to widen into; widening on
+// the writer's thread costs a pass over the moments while training goes on.
 // A thread of the saver then writes the snapshot exactly as a synchronous
 // save does (rank files with checksums, fsync, index, rename, `latest`,
 // pruning: Note [Atomic checkpoint steps]), so a kill at any moment leaves
@@ -26,8 +33,9 @@
 // CheckpointError, the same on every rank (Trainer::resume waits too;
 // load_checkpoint knows nothing of a saver: wait() before loading);
 // a snapshot that fails on one rank (staging memory) fails that save on
-// every rank through the same agreement. The price is host memory: one
-// checkpoint's worth of this rank's file (staging_bytes()).
+// every rank through the same agreement. The price is host memory: this
+// rank's shards and moments as they live (staging_bytes(): 12 bytes per
+// parameter of its shard, 8 with bf16 moments).
 #pragma once
 
 #include <cstdint>

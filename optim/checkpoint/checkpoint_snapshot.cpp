@@ -39,10 +39,10 @@ std::vector<HandleRecord> handle_records(const ZeroModule& module) {
 
 Tensor SnapshotStaging::stage(const std::string& name, const Tensor& t, Stream stream) {
   Tensor& buffer = buffers_[name];
-  if (!buffer.storage_ptr() || buffer.shape() != t.shape()) {
+  if (!buffer.storage_ptr() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype()) {
     // Copies from a device stream need pinned memory to be asynchronous.
     if (t.device().is_cuda() && !pinned_) pinned_ = make_pinned_host_allocator();
-    buffer = Tensor::empty(t.shape(), DType::f32, Device::cpu(),
+    buffer = Tensor::empty(t.shape(), t.dtype(), Device::cpu(),
                            t.device().is_cuda() ? pinned_ : nullptr);
   }
   // Host data is copied here and now: the module's streams are synchronized,
@@ -91,12 +91,11 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
     if (!s.writes_file) return;
     const ZeroAdamW& opt = module.optimizer();
     const Stream stream = module.stream();
-    // Shards are saved f32: bf16 moments (Note [bf16 AdamW moments]) widen
-    // exactly, so a checkpoint resumes into either state dtype.
+    // Shards are saved f32: bf16 moments (Note [bf16 AdamW moments]) are
+    // kept in bf16 here and widened (exactly) as they are written
+    // (write_rank_file), so a checkpoint resumes into either state dtype.
     auto keep = [&](const std::string& name, const Tensor& t) {
-      s.tensors[name] = staging                   ? staging->stage(name, t, stream)
-                        : t.dtype() == DType::f32 ? t
-                                                  : t.to(DType::f32);
+      s.tensors[name] = staging ? staging->stage(name, t, stream) : t;
     };
     for (std::size_t k = 0; k < module.handles().size(); ++k) {
       const FlatParamHandle& h = *module.handles()[k];

@@ -17,10 +17,11 @@ namespace zrt::optim {
 struct CheckpointSnapshot {
   std::int64_t next_step = 0;
   CheckpointSaveOptions options;
-  bool writes_file = false;               // false: a replica leaves its shards to replica 0
-  std::map<std::string, Tensor> tensors;  // this rank's file, by tensor name
-  RankRecord record;                      // rank and zero1 rank; the write fills the rest
-  CheckpointIndex index;                  // all but `ranks` (rank 0 commits it)
+  bool writes_file = false;  // false: a replica leaves its shards to replica 0
+  std::map<std::string, Tensor>
+      tensors;            // this rank's file by tensor name (bf16 widened as written)
+  RankRecord record;      // rank and zero1 rank; the write fills the rest
+  CheckpointIndex index;  // all but `ranks` (rank 0 commits it)
   // Set when taking the snapshot failed on this rank: the write reports it
   // as that rank's failure, so every rank fails the save alike.
   std::string error;
@@ -31,10 +32,12 @@ struct CheckpointSnapshot {
 // copies down are fast).
 class SnapshotStaging {
  public:
-  // A host f32 tensor (what checkpoints hold) of t's shape under `name`,
-  // holding t's values (bf16 moments widen exactly):
+  // A host tensor of t's shape and dtype under `name`, holding t's values:
   // at once for a host tensor, once `stream` is synchronized for a device
-  // tensor (the copy is issued on it).
+  // tensor (the copy is issued on it). bf16 moments stay bf16, a plain copy
+  // like f32 state's (on CUDA into pinned memory), and are widened to the
+  // checkpoint's f32 by the thread that writes them (Note [Checkpoints
+  // saved in the background]).
   Tensor stage(const std::string& name, const Tensor& t, Stream stream);
   std::uint64_t bytes() const;  // held, summed over every buffer
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/optim/checkpoint/index_validation.h"
 #include "zrt/runtime/io/safetensors.h"
+#include "zrt/runtime/io/safetensors_writer.h"
 
 namespace zrt::optim {
 
@@ -84,7 +86,12 @@ void write_rank_file(const std::string& path, const std::map<std::string, Tensor
                      RankRecord& record) {
   // Host copies only for device tensors: a cpu shard is written from its own memory.
   std::map<std::string, Tensor> host;
+  std::map<std::string, SafetensorsSpec> stored;
   for (const auto& [name, t] : tensors) {
+    ZRT_CHECK_ARG(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16,
+                  "checkpoint file ", path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
+                  ", which does not widen to f32");
+    stored[name] = {DType::f32, t.shape()};
     if (t.device().is_cpu()) {
       host[name] = t;
     } else {
@@ -94,13 +101,24 @@ void write_rank_file(const std::string& path, const std::map<std::string, Tensor
     }
   }
   OutFile out(path);
-  const std::string header = safetensors_header(host);
+  const std::string header = safetensors_header(safetensors_layout(stored));
   out.write(header.data(), header.size());
   record.tensors.clear();
+  Tensor wide;  // the widened slice: at most kWidenElements, grown as needed
   for (const auto& [name, t] : host) {
-    const void* data = t.numel() ? t.data_ptr() : nullptr;
-    if (t.nbytes()) out.write(data, t.nbytes());
-    record.tensors[name] = {t.dtype(), t.shape(), checksum_hex(xxh64(data, t.nbytes()))};
+    StreamingXxh64 hash;
+    const Tensor flat = t.flatten();
+    for (std::int64_t k = 0; k < t.numel(); k += kWidenElements) {
+      const std::int64_t c = std::min(kWidenElements, t.numel() - k);
+      Tensor piece = flat.slice(k, c);
+      if (t.dtype() != DType::f32) {
+        if (wide.numel() < c) wide = Tensor::empty({c}, DType::f32);
+        piece = wide.slice(0, c).copy_(piece);  // exact: bf16 and f16 widen to f32
+      }
+      out.write(piece.data_ptr(), piece.nbytes());
+      hash.update(piece.data_ptr(), piece.nbytes());
+    }
+    record.tensors[name] = {DType::f32, t.shape(), checksum_hex(hash.digest())};
   }
   record.bytes = out.sync_and_close();
 }

@@ -19,9 +19,13 @@ std::string step_tmp_dir(const std::string& root, std::int64_t step);  // root/s
 // an empty step_tmp_dir. CheckpointError naming the path.
 void begin_step(const std::string& root, std::int64_t step);
 
-// Writes `tensors` (any device; stored as they are) to `path` as plain
-// safetensors and fsyncs it. Fills `record.tensors` (dtype, shape, xxh64 of
-// the stored bytes) and `record.bytes`.
+// Writes `tensors` (any device; f32, bf16 or f16) to `path` as plain
+// safetensors in f32, the dtype rank files hold, and fsyncs it. A tensor of
+// another dtype (bf16 moments: Note [bf16 AdamW moments]) is widened on the
+// host as it is written, kWidenElements at a time, so a save staged in bf16
+// is widened by the thread that writes it. Fills `record.tensors` (dtype,
+// shape, xxh64 of the stored bytes) and `record.bytes`.
+inline constexpr std::int64_t kWidenElements = std::int64_t(1) << 20;
 void write_rank_file(const std::string& path, const std::map<std::string, Tensor>& tensors,
                      RankRecord& record);
 

@@ -639,8 +639,7 @@ void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_
   expect_state(HandleState::idle, "gather_full_params");
   state_ = HandleState::summon_full_params;
   try {
-    const Tensor master = master_on_device(DType::f32, options_.stream);
-    const std::int64_t n1 = master.numel();
+    const std::int64_t n1 = zero1_shard_.numel();
     const int z = groups_.zero1->size();
     const std::int64_t most = std::max<std::int64_t>(1, std::min(budget / z, n1));
     Tensor buffer = new_buffer(z * most, DType::f32, false);
@@ -648,8 +647,17 @@ void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_
       const std::int64_t c = std::min(most, n1 - k);
       Tensor out = buffer.slice(0, z * c);
       // Piece r of `out`: flat elements [r * n1 + k, r * n1 + k + c).
-      groups_.zero1->all_gather_into_tensor(out, master.slice(k, c), options_.stream);
-      options_.stream.synchronize();
+      Tensor in = zero1_shard_.slice(k, c);
+      if (options_.master_on_host) {
+        // Note [Master in host memory]: this chunk of the master goes up
+        // straight into this rank's piece (the in-place gather), so the
+        // device holds the buffer alone, whatever the shard's size.
+        Tensor mine = out.slice(groups_.zero1->rank() * c, c);
+        mine.copy_async_(in, options_.stream);
+        in = mine;
+      }
+      groups_.zero1->all_gather_into_tensor(out, in, options_.stream);
+      options_.stream.synchronize();  // the gather, and the upload that reads the master
       const Tensor host = out.device().is_cpu() ? out : out.to(Device::cpu());
       const float* data = host.data<float>();
       for (int r = 0; r < z; ++r) {
@@ -671,13 +679,14 @@ void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_
 
 std::vector<std::size_t> FlatParamHandle::non_finite_params() {
   expect_state(HandleState::idle, "non_finite_params");
-  const Tensor master = master_on_device(DType::f32, options_.stream);
+  // Read where it lives, in the order it is written: a master in host memory
+  // is not uploaded (Note [Master in host memory]).
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < num_params(); ++i) {
     const ShardParamInfo& info = zero1_infos_[i];
     if (info.in_shard && info.numel_in_shard > 0 &&
-        kernels::has_non_finite(master.slice(info.offset_in_shard, info.numel_in_shard),
-                                options_.stream))
+        kernels::has_non_finite(zero1_shard_.slice(info.offset_in_shard, info.numel_in_shard),
+                                master_stream()))
       out.push_back(i);
   }
   return out;

@@ -537,8 +537,9 @@ class LocalCommunicator final : public Communicator {
                        .numel = in.numel(),
                        .src = bytes_of(in)},
                       s, [&] {
-                        for (int r = 0; r < size() && n > 0; ++r)
-                          copy_bytes(dst + r * n, group_->post(r).src, n, s);
+                        for (int r = 0; r < size() && n > 0; ++r)  // in place: no self-copy
+                          if (dst + r * n != group_->post(r).src)
+                            copy_bytes(dst + r * n, group_->post(r).src, n, s);
                       });
     finish_device(s, host_waits);
   }

@@ -7,7 +7,9 @@
 // name order, each right after the one before). So the header is written
 // first, from the shapes, and any element range of any tensor can then go
 // straight to its place with pwrite, in any order. `zrt-train --save`
-// gathers each unit 16 MiB at a time (FlatParamHandle::gather_full_params)
+// gathers each unit 16 MiB at a time (FlatParamHandle::gather_full_params;
+// a master in host memory goes up a chunk at a time, straight into this
+// rank's piece of the gather buffer, so the device holds the 16 MiB alone)
 // and rank 0 writes each chunk's pieces where they belong
 // (optim::save_full_params);
 // `zrt-ckpt export` reads a checkpoint one zero1 shard at a time and does

@@ -1,7 +1,9 @@
-// zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]
+// zrt-bench ckpt [--params N] [--ranks R] [--optimizer-state-dtype fp32|bf16]
+//                [--reps K] [--dir D] [--json]
 //
 // Saves and loads the checkpoint of a GPT of about N parameters (n_embd 512,
-// as many layers as N allows) trained one step on R local ranks, and
+// as many layers as N allows) trained one step on R local ranks (AdamW's
+// moments in fp32 or bf16: Note [bf16 AdamW moments]), and
 // compares, in the same run and directory:
 //   save  vs writing the same bytes, one file per rank, with write + fsync;
 //   a background save's pause (the staging copy; Note [Checkpoints saved in
@@ -36,6 +38,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::int64_t params = std::int64_t(1) << 24;
   int ranks = 1;
+  std::string state_dtype = "fp32";  // AdamW's m and v: fp32 or bf16
   int reps = 5;
   std::string dir;
   bool json = false;
@@ -73,13 +76,17 @@ void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
 int bench_ckpt(int argc, char** argv) {
   Options o;
   OptionParser("ckpt",
-               "usage: zrt-bench ckpt [--params N] [--ranks R] [--reps K] [--dir D] [--json]")
+               "usage: zrt-bench ckpt [--params N] [--ranks R] [--optimizer-state-dtype "
+               "fp32|bf16] [--reps K] [--dir D] [--json]")
       .value("--params", o.params)
       .value("--ranks", o.ranks)
+      .value("--optimizer-state-dtype", o.state_dtype)
       .value("--dir", o.dir)
       .runs(o.reps, o.json)
       .parse(argc, argv);
   ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0, "ckpt: --params and --ranks must be positive");
+  ZRT_CHECK_ARG(o.state_dtype == "fp32" || o.state_dtype == "bf16",
+                "ckpt: --optimizer-state-dtype is fp32 or bf16, not '", o.state_dtype, "'");
   const fs::path dir =
       o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
                     : fs::path(o.dir);
@@ -100,6 +107,7 @@ int bench_ckpt(int argc, char** argv) {
     c.batch_size = o.ranks;
     c.seq_len = 16;
     c.steps = 2 * o.reps + 2;
+    c.engine.zero.adamw.state_dtype = o.state_dtype == "bf16" ? DType::bf16 : DType::f32;
     model_zoo::Trainer trainer(world, c, model_zoo::synthetic_text_dataset());
     trainer.step();
     const std::string root = (dir / "ckpt").string();
@@ -180,11 +188,10 @@ int bench_ckpt(int argc, char** argv) {
              Table::num(median(step_s) / median(step_async_s))});
   if (!o.json)
     std::printf(
-        "zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %.1f MB per "
-        "checkpoint, "
-        "median of %d, in %s\n",
-        static_cast<long long>(numel), layers, static_cast<long long>(width), o.ranks, gb * 1e3,
-        o.reps, dir.c_str());
+        "zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %s moments, "
+        "%.1f MB per checkpoint, median of %d, in %s\n",
+        static_cast<long long>(numel), layers, static_cast<long long>(width), o.ranks,
+        o.state_dtype.c_str(), gb * 1e3, o.reps, dir.c_str());
   table.print(o.json);
   return 0;
 }

@@ -3,13 +3,57 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 
 #include "tests/support/rank_check.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
+#include "zrt/model_zoo/models/model.h"
 #include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/io/safetensors.h"
+#include "zrt/runtime/memory/block_sizes.h"
 
 namespace zrt::testing {
+
+std::vector<std::size_t> expect_save_within_chunk(int ranks, Device device, std::int64_t chunk,
+                                                  std::uint64_t seed, const std::string& dir) {
+  const std::string want = dir + "/whole.st", got = dir + "/streamed.st";
+  const std::size_t bound = block_sizes::block_size_for(chunk * sizeof(float));
+  std::vector<std::size_t> added(static_cast<std::size_t>(ranks));
+  run_local_ranks(ranks, [&](const CommPtr& world) {
+    model_zoo::EngineConfig e;
+    e.seed = seed;
+    e.zero.device = device;
+    e.zero.offload_optimizer.kind = optim::OptimizerOffload::Kind::host;
+    // Units of 53k to 67k elements (wte: 997 x 66, rows unpadded).
+    model_zoo::ModelConfig c = gpt_of(2, 3, 66, 997, 9);
+    c.vocab_align = 1;
+    model_zoo::TrainingEngine engine(model_zoo::make_model(c), world, e);
+    const auto params = engine.full_params();
+    if (world->rank() == 0) write_safetensors(want, params);
+    std::int64_t largest = 0;
+    for (const auto& h : engine.handles()) largest = std::max(largest, h->zero1_shard().numel());
+    ZRT_EXPECT(largest > 20 * chunk, "the largest shard, ", largest,
+               " elements, is not over 20 chunks of ", chunk);
+    Allocator& memory = *engine.module().allocator();
+    memory.reset_peak_stats();
+    const std::size_t before = memory.stats().allocated;
+    optim::save_full_params(engine.module(), got, "--save", chunk);
+    const std::size_t mine = memory.stats().peak_allocated - before;
+    added[static_cast<std::size_t>(world->rank())] = mine;
+    ZRT_EXPECT(mine <= bound, ranks, " rank(s) on ", device.str(), ", rank ", world->rank(),
+               ": the save added ", mine, " bytes to the allocator's peak, above the ", bound,
+               " of its chunk (the largest shard: ", largest * 4, " bytes)");
+  });
+  auto bytes_of = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ZRT_EXPECT(bytes_of(got) == bytes_of(want), ranks, " rank(s) on ", device.str(),
+             ": the streamed file differs from the whole-model file");
+  return added;
+}
 
 std::unique_ptr<model_zoo::Trainer> tiny_trainer(const CommPtr& world, const TrainSetup& setup) {
   model_zoo::TrainerConfig c;

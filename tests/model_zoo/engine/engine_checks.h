@@ -87,6 +87,14 @@ std::vector<std::string> differences_per_strategy(
 // The allocator peak of the second step of `config` (trained on the embedded
 // text) on one local rank.
 std::size_t second_step_peak(model_zoo::TrainerConfig config);
+// Note [Master in host memory], Note [Streamed saving]: on `ranks` local
+// ranks on `device`, with the master in host memory, save_full_params of a
+// GPT whose units' shards hold over 20 chunks of `chunk` elements writes the
+// bytes of the whole-model file (`dir`/whole.st against `dir`/streamed.st)
+// and adds at most the chunk's block to each rank's allocator peak. Throws
+// CheckFailed naming the rank; returns each rank's bytes added.
+std::vector<std::size_t> expect_save_within_chunk(int ranks, Device device, std::int64_t chunk,
+                                                  std::uint64_t seed, const std::string& dir);
 // Prefetch reorders gathers only: `setup` at prefetch 0 and 2 trains bit for
 // bit as at 1, on `ranks` local ranks. Throws CheckFailed naming the depth.
 void expect_prefetch_depths_alike(int ranks, TrainSetup setup);

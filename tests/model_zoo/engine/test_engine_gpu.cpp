@@ -131,52 +131,81 @@ BOOST_AUTO_TEST_CASE(steady_steps_make_no_cuda_malloc) {
   }
 }
 
+// Note [Master in host memory]: a --save with the master in pinned host
+// memory uploads a chunk at a time into the gather buffer, so the device's
+// allocator peak grows by the chunk alone (the CPU suite's
+// test_streamed_save runs the same check on CPU ranks).
+BOOST_AUTO_TEST_CASE(a_save_with_the_master_on_the_host_adds_at_most_the_chunk) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zrt-gpu-save-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(dir);
+  for (int ranks : {1, 2}) {
+    try {
+      expect_save_within_chunk(ranks, Device::cuda(0), 1021, 1337, dir);
+    } catch (const std::exception& e) {
+      BOOST_ERROR(e.what());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// bf16 moments take the f32 state's path (Note [Checkpoints saved in the
+// background]): staged in bf16 into pinned memory, widened by the writer;
+// the files are the synchronous save's.
 BOOST_AUTO_TEST_CASE(a_cuda_run_saved_in_the_background_resumes_bit_exactly) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("zrt-gpu-ckpt-" + std::to_string(::getpid()));
-  TrainSetup s;
-  s.device = Device::cuda(0);
-  s.dtype = DType::bf16;
-  s.micro_batches = 2;
-  s.steps = 6;
-  const TrainOutput never_stopped = train_tiny_on_local_ranks(2, s);
-  TrainSetup background = s;
-  background.checkpoint_async = true;
-  TrainOutput resumed;
-  run_local_ranks(2, [&](const CommPtr& world) {
-    {
-      TrainOutput first;
-      auto t = tiny_trainer(world, background);
-      train_until(*t, 3, first);
-      t->save_checkpoint(
-          optim::checkpoint_into((dir / "async").string()));  // pinned staging, then a thread
-      optim::save_checkpoint(t->engine().module(), t->next_step(),
-                             optim::checkpoint_into((dir / "sync").string()));
-      train_until(*t, 4, first);  // changes every shard while the background write may still run
-      t->wait_for_checkpoint();
-    }
-    auto t = tiny_trainer(world, s);
-    t->resume((dir / "async").string());
-    TrainOutput o;  // steps 3, 4 and 5
-    train_until(*t, 6, o);
-    o.params = full_params(*t);
-    if (world->rank() == 0) resumed = std::move(o);
-  });
-  auto bytes = [](const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  };
-  for (const auto& e : fs::directory_iterator(dir / "sync" / "step-000003"))
-    BOOST_TEST(bytes(e.path()) == bytes(dir / "async" / "step-000003" / e.path().filename()),
-               e.path().filename() << ": the background save differs from the synchronous one");
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  // Steps 4-6 of the resumed run against the never-stopped run's.
-  BOOST_REQUIRE_EQUAL(resumed.losses.size(), 3u);
-  for (std::size_t i = 0; i < 3; ++i)
-    BOOST_TEST(resumed.losses[i] == never_stopped.losses[3 + i], "loss of step " << 3 + i);
-  for (const auto& [name, want] : never_stopped.params)
-    BOOST_TEST(resumed.params.at(name) == want, name);
+  for (const DType moments : {DType::f32, DType::bf16}) {
+    const fs::path dir = fs::temp_directory_path() / ("zrt-gpu-ckpt-" + std::to_string(::getpid()));
+    const std::string what = std::string(dtype_name(moments)) + " moments: ";
+    TrainSetup s;
+    s.device = Device::cuda(0);
+    s.dtype = DType::bf16;
+    s.micro_batches = 2;
+    s.steps = 6;
+    s.optimizer_state_dtype = moments;
+    const TrainOutput never_stopped = train_tiny_on_local_ranks(2, s);
+    TrainSetup background = s;
+    background.checkpoint_async = true;
+    TrainOutput resumed;
+    run_local_ranks(2, [&](const CommPtr& world) {
+      {
+        TrainOutput first;
+        auto t = tiny_trainer(world, background);
+        train_until(*t, 3, first);
+        t->save_checkpoint(
+            optim::checkpoint_into((dir / "async").string()));  // pinned staging, then a thread
+        optim::save_checkpoint(t->engine().module(), t->next_step(),
+                               optim::checkpoint_into((dir / "sync").string()));
+        train_until(*t, 4, first);  // changes every shard while the background write may still run
+        t->wait_for_checkpoint();
+      }
+      auto t = tiny_trainer(world, s);
+      t->resume((dir / "async").string());
+      TrainOutput o;  // steps 3, 4 and 5
+      train_until(*t, 6, o);
+      o.params = full_params(*t);
+      if (world->rank() == 0) resumed = std::move(o);
+    });
+    auto bytes = [](const fs::path& p) {
+      std::ifstream in(p, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    };
+    for (const auto& e : fs::directory_iterator(dir / "sync" / "step-000003"))
+      BOOST_TEST(
+          bytes(e.path()) == bytes(dir / "async" / "step-000003" / e.path().filename()),
+          what << e.path().filename() << ": the background save differs from the synchronous one");
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    // Steps 4-6 of the resumed run against the never-stopped run's.
+    BOOST_REQUIRE_EQUAL(resumed.losses.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i)
+      BOOST_TEST(resumed.losses[i] == never_stopped.losses[3 + i],
+                 what << "loss of step " << 3 + i);
+    for (const auto& [name, want] : never_stopped.params)
+      BOOST_TEST(resumed.params.at(name) == want, what << name);
+  }
 }
 
 // Note [Step phase times] on the device: CUDA events on the compute stream

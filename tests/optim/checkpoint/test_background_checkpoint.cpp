@@ -1,11 +1,12 @@
 // Checkpoints saved in the background (Note [Checkpoints saved in the
 // background]): the files are those a synchronous save of the same step
 // writes, byte for byte, even when training has changed every shard before
-// the write begins; a write that fails on one rank fails on every rank at
+// the write begins (f32 and bf16 moments, in memory, host or disk); a write that fails on one rank fails on every rank at
 // the next wait, leaves no step behind, and the next save works.
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/io/safetensors.h"
 
 using namespace zrt;
 using namespace zrt::testing;
@@ -48,6 +50,20 @@ std::vector<std::string> differing_files(const fs::path& a, const fs::path& b) {
   return out;
 }
 
+// The f32 bits of a host tensor's values, widened apart from zrt's casts:
+// a bf16 value is the high half of its f32.
+std::vector<std::uint32_t> f32_bits(const Tensor& t) {
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(t.numel()));
+  if (t.dtype() == DType::f32) {
+    std::memcpy(out.data(), t.data_ptr(), t.nbytes());
+    return out;
+  }
+  ZRT_EXPECT(t.dtype() == DType::bf16, "f32_bits of ", t.str());
+  const auto* half = static_cast<const std::uint16_t*>(t.data_ptr());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint32_t{half[i]} << 16;
+  return out;
+}
+
 // Per rank: set once that rank's training changed its state after the save.
 struct Gates {
   explicit Gates(int n) : open(static_cast<std::size_t>(n)) {}
@@ -70,13 +86,24 @@ BOOST_AUTO_TEST_CASE(a_background_save_writes_what_a_synchronous_save_writes) {
   on_disk.cpu_streams = optim::CpuStreams::all;
   on_disk.offload_optimizer.kind = optim::OptimizerOffload::Kind::disk;
   cases.push_back({on_disk, 3});
+  // bf16 moments (Note [bf16 AdamW moments]), staged in bf16 and widened by
+  // the writer: in memory, beside a master in host memory, and on disk.
+  for (const auto kind : {optim::OptimizerOffload::Kind::none, optim::OptimizerOffload::Kind::host,
+                          optim::OptimizerOffload::Kind::disk}) {
+    TrainSetup bf16 = kind == optim::OptimizerOffload::Kind::disk ? on_disk : TrainSetup{};
+    bf16.batch_size = 12;
+    bf16.optimizer_state_dtype = DType::bf16;
+    bf16.offload_optimizer.kind = kind;
+    cases.push_back({bf16, 3});
+  }
   for (auto& [s, ranks] : cases) {
     TempDir sync_dir, async_dir;
     if (s.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk)
       s.offload_optimizer.dir = sync_dir.str();
     s.checkpoint_async = true;
-    const std::string what =
-        std::string(s.model) + " " + optim::strategy_name(s.strategy) + " " + dtype_name(s.dtype);
+    const std::string what = std::string(s.model) + " " + optim::strategy_name(s.strategy) + " " +
+                             dtype_name(s.dtype) + ", " + dtype_name(s.optimizer_state_dtype) +
+                             " moments, offload " + s.offload_optimizer.str();
     auto gates = std::make_shared<Gates>(ranks);
     run_local_ranks(
         ranks,
@@ -111,6 +138,63 @@ BOOST_AUTO_TEST_CASE(a_background_save_writes_what_a_synchronous_save_writes) {
     BOOST_CHECK_EQUAL(optim::resolve_checkpoint((async_dir.path / "gated").string()),
                       (async_dir.path / "gated" / "step-000002").string());
   }
+}
+
+// Note [Checkpoints saved in the background]: the snapshot copies the state
+// as it lives, bf16 moments in bf16 (the plain copy f32 state takes, no cast
+// in the pause): 12 bytes per parameter of a rank's shard, 8 with bf16
+// moments; the file holds the live moments widened exactly, and is a
+// synchronous save's.
+BOOST_AUTO_TEST_CASE(the_staging_holds_the_state_in_its_own_dtypes) {
+  for (const DType moments : {DType::f32, DType::bf16})
+    for (const auto kind :
+         {optim::OptimizerOffload::Kind::none, optim::OptimizerOffload::Kind::host}) {
+      TempDir sync_dir, async_dir;
+      TrainSetup s;
+      s.batch_size = 12;
+      s.optimizer_state_dtype = moments;
+      s.offload_optimizer.kind = kind;
+      const std::string what =
+          std::string(dtype_name(moments)) + " moments, offload " + s.offload_optimizer.str();
+      run_local_ranks(
+          2,
+          [&](const CommPtr& world) {
+            auto t = tiny_trainer(world, s);
+            TrainOutput o;
+            train_until(*t, 1, o);
+            optim::ZeroModule& module = t->engine().module();
+            std::uint64_t shard_elements = 0;
+            for (const auto& h : module.handles())
+              shard_elements += static_cast<std::uint64_t>(h->zero1_shard().numel());
+            optim::BackgroundCheckpointSaver saver(module);
+            saver.save(t->next_step(), optim::checkpoint_into(async_dir.str()));
+            const std::uint64_t per_param = moments == DType::bf16 ? 8 : 12;
+            ZRT_EXPECT(saver.staging_bytes() == per_param * shard_elements, what, ": staged ",
+                       saver.staging_bytes(), " bytes for ", shard_elements,
+                       " parameters of the shard, not ", per_param, " a parameter");
+            ZRT_EXPECT(saver.wait() == async_dir.str() + "/step-000001", what,
+                       ": the background save was not written");
+            // The file's moments are the live ones, widened exactly.
+            const SafetensorsFile file = read_safetensors(
+                (async_dir.path / "step-000001" / optim::rank_file_name(world->rank())).string());
+            for (std::size_t k = 0; k < module.handles().size(); ++k) {
+              const std::string& unit = module.handles()[k]->name();
+              const auto& opt = module.optimizer();
+              for (const auto& [kind, live] :
+                   {std::pair{optim::ShardKind::exp_avg, opt.exp_avg_shard(k)},
+                    std::pair{optim::ShardKind::exp_avg_sq, opt.exp_avg_sq_shard(k)}}) {
+                const std::string name = optim::shard_tensor_name(unit, kind);
+                ZRT_EXPECT(f32_bits(file.tensors.at(name)) == f32_bits(live), what, ": ", name,
+                           " in the file is not the live moment widened");
+              }
+            }
+            optim::save_checkpoint(module, t->next_step(), optim::checkpoint_into(sync_dir.str()));
+          },
+          std::chrono::seconds(120));
+      for (const std::string& d :
+           differing_files(sync_dir.path / "step-000001", async_dir.path / "step-000001"))
+        BOOST_ERROR(what << ": " << d);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_background_write_fails_on_every_rank_and_the_next_save_works) {
