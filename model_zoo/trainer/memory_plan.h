@@ -19,13 +19,11 @@
 // (group splits, the handles' layout check) really run, between the planned
 // ranks as threads of one process, so every rank's groups and shards are
 // its own. Disk offload creates no scratch file. What a dry run cannot see:
-// memory outside zrt's allocator (NCCL's and cuBLAS's workspaces, pinned host
-// copies of offloaded gradients, the data set). A CUDA run is planned on CPU
+// memory outside zrt's allocators (NCCL's and cuBLAS's workspaces, the data
+// set). A CUDA run is planned on CPU
 // streams of its shape (compute and communication streams of their own), so
 // the CPU path's buffers stand in for the CUDA path's: the embedding
-// gradient's token groups (small) are missing, and disk offload's two chunk
-// buffers (2 x 2 moments x the chunk, host memory on CUDA, where only the
-// chunk being updated is copied to the device) count as device memory. Nor
+// gradient's token groups (small) are missing. Nor
 // are the local backend's device collectives in the plan (Note [Local
 // collectives on the device] in runtime/comm/local_comm.cpp): a CUDA
 // all_reduce between local ranks takes device scratch of the whole
@@ -55,6 +53,32 @@
 // run in the order training does, so lazily allocated state (fp32 gradients
 // on first use, the optimizer's first step) is in them; two steps reach the
 // steady state.
+//
+// Note [Host memory in the plan]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// What a rank holds in host memory outside the device's allocator is
+// counted by the same dry run: the module's host allocator
+// (ZeroModuleOptions::host_allocator, pinned on CUDA) is a second unbacked
+// caching allocator behind a breakdown of its own, from the engine's
+// construction through the steps. It holds the master, m and v of
+// --offload-optimizer host (4 + 8 bytes per parameter of the shard, 4 + 4
+// with bf16 moments), the host copy of the reduced gradient shard (4) and
+// the compute-dtype staging of the master's upload; beside a CUDA device
+// also disk offload's two chunk buffers (2 x 2 moments x the chunk: the
+// plan runs the CUDA path, each chunk copied to the device for its update).
+// Its peak is the most held at once (blocks' rounded sizes), not per step:
+// the state lives from construction on. The engine initialises as the
+// Trainer does, each rank drawing only its shards where they live (Note
+// [Sharded initialisation]), which takes no host memory beyond the state;
+// loading --init-from adds, for a moment, one read buffer of a parameter's
+// part in the shard (the file's dtype, and its fp32 conversion unless it is
+// fp32), which the plan does not hold. Host memory the plan leaves out: the
+// data set, the allocator's own cache (pinned segments on CUDA are rounded
+// to 2 MiB), and a checkpoint's staging. On --device cpu the device's
+// memory is host memory too, so a rank's host memory is its reserved peak
+// plus this figure, and --offload-optimizer host only moves the state from
+// one to the other; with --memory-limit the limit caps the first only (Note
+// [Memory limit]), as a GPU's memory would.
 #pragma once
 
 #include <cstddef>
@@ -90,6 +114,12 @@ struct RankMemoryPlan {
   std::size_t peak = 0;                 // the largest of them
   std::size_t reserved_peak = 0;        // the most segments the allocator held
   MemoryByCategory at_peak;             // the largest step's peak, by category
+  // Host memory outside the device's allocator (Note [Host memory in the
+  // plan]): the most held at once from construction on, and what it held
+  // then (master_and_moments, gradients: the reduced shard's host copy;
+  // activations: staging and disk offload's chunk buffers).
+  std::size_t host_peak = 0;
+  MemoryByCategory host_at_peak;
   // The plan's own cost: blocks its breakdown looked at, about one per
   // allocation of the dry steps, so planning stays linear in the number of
   // units (a test holds it to that; Note [Memory plan]).
