@@ -307,8 +307,8 @@ MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
 }
 
 std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
-                                           std::size_t budget_bytes,
-                                           const std::string& offload_dir) {
+                                           std::size_t budget_bytes, const std::string& offload_dir,
+                                           std::size_t host_budget_bytes) {
   using optim::ShardingStrategy;
   // Cheapest first: no gathers, one per unit and step, two.
   std::vector<ShardingStrategy> strategies = {
@@ -327,25 +327,36 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
     offloads.push_back("host");
   offloads.push_back("disk:" + offload_dir);
   std::vector<FittingCandidate> fits;
-  for (const std::string& offload : offloads)
-    for (const std::string& ckpt : checkpointing)
-      for (ShardingStrategy strategy : strategies)
-        for (int prefetch = 2; prefetch >= 0; --prefetch) {
-          if (prefetch > 0 && strategy == ShardingStrategy::no_shard)
-            continue;  // nothing to gather ahead
-          TrainerConfig c = config;
-          c.engine.zero.strategy = strategy;
-          c.engine.prefetch = prefetch;
-          c.engine.checkpointing = parse_activation_checkpointing(ckpt);
-          c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
-          const RankMemoryPlan largest = plan_memory(c, world_size).largest();
-          if (largest.reserved_peak > budget_bytes) continue;
-          std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
-                                 " --prefetch " + std::to_string(prefetch) +
-                                 " --activation-checkpointing " + ckpt + " --offload-optimizer " +
-                                 (offload.starts_with("disk:") ? "disk:DIR" : offload);
-          fits.push_back({settings, c, largest});
-        }
+  auto sweep = [&](DType state) {
+    for (const std::string& offload : offloads)
+      for (const std::string& ckpt : checkpointing)
+        for (ShardingStrategy strategy : strategies)
+          for (int prefetch = 2; prefetch >= 0; --prefetch) {
+            if (prefetch > 0 && strategy == ShardingStrategy::no_shard)
+              continue;  // nothing to gather ahead
+            TrainerConfig c = config;
+            c.engine.zero.strategy = strategy;
+            c.engine.prefetch = prefetch;
+            c.engine.checkpointing = parse_activation_checkpointing(ckpt);
+            c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
+            c.engine.zero.adamw.state_dtype = state;
+            const MemoryPlan plan = plan_memory(c, world_size);
+            const RankMemoryPlan& largest = plan.largest();
+            std::size_t host = 0;
+            for (const RankMemoryPlan& r : plan.ranks) host = std::max(host, r.host_peak);
+            if (largest.reserved_peak > budget_bytes || host > host_budget_bytes) continue;
+            std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
+                                   " --prefetch " + std::to_string(prefetch) +
+                                   " --activation-checkpointing " + ckpt + " --offload-optimizer " +
+                                   (offload.starts_with("disk:") ? "disk:DIR" : offload);
+            if (state == DType::bf16) settings += " --optimizer-state-dtype bf16";
+            fits.push_back({settings, c, largest, host});
+          }
+  };
+  // Note [Settings that fit]: bf16 moments change the numerics, so they are
+  // tried only where no setting with the config's own state fits.
+  sweep(config.engine.zero.adamw.state_dtype);
+  if (fits.empty() && config.engine.zero.adamw.state_dtype == DType::f32) sweep(DType::bf16);
   return fits;
 }
 

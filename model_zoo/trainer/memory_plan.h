@@ -82,6 +82,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -148,18 +149,42 @@ struct FittingCandidate {
   std::string settings;  // e.g. "--strategy full --prefetch 1 --activation-checkpointing blocks"
   TrainerConfig config;
   RankMemoryPlan largest;
+  std::size_t host_peak =
+      0;  // the most host memory any rank holds (Note [Host memory in the plan])
 };
 
-// Plans the settings a user can change without changing the model or the
-// batch (strategy, prefetch, activation checkpointing, optimizer offload to
-// host memory, where that is not the device's own, and to disk under
+// Note [Settings that fit]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// plan_fitting plans the settings a user can change without changing the
+// model or the batch: strategy, prefetch, activation checkpointing,
+// optimizer offload to host memory (where that is not the device's own)
+// and to disk, and bf16 optimizer state. All but the last give the same
+// bits as the config's own settings (each is tested bit-identical), so
+// they are ranked by cost alone: no offload, then host, then disk (each
+// step moves the update further from the device), then less recomputation
+// (none, every:2, blocks), then less communication (no-shard, grad-op,
+// full, then the config's own hybrid or layer-zero), then deeper prefetch.
+// bf16 moments change the numerics (stochastic rounding: Note [bf16 AdamW
+// moments]; the loss of a run follows fp32 state's closely, not to the bit),
+// a choice that belongs to the user, not to a cost order. So with fp32
+// state they are planned only when no fp32-state setting fits, and then in
+// the same order, each setting spelled with --optimizer-state-dtype bf16:
+// offloading to disk, though slower, is preferred to changing what the run
+// computes. (bf16 state would often be the faster of the two: it also
+// halves the moments' traffic. A user who accepts it passes it, and the
+// sweep then keeps it.) What it saves: 4 of the 16 bytes per parameter of a
+// shard without offload, half of disk offload's chunk buffers, and with
+// host offload 4 of the host's 16: where a host budget is given (zrt-train
+// --fit-host, a machine's memory over its ranks), bf16 state can be what
+// lets the state leave the device at all.
+
+// Plans the settings of Note [Settings that fit] (disk offload under
 // `offload_dir`) and returns those whose largest rank's reserved peak is at
-// most `budget_bytes`, cheapest first: no offload, then host, then disk,
-// then less recomputation (none, every:2, blocks), then less
-// communication (no-shard, grad-op, full, then the config's own hybrid or
-// layer-zero), then deeper prefetch.
-std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
-                                           std::size_t budget_bytes,
-                                           const std::string& offload_dir);
+// most `budget_bytes` and whose ranks each hold at most `host_budget_bytes`
+// of host memory (Note [Host memory in the plan]), in that note's order.
+std::vector<FittingCandidate> plan_fitting(
+    const TrainerConfig& config, int world_size, std::size_t budget_bytes,
+    const std::string& offload_dir,
+    std::size_t host_budget_bytes = std::numeric_limits<std::size_t>::max());
 
 }  // namespace zrt::model_zoo

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tools/train/train_setup.h"
@@ -124,17 +125,25 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const std::size_t budget = parse_byte_count(o.fit);
   const optim::OptimizerOffload& offload = o.trainer.engine.zero.offload_optimizer;
   const std::string dir = offload.kind == optim::OptimizerOffload::Kind::disk ? offload.dir : "DIR";
-  const auto fits = model_zoo::plan_fitting(config, world, budget, dir);
+  const std::size_t host_budget =
+      o.fit_host.empty() ? std::numeric_limits<std::size_t>::max() : parse_byte_count(o.fit_host);
+  const auto fits = model_zoo::plan_fitting(config, world, budget, dir, host_budget);
+  const std::string host_fit = o.fit_host.empty()
+                                   ? ""
+                                   : " and --fit-host " + o.fit_host + " (" +
+                                         human_bytes(static_cast<double>(host_budget)) + ")";
   std::fprintf(
       out,
-      "\n--fit %s (%s): %zu setting(s) fit, cheapest first (no offload, then host, then disk; "
-      "then less recomputation, then less communication); the largest rank's reserved peak "
-      "and host memory, MiB:\n",
-      o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), fits.size());
+      "\n--fit %s (%s)%s: %zu setting(s) fit, cheapest first (no offload, then host, then disk; "
+      "then less recomputation, then less communication; bf16 optimizer state only where no "
+      "fp32 state fits); the largest rank's reserved peak and the most host memory a rank "
+      "holds, MiB:\n",
+      o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), host_fit.c_str(),
+      fits.size());
   std::fprintf(out, "  %10s %10s  %s\n", "reserved", "host", "settings");
   for (const auto& f : fits)
     std::fprintf(out, "  %10s %10s  %s\n", mib(f.largest.reserved_peak).c_str(),
-                 mib(f.largest.host_peak).c_str(), f.settings.c_str());
+                 mib(f.host_peak).c_str(), f.settings.c_str());
   if (fits.empty())
     std::fprintf(out, "  none: use more ranks, a smaller batch or model, or more memory\n");
   return !fits.empty();

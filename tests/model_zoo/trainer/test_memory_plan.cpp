@@ -307,8 +307,8 @@ BOOST_AUTO_TEST_CASE(host_memory_is_the_offloaded_state_as_counted_in_a_run) {
       c.model.n_layer = 3;
       c.engine.zero.adamw.state_dtype = state;
       c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::host, "", 0};
-      const std::string name = std::string(dtype_name(state)) + " state, " +
-                               std::to_string(world) + " rank(s)";
+      const std::string name =
+          std::string(dtype_name(state)) + " state, " + std::to_string(world) + " rank(s)";
       std::vector<std::size_t> state_bytes(world), held(world);
       run_local_ranks(
           world,
@@ -319,8 +319,8 @@ BOOST_AUTO_TEST_CASE(host_memory_is_the_offloaded_state_as_counted_in_a_run) {
             Trainer trainer(comm, mine, synthetic_text_dataset());
             std::size_t bytes = 0;
             for (const auto& h : trainer.engine().handles())
-              bytes += static_cast<std::size_t>(h->zero1_shard().numel()) *
-                       (4 + 2 * dtype_size(state));
+              bytes +=
+                  static_cast<std::size_t>(h->zero1_shard().numel()) * (4 + 2 * dtype_size(state));
             for (std::int64_t s = 0; s < c.steps; ++s) trainer.step();
             state_bytes[static_cast<std::size_t>(comm->rank())] = bytes;
             held[static_cast<std::size_t>(comm->rank())] = host->stats().peak_allocated;
@@ -336,9 +336,8 @@ BOOST_AUTO_TEST_CASE(host_memory_is_the_offloaded_state_as_counted_in_a_run) {
                              static_cast<double>(held[r]);
         BOOST_TEST(error <= 0.05, name << ", rank " << r << ": host planned " << p.host_peak
                                        << " B, held " << held[r] << " B");
-        BOOST_TEST_MESSAGE(name << ", rank " << r << ": host planned " << p.host_peak
-                                << " B, held " << held[r] << " B, of it state "
-                                << state_bytes[r] << " B");
+        BOOST_TEST_MESSAGE(name << ", rank " << r << ": host planned " << p.host_peak << " B, held "
+                                << held[r] << " B, of it state " << state_bytes[r] << " B");
       }
     }
   TrainerConfig c = base_config("gpt");
