@@ -30,6 +30,13 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                    : make_caching_allocator(options_.device, {.memory_cap = options_.memory_limit});
   ZRT_CHECK_ARG(allocator_->device() == options_.device, "ZeroModule: the allocator is for ",
                 allocator_->device().str(), ", not ", options_.device.str());
+  if (const AllocatorPtr& host = options_.host_allocator) {
+    ZRT_CHECK_ARG(host->device().is_cpu(), "ZeroModule: host_allocator is for ",
+                  host->device().str(), ", not host memory");
+    // Offloaded state and the gradient statistics are copied asynchronously.
+    ZRT_CHECK_ARG(!options_.device.is_cuda() || options_.dry_run || host->page_locked(),
+                  "ZeroModule: beside a CUDA device host_allocator must be pinned (page-locked)");
+  }
   if (options_.dry_run)
     dry_host_memory_ =
         options_.host_allocator ? options_.host_allocator : make_unbacked_caching_allocator();
