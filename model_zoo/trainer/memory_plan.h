@@ -75,8 +75,10 @@
 // fp32), which the plan does not hold. Host memory the plan leaves out: the
 // data set, the allocator's own cache (pinned segments on CUDA are rounded
 // to 2 MiB), and a checkpoint's staging. On --device cpu the device's
-// memory is host memory too, so a rank's host memory is its reserved peak
-// plus this figure, and --offload-optimizer host only moves the state from
+// memory is host memory too, so a rank's host memory is this figure plus
+// at most its reserved peak (at least its peak: pages of reserved segments
+// no block touched are not resident; test_memory_plan measures the
+// process's), and --offload-optimizer host only moves the state from
 // one to the other; with --memory-limit the limit caps the first only (Note
 // [Memory limit]), as a GPU's memory would.
 #pragma once
