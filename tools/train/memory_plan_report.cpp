@@ -113,13 +113,14 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   print_table(model_zoo::plan_memory(config, world), out);
   // Note [Host memory in the plan]
   if (o.device == "cpu")
-    std::fprintf(out, "%s",
-                 o.trainer.engine.zero.memory_limit > 0
-                     ? "--device cpu with --memory-limit: the limit caps the reserved column; "
-                       "host memory is outside it, as a GPU's host memory is\n"
-                     : "--device cpu: the device's memory is host memory too; a rank holds "
-                       "reserved + host of it (--offload-optimizer host moves the state from one "
-                       "to the other)\n");
+    std::fprintf(
+        out, "%s",
+        o.trainer.engine.zero.memory_limit > 0
+            ? "--device cpu with --memory-limit: the limit caps the reserved column; "
+              "host memory is outside it, as a GPU's host memory is\n"
+            : "--device cpu: the device's memory is host memory too; a rank holds up "
+              "to reserved + host of it (--offload-optimizer host moves the state from one "
+              "to the other)\n");
   if (o.fit.empty()) return true;
 
   const std::size_t budget = parse_byte_count(o.fit);
