@@ -4,6 +4,7 @@
 #include <future>
 #include <span>
 
+#include "zrt/kernels/kernel_path.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt::optim {
@@ -19,13 +20,15 @@ std::span<std::byte> bytes_of(const Tensor& host) {
 OffloadedMoments::OffloadedMoments(const std::string& dir, int rank,
                                    std::vector<std::int64_t> shard_elements,
                                    std::int64_t chunk_elements, DType dtype, Device device,
-                                   AllocatorPtr allocator, Stream stream)
+                                   AllocatorPtr allocator, AllocatorPtr host_allocator,
+                                   Stream stream)
     : shard_elements_(std::move(shard_elements)),
       chunk_elements_(chunk_elements),
       dtype_(dtype),
       item_(dtype_size(dtype)),
       device_(device),
       allocator_(std::move(allocator)),
+      host_allocator_(std::move(host_allocator)),
       stream_(stream) {
   ZRT_CHECK_ARG(chunk_elements_ > 0, "optimizer offload: chunk of ", chunk_elements_, " elements");
   ZRT_CHECK_ARG(dtype == DType::f32 || dtype == DType::bf16, "optimizer offload: moments of ",
@@ -80,11 +83,13 @@ void OffloadedMoments::update_all(const std::function<void(const Chunk&)>& updat
   std::int64_t longest = 0;
   for (const Piece& p : pieces) longest = std::max(longest, p.count);
 
-  // Host buffers for the I/O: the engine's own memory on a CPU device.
-  const bool on_cpu = device_.is_cpu();
+  // Host buffers for the I/O: the engine's own memory on a CPU device; host
+  // memory beside a CUDA one, as a plan of a CUDA run counts them.
+  const bool on_cpu = device_.is_cpu() && !kernels::planning_cuda_kernels();
   Tensor buffers[2];
   for (Tensor& b : buffers)
-    b = Tensor::empty({2 * longest}, dtype_, Device::cpu(), on_cpu ? allocator_ : nullptr, stream_);
+    b = Tensor::empty({2 * longest}, dtype_, Device::cpu(), on_cpu ? allocator_ : host_allocator_,
+                      stream_);
   stream_.synchronize();  // the buffers' memory is free for the I/O threads to fill
   auto moment = [&](int slot, int m, std::int64_t count) {
     return buffers[slot].slice(m * longest, count);

@@ -18,7 +18,8 @@
 // step's first units (Note [Gathers after the update] in
 // optim/zero_module.cpp) overlap the later handles' chunks. Memory held: the
 // two buffers, 4 moments × the chunk, instead of 8 (bf16: 4) bytes per
-// parameter of the shard (and beside them what those gathers hold). A checkpoint reads
+// parameter of the shard (host memory beside a CUDA device, which holds the
+// chunk being updated; and beside them what those gathers hold). A checkpoint reads
 // and writes the moments through the same file, in the same format as any
 // other (resume with or without offload); a save reads each handle's moments
 // into memory for the write, and a load stages them as it stages every
@@ -45,11 +46,13 @@ class OffloadedMoments {
  public:
   // Room for the moments (`dtype`: f32 or bf16) of shards of
   // `shard_elements[k]` elements, zeroed, in
-  // DIR/zrt-adamw-moments.rank-R.PID.bin. Chunk buffers on `device` from
-  // `allocator`, used in `stream` order.
+  // DIR/zrt-adamw-moments.rank-R.PID.bin. Chunk buffers from `allocator` on
+  // a cpu `device`; beside a CUDA one (or planned as one, Note [CUDA kernels
+  // planned on the CPU]) from `host_allocator`, each chunk copied to `device`
+  // from `allocator` for its update. Used in `stream` order.
   OffloadedMoments(const std::string& dir, int rank, std::vector<std::int64_t> shard_elements,
                    std::int64_t chunk_elements, DType dtype, Device device, AllocatorPtr allocator,
-                   Stream stream);
+                   AllocatorPtr host_allocator, Stream stream);
   ~OffloadedMoments();
   OffloadedMoments(const OffloadedMoments&) = delete;
   OffloadedMoments& operator=(const OffloadedMoments&) = delete;
@@ -85,6 +88,7 @@ class OffloadedMoments {
   std::uint64_t item_;  // bytes per element
   Device device_;
   AllocatorPtr allocator_;
+  AllocatorPtr host_allocator_;
   Stream stream_;
   std::unique_ptr<ScratchFile> file_;
 };

@@ -93,7 +93,8 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
     const FlatParamOptions& o = raw_handles_.front()->options();
     moments_ = std::make_unique<OffloadedMoments>(
         offload_.dir, raw_handles_.front()->groups().zero1->rank(), std::move(sizes),
-        offload_.chunk_elements, options_.state_dtype, o.device, o.allocator, o.stream);
+        offload_.chunk_elements, options_.state_dtype, o.device, o.allocator, o.host_allocator,
+        o.stream);
   }
 }
 

@@ -30,7 +30,16 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                    : make_caching_allocator(options_.device, {.memory_cap = options_.memory_limit});
   ZRT_CHECK_ARG(allocator_->device() == options_.device, "ZeroModule: the allocator is for ",
                 allocator_->device().str(), ", not ", options_.device.str());
-  if (options_.dry_run) dry_host_memory_ = make_unbacked_caching_allocator();
+  if (const AllocatorPtr& host = options_.host_allocator) {
+    ZRT_CHECK_ARG(host->device().is_cpu(), "ZeroModule: host_allocator is for ",
+                  host->device().str(), ", not host memory");
+    // Offloaded state and the gradient statistics are copied asynchronously.
+    ZRT_CHECK_ARG(!options_.device.is_cuda() || options_.dry_run || host->page_locked(),
+                  "ZeroModule: beside a CUDA device host_allocator must be pinned (page-locked)");
+  }
+  if (options_.dry_run)
+    dry_host_memory_ =
+        options_.host_allocator ? options_.host_allocator : make_unbacked_caching_allocator();
   if (options_.tracer) world_->set_tracer(options_.tracer);  // before the groups are split from it
   // A CPU stream's kernels use as many threads as this rank's (Note [Kernel threads per rank]).
   auto thread_init = [threads = kernels::cpu_threads()] { kernels::set_cpu_threads(threads); };
@@ -190,7 +199,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   o.master_on_host = options_.offload_optimizer.kind == OptimizerOffload::Kind::host;
   o.device = options_.device;
   o.allocator = allocator_;
-  if (options_.dry_run) o.host_allocator = dry_host_allocator();
+  o.host_allocator = options_.dry_run ? dry_host_allocator() : options_.host_allocator;
   o.stream = stream();
   o.comm_stream = comm_stream();
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));

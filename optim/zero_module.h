@@ -136,9 +136,16 @@ struct ZeroModuleOptions {
   // at most `memory_limit` bytes (Note [Memory limit]).
   AllocatorPtr allocator;
   std::size_t memory_limit = 0;  // 0: what the device has
+  // Host memory outside `allocator`: the master, m and v of --offload-optimizer
+  // host and their gradient and staging copies (Note [Master in host memory]),
+  // disk offload's chunk buffers beside a CUDA device; null: pinned on CUDA,
+  // plain host memory on cpu, a dry run's own unbacked memory. The memory
+  // plan passes one that counts (Note [Host memory in the plan]).
+  AllocatorPtr host_allocator;
   // Note [Dry runs] (model_zoo/trainer/memory_plan.h): the module's streams
   // drop every kernel, copy and collective, its memory is unbacked (unless
-  // `allocator` is given), and add_unit reads no value. cpu only.
+  // `allocator` and `host_allocator` are given), and add_unit reads no
+  // value. cpu only.
   bool dry_run = false;
 };
 

@@ -189,14 +189,18 @@ sys.exit(rc)')
   # cheapest of them, their mem_peak in the metrics against the plan's peak.
   gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2> /dev/null | head -1)
   fit_mib=$((${gpu_mib:-0} * 9 / 10))  # room for what the plan leaves out (cuBLAS, NCCL, CUDA)
+  # The one rank's host memory (offloaded state): 8/10 of the machine's, room for the rest.
+  host_mib=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 8 / 10 / 1024))
   big=(--device cuda --preset gpt2-124m --n-layer 32 --n-embd 4096 --n-head 32 --vocab-size 50304
     --seq-len 2048 --batch-size 1 --dtype bf16)
   plan_out=$summary_dir/gpt-6.7b-plan.txt
-  step "zrt-train gpt 6.7B plan, --fit ${fit_mib}MiB" 120 bash -c '"${@:2}" | tee "$1"' _ "$plan_out" \
-    "$bin/zrt-train" "${big[@]}" --plan --fit "${fit_mib}MiB"
+  step "zrt-train gpt 6.7B plan, --fit ${fit_mib}MiB --fit-host ${host_mib}MiB" 120 \
+    bash -c '"${@:2}" | tee "$1"' _ "$plan_out" \
+    "$bin/zrt-train" "${big[@]}" --plan --fit "${fit_mib}MiB" --fit-host "${host_mib}MiB"
   mkdir -p /tmp/zrt-scratch
-  read -r -a fitting < <(grep -m1 -E '^ +[0-9.]+ +--strategy' "$plan_out" 2> /dev/null |
-    sed 's/^ *[0-9.]* *//; s|disk:DIR|disk:/tmp/zrt-scratch|')
+  # Each listed setting: its reserved peak, its host memory (MiB), the flags.
+  read -r -a fitting < <(grep -m1 -E '^ +[0-9.]+ +[0-9.]+ +--strategy' "$plan_out" 2> /dev/null |
+    sed 's/^ *[0-9.]* *[0-9.]* *//; s|disk:DIR|disk:/tmp/zrt-scratch|')
   if [ ${#fitting[@]} -gt 0 ]; then
     step "zrt-train gpt 6.7B bf16, ${fitting[*]}, 3 steps, cuda" 420 "${with_rss[@]}" "$bin/zrt-train" \
       "${big[@]}" "${fitting[@]}" --steps 3 --log-every 1 --metrics "$summary_dir/gpt-6.7b-metrics.jsonl"

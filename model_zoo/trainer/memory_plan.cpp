@@ -33,13 +33,12 @@ constexpr std::size_t kCategories = 6;
 // exist from the engine's construction on and live as long as it does.
 using HolderCategories = std::unordered_map<const void*, Category>;
 
-HolderCategories holder_categories(TrainingEngine& engine) {
+HolderCategories holder_categories(TrainingEngine& engine, const Allocator* watched) {
   HolderCategories holders;
-  // Only the allocator the plan watches: host memory (a master in host
-  // memory, Note [Master in host memory]) has blocks of its own.
-  const AllocatorPtr& watched = engine.module().allocator();
+  // Only the watched allocator's blocks: the device's, or host memory (a
+  // master in host memory, Note [Master in host memory]).
   auto claim = [&](const Tensor& t, Category c) {
-    if (t.storage().allocator() == watched) holders.emplace(&t.storage(), c);
+    if (t.storage().allocator().get() == watched) holders.emplace(&t.storage(), c);
   };
   optim::ZeroAdamW& adamw = engine.optimizer();
   const auto& handles = engine.handles();
@@ -53,6 +52,7 @@ HolderCategories holder_categories(TrainingEngine& engine) {
     claim(h.zero3_shard(), Category::zero3_shards);
     claim(h.full_param_padded(), Category::unsharded_params);
     claim(h.zero1_grad(), Category::gradients);
+    claim(h.master_grad(), Category::gradients);  // its host copy beside a master in host memory
     claim(h.full_grad_padded(), Category::gradients);
     claim(h.full_prec_grad_padded(), Category::gradients);
   }
@@ -78,7 +78,7 @@ class PeakBreakdownAllocator final : public Allocator {
   void watch(TrainingEngine* engine) {
     std::lock_guard lock(mutex_);
     engine_ = engine;
-    holders_ = engine_ ? holder_categories(*engine_) : HolderCategories{};
+    holders_ = engine_ ? holder_categories(*engine_, this) : HolderCategories{};
     comm_ = engine_ ? engine_->module().comm_stream() : Stream();
     own_comm_stream_ = engine_ && comm_ != engine_->module().stream();
     held_.fill(0);
@@ -87,6 +87,8 @@ class PeakBreakdownAllocator final : public Allocator {
       live.category = category_of(live.holder, live.stream);
       held_[index(live.category)] += live.requested;
     }
+    // A peak that is what is held now is named by the categories just found.
+    if (inner_->stats().allocated >= peak_) unsettled_ = true;
   }
 
   void* allocate(std::size_t nbytes, Stream stream) override {
@@ -244,19 +246,22 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
   if (cuda) as_cuda.emplace();
   auto memory = std::make_shared<PeakBreakdownAllocator>(make_unbacked_caching_allocator());
   c.engine.zero.allocator = memory;
+  // Note [Host memory in the plan]
+  auto host = std::make_shared<PeakBreakdownAllocator>(make_unbacked_caching_allocator());
+  c.engine.zero.host_allocator = host;
 
-  auto model = make_model(c.model);
-  // Stand-ins for the initial values: a dry run reads none (Note [Dry runs]).
-  const AllocatorPtr host = make_unbacked_caching_allocator();
-  std::map<std::string, Tensor> initial;
-  for (const ParamDef& p : all_param_defs(model->units()))
-    initial.emplace(p.fqn(), Tensor::empty(p.shape, DType::f32, Device::cpu(), host));
-  TrainingEngine engine(std::move(model), world, c.engine, initial);
+  // Initialised as the Trainer does, each rank drawing its shards where they
+  // live (Note [Sharded initialisation]): the draws are dropped (Note [Dry runs]).
+  TrainingEngine engine(make_model(c.model), world, c.engine);
   memory->watch(&engine);
+  host->watch(&engine);
   struct Unwatch {  // before the engine goes, however the plan ends
-    PeakBreakdownAllocator& memory;
-    ~Unwatch() { memory.watch(nullptr); }
-  } unwatch{*memory};
+    PeakBreakdownAllocator &memory, &host;
+    ~Unwatch() {
+      memory.watch(nullptr);
+      host.watch(nullptr);
+    }
+  } unwatch{*memory, *host};
 
   RankMemoryPlan plan;
   plan.rank = world->rank();
@@ -272,6 +277,8 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
     }
   }
   plan.reserved_peak = memory->stats().peak_reserved;
+  plan.host_at_peak = host->settle();
+  plan.host_peak = plan.host_at_peak.total();
   plan.bookkeeping_visits = memory->visits();
   return plan;
 }
@@ -300,8 +307,8 @@ MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
 }
 
 std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
-                                           std::size_t budget_bytes,
-                                           const std::string& offload_dir) {
+                                           std::size_t budget_bytes, const std::string& offload_dir,
+                                           std::size_t host_budget_bytes) {
   using optim::ShardingStrategy;
   // Cheapest first: no gathers, one per unit and step, two.
   std::vector<ShardingStrategy> strategies = {
@@ -320,25 +327,36 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
     offloads.push_back("host");
   offloads.push_back("disk:" + offload_dir);
   std::vector<FittingCandidate> fits;
-  for (const std::string& offload : offloads)
-    for (const std::string& ckpt : checkpointing)
-      for (ShardingStrategy strategy : strategies)
-        for (int prefetch = 2; prefetch >= 0; --prefetch) {
-          if (prefetch > 0 && strategy == ShardingStrategy::no_shard)
-            continue;  // nothing to gather ahead
-          TrainerConfig c = config;
-          c.engine.zero.strategy = strategy;
-          c.engine.prefetch = prefetch;
-          c.engine.checkpointing = parse_activation_checkpointing(ckpt);
-          c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
-          const RankMemoryPlan largest = plan_memory(c, world_size).largest();
-          if (largest.reserved_peak > budget_bytes) continue;
-          std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
-                                 " --prefetch " + std::to_string(prefetch) +
-                                 " --activation-checkpointing " + ckpt + " --offload-optimizer " +
-                                 (offload.starts_with("disk:") ? "disk:DIR" : offload);
-          fits.push_back({settings, c, largest});
-        }
+  auto sweep = [&](DType state) {
+    for (const std::string& offload : offloads)
+      for (const std::string& ckpt : checkpointing)
+        for (ShardingStrategy strategy : strategies)
+          for (int prefetch = 2; prefetch >= 0; --prefetch) {
+            if (prefetch > 0 && strategy == ShardingStrategy::no_shard)
+              continue;  // nothing to gather ahead
+            TrainerConfig c = config;
+            c.engine.zero.strategy = strategy;
+            c.engine.prefetch = prefetch;
+            c.engine.checkpointing = parse_activation_checkpointing(ckpt);
+            c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
+            c.engine.zero.adamw.state_dtype = state;
+            const MemoryPlan plan = plan_memory(c, world_size);
+            const RankMemoryPlan& largest = plan.largest();
+            std::size_t host = 0;
+            for (const RankMemoryPlan& r : plan.ranks) host = std::max(host, r.host_peak);
+            if (largest.reserved_peak > budget_bytes || host > host_budget_bytes) continue;
+            std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
+                                   " --prefetch " + std::to_string(prefetch) +
+                                   " --activation-checkpointing " + ckpt + " --offload-optimizer " +
+                                   (offload.starts_with("disk:") ? "disk:DIR" : offload);
+            if (state == DType::bf16) settings += " --optimizer-state-dtype bf16";
+            fits.push_back({settings, c, largest, host});
+          }
+  };
+  // Note [Settings that fit]: bf16 moments change the numerics, so they are
+  // tried only where no setting with the config's own state fits.
+  sweep(config.engine.zero.adamw.state_dtype);
+  if (fits.empty() && config.engine.zero.adamw.state_dtype == DType::f32) sweep(DType::bf16);
   return fits;
 }
 

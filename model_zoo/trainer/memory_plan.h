@@ -19,13 +19,11 @@
 // (group splits, the handles' layout check) really run, between the planned
 // ranks as threads of one process, so every rank's groups and shards are
 // its own. Disk offload creates no scratch file. What a dry run cannot see:
-// memory outside zrt's allocator (NCCL's and cuBLAS's workspaces, pinned host
-// copies of offloaded gradients, the data set). A CUDA run is planned on CPU
+// memory outside zrt's allocators (NCCL's and cuBLAS's workspaces, the data
+// set). A CUDA run is planned on CPU
 // streams of its shape (compute and communication streams of their own), so
 // the CPU path's buffers stand in for the CUDA path's: the embedding
-// gradient's token groups (small) are missing, and disk offload's two chunk
-// buffers (2 x 2 moments x the chunk, host memory on CUDA, where only the
-// chunk being updated is copied to the device) count as device memory. Nor
+// gradient's token groups (small) are missing. Nor
 // are the local backend's device collectives in the plan (Note [Local
 // collectives on the device] in runtime/comm/local_comm.cpp): a CUDA
 // all_reduce between local ranks takes device scratch of the whole
@@ -55,9 +53,38 @@
 // run in the order training does, so lazily allocated state (fp32 gradients
 // on first use, the optimizer's first step) is in them; two steps reach the
 // steady state.
+//
+// Note [Host memory in the plan]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// What a rank holds in host memory outside the device's allocator is
+// counted by the same dry run: the module's host allocator
+// (ZeroModuleOptions::host_allocator, pinned on CUDA) is a second unbacked
+// caching allocator behind a breakdown of its own, from the engine's
+// construction through the steps. It holds the master, m and v of
+// --offload-optimizer host (4 + 8 bytes per parameter of the shard, 4 + 4
+// with bf16 moments), the host copy of the reduced gradient shard (4) and
+// the compute-dtype staging of the master's upload; beside a CUDA device
+// also disk offload's two chunk buffers (2 x 2 moments x the chunk: the
+// plan runs the CUDA path, each chunk copied to the device for its update).
+// Its peak is the most held at once (blocks' rounded sizes), not per step:
+// the state lives from construction on. The engine initialises as the
+// Trainer does, each rank drawing only its shards where they live (Note
+// [Sharded initialisation]), which takes no host memory beyond the state;
+// loading --init-from adds, for a moment, one read buffer of a parameter's
+// part in the shard (the file's dtype, and its fp32 conversion unless it is
+// fp32), which the plan does not hold. Host memory the plan leaves out: the
+// data set, the allocator's own cache (pinned segments on CUDA are rounded
+// to 2 MiB), and a checkpoint's staging. On --device cpu the device's
+// memory is host memory too, so a rank's host memory is this figure plus
+// at most its reserved peak (at least its peak: pages of reserved segments
+// no block touched are not resident; test_memory_plan measures the
+// process's), and --offload-optimizer host only moves the state from
+// one to the other; with --memory-limit the limit caps the first only (Note
+// [Memory limit]), as a GPU's memory would.
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -90,6 +117,12 @@ struct RankMemoryPlan {
   std::size_t peak = 0;                 // the largest of them
   std::size_t reserved_peak = 0;        // the most segments the allocator held
   MemoryByCategory at_peak;             // the largest step's peak, by category
+  // Host memory outside the device's allocator (Note [Host memory in the
+  // plan]): the most held at once from construction on, and what it held
+  // then (master_and_moments, gradients: the reduced shard's host copy;
+  // activations: staging and disk offload's chunk buffers).
+  std::size_t host_peak = 0;
+  MemoryByCategory host_at_peak;
   // The plan's own cost: blocks its breakdown looked at, about one per
   // allocation of the dry steps, so planning stays linear in the number of
   // units (a test holds it to that; Note [Memory plan]).
@@ -118,18 +151,42 @@ struct FittingCandidate {
   std::string settings;  // e.g. "--strategy full --prefetch 1 --activation-checkpointing blocks"
   TrainerConfig config;
   RankMemoryPlan largest;
+  std::size_t host_peak =
+      0;  // the most host memory any rank holds (Note [Host memory in the plan])
 };
 
-// Plans the settings a user can change without changing the model or the
-// batch (strategy, prefetch, activation checkpointing, optimizer offload to
-// host memory, where that is not the device's own, and to disk under
+// Note [Settings that fit]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// plan_fitting plans the settings a user can change without changing the
+// model or the batch: strategy, prefetch, activation checkpointing,
+// optimizer offload to host memory (where that is not the device's own)
+// and to disk, and bf16 optimizer state. All but the last give the same
+// bits as the config's own settings (each is tested bit-identical), so
+// they are ranked by cost alone: no offload, then host, then disk (each
+// step moves the update further from the device), then less recomputation
+// (none, every:2, blocks), then less communication (no-shard, grad-op,
+// full, then the config's own hybrid or layer-zero), then deeper prefetch.
+// bf16 moments change the numerics (stochastic rounding: Note [bf16 AdamW
+// moments]; the loss of a run follows fp32 state's closely, not to the bit),
+// a choice that belongs to the user, not to a cost order. So with fp32
+// state they are planned only when no fp32-state setting fits, and then in
+// the same order, each setting spelled with --optimizer-state-dtype bf16:
+// offloading to disk, though slower, is preferred to changing what the run
+// computes. (bf16 state would often be the faster of the two: it also
+// halves the moments' traffic. A user who accepts it passes it, and the
+// sweep then keeps it.) What it saves: 4 of the 16 bytes per parameter of a
+// shard without offload, half of disk offload's chunk buffers, and with
+// host offload 4 of the host's 16: where a host budget is given (zrt-train
+// --fit-host, a machine's memory over its ranks), bf16 state can be what
+// lets the state leave the device at all.
+
+// Plans the settings of Note [Settings that fit] (disk offload under
 // `offload_dir`) and returns those whose largest rank's reserved peak is at
-// most `budget_bytes`, cheapest first: no offload, then host, then disk,
-// then less recomputation (none, every:2, blocks), then less
-// communication (no-shard, grad-op, full, then the config's own hybrid or
-// layer-zero), then deeper prefetch.
-std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
-                                           std::size_t budget_bytes,
-                                           const std::string& offload_dir);
+// most `budget_bytes` and whose ranks each hold at most `host_budget_bytes`
+// of host memory (Note [Host memory in the plan]), in that note's order.
+std::vector<FittingCandidate> plan_fitting(
+    const TrainerConfig& config, int world_size, std::size_t budget_bytes,
+    const std::string& offload_dir,
+    std::size_t host_budget_bytes = std::numeric_limits<std::size_t>::max());
 
 }  // namespace zrt::model_zoo

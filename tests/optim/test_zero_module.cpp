@@ -259,4 +259,22 @@ BOOST_AUTO_TEST_CASE(a_tie_across_units_stays_one_parameter) {
   });
 }
 
+// ZeroModuleOptions::host_allocator must be host memory (Note [Host memory in the plan]).
+BOOST_AUTO_TEST_CASE(a_host_allocator_of_a_device_is_refused) {
+  struct DeviceMemory final : Allocator {
+    void* allocate(std::size_t, Stream) override { return nullptr; }
+    void deallocate(void*) noexcept override {}
+    Device device() const override { return Device::cuda(0); }
+  };
+  optim::ZeroModuleOptions o;
+  o.host_allocator = std::make_shared<DeviceMemory>();
+  try {
+    optim::ZeroModule module(make_local_world(1)[0], o);
+    BOOST_FAIL("a host_allocator for cuda:0 was accepted");
+  } catch (const InvalidArgument& e) {
+    BOOST_TEST(std::string(e.what()).find("host_allocator is for cuda:0") != std::string::npos,
+               e.what());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

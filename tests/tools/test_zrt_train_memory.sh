@@ -115,7 +115,7 @@ big=(--preset small --n-embd 256 --n-layer 4 --ranks 2 --threads 1 --batch-size 
 grep -q "out of memory" "$dir/oom.out" && grep -q -- "more than its --memory-limit" "$dir/oom.out" ||
   fail "out of memory under --memory-limit: $(cat "$dir/oom.out")"
 grep -qE '\.(cpp|h):[0-9]' "$dir/oom.out" && fail "the out-of-memory error shows zrt's source: $(cat "$dir/oom.out")"
-read -r -a fitting < <(grep -m1 -E "^ +[0-9.]+ +--strategy" "$dir/big_fit.out" | sed 's/^ *[0-9.]* *//; s|disk:DIR|disk:'"$dir/scratch"'|')
+read -r -a fitting < <(grep -m1 -E "^ +[0-9.]+ +[0-9.]+ +--strategy" "$dir/big_fit.out" | sed 's/^ *[0-9.]* *[0-9.]* *//; s|disk:DIR|disk:'"$dir/scratch"'|')
 [ ${#fitting[@]} -gt 0 ] || fail "--fit $limit lists nothing: $(cat "$dir/big_fit.out")"
 "$train" "${big[@]}" "${fitting[@]}" --plan > "$dir/fit_plan.out" 2>&1 || fail "plan of ${fitting[*]}"
 "$train" "${big[@]}" "${fitting[@]}" --memory-limit $limit --metrics "$dir/limited.jsonl" > "$dir/limited.out" 2>&1 ||
@@ -139,3 +139,33 @@ assert abs(planned - measured) <= 0.05 * measured, (planned, measured)
 print(f"ok   --memory-limit {limit >> 20} MiB, whole state {whole / 2**20:.1f} MiB: {setting} trains, "
       f"peak {measured / 2**20:.1f} MiB measured, {planned / 2**20:.1f} MiB planned")
 PY
+
+# --fit-host: each rank's host memory is planned too (Note [Host memory in
+# the plan]). With --dtype bf16 under --memory-limit 32MiB only
+# --offload-optimizer host fits (disk keeps the fp32 master on the device);
+# a host budget of 30 MiB holds its bf16 optimizer state but not its fp32
+# state, so every setting listed, and the cheapest first, is spelled with
+# --optimizer-state-dtype bf16 (Note [Settings that fit]), and that setting
+# trains within the limit.
+bf=(--preset small --n-embd 256 --n-layer 4 --ranks 2 --threads 1 --batch-size 4 --seq-len 32 --cpu-streams none --dtype bf16 --steps 3)
+"$train" "${bf[@]}" --memory-limit $limit --plan --fit $limit > "$dir/bf_fp32.out" 2>&1 || fail "--fit $limit, bf16: $(cat "$dir/bf_fp32.out")"
+grep -q -- "--optimizer-state-dtype bf16" "$dir/bf_fp32.out" && fail "bf16 state listed where fp32 state fits: $(cat "$dir/bf_fp32.out")"
+grep -qE -- "^ +[0-9.]+ +[1-9][0-9.]* +--strategy .*--offload-optimizer host$" "$dir/bf_fp32.out" ||
+  fail "no fp32-state host setting with its host memory: $(cat "$dir/bf_fp32.out")"
+"$train" "${bf[@]}" --memory-limit $limit --plan --fit $limit --fit-host 30MiB > "$dir/bf_fit.out" 2>&1 ||
+  fail "--fit $limit --fit-host 30MiB: $(cat "$dir/bf_fit.out")"
+listed=$(grep -cE "^ +[0-9.]+ +[0-9.]+ +--strategy" "$dir/bf_fit.out")
+[ "$listed" -gt 0 ] && [ "$listed" -eq "$(grep -cE -- "--optimizer-state-dtype bf16$" "$dir/bf_fit.out")" ] ||
+  fail "--fit-host 30MiB lists other than bf16 state: $(cat "$dir/bf_fit.out")"
+read -r -a fitting < <(grep -m1 -E "^ +[0-9.]+ +[0-9.]+ +--strategy" "$dir/bf_fit.out" | sed 's/^ *[0-9.]* *[0-9.]* *//')
+[[ "${fitting[*]}" == *"--activation-checkpointing none --offload-optimizer host --optimizer-state-dtype bf16" ]] ||
+  fail "the cheapest setting under --fit-host 30MiB: ${fitting[*]}"
+"$train" "${bf[@]}" "${fitting[@]}" --memory-limit $limit --metrics "$dir/bf_limited.jsonl" > "$dir/bf_limited.out" 2>&1 ||
+  fail "${fitting[*]} under --memory-limit $limit: $(cat "$dir/bf_limited.out")"
+"$python" - "$dir" "$limit" <<'PY' || fail "bf16 state under --memory-limit"
+import json, math, sys
+d, limit = sys.argv[1], int(sys.argv[2].removesuffix("MiB")) * 2**20
+rows = [json.loads(l) for l in open(f"{d}/bf_limited.jsonl")]
+assert len(rows) == 3 and all(math.isfinite(r["loss"]) and r["mem_peak"] <= limit for r in rows), rows
+PY
+echo "ok   --fit $limit --fit-host 30MiB: only bf16 optimizer state fits; ${fitting[*]} trains within the limit"

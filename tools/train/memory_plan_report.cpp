@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tools/train/train_setup.h"
@@ -27,13 +28,14 @@ bool same_plan(const RankMemoryPlan& a, const RankMemoryPlan& b) {
          x.master_and_moments == y.master_and_moments && x.zero3_shards == y.zero3_shards &&
          x.unsharded_params == y.unsharded_params && x.gradients == y.gradients &&
          x.communication == y.communication && x.activations == y.activations &&
-         x.rounding == y.rounding;
+         x.rounding == y.rounding && a.host_peak == b.host_peak &&
+         a.host_at_peak.master_and_moments == b.host_at_peak.master_and_moments;
 }
 
 void print_table(const model_zoo::MemoryPlan& plan, std::FILE* out) {
-  std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s\n", "ranks", "peak",
-               "reserved", "master+m,v", "zero3", "unsharded", "gradients", "comm", "activations",
-               "rounding");
+  std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s | %10s %10s\n", "ranks",
+               "peak", "reserved", "master+m,v", "zero3", "unsharded", "gradients", "comm",
+               "activations", "rounding", "host", "master+m,v");
   // Ranks with the same plan share a row (most do: shards are padded to one size).
   for (std::size_t first = 0; first < plan.ranks.size();) {
     std::size_t last = first;
@@ -43,11 +45,12 @@ void print_table(const model_zoo::MemoryPlan& plan, std::FILE* out) {
     const std::string ranks =
         first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
     const MemoryByCategory& m = r.at_peak;
-    std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s\n", ranks.c_str(),
-                 mib(r.peak).c_str(), mib(r.reserved_peak).c_str(),
+    std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s | %10s %10s\n",
+                 ranks.c_str(), mib(r.peak).c_str(), mib(r.reserved_peak).c_str(),
                  mib(m.master_and_moments).c_str(), mib(m.zero3_shards).c_str(),
                  mib(m.unsharded_params).c_str(), mib(m.gradients).c_str(),
-                 mib(m.communication).c_str(), mib(m.activations).c_str(), mib(m.rounding).c_str());
+                 mib(m.communication).c_str(), mib(m.activations).c_str(), mib(m.rounding).c_str(),
+                 mib(r.host_peak).c_str(), mib(r.host_at_peak.master_and_moments).c_str());
     first = last + 1;
   }
 }
@@ -105,22 +108,43 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
                o.device == "cpu" ? "" : " (a CUDA run, planned on CPU streams of its shape)");
   std::fprintf(out,
                "two dry steps per rank: every allocation of the run, no memory behind it, nothing "
-               "computed. MiB:\n");
+               "computed; device columns at the largest step's peak, host columns: host memory "
+               "outside the device's allocator, at its peak from construction on. MiB:\n");
   print_table(model_zoo::plan_memory(config, world), out);
+  // Note [Host memory in the plan]
+  if (o.device == "cpu")
+    std::fprintf(
+        out, "%s",
+        o.trainer.engine.zero.memory_limit > 0
+            ? "--device cpu with --memory-limit: the limit caps the reserved column; "
+              "host memory is outside it, as a GPU's host memory is\n"
+            : "--device cpu: the device's memory is host memory too; a rank holds up "
+              "to reserved + host of it (--offload-optimizer host moves the state from one "
+              "to the other)\n");
   if (o.fit.empty()) return true;
 
   const std::size_t budget = parse_byte_count(o.fit);
   const optim::OptimizerOffload& offload = o.trainer.engine.zero.offload_optimizer;
   const std::string dir = offload.kind == optim::OptimizerOffload::Kind::disk ? offload.dir : "DIR";
-  const auto fits = model_zoo::plan_fitting(config, world, budget, dir);
+  const std::size_t host_budget =
+      o.fit_host.empty() ? std::numeric_limits<std::size_t>::max() : parse_byte_count(o.fit_host);
+  const auto fits = model_zoo::plan_fitting(config, world, budget, dir, host_budget);
+  const std::string host_fit = o.fit_host.empty()
+                                   ? ""
+                                   : " and --fit-host " + o.fit_host + " (" +
+                                         human_bytes(static_cast<double>(host_budget)) + ")";
   std::fprintf(
       out,
-      "\n--fit %s (%s): %zu setting(s) fit, cheapest first (no offload, then host, then disk; "
-      "then less recomputation, then less communication); reserved peak of the largest rank, "
-      "MiB:\n",
-      o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), fits.size());
+      "\n--fit %s (%s)%s: %zu setting(s) fit, cheapest first (no offload, then host, then disk; "
+      "then less recomputation, then less communication; bf16 optimizer state only where no "
+      "fp32 state fits); the largest rank's reserved peak and the most host memory a rank "
+      "holds, MiB:\n",
+      o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), host_fit.c_str(),
+      fits.size());
+  std::fprintf(out, "  %10s %10s  %s\n", "reserved", "host", "settings");
   for (const auto& f : fits)
-    std::fprintf(out, "  %10s  %s\n", mib(f.largest.reserved_peak).c_str(), f.settings.c_str());
+    std::fprintf(out, "  %10s %10s  %s\n", mib(f.largest.reserved_peak).c_str(),
+                 mib(f.host_peak).c_str(), f.settings.c_str());
   if (fits.empty())
     std::fprintf(out, "  none: use more ranks, a smaller batch or model, or more memory\n");
   return !fits.empty();

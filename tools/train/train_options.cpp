@@ -482,6 +482,10 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--fit", o.fit,
                  "with --plan: list the strategies and settings whose peak fits in BYTES "
                  "(e.g. 24GiB, 80GB)");
+  app.add_option("--fit-host", o.fit_host,
+                 "with --plan --fit: list only the settings whose every rank holds at most BYTES "
+                 "of host memory outside the device's (offloaded optimizer state; e.g. the "
+                 "machine's memory over its ranks)");
 }
 
 // The defaults that depend on other flags, resolved once, here.
@@ -507,7 +511,16 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   ZRT_CHECK_ARG(o.fit.empty() || o.plan, "--fit ", o.fit, " is read by --plan only");
   ZRT_CHECK_ARG(!given(app, "--on-inconsistency") || o.trainer.check_consistency_every > 0,
                 "--on-inconsistency is read by --check-consistency N only");
+  ZRT_CHECK_ARG(o.fit_host.empty() || !o.fit.empty(), "--fit-host ", o.fit_host,
+                " is read by --plan --fit only");
   if (!o.fit.empty()) parse_byte_count(o.fit);  // a bad budget fails now, with the flag
+  if (!o.fit_host.empty()) {
+    try {
+      parse_byte_count(o.fit_host);
+    } catch (const InvalidArgument& e) {
+      ZRT_THROW(InvalidArgument, "--fit-host: ", e.what());
+    }
+  }
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
   // A FIFO, a device or a directory fails now, by its flag (Note [One rule
   // for every file zrt reads]).

@@ -58,8 +58,9 @@ struct TrainOptions {
   bool tf32 = false;               // fp32 CUDA GEMMs on TF32 tensor cores (Note [TF32 GEMMs])
   int ranks = 0;                   // >0: that many local ranks (threads) in this process
   bool plan = false;               // print the memory plan instead of training (Note [Memory plan])
-  std::string fit;  // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
-  int threads = 0;  // CPU kernel threads per rank (0: its share of the cores)
+  std::string fit;       // with plan: a memory budget, e.g. "24GiB"; list the settings that fit
+  std::string fit_host;  // with fit: each rank's host memory budget (Note [Settings that fit])
+  int threads = 0;       // CPU kernel threads per rank (0: its share of the cores)
   // files (--init-from is the trainer's)
   std::string save, metrics;
   std::string trace;  // Chrome trace per rank (T.json, or T.rank-R.json with several ranks)

@@ -78,8 +78,17 @@ Added measure(F&& fn) {
   return {peak, status_bytes("VmRSS") - before};
 }
 
-// wte padded to 4096 rows: 1.5 M elements, the largest tensor
-ModelConfig model_config() { return testing::gpt_of(12, 6, 384, 4000, 64); }
+// wte padded to 4096 rows: 1.5 M elements, the largest tensor. With
+// --gpt2-medium after the test's arguments (ctest -L soak), GPT-2 medium's
+// shape: 24 layers, 1024 wide, a vocabulary of 50304 (wte 51.5 M elements,
+// the largest), 355 M parameters.
+ModelConfig model_config() {
+  const auto& suite = boost::unit_test::framework::master_test_suite();
+  for (int i = 1; i < suite.argc; ++i)
+    if (std::string(suite.argv[i]) == "--gpt2-medium")
+      return testing::gpt_of(24, 16, 1024, 50304, 1024);
+  return testing::gpt_of(12, 6, 384, 4000, 64);
+}
 
 std::int64_t largest_tensor_bytes() {
   std::int64_t most = 0;
