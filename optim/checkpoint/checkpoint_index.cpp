@@ -66,6 +66,7 @@ std::string index_to_json(const CheckpointIndex& x) {
                        {"numel_padded", h.numel_padded},
                        {"zero1_size", h.zero1_size},
                        {"params", params}});
+    if (h.quant_block > 0) handles.back()["quant_block"] = h.quant_block;
   }
   json ranks = json::array();
   for (const RankRecord& r : x.ranks) ranks.push_back(json::parse(rank_record_to_json(r)));
@@ -244,6 +245,8 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
     const std::string where = "layout.handles[" + h.name + "]";
     h.numel_padded = r.integer(hj, "numel_padded", where, 1);
     h.zero1_size = r.int32(hj, "zero1_size", where, 1);
+    if (hj.contains("quant_block"))
+      h.quant_block = r.integer(hj, "quant_block", where, 1, std::int64_t{1} << 20);
     for (const json& pj : r.array(hj, "params", where)) {
       ParamRecord p;
       p.fqn = r.string(pj, "fqn", where + ".params[]");

@@ -97,6 +97,8 @@ struct HandleRecord {
   std::string name;
   std::int64_t numel_padded = 0;
   int zero1_size = 1;
+  // "quant_block", only when > 0 (Note [Quantization blocks within one parameter]).
+  std::int64_t quant_block = 0;
   std::vector<ParamRecord> params;
   std::int64_t shard_numel() const { return numel_padded / zero1_size; }
 };

@@ -27,6 +27,7 @@ std::vector<HandleRecord> handle_records(const ZeroModule& module) {
     r.name = h->name();
     r.numel_padded = h->layout().numel_padded();
     r.zero1_size = h->layout().zero1_size();
+    r.quant_block = h->layout().quant_block();
     for (std::size_t i = 0; i < h->num_params(); ++i)
       r.params.push_back({h->fqn(i), h->layout().params()[i].shape, h->layout().param_offset(i),
                           h->layout().params()[i].pad_rows});

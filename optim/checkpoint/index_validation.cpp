@@ -107,7 +107,13 @@ void validate_handles(const CheckpointIndex& x, const Header& hd, const std::str
       specs.push_back({p.fqn, p.shape, p.pad_rows});
     }
     // The layout rule itself, not a second copy of it: offsets and padding must be exactly its own.
-    const FlatParamLayout layout(std::move(specs), hd.dtype, h.zero1_size);
+    const FlatParamLayout layout = [&] {
+      try {
+        return FlatParamLayout(std::move(specs), hd.dtype, h.zero1_size, h.quant_block);
+      } catch (const InvalidArgument& e) {
+        refuse(source, where + ".quant_block", "is ", h.quant_block, ": ", e.what());
+      }
+    }();
     for (std::size_t i = 0; i < h.params.size(); ++i)
       if (h.params[i].offset != layout.param_offset(i))
         refuse(source, where + ".params[" + h.params[i].fqn + "].offset", "is ", h.params[i].offset,

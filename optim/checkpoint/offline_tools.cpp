@@ -71,7 +71,7 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
   for (HandleRecord& h : index.handles) {
     std::vector<optim::ParamSpec> specs;
     for (const ParamRecord& p : h.params) specs.push_back({p.fqn, p.shape, p.pad_rows});
-    layouts.emplace_back(specs, dtype, zero1_size);
+    layouts.emplace_back(specs, dtype, zero1_size, h.quant_block);
     h.numel_padded = layouts.back().numel_padded();
     h.zero1_size = zero1_size;
     for (std::size_t i = 0; i < h.params.size(); ++i)

@@ -12,6 +12,7 @@
 #include "zrt/kernels/ops/grad_accumulate.h"
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/kernels/ops/quantize.h"
+#include "zrt/kernels/ops/quantize_math.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -99,6 +100,14 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
+// The block grid of the handle's quantized collectives, 0 without one (Note
+// [Quantization blocks within one parameter]); a zero1 group of one moves nothing.
+std::int64_t quant_block_of(const FlatParamOptions& o, int zero1_size) {
+  const bool quantized =
+      o.gather.dtype == GatherDType::int8 || o.grad_reduce.dtype == ReduceDType::int8;
+  return quantized && zero1_size > 1 ? kernels::kQuantBlock : 0;
+}
+
 }  // namespace
 
 FlatParamLayout FlatParamHandle::checked_layout(const std::vector<NamedParam>& params,
@@ -112,7 +121,7 @@ FlatParamLayout FlatParamHandle::checked_layout(const std::vector<NamedParam>& p
                 "': zero1 group size ", groups.zero1->size(),
                 " is not a multiple of zero3 group size ", groups.zero3->size());
   return FlatParamLayout(flat_param_specs(params, shared, nullptr), options.param_dtype,
-                         groups.zero1->size());
+                         groups.zero1->size(), quant_block_of(options, groups.zero1->size()));
 }
 
 std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,

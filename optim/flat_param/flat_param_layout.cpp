@@ -7,7 +7,8 @@ namespace zrt::optim {
 
 namespace {
 constexpr std::int64_t kAlignmentBytes = 16;
-}
+constexpr std::int64_t kMaxQuantBlock = std::int64_t{1} << 20;
+}  // namespace
 
 Shape padded_rows_shape(const Shape& shape, std::int64_t pad_rows) {
   if (pad_rows == 0) return shape;
@@ -18,14 +19,20 @@ Shape padded_rows_shape(const Shape& shape, std::int64_t pad_rows) {
   return s;
 }
 
-FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtype, int zero1_size)
-    : params_(std::move(params)),
-      aligned_numel_(kAlignmentBytes / static_cast<std::int64_t>(dtype_size(param_dtype))),
-      zero1_size_(zero1_size) {
+FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtype, int zero1_size,
+                                 std::int64_t quant_block)
+    : params_(std::move(params)), zero1_size_(zero1_size), quant_block_(quant_block) {
   ZRT_CHECK_ARG(!params_.empty(), "a flat parameter needs at least one parameter");
   ZRT_CHECK_ARG(zero1_size_ > 0, "zero1 group size must be positive, got ", zero1_size_);
   ZRT_CHECK_ARG(is_floating(param_dtype), "compute dtype ", dtype_name(param_dtype),
                 " is not a floating dtype");
+  aligned_numel_ = kAlignmentBytes / static_cast<std::int64_t>(dtype_size(param_dtype));
+  ZRT_CHECK_ARG(
+      quant_block_ >= 0 && quant_block_ % aligned_numel_ == 0 && quant_block_ <= kMaxQuantBlock,
+      "quantization block ", quant_block_, " is not a multiple of ", aligned_numel_,
+      " elements between 0 and ", kMaxQuantBlock);
+  // Note [Quantization blocks within one parameter]
+  const std::int64_t param_align = quant_block_ > 0 ? quant_block_ : aligned_numel_;
   std::set<std::string> seen;
   std::int64_t total = 0;
   auto pad_to = [&](std::int64_t multiple) {
@@ -41,7 +48,7 @@ FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtyp
     ZRT_CHECK_ARG(p.pad_rows >= 0 && (p.pad_rows == 0 || !p.shape.empty()), "parameter '", p.fqn,
                   "' ", shape_str(p.shape), " cannot have ", p.pad_rows, " padded rows");
     std::int64_t n = p.numel();
-    pad_to(aligned_numel_);
+    pad_to(param_align);
     param_offsets_.push_back(total);
     segments_.push_back({total, n, false, static_cast<int>(i)});
     total += n;
@@ -51,12 +58,13 @@ FlatParamLayout::FlatParamLayout(std::vector<ParamSpec> params, DType param_dtyp
       total += rows;
     }
   }
-  pad_to(zero1_size_);
-  // A unit of zero-size parameters still gets one element per rank, so every
+  const std::int64_t shards_multiple = std::max<std::int64_t>(quant_block_, 1) * zero1_size_;
+  pad_to(shards_multiple);
+  // A unit of zero-size parameters still gets elements on every rank, so every
   // shard is non-empty and collectives see equal, positive sizes.
   if (total == 0) {
-    segments_.push_back({0, zero1_size_, true, -1});
-    total = zero1_size_;
+    segments_.push_back({0, shards_multiple, true, -1});
+    total = shards_multiple;
   }
   numel_padded_ = total;
 }

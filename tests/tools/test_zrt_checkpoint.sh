@@ -38,6 +38,10 @@ bit_exact "local ranks, layer-zero bf16 micro-batches" "$train" --ranks 4 --stra
   --dtype bf16 --micro-batches 2
 bit_exact "local ranks, layer-zero bf16, int8 gather" "$train" --ranks 4 --strategy layer-zero --zero3-size 2 \
   --dtype bf16 --gather-dtype int8
+# Note [Quantization blocks within one parameter]: its layout starts each parameter on the block grid.
+grep -q '"quant_block": *256' "$dir/ck/step-000010/index.json" && "$ckpt" verify "$dir/ck/step-000010" > /dev/null &&
+  ok "an int8-gather checkpoint records quant_block 256 and verifies" ||
+  fail "an int8-gather checkpoint's quant_block"
 # The gather dtype is a run setting, not state: that int8 run's checkpoint resumes without it.
 run "${common[@]}" --ranks 4 --strategy layer-zero --zero3-size 2 --dtype bf16 --resume "$dir/ck/step-000010" &&
   ok "an int8-gather checkpoint resumes with the compute-dtype gather" ||

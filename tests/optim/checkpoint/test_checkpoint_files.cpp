@@ -35,7 +35,7 @@ CheckpointIndex save_layout(const std::string& root, const std::vector<optim::Pa
   index.strategy = "full";
   index.zero3_size = world;
   index.dtype = "f32";
-  HandleRecord h{"unit", layout.numel_padded(), world, {}};
+  HandleRecord h{"unit", layout.numel_padded(), world, 0, {}};
   for (std::size_t i = 0; i < specs.size(); ++i)
     h.params.push_back({specs[i].fqn, specs[i].shape, layout.param_offset(i)});
   index.handles = {h};

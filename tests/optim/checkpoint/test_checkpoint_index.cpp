@@ -343,6 +343,12 @@ std::vector<Lie> lies() {
          return true;
        },
        {"layout.handles[embed].numel_padded is", "pads to"}},
+      {"a quantization block that is not a multiple of the alignment",
+       [](json& x) { return x["layout"]["handles"][1]["quant_block"] = 6, true; },
+       {"layout.handles[block].quant_block is 6"}},
+      {"a quantization block the offsets do not follow",
+       [](json& x) { return x["layout"]["handles"][1]["quant_block"] = 256, true; },
+       {"layout.handles[block].params[", "puts it at"}},
       {"zero1_size changed",
        [](json& x) { return add(x["layout"]["handles"][1]["zero1_size"], 1), true; },
        {"layout.handles[block].zero1_size is"}},

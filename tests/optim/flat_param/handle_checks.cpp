@@ -1,5 +1,6 @@
 #include "tests/optim/flat_param/handle_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -20,14 +21,16 @@ struct Params {
   std::vector<std::vector<double>> values;  // per primary parameter
 };
 
-// Fresh tensors with the same seeded values on every rank.
-Params make_params(unsigned seed) {
+// Fresh tensors with the same seeded values on every rank; parameter i's
+// standard deviation is scale[i] (1 where not given).
+Params make_params(unsigned seed, const std::vector<double>& scale = {}) {
   Params p;
   std::mt19937 gen(seed);
   std::normal_distribution<double> dist(0.0, 1.0);
   for (std::size_t i = 0; i < kShapes.size(); ++i) {
     std::vector<double> v(static_cast<std::size_t>(shape_numel(kShapes[i])));
-    for (auto& x : v) x = static_cast<float>(dist(gen));
+    const double s = i < scale.size() ? scale[i] : 1.0;
+    for (auto& x : v) x = static_cast<float>(s * dist(gen));
     p.values.push_back(v);
     p.named.push_back({"layer" + std::to_string(i), "weight",
                        Tensor::from_doubles(v, DType::f32, Device::cpu(), kShapes[i])});
@@ -50,9 +53,23 @@ optim::FlatParamOptions options_for(const optim::StrategyPlan& plan, DType param
 double rounded(double x, DType t) { return Tensor::from_doubles({x}, t).item(0); }
 
 // A small integer gradient for (rank, micro-batch, parameter, element): sums are exact.
+// Gradients of magnitudes 2^-6 to 2^6 side by side (Note [Quantization
+// blocks within one parameter]); powers of two keep every sum exact.
 double grad_value(int rank, int micro, std::size_t param, std::int64_t e) {
-  return static_cast<double>(
-      ((rank + 1) * 5 + micro * 3 + static_cast<int>(param) * 11 + e * 7) % 17 - 8);
+  constexpr double kScale[] = {1.0, 0x1p6, 0x1p-6, 1.0, 0x1p-3};
+  return kScale[param % 5] *
+         static_cast<double>(
+             ((rank + 1) * 5 + micro * 3 + static_cast<int>(param) * 11 + e * 7) % 17 - 8);
+}
+
+// [first, end) of the quantization block of flat element f of parameter i:
+// its 256 elements of f's zero1 chunk, of parameter i only (Note
+// [Quantization blocks within one parameter]: no other parameter shares it).
+std::pair<std::int64_t, std::int64_t> own_block(const optim::FlatParamLayout& l, int w1,
+                                                std::size_t i, std::int64_t f) {
+  const std::int64_t n1 = l.shard_numel(w1), grid = f - (f % n1) % 256;
+  return {std::max(grid, l.param_offset(i)),
+          std::min({grid + 256, (f / n1 + 1) * n1, l.param_offset(i) + shape_numel(kShapes[i])})};
 }
 
 }  // namespace
@@ -114,10 +131,9 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
   ZRT_EXPECT(h.reduces_quantized() == (reduce == optim::ReduceDType::int8 && w1 > 1), "rank ",
              world->rank());
   // Every rank's quantization error bound of flat element f: half the scale of
-  // f's block (256 elements of its zero1 chunk) of the rank's fp32 gradient,
-  // summed over the ranks (Note [Quantized gradient reduce-scatter]).
+  // f's block (own_block) of the rank's fp32 gradient, summed over the ranks
+  // (Note [Quantized gradient reduce-scatter]).
   const optim::FlatParamLayout& l = h.layout();
-  const std::int64_t n1 = l.shard_numel(w1);
   std::vector<std::vector<double>> rank_grads;  // each rank's flat fp32 gradient of a step
   for (int r = 0; r < world->size() && h.reduces_quantized(); ++r) {
     rank_grads.emplace_back(static_cast<std::size_t>(l.numel_padded()), 0.0);
@@ -128,8 +144,7 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
               grad_value(r, m, i, k);
   }
   auto quantization_bound = [&](std::size_t param, std::int64_t e) {
-    const std::int64_t f = l.param_offset(param) + e;
-    const std::int64_t first = f - (f % n1) % 256, end = std::min(first + 256, (f / n1 + 1) * n1);
+    const auto [first, end] = own_block(l, w1, param, l.param_offset(param) + e);
     double bound = 0;
     for (const std::vector<double>& g : rank_grads) {
       double amax = 0;
@@ -197,7 +212,9 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
 void check_quantized_gather(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
                             DType param_dtype) {
   optim::StrategyPlan plan = optim::plan_strategy(strategy, world, zero3_size);
-  Params p = make_params(7);
+  // Magnitudes 1e-2 to 1e2 side by side, as a LayerNorm weight and bias are
+  // (Note [Quantization blocks within one parameter]).
+  Params p = make_params(7, {1.0, 100.0, 0.01, 1.0, 0.1});
   optim::FlatParamOptions o = options_for(plan, param_dtype, std::make_shared<CountingAllocator>());
   o.gather.dtype = optim::GatherDType::int8;
   optim::FlatParamHandle h(p.named, plan.groups, o);
@@ -209,10 +226,9 @@ void check_quantized_gather(const CommPtr& world, optim::ShardingStrategy strate
   for (std::size_t i = 0; i < kShapes.size(); ++i)
     for (std::size_t e = 0; e < p.values[i].size(); ++e)
       flat[static_cast<std::size_t>(l.param_offset(i)) + e] = p.values[i][e];
-  // Each element's block: 256 elements of its zero1 chunk; the scale max|x| / 127.
-  const std::int64_t n1 = l.shard_numel(w1);
-  auto scale_of = [&](std::int64_t f) {
-    const std::int64_t first = f - (f % n1) % 256, end = std::min(first + 256, (f / n1 + 1) * n1);
+  // Each element's scale: max|x| / 127 over its block (own_block).
+  auto scale_of = [&](std::size_t i, std::int64_t f) {
+    const auto [first, end] = own_block(l, w1, i, f);
     double amax = 0;
     for (std::int64_t k = first; k < end; ++k)
       amax = std::max(amax, std::fabs(flat[static_cast<std::size_t>(k)]));
@@ -234,7 +250,7 @@ void check_quantized_gather(const CommPtr& world, optim::ShardingStrategy strate
         const double x = p.values[i][e];
         const double bound =
             w1 == 1 ? std::fabs(rounded(x, param_dtype) - x)
-                    : scale_of(l.param_offset(i) + std::int64_t(e)) / 2 * (1 + 0x1p-20) +
+                    : scale_of(i, l.param_offset(i) + std::int64_t(e)) / 2 * (1 + 0x1p-20) +
                           out_eps * std::fabs(got[e]);
         ZRT_EXPECT(std::fabs(got[e] - x) <= bound, "param ", i, " element ", e, ": ", x,
                    " gathered as ", got[e], ", more than ", bound, " away (rank ", world->rank(),

@@ -1,5 +1,6 @@
 // optim::FlatParamLayout against hand-worked examples and against an element-by-element
-// model of Note [Flat parameter layout] for many shapes, group sizes and dtypes.
+// model of Note [Flat parameter layout] (and Note [Quantization blocks within one
+// parameter]) for many shapes, group sizes, dtypes and quantization blocks.
 #include <boost/test/unit_test.hpp>
 #include <random>
 
@@ -110,8 +111,20 @@ BOOST_AUTO_TEST_CASE(matches_elementwise_model) {
     }
     for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
       for (int w1 = 1; w1 <= 8; ++w1) {
-        optim::FlatParamLayout l(specs(shapes), dt, w1);
-        auto model = elementwise_model(shapes, 16 / static_cast<std::int64_t>(dtype_size(dt)), w1);
+        const std::int64_t qb = trial % 2 ? 16 : 0;  // a quantization block, or none
+        optim::FlatParamLayout l(specs(shapes), dt, w1, qb);
+        BOOST_REQUIRE(l.quant_block() == qb);
+        auto model = qb > 0 ? elementwise_model(shapes, qb, static_cast<int>(qb) * w1)
+                            : elementwise_model(shapes, 16 / std::int64_t(dtype_size(dt)), w1);
+        // With a block grid, zero1 shards start on it and every block holds one parameter at most.
+        BOOST_REQUIRE((qb == 0 || model.size() / w1 % qb == 0));
+        int block_param = -1;
+        for (std::size_t e = 0; qb > 0 && e < model.size(); ++e) {
+          if (e % qb == 0) block_param = -1;
+          if (model[e].param < 0) continue;
+          BOOST_REQUIRE((block_param < 0 || block_param == model[e].param));
+          block_param = model[e].param;
+        }
         BOOST_REQUIRE(l.numel_padded() == static_cast<std::int64_t>(model.size()));
         auto mask = l.padding_mask();
         for (std::size_t e = 0; e < model.size(); ++e)
@@ -161,12 +174,30 @@ BOOST_AUTO_TEST_CASE(parameters_smaller_than_the_world) {
   BOOST_TEST(holders == 2);
 }
 
+// Note [Quantization blocks within one parameter]: a 128-element LayerNorm
+// weight and its bias no longer share a 256-element block, and each zero1
+// shard starts on the grid.
+BOOST_AUTO_TEST_CASE(quantization_blocks) {
+  const std::vector<Shape> shapes = {{128}, {128}, {3, 37}, {5}};
+  optim::FlatParamLayout plain(specs(shapes), DType::bf16, 3);
+  BOOST_TEST(plain.param_offset(1) == 128);
+  optim::FlatParamLayout l(specs(shapes), DType::bf16, 3, 256);
+  BOOST_TEST(l.param_offset(0) == 0);
+  BOOST_TEST(l.param_offset(1) == 256);
+  BOOST_TEST(l.param_offset(2) == 512);
+  BOOST_TEST(l.param_offset(3) == 768);
+  BOOST_TEST(l.numel_padded() == 3 * 256 * 2);  // 773 elements, padded to 256 x 3 ranks
+  BOOST_TEST(l.shard_numel(3) == 512);
+}
+
 BOOST_AUTO_TEST_CASE(bad_input) {
   BOOST_CHECK_THROW(optim::FlatParamLayout({}, DType::f32, 2), InvalidArgument);
   BOOST_CHECK_THROW(optim::FlatParamLayout(specs({{2}}), DType::f32, 0), InvalidArgument);
   BOOST_CHECK_THROW(optim::FlatParamLayout(specs({{2}}), DType::i32, 1), InvalidArgument);
   BOOST_CHECK_THROW(optim::FlatParamLayout({{"a", {2}}, {"a", {3}}}, DType::f32, 1),
                     InvalidArgument);
+  BOOST_CHECK_THROW(optim::FlatParamLayout(specs({{2}}), DType::f32, 1, -4), InvalidArgument);
+  BOOST_CHECK_THROW(optim::FlatParamLayout(specs({{2}}), DType::bf16, 1, 12), InvalidArgument);
   optim::FlatParamLayout l(specs({{5}}), DType::f32, 4);
   BOOST_CHECK_THROW(l.shard_infos(0, 3), InvalidArgument);
   BOOST_CHECK_THROW(l.shard_infos(4, 4), InvalidArgument);
