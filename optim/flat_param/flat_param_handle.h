@@ -184,8 +184,8 @@ struct NamedParam {
 };
 
 // What a gradient reduce-scatter moves: the fp32 gradient cast to f32, bf16
-// or f16, or quantized to int8 (Note [Quantized gradient reduce-scatter]).
-enum class ReduceDType : std::uint8_t { f32, bf16, f16, int8 };
+// or f16, or quantized to int8 or int4 (Note [Quantized gradient reduce-scatter]).
+enum class ReduceDType : std::uint8_t { f32, bf16, f16, int8, int4 };
 const char* reduce_dtype_name(ReduceDType t);
 
 // How a flat parameter's gradient is synchronised across ranks. Declared
@@ -273,7 +273,7 @@ class FlatParamHandle {
   const Tensor& zero3_shard() const { return zero3_shard_; }
   // The gathers move quantized chunks (gather.dtype int8 over a zero1 group of several).
   bool gathers_quantized() const { return gathers_quantized_; }
-  // The gradient reduce-scatter moves quantized chunks (grad_reduce.dtype int8, the same).
+  // The gradient reduce-scatter moves quantized chunks (grad_reduce.dtype int8 or int4, the same).
   bool reduces_quantized() const { return reduces_quantized_; }
   // Bytes one rank contributes to a gather over zero1 (what each gather
   // moves per rank of the group): a quantized chunk, or the compute dtype's.
@@ -379,7 +379,7 @@ class FlatParamHandle {
   }
   void accumulate_runtime_grad();
   void reduce_grads();
-  // reduce_grads()'s reduce-scatter in int8 (Note [Quantized gradient reduce-scatter]).
+  // reduce_grads()'s reduce-scatter in int8 or int4 (Note [Quantized gradient reduce-scatter]).
   void reduce_scatter_quantized(Stream comm);
 
   FlatParamOptions options_;

@@ -31,7 +31,8 @@ const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flag
       {"fp32", optim::ReduceDType::f32},
       {"bf16", optim::ReduceDType::bf16},
       {"fp16", optim::ReduceDType::f16},
-      {"int8", optim::ReduceDType::int8}};
+      {"int8", optim::ReduceDType::int8},
+      {"int4", optim::ReduceDType::int4}};
   return flags;
 }
 

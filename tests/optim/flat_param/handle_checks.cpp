@@ -111,11 +111,13 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
   optim::FlatParamHandle h(p.named, plan.groups, o);
   const std::size_t sharded_bytes = alloc->stats().allocated;
   const int w1 = plan.groups.zero1->size();
-  ZRT_EXPECT(h.reduces_quantized() == (reduce == optim::ReduceDType::int8 && w1 > 1), "rank ",
-             world->rank());
-  // Every rank's quantization error bound of flat element f: half the scale of
-  // f's block (256 elements of its zero1 chunk) of the rank's fp32 gradient,
-  // summed over the ranks (Note [Quantized gradient reduce-scatter]).
+  const bool quantized = reduce == optim::ReduceDType::int8 || reduce == optim::ReduceDType::int4;
+  ZRT_EXPECT(h.reduces_quantized() == (quantized && w1 > 1), "rank ", world->rank());
+  // Every rank's quantization error bound of flat element f: half the scale
+  // (max|x| / 127, int4: / 7) of f's block (256 elements of its zero1 chunk)
+  // of the rank's fp32 gradient, summed over the ranks (Note [Quantized
+  // gradient reduce-scatter]).
+  const double q_max = reduce == optim::ReduceDType::int4 ? 7 : 127;
   const optim::FlatParamLayout& l = h.layout();
   const std::int64_t n1 = l.shard_numel(w1);
   std::vector<std::vector<double>> rank_grads;  // each rank's flat fp32 gradient of a step
@@ -135,7 +137,7 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
       double amax = 0;
       for (std::int64_t k = first; k < end; ++k)
         amax = std::max(amax, std::fabs(g[static_cast<std::size_t>(k)]));
-      bound += amax / 127 / 2 * (1 + 0x1p-20);
+      bound += amax / q_max / 2 * (1 + 0x1p-20);
     }
     return bound;
   };
