@@ -45,6 +45,20 @@ void check_quantized(const char* op, const Tensor& q, const Tensor& x, std::int6
                 " quantize to ", want, " bytes, not ", q.numel());
 }
 
+// The checked operands of quantize (q = dst, x = src) or dequantize (the
+// reverse): the device, the chunk count and the format's bits.
+struct QuantCall {
+  Device device;
+  std::int64_t chunks;
+  int bits;
+};
+QuantCall check_quant_call(const char* op, const Tensor& q, const Tensor& x, std::int64_t chunk,
+                           QuantFormat f, Stream stream) {
+  const Device device = check_operands(op, {q, x}, stream);
+  check_quantized(op, q, x, chunk, f);
+  return {device, chunk_count(op, x.numel(), chunk), format_bits(f)};
+}
+
 // Block b (of `blocks` per chunk) of every chunk: its elements [first, end) of x.
 struct BlockSpan {
   std::int64_t chunk, block, first, end;
@@ -140,20 +154,17 @@ std::int64_t quantized_bytes(std::int64_t numel, std::int64_t chunk_numel, Quant
 void quantize(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel, QuantFormat format,
               Stream stream) {
   const char* op = op_name(format, "quantize_int8", "quantize_int4");
-  const Device device = check_operands(op, {dst, src}, stream);
-  check_quantized(op, dst, src, chunk_numel, format);
-  const std::int64_t chunks = chunk_count(op, src.numel(), chunk_numel);
-  if (chunks == 0) return;
+  const QuantCall c = check_quant_call(op, dst, src, chunk_numel, format, stream);
+  if (c.chunks == 0) return;
   auto* d = static_cast<std::uint8_t*>(dst.data_ptr());
-  const int bits = format_bits(format);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, device,
-                             cuda::launch_quantize(d, src.data_ptr(), src.dtype(), chunks,
-                                                   chunk_numel, bits, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [d, s = src.data_ptr(), t = src.dtype(), chunks, chunk_numel, bits] {
-    with_quant_bits(bits, [&](auto b) {
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device,
+                             cuda::launch_quantize(d, src.data_ptr(), src.dtype(), c.chunks,
+                                                   chunk_numel, c.bits, cuda_stream(stream)));
+  run_cpu_twin(stream, op, [d, s = src.data_ptr(), t = src.dtype(), c, chunk_numel] {
+    with_quant_bits(c.bits, [&](auto b) {
       dispatch<StorageFloats>(t, "quantize", [&](auto tag) {
         using S = typename decltype(tag)::type;
-        quantize_cpu<decltype(b)::value>(d, static_cast<const S*>(s), chunks, chunk_numel);
+        quantize_cpu<decltype(b)::value>(d, static_cast<const S*>(s), c.chunks, chunk_numel);
       });
     });
   });
@@ -162,20 +173,17 @@ void quantize(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel, Qu
 void dequantize(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel, QuantFormat format,
                 Stream stream) {
   const char* op = op_name(format, "dequantize_int8", "dequantize_int4");
-  const Device device = check_operands(op, {dst, src}, stream);
-  check_quantized(op, src, dst, chunk_numel, format);
-  const std::int64_t chunks = chunk_count(op, dst.numel(), chunk_numel);
-  if (chunks == 0) return;
+  const QuantCall c = check_quant_call(op, src, dst, chunk_numel, format, stream);
   const auto* s = static_cast<const std::uint8_t*>(src.data_ptr());
-  const int bits = format_bits(format);
-  ZRT_CUDA_LAUNCH_AND_RETURN(op, device,
-                             cuda::launch_dequantize(dst.data_ptr(), dst.dtype(), s, chunks,
-                                                     chunk_numel, bits, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [d = dst.data_ptr(), t = dst.dtype(), s, chunks, chunk_numel, bits] {
-    with_quant_bits(bits, [&](auto b) {
+  if (c.chunks == 0) return;
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device,
+                             cuda::launch_dequantize(dst.data_ptr(), dst.dtype(), s, c.chunks,
+                                                     chunk_numel, c.bits, cuda_stream(stream)));
+  run_cpu_twin(stream, op, [d = dst.data_ptr(), t = dst.dtype(), s, c, chunk_numel] {
+    with_quant_bits(c.bits, [&](auto b) {
       dispatch<StorageFloats>(t, "dequantize", [&](auto tag) {
         using D = typename decltype(tag)::type;
-        dequantize_cpu<decltype(b)::value>(static_cast<D*>(d), s, chunks, chunk_numel);
+        dequantize_cpu<decltype(b)::value>(static_cast<D*>(d), s, c.chunks, chunk_numel);
       });
     });
   });

@@ -53,13 +53,18 @@
 // qgZ) the fp32 gradient is quantized in its zero1 chunks (Note [Blockwise
 // int8 quantization]), chunk r going to rank r in one all_to_all, and each
 // rank dequantizes the chunks it received and adds them in rank order in
-// fp32 (dequantize_sum_int8), dividing once for avg. A ring reduce-scatter
+// fp32 (dequantize_sum), dividing once for avg. int4 is the same with 4-bit
+// values (Note [Blockwise int4 quantization]): each zero1 chunk is packed
+// on its own in whole bytes, so chunk r is still a contiguous 1/W of the
+// buffer, and the scale max|x| / 7 makes the bound below 127/7 = 18x
+// wider, for 0.516 bytes an element. A ring reduce-scatter
 // in int8 would requantize partial sums at every hop; here every rank's
 // gradient is quantized once and no rank sums quantized values twice, so
 // the error of an element is at most the sum over ranks of half their
 // block's scale. The exchange moves 1.016 bytes an element (W - 1 chunks
 // out and in), against 4 (fp32) or 2 (bf16). Replica all-reduces (hybrid)
-// stay fp32, and a zero1 group of one reduces nothing: there int8 is fp32.
+// stay fp32, and a zero1 group of one reduces nothing: there int8 and int4
+// are fp32.
 //
 // Note [Master in host memory]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
