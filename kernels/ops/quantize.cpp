@@ -63,19 +63,20 @@ QuantCall check_quant_call(const char* op, const Tensor& q, const Tensor& x, std
 struct BlockSpan {
   std::int64_t chunk, block, first, end;
 };
+template <int Bits>
 BlockSpan block_span(std::int64_t index, std::int64_t blocks, std::int64_t chunk) {
   const std::int64_t c = index / blocks, b = index % blocks;
-  const std::int64_t first = c * chunk + b * kQuantBlock;
-  return {c, b, first, std::min(first + kQuantBlock, (c + 1) * chunk)};
+  const std::int64_t first = c * chunk + b * kQuantBlockOf<Bits>;
+  return {c, b, first, std::min(first + kQuantBlockOf<Bits>, (c + 1) * chunk)};
 }
 
 template <int Bits, class S>
 void quantize_cpu(std::uint8_t* dst, const S* src, std::int64_t chunks, std::int64_t chunk) {
   constexpr int kPerByte = 8 / Bits;
-  const std::int64_t blocks = quant_blocks(chunk), bytes = quantized_chunk_bytes<Bits>(chunk);
+  const std::int64_t blocks = quant_blocks<Bits>(chunk), bytes = quantized_chunk_bytes<Bits>(chunk);
   parallel_for(chunks * blocks, 4, [=](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t i = lo; i < hi; ++i) {
-      const BlockSpan s = block_span(i, blocks, chunk);
+      const BlockSpan s = block_span<Bits>(i, blocks, chunk);
       float amax = 0.0f;
       for (std::int64_t j = s.first; j < s.end; ++j)
         amax = fmaxf(amax, quant_magnitude(to_f32(src[j])));
@@ -99,10 +100,10 @@ void quantize_cpu(std::uint8_t* dst, const S* src, std::int64_t chunks, std::int
 
 template <int Bits, class D>
 void dequantize_cpu(D* dst, const std::uint8_t* src, std::int64_t chunks, std::int64_t chunk) {
-  const std::int64_t blocks = quant_blocks(chunk), bytes = quantized_chunk_bytes<Bits>(chunk);
+  const std::int64_t blocks = quant_blocks<Bits>(chunk), bytes = quantized_chunk_bytes<Bits>(chunk);
   parallel_for(chunks * blocks, 4, [=](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t i = lo; i < hi; ++i) {
-      const BlockSpan s = block_span(i, blocks, chunk);
+      const BlockSpan s = block_span<Bits>(i, blocks, chunk);
       const std::uint8_t* q = src + s.chunk * bytes;
       const std::int64_t base = s.chunk * chunk;
       for (std::int64_t j = s.first; j < s.end; ++j)

@@ -17,7 +17,6 @@
 
 using namespace zrt;
 using namespace zrt::test;
-using kernels::kQuantBlock;
 using kernels::QuantFormat;
 
 namespace {
@@ -25,6 +24,11 @@ namespace {
 const QuantFormat kFormats[] = {QuantFormat::int8, QuantFormat::int4};
 
 double max_value(QuantFormat f) { return f == QuantFormat::int8 ? 127 : 7; }
+// Elements a block: 256 (int8) or kInt4Block (int4).
+std::int64_t block_of(QuantFormat f) { return f == QuantFormat::int8 ? 256 : kernels::kInt4Block; }
+std::int64_t blocks_of(std::int64_t chunk, QuantFormat f) {
+  return (chunk + block_of(f) - 1) / block_of(f);
+}
 
 std::int64_t chunk_bytes(std::int64_t chunk, QuantFormat f) {
   return kernels::quantized_bytes(chunk, chunk, f);
@@ -58,7 +62,7 @@ float scale_at(const Tensor& bytes, std::int64_t chunk, std::int64_t c, std::int
 int value_at(const Tensor& bytes, std::int64_t chunk, std::int64_t c, std::int64_t j,
              QuantFormat f) {
   const auto* p = static_cast<const std::uint8_t*>(bytes.data_ptr()) + c * chunk_bytes(chunk, f) +
-                  4 * kernels::quant_blocks(chunk);
+                  4 * blocks_of(chunk, f);
   if (f == QuantFormat::int8) return static_cast<std::int8_t>(p[j]);
   const int nibble = j % 2 ? p[j / 2] >> 4 : p[j / 2] & 15;
   return nibble >= 8 ? nibble - 16 : nibble;
@@ -69,11 +73,11 @@ int value_at(const Tensor& bytes, std::int64_t chunk, std::int64_t c, std::int64
 void check_bound(const Tensor& x, const Quantized& q, std::int64_t chunk, QuantFormat f,
                  double out_eps) {
   const std::vector<double> v = x.to_doubles(), dq = q.values.to_doubles();
-  const std::int64_t chunks = x.numel() / chunk, blocks = kernels::quant_blocks(chunk);
+  const std::int64_t chunks = x.numel() / chunk, blocks = blocks_of(chunk, f), B = block_of(f);
   for (std::int64_t c = 0; c < chunks; ++c) {
     for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t first = c * chunk + b * kQuantBlock;
-      const std::int64_t end = std::min(first + kQuantBlock, (c + 1) * chunk);
+      const std::int64_t first = c * chunk + b * B;
+      const std::int64_t end = std::min(first + B, (c + 1) * chunk);
       double amax = 0;
       for (std::int64_t i = first; i < end; ++i) amax = std::max(amax, std::fabs(v[i]));
       const double s = scale_at(q.bytes, chunk, c, b, f), m = max_value(f);
@@ -81,7 +85,7 @@ void check_bound(const Tensor& x, const Quantized& q, std::int64_t chunk, QuantF
                             "chunk " << c << " block " << b << ": scale " << s << ", max|x|/" << m
                                      << " " << amax / m);
       int top = 0;
-      for (std::int64_t j = b * kQuantBlock; j < (b + 1) * kQuantBlock; ++j) {
+      for (std::int64_t j = b * B; j < (b + 1) * B; ++j) {
         const int qv = value_at(q.bytes, chunk, c, j, f);
         BOOST_REQUIRE(qv >= -m && qv <= m);
         top = std::max(top, std::abs(qv));
@@ -89,7 +93,9 @@ void check_bound(const Tensor& x, const Quantized& q, std::int64_t chunk, QuantF
       }
       if (amax > 0) BOOST_REQUIRE_EQUAL(top, m);  // the block's maximum uses the full range
       for (std::int64_t i = first; i < end; ++i) {
-        const double bound = s / 2 * (1 + 0x1p-20) + out_eps * std::fabs(dq[i]);
+        // s is rounded to fp32: where x / s is a tie (x = max|x| / 2 in
+        // int8) q·s may miss x by s/2 plus q ulps of s.
+        const double bound = s / 2 + m * s * 0x1p-22 + out_eps * std::fabs(dq[i]);
         BOOST_REQUIRE_MESSAGE(std::fabs(v[i] - dq[i]) <= bound,
                               "element " << i << ": " << v[i] << " dequantizes to " << dq[i]
                                          << ", more than " << bound << " away");
@@ -126,12 +132,13 @@ BOOST_AUTO_TEST_CASE(zero_blocks_stay_zero) {
   auto gen = fresh_generator();
   const std::int64_t chunk = 600;
   for (const QuantFormat f : kFormats) {
+    const std::int64_t B = block_of(f);
     Tensor x = random_tensor(2 * chunk, DType::f32, gen);
-    for (std::int64_t i = chunk + 256; i < chunk + 512; ++i)
+    for (std::int64_t i = chunk + B; i < chunk + 2 * B; ++i)
       x.set_item(i, 0.0);  // block 1 of chunk 1
     const Quantized q = round_trip(x, chunk, f);
     BOOST_REQUIRE_EQUAL(scale_at(q.bytes, chunk, 1, 1, f), 0.0f);
-    for (std::int64_t i = chunk + 256; i < chunk + 512; ++i)
+    for (std::int64_t i = chunk + B; i < chunk + 2 * B; ++i)
       BOOST_REQUIRE_EQUAL(q.values.item(i), 0.0);
     check_bound(x, q, chunk, f, 0);
     // A chunk of zeros only.
@@ -142,7 +149,7 @@ BOOST_AUTO_TEST_CASE(zero_blocks_stay_zero) {
 
 BOOST_AUTO_TEST_CASE(non_finite_values_turn_their_block_into_nan) {
   auto gen = fresh_generator();
-  const std::int64_t chunk = 700;  // blocks [0, 256), [256, 512), [512, 700) of each chunk
+  const std::int64_t chunk = 700;  // int8: blocks [0, 256), [256, 512), [512, 700) of each chunk
   for (const QuantFormat f : kFormats)
     for (const double bad : {double(NAN), double(INFINITY), -double(INFINITY)}) {
       Tensor x = random_tensor(2 * chunk, DType::f32, gen);
@@ -150,7 +157,8 @@ BOOST_AUTO_TEST_CASE(non_finite_values_turn_their_block_into_nan) {
       for (const DType out : {DType::f32, DType::bf16}) {
         const Quantized q = round_trip(x, chunk, f, out);
         for (std::int64_t i = 0; i < x.numel(); ++i) {
-          const bool in_block = i >= chunk + 256 && i < chunk + 512;
+          const std::int64_t first = chunk + 300 / block_of(f) * block_of(f);
+          const bool in_block = i >= first && i < first + block_of(f);
           BOOST_REQUIRE_MESSAGE(std::isnan(q.values.item(i)) == in_block,
                                 kernels::quant_format_name(f)
                                     << ": element " << i << " is " << q.values.item(i) << " with "
@@ -177,14 +185,15 @@ BOOST_AUTO_TEST_CASE(int4_packs_two_values_a_byte_low_nibble_first) {
   const std::vector<double> x = {7, -7, 1, -1, 0, 3.5, 2.5, -3.5, -0.5, 6.6, 5};
   const Quantized q =
       round_trip(Tensor::from_doubles(x, DType::f32), std::int64_t(x.size()), QuantFormat::int4);
-  BOOST_REQUIRE_EQUAL(q.bytes.numel(), 4 + 128);
+  const std::int64_t values = kernels::kInt4Block / 2;
+  BOOST_REQUIRE_EQUAL(q.bytes.numel(), 4 + values);
   BOOST_REQUIRE_EQUAL(scale_at(q.bytes, 11, 0, 0, QuantFormat::int4), 1.0f);
   const auto* p = static_cast<const std::uint8_t*>(q.bytes.data_ptr()) + 4;
   const std::vector<int> want = {0x97, 0xf1, 0x40, 0xc2, 0x70, 0x05};  // (7,-7) (1,-1) (0,4) ...
   for (std::size_t k = 0; k < want.size(); ++k)
     BOOST_REQUIRE_MESSAGE(p[k] == want[k],
                           "byte " << k << " is " << int(p[k]) << ", not " << want[k]);
-  for (std::int64_t k = std::int64_t(want.size()); k < 128; ++k)
+  for (std::int64_t k = std::int64_t(want.size()); k < values; ++k)
     BOOST_REQUIRE_EQUAL(int(p[k]), 0);  // padding
   const std::vector<double> back = {7, -7, 1, -1, 0, 4, 2, -4, 0, 7, 5};
   BOOST_REQUIRE(q.values.to_doubles() == back);
@@ -196,7 +205,7 @@ BOOST_AUTO_TEST_CASE(every_chunk_is_packed_on_its_own) {
   // all_to_all of Note [Quantized gradient reduce-scatter] needs.
   auto gen = fresh_generator();
   for (const QuantFormat f : kFormats)
-    for (const std::int64_t chunk : {1, 5, 257, 1031}) {
+    for (const std::int64_t chunk : {1, 5, 63, 65, 257, 1031}) {
       const std::int64_t chunks = 3, bytes = chunk_bytes(chunk, f);
       const Tensor x = random_tensor(chunks * chunk, DType::f32, gen);
       const Quantized all = round_trip(x, chunk, f);
@@ -234,7 +243,8 @@ BOOST_AUTO_TEST_CASE(sum_of_chunks_in_chunk_order) {
             for (std::int64_t c = 0; c < chunks; ++c) {
               want = want + static_cast<float>(dq[c * n + j]);
               exact += v[c * n + j];
-              bound += scale_at(q.bytes, n, c, j / kQuantBlock, f) / 2 * (1 + 0x1p-20);
+              const double s = scale_at(q.bytes, n, c, j / block_of(f), f);
+              bound += s / 2 + max_value(f) * s * 0x1p-22;
             }
             want = want / static_cast<float>(divisor);
             BOOST_REQUIRE_EQUAL(sum.item(j), double(want));
@@ -251,7 +261,7 @@ BOOST_AUTO_TEST_CASE(sum_of_chunks_in_chunk_order) {
                     InvalidArgument);
   BOOST_CHECK_THROW(
       kernels::dequantize_sum(out, Tensor::empty({260}, DType::u8), 1, 1, QuantFormat::int4),
-      InvalidArgument);  // 132 bytes a chunk of 5 in int4
+      InvalidArgument);  // 4 + kInt4Block / 2 bytes a chunk of 5 in int4
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
@@ -266,7 +276,11 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
   BOOST_CHECK_THROW(kernels::dequantize_int8(Tensor::empty({10}, DType::i32), q, 5),
                     InvalidArgument);
   BOOST_CHECK_EQUAL(kernels::quantized_bytes(0, 0), 0);
-  BOOST_CHECK_EQUAL(kernels::quantized_bytes(10, 5, QuantFormat::int4), 2 * 132);
+  const std::int64_t int4_block = 4 + kernels::kInt4Block / 2;  // bytes
+  BOOST_CHECK_EQUAL(kernels::quantized_bytes(10, 5, QuantFormat::int4), 2 * int4_block);
+  BOOST_CHECK_EQUAL(kernels::quantized_bytes(2 * (kernels::kInt4Block + 1), kernels::kInt4Block + 1,
+                                             QuantFormat::int4),
+                    2 * 2 * int4_block);
   BOOST_CHECK_THROW(kernels::quantize(q, x, 5, QuantFormat::int4), InvalidArgument);  // 520 bytes
   BOOST_CHECK_THROW(kernels::quantized_bytes(10, 5, static_cast<QuantFormat>(7)), InvalidArgument);
 }

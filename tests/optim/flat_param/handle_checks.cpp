@@ -5,6 +5,7 @@
 
 #include "tests/optim/flat_param/counting_allocator.h"
 #include "tests/support/rank_check.h"
+#include "zrt/kernels/ops/quantize_math.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
 
@@ -114,10 +115,11 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
   const bool quantized = reduce == optim::ReduceDType::int8 || reduce == optim::ReduceDType::int4;
   ZRT_EXPECT(h.reduces_quantized() == (quantized && w1 > 1), "rank ", world->rank());
   // Every rank's quantization error bound of flat element f: half the scale
-  // (max|x| / 127, int4: / 7) of f's block (256 elements of its zero1 chunk)
-  // of the rank's fp32 gradient, summed over the ranks (Note [Quantized
-  // gradient reduce-scatter]).
+  // (max|x| / 127, int4: / 7) of f's block (256 elements of its zero1 chunk,
+  // int4: kInt4Block) of the rank's fp32 gradient, summed over the ranks
+  // (Note [Quantized gradient reduce-scatter]).
   const double q_max = reduce == optim::ReduceDType::int4 ? 7 : 127;
+  const std::int64_t block = reduce == optim::ReduceDType::int4 ? kernels::kInt4Block : 256;
   const optim::FlatParamLayout& l = h.layout();
   const std::int64_t n1 = l.shard_numel(w1);
   std::vector<std::vector<double>> rank_grads;  // each rank's flat fp32 gradient of a step
@@ -131,7 +133,8 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
   }
   auto quantization_bound = [&](std::size_t param, std::int64_t e) {
     const std::int64_t f = l.param_offset(param) + e;
-    const std::int64_t first = f - (f % n1) % 256, end = std::min(first + 256, (f / n1 + 1) * n1);
+    const std::int64_t first = f - (f % n1) % block;
+    const std::int64_t end = std::min(first + block, (f / n1 + 1) * n1);
     double bound = 0;
     for (const std::vector<double>& g : rank_grads) {
       double amax = 0;
