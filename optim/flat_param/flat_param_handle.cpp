@@ -37,7 +37,8 @@ const char* handle_state_name(HandleState s) {
 }
 
 const char* reduce_dtype_name(ReduceDType t) {
-  constexpr const char* kNames[] = {"f32", "bf16", "f16", "int8"};  // in ReduceDType's order
+  constexpr const char* kNames[] = {"f32", "bf16", "f16", "int8",
+                                    "int4"};  // in ReduceDType's order
   const auto i = static_cast<std::size_t>(t);
   return i < std::size(kNames) ? kNames[i] : "?";
 }
@@ -101,10 +102,13 @@ std::vector<std::string> split_lines(const std::string& s) {
 }
 
 // The block grid of the handle's quantized collectives, 0 without one (Note
-// [Quantization blocks within one parameter]); a zero1 group of one moves nothing.
+// [Quantization blocks within one parameter]); a zero1 group of one moves
+// nothing. int4's blocks (kInt4Block) divide int8's, so one grid serves both.
 std::int64_t quant_block_of(const FlatParamOptions& o, int zero1_size) {
-  const bool quantized =
-      o.gather.dtype == GatherDType::int8 || o.grad_reduce.dtype == ReduceDType::int8;
+  static_assert(kernels::kQuantBlock % kernels::kInt4Block == 0);
+  const bool quantized = o.gather.dtype == GatherDType::int8 ||
+                         o.grad_reduce.dtype == ReduceDType::int8 ||
+                         o.grad_reduce.dtype == ReduceDType::int4;
   return quantized && zero1_size > 1 ? kernels::kQuantBlock : 0;
 }
 
@@ -146,8 +150,9 @@ std::vector<ParamSpec> flat_param_specs(const std::vector<NamedParam>& params,
 
 void check_grad_reduce_options(const GradReduceOptions& o, const std::string& owner) {
   ZRT_CHECK_ARG(o.dtype == ReduceDType::f32 || o.dtype == ReduceDType::bf16 ||
-                    o.dtype == ReduceDType::f16 || o.dtype == ReduceDType::int8,
-                owner, ": gradients reduce in f32, bf16, f16 or int8, not code ",
+                    o.dtype == ReduceDType::f16 || o.dtype == ReduceDType::int8 ||
+                    o.dtype == ReduceDType::int4,
+                owner, ": gradients reduce in f32, bf16, f16, int8 or int4, not code ",
                 static_cast<int>(o.dtype));
   ZRT_CHECK_ARG(o.op == ReduceOp::sum || o.op == ReduceOp::avg, owner,
                 ": gradients reduce with sum or avg, not ", reduce_op_name(o.op));
@@ -230,9 +235,11 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
   // Note [Unsharded parameter of a world of one]
   unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
   // Note [Quantized gradient reduce-scatter]: a zero1 group of one reduces nothing.
-  reduces_quantized_ = options_.grad_reduce.dtype == ReduceDType::int8 && groups_.zero1->size() > 1;
-  const bool f32_reduce = options_.grad_reduce.dtype == ReduceDType::f32 ||
-                          (options_.grad_reduce.dtype == ReduceDType::int8 && !reduces_quantized_);
+  const bool quantized_dtype = options_.grad_reduce.dtype == ReduceDType::int8 ||
+                               options_.grad_reduce.dtype == ReduceDType::int4;
+  reduces_quantized_ = quantized_dtype && groups_.zero1->size() > 1;
+  const bool f32_reduce =
+      options_.grad_reduce.dtype == ReduceDType::f32 || (quantized_dtype && !reduces_quantized_);
   grad_is_master_ = groups_.zero1->size() == 1 && f32_reduce;
   if (zero3_is_master_)
     zero3_shard_ = zero1_shard_;
@@ -533,7 +540,7 @@ void FlatParamHandle::reduce_grads() {
       reduce_scatter_quantized(comm);
     } else if (!grad_is_master_ && wire == ReduceDType::f32) {
       groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
-    } else if (!grad_is_master_) {  // bf16 or f16 (int8 over one rank is the master)
+    } else if (!grad_is_master_) {  // bf16 or f16 (int8 or int4 over one rank is the master)
       const DType t = wire == ReduceDType::bf16 ? DType::bf16 : DType::f16;
       Tensor in = new_buffer(full_prec_grad_.numel(), t, false, comm);
       Tensor out = new_buffer(zero1_grad_.numel(), t, false, comm);
@@ -555,13 +562,17 @@ void FlatParamHandle::reduce_scatter_quantized(Stream comm) {
   // gradient to rank r; the chunks received summed in rank order in fp32.
   const std::int64_t n1 = zero1_grad_.numel();
   const int w = groups_.zero1->size();
-  const std::int64_t bytes = kernels::quantized_bytes(full_prec_grad_.numel(), n1);
+  // Every chunk is packed on its own (whole bytes, Note [Blockwise int4 quantization]).
+  const kernels::QuantFormat f = options_.grad_reduce.dtype == ReduceDType::int4
+                                     ? kernels::QuantFormat::int4
+                                     : kernels::QuantFormat::int8;
+  const std::int64_t bytes = kernels::quantized_bytes(full_prec_grad_.numel(), n1, f);
   Tensor mine = new_buffer(bytes, DType::u8, false, comm);
-  kernels::quantize_int8(mine, full_prec_grad_, n1, comm);
+  kernels::quantize(mine, full_prec_grad_, n1, f, comm);
   Tensor received = new_buffer(bytes, DType::u8, false, comm);
   groups_.zero1->all_to_all(received, mine, comm);
-  kernels::dequantize_sum_int8(zero1_grad_, received, w,
-                               options_.grad_reduce.op == ReduceOp::avg ? w : 1, comm);
+  kernels::dequantize_sum(zero1_grad_, received, w,
+                          options_.grad_reduce.op == ReduceOp::avg ? w : 1, f, comm);
 }
 
 void FlatParamHandle::post_backward(bool sync_grads) {

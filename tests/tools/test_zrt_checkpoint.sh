@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # zrt-train checkpoints end to end: resume is bit-exact (local ranks, also
-# with an int8 parameter gather, and mpirun), resharding a checkpoint of one
-# world size into another continues the run, SIGTERM saves and exits 0,
-# SIGKILL at random moments (synchronous and background saves) never leaves
-# a `latest` that fails to verify, --checkpoint-async writes what synchronous
-# saves write, zrt-ckpt info/verify/export/reshard work
-# and the export loads in PyTorch; bad input, an index that lies included, is
+# with an int8 parameter gather and an int4 gradient reduce, and mpirun),
+# resharding a checkpoint of one world size into another continues the run,
+# SIGTERM saves and exits 0, SIGKILL at random moments (synchronous and
+# background saves) never leaves a `latest` that fails to verify,
+# --checkpoint-async writes what synchronous saves write, zrt-ckpt
+# info/verify/export/reshard work and the export loads in PyTorch; bad input, an index that lies included, is
 # a named error changing nothing.
 # usage: test_zrt_checkpoint.sh ZRT-TRAIN ZRT-CKPT PYTHON [MPIEXEC]
 set -u
@@ -36,16 +36,16 @@ bit_exact() {
 }
 bit_exact "local ranks, layer-zero bf16 micro-batches" "$train" --ranks 4 --strategy layer-zero --zero3-size 2 \
   --dtype bf16 --micro-batches 2
-bit_exact "local ranks, layer-zero bf16, int8 gather" "$train" --ranks 4 --strategy layer-zero --zero3-size 2 \
-  --dtype bf16 --gather-dtype int8
+bit_exact "local ranks, layer-zero bf16, int8 gather, int4 reduce" "$train" --ranks 4 --strategy layer-zero \
+  --zero3-size 2 --dtype bf16 --gather-dtype int8 --reduce-dtype int4
 # Note [Quantization blocks within one parameter]: its layout starts each parameter on the block grid.
 grep -q '"quant_block": *256' "$dir/ck/step-000010/index.json" && "$ckpt" verify "$dir/ck/step-000010" > /dev/null &&
-  ok "an int8-gather checkpoint records quant_block 256 and verifies" ||
-  fail "an int8-gather checkpoint's quant_block"
-# The gather dtype is a run setting, not state: that int8 run's checkpoint resumes without it.
+  ok "a quantized run's checkpoint records quant_block 256 and verifies" ||
+  fail "a quantized run's checkpoint's quant_block"
+# The gather and reduce dtypes are run settings, not state: that checkpoint resumes without them.
 run "${common[@]}" --ranks 4 --strategy layer-zero --zero3-size 2 --dtype bf16 --resume "$dir/ck/step-000010" &&
-  ok "an int8-gather checkpoint resumes with the compute-dtype gather" ||
-  fail "an int8-gather checkpoint with the compute-dtype gather"
+  ok "an int8-gather, int4-reduce checkpoint resumes with the compute-dtype gather, fp32 reduce" ||
+  fail "an int8-gather, int4-reduce checkpoint with the compute-dtype gather, fp32 reduce"
 if [ -n "$mpiexec" ]; then
   bit_exact "mpirun -np 2, hybrid" "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$train" --strategy hybrid \
     --zero3-size 1

@@ -3,7 +3,7 @@
 # (forward/backward per unit, all-gathers and reduce-scatters with bytes where
 # there is more than one rank, the optimizer step, memory counters); one rank
 # writes the path as given; --gather-dtype int8 gathers and --reduce-dtype
-# int8 reduces >= 3.5x fewer bytes than fp32.
+# int8 reduces >= 3.5x fewer bytes than fp32, --reduce-dtype int4 >= 7x.
 # usage: test_zrt_train_trace.sh ZRT-TRAIN PYTHON
 set -u
 train=$1 python=$2
@@ -58,18 +58,22 @@ print(f"ok   all-gather bytes of rank 0: fp32 {b['fp32-compute']:.0f}, bf16 {b['
       f"int8 {b['fp32-int8']:.0f} ({b['fp32-compute'] / b['fp32-int8']:.2f}x fewer than fp32)")
 PY
 
-# --reduce-dtype int8: the gradients' all-to-all moves >= 3.5x fewer bytes
-# than the fp32 reduce-scatter (Note [Quantized gradient reduce-scatter]).
-"$train" --steps 2 --ranks 4 --reduce-dtype int8 --trace "$dir/r-int8.json" > /dev/null ||
-  { echo "FAIL: 4-rank run --reduce-dtype int8"; exit 1; }
+# --reduce-dtype int8 (int4): the gradients' all-to-all moves >= 3.5x (7x)
+# fewer bytes than the fp32 reduce-scatter (Note [Quantized gradient reduce-scatter]).
+for q in int8 int4; do
+  "$train" --steps 2 --ranks 4 --reduce-dtype $q --trace "$dir/r-$q.json" > /dev/null ||
+    { echo "FAIL: 4-rank run --reduce-dtype $q"; exit 1; }
+done
 "$python" - "$dir" <<'PY'
 import json, sys
 def moved(name, op):
     events = json.load(open(f"{sys.argv[1]}/{name}.rank-0.json"))["traceEvents"]
     return sum(e["args"]["bytes"] for e in events if e["name"].startswith(op))
-f32, int8 = moved("g-fp32-compute", "reduce_scatter"), moved("r-int8", "all_to_all")
+f32, int8, int4 = (moved("g-fp32-compute", "reduce_scatter"), moved("r-int8", "all_to_all"),
+                   moved("r-int4", "all_to_all"))
 assert moved("r-int8", "reduce_scatter") == 0 and int8 > 0, (f32, int8)
-assert f32 >= 3.5 * int8, (f32, int8)
+assert moved("r-int4", "reduce_scatter") == 0 and int4 > 0, (f32, int4)
+assert f32 >= 3.5 * int8 and f32 >= 7 * int4, (f32, int8, int4)
 print(f"ok   gradient bytes of rank 0: fp32 reduce-scatter {f32:.0f}, int8 all-to-all {int8:.0f} "
-      f"({f32 / int8:.2f}x fewer)")
+      f"({f32 / int8:.2f}x fewer), int4 {int4:.0f} ({f32 / int4:.2f}x fewer)")
 PY

@@ -174,7 +174,7 @@ Options parse(int argc, char** argv) {
       "[--n-head H]\n"
       "         [--n-embd C]"
       "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
-      "         [--reduce-dtype fp32|bf16|fp16|int8]\n"
+      "         [--reduce-dtype fp32|bf16|fp16|int8|int4]\n"
       "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
       "         [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]\n"
       "         [--gather-after-update on,off] [--offload-optimizer none|host|disk:DIR]\n"
@@ -267,7 +267,7 @@ Options parse(int argc, char** argv) {
   const auto reduce = std::find_if(reduce_dtypes.begin(), reduce_dtypes.end(),
                                    [&](const auto& f) { return f.first == o.reduce_dtype; });
   ZRT_CHECK_ARG(reduce != reduce_dtypes.end(),
-                "train: --reduce-dtype is fp32, bf16, fp16 or int8, not ", o.reduce_dtype);
+                "train: --reduce-dtype is fp32, bf16, fp16, int8 or int4, not ", o.reduce_dtype);
   c.engine.zero.grad_reduce.dtype = reduce->second;
   const auto strategy = optim::parse_strategy(o.strategy);
   ZRT_CHECK_ARG(strategy.has_value(), "train: unknown --strategy ", o.strategy,

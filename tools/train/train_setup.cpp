@@ -33,7 +33,7 @@ const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flag
     std::vector<std::pair<std::string, optim::ReduceDType>> out;
     for (const DTypeFlag& f : kDTypeFlags) out.emplace_back(f.name, f.reduce);
     const std::pair<std::string, optim::ReduceDType> quantized[] = {
-        {"int8", optim::ReduceDType::int8}};
+        {"int8", optim::ReduceDType::int8}, {"int4", optim::ReduceDType::int4}};
     out.insert(out.end(), std::begin(quantized), std::end(quantized));
     return out;
   }();

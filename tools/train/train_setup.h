@@ -20,7 +20,7 @@ namespace zrt::train {
 // device of a rank whose local rank (its GPU) is `local_rank`.
 model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
 
-// The values --reduce-dtype names (fp32, bf16, fp16, int8), for zrt-train
+// The values --reduce-dtype names (fp32, bf16, fp16, int8, int4), for zrt-train
 // and zrt-bench train alike.
 const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flags();
 

@@ -296,9 +296,11 @@ std::vector<OpRegistration> ops_registrations() {
           },
       .perf_dims = {std::int64_t(1) << 24, -1},
   });
-  // Blockwise int8: chunks {chunk length, chunks, specials}; specials put a
-  // block of zeros, a NaN and an Inf in the last chunk (Note [Blockwise int8
-  // quantization]). Chunk lengths off the block and across several blocks.
+  // Blockwise int8 and int4: chunks {chunk length, chunks, specials};
+  // specials put a block of zeros, a NaN and an Inf in the last chunk (Note
+  // [Blockwise int8 quantization], Note [Blockwise int4 quantization]). Chunk
+  // lengths off the block and across several blocks, odd ones (int4 packs
+  // two to a byte).
   const std::vector<OpDims> quant_dims = {{0, 1, 0},   {1, 1, 0},    {7, 3, 1},    {256, 2, 0},
                                           {300, 4, 1}, {1031, 1, 1}, {65537, 2, 0}};
   auto quant_source = [](const OpDims& d, DType t, std::mt19937_64& g) {
@@ -311,57 +313,61 @@ std::vector<OpRegistration> ops_registrations() {
     }
     return x;
   };
-  // quant_source's values (f32) quantized: the input of the dequantizing ops.
-  auto quantized_source = [quant_source](const OpDims& d, DType, std::mt19937_64& g) {
-    const Tensor x = quant_source(d, DType::f32, g);
-    Tensor q = Tensor::empty({kernels::quantized_bytes(x.numel(), d[0])}, DType::u8);
-    if (x.numel() > 0) kernels::quantize_int8(q, x, d[0]);
-    return std::vector{q};
-  };
-  auto quant_cost = [](const OpDims& d, DType t) {
-    return OpCost{bytes(d[0] * d[1], {t}) + double(kernels::quantized_bytes(d[0] * d[1], d[0]))};
-  };
-  r.push_back({
-      .name = "quantize_int8",
-      .dims = quant_dims,
-      .dtypes = kFloats,
-      .make_inputs = [quant_source](
-                         const OpDims& d, DType t,
-                         std::mt19937_64& g) { return std::vector{quant_source(d, t, g)}; },
-      .run =
-          [](OpRun& r, const OpDims& d, DType) {
-            const std::int64_t n = kernels::quantized_bytes(d[0] * d[1], d[0]);
-            kernels::quantize_int8(r.out("quantized", {n}, DType::u8), r.in(0), d[0], r.stream());
-          },
-      .cost = quant_cost,
-      .perf_dims = {std::int64_t(1) << 22, 4, 0},
-  });
-  r.push_back({
-      .name = "dequantize_int8",
-      .dims = quant_dims,
-      .dtypes = kFloats,
-      .make_inputs = quantized_source,
-      .run =
-          [](OpRun& r, const OpDims& d, DType t) {
-            kernels::dequantize_int8(r.out("values", {d[0] * d[1]}, t), r.in(0), d[0], r.stream());
-          },
-      .cost = quant_cost,
-      .perf_dims = {std::int64_t(1) << 22, 4, 0},
-  });
-  // A quantized reduce-scatter's sum of the chunks a rank received (avg).
-  r.push_back({
-      .name = "dequantize_sum_int8",
-      .dims = quant_dims,
-      .dtypes = {DType::f32},
-      .make_inputs = quantized_source,
-      .run =
-          [](OpRun& r, const OpDims& d, DType) {
-            kernels::dequantize_sum_int8(r.out("sum", {d[0]}, DType::f32), r.in(0), d[1],
-                                         static_cast<int>(d[1]), r.stream());
-          },
-      .cost = quant_cost,
-      .perf_dims = {std::int64_t(1) << 22, 4, 0},
-  });
+  for (const kernels::QuantFormat f : {kernels::QuantFormat::int8, kernels::QuantFormat::int4}) {
+    const std::string suffix = std::string("_") + kernels::quant_format_name(f);
+    // quant_source's values (f32) quantized: the input of the dequantizing ops.
+    auto quantized_source = [quant_source, f](const OpDims& d, DType, std::mt19937_64& g) {
+      const Tensor x = quant_source(d, DType::f32, g);
+      Tensor q = Tensor::empty({kernels::quantized_bytes(x.numel(), d[0], f)}, DType::u8);
+      if (x.numel() > 0) kernels::quantize(q, x, d[0], f);
+      return std::vector{q};
+    };
+    auto quant_cost = [f](const OpDims& d, DType t) {
+      return OpCost{bytes(d[0] * d[1], {t}) +
+                    double(kernels::quantized_bytes(d[0] * d[1], d[0], f))};
+    };
+    r.push_back({
+        .name = "quantize" + suffix,
+        .dims = quant_dims,
+        .dtypes = kFloats,
+        .make_inputs = [quant_source](
+                           const OpDims& d, DType t,
+                           std::mt19937_64& g) { return std::vector{quant_source(d, t, g)}; },
+        .run =
+            [f](OpRun& r, const OpDims& d, DType) {
+              const std::int64_t n = kernels::quantized_bytes(d[0] * d[1], d[0], f);
+              kernels::quantize(r.out("quantized", {n}, DType::u8), r.in(0), d[0], f, r.stream());
+            },
+        .cost = quant_cost,
+        .perf_dims = {std::int64_t(1) << 22, 4, 0},
+    });
+    r.push_back({
+        .name = "dequantize" + suffix,
+        .dims = quant_dims,
+        .dtypes = kFloats,
+        .make_inputs = quantized_source,
+        .run =
+            [f](OpRun& r, const OpDims& d, DType t) {
+              kernels::dequantize(r.out("values", {d[0] * d[1]}, t), r.in(0), d[0], f, r.stream());
+            },
+        .cost = quant_cost,
+        .perf_dims = {std::int64_t(1) << 22, 4, 0},
+    });
+    // A quantized reduce-scatter's sum of the chunks a rank received (avg).
+    r.push_back({
+        .name = "dequantize_sum" + suffix,
+        .dims = quant_dims,
+        .dtypes = {DType::f32},
+        .make_inputs = quantized_source,
+        .run =
+            [f](OpRun& r, const OpDims& d, DType) {
+              kernels::dequantize_sum(r.out("sum", {d[0]}, DType::f32), r.in(0), d[1],
+                                      static_cast<int>(d[1]), f, r.stream());
+            },
+        .cost = quant_cost,
+        .perf_dims = {std::int64_t(1) << 22, 4, 0},
+    });
+  }
   return r;
 }
 

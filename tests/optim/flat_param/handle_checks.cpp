@@ -6,6 +6,7 @@
 
 #include "tests/optim/flat_param/counting_allocator.h"
 #include "tests/support/rank_check.h"
+#include "zrt/kernels/ops/quantize_math.h"
 #include "zrt/optim/flat_param/flat_param_handle.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
 
@@ -63,13 +64,14 @@ double grad_value(int rank, int micro, std::size_t param, std::int64_t e) {
 }
 
 // [first, end) of the quantization block of flat element f of parameter i:
-// its 256 elements of f's zero1 chunk, of parameter i only (Note
+// its `block` elements of f's zero1 chunk, of parameter i only (Note
 // [Quantization blocks within one parameter]: no other parameter shares it).
 std::pair<std::int64_t, std::int64_t> own_block(const optim::FlatParamLayout& l, int w1,
-                                                std::size_t i, std::int64_t f) {
-  const std::int64_t n1 = l.shard_numel(w1), grid = f - (f % n1) % 256;
-  return {std::max(grid, l.param_offset(i)),
-          std::min({grid + 256, (f / n1 + 1) * n1, l.param_offset(i) + shape_numel(kShapes[i])})};
+                                                std::size_t i, std::int64_t f,
+                                                std::int64_t block = 256) {
+  const std::int64_t n1 = l.shard_numel(w1), grid = f - (f % n1) % block;
+  return {std::max(grid, l.param_offset(i)), std::min({grid + block, (f / n1 + 1) * n1,
+                                                       l.param_offset(i) + shape_numel(kShapes[i])})};
 }
 
 }  // namespace
@@ -128,11 +130,14 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
   optim::FlatParamHandle h(p.named, plan.groups, o);
   const std::size_t sharded_bytes = alloc->stats().allocated;
   const int w1 = plan.groups.zero1->size();
-  ZRT_EXPECT(h.reduces_quantized() == (reduce == optim::ReduceDType::int8 && w1 > 1), "rank ",
-             world->rank());
-  // Every rank's quantization error bound of flat element f: half the scale of
-  // f's block (own_block) of the rank's fp32 gradient, summed over the ranks
-  // (Note [Quantized gradient reduce-scatter]).
+  const bool quantized = reduce == optim::ReduceDType::int8 || reduce == optim::ReduceDType::int4;
+  ZRT_EXPECT(h.reduces_quantized() == (quantized && w1 > 1), "rank ", world->rank());
+  // Every rank's quantization error bound of flat element f: half the scale
+  // (max|x| / 127, int4: / 7) of f's block (own_block: 256 elements of its
+  // zero1 chunk, int4: kInt4Block) of the rank's fp32 gradient, summed over
+  // the ranks (Note [Quantized gradient reduce-scatter]).
+  const double q_max = reduce == optim::ReduceDType::int4 ? 7 : 127;
+  const std::int64_t block = reduce == optim::ReduceDType::int4 ? kernels::kInt4Block : 256;
   const optim::FlatParamLayout& l = h.layout();
   std::vector<std::vector<double>> rank_grads;  // each rank's flat fp32 gradient of a step
   for (int r = 0; r < world->size() && h.reduces_quantized(); ++r) {
@@ -144,13 +149,13 @@ void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy,
               grad_value(r, m, i, k);
   }
   auto quantization_bound = [&](std::size_t param, std::int64_t e) {
-    const auto [first, end] = own_block(l, w1, param, l.param_offset(param) + e);
+    const auto [first, end] = own_block(l, w1, param, l.param_offset(param) + e, block);
     double bound = 0;
     for (const std::vector<double>& g : rank_grads) {
       double amax = 0;
       for (std::int64_t k = first; k < end; ++k)
         amax = std::max(amax, std::fabs(g[static_cast<std::size_t>(k)]));
-      bound += amax / 127 / 2 * (1 + 0x1p-20);
+      bound += amax / q_max / 2 * (1 + 0x1p-20);
     }
     return bound;
   };

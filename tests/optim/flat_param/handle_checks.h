@@ -15,9 +15,10 @@ void check_round_trip(const CommPtr& world, optim::ShardingStrategy strategy, in
 
 // With known per-rank gradients the zero1 gradient shard is the exact sum or
 // average over ranks and micro-batches (with and without host offload), and
-// the unsharded storage is released afterwards. With an int8 reduce-scatter
-// (Note [Quantized gradient reduce-scatter]) it is within the sum over ranks
-// of half their blocks' scales of it (a float64 oracle of every rank's blocks).
+// the unsharded storage is released afterwards. With an int8 or int4
+// reduce-scatter (Note [Quantized gradient reduce-scatter]) it is within the
+// sum over ranks of half their blocks' scales of it (a float64 oracle of
+// every rank's blocks).
 void check_gradient_path(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
                          ReduceOp op, int micro_batches, bool offload,
                          optim::ReduceDType reduce = optim::ReduceDType::f32);

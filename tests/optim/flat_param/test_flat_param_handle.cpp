@@ -90,11 +90,13 @@ BOOST_AUTO_TEST_CASE(quantized_gather_every_strategy) {
 
 BOOST_AUTO_TEST_CASE(quantized_gradient_reduce_every_strategy) {
   for (const Case& c : cases())
-    for (ReduceOp op : {ReduceOp::avg, ReduceOp::sum})
-      on_ranks(c.world, describe(c) + " int8 reduce " + reduce_op_name(op), [&](const CommPtr& w) {
-        testing::check_gradient_path(w, c.strategy, c.zero3, op, 2, false,
-                                     optim::ReduceDType::int8);
-      });
+    for (const optim::ReduceDType t : {optim::ReduceDType::int8, optim::ReduceDType::int4})
+      for (ReduceOp op : {ReduceOp::avg, ReduceOp::sum})
+        on_ranks(c.world,
+                 describe(c) + " " + optim::reduce_dtype_name(t) + " reduce " + reduce_op_name(op),
+                 [&](const CommPtr& w) {
+                   testing::check_gradient_path(w, c.strategy, c.zero3, op, 2, false, t);
+                 });
 }
 
 BOOST_AUTO_TEST_CASE(quantized_gather_moves_fewer_bytes) {

@@ -58,9 +58,9 @@ BOOST_AUTO_TEST_CASE(gradient_path) {
       BOOST_CHECK_NO_THROW(testing::check_gradient_path(
           world(), optim::ShardingStrategy::layer_zero, z, ReduceOp::sum, 2, offload));
       // Note [Quantized gradient reduce-scatter]: the all-to-all over MPI.
-      BOOST_CHECK_NO_THROW(
-          testing::check_gradient_path(world(), optim::ShardingStrategy::hybrid_shard, z,
-                                       ReduceOp::avg, 2, offload, optim::ReduceDType::int8));
+      for (const optim::ReduceDType t : {optim::ReduceDType::int8, optim::ReduceDType::int4})
+        BOOST_CHECK_NO_THROW(testing::check_gradient_path(
+            world(), optim::ShardingStrategy::hybrid_shard, z, ReduceOp::avg, 2, offload, t));
     }
   }
 }
