@@ -70,8 +70,8 @@ std::pair<std::int64_t, std::int64_t> own_block(const optim::FlatParamLayout& l,
                                                 std::size_t i, std::int64_t f,
                                                 std::int64_t block = 256) {
   const std::int64_t n1 = l.shard_numel(w1), grid = f - (f % n1) % block;
-  return {std::max(grid, l.param_offset(i)), std::min({grid + block, (f / n1 + 1) * n1,
-                                                       l.param_offset(i) + shape_numel(kShapes[i])})};
+  return {std::max(grid, l.param_offset(i)),
+          std::min({grid + block, (f / n1 + 1) * n1, l.param_offset(i) + shape_numel(kShapes[i])})};
 }
 
 }  // namespace
