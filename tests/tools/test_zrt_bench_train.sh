@@ -26,6 +26,7 @@
 # usage: test_zrt_bench_train.sh ZRT-BENCH PYTHON TORCH_GPT_PY
 set -u
 bench=$1 python=$2 torch_gpt=$3
+declare -A gather
 source "$(dirname "$0")/user_messages.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -129,6 +130,19 @@ none, blocks, every2 = (r["step_peak_MiB"] for r in rows)
 assert 0 < blocks < every2 < none, (none, blocks, every2)
 print("ok   --activation-checkpointing: " + ", ".join(f"{r['activation_checkpointing']}: step peak {r['step_peak_MiB']:.2f} MiB" for r in rows))
 PY
+# --gather-dtype int8 reaches the engine: its all-gathers move >= 3.5x fewer bytes than fp32's.
+for g in compute int8; do
+  gather[$g]=$("$bench" train --preset small --batch-size 4 --seq-len 16 --steps 1 --warmup 0 --ranks 2 \
+    --threads 1 --gather-dtype $g --json) || fail "--gather-dtype $g exited non-zero"
+done
+"$python" - "${gather[compute]}" "${gather[int8]}" <<'PY' || fail "--gather-dtype int8: ${gather[int8]}"
+import json, sys
+f32, int8 = (json.loads(a) for a in sys.argv[1:])
+assert (f32["gather_dtype"], int8["gather_dtype"]) == ("compute", "int8"), (f32, int8)
+g = [r["sent_bytes_per_step_by_kind"]["all_gather"] for r in (f32, int8)]
+assert g[1] > 0 and g[0] >= 3.5 * g[1], g
+print(f"ok   --gather-dtype int8: {g[1]:.0f} B gathered per step and rank, {g[0] / g[1]:.2f}x fewer than fp32")
+PY
 out=$("$bench" train --preset tiny --steps 2 --warmup 1 --ranks 2 --threads 1 --peak-gflops 100 \
       --link-gbps none,1 --link-us 20000 --gather-after-update on,off --json) || fail "--link-gbps none,1 exited non-zero"
 "$python" - "$out" <<'PY' || fail "--link-gbps none,1: $out"
@@ -172,6 +186,7 @@ for bad in "0" "fast" "1," "-5"; do
 done
 "$bench" train --preset tiny --steps 1 --link-gbps 100 --link-us -1 > /dev/null 2>&1 && fail "--link-us -1 was accepted"
 "$bench" train --preset tiny --steps 1 --reduce-dtype f8 > /dev/null 2>&1 && fail "--reduce-dtype f8 was accepted"
+"$bench" train --preset tiny --steps 1 --gather-dtype int4 > /dev/null 2>&1 && fail "--gather-dtype int4 was accepted"
 "$bench" train --preset tiny --steps 1 --gather-after-update yes > /dev/null 2>&1 && fail "--gather-after-update yes was accepted"
 "$bench" train --preset tiny --steps 1 --activation-checkpointing blocks,every:0 > /dev/null 2>&1 &&
   fail "--activation-checkpointing blocks,every:0 was accepted"

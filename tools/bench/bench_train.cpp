@@ -82,10 +82,24 @@
 namespace zrt::bench {
 namespace {
 
+// The value `name` gives `flag` in its table (zrt-train's names); else
+// InvalidArgument listing them.
+template <typename T>
+T flag_value(const std::vector<std::pair<std::string, T>>& table, const char* flag,
+             const std::string& name) {
+  std::string names;
+  for (const auto& [n, value] : table) {
+    if (n == name) return value;
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  ZRT_THROW(InvalidArgument, "train: ", flag, " is one of ", names, ", not ", name);
+}
+
 struct Options {
   train::TrainOptions train;  // model, batch, dtype, strategy, ranks, --init-from, --cpu-streams
   // As given; parsed into train.engine.zero.
-  std::string dtype = "fp32", reduce_dtype = "fp32", strategy = "full", cpu_streams;
+  std::string dtype = "fp32", reduce_dtype = "fp32", gather_dtype = "compute", strategy = "full",
+              cpu_streams;
   std::string offload_optimizer = "none";
   std::vector<int> prefetch;               // the depths to time, in this order
   std::vector<std::string> checkpointing;  // the activation checkpointing modes, in this order
@@ -174,7 +188,7 @@ Options parse(int argc, char** argv) {
       "[--n-head H]\n"
       "         [--n-embd C]"
       "         [--vocab-size V] [--batch-size B] [--seq-len T] [--dtype fp32|bf16|fp16]\n"
-      "         [--reduce-dtype fp32|bf16|fp16|int8|int4]\n"
+      "         [--reduce-dtype fp32|bf16|fp16|int8|int4] [--gather-dtype compute|int8]\n"
       "         [--strategy S] [--ranks R] [--prefetch LIST] [--activation-checkpointing LIST]\n"
       "         [--cpu-streams none|comm|all] [--link-gbps LIST] [--link-us US]\n"
       "         [--gather-after-update on,off] [--offload-optimizer none|host|disk:DIR]\n"
@@ -193,6 +207,7 @@ Options parse(int argc, char** argv) {
       .value("--seq-len", c.seq_len)
       .value("--dtype", o.dtype)
       .value("--reduce-dtype", o.reduce_dtype)
+      .value("--gather-dtype", o.gather_dtype)
       .value("--strategy", o.strategy)
       .value("--ranks", t.ranks)
       .value("--prefetch", prefetch)
@@ -260,15 +275,15 @@ Options parse(int argc, char** argv) {
   ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0,
                 "train: give --peak-gflops or --peak-tflops, not both");
   if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;
-  ZRT_CHECK_ARG(o.dtype == "fp32" || o.dtype == "bf16" || o.dtype == "fp16",
-                "train: --dtype is fp32, bf16 or fp16, not ", o.dtype);
-  c.engine.zero.dtype = *parse_dtype(o.dtype);
-  const auto& reduce_dtypes = train::reduce_dtype_flags();
-  const auto reduce = std::find_if(reduce_dtypes.begin(), reduce_dtypes.end(),
-                                   [&](const auto& f) { return f.first == o.reduce_dtype; });
-  ZRT_CHECK_ARG(reduce != reduce_dtypes.end(),
-                "train: --reduce-dtype is fp32, bf16, fp16, int8 or int4, not ", o.reduce_dtype);
-  c.engine.zero.grad_reduce.dtype = reduce->second;
+  const auto dtype = std::find_if(std::begin(train::kDTypeFlags), std::end(train::kDTypeFlags),
+                                  [&](const train::DTypeFlag& f) { return f.name == o.dtype; });
+  ZRT_CHECK_ARG(dtype != std::end(train::kDTypeFlags), "train: --dtype is fp32, bf16 or fp16, not ",
+                o.dtype);
+  c.engine.zero.dtype = dtype->dtype;
+  c.engine.zero.grad_reduce.dtype =
+      flag_value(train::reduce_dtype_flags(), "--reduce-dtype", o.reduce_dtype);
+  c.engine.zero.gather.dtype =
+      flag_value(train::gather_dtype_flags(), "--gather-dtype", o.gather_dtype);
   const auto strategy = optim::parse_strategy(o.strategy);
   ZRT_CHECK_ARG(strategy.has_value(), "train: unknown --strategy ", o.strategy,
                 " (full, grad-op, no-shard, hybrid, layer-zero)");
@@ -647,6 +662,7 @@ int bench_train(int argc, char** argv) {
         {"strategy", o.strategy},
         {"dtype", o.dtype},
         {"reduce_dtype", o.reduce_dtype},
+        {"gather_dtype", o.gather_dtype},
         {"batch_size", c.batch_size},
         {"seq_len", c.model.kind == "gpt" ? c.seq_len : 1},
         {"prefetch", r.prefetch},

@@ -391,8 +391,7 @@ void add_precision_flags(CLI::App& app, TrainOptions& o) {
              "down and back), int8 or int4 (each rank's gradient quantized blockwise once, "
              "an fp32 scale per 256 or 64 elements, exchanged all-to-all and summed in fp32 "
              "on arrival: about 1/4 and 1/7 of fp32's bytes; int4 costs accuracy)");
-  add_choice(app, "--gather-dtype", zero.gather.dtype,
-             {{"compute", optim::GatherDType::compute}, {"int8", optim::GatherDType::int8}},
+  add_choice(app, "--gather-dtype", zero.gather.dtype, gather_dtype_flags(),
              "what the parameter all-gathers move: compute (the --dtype values) or int8 "
              "(blockwise int8 with an fp32 scale per 256 elements, about 1/4 of fp32's bytes "
              "and 1/2 of bf16's; the fp32 master and checkpoints are unchanged)");

@@ -40,6 +40,12 @@ const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flag
   return flags;
 }
 
+const std::vector<std::pair<std::string, optim::GatherDType>>& gather_dtype_flags() {
+  static const std::vector<std::pair<std::string, optim::GatherDType>> flags = {
+      {"compute", optim::GatherDType::compute}, {"int8", optim::GatherDType::int8}};
+  return flags;
+}
+
 void check_offload_dir(const optim::OptimizerOffload& offload) {
   if (offload.kind != optim::OptimizerOffload::Kind::disk) return;
   namespace fs = std::filesystem;

@@ -23,6 +23,8 @@ model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);
 // The values --reduce-dtype names (fp32, bf16, fp16, int8, int4), for zrt-train
 // and zrt-bench train alike.
 const std::vector<std::pair<std::string, optim::ReduceDType>>& reduce_dtype_flags();
+// --gather-dtype's names and values (zrt-train and zrt-bench train).
+const std::vector<std::pair<std::string, optim::GatherDType>>& gather_dtype_flags();
 
 // --offload-optimizer disk:DIR whose DIR is not a writable directory:
 // InvalidArgument naming the flag (none and host pass).
