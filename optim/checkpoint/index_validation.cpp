@@ -107,13 +107,12 @@ void validate_handles(const CheckpointIndex& x, const Header& hd, const std::str
       specs.push_back({p.fqn, p.shape, p.pad_rows});
     }
     // The layout rule itself, not a second copy of it: offsets and padding must be exactly its own.
-    const FlatParamLayout layout = [&] {
-      try {
-        return FlatParamLayout(std::move(specs), hd.dtype, h.zero1_size, h.quant_block);
-      } catch (const InvalidArgument& e) {
-        refuse(source, where + ".quant_block", "is ", h.quant_block, ": ", e.what());
-      }
-    }();
+    try {  // quant_block alone, on a one-element layout, so no other fault is blamed on it
+      FlatParamLayout({{"x", {1}}}, hd.dtype, 1, h.quant_block);
+    } catch (const InvalidArgument& e) {
+      refuse(source, where + ".quant_block", "is ", h.quant_block, ": ", e.what());
+    }
+    const FlatParamLayout layout(std::move(specs), hd.dtype, h.zero1_size, h.quant_block);
     for (std::size_t i = 0; i < h.params.size(); ++i)
       if (h.params[i].offset != layout.param_offset(i))
         refuse(source, where + ".params[" + h.params[i].fqn + "].offset", "is ", h.params[i].offset,

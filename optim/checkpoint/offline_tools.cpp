@@ -71,6 +71,8 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
   for (HandleRecord& h : index.handles) {
     std::vector<optim::ParamSpec> specs;
     for (const ParamRecord& p : h.params) specs.push_back({p.fqn, p.shape, p.pad_rows});
+    // A zero1 group of one quantizes nothing: its runs lay out without the grid.
+    if (zero1_size == 1) h.quant_block = 0;
     layouts.emplace_back(specs, dtype, zero1_size, h.quant_block);
     h.numel_padded = layouts.back().numel_padded();
     h.zero1_size = zero1_size;

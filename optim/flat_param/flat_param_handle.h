@@ -57,8 +57,8 @@
 // values in blocks of 64 (Note [Blockwise int4 quantization]): each zero1
 // chunk is packed on its own in whole bytes, so chunk r is still a
 // contiguous 1/W of the buffer; the scale max|x| / 7 widens the bound below
-// (up to 18x int8's; 14-18% relative error a rank on heavy-tailed values
-// against int8's 1-2%), for 0.5625 bytes an element. A ring reduce-scatter
+// (at most 18x int8's; measured 14-18% relative error a rank on
+// heavy-tailed values against int8's 1-2%, about 10x), for 0.5625 bytes an element. A ring reduce-scatter
 // in int8 would requantize partial sums at every hop; here every rank's
 // gradient is quantized once and no rank sums quantized values twice, so
 // the error of an element is at most the sum over ranks of half their

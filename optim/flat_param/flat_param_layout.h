@@ -16,8 +16,9 @@
 // Note [Quantization blocks within one parameter]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A quantized gather or reduce-scatter (Note [Quantized parameter gather],
-// Note [Quantized gradient reduce-scatter]) gives each block of kQuantBlock
-// elements of a zero1 shard one scale, max|x| / 127. A block that held the
+// Note [Quantized gradient reduce-scatter]) gives each block of a zero1
+// shard one scale (int8: 256 elements, max|x| / 127; int4: 64, max|x| / 7,
+// which divides the grid). A block that held the
 // end of one parameter and the start of the next would quantize the smaller
 // one on the larger one's scale: a LayerNorm bias (about 0.01) beside a
 // LayerNorm weight (about 1) lost 20-35% of its value (relative RMS error,

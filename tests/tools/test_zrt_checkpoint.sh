@@ -5,8 +5,8 @@
 # SIGTERM saves and exits 0, SIGKILL at random moments (synchronous and
 # background saves) never leaves a `latest` that fails to verify,
 # --checkpoint-async writes what synchronous saves write, zrt-ckpt
-# info/verify/export/reshard work and the export loads in PyTorch; bad input, an index that lies included, is
-# a named error changing nothing.
+# info/verify/export/reshard work and the export loads in PyTorch; bad
+# input, an index that lies included, is a named error changing nothing.
 # usage: test_zrt_checkpoint.sh ZRT-TRAIN ZRT-CKPT PYTHON [MPIEXEC]
 set -u
 train=$1 ckpt=$2 python=$3 mpiexec=${4:-}
