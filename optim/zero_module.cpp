@@ -234,12 +234,17 @@ FlatParamHandle& ZeroModule::handle(Unit unit) const {
   return *handles_[unit];
 }
 
-ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync)
+ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync, Stream stream)
     : module_(module),
       unit_(unit),
       handle_(&module->handle(unit)),
       backward_(backward),
-      sync_(sync) {
+      sync_(sync),
+      stream_(stream) {
+  ZRT_CHECK_ARG(stream_.is_cpu() || stream_.device() == module_->options().device,
+                "ZeroModule: the ", backward_ ? "backward" : "forward", " scope of unit '",
+                handle_->name(), "' was given a stream on ", stream_.device().str(),
+                " but the module runs on ", module_->options().device.str());
   // Checked before the owners are touched: a second scope of an open unit
   // must not undo the first one's tie gradients below.
   ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ",
@@ -252,6 +257,7 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       handle_->pre_backward();
     else
       handle_->pre_forward();
+    serve_caller();
   } catch (...) {
     // Undo what opened; the first failure is the one to report.
     for (Tie& t : module_->ties_)
@@ -273,8 +279,20 @@ ZeroModule::Scope::Scope(Scope&& o) noexcept
       handle_(o.handle_),
       backward_(o.backward_),
       sync_(o.sync_),
+      stream_(o.stream_),
       opened_owners_(std::move(o.opened_owners_)) {
   o.handle_ = nullptr;
+}
+
+void ZeroModule::Scope::serve_caller() const {
+  const Stream compute = module_->stream();
+  if (stream_ == compute) return;
+  Event ready(module_->options().device);
+  ready.record(compute);
+  if (!stream_.cpu_queue() && compute.is_cpu())  // the calling thread: the host waits
+    module_->wait(ready, "opening a scope for the calling thread");
+  else
+    ready.wait(stream_);
 }
 
 ZeroModule::Scope::~Scope() {
@@ -299,6 +317,13 @@ void ZeroModule::Scope::close() {
       if (!failure) failure = std::current_exception();
     }
   };
+  // The module's reshard and reduction come after the caller's work.
+  if (stream_ != module_->stream())
+    attempt([&] {
+      Event done(module_->options().device);
+      done.record(stream_);
+      done.wait(module_->stream());
+    });
   if (backward_) attempt([&] { module_->add_tie_grads(unit_); });
   for (Unit o : opened_owners_) attempt([&] { module_->handle(o).post_forward(); });
   opened_owners_.clear();
@@ -419,9 +444,11 @@ std::vector<ZeroModule::TiedParam> ZeroModule::tied_params() const {
   return out;
 }
 
-ZeroModule::Scope ZeroModule::forward(Unit unit) { return Scope(this, unit, false, false); }
-ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync) {
-  return Scope(this, unit, true, sync);
+ZeroModule::Scope ZeroModule::forward(Unit unit, Stream stream) {
+  return Scope(this, unit, false, false, stream);
+}
+ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync, Stream stream) {
+  return Scope(this, unit, true, sync, stream);
 }
 void ZeroModule::prefetch(Unit unit) {
   handle(unit).unshard();

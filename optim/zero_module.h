@@ -23,6 +23,26 @@
 // backward of the step, so communication happens once. Gradients are
 // averaged over the ranks (each rank's loss is a mean over its own rows).
 //
+// Note [The stream a scope serves]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A scope's views are written on the module's streams (gathered on the
+// communication stream, gradients zeroed on the compute stream) and read
+// and written by the caller's kernels on the stream the caller runs them
+// on. The scope is told that stream (forward(u, stream), backward(u, sync,
+// stream)) and orders both ways: when it opens, that stream waits for the
+// module's work on the views (the host blocks for the calling thread's
+// stream, through the watchdog); when it closes, the module's reshard and
+// reduction wait for the work issued to that stream. The default is the
+// stream a layer or kernel called without one runs on: the calling thread
+// on the cpu, CUDA's legacy default stream on a GPU. So a program that
+// passes no stream anywhere is right in every mode of Note [Streams of a
+// CPU module] and on CUDA; one that runs its kernels on the module's
+// compute stream says so (forward(u, m.stream())), and then nothing waits
+// on the host, as the engine does. The order costs nothing where the
+// caller's stream is the compute stream (none and comm on the cpu). A
+// scope told one stream whose views are used on another is the caller's
+// race: Scope::stream() names the stream to pass to the layers.
+//
 // Note [Parameters tied across units]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A tensor given to a later unit that an earlier unit already holds (same
@@ -185,21 +205,29 @@ class ZeroModule {
     // parameter, and a gradient of its own (Note [Parameters tied across units]).
     Tensor param(const std::string& name) const;  // compute dtype, original shape
     Tensor grad(const std::string& name) const;   // backward scopes only: accumulate here
+    // The stream the views are ready on, to pass to the layers and kernels
+    // that use them (Note [The stream a scope serves]).
+    Stream stream() const { return stream_; }
     // Ends the scope now (reshard; in backward, reduce if it syncs), throwing
     // what fails; the destructor can only report it.
     void close();
 
    private:
     friend class ZeroModule;
-    Scope(ZeroModule* module, Unit unit, bool backward, bool sync);
+    Scope(ZeroModule* module, Unit unit, bool backward, bool sync, Stream stream);
+    // The caller's stream waits for the module's work on the views.
+    void serve_caller() const;
     ZeroModule* module_;
     Unit unit_;
     FlatParamHandle* handle_;
     bool backward_, sync_;
+    Stream stream_;                    // the caller's (Note [The stream a scope serves])
     std::vector<Unit> opened_owners_;  // owners of tied parameters this scope unsharded
   };
-  Scope forward(Unit unit);
-  Scope backward(Unit unit, bool sync = true);
+  // `stream`: where the caller runs its kernels on the scope's views; the
+  // default is the calling thread's (Note [The stream a scope serves]).
+  Scope forward(Unit unit, Stream stream = {});
+  Scope backward(Unit unit, bool sync = true, Stream stream = {});
   // Starts gathering a unit's parameters (and those it uses of earlier
   // units) ahead of its scope (on CUDA on the communication stream,
   // overlapping the compute); its scope then finds them gathered.

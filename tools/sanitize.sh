@@ -61,7 +61,7 @@ tsan() {
   local suites=(test_comm_local test_comm_tcp_rendezvous test_caching_allocator_users test_flat_param_handle
                 test_zero_adamw test_engine_equivalence test_checkpoint test_activation_checkpointing
                 test_optimizer_offload test_consistency_check test_flight_recorder test_comm_watchdog test_memory_plan
-                test_background_checkpoint test_tied_across_units test_head_unit)
+                test_background_checkpoint test_tied_across_units test_head_unit test_zero_module)
   configure_and_build "$build" thread -DZRT_MPI=OFF -- "${suites[@]}" zrt-train
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   # Two sweeps that repeat, at TSan's tens-fold slowdown, thread interplay the

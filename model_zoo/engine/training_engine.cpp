@@ -178,7 +178,9 @@ optim::ZeroModule::Scope TrainingEngine::enter(optim::ZeroModule::Unit u, bool b
                                                bool sync) {
   auto trace =
       traced(backward ? "backward gather" : "forward gather", module_->handle(u).name(), "wait");
-  return backward ? module_->backward(u, sync) : module_->forward(u);
+  // The layers run on the compute stream (Note [The stream a scope serves]).
+  return backward ? module_->backward(u, sync, module_->stream())
+                  : module_->forward(u, module_->stream());
 }
 
 void TrainingEngine::prefetch(int stage, int step) {

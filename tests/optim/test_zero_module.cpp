@@ -5,13 +5,16 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/support/rank_check.h"
 #include "tests/support/test_seed.h"
+#include "zrt/kernels/nn/gemm.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/memory/caching_allocator.h"
 
 using namespace zrt;
 
@@ -275,6 +278,97 @@ BOOST_AUTO_TEST_CASE(a_host_allocator_of_a_device_is_refused) {
     BOOST_TEST(std::string(e.what()).find("host_allocator is for cuda:0") != std::string::npos,
                e.what());
   }
+}
+
+// Note [The stream a scope serves]: a program that passes no stream anywhere
+// (kernels on the calling thread, a host read of the output) trains the same
+// numbers in every mode of Note [Streams of a CPU module], as do programs
+// that run on the module's compute stream or a stream of their own and say
+// so. Every block is poisoned, so a read that is not ordered after the
+// gather or the zeroing of the gradients reads NaN.
+BOOST_AUTO_TEST_CASE(scopes_order_the_callers_stream_in_every_mode) {
+  const auto seed = test::test_seed("zero_module/scopes_order_the_callers_stream_in_every_mode");
+  enum class Caller { calling_thread, compute_stream, own_stream };
+  const char* caller_names[] = {"the calling thread", "the compute stream", "a stream of its own"};
+  struct Run {
+    optim::CpuStreams mode;
+    Caller caller;
+  };
+  const std::vector<Run> runs = {{optim::CpuStreams::none, Caller::calling_thread},
+                                 {optim::CpuStreams::comm, Caller::calling_thread},
+                                 {optim::CpuStreams::all, Caller::calling_thread},
+                                 {optim::CpuStreams::all, Caller::compute_stream},
+                                 {optim::CpuStreams::all, Caller::own_stream},
+                                 {optim::CpuStreams::comm, Caller::own_stream}};
+  std::vector<std::vector<double>> results(runs.size());  // rank 0's losses, then weights
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    run_local_ranks(2, [&](const CommPtr& world) {
+      std::mt19937 rng(seed);  // the same initial weights on every rank
+      auto normal = [&](std::mt19937& g, const Shape& shape, double scale) {
+        std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
+        for (auto& x : v) x = scale * std::normal_distribution<double>()(g);
+        return Tensor::from_doubles(v, DType::f32, Device::cpu(), shape);
+      };
+      const Tensor w1 = normal(rng, {7, 5}, 0.4), w2 = normal(rng, {3, 7}, 0.4);
+      std::mt19937 rank_rng(seed + 1 + static_cast<unsigned>(world->rank()));
+      const Tensor x = normal(rank_rng, {4, 5}, 1.0), dy = normal(rank_rng, {4, 3}, 1.0);
+
+      optim::ZeroModuleOptions options;
+      options.cpu_streams = runs[r].mode;
+      options.allocator = make_caching_allocator(Device::cpu(), {.poison = true});
+      optim::ZeroModule m(world, options);
+      const auto fc1 = m.add_unit("fc1", {{"weight", w1}});
+      const auto fc2 = m.add_unit("fc2", {{"weight", w2}});
+      std::optional<OwnedStream> own;
+      if (runs[r].caller == Caller::own_stream) own.emplace(Device::cpu());
+      const Stream s = runs[r].caller == Caller::calling_thread   ? Stream()
+                       : runs[r].caller == Caller::compute_stream ? m.stream()
+                                                                  : own->get();
+      auto activation = [&](const Shape& shape) {
+        return Tensor::empty(shape, DType::f32, Device::cpu(), m.allocator(), s);
+      };
+      std::vector<double> out;
+      for (int step = 0; step < 3; ++step) {
+        Tensor h = activation({4, 7}), y = activation({4, 3}), dh = activation({4, 7});
+        {
+          auto scope = m.forward(fc1, s);
+          kernels::gemm(x, false, scope.param("weight"), true, h, 1.0, 0.0, s);
+        }
+        {
+          auto scope = m.forward(fc2, s);
+          kernels::gemm(h, false, scope.param("weight"), true, y, 1.0, 0.0, s);
+        }
+        s.synchronize();  // the host reads y
+        const auto yv = y.to_doubles(), dyv = dy.to_doubles();
+        double loss = 0;
+        for (std::size_t i = 0; i < yv.size(); ++i) loss += yv[i] * dyv[i];
+        out.push_back(loss);
+        {
+          auto scope = m.backward(fc2, /*sync=*/true, s);
+          kernels::gemm(dy, true, h, false, scope.grad("weight"), 1.0, 1.0, s);
+          kernels::gemm(dy, false, scope.param("weight"), false, dh, 1.0, 0.0, s);
+        }
+        {
+          auto scope = m.backward(fc1, /*sync=*/true, s);
+          kernels::gemm(dh, true, x, false, scope.grad("weight"), 1.0, 1.0, s);
+        }
+        m.step(1e-2);
+      }
+      for (const auto& [name, value] : m.full_params())
+        for (double v : value.to_doubles()) out.push_back(v);
+      if (world->rank() == 0) results[r] = out;
+    });
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    BOOST_TEST_CONTEXT("ZRT_CPU_STREAMS=" << optim::cpu_streams_name(runs[r].mode)
+                                          << ", kernels on "
+                                          << caller_names[static_cast<int>(runs[r].caller)]) {
+      BOOST_REQUIRE_EQUAL(results[r].size(), results[0].size());
+      for (std::size_t i = 0; i < results[r].size(); ++i) {
+        BOOST_TEST_CONTEXT("value " << i) { BOOST_TEST(results[r][i] == results[0][i]); }
+      }
+    }
+  }
+  for (double v : results[0]) BOOST_TEST(std::isfinite(v));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
