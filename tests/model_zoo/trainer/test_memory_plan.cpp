@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "tests/model_zoo/engine/engine_checks.h"
@@ -204,6 +205,28 @@ std::size_t max_rss_kib() {
   return static_cast<std::size_t>(u.ru_maxrss);
 }
 
+// Each rank's host peak in a real run of `c` on local ranks, counted by a
+// caching host allocator of its own (which rounds as the plan's does), on
+// the data set `data` makes; `seen` looks at each rank's Trainer first.
+std::vector<std::size_t> counted_host_peaks(
+    const TrainerConfig& c, int world, const std::function<Dataset(int rank)>& data,
+    const std::function<void(Trainer&, int rank)>& seen = nullptr) {
+  std::vector<std::size_t> held(static_cast<std::size_t>(world));
+  run_local_ranks(
+      world,
+      [&](const CommPtr& comm) {
+        TrainerConfig mine = c;
+        const AllocatorPtr host = make_caching_allocator(Device::cpu());
+        mine.engine.zero.host_allocator = host;
+        Trainer trainer(comm, mine, data(comm->rank()));
+        if (seen) seen(trainer, comm->rank());
+        for (std::int64_t s = 0; s < c.steps; ++s) trainer.step();
+        held[static_cast<std::size_t>(comm->rank())] = host->stats().peak_allocated;
+      },
+      std::chrono::seconds(120));
+  return held;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(memory_plan)
@@ -337,23 +360,16 @@ BOOST_AUTO_TEST_CASE(host_memory_is_the_offloaded_state_as_counted_in_a_run) {
       c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::host, "", 0};
       const std::string name =
           std::string(dtype_name(state)) + " state, " + std::to_string(world) + " rank(s)";
-      std::vector<std::size_t> state_bytes(world), held(world);
-      run_local_ranks(
-          world,
-          [&](const CommPtr& comm) {
-            TrainerConfig mine = c;  // a counting host allocator of the rank's own
-            const AllocatorPtr host = make_caching_allocator(Device::cpu());
-            mine.engine.zero.host_allocator = host;
-            Trainer trainer(comm, mine, synthetic_text_dataset());
+      std::vector<std::size_t> state_bytes(world);
+      const std::vector<std::size_t> held = counted_host_peaks(
+          c, world, [](int) { return synthetic_text_dataset(); },
+          [&](Trainer& trainer, int rank) {
             std::size_t bytes = 0;
             for (const auto& h : trainer.engine().handles())
               bytes +=
                   static_cast<std::size_t>(h->zero1_shard().numel()) * (4 + 2 * dtype_size(state));
-            for (std::int64_t s = 0; s < c.steps; ++s) trainer.step();
-            state_bytes[static_cast<std::size_t>(comm->rank())] = bytes;
-            held[static_cast<std::size_t>(comm->rank())] = host->stats().peak_allocated;
-          },
-          std::chrono::seconds(120));
+            state_bytes[static_cast<std::size_t>(rank)] = bytes;
+          });
       const MemoryPlan plan = plan_memory(c, world);
       for (int r = 0; r < world; ++r) {
         const RankMemoryPlan& p = plan.ranks[static_cast<std::size_t>(r)];
@@ -406,20 +422,12 @@ BOOST_AUTO_TEST_CASE(host_memory_holds_the_data_set_and_the_init_from_reads) {
       if (offload) c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::host, "", 0};
       const std::string name =
           std::string(offload ? "host offload, " : "") + std::to_string(world) + " rank(s)";
-      std::vector<std::size_t> held(world), data_bytes(world);
-      run_local_ranks(
-          world,
-          [&](const CommPtr& comm) {
-            TrainerConfig mine = c;  // a counting host allocator of the rank's own
-            const AllocatorPtr host = make_caching_allocator(Device::cpu());
-            mine.engine.zero.host_allocator = host;
-            Dataset data = load_dataset(data_path);
-            data_bytes[static_cast<std::size_t>(comm->rank())] = data.nbytes();
-            Trainer trainer(comm, mine, std::move(data));
-            for (std::int64_t s = 0; s < c.steps; ++s) trainer.step();
-            held[static_cast<std::size_t>(comm->rank())] = host->stats().peak_allocated;
-          },
-          std::chrono::seconds(120));
+      std::vector<std::size_t> data_bytes(world);
+      const std::vector<std::size_t> held = counted_host_peaks(c, world, [&](int rank) {
+        Dataset data = load_dataset(data_path);
+        data_bytes[static_cast<std::size_t>(rank)] = data.nbytes();
+        return data;
+      });
       const MemoryPlan plan = plan_memory(c, world, 2, data_file_memory_bytes(data_path));
       for (int r = 0; r < world; ++r) {
         const RankMemoryPlan& p = plan.ranks[static_cast<std::size_t>(r)];
