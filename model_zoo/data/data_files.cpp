@@ -24,6 +24,29 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+constexpr std::size_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
+
+// The token count of an llm.c file of `file_bytes` bytes from its header's
+// first 12 bytes; InvalidArgument naming the file unless they agree.
+std::int64_t llmc_token_count(const std::uint8_t* header_bytes, std::size_t file_bytes,
+                              const std::string& path) {
+  constexpr std::int32_t kMagic = 20240520, kVersion = 1;
+  ZRT_CHECK_ARG(file_bytes >= kLlmcHeaderBytes, "llm.c token file ", path,
+                " is truncated: ", file_bytes, " bytes, the header alone takes ", kLlmcHeaderBytes);
+  std::int32_t header[3];
+  std::memcpy(header, header_bytes, sizeof(header));
+  ZRT_CHECK_ARG(header[0] == kMagic, "llm.c token file ", path, " has magic ", header[0],
+                ", expected ", kMagic);
+  ZRT_CHECK_ARG(header[1] == kVersion, "llm.c token file ", path, " has version ", header[1],
+                ", expected ", kVersion);
+  const std::int64_t count = header[2];
+  ZRT_CHECK_ARG(count > 0, "llm.c token file ", path, " declares ", count, " tokens");
+  const std::size_t want = kLlmcHeaderBytes + static_cast<std::size_t>(count) * 2;
+  ZRT_CHECK_ARG(file_bytes == want, "llm.c token file ", path, " declares ", count, " tokens (",
+                want, " bytes) but has ", file_bytes, " bytes");
+  return count;
+}
+
 }  // namespace
 
 // A data file is a regular file (through links) of a bounded size, checked
@@ -52,22 +75,8 @@ Dataset load_text_tokens(const std::string& path) {
 }
 
 Dataset load_llmc_tokens(const std::string& path) {
-  constexpr std::int32_t kMagic = 20240520, kVersion = 1;
-  constexpr std::size_t kHeaderBytes = 256 * sizeof(std::int32_t);
   const std::vector<std::uint8_t> bytes = read_bytes(path);
-  ZRT_CHECK_ARG(bytes.size() >= kHeaderBytes, "llm.c token file ", path,
-                " is truncated: ", bytes.size(), " bytes, the header alone takes ", kHeaderBytes);
-  std::int32_t header[3];
-  std::memcpy(header, bytes.data(), sizeof(header));
-  ZRT_CHECK_ARG(header[0] == kMagic, "llm.c token file ", path, " has magic ", header[0],
-                ", expected ", kMagic);
-  ZRT_CHECK_ARG(header[1] == kVersion, "llm.c token file ", path, " has version ", header[1],
-                ", expected ", kVersion);
-  const std::int64_t count = header[2];
-  ZRT_CHECK_ARG(count > 0, "llm.c token file ", path, " declares ", count, " tokens");
-  const std::size_t want = kHeaderBytes + static_cast<std::size_t>(count) * 2;
-  ZRT_CHECK_ARG(bytes.size() == want, "llm.c token file ", path, " declares ", count, " tokens (",
-                want, " bytes) but has ", bytes.size(), " bytes");
+  const std::int64_t count = llmc_token_count(bytes.data(), bytes.size(), path);
   Dataset d;
   d.kind = Dataset::Kind::tokens;
   d.tokens = Tensor::empty({count}, DType::i32);
@@ -75,7 +84,7 @@ Dataset load_llmc_tokens(const std::string& path) {
   std::int32_t max_token = 0;
   for (std::int64_t i = 0; i < count; ++i) {
     std::uint16_t t;
-    std::memcpy(&t, bytes.data() + kHeaderBytes + 2 * i, 2);
+    std::memcpy(&t, bytes.data() + kLlmcHeaderBytes + 2 * i, 2);
     out[i] = t;
     max_token = std::max<std::int32_t>(max_token, t);
   }
@@ -120,6 +129,31 @@ Dataset load_dataset(const std::string& path) {
   if (ends_with(path, ".bin")) return load_llmc_tokens(path);
   if (ends_with(path, ".safetensors")) return load_row_dataset(path);
   return load_text_tokens(path);
+}
+
+std::size_t data_file_memory_bytes(const std::string& path) {
+  check_data_file(path);
+  std::error_code ec;
+  const std::size_t file_bytes = std::filesystem::file_size(path, ec);
+  ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
+  ZRT_CHECK_ARG(file_bytes > 0, "data file ", path, " is empty");
+  if (ends_with(path, ".safetensors")) {
+    try {
+      const SafetensorsReader reader(path);  // the header alone
+      const auto& e = reader.entries();
+      auto x = e.find("x"), y = e.find("y");
+      ZRT_CHECK_ARG(x != e.end() && y != e.end(), "data file ", path,
+                    " must hold tensors 'x' and 'y'");
+      return (x->second.end - x->second.begin) + (y->second.end - y->second.begin);
+    } catch (const CheckpointError& e) {
+      ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());
+    }
+  }
+  if (!ends_with(path, ".bin")) return file_bytes * sizeof(std::int32_t);  // a token a byte
+  std::uint8_t header[12] = {};
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(header), sizeof(header));
+  return static_cast<std::size_t>(llmc_token_count(header, file_bytes, path)) *
+         sizeof(std::int32_t);
 }
 
 }  // namespace zrt::model_zoo

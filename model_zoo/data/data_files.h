@@ -2,6 +2,7 @@
 // problem (missing, empty, malformed).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <string>
@@ -33,5 +34,11 @@ void check_data_file(const std::string& path);
 // bytes. The path must name a regular file (through links) of at most
 // kMaxDataFileBytes: InvalidArgument naming it and what it is otherwise.
 Dataset load_dataset(const std::string& path);
+
+// The host memory load_dataset(path) holds once loaded (Dataset::nbytes), from
+// the file's size and header without reading the rest: 4 bytes a token of a
+// text or llm.c file, a safetensors file's x and y. The same checks and
+// errors as load_dataset for the file and the header it reads.
+std::size_t data_file_memory_bytes(const std::string& path);
 
 }  // namespace zrt::model_zoo

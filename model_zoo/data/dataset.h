@@ -2,6 +2,7 @@
 // features with class labels (mlp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -22,6 +23,8 @@ struct Dataset {
 
   // Tokens (len) or rows (N).
   std::int64_t size() const { return kind == Kind::tokens ? tokens.numel() : y.numel(); }
+  // The host memory it holds (Note [Host memory in the plan]).
+  std::size_t nbytes() const { return tokens.nbytes() + x.nbytes() + y.nbytes(); }
 };
 
 // InvalidArgument naming the problem unless the data fits the model: tokens

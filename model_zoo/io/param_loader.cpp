@@ -98,8 +98,9 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
   return out;
 }
 
-ParamFileSource::ParamFileSource(const std::vector<UnitDef>& units, const std::string& path)
-    : reader_(std::make_shared<SafetensorsReader>(path)) {
+ParamFileSource::ParamFileSource(const std::vector<UnitDef>& units, const std::string& path,
+                                 AllocatorPtr buffers)
+    : reader_(std::make_shared<SafetensorsReader>(path)), buffers_(std::move(buffers)) {
   std::map<std::string, KeyInfo> keys;
   for (const auto& [key, e] : reader_->entries()) keys[key] = {e.shape, e.dtype};
   key_of_ = match_keys(units, keys, path);
@@ -109,9 +110,12 @@ void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64
                            Stream stream) const {
   const std::string& key = key_of_.at(fqn);
   const DType dtype = reader_->entry(key).dtype;
-  Tensor raw = Tensor::empty({dst.numel()}, dtype);
+  const Tensor raw = Tensor::empty({dst.numel()}, dtype, Device::cpu(), buffers_);
+  Tensor f32 =
+      dtype == DType::f32 ? raw : Tensor::empty({dst.numel()}, DType::f32, Device::cpu(), buffers_);
+  if (stream.discards()) return;  // a dry run: the buffers, no values (Note [Dry runs])
   reader_->read_elements(key, first, dst.numel(), raw.data_ptr());
-  const Tensor f32 = dtype == DType::f32 ? raw : raw.to(DType::f32);
+  if (dtype != DType::f32) f32.copy_(raw);
   check_finite(f32, key, first, reader_->path());
   Tensor out = dst;  // a view of the same memory
   out.copy_(f32, stream);

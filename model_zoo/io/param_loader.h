@@ -40,11 +40,17 @@ std::map<std::string, Tensor> load_model_params(const std::vector<UnitDef>& unit
 // read by ranges, each rank only the elements of its own shards (as sharded
 // initialisation draws them, Note [Sharded initialisation]), converted to
 // fp32 and checked finite piece by piece. No rank reads or holds the whole
-// file.
+// file. A read holds, for its duration, one buffer of the part in the
+// file's dtype and (unless that is f32) one of its f32 conversion, taken from
+// `buffers` (the module's host allocator, so the memory plan counts them:
+// Note [Host memory in the plan]); on a discarding stream (a dry run, Note
+// [Dry runs]) it takes the same buffers and reads nothing.
 class ParamFileSource {
  public:
   // CheckpointError naming the missing, unexpected or mis-shaped key.
-  ParamFileSource(const std::vector<UnitDef>& units, const std::string& path);
+  // `buffers` null: plain host memory.
+  ParamFileSource(const std::vector<UnitDef>& units, const std::string& path,
+                  AllocatorPtr buffers = nullptr);
   const std::string& path() const { return reader_->path(); }
   // Elements first, first + 1, ... of parameter `fqn` into dst (f32, any
   // device); CheckpointError for a non-finite value (key and flat index).
@@ -53,6 +59,7 @@ class ParamFileSource {
  private:
   std::shared_ptr<const SafetensorsReader> reader_;
   std::map<std::string, std::string> key_of_;  // fqn → key
+  AllocatorPtr buffers_;
 };
 
 }  // namespace zrt::model_zoo

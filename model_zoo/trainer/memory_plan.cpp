@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "zrt/kernels/kernel_path.h"
+#include "zrt/model_zoo/io/param_loader.h"
 #include "zrt/model_zoo/models/model_config.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/memory/caching_allocator.h"
@@ -23,9 +24,10 @@ enum class Category {
   unsharded_params,
   gradients,
   communication,
-  activations
+  activations,
+  loading  // --init-from's read buffers (host memory, Note [Host memory in the plan])
 };
-constexpr std::size_t kCategories = 6;
+constexpr std::size_t kCategories = 7;
 
 // Which storage holds which category: the handles' buffers and the
 // optimizer's moments. The first claim wins, so a storage that is two
@@ -75,17 +77,35 @@ class PeakBreakdownAllocator final : public Allocator {
 
   // From the engine on, the breakdown can name the handles' blocks: the
   // blocks live now are counted again (once per plan).
+  // A peak reached before (the engine's construction, reading --init-from)
+  // is named again by the blocks of it still live.
   void watch(TrainingEngine* engine) {
     std::lock_guard lock(mutex_);
+    settle_locked();
     engine_ = engine;
     holders_ = engine_ ? holder_categories(*engine_, this) : HolderCategories{};
     comm_ = engine_ ? engine_->module().comm_stream() : Stream();
     own_comm_stream_ = engine_ && comm_ != engine_->module().stream();
     held_.fill(0);
+    std::array<std::size_t, kCategories> at_peak{};  // live now and at the peak
     for (auto& [ptr, live] : live_) {
       ++visits_;
-      live.category = category_of(live.holder, live.stream);
+      if (live.category != Category::loading) live.category = category_of(live.holder, live.stream);
       held_[index(live.category)] += live.requested;
+      if (live.serial <= peak_serial_) at_peak[index(live.category)] += live.requested;
+    }
+    if (engine_ && peak_unnamed_) {
+      // Unnamed, every block but the read buffers counted as activations.
+      MemoryByCategory& m = at_peak_;
+      for (std::size_t c = 0; c < kCategories; ++c)
+        if (c != index(Category::loading)) m.activations -= at_peak[c];
+      m.master_and_moments += at_peak[index(Category::master_and_moments)];
+      m.zero3_shards += at_peak[index(Category::zero3_shards)];
+      m.unsharded_params += at_peak[index(Category::unsharded_params)];
+      m.gradients += at_peak[index(Category::gradients)];
+      m.communication += at_peak[index(Category::communication)];
+      m.activations += at_peak[index(Category::activations)];
+      peak_unnamed_ = false;
     }
     // A peak that is what is held now is named by the categories just found.
     if (inner_->stats().allocated >= peak_) unsettled_ = true;
@@ -95,19 +115,11 @@ class PeakBreakdownAllocator final : public Allocator {
     return allocate_for(nullptr, nbytes, stream);
   }
   void* allocate_for(const void* holder, std::size_t nbytes, Stream stream) override {
-    std::lock_guard lock(mutex_);
-    settle_locked();
-    void* p = inner_->allocate(nbytes, stream);
-    ++visits_;
-    const Category c = category_of(holder, stream);
-    live_[p] = {nbytes, stream, holder, c};
-    held_[index(c)] += nbytes;
-    const std::size_t allocated = inner_->stats().allocated;
-    if (allocated > peak_) {
-      peak_ = allocated;
-      unsettled_ = true;
-    }
-    return p;
+    return allocate_as(holder, std::nullopt, nbytes, stream);
+  }
+  // A block of --init-from's read buffers (LoadingBuffers).
+  void* allocate_loading(std::size_t nbytes, Stream stream) {
+    return allocate_as(nullptr, Category::loading, nbytes, stream);
   }
   void deallocate(void* ptr) noexcept override {
     std::lock_guard lock(mutex_);
@@ -149,9 +161,29 @@ class PeakBreakdownAllocator final : public Allocator {
     Stream stream;
     const void* holder;  // the Storage that asked, or null
     Category category;
+    std::size_t serial;  // allocations before it
   };
 
   static std::size_t index(Category c) { return static_cast<std::size_t>(c); }
+
+  void* allocate_as(const void* holder, std::optional<Category> category, std::size_t nbytes,
+                    Stream stream) {
+    std::lock_guard lock(mutex_);
+    settle_locked();
+    void* p = inner_->allocate(nbytes, stream);
+    const Category c = category.value_or(category_of(holder, stream));
+    live_[p] = {nbytes, stream, holder, c, visits_};
+    ++visits_;
+    held_[index(c)] += nbytes;
+    const std::size_t allocated = inner_->stats().allocated;
+    if (allocated > peak_) {
+      peak_ = allocated;
+      peak_serial_ = live_[p].serial;
+      peak_unnamed_ = engine_ == nullptr;
+      unsettled_ = true;
+    }
+    return p;
+  }
 
   // A block belongs to the storage that allocated it for as long as it lives:
   // memory moves between storages only inside a handle, from one gradient
@@ -175,6 +207,7 @@ class PeakBreakdownAllocator final : public Allocator {
     m.gradients = held_[index(Category::gradients)];
     m.communication = held_[index(Category::communication)];
     m.activations = held_[index(Category::activations)];
+    m.loading = held_[index(Category::loading)];
     std::size_t requested = 0;
     for (std::size_t h : held_) requested += h;
     m.rounding = peak_ - requested;
@@ -189,9 +222,27 @@ class PeakBreakdownAllocator final : public Allocator {
   std::unordered_map<void*, Live> live_;
   std::array<std::size_t, kCategories> held_{};  // the live blocks' requests by category
   std::size_t peak_ = 0;
+  std::size_t peak_serial_ = 0;  // the allocation that made the peak
+  bool peak_unnamed_ = false;    // made before the engine was watched
   std::size_t visits_ = 0;
   bool unsettled_ = false;
   MemoryByCategory at_peak_;
+};
+
+// --init-from's read buffers (ParamFileSource) in the host allocator's
+// breakdown, as their own category (Note [Host memory in the plan]).
+class LoadingBuffers final : public Allocator {
+ public:
+  explicit LoadingBuffers(std::shared_ptr<PeakBreakdownAllocator> host) : host_(std::move(host)) {}
+  void* allocate(std::size_t nbytes, Stream stream) override {
+    return host_->allocate_loading(nbytes, stream);
+  }
+  void deallocate(void* ptr) noexcept override { host_->deallocate(ptr); }
+  void record_use(void* ptr, Stream stream) override { host_->record_use(ptr, stream); }
+  Device device() const override { return host_->device(); }
+
+ private:
+  std::shared_ptr<PeakBreakdownAllocator> host_;
 };
 
 // This rank's micro-batches: host tensors of the right shapes, never read
@@ -230,7 +281,8 @@ void check_plan_geometry(const TrainerConfig& c, int world_size, int steps) {
   }
 }
 
-RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int steps) {
+RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int steps,
+                         std::size_t data_bytes) {
   TrainerConfig c = config;
   const bool cuda = c.engine.zero.device.is_cuda();
   c.model.dtype = c.engine.zero.dtype;
@@ -251,8 +303,18 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
   c.engine.zero.host_allocator = host;
 
   // Initialised as the Trainer does, each rank drawing its shards where they
-  // live (Note [Sharded initialisation]): the draws are dropped (Note [Dry runs]).
-  TrainingEngine engine(make_model(c.model), world, c.engine);
+  // live (Note [Sharded initialisation]) or reading them from --init-from
+  // (Note [Streamed loading]): the draws and reads are dropped (Note [Dry
+  // runs]), the read buffers held as long.
+  auto make_engine = [&] {
+    if (c.init_from.empty())
+      return std::make_unique<TrainingEngine>(make_model(c.model), world, c.engine);
+    const ParamFileSource file(make_model(c.model)->units(), c.init_from,
+                               std::make_shared<LoadingBuffers>(host));
+    return std::make_unique<TrainingEngine>(make_model(c.model), world, c.engine, file);
+  };
+  const std::unique_ptr<TrainingEngine> owned_engine = make_engine();
+  TrainingEngine& engine = *owned_engine;
   memory->watch(&engine);
   host->watch(&engine);
   struct Unwatch {  // before the engine goes, however the plan ends
@@ -278,6 +340,7 @@ RankMemoryPlan plan_rank(const TrainerConfig& config, const CommPtr& world, int 
   }
   plan.reserved_peak = memory->stats().peak_reserved;
   plan.host_at_peak = host->settle();
+  plan.host_at_peak.data = data_bytes;  // held from before the engine to the end
   plan.host_peak = plan.host_at_peak.total();
   plan.bookkeeping_visits = memory->visits();
   return plan;
@@ -292,7 +355,8 @@ const RankMemoryPlan& MemoryPlan::largest() const {
       [](const RankMemoryPlan& a, const RankMemoryPlan& b) { return a.peak < b.peak; });
 }
 
-MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
+MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps,
+                       std::size_t data_bytes) {
   TrainerConfig c = config;
   c.model.dtype = c.engine.zero.dtype;
   validate_model_config(c.model);
@@ -301,14 +365,14 @@ MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps) {
   plan.ranks.resize(static_cast<std::size_t>(world_size));
   run_local_ranks(world_size, [&](const CommPtr& world) {
     world->set_link_model({});  // a dry run plans memory, not time (Note [Link model])
-    plan.ranks[static_cast<std::size_t>(world->rank())] = plan_rank(c, world, steps);
+    plan.ranks[static_cast<std::size_t>(world->rank())] = plan_rank(c, world, steps, data_bytes);
   });
   return plan;
 }
 
 std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int world_size,
                                            std::size_t budget_bytes, const std::string& offload_dir,
-                                           std::size_t host_budget_bytes) {
+                                           std::size_t host_budget_bytes, std::size_t data_bytes) {
   using optim::ShardingStrategy;
   // Cheapest first: no gathers, one per unit and step, two.
   std::vector<ShardingStrategy> strategies = {
@@ -340,7 +404,7 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
             c.engine.checkpointing = parse_activation_checkpointing(ckpt);
             c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
             c.engine.zero.adamw.state_dtype = state;
-            const MemoryPlan plan = plan_memory(c, world_size);
+            const MemoryPlan plan = plan_memory(c, world_size, 2, data_bytes);
             const RankMemoryPlan& largest = plan.largest();
             std::size_t host = 0;
             for (const RankMemoryPlan& r : plan.ranks) host = std::max(host, r.host_peak);

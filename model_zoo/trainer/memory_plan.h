@@ -69,12 +69,24 @@
 // Its peak is the most held at once (blocks' rounded sizes), not per step:
 // the state lives from construction on. The engine initialises as the
 // Trainer does, each rank drawing only its shards where they live (Note
-// [Sharded initialisation]), which takes no host memory beyond the state;
-// loading --init-from adds, for a moment, one read buffer of a parameter's
-// part in the shard (the file's dtype, and its fp32 conversion unless it is
-// fp32), which the plan does not hold. Host memory the plan leaves out: the
-// data set, the allocator's own cache (pinned segments on CUDA are rounded
-// to 2 MiB), and a checkpoint's staging. On --device cpu the device's
+// [Sharded initialisation]), which takes no host memory beyond the state.
+// Reading --init-from (Note [Streamed loading]) holds, while each part is
+// read, a buffer of a parameter's part in the rank's shard in the file's
+// dtype and, unless that is fp32, one of its fp32 conversion: the dry run
+// reads the file's header and takes these buffers from the same allocator
+// (the Trainer takes them from the module's host allocator where one is
+// given), in their own category (loading), at the moment they are held.
+// So they raise the peak only where, with the state built so far, they
+// exceed what is held later; the peak's breakdown names the state then
+// held by its blocks still live once the engine is built. The data set
+// (data: Dataset::nbytes; for a file, data_file_memory_bytes from its
+// size and header; 4 bytes a token) is held from before the engine to the
+// end, so it adds to every moment: the plan adds it to the peak. Host
+// memory the plan leaves out: loading a data file holds, for a moment
+// before the engine holds anything, the file's bytes and a copy besides
+// the data set (load_dataset); the allocator's own cache
+// (pinned segments on CUDA are rounded to 2 MiB), a step's micro-batches,
+// and a checkpoint's staging. On --device cpu the device's
 // memory is host memory too, so a rank's host memory is this figure plus
 // at most its reserved peak (at least its peak: pages of reserved segments
 // no block touched are not resident; test_memory_plan measures the
@@ -105,9 +117,13 @@ struct MemoryByCategory {
   std::size_t activations =
       0;                     // everything else: layers' outputs and caches, kept inputs, workspaces
   std::size_t rounding = 0;  // what the allocator's blocks hold beyond the requests
+  // Host memory only (Note [Host memory in the plan]): the data set, and
+  // --init-from's read buffers live at the peak.
+  std::size_t data = 0;
+  std::size_t loading = 0;
   std::size_t total() const {
     return master_and_moments + zero3_shards + unsharded_params + gradients + communication +
-           activations + rounding;
+           activations + rounding + data + loading;
   }
 };
 
@@ -120,7 +136,8 @@ struct RankMemoryPlan {
   // Host memory outside the device's allocator (Note [Host memory in the
   // plan]): the most held at once from construction on, and what it held
   // then (master_and_moments, gradients: the reduced shard's host copy;
-  // activations: staging and disk offload's chunk buffers).
+  // activations: staging and disk offload's chunk buffers; data: the data
+  // set; loading: --init-from's read buffers).
   std::size_t host_peak = 0;
   MemoryByCategory host_at_peak;
   // The plan's own cost: blocks its breakdown looked at, about one per
@@ -139,12 +156,15 @@ struct MemoryPlan {
 inline constexpr int kMaxPlannedRanks = 64;
 
 // Plans `config` on a world of `world_size` ranks (Note [Memory plan]),
-// with `steps` (>= 1) dry steps (Note [Dry runs]). Validates like the
+// with `steps` (>= 1) dry steps (Note [Dry runs]), each rank holding a data
+// set of `data_bytes` (Dataset::nbytes, data_file_memory_bytes) in host
+// memory. Reads only the header of config.init_from. Validates like the
 // Trainer (typed errors naming the problem): the model, the batch geometry,
 // and 1 <= world_size <= kMaxPlannedRanks. A CUDA device is planned on CPU
 // streams of CUDA's shape. Allocates no memory for parameters, state or
 // activations, and computes nothing.
-MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps = 2);
+MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps = 2,
+                       std::size_t data_bytes = 0);
 
 // One candidate of plan_fitting: what it changes and its plan's largest rank.
 struct FittingCandidate {
@@ -183,10 +203,12 @@ struct FittingCandidate {
 // Plans the settings of Note [Settings that fit] (disk offload under
 // `offload_dir`) and returns those whose largest rank's reserved peak is at
 // most `budget_bytes` and whose ranks each hold at most `host_budget_bytes`
-// of host memory (Note [Host memory in the plan]), in that note's order.
+// of host memory (Note [Host memory in the plan]; a data set of `data_bytes`
+// included), in that note's order.
 std::vector<FittingCandidate> plan_fitting(
     const TrainerConfig& config, int world_size, std::size_t budget_bytes,
     const std::string& offload_dir,
-    std::size_t host_budget_bytes = std::numeric_limits<std::size_t>::max());
+    std::size_t host_budget_bytes = std::numeric_limits<std::size_t>::max(),
+    std::size_t data_bytes = 0);
 
 }  // namespace zrt::model_zoo

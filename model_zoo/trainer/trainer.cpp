@@ -24,7 +24,8 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
   else if (!config_.init_from.empty())
     engine_ = std::make_unique<TrainingEngine>(
         std::move(model), world_, config_.engine,
-        ParamFileSource(make_model(config_.model)->units(), config_.init_from));
+        ParamFileSource(make_model(config_.model)->units(), config_.init_from,
+                        config_.engine.zero.host_allocator));
   else
     engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine);
   if (config_.checkpoint_async)

@@ -42,6 +42,13 @@ measured = max(json.loads(l)["mem_peak"] for l in open(f"{d}/planned.jsonl"))
 assert abs(planned - measured) <= 0.05 * measured, (planned, measured)
 print(f"ok   --plan: {planned / 2**20:.1f} MiB planned, {measured / 2**20:.1f} MiB measured")
 PY
+# The host columns hold the data set (Note [Host memory in the plan]): a
+# text file of 1 MiB is 4 MiB of tokens, from its size alone.
+"$python" -c "open('$dir/data.txt', 'w').write('a' * 2**20)"
+"$train" "${run[@]}" --data "$dir/data.txt" --plan > "$dir/plan_data.out" 2>&1 || fail "--plan --data: $(cat "$dir/plan_data.out")"
+data_col=$(awk '$1 == "0-1" { print $15 }' "$dir/plan_data.out")
+[ "$data_col" = "4.0" ] || fail "--plan --data: data column '$data_col', not 4.0 MiB: $(cat "$dir/plan_data.out")"
+echo "ok   --plan --data: the host columns hold 4.0 MiB of tokens"
 "$train" "${run[@]}" --plan --fit 1GiB > "$dir/fit.out" 2>&1 || fail "--fit 1GiB: $(cat "$dir/fit.out")"
 grep -q -- "--strategy no-shard --prefetch 0 --activation-checkpointing none --offload-optimizer none" "$dir/fit.out" ||
   fail "--fit 1GiB does not list the cheapest setting: $(cat "$dir/fit.out")"

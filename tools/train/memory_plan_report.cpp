@@ -29,13 +29,15 @@ bool same_plan(const RankMemoryPlan& a, const RankMemoryPlan& b) {
          x.unsharded_params == y.unsharded_params && x.gradients == y.gradients &&
          x.communication == y.communication && x.activations == y.activations &&
          x.rounding == y.rounding && a.host_peak == b.host_peak &&
-         a.host_at_peak.master_and_moments == b.host_at_peak.master_and_moments;
+         a.host_at_peak.master_and_moments == b.host_at_peak.master_and_moments &&
+         a.host_at_peak.data == b.host_at_peak.data &&
+         a.host_at_peak.loading == b.host_at_peak.loading;
 }
 
 void print_table(const model_zoo::MemoryPlan& plan, std::FILE* out) {
-  std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s | %10s %10s\n", "ranks",
-               "peak", "reserved", "master+m,v", "zero3", "unsharded", "gradients", "comm",
-               "activations", "rounding", "host", "master+m,v");
+  std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s | %10s %10s %10s %10s\n",
+               "ranks", "peak", "reserved", "master+m,v", "zero3", "unsharded", "gradients", "comm",
+               "activations", "rounding", "host", "master+m,v", "data", "init-read");
   // Ranks with the same plan share a row (most do: shards are padded to one size).
   for (std::size_t first = 0; first < plan.ranks.size();) {
     std::size_t last = first;
@@ -45,12 +47,14 @@ void print_table(const model_zoo::MemoryPlan& plan, std::FILE* out) {
     const std::string ranks =
         first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
     const MemoryByCategory& m = r.at_peak;
-    std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s | %10s %10s\n",
+    const MemoryByCategory& h = r.host_at_peak;
+    std::fprintf(out, "%-9s %10s %10s | %10s %10s %10s %10s %10s %11s %9s | %10s %10s %10s %10s\n",
                  ranks.c_str(), mib(r.peak).c_str(), mib(r.reserved_peak).c_str(),
                  mib(m.master_and_moments).c_str(), mib(m.zero3_shards).c_str(),
                  mib(m.unsharded_params).c_str(), mib(m.gradients).c_str(),
                  mib(m.communication).c_str(), mib(m.activations).c_str(), mib(m.rounding).c_str(),
-                 mib(r.host_peak).c_str(), mib(r.host_at_peak.master_and_moments).c_str());
+                 mib(r.host_peak).c_str(), mib(h.master_and_moments).c_str(), mib(h.data).c_str(),
+                 mib(h.loading).c_str());
     first = last + 1;
   }
 }
@@ -109,8 +113,10 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   std::fprintf(out,
                "two dry steps per rank: every allocation of the run, no memory behind it, nothing "
                "computed; device columns at the largest step's peak, host columns: host memory "
-               "outside the device's allocator, at its peak from construction on. MiB:\n");
-  print_table(model_zoo::plan_memory(config, world), out);
+               "outside the device's allocator, at its peak from construction on (with the data "
+               "set and --init-from's read buffers then held). MiB:\n");
+  const std::size_t data = data_memory_bytes(o, config);
+  print_table(model_zoo::plan_memory(config, world, 2, data), out);
   // Note [Host memory in the plan]
   if (o.device == "cpu")
     std::fprintf(
@@ -128,7 +134,7 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const std::string dir = offload.kind == optim::OptimizerOffload::Kind::disk ? offload.dir : "DIR";
   const std::size_t host_budget =
       o.fit_host.empty() ? std::numeric_limits<std::size_t>::max() : parse_byte_count(o.fit_host);
-  const auto fits = model_zoo::plan_fitting(config, world, budget, dir, host_budget);
+  const auto fits = model_zoo::plan_fitting(config, world, budget, dir, host_budget, data);
   const std::string host_fit = o.fit_host.empty()
                                    ? ""
                                    : " and --fit-host " + o.fit_host + " (" +

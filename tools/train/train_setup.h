@@ -36,6 +36,9 @@ void raise_block_size_to_seq_len(model_zoo::TrainerConfig& t);
 
 // --data, or the embedded default dataset of the model kind.
 model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConfig& c);
+// The host memory load_data holds (Dataset::nbytes): of --data from its size
+// and header alone (Note [Host memory in the plan]).
+std::size_t data_memory_bytes(const TrainOptions& o, const model_zoo::TrainerConfig& c);
 
 // The trainer of one rank: config (from trainer_config, possibly with more
 // set), --data or the embedded dataset, the --init-from weights or the

@@ -121,15 +121,22 @@ BOOST_AUTO_TEST_CASE(llmc_token_files) {
   BOOST_TEST(d.tokens.to_doubles() == std::vector<double>({7, 65535, 0, 300}),
              boost::test_tools::per_element());
   BOOST_TEST(d.vocab_size == 65536);
+  // Note [Host memory in the plan]: what it holds, from the header alone.
+  BOOST_TEST(data_file_memory_bytes(ok) == d.nbytes());
+  BOOST_TEST(d.nbytes() == 16u);
   write_llmc(dir.file("magic.bin"), 1234, 1, 4, {1, 2, 3, 4});
   check_arg_error([&] { load_llmc_tokens(dir.file("magic.bin")); }, "magic 1234");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("magic.bin")); }, "magic 1234");
   write_llmc(dir.file("version.bin"), 20240520, 2, 4, {1, 2, 3, 4});
   check_arg_error([&] { load_llmc_tokens(dir.file("version.bin")); }, "version 2");
   write_llmc(dir.file("short.bin"), 20240520, 1, 5, {1, 2, 3, 4});
   check_arg_error([&] { load_llmc_tokens(dir.file("short.bin")); }, "declares 5 tokens");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("short.bin")); }, "declares 5 tokens");
   std::ofstream(dir.file("empty.bin")).close();
   check_arg_error([&] { load_dataset(dir.file("empty.bin")); }, "empty");
   check_arg_error([&] { load_dataset(dir.file("missing.txt")); }, "missing");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("empty.bin")); }, "empty");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("missing.txt")); }, "missing");
   std::ofstream(dir.file("tiny.bin"), std::ios::binary) << "abc";
   check_arg_error([&] { load_llmc_tokens(dir.file("tiny.bin")); }, "truncated");
 }
@@ -144,6 +151,8 @@ BOOST_AUTO_TEST_CASE(text_and_row_files) {
   BOOST_TEST(t.tokens.to_doubles() == std::vector<double>({72, 105, 10, 255}),
              boost::test_tools::per_element());
   BOOST_TEST(t.vocab_size == 256);
+  BOOST_TEST(data_file_memory_bytes(dir.file("t.txt")) == t.nbytes());
+  BOOST_TEST(t.nbytes() == 16u);
 
   const Dataset c = synthetic_cluster_dataset(3, 37, 5, 4);
   write_safetensors(dir.file("rows.safetensors"), {{"x", c.x}, {"y", c.y}});
@@ -151,6 +160,8 @@ BOOST_AUTO_TEST_CASE(text_and_row_files) {
   BOOST_TEST((r.kind == Dataset::Kind::rows));
   BOOST_TEST(r.x.to_doubles() == c.x.to_doubles(), boost::test_tools::per_element());
   BOOST_TEST(r.y.to_doubles() == c.y.to_doubles(), boost::test_tools::per_element());
+  BOOST_TEST(data_file_memory_bytes(dir.file("rows.safetensors")) == r.nbytes());
+  BOOST_TEST(r.nbytes() == 37u * 5 * 4 + 37 * 8);
   ModelConfig mlp;
   mlp.kind = "mlp";
   mlp.d_in = 5;
@@ -167,6 +178,7 @@ BOOST_AUTO_TEST_CASE(text_and_row_files) {
   check_arg_error([&] { load_row_dataset(dir.file("bad.safetensors")); }, "y");
   write_safetensors(dir.file("none.safetensors"), {{"x", c.x}});
   check_arg_error([&] { load_row_dataset(dir.file("none.safetensors")); }, "'x' and 'y'");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("none.safetensors")); }, "'x' and 'y'");
 }
 
 BOOST_AUTO_TEST_CASE(generated_data_sets) {

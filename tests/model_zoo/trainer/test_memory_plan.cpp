@@ -10,14 +10,18 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "tests/support/test_seed.h"
 #include "zrt/kernels/nn/attention_path.h"
+#include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/memory_plan.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 using namespace zrt;
@@ -201,6 +205,28 @@ std::size_t max_rss_kib() {
   return static_cast<std::size_t>(u.ru_maxrss);
 }
 
+// Each rank's host peak in a real run of `c` on local ranks, counted by a
+// caching host allocator of its own (which rounds as the plan's does), on
+// the data set `data` makes; `seen` looks at each rank's Trainer first.
+std::vector<std::size_t> counted_host_peaks(
+    const TrainerConfig& c, int world, const std::function<Dataset(int rank)>& data,
+    const std::function<void(Trainer&, int rank)>& seen = nullptr) {
+  std::vector<std::size_t> held(static_cast<std::size_t>(world));
+  run_local_ranks(
+      world,
+      [&](const CommPtr& comm) {
+        TrainerConfig mine = c;
+        const AllocatorPtr host = make_caching_allocator(Device::cpu());
+        mine.engine.zero.host_allocator = host;
+        Trainer trainer(comm, mine, data(comm->rank()));
+        if (seen) seen(trainer, comm->rank());
+        for (std::int64_t s = 0; s < c.steps; ++s) trainer.step();
+        held[static_cast<std::size_t>(comm->rank())] = host->stats().peak_allocated;
+      },
+      std::chrono::seconds(120));
+  return held;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(memory_plan)
@@ -334,23 +360,16 @@ BOOST_AUTO_TEST_CASE(host_memory_is_the_offloaded_state_as_counted_in_a_run) {
       c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::host, "", 0};
       const std::string name =
           std::string(dtype_name(state)) + " state, " + std::to_string(world) + " rank(s)";
-      std::vector<std::size_t> state_bytes(world), held(world);
-      run_local_ranks(
-          world,
-          [&](const CommPtr& comm) {
-            TrainerConfig mine = c;  // a counting host allocator of the rank's own
-            const AllocatorPtr host = make_caching_allocator(Device::cpu());
-            mine.engine.zero.host_allocator = host;
-            Trainer trainer(comm, mine, synthetic_text_dataset());
+      std::vector<std::size_t> state_bytes(world);
+      const std::vector<std::size_t> held = counted_host_peaks(
+          c, world, [](int) { return synthetic_text_dataset(); },
+          [&](Trainer& trainer, int rank) {
             std::size_t bytes = 0;
             for (const auto& h : trainer.engine().handles())
               bytes +=
                   static_cast<std::size_t>(h->zero1_shard().numel()) * (4 + 2 * dtype_size(state));
-            for (std::int64_t s = 0; s < c.steps; ++s) trainer.step();
-            state_bytes[static_cast<std::size_t>(comm->rank())] = bytes;
-            held[static_cast<std::size_t>(comm->rank())] = host->stats().peak_allocated;
-          },
-          std::chrono::seconds(120));
+            state_bytes[static_cast<std::size_t>(rank)] = bytes;
+          });
       const MemoryPlan plan = plan_memory(c, world);
       for (int r = 0; r < world; ++r) {
         const RankMemoryPlan& p = plan.ranks[static_cast<std::size_t>(r)];
@@ -377,6 +396,57 @@ BOOST_AUTO_TEST_CASE(host_memory_is_the_offloaded_state_as_counted_in_a_run) {
   BOOST_TEST(cuda.host_peak >= static_cast<std::size_t>(2 * 2 * chunk * 4),
              "beside a CUDA device two buffers of 2 moments x the chunk: " << cuda.host_peak);
   BOOST_TEST(cuda.host_peak < static_cast<std::size_t>(2 * 2 * chunk * 4) + (1u << 20));
+}
+
+// Note [Host memory in the plan]: with a data file and --init-from (a bf16
+// file: each read holds the part in bf16 and its f32 conversion) the host
+// figure holds the data set, as many bytes as the run's (planned from the
+// file's size alone), and the read buffers: a run whose host allocator
+// (which the Trainer's reads take their buffers from when one is given)
+// counts every host block held, with the data set beside it, holds at its
+// peak the plan's host figure: exactly without offload (then the reads are
+// all it holds), within 5% with the state in host memory.
+BOOST_AUTO_TEST_CASE(host_memory_holds_the_data_set_and_the_init_from_reads) {
+  const std::uint64_t seed = zrt::test::test_seed("host_memory_holds_the_data_set");
+  TempDir dir;
+  const std::string data_path = dir.str() + "/data.txt";
+  std::ofstream(data_path) << synthetic_text(seed, 64 * 1024);
+  for (bool offload : {false, true})
+    for (int world : {1, 3}) {
+      TrainerConfig c = base_config("gpt");
+      c.model.n_layer = 3;
+      c.init_from = dir.str() + "/init.safetensors";
+      std::map<std::string, Tensor> init = make_model(c.model)->init_params(seed);
+      for (auto& [name, t] : init) t = t.to(DType::bf16);
+      write_safetensors(c.init_from, init);
+      if (offload) c.engine.zero.offload_optimizer = {optim::OptimizerOffload::Kind::host, "", 0};
+      const std::string name =
+          std::string(offload ? "host offload, " : "") + std::to_string(world) + " rank(s)";
+      std::vector<std::size_t> data_bytes(world);
+      const std::vector<std::size_t> held = counted_host_peaks(c, world, [&](int rank) {
+        Dataset data = load_dataset(data_path);
+        data_bytes[static_cast<std::size_t>(rank)] = data.nbytes();
+        return data;
+      });
+      const MemoryPlan plan = plan_memory(c, world, 2, data_file_memory_bytes(data_path));
+      for (int r = 0; r < world; ++r) {
+        const RankMemoryPlan& p = plan.ranks[static_cast<std::size_t>(r)];
+        const std::size_t measured = held[r] + data_bytes[r];
+        BOOST_TEST(p.host_at_peak.data == data_bytes[r], name << ", rank " << r);
+        BOOST_TEST(p.host_at_peak.total() == p.host_peak);
+        if (!offload) {
+          BOOST_TEST(p.host_at_peak.loading > 0u, name << ": the reads are the host's peak");
+          BOOST_TEST(p.host_peak == measured, name << ", rank " << r);
+        }
+        const double error = std::abs(static_cast<double>(p.host_peak) - double(measured)) /
+                             static_cast<double>(measured);
+        BOOST_TEST(error <= 0.05, name << ", rank " << r << ": host planned " << p.host_peak
+                                       << " B, held " << measured << " B");
+        BOOST_TEST_MESSAGE(name << ", rank " << r << ": host planned " << p.host_peak << " B (data "
+                                << p.host_at_peak.data << ", reads " << p.host_at_peak.loading
+                                << "), held " << measured << " B");
+      }
+    }
 }
 
 // The plan's bookkeeping is linear in the units: twice the layers, about
