@@ -10,7 +10,7 @@ namespace zrt::optim {
 struct OptimizerOffload {
   enum class Kind { none, host, disk };
   Kind kind = Kind::none;
-  std::string dir;  // disk: where each rank's scratch file goes
+  std::string dir{};  // disk: where each rank's scratch file goes
   std::int64_t chunk_elements =
       1 << 23;  // disk: elements of each moment per streamed chunk (32 MiB)
 

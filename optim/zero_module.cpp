@@ -204,6 +204,18 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   o.comm_stream = comm_stream();
   handles_.push_back(std::make_unique<FlatParamHandle>(std::move(owned), plan_->groups, o));
   const FlatParamHandle& h = *handles_.back();
+  // A layer bound to param_views and run outside the unit's scopes reads a
+  // freed view: its message says where the memory is (Note [Freed storage]).
+  const std::string of_unit = " of unit '" + name + "'";
+  const std::string grad_note =
+      "has no memory outside its unit's backward scope: call the layer's backward inside "
+      "m.backward(unit)" +
+      of_unit;
+  h.param(0).storage().set_freed_note(
+      "has no memory outside its unit's scope: call the layer inside m.forward(unit) or "
+      "m.backward(unit)" +
+      of_unit);
+  h.grad(0).storage().set_freed_note(grad_note);
   unsynced_.push_back(0);
   synced_.push_back(false);
   tie_grads_.push_back(0);
@@ -223,6 +235,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     const ParamSpec& spec = handles_[t.owner.unit]->layout().params()[t.owner.index];
     Tensor grad = Tensor::from_storage(std::make_shared<Storage>(0, allocator_, stream()),
                                        spec.padded_shape(), options_.dtype, 0, t.fqn + ".grad");
+    grad.storage().set_freed_note(grad_note);
     ties_.push_back({std::move(t), std::move(grad)});
   }
   return unit;

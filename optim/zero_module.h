@@ -142,26 +142,26 @@ struct ZeroModuleOptions {
   // Every unit's gradient sync. Its op: avg when each rank's loss is a mean
   // over its own rows, sum when each is already divided by the global count
   // (Note [One step of the engine]).
-  GradReduceOptions grad_reduce;
+  GradReduceOptions grad_reduce{};
   // Every unit's parameter all-gathers (Note [Quantized parameter gather]).
-  ParamGatherOptions gather;
+  ParamGatherOptions gather{};
   Device device = Device::cpu();
-  AdamWOptions adamw;                  // lr comes per step
-  OptimizerOffload offload_optimizer;  // where m and v live (Note [Optimizer state on disk])
-  TracerPtr tracer;  // the world's collectives and the step's timeline; null: none
+  AdamWOptions adamw{};                  // lr comes per step
+  OptimizerOffload offload_optimizer{};  // where m and v live (Note [Optimizer state on disk])
+  TracerPtr tracer{};  // the world's collectives and the step's timeline; null: none
   // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.
-  std::optional<CpuStreams> cpu_streams;
+  std::optional<CpuStreams> cpu_streams{};
   // Memory for every buffer the module and its handles allocate (and the
   // engine's activations); null: a caching allocator on `device`, reserving
   // at most `memory_limit` bytes (Note [Memory limit]).
-  AllocatorPtr allocator;
+  AllocatorPtr allocator{};
   std::size_t memory_limit = 0;  // 0: what the device has
   // Host memory outside `allocator`: the master, m and v of --offload-optimizer
   // host and their gradient and staging copies (Note [Master in host memory]),
   // disk offload's chunk buffers beside a CUDA device; null: pinned on CUDA,
   // plain host memory on cpu, a dry run's own unbacked memory. The memory
   // plan passes one that counts (Note [Host memory in the plan]).
-  AllocatorPtr host_allocator;
+  AllocatorPtr host_allocator{};
   // Note [Dry runs] (model_zoo/trainer/memory_plan.h): the module's streams
   // drop every kernel, copy and collective, its memory is unbacked (unless
   // `allocator` and `host_allocator` are given), and add_unit reads no

@@ -8,7 +8,10 @@
 // their gradients) stays a valid Tensor object with its shape and offset. Any
 // data access while freed throws InvalidState naming the tensor. `allocate`
 // gives a freed storage memory again, of an explicit size, in place: the views
-// then see the new memory. Re-sizing a live storage is not allowed.
+// then see the new memory. Re-sizing a live storage is not allowed. Its
+// owner can say in its freed_note where the memory exists (a ZeroModule's
+// unsharded parameters: inside their unit's scopes), and every message about
+// a freed view says that, in the user's terms.
 #pragma once
 
 #include <cstddef>
@@ -61,6 +64,11 @@ class Storage {
   bool is_borrowed() const { return lender_ != nullptr; }
   // See Allocator::record_use.
   void record_use(Stream stream);
+  // What a message about a view's data access while freed says after the
+  // view's name: "has freed storage", or what the owner set, saying where
+  // the memory exists (Note [Freed storage]). Set before the storage is shared.
+  const std::string& freed_note() const { return freed_note_; }
+  void set_freed_note(std::string note) { freed_note_ = std::move(note); }
 
   // Records that bytes [offset, offset+nbytes) hold parameter `param` of flat
   // parameter `owner_name` (identified by `owner`). Throws InvalidArgument if
@@ -76,6 +84,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   std::shared_ptr<Storage> lender_;  // set while the memory is borrowed
+  std::string freed_note_ = "has freed storage";
 
   struct Claim {
     std::size_t begin, end;

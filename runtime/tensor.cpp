@@ -170,6 +170,10 @@ std::string Tensor::str() const {
          " " + device().str();
 }
 
+std::string Tensor::freed_str() const {
+  return str() + " " + (storage_ ? storage_->freed_note() : std::string("has no storage"));
+}
+
 Tensor Tensor::view(Shape shape) const {
   int infer = -1;
   std::int64_t known = 1;
@@ -211,7 +215,7 @@ Tensor Tensor::narrow(std::int64_t start, std::int64_t length) const {
 void* Tensor::data_ptr() const {
   if (is_freed()) {
     if (numel_ == 0) return nullptr;
-    ZRT_THROW(InvalidState, "data access to ", str(), " whose storage is freed");
+    ZRT_THROW(InvalidState, "data access to ", freed_str());
   }
   std::size_t end = static_cast<std::size_t>(offset_ + numel_) * itemsize();
   ZRT_CHECK_STATE(end <= storage_->nbytes(), "tensor ", str(), " needs ", end,

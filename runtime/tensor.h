@@ -75,6 +75,9 @@ class Tensor {
            (storage_ == o.storage_ || (storage_->data() && storage_->data() == o.storage_->data()));
   }
   bool is_freed() const { return !storage_ || storage_->is_freed(); }
+  // For messages about a freed tensor: str() and its storage's freed note,
+  // e.g. "fc1.bias[32] f32 cpu has freed storage" (Note [Freed storage]).
+  std::string freed_str() const;
 
   // --- views (share storage; always contiguous) ---------------------------
   // Same elements, new shape; one dim may be -1.

@@ -8,11 +8,7 @@
 //   zrt-example-regression [--dtype f32|bf16] [--steps N]
 //                          [--checkpoint-dir DIR [--save-at K]] [--resume]
 //
-// --dtype bf16 gathers bf16 parameters and takes bf16 gradients (the fp32
-// master and the AdamW state stay fp32). With --checkpoint-dir the run saves
-// its whole state (parameters, AdamW moments, step) into DIR after step K
-// and stops; --resume loads DIR's latest checkpoint, saved at any rank count,
-// and trains on to --steps.
+// (the options: examples/common/example_run.h)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,50 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "zrt/optim/checkpoint/module_checkpoint.h"
+#include "common/example_run.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/launched_world.h"
 
 namespace {
 
 constexpr int kIn = 8, kHidden = 32, kBatch = 64;
-
-struct Options {
-  zrt::DType dtype = zrt::DType::f32;
-  int steps = 100;
-  std::string checkpoint_dir;
-  int save_at = -1;
-  bool resume = false;
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      ZRT_CHECK_ARG(i + 1 < argc, a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--dtype") {
-      const std::string d = value();
-      ZRT_CHECK_ARG(d == "f32" || d == "bf16", "--dtype is f32 or bf16, not ", d);
-      o.dtype = d == "bf16" ? zrt::DType::bf16 : zrt::DType::f32;
-    } else if (a == "--steps") {
-      o.steps = std::stoi(value());
-    } else if (a == "--checkpoint-dir") {
-      o.checkpoint_dir = value();
-    } else if (a == "--save-at") {
-      o.save_at = std::stoi(value());
-    } else if (a == "--resume") {
-      o.resume = true;
-    } else {
-      ZRT_THROW(zrt::InvalidArgument, "unknown option ", a);
-    }
-  }
-  ZRT_CHECK_ARG(o.steps > 0, "--steps must be positive");
-  ZRT_CHECK_ARG(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
-  return o;
-}
 
 // The data: a fixed teacher function of x, the same on every rank.
 void make_batch(int step, std::vector<float>& x, std::vector<float>& y) {
@@ -76,13 +35,6 @@ void make_batch(int step, std::vector<float>& x, std::vector<float>& y) {
     for (int i = 0; i < kIn; ++i) s += (x[r * kIn + i] = normal(rng)) * (i % 2 ? 0.5f : -0.25f);
     y[r] = std::sin(s) + 0.1f * s * s;
   }
-}
-
-zrt::Tensor random_tensor(zrt::Shape shape, float scale, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(static_cast<std::size_t>(zrt::shape_numel(shape)));
-  for (float& x : v) x = normal(rng);
-  return zrt::Tensor::from_host(v.data(), shape, zrt::DType::f32);
 }
 
 // A parameter as fp32 on the host, whatever the compute dtype (the loops
@@ -137,30 +89,25 @@ void linear_backward(const float* in, const float* d_out, const zrt::Tensor& w_t
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options opt = parse(argc, argv);
-  zrt::World w = zrt::init_world();
+  const example::Options opt = example::parse(argc, argv);
+  ZRT_CHECK_ARG(opt.micro_batches == 1, "zrt-example-regression takes no --micro-batches");
+  zrt::World w = zrt::init_world();  // mpirun, torchrun variables, or one process
   const int rank = w.comm->rank(), world = w.comm->size();
   ZRT_CHECK_ARG(kBatch % world == 0, "the batch of ", kBatch, " rows must divide over ", world,
                 " ranks");
   const int n = kBatch / world;  // this rank's rows
 
-  zrt::optim::ZeroModuleOptions options;
-  options.dtype = opt.dtype;
-  options.adamw.weight_decay = 0.01;
-  zrt::optim::ZeroModule model(w.comm, options);
+  zrt::optim::ZeroModule model(w.comm, {.dtype = opt.dtype, .adamw = {.weight_decay = 0.01}});
   std::mt19937 init(7);  // the same initial values on every rank
-  const auto l1 = model.add_unit("l1", {{"weight", random_tensor({kHidden, kIn}, 0.3f, init)},
-                                        {"bias", random_tensor({kHidden}, 0.1f, init)}});
-  const auto l2 = model.add_unit("l2", {{"weight", random_tensor({1, kHidden}, 0.2f, init)},
-                                        {"bias", random_tensor({1}, 0.1f, init)}});
-  int first = 0;
-  if (opt.resume) {
-    first = static_cast<int>(zrt::optim::load_checkpoint(model, opt.checkpoint_dir).next_step);
-    if (rank == 0) std::printf("resumed at step %d on %d rank(s)\n", first, world);
-  }
+  const auto l1 =
+      model.add_unit("l1", {{"weight", example::random_tensor({kHidden, kIn}, 0.3f, init)},
+                            {"bias", example::random_tensor({kHidden}, 0.1f, init)}});
+  const auto l2 =
+      model.add_unit("l2", {{"weight", example::random_tensor({1, kHidden}, 0.2f, init)},
+                            {"bias", example::random_tensor({1}, 0.1f, init)}});
 
   std::vector<float> x, y, h(n * kHidden), a(n * kHidden), out(n), d_out(n), d_a(n * kHidden);
-  for (int step = first; step < opt.steps; ++step) {
+  for (int step = example::first_step(model, opt); step < opt.steps; ++step) {
     make_batch(step, x, y);
     const float* xs = x.data() + rank * n * kIn;
     const float* ys = y.data() + rank * n;
@@ -191,18 +138,8 @@ int main(int argc, char** argv) try {
     }
     model.step(1e-2 * (1.0 - step / double(opt.steps)));  // gradients are averaged over the ranks
 
-    zrt::Tensor l = zrt::Tensor::from_doubles({loss}, zrt::DType::f64);
-    w.comm->all_reduce(l, zrt::ReduceOp::avg);
-    if (rank == 0 && (step % 20 == 0 || step + 1 == opt.steps))
-      std::printf("step %3d  loss %.6f\n", step, l.item(0));
-    if (step == opt.save_at && !opt.checkpoint_dir.empty()) {
-      const std::string dir = zrt::optim::save_checkpoint(
-          model, step + 1, zrt::optim::checkpoint_into(opt.checkpoint_dir));
-      if (rank == 0) std::printf("saved %s after step %d\n", dir.c_str(), step);
-      return 0;
-    }
+    if (!example::end_of_step(model, opt, step, example::global_mean(w.comm, loss))) break;
   }
-  if (rank == 0) std::printf("trained on %d rank(s)\n", world);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "zrt-example-regression: %s\n", e.what());

@@ -5,12 +5,18 @@
 namespace zrt::kernels {
 
 void check_nn_floats(const char* op, TensorRefs tensors) {
-  const Tensor& first = tensors.begin()->get();
-  ZRT_CHECK_ARG(is_floating(first.dtype()), op, ": ", first.str(),
-                " must be f32, bf16, f16 or f64");
+  // The dtype to match is a named operand's (a parameter's) where there is
+  // one: an unnamed activation that differs is the one to blame.
+  const Tensor* ref = &tensors.begin()->get();
+  for (const Tensor& t : tensors)
+    if (!t.name().empty()) {
+      ref = &t;
+      break;
+    }
+  ZRT_CHECK_ARG(is_floating(ref->dtype()), op, ": ", ref->str(), " must be f32, bf16, f16 or f64");
   for (const Tensor& t : tensors) {
-    ZRT_CHECK_ARG(t.dtype() == first.dtype(), op, ": ", t.str(), " must have dtype ",
-                  dtype_name(first.dtype()), " like ", first.str());
+    ZRT_CHECK_ARG(t.dtype() == ref->dtype(), op, ": ", t.str(), " must have dtype ",
+                  dtype_name(ref->dtype()), " like ", ref->str());
   }
 }
 

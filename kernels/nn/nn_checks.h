@@ -11,7 +11,8 @@
 
 namespace zrt::kernels {
 
-// Each tensor is f32, bf16, f16 or f64, and all have the dtype of the first.
+// Each tensor is f32, bf16, f16 or f64, and all have the dtype of the first
+// named one (a parameter), else of the first.
 void check_nn_floats(const char* op, TensorRefs tensors);
 // `t` has exactly `numel` elements.
 void check_numel(const char* op, const Tensor& t, std::int64_t numel);

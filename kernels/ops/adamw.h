@@ -47,9 +47,9 @@ struct AdamWStepOptions {
   double grad_scale = 1.0;
   // If set (bf16 or f16, same numel): receives the updated param, rounded to
   // nearest even, in the same pass.
-  std::optional<Tensor> param_out;
+  std::optional<Tensor> param_out{};
   // bf16 moments only: the key of their stochastic rounding.
-  AdamWRounding rounding;
+  AdamWRounding rounding{};
 };
 
 // One AdamW step (`step` >= 1 counts this step, as PyTorch's state["step"]

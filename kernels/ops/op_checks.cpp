@@ -11,7 +11,7 @@ Device check_operands(const char* op, TensorRefs tensors, Stream stream) {
   for (const Tensor& t : tensors) {
     ZRT_CHECK_ARG(t.device() == device, op, ": operands on different devices: ", first.str(),
                   " and ", t.str());
-    ZRT_CHECK_STATE(!t.is_freed(), op, ": tensor ", t.str(), " has freed storage");
+    ZRT_CHECK_STATE(!t.is_freed(), op, ": ", t.freed_str());
     t.data_ptr();  // throws InvalidState naming the tensor if its storage is too small
   }
   if (device.is_cpu()) {

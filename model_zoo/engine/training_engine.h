@@ -89,17 +89,17 @@ struct EngineConfig {
   // The module under the engine: sharding, dtypes, device, offload, AdamW,
   // tracing, memory. Its grad_reduce.op is the engine's: sum (Note [One step
   // of the engine]).
-  optim::ZeroModuleOptions zero;
+  optim::ZeroModuleOptions zero{};
   int prefetch = 1;  // stages whose units are unsharded ahead (0, 1 or 2)
   // With prefetch: the next step's first prefetch + 1 stages' units are
   // gathered as soon as their update is issued, not at the next step's start
   // (Note [Gathers after the update] in zero_module.cpp); the same numbers.
   bool gather_after_update = true;
   ActivationCheckpointing
-      checkpointing;  // blocks that keep only their input (Note [Activation checkpointing])
+      checkpointing{};  // blocks that keep only their input (Note [Activation checkpointing])
   std::uint64_t seed = 1337;
-  PhaseTimerPtr phase_timer;  // times forward, backward, optimizer and the world's collectives
-                              // (Note [Step phase times]); null: none
+  PhaseTimerPtr phase_timer{};  // times forward, backward, optimizer and the world's collectives
+                                // (Note [Step phase times]); null: none
 };
 
 struct StepStats {

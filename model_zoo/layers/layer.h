@@ -31,6 +31,18 @@ Tensor new_activation(const Tensor& like, const Shape& shape, DType dtype, Strea
 // `shape` with its last dim replaced by `last`.
 Shape with_last_dim(Shape shape, std::int64_t last);
 
+// Note [A layer's input against its parameters]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An input (or output gradient) whose dtype or device differs from the
+// layer's parameters is the caller's mistake, never the parameter's: the
+// layer checks it before any kernel, whose operand check could only say that
+// the parameter differs from the (unnamed) input, and names the parameter,
+// the input and the cast or copy that mends it:
+//   Linear fc1.weight: input [64, 20] is f32 but the layer's parameters are
+//   bf16; cast the input to bf16
+// InvalidArgument; `what` is "input" or "output gradient".
+void check_input(const char* layer, const Tensor& param, const Tensor& x, const char* what);
+
 // Throws InvalidState unless a forward left `cached` for the backward.
 void check_forward_ran(const char* layer, bool cached);
 

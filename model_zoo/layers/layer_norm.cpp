@@ -14,6 +14,8 @@ LayerNorm::LayerNorm(Param weight, Param bias, double eps)
 
 Tensor LayerNorm::forward(const Tensor& x, Stream stream) {
   ZRT_CHECK_ARG(x.dim() >= 1, "LayerNorm: input ", x.str(), " needs a feature dim");
+  check_input("LayerNorm", weight_.value, x,
+              "input");  // Note [A layer's input against its parameters]
   const std::int64_t rows = kernels::matrix_rows(x);
   const DType acc = kernels::acc_dtype(x.dtype());
   Tensor y = new_activation(x, x.shape(), x.dtype(), stream);
@@ -29,6 +31,7 @@ Tensor LayerNorm::backward(const Tensor& dy, GradMode mode, Stream stream) {
   check_forward_ran("LayerNorm", has_x_);
   ZRT_CHECK_ARG(dy.shape() == x_.shape(), "LayerNorm: output gradient ", dy.str(), " must match ",
                 x_.str());
+  check_input("LayerNorm", weight_.value, dy, "output gradient");
   Tensor dx = new_activation(dy, dy.shape(), dy.dtype(), stream);
   kernels::layernorm_backward(dy, x_, weight_.value, mean_, rstd_, dx, weight_.grad, bias_.grad,
                               mode == GradMode::accumulate, stream);

@@ -38,6 +38,8 @@ Tensor Linear::ones(const Tensor& like, std::int64_t n, Stream stream) {
 Tensor Linear::forward(const Tensor& x, Stream stream) {
   ZRT_CHECK_ARG(x.dim() >= 1 && x.size(-1) == in_, "Linear: input ", x.str(), " must be [..., ",
                 in_, "]");
+  check_input("Linear", weight_.value, x,
+              "input");  // Note [A layer's input against its parameters]
   const Tensor& w = weight_.value;
   Tensor y = new_activation(x, with_last_dim(x.shape(), out_), w.dtype(), stream);
   const std::int64_t rows = y.numel() / std::max<std::int64_t>(out_, 1);
@@ -57,6 +59,8 @@ Tensor Linear::forward(const Tensor& x, Stream stream) {
 Linear::GeluOutput Linear::forward_gelu(const Tensor& x, Stream stream) {
   ZRT_CHECK_ARG(x.dim() >= 1 && x.size(-1) == in_, "Linear: input ", x.str(), " must be [..., ",
                 in_, "]");
+  check_input("Linear", weight_.value, x,
+              "input");  // Note [A layer's input against its parameters]
   const Tensor& w = weight_.value;
   const std::int64_t rows = x.numel() / std::max<std::int64_t>(in_, 1);
   GeluOutput r;
@@ -79,6 +83,7 @@ Tensor Linear::backward(const Tensor& dy, GradMode mode, Stream stream) {
   check_forward_ran("Linear", has_x_);
   ZRT_CHECK_ARG(dy.shape() == with_last_dim(x_.shape(), out_), "Linear: output gradient ", dy.str(),
                 " must be ", shape_str(with_last_dim(x_.shape(), out_)));
+  check_input("Linear", weight_.value, dy, "output gradient");
   const Tensor& w = weight_.value;
   const double beta = mode == GradMode::accumulate ? 1.0 : 0.0;
   Tensor dx = new_activation(dy, x_.shape(), x_.dtype(), stream);

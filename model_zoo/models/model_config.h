@@ -38,15 +38,15 @@ struct ModelConfig {
   std::string kind = "gpt";     // "gpt" | "mlp"
   std::string preset = "tiny";  // gpt: tiny | small | gpt2-124m; mlp: tiny
   // gpt overrides
-  std::optional<std::int64_t> n_layer, n_head, n_embd, vocab_size, block_size;
+  std::optional<std::int64_t> n_layer{}, n_head{}, n_embd{}, vocab_size{}, block_size{};
   // gpt: the model pads its vocabulary to a multiple of this many rows for
   // aligned GEMMs (Note [Padded vocabulary] in gpt.h); 1: no padding.
   std::int64_t vocab_align = kDefaultVocabAlign;
   static constexpr std::int64_t kDefaultVocabAlign = 128;
   // mlp overrides
-  std::optional<std::int64_t> d_in, n_classes;
-  std::optional<std::vector<std::int64_t>> hidden;
-  std::optional<std::string> activation;
+  std::optional<std::int64_t> d_in{}, n_classes{};
+  std::optional<std::vector<std::int64_t>> hidden{};
+  std::optional<std::string> activation{};
   DType dtype = DType::f32;  // compute dtype of parameters and activations
   Device device = Device::cpu();
   // gpt: ln_f and the LM head in a wrap unit of their own ("head"), the head

@@ -20,13 +20,13 @@
 namespace zrt::model_zoo {
 
 struct TrainerConfig {
-  ModelConfig model;
-  EngineConfig engine;
+  ModelConfig model{};
+  EngineConfig engine{};
   std::int64_t batch_size = 8;  // global sequences (gpt) or rows (mlp) per step
   std::int64_t seq_len = 64;    // gpt only
   int micro_batches = 1;        // per rank per step
   std::int64_t steps = 10;
-  optim::WarmupCosineOptions schedule;  // total_steps is set to `steps`
+  optim::WarmupCosineOptions schedule{};  // total_steps is set to `steps`
   // Every N steps (0: never) the ranks prove that replicas and shards agree
   // (Note [Consistency check]); a finding withholds the step's update and
   // throws ConsistencyError naming the step (next_step() stays), or with
@@ -39,10 +39,10 @@ struct TrainerConfig {
   // Without initial values given to the Trainer: a safetensors file each
   // rank reads only its shards from (Note [Streamed loading]); empty: the
   // model's own initialisation under engine.seed (Note [Sharded initialisation]).
-  std::string init_from;
+  std::string init_from{};
   // Beside a world of device tensors only (NCCL): the same ranks over a host
   // transport (World::bootstrap), for a background save's agreements.
-  CommPtr host_comm;
+  CommPtr host_comm{};
 };
 
 struct StepReport {

@@ -24,11 +24,11 @@
 namespace zrt::optim {
 
 struct CheckpointSaveOptions {
-  std::string root;             // DIR: steps go to DIR/step-NNNNNN
+  std::string root{};           // DIR: steps go to DIR/step-NNNNNN
   int keep_last = 0;            // > 0: prune to this many steps after the save
   std::string run_json = "{}";  // the run's flags and model config, stored as given
   // Called on every rank just before it writes its file (fault injection).
-  std::function<void(int rank)> before_write;
+  std::function<void(int rank)> before_write{};
 };
 
 // Options that save into `root`, pruning to `keep_last` steps (0: keep all).

@@ -219,17 +219,17 @@ struct ParamGatherOptions {
 struct FlatParamOptions {
   std::string name = "flat_param";     // in messages, e.g. "h.3"
   DType param_dtype = DType::f32;      // forward/backward dtype
-  GradReduceOptions grad_reduce;       // dtype, op and host offload of the gradient
-  ParamGatherOptions gather;           // what the parameter all-gathers move
+  GradReduceOptions grad_reduce{};     // dtype, op and host offload of the gradient
+  ParamGatherOptions gather{};         // what the parameter all-gathers move
   bool reshard_after_forward = true;   // false keeps the param for backward (SHARD_GRAD_OP)
   bool reshard_after_backward = true;  // false keeps it replicated (NO_SHARD)
   bool master_on_host =
       false;  // fp32 master (and its gradient copy) in host memory (Note [Master in host memory])
   Device device = Device::cpu();
-  AllocatorPtr allocator;       // device memory; null = default_allocator(device)
-  AllocatorPtr host_allocator;  // host memory for offload; null = pinned (cuda) or plain host
-  Stream stream;                // compute: kernels and copies
-  Stream comm_stream;           // collectives; the default Stream{}: `stream`
+  AllocatorPtr allocator{};       // device memory; null = default_allocator(device)
+  AllocatorPtr host_allocator{};  // host memory for offload; null = pinned (cuda) or plain host
+  Stream stream{};                // compute: kernels and copies
+  Stream comm_stream{};           // collectives; the default Stream{}: `stream`
 };
 
 class FlatParamHandle {

@@ -64,7 +64,7 @@ namespace {
 void check_tensor(const Communicator& c, bool device_ok, const char* op, const char* role,
                   const Tensor& t, Stream stream) {
   ZRT_CHECK_ARG(t.numel() == 0 || !t.is_freed(), op, " on group ", c.name(), ": ", role, " ",
-                t.str(), " has freed storage");
+                t.freed_str());
   ZRT_CHECK_ARG(t.numel() == 0 || t.storage().nbytes() >= (static_cast<std::size_t>(t.offset()) +
                                                            static_cast<std::size_t>(t.numel())) *
                                                               t.itemsize(),
