@@ -92,6 +92,15 @@ function(check_example name ulps)
   if(NOT last LESS first)
     message(FATAL_ERROR "${name} did not learn in bf16: loss ${first} -> ${last}")
   endif()
+  # Every stream mode of a CPU module (Note [Streams of a CPU module]) gives
+  # the same losses: the examples pass no stream, and their scopes order the
+  # calling thread (Note [The stream a scope serves]); every block poisoned.
+  foreach(streams none all)
+    run("${name} with ZRT_CPU_STREAMS=${streams}" ${CMAKE_COMMAND} -E env ZRT_CPU_STREAMS=${streams}
+        ZRT_POISON_MEMORY=1 ${program} ${ARGN})
+    losses("${out}" "${name} with ZRT_CPU_STREAMS=${streams}")
+    expect_same_loss("${name} with ZRT_CPU_STREAMS=${streams}" ${one} ${last} 0)
+  endforeach()
   run("${name} saving a checkpoint" ${two_ranks} ${program} ${ARGN}
       --checkpoint-dir ${WORK}/ckpt-${name} --save-at 49)
   run("${name} resuming it" ${program} ${ARGN} --checkpoint-dir ${WORK}/ckpt-${name} --resume)
