@@ -102,9 +102,8 @@ std::string contract_mismatch(const std::string& group,
     std::string what = describe_contract(by_rank[r]);
     if (by_rank[r].seq != by_rank[0].seq)
       what += " (its collective #" + std::to_string(by_rank[r].seq) + ")";
-    auto same = std::find_if(sides.begin(), sides.end(), [&](const Side& s) {
-      return s.what == what;
-    });
+    auto same =
+        std::find_if(sides.begin(), sides.end(), [&](const Side& s) { return s.what == what; });
     if (same == sides.end()) same = sides.insert(sides.end(), Side{std::move(what), {}});
     same->ranks.push_back(static_cast<int>(r));
   }

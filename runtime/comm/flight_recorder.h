@@ -9,8 +9,10 @@
 // Every communicator of a rank (the world and the groups split from it)
 // shares one ring of that rank's last N collectives (N from
 // ZRT_FLIGHT_RECORDER_ENTRIES, default 256): the op, the group, its sequence
-// number on that group, the bytes, and the state (issued: queued on a stream;
-// running; done; failed) with wall-clock times of issue, start and end.
+// number on that group, the bytes, the state (issued: queued on a stream;
+// running; done; failed) with wall-clock times of issue, start and end, and
+// the caller's label where a FlightRecorder::Caller gives one (ZeroModule's
+// full_param and full_params do; the contract's mismatch error names it).
 // Recording is a few words under a mutex per collective, always on. When a
 // run fails, each rank writes its ring as flight-rank-R.json (zrt-train:
 // into ZRT_FLIGHT_RECORDER_DIR, else beside --trace, else the working

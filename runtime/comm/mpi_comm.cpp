@@ -182,7 +182,10 @@ MPI_Datatype mpi_type(DType t) {
 // trade-off: a rank that dies after the exchange and before or during the
 // all-reduce leaves the others blocked in MPI, bounded only by MPI's own
 // failure detection (OpenMPI aborts the job when a process exits
-// abnormally). The exchange costs one latency: negligible against the
+// abnormally), and so does a rank that arrives after the others timed out
+// in the exchange: their contracts reached it before they gave up, so its
+// exchange completes (an MPI_Ibarrier would too in a group of two), and the
+// others end the job (Note [Ending after a timeout]). The exchange costs one latency: negligible against the
 // bandwidth-bound sizes ZeRO moves, and measured by zrt-bench comm at small
 // ones (docs/design.md, Collectives).
 class MpiCommunicator final : public Communicator {
