@@ -573,6 +573,8 @@ void ZeroModule::discard_gradients() {
 }
 
 std::map<std::string, Tensor> ZeroModule::full_params() {
+  // Names the call in a mismatch with another rank's (Note [Collective contract]).
+  FlightRecorder::Caller caller(*world_->flight_recorder(), "full_params()");
   std::map<std::string, Tensor> out;
   for (auto& h : handles_) {
     const auto values = h->summon_full_params();
@@ -593,6 +595,7 @@ Tensor ZeroModule::full_param(const std::string& name) {
   const auto at = find_param(name);
   ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
                 "' (names are full_params()'s: \"unit.name\" or the module path's)");
+  FlightRecorder::Caller caller(*world_->flight_recorder(), "full_param('" + name + "')");
   return handles_[at->unit]->summon_full_params()[at->index].to(Device::cpu());
 }
 

@@ -12,20 +12,6 @@
 
 namespace zrt {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::avg:
-      return "avg";
-    case ReduceOp::max:
-      return "max";
-    case ReduceOp::min:
-      return "min";
-  }
-  return "?";
-}
-
 std::chrono::milliseconds default_comm_timeout() {
   const char* env = std::getenv("ZRT_COMM_TIMEOUT_S");
   if (env == nullptr || *env == '\0') return std::chrono::seconds(300);
@@ -112,6 +98,19 @@ Tracer::Scope traced(const Communicator& c, const char* op, std::size_t bytes, s
                          : std::map<std::string, double>{});
 }
 
+// A tensor collective's contract: `t` is the tensor each rank passes (the
+// input; all_reduce's and broadcast's only one).
+CollectiveContract tensor_contract(CollectiveOp op, const Tensor& t, ReduceOp rop = ReduceOp::sum,
+                                   int root = 0) {
+  CollectiveContract c;
+  c.op = op;
+  c.numel = t.numel();
+  c.dtype = t.dtype();
+  c.reduce = rop;
+  c.root = root;
+  return c;
+}
+
 // What a collective reads and writes: the tensor itself when it runs now, the
 // memory it has now when it is queued on a CPU stream (Note [CPU streams]).
 Tensor in_order(const Tensor& t, Stream stream) { return stream.cpu_queue() ? t.issue_view() : t; }
@@ -127,7 +126,8 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 name_, ": output ", out.str(), " must have ", size_, " x ", in.numel(),
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
-  issue({"all_gather", out.nbytes(), CollectiveKind::all_gather, out.numel(), out.itemsize()},
+  issue({"all_gather", out.nbytes(), CollectiveKind::all_gather, out.numel(), out.itemsize(), 0,
+         tensor_contract(CollectiveOp::all_gather, in)},
         stream, [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_gather(o, i, s);
         });
@@ -145,7 +145,8 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
   ZRT_CHECK_ARG(rop == ReduceOp::sum || rop == ReduceOp::avg, op, " on group ", name_,
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
-  issue({"reduce_scatter", in.nbytes(), CollectiveKind::reduce_scatter, in.numel(), in.itemsize()},
+  issue({"reduce_scatter", in.nbytes(), CollectiveKind::reduce_scatter, in.numel(), in.itemsize(),
+         0, tensor_contract(CollectiveOp::reduce_scatter, in, rop)},
         stream, [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
           do_reduce_scatter(o, i, rop, s);
         });
@@ -163,8 +164,9 @@ void Communicator::all_to_all(const Tensor& out, const Tensor& in, Stream stream
   ZRT_CHECK_ARG(!out.shares_storage(in) || out.numel() == 0 || o0 + out.numel() <= i0 ||
                     i0 + in.numel() <= o0,
                 op, " on group ", name_, ": output ", out.str(), " overlaps input ", in.str());
-  issue({"all_to_all", in.nbytes(), CollectiveKind::all_to_all, in.numel(), in.itemsize()}, stream,
-        [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
+  issue({"all_to_all", in.nbytes(), CollectiveKind::all_to_all, in.numel(), in.itemsize(), 0,
+         tensor_contract(CollectiveOp::all_to_all, in)},
+        stream, [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_to_all(o, i, s);
         });
 }
@@ -175,8 +177,9 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
   ZRT_CHECK_ARG(
       rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max || rop == ReduceOp::min,
       op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
-  issue({"all_reduce", t.nbytes(), CollectiveKind::all_reduce, t.numel(), t.itemsize()}, stream,
-        [this, x = in_order(t, stream), rop](Stream s) { do_all_reduce(x, rop, s); });
+  issue({"all_reduce", t.nbytes(), CollectiveKind::all_reduce, t.numel(), t.itemsize(), 0,
+         tensor_contract(CollectiveOp::all_reduce, t, rop)},
+        stream, [this, x = in_order(t, stream), rop](Stream s) { do_all_reduce(x, rop, s); });
 }
 
 void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
@@ -184,8 +187,9 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
   check_tensor(*this, accepts_device(t.device()), op, "tensor", t, stream);
   ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
                 " is not a rank of this group of size ", size_);
-  issue({"broadcast", t.nbytes(), CollectiveKind::broadcast, t.numel(), t.itemsize(), root}, stream,
-        [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
+  issue({"broadcast", t.nbytes(), CollectiveKind::broadcast, t.numel(), t.itemsize(), root,
+         tensor_contract(CollectiveOp::broadcast, t, ReduceOp::sum, root)},
+        stream, [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 
 void Communicator::abort(const std::string& why) noexcept {
@@ -222,11 +226,25 @@ void Communicator::check_not_aborted(const char* op) const {
             "): the group was aborted: ", abort_reason());
 }
 
+CollectiveContract Communicator::numbered(CollectiveContract c, std::uint64_t seq) const {
+  c.seq = seq;
+  flight_->copy_caller(c.caller);
+  return c;
+}
+
+void Communicator::check_contracts(std::span<const CollectiveContract> by_rank) const {
+  std::string mismatch = contract_mismatch(name_, by_rank);
+  if (!mismatch.empty()) throw CommError(std::move(mismatch), __FILE__, __LINE__);
+}
+
 template <class F>
-auto Communicator::on_calling_thread(const char* op, F&& collective) -> decltype(collective()) {
+auto Communicator::on_calling_thread(CollectiveContract contract, F&& collective)
+    -> decltype(collective()) {
+  const char* op = collective_op_name(contract.op);
   check_not_aborted(op);
   wait_for_queued(op);
   running_seq_ = ++seq_;
+  running_contract_ = numbered(contract, running_seq_);
   const std::uint64_t id = flight_->issued(op, name_, running_seq_, 0);
   flight_->started(id);
   try {
@@ -255,6 +273,7 @@ void Communicator::issue(const Issued& what, Stream stream,
   const std::size_t bytes = what.bytes;
   check_not_aborted(trace_name);
   const std::uint64_t seq = ++seq_;
+  const CollectiveContract contract = numbered(what.contract, seq);
   const std::uint64_t id = flight_->issued(trace_name, name_, seq, bytes);
   const LinkBytes link_bytes =
       ring_link_bytes(what.kind, what.numel, what.itemsize, size_, rank_, what.root);
@@ -262,9 +281,10 @@ void Communicator::issue(const Issued& what, Stream stream,
   // Copied at issue: the collective may run on another thread (Note [Link
   // model]). A group of one rank has no link.
   const LinkModel link = keeps_to_host() && size_ > 1 ? link_ : LinkModel{};
-  auto run = [this, trace_name, bytes, stream, seq, id, flight = flight_, link, link_bytes,
-              collective = std::move(collective)] {
+  auto run = [this, trace_name, bytes, stream, seq, contract, id, flight = flight_, link,
+              link_bytes, collective = std::move(collective)] {
     running_seq_ = seq;
+    running_contract_ = contract;
     flight->started(id);
     auto trace = traced(*this, trace_name, bytes, seq);
     try {
@@ -293,12 +313,14 @@ void Communicator::issue(const Issued& what, Stream stream,
 }
 
 void Communicator::barrier() {
-  on_calling_thread("barrier", [&] { do_barrier(); });
+  on_calling_thread({.op = CollectiveOp::barrier}, [&] { do_barrier(); });
 }
 
 std::vector<std::vector<std::byte>> Communicator::all_gather_bytes(
     std::span<const std::byte> mine) {
-  return on_calling_thread("all_gather_bytes", [&] { return do_all_gather_bytes(mine); });
+  return on_calling_thread(
+      {.numel = static_cast<std::int64_t>(mine.size()), .op = CollectiveOp::all_gather_bytes},
+      [&] { return do_all_gather_bytes(mine); });
 }
 
 void Communicator::use_own_flight_recorder() { flight_ = std::make_shared<FlightRecorder>(rank_); }
@@ -309,8 +331,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string child_name) {
   ZRT_CHECK_ARG(color >= 0, "split on group ", name_, ": color ", color, " must be >= 0");
-  auto child =
-      on_calling_thread("split", [&] { return do_split(color, key, std::move(child_name)); });
+  auto child = on_calling_thread({.op = CollectiveOp::split},
+                                 [&] { return do_split(color, key, std::move(child_name)); });
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");
   child->set_timeout(timeout_);

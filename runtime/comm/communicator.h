@@ -6,7 +6,28 @@
 // The public methods are non-virtual: they validate arguments (sizes, dtypes,
 // devices, freed storage) and throw InvalidArgument before any data moves,
 // count the collective's sequence number, then call the backend's do_*.
-// Every rank of the group must call the same collectives in the same order.
+// Every rank of the group must call the same collectives in the same order,
+// and the backends check it before data moves: each rank describes its
+// collective in a CollectiveContract (collective_contract.h: the op, the
+// sequence number, the dtype and element count each rank passes, the reduce
+// op, the root; all_gather_bytes' lengths may differ, split's colors and
+// keys do) with the caller's label from the flight recorder
+// (FlightRecorder::Caller, e.g. "full_param('fc1.weight')"), the ranks
+// exchange them, and on a mismatch every rank throws the same CommError
+// naming what each rank issued, rather than MPI matching the calls by order
+// into MPI_ERR_TRUNCATE or wrong data:
+//   collective #12 of group 'world' does not match across ranks: rank 0
+//   issued all_gather of 4 f32 values (16 bytes) in full_param('fc1.weight');
+//   rank 1 issued all_gather of 262144 f32 values (1048576 bytes) in
+//   full_params(); every rank must call the same collectives in the same order
+// The local backend compares them at its rendezvous (Note [Local
+// rendezvous]), at no cost; MPI all-gathers them first, in place of the
+// entry barrier all_reduce had anyway (Note [Entry barrier]). NCCL does not
+// check: an exchange would cost a host round trip (or a device all-gather
+// and a stream sync) per collective, which its enqueue-and-return design
+// exists to avoid; a mismatch there hangs until the comm watchdog's timeout,
+// whose flight recorder report names where each rank is (Note [Flight
+// recorder]).
 // `stream` is where the collective is ordered: on the default CPU stream it
 // finishes before returning; on an owned CPU stream it runs on the stream's
 // thread (Note [CPU streams]); NCCL enqueues on it. The caller orders other
@@ -33,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "zrt/runtime/comm/collective_contract.h"
 #include "zrt/runtime/comm/comm_traffic.h"
 #include "zrt/runtime/comm/flight_recorder.h"
 #include "zrt/runtime/comm/link_model.h"
@@ -42,9 +64,6 @@
 #include "zrt/runtime/trace.h"
 
 namespace zrt {
-
-enum class ReduceOp { sum, avg, max, min };
-const char* reduce_op_name(ReduceOp op);
 
 class Communicator {
  public:
@@ -135,6 +154,12 @@ class Communicator {
   std::string where(const char* op) const;
   // The sequence number of the collective running (for the backend's do_*).
   std::uint64_t running_sequence_number() const { return running_seq_; }
+  // This rank's contract for the collective running (for the backend's do_*):
+  // what it exchanges with the other ranks before data moves.
+  const CollectiveContract& running_contract() const { return running_contract_; }
+  // Throws CommError, the same on every rank, unless every rank's contract
+  // (by rank, as exchanged) agrees with rank 0's (Note [Collective contract]).
+  void check_contracts(std::span<const CollectiveContract> by_rank) const;
   // Whether the backend moves tensors on `device` (checked before any data moves).
   virtual bool accepts_device(Device /*device*/) const { return true; }
 
@@ -164,13 +189,16 @@ class Communicator {
     std::int64_t numel;
     std::size_t itemsize;
     int root = 0;
+    CollectiveContract contract{};  // its seq and caller are filled in at issue
   };
   void issue(const Issued& what, Stream stream, std::function<void(Stream)> collective);
   // Runs a collective on the calling thread (barrier, split,
   // all_gather_bytes), after the group's collectives queued on CPU streams:
   // numbers it and records it in the flight recorder.
   template <class F>
-  auto on_calling_thread(const char* op, F&& collective) -> decltype(collective());
+  auto on_calling_thread(CollectiveContract contract, F&& collective) -> decltype(collective());
+  // `c` numbered `seq`, labelled with the flight recorder's caller.
+  CollectiveContract numbered(CollectiveContract c, std::uint64_t seq) const;
   // Waits, through a CommWatchdog over this group, for the collectives
   // queued on CPU streams before `op` (which runs on the calling thread).
   void wait_for_queued(const char* op);
@@ -180,9 +208,10 @@ class Communicator {
   int rank_;
   int size_;
   std::string name_;
-  std::uint64_t seq_ = 0;          // issued (the issuing thread's count)
-  std::uint64_t running_seq_ = 0;  // running (set by the thread that runs it)
-  Event queued_{Device::cpu()};    // recorded after each collective queued on a CPU stream
+  std::uint64_t seq_ = 0;                // issued (the issuing thread's count)
+  std::uint64_t running_seq_ = 0;        // running (set by the thread that runs it)
+  CollectiveContract running_contract_;  // the same
+  Event queued_{Device::cpu()};          // recorded after each collective queued on a CPU stream
   std::chrono::milliseconds timeout_;
   TracerPtr tracer_;
   PhaseTimerPtr phase_timer_;

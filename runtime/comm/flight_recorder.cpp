@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "zrt/runtime/error.h"
 
@@ -20,7 +21,12 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// "0-2, 5" from sorted ranks.
+std::string record_path(const std::string& dir, int rank) {
+  return (std::filesystem::path(dir) / ("flight-rank-" + std::to_string(rank) + ".json")).string();
+}
+
+}  // namespace
+
 std::string rank_ranges(const std::vector<int>& ranks) {
   std::ostringstream os;
   for (std::size_t i = 0; i < ranks.size();) {
@@ -32,12 +38,6 @@ std::string rank_ranges(const std::vector<int>& ranks) {
   }
   return os.str();
 }
-
-std::string record_path(const std::string& dir, int rank) {
-  return (std::filesystem::path(dir) / ("flight-rank-" + std::to_string(rank) + ".json")).string();
-}
-
-}  // namespace
 
 std::size_t default_flight_recorder_entries() {
   const char* env = std::getenv("ZRT_FLIGHT_RECORDER_ENTRIES");
@@ -67,6 +67,7 @@ std::uint64_t FlightRecorder::issued(const char* op, const std::string& group, s
   e.bytes = bytes;
   e.state = "issued";
   e.issued_s = now_s();
+  e.caller = caller_;
   ring_.push_back(std::move(e));
   return first_id_ + ring_.size() - 1;
 }
@@ -93,6 +94,29 @@ void FlightRecorder::ended(std::uint64_t id, bool ok) {
   ++ended_;
 }
 
+FlightRecorder::Caller::Caller(FlightRecorder& recorder, std::string label) : recorder_(recorder) {
+  std::lock_guard lock(recorder_.mutex_);
+  previous_ = std::exchange(recorder_.caller_, std::move(label));
+}
+
+FlightRecorder::Caller::~Caller() {
+  std::lock_guard lock(recorder_.mutex_);
+  recorder_.caller_ = std::move(previous_);
+}
+
+std::string FlightRecorder::caller() const {
+  std::lock_guard lock(mutex_);
+  return caller_;
+}
+
+void FlightRecorder::copy_caller(std::span<char> out) const {
+  if (out.empty()) return;
+  std::lock_guard lock(mutex_);
+  const std::size_t n = std::min(caller_.size(), out.size() - 1);
+  std::copy_n(caller_.data(), n, out.data());
+  out[n] = '\0';
+}
+
 std::uint64_t FlightRecorder::ended_count() const {
   std::lock_guard lock(mutex_);
   return ended_;
@@ -113,7 +137,8 @@ std::string FlightRecorder::json() const {
                        {"state", e.state},
                        {"issued_s", e.issued_s},
                        {"started_s", e.started_s},
-                       {"ended_s", e.ended_s}});
+                       {"ended_s", e.ended_s},
+                       {"caller", e.caller}});
   return nlohmann::json{{"rank", rank_}, {"entries", entries}}.dump(1);
 }
 
@@ -212,7 +237,8 @@ std::string flight_report(const std::string& dir, int world_size, std::chrono::m
               {e.at("seq").get<std::uint64_t>(), e.at("op").get<std::string>(),
                e.at("group").get<std::string>(), e.at("bytes").get<std::uint64_t>(),
                e.at("state").get<std::string>(), e.at("issued_s").get<double>(),
-               e.at("started_s").get<double>(), e.at("ended_s").get<double>()});
+               e.at("started_s").get<double>(), e.at("ended_s").get<double>(),
+               e.value("caller", std::string())});
         present[static_cast<std::size_t>(r)] = true;
       } catch (const nlohmann::json::exception&) {
         by_rank[static_cast<std::size_t>(r)].clear();  // not a record: counts as missing

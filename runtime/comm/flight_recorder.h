@@ -9,8 +9,10 @@
 // Every communicator of a rank (the world and the groups split from it)
 // shares one ring of that rank's last N collectives (N from
 // ZRT_FLIGHT_RECORDER_ENTRIES, default 256): the op, the group, its sequence
-// number on that group, the bytes, and the state (issued: queued on a stream;
-// running; done; failed) with wall-clock times of issue, start and end.
+// number on that group, the bytes, the state (issued: queued on a stream;
+// running; done; failed) with wall-clock times of issue, start and end, and
+// the caller's label where a FlightRecorder::Caller gives one (ZeroModule's
+// full_param and full_params do; the contract's mismatch error names it).
 // Recording is a few words under a mutex per collective, always on. When a
 // run fails, each rank writes its ring as flight-rank-R.json (zrt-train:
 // into ZRT_FLIGHT_RECORDER_DIR, else beside --trace, else the working
@@ -35,6 +37,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,8 @@ struct FlightEntry {
   std::uint64_t bytes = 0;
   std::string state;                                // issued | running | done | failed
   double issued_s = 0, started_s = 0, ended_s = 0;  // seconds since the epoch; 0: not yet
+  std::string
+      caller;  // the label of the call that issued it (FlightRecorder::Caller); may be empty
 };
 
 class FlightRecorder {
@@ -55,6 +60,26 @@ class FlightRecorder {
   explicit FlightRecorder(int rank, std::size_t capacity = 0);
   int rank() const { return rank_; }
   std::size_t capacity() const { return capacity_; }
+
+  // Labels the collectives this rank issues while it lives with the call
+  // that issues them ("full_param('fc1.weight')"): in the ring's entries and
+  // in the error when ranks issue different collectives (Note [Collective
+  // contract]). Nested labels: the innermost names the call; the previous
+  // one returns at its end.
+  class Caller {
+   public:
+    Caller(FlightRecorder& recorder, std::string label);
+    ~Caller();
+    Caller(const Caller&) = delete;
+    Caller& operator=(const Caller&) = delete;
+
+   private:
+    FlightRecorder& recorder_;
+    std::string previous_;
+  };
+  std::string caller() const;
+  // The label into `out` (cut to fit, NUL-terminated), without allocating.
+  void copy_caller(std::span<char> out) const;
 
   // A new entry, issued now; its id for the calls below.
   std::uint64_t issued(const char* op, const std::string& group, std::uint64_t seq,
@@ -81,7 +106,11 @@ class FlightRecorder {
   std::deque<FlightEntry> ring_;
   std::uint64_t first_id_ = 0;  // id of ring_.front()
   std::uint64_t ended_ = 0;
+  std::string caller_;
 };
+
+// "0-2, 5" from sorted ranks.
+std::string rank_ranges(const std::vector<int>& ranks);
 
 // ZRT_FLIGHT_RECORDER_ENTRIES (a whole number from 1 to 1e6; InvalidArgument
 // otherwise), else 256.

@@ -29,12 +29,8 @@ namespace {
 // What a rank posts at a collective's first barrier; the others read it
 // until the collective's last barrier.
 struct Post {
-  const char* op = "";
-  std::uint64_t seq = 0;
-  DType dtype = DType::f32;
-  std::int64_t numel = 0;
-  int root = 0;
-  ReduceOp rop = ReduceOp::sum;
+  const char* op = "";            // for messages: the backend's name of the collective
+  CollectiveContract contract{};  // Note [Collective contract]: from the running collective
   const std::byte* src = nullptr;
   std::span<const std::byte> bytes = {};
   int color = 0;
@@ -80,7 +76,9 @@ class LocalGroup {
   // Per-collective data the last arriver of the first barrier set up; valid
   // until this rank arrives at its next barrier.
   std::shared_ptr<void> shared;
-  std::string disagreement;  // empty when every rank posted the same collective
+  // The error every rank throws when the ranks did not post the same
+  // collective; empty when they did.
+  std::string disagreement;
   // all_reduce's result buffer, kept between calls (resized by the last
   // arriver, read by every rank before it arrives at its next barrier).
   std::vector<std::byte> scratch;
@@ -190,10 +188,7 @@ class LocalCommunicator final : public Communicator {
 #endif
     Tensor hin = host_input(in, stream), hout = host_output(out);
     const auto n = static_cast<std::size_t>(in.nbytes());
-    post_and_arrive({.op = "all_gather_into_tensor",
-                     .dtype = in.dtype(),
-                     .numel = in.numel(),
-                     .src = bytes_of(hin)});
+    post_and_arrive({.op = "all_gather_into_tensor", .src = bytes_of(hin)});
     std::byte* dst = mutable_bytes_of(hout);
     for (int r = 0; r < size() && n > 0; ++r) {
       const std::byte* src = group_->post(r).src;
@@ -213,8 +208,7 @@ class LocalCommunicator final : public Communicator {
 #endif
     Tensor hin = host_input(in, stream), hout = host_output(out);
     const auto n = static_cast<std::size_t>(in.nbytes()) / static_cast<std::size_t>(size());
-    post_and_arrive(
-        {.op = "all_to_all", .dtype = in.dtype(), .numel = in.numel(), .src = bytes_of(hin)});
+    post_and_arrive({.op = "all_to_all", .src = bytes_of(hin)});
     std::byte* dst = mutable_bytes_of(hout);
     for (int r = 0; r < size() && n > 0; ++r)
       std::memcpy(dst + r * n, group_->post(r).src + rank() * n, n);
@@ -232,11 +226,7 @@ class LocalCommunicator final : public Communicator {
       return device_reduce_scatter(out, in, op, *s, stream.is_cpu());
 #endif
     Tensor hin = host_input(in, stream), hout = host_output(out);
-    post_and_arrive({.op = "reduce_scatter_tensor",
-                     .dtype = in.dtype(),
-                     .numel = out.numel(),
-                     .rop = op,
-                     .src = bytes_of(hin)});
+    post_and_arrive({.op = "reduce_scatter_tensor", .src = bytes_of(hin)});
     const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
     reduce_from_posts(mutable_bytes_of(hout), chunk, out.numel(), out.dtype(), op);
     depart("reduce_scatter_tensor");
@@ -252,9 +242,8 @@ class LocalCommunicator final : public Communicator {
     const std::size_t nbytes = t.nbytes();
     // Each rank reduces its share of the elements into a shared scratch
     // buffer; after the second barrier every rank copies the whole result.
-    post_and_arrive(
-        {.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op, .src = bytes_of(h)},
-        [&] { group_->scratch.resize(nbytes); });
+    post_and_arrive({.op = "all_reduce", .src = bytes_of(h)},
+                    [&] { group_->scratch.resize(nbytes); });
     std::byte* scratch = group_->scratch.data();
     const std::int64_t per = (t.numel() + size() - 1) / size();
     const std::int64_t begin = std::min<std::int64_t>(per * rank(), t.numel());
@@ -272,11 +261,7 @@ class LocalCommunicator final : public Communicator {
     if (auto s = device_stream(t, stream)) return device_broadcast(t, root, *s, stream.is_cpu());
 #endif
     Tensor h = host_input(t, stream);
-    post_and_arrive({.op = "broadcast",
-                     .dtype = t.dtype(),
-                     .numel = t.numel(),
-                     .root = root,
-                     .src = bytes_of(h)});
+    post_and_arrive({.op = "broadcast", .src = bytes_of(h)});
     if (rank() != root && t.numel() > 0)
       std::memcpy(mutable_bytes_of(h), group_->post(root).src, t.nbytes());
     depart("broadcast");
@@ -339,7 +324,7 @@ class LocalCommunicator final : public Communicator {
   // compares the posts (a fast rank may overwrite its post for the next
   // collective as soon as it is released), and every rank throws alike.
   void post_and_arrive(Post p, const std::function<void()>& on_last = {}) {
-    p.seq = running_sequence_number();
+    p.contract = running_contract();
     const char* op = p.op;
     group_->post(rank()) = p;
     group_->arrive(
@@ -348,26 +333,24 @@ class LocalCommunicator final : public Communicator {
           group_->disagreement = find_disagreement();
           if (group_->disagreement.empty() && on_last) on_last();
         });
-    if (!group_->disagreement.empty())
-      ZRT_THROW(CommError, where(op), ": ranks disagree on the collective: ", group_->disagreement);
+    if (!group_->disagreement.empty()) throw CommError(group_->disagreement, __FILE__, __LINE__);
   }
 
   std::string find_disagreement() {
+    std::vector<CollectiveContract> contracts;
+    contracts.reserve(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) contracts.push_back(group_->post(r).contract);
+    std::string mismatch = contract_mismatch(name(), contracts);
+    if (!mismatch.empty()) return mismatch;
     const Post& first = group_->post(0);
     for (int r = 1; r < size(); ++r) {
       const Post& other = group_->post(r);
-      if (std::strcmp(other.op, first.op) != 0 || other.seq != first.seq ||
-          other.dtype != first.dtype || other.numel != first.numel || other.root != first.root ||
-          other.rop != first.rop)
-        return detail::concat(
-            "rank 0 called ", first.op, " #", first.seq, " (", dtype_name(first.dtype), " x ",
-            first.numel, ", root ", first.root, ", ", reduce_op_name(first.rop), ") but rank ", r,
-            " called ", other.op, " #", other.seq, " (", dtype_name(other.dtype), " x ",
-            other.numel, ", root ", other.root, ", ", reduce_op_name(other.rop), ")");
       if ((other.device < 0) != (first.device < 0))
-        return detail::concat("rank 0 runs ", first.op, " #", first.seq, " on ",
+        return detail::concat(collective_op_name(first.contract.op), " #", first.contract.seq,
+                              " of group '", name(), "': rank 0 runs it on ",
                               first.device < 0 ? "the host" : "a CUDA device", ", rank ", r, " on ",
-                              other.device < 0 ? "the host" : "a CUDA device");
+                              other.device < 0 ? "the host" : "a CUDA device",
+                              "; every rank must pass its tensors on the same kind of device");
     }
     return {};
   }
@@ -532,70 +515,50 @@ class LocalCommunicator final : public Communicator {
   void device_all_gather(const Tensor& out, const Tensor& in, Stream s, bool host_waits) {
     const auto n = static_cast<std::size_t>(in.nbytes());
     std::byte* dst = mutable_bytes_of(out);
-    device_collective({.op = "all_gather_into_tensor",
-                       .dtype = in.dtype(),
-                       .numel = in.numel(),
-                       .src = bytes_of(in)},
-                      s, [&] {
-                        for (int r = 0; r < size() && n > 0; ++r)  // in place: no self-copy
-                          if (dst + r * n != group_->post(r).src)
-                            copy_bytes(dst + r * n, group_->post(r).src, n, s);
-                      });
+    device_collective({.op = "all_gather_into_tensor", .src = bytes_of(in)}, s, [&] {
+      for (int r = 0; r < size() && n > 0; ++r)  // in place: no self-copy
+        if (dst + r * n != group_->post(r).src) copy_bytes(dst + r * n, group_->post(r).src, n, s);
+    });
     finish_device(s, host_waits);
   }
 
   void device_all_to_all(const Tensor& out, const Tensor& in, Stream s, bool host_waits) {
     const auto n = static_cast<std::size_t>(in.nbytes()) / static_cast<std::size_t>(size());
     std::byte* dst = mutable_bytes_of(out);
-    device_collective(
-        {.op = "all_to_all", .dtype = in.dtype(), .numel = in.numel(), .src = bytes_of(in)}, s,
-        [&] {
-          for (int r = 0; r < size() && n > 0; ++r)
-            copy_bytes(dst + r * n, group_->post(r).src + rank() * n, n, s);
-        });
+    device_collective({.op = "all_to_all", .src = bytes_of(in)}, s, [&] {
+      for (int r = 0; r < size() && n > 0; ++r)
+        copy_bytes(dst + r * n, group_->post(r).src + rank() * n, n, s);
+    });
     finish_device(s, host_waits);
   }
 
   void device_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream s,
                              bool host_waits) {
-    device_collective({.op = "reduce_scatter_tensor",
-                       .dtype = in.dtype(),
-                       .numel = out.numel(),
-                       .rop = op,
-                       .src = bytes_of(in)},
-                      s, [&] {
-                        // Only this rank reads its own chunk of `in`, so `out` may be that chunk.
-                        const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
-                        device_reduce_posts(mutable_bytes_of(out), chunk, out.numel(), out.dtype(),
-                                            op, s, out.storage().allocator());
-                      });
+    device_collective({.op = "reduce_scatter_tensor", .src = bytes_of(in)}, s, [&] {
+      // Only this rank reads its own chunk of `in`, so `out` may be that chunk.
+      const std::size_t chunk = out.nbytes() * static_cast<std::size_t>(rank());
+      device_reduce_posts(mutable_bytes_of(out), chunk, out.numel(), out.dtype(), op, s,
+                          out.storage().allocator());
+    });
     finish_device(s, host_waits);
   }
 
   void device_all_reduce(const Tensor& t, ReduceOp op, Stream s, bool host_waits) {
     // The result waits in `sum` until every rank has read `t`.
     Tensor sum;
-    device_collective(
-        {.op = "all_reduce", .dtype = t.dtype(), .numel = t.numel(), .rop = op, .src = bytes_of(t)},
-        s, [&] {
-          sum = Tensor::empty({t.numel()}, t.dtype(), t.device(), t.storage().allocator(), s);
-          device_reduce_posts(mutable_bytes_of(sum), 0, t.numel(), t.dtype(), op, s,
-                              t.storage().allocator());
-        });
+    device_collective({.op = "all_reduce", .src = bytes_of(t)}, s, [&] {
+      sum = Tensor::empty({t.numel()}, t.dtype(), t.device(), t.storage().allocator(), s);
+      device_reduce_posts(mutable_bytes_of(sum), 0, t.numel(), t.dtype(), op, s,
+                          t.storage().allocator());
+    });
     copy_bytes(mutable_bytes_of(t), bytes_of(sum), t.nbytes(), s);
     finish_device(s, host_waits);
   }
 
   void device_broadcast(const Tensor& t, int root, Stream s, bool host_waits) {
-    device_collective({.op = "broadcast",
-                       .dtype = t.dtype(),
-                       .numel = t.numel(),
-                       .root = root,
-                       .src = bytes_of(t)},
-                      s, [&] {
-                        if (rank() != root)
-                          copy_bytes(mutable_bytes_of(t), group_->post(root).src, t.nbytes(), s);
-                      });
+    device_collective({.op = "broadcast", .src = bytes_of(t)}, s, [&] {
+      if (rank() != root) copy_bytes(mutable_bytes_of(t), group_->post(root).src, t.nbytes(), s);
+    });
     finish_device(s, host_waits);
   }
 #endif

@@ -8,7 +8,9 @@
 // broadcast, all_gather_bytes) is two barriers of the group's shared state;
 // barrier and split are one. At the first, every rank posts its arguments
 // and where its buffers are, and the last to arrive checks that all posted
-// the same collective and sets up what the collective shares (split's new
+// the same collective (their contracts, Note [Collective contract]: a
+// mismatch is one CommError that every rank throws before data moves) and
+// sets up what the collective shares (split's new
 // groups, the size of all_reduce's scratch buffer); a generation counter
 // tells this barrier from the next one. Between the two barriers each rank
 // writes only its own outputs (all_reduce: its share of the elements, into

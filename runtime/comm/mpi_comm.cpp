@@ -161,18 +161,33 @@ MPI_Datatype mpi_type(DType t) {
 // Note [Entry barrier]
 // ~~~~~~~~~~~~~~~~~~~~
 // Every collective waits with a deadline, so a missing rank is a CommError,
-// not a hang. The non-blocking MPI_I* collectives give that directly, and
-// for all-gather and reduce-scatter they run as fast as the blocking calls.
+// not a hang, and every collective first checks that all ranks issued the
+// same one (Note [Collective contract]). Both come from one entry step: an
+// MPI_Iallgather of each rank's CollectiveContract (88 bytes, the same size
+// whatever the collective, so ranks in different collectives still meet
+// there), polled against the timeout; then each rank compares them and, on
+// a mismatch, throws the same CommError before any data moves (MPI would
+// otherwise match the ranks' calls by order alone: a smaller buffer on one
+// side ends in MPI_ERR_TRUNCATE, equal sizes in silently wrong data).
+// barrier is the exchange alone; split runs it before the blocking
+// MPI_Comm_split; all_gather_bytes reads each rank's length from it. The
+// data then moves with the non-blocking MPI_I* collectives, which for
+// all-gather and reduce-scatter run as fast as the blocking calls.
 // OpenMPI's MPI_Iallreduce does not: its non-blocking schedule (libnbc) is
-// about 2.5x slower than the tuned MPI_Allreduce at tens of MiB. all_reduce
-// therefore first enters an MPI_Ibarrier polled against the timeout, then
-// calls the blocking MPI_Allreduce. A rank that never arrives is caught by
-// the barrier, which is the failure the timeout exists for (a rank stuck or
-// on another code path). The trade-off: a rank that dies after the barrier
-// and before or during the all-reduce leaves the others blocked in MPI,
-// bounded only by MPI's own failure detection (OpenMPI aborts the job when a
-// process exits abnormally). The barrier costs one latency, negligible
-// against the bandwidth-bound sizes ZeRO reduces.
+// about 2.5x slower than the tuned MPI_Allreduce at tens of MiB, so
+// all_reduce calls the blocking MPI_Allreduce after the exchange (which
+// replaced the MPI_Ibarrier it had entered before, at the same cost). A
+// rank that never arrives is caught by the exchange, which is the failure
+// the timeout exists for (a rank stuck or on another code path). The
+// trade-off: a rank that dies after the exchange and before or during the
+// all-reduce leaves the others blocked in MPI, bounded only by MPI's own
+// failure detection (OpenMPI aborts the job when a process exits
+// abnormally), and so does a rank that arrives after the others timed out
+// in the exchange: their contracts reached it before they gave up, so its
+// exchange completes (an MPI_Ibarrier would too in a group of two), and the
+// others end the job (Note [Ending after a timeout]). The exchange costs one latency: negligible against the
+// bandwidth-bound sizes ZeRO moves, and measured by zrt-bench comm at small
+// ones (docs/design.md, Collectives).
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<MpiSession> session,
@@ -204,6 +219,7 @@ class MpiCommunicator final : public Communicator {
 
   void do_all_gather(const Tensor& out, const Tensor& in, Stream stream) override {
     const char* op = "all_gather_into_tensor";
+    exchange_contracts(op);
     Tensor hin = host_input(in, stream, staging_.get()), hout = host_output(out, staging_.get());
     const bool in_place = out.device().is_cpu() && in.numel() > 0 &&
                           bytes_of(in) == bytes_of(out) + rank() * in.nbytes();
@@ -218,6 +234,7 @@ class MpiCommunicator final : public Communicator {
 
   void do_all_to_all(const Tensor& out, const Tensor& in, Stream stream) override {
     const char* op = "all_to_all";
+    exchange_contracts(op);
     Tensor hin = host_input(in, stream, staging_.get()), hout = host_output(out, staging_.get());
     const int n = count(op, in.numel() / size());
     MPI_Request req;
@@ -231,6 +248,7 @@ class MpiCommunicator final : public Communicator {
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp rop,
                          Stream stream) override {
     const char* op = "reduce_scatter_tensor";
+    exchange_contracts(op);
     Tensor hin = host_input(in, stream, staging_.get());
     // MPI's in-place form keeps the result at the front of the input, not at
     // this rank's chunk, so an aliased output gets its own buffer.
@@ -250,9 +268,9 @@ class MpiCommunicator final : public Communicator {
 
   void do_all_reduce(const Tensor& t, ReduceOp rop, Stream stream) override {
     const char* op = "all_reduce";
+    // Blocking MPI_Allreduce behind the contracts' exchange: Note [Entry barrier].
+    exchange_contracts(op);
     Tensor h = host_input(t, stream, staging_.get());
-    // Blocking MPI_Allreduce behind an entry barrier: Note [Entry barrier].
-    barrier_with_timeout(op);
     ZRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
                                 mpi_type(t.dtype()), mpi_op(t.dtype(), rop), comm_),
                   where(op));
@@ -262,6 +280,7 @@ class MpiCommunicator final : public Communicator {
 
   void do_broadcast(const Tensor& t, int root, Stream stream) override {
     const char* op = "broadcast";
+    exchange_contracts(op);
     Tensor h = host_input(t, stream, staging_.get());
     MPI_Request req;
     ZRT_MPI_CHECK(MPI_Ibcast(mutable_bytes_of(h), count(op, t.numel()), mpi_type(t.dtype()), root,
@@ -271,7 +290,8 @@ class MpiCommunicator final : public Communicator {
     if (rank() != root) finish_output(t, h, stream);
   }
 
-  void do_barrier() override { barrier_with_timeout("barrier"); }
+  // Every rank's contract arrives only once every rank has sent it.
+  void do_barrier() override { exchange_contracts("barrier"); }
 
   // The polling wait below sees aborted() and throws; a blocking MPI call
   // cannot be woken (Note [Entry barrier]).
@@ -280,12 +300,12 @@ class MpiCommunicator final : public Communicator {
   std::vector<std::vector<std::byte>> do_all_gather_bytes(
       std::span<const std::byte> mine) override {
     const char* op = "all_gather_bytes";
+    // Each rank's length travels in its contract (its numel).
+    const std::vector<CollectiveContract> contracts = exchange_contracts(op);
     std::vector<int> lengths(size());
-    int my_length = count(op, static_cast<std::int64_t>(mine.size()));
+    for (int r = 0; r < size(); ++r) lengths[r] = count(op, contracts[r].numel);
+    const int my_length = lengths[rank()];
     MPI_Request req;
-    ZRT_MPI_CHECK(MPI_Iallgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_, &req),
-                  where(op));
-    wait(req, op);
     std::vector<int> displs(size());
     std::int64_t total = 0;
     for (int r = 0; r < size(); ++r) {
@@ -304,9 +324,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Communicator> do_split(int color, int key, std::string child_name) override {
-    // MPI_Comm_split blocks without a deadline: a barrier with one first, so
-    // a missing rank is reported instead of hanging.
-    barrier_with_timeout("split");
+    // MPI_Comm_split blocks without a deadline: the contracts' exchange,
+    // with one, comes first, so a missing rank is reported instead of hanging.
+    exchange_contracts("split");
     MPI_Comm child;
     ZRT_MPI_CHECK(MPI_Comm_split(comm_, color, key, &child), where("split"));
     return std::make_unique<MpiCommunicator>(child, std::move(child_name), session_, ops_,
@@ -337,10 +357,21 @@ class MpiCommunicator final : public Communicator {
     return i == 1 ? MPI_MAX : i == 2 ? MPI_MIN : MPI_SUM;
   }
 
-  void barrier_with_timeout(const char* op) {
+  // Note [Entry barrier]: every rank's contract for the collective running,
+  // by rank, once they all agree (CommError, the same on every rank, when
+  // they do not). One fixed-size all-gather whatever the collective, so
+  // ranks in different collectives meet here and see it.
+  std::vector<CollectiveContract> exchange_contracts(const char* op) {
+    const CollectiveContract mine = running_contract();
+    std::vector<CollectiveContract> all(static_cast<std::size_t>(size()));
+    constexpr int kBytes = sizeof(CollectiveContract);
     MPI_Request req;
-    ZRT_MPI_CHECK(MPI_Ibarrier(comm_, &req), where(op));
+    ZRT_MPI_CHECK(
+        MPI_Iallgather(&mine, kBytes, MPI_BYTE, all.data(), kBytes, MPI_BYTE, comm_, &req),
+        where(op));
     wait(req, op);
+    check_contracts(all);
+    return all;
   }
 
   // Polls `req` until it completes or the timeout expires (then CommError).

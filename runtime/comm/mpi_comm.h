@@ -1,8 +1,9 @@
 // The MPI backend: CPU tensors between processes (CUDA tensors are staged
-// through pinned host memory). Every wait is a non-blocking MPI_I* collective
-// polled with MPI_Test until the communicator's timeout, then CommError;
-// all_reduce instead polls an entry barrier, then runs the faster blocking
-// MPI_Allreduce (Note [Entry barrier] in mpi_comm.cpp). bf16/f16 reductions, which MPI lacks, use
+// through pinned host memory). Every collective first all-gathers each rank's
+// contract and checks that they agree (Note [Entry barrier] in mpi_comm.cpp);
+// every wait is a non-blocking MPI_I* collective polled with MPI_Test until
+// the communicator's timeout, then CommError, but all_reduce's data moves
+// through the faster blocking MPI_Allreduce. bf16/f16 reductions, which MPI lacks, use
 // MPI operators over zrt's host arithmetic (Note [Deterministic reduction order]).
 //
 // After a timeout the MPI request is left pending (MPI cannot cancel a

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "tests/optim/full_param_mismatch_check.h"
 #include "tests/support/rank_check.h"
 #include "tests/support/test_seed.h"
 #include "zrt/kernels/nn/gemm.h"
@@ -188,6 +189,17 @@ BOOST_AUTO_TEST_CASE(listed_units_are_gathered_as_they_are_updated) {
       ZRT_EXPECT(world->flight_recorder()->entries().size() == flights_scoped,
                  "the scopes of units gathered after the update gathered again");
     });
+}
+
+// Note [Collective contract]: rank 0's full_param(name) beside the others'
+// full_params() is one error on every rank naming both calls, not a hang or
+// a gather of the wrong unit.
+BOOST_AUTO_TEST_CASE(full_param_on_one_rank_is_named_on_all) {
+  const auto seed = test::test_seed("zero_module/full_param_on_one_rank_is_named_on_all");
+  for (int n : {2, 3})
+    BOOST_CHECK_NO_THROW(run_local_ranks(
+        n, [&](const CommPtr& world) { testing::check_full_param_mismatch_is_named(world, seed); },
+        std::chrono::seconds(20)));
 }
 
 // By-name lookup outside a scope agrees with full_params() and the scopes'

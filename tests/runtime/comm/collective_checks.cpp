@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -313,6 +314,105 @@ void check_traffic(Communicator& comm) {
     expect_traffic(comm, "all_gather on a split group", CollectiveKind::all_gather, hp * 4, hp * 4,
                    [&] { half->all_gather_into_tensor(out, in); });
   }
+}
+
+void check_mismatch_is_named(Communicator& comm, Mismatch what, std::uint64_t seed) {
+  const int p = comm.size(), odd = static_cast<int>(mix(seed) % static_cast<std::uint64_t>(p));
+  const bool mine = comm.rank() == odd;
+  const std::int64_t n = 2 * static_cast<std::int64_t>(mix(seed + 1) % 40) + 3;
+  const std::string ps = std::to_string(p);
+  auto values = [](std::int64_t count, DType dtype) {
+    return detail::concat(count, " ", dtype_name(dtype), " values (",
+                          count * static_cast<std::int64_t>(dtype_size(dtype)), " bytes)");
+  };
+  // Each side's collective and how the message must name it.
+  std::function<void()> call;
+  std::string expected;
+  switch (what) {
+    case Mismatch::op:  // all_gather vs all_reduce of the same elements
+    case Mismatch::count: {
+      const std::int64_t k = what == Mismatch::count && mine ? n + 2 : n;
+      if (what == Mismatch::op && mine) {
+        call = [&comm, n] {
+          Tensor t = Tensor::zeros({n}, DType::f32);
+          comm.all_reduce(t, ReduceOp::max);
+        };
+        expected = "all_reduce (max) of " + values(n, DType::f32);
+      } else {
+        call = [&comm, k, p] {
+          Tensor in = Tensor::zeros({k}, DType::f32), out = Tensor::zeros({k * p}, DType::f32);
+          comm.all_gather_into_tensor(out, in);
+        };
+        expected = "all_gather of " + values(k, DType::f32);
+      }
+      break;
+    }
+    case Mismatch::op_barrier:
+      if (mine) {
+        call = [&comm] { comm.barrier(); };
+        expected = "barrier";
+      } else {
+        call = [&comm, n] {
+          Tensor t = Tensor::zeros({n}, DType::f64);
+          comm.broadcast(t, 0);
+        };
+        expected = "broadcast from rank 0 of " + values(n, DType::f64);
+      }
+      break;
+    case Mismatch::dtype: {
+      const DType dtype = mine ? DType::bf16 : DType::f32;
+      call = [&comm, n, dtype] {
+        Tensor t = Tensor::zeros({n}, dtype);
+        comm.all_reduce(t, ReduceOp::sum);
+      };
+      expected = "all_reduce (sum) of " + values(n, dtype);
+      break;
+    }
+    case Mismatch::root: {
+      const int root = mine ? p - 1 : 0;
+      call = [&comm, n, root] {
+        Tensor t = Tensor::zeros({n}, DType::i32);
+        comm.broadcast(t, root);
+      };
+      expected = detail::concat("broadcast from rank ", root, " of ", values(n, DType::i32));
+      break;
+    }
+    case Mismatch::reduce_op: {
+      const ReduceOp rop = mine ? ReduceOp::avg : ReduceOp::sum;
+      call = [&comm, n, p, rop] {
+        Tensor in = Tensor::zeros({n * p}, DType::f32), out = Tensor::zeros({n}, DType::f32);
+        comm.reduce_scatter_tensor(out, in, rop);
+      };
+      expected = detail::concat("reduce_scatter (", reduce_op_name(rop), ") of ",
+                                values(n * p, DType::f32));
+      break;
+    }
+  }
+  const std::string label = mine ? "test('odd one')" : "test('the others')";
+  // What this side must find in the message: "rank <odd> issued <it>" or
+  // " issued <it>" after the others' ranks.
+  const std::string mine_text =
+      (mine ? detail::concat("rank ", odd, " issued ") : std::string(" issued ")) + expected +
+      " in " + label;
+  const std::uint64_t seq = comm.sequence_number() + 1;
+  try {
+    FlightRecorder::Caller caller(*comm.flight_recorder(), label);
+    call();
+    throw std::runtime_error(detail::concat("rank ", comm.rank(), " of ", p,
+                                            ": a mismatched collective returned (", expected, ")"));
+  } catch (const CommError& e) {
+    const std::string m = e.what();
+    const std::string head =
+        detail::concat("collective #", seq, " of group '", comm.name(), "' does not match");
+    expect(m.rfind(head, 0) == 0 && m.find(mine_text) != std::string::npos &&
+               m.find(detail::concat("rank ", odd, " issued ")) != std::string::npos &&
+               m.find("every rank must call the same collectives in the same order") !=
+                   std::string::npos,
+           detail::concat("rank ", comm.rank(), " of ", p, ": the error does not name '", head,
+                          "' and '", mine_text, "': ", m));
+  }
+  // The group goes on: a matching collective moves its data.
+  check_all_reduce(comm, DType::f32, n, ReduceOp::sum, seed);
 }
 
 }  // namespace zrt::test

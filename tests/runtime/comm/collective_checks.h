@@ -49,4 +49,15 @@ void check_zero_groups(const CommPtr& world, int zero3_size, std::uint64_t seed,
 // a group split afterwards adds to the same counters.
 void check_traffic(Communicator& comm);
 
+// Note [Collective contract]: one rank (chosen by `seed`) issues a collective
+// that differs from the others' in one thing; every rank must throw CommError
+// naming the collective number, the group and what each side issued (with
+// the callers' labels), before any data moves, and the group must still
+// work afterwards. Sizes are odd, drawn from `seed`. Needs 2 ranks or more.
+enum class Mismatch { op, op_barrier, dtype, count, root, reduce_op };
+inline constexpr Mismatch kAllMismatches[] = {Mismatch::op,    Mismatch::op_barrier,
+                                              Mismatch::dtype, Mismatch::count,
+                                              Mismatch::root,  Mismatch::reduce_op};
+void check_mismatch_is_named(Communicator& comm, Mismatch what, std::uint64_t seed);
+
 }  // namespace zrt::test

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "tests/runtime/comm/collective_checks.h"
+#include "tests/support/test_seed.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"
 #include "zrt/runtime/comm/zero_groups.h"
@@ -73,6 +74,21 @@ BOOST_AUTO_TEST_CASE(world_from_mpirun_environment) {
   BOOST_CHECK_EQUAL(w.comm->size(), size);
   BOOST_CHECK_EQUAL(std::string(w.comm->backend_name()), "mpi");
   checked([&] { test::check_all_reduce(*w.comm, DType::bf16, 7, ReduceOp::sum, 11); });
+}
+
+// Note [Collective contract], Note [Entry barrier]: each kind of mismatch is
+// the same CommError on every rank, naming both sides, before MPI moves data.
+BOOST_AUTO_TEST_CASE(mismatched_collectives_are_named_on_every_rank) {
+  CommPtr world = make_mpi_world();
+  world->set_timeout(std::chrono::seconds(20));  // a hang fails within the test's time
+  // Rank 0's seed (printed there; ZRT_TEST_SEED replays it) on every rank.
+  std::uint64_t seed = world->rank() == 0 ? test::test_seed("comm_mpi/mismatched_collectives") : 0;
+  const auto all = world->all_gather_bytes(std::as_bytes(std::span(&seed, 1)));
+  std::memcpy(&seed, all[0].data(), sizeof seed);
+  for (test::Mismatch what : test::kAllMismatches)
+    checked([&] {
+      test::check_mismatch_is_named(*world, what, seed + static_cast<std::uint64_t>(what));
+    });
 }
 
 BOOST_AUTO_TEST_CASE(rank_that_skips_a_collective_times_out_the_others) {

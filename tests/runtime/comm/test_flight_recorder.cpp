@@ -66,6 +66,34 @@ BOOST_AUTO_TEST_CASE(keeps_the_last_entries_with_their_states) {
   BOOST_TEST(r.json().find("\"rank\": 3") != std::string::npos);
 }
 
+// A Caller labels the entries issued while it lives; the inner one wins and
+// the outer one comes back at its end; the label is in the rank's file.
+BOOST_AUTO_TEST_CASE(labels_entries_with_the_caller) {
+  FlightRecorder r(0, 8);
+  r.issued("barrier", "world", 1, 0);
+  {
+    FlightRecorder::Caller outer(r, "full_params()");
+    r.issued("all_gather", "world", 2, 64);
+    {
+      FlightRecorder::Caller inner(r, "full_param('fc1.weight')");
+      r.issued("all_gather", "world", 3, 64);
+      char cut[8];
+      r.copy_caller(cut);
+      BOOST_TEST(std::string(cut) == "full_pa");
+    }
+    r.issued("all_gather", "world", 4, 64);
+  }
+  r.issued("barrier", "world", 5, 0);
+  const auto e = r.entries();
+  BOOST_TEST_REQUIRE(e.size() == 5u);
+  BOOST_TEST(e[0].caller == "");
+  BOOST_TEST(e[1].caller == "full_params()");
+  BOOST_TEST(e[2].caller == "full_param('fc1.weight')");
+  BOOST_TEST(e[3].caller == "full_params()");
+  BOOST_TEST(e[4].caller == "");
+  BOOST_TEST(r.json().find("\"caller\": \"full_param('fc1.weight')\"") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(names_a_rank_that_skipped_a_collective) {
   TempDir dir;
   const std::string report = report_of_failed_run(
