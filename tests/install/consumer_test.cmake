@@ -74,6 +74,24 @@ if(LIBRARY_TYPE STREQUAL "SHARED_LIBRARY")
     message(FATAL_ERROR "the consumer does not link libzrt_runtime.so:\n${link_line}")
   endif()
 endif()
+# The component `cuda`: there for a CUDA build (which this machine can then
+# compile for), an error naming the missing CUDA otherwise.
+file(GLOB config ${WORK}/prefix/lib*/cmake/zrt/zrtConfig.cmake)
+file(STRINGS ${config} with_cuda REGEX "^set[(]zrt_WITH_CUDA ")
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/cuda_component -B ${WORK}/cuda
+                        -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(with_cuda MATCHES "ON")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "find_package(zrt COMPONENTS cuda) failed for a CUDA build:\n${out}\n${err}")
+  endif()
+  run("build the consumer of zrt::cuda" ${CMAKE_COMMAND} --build ${WORK}/cuda)
+  run("the consumer of zrt::cuda" ${WORK}/cuda/zrt-cuda-consumer)
+  message(STATUS "zrt::cuda: ${out}")
+elseif(rc EQUAL 0 OR NOT err MATCHES "zrt was built without CUDA")
+  message(FATAL_ERROR "find_package(zrt COMPONENTS cuda) of a build without CUDA:\n${out}\n${err}")
+endif()
+
 file(READ ${WORK}/build/CMakeCache.txt cache)
 if(cache MATCHES "CMAKE_C_COMPILER:")
   message(FATAL_ERROR "find_package(zrt) enabled the C language in the consumer's project")
