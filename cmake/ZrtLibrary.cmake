@@ -61,11 +61,35 @@ function(zrt_library name)
   set(target zrt_${name})
   add_library(${target} "")
   add_library(zrt::${name} ALIAS ${target})
-  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  # Installed, a shared zrt library finds the others beside it and its
+  # private dependencies (CUDA, NCCL, MPI) where it was linked against them
+  # (Note [Package of a CUDA build]).
+  # A shared library's ABI version is the package's (SameMinorVersion).
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} INSTALL_RPATH "$ORIGIN"
+                                             INSTALL_RPATH_USE_LINK_PATH ON
+                                             VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION})
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${ZRT_INCLUDE_ROOT}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:zrt_build_flags>)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${name}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zrt/${name}
           FILES_MATCHING PATTERN "*.h" PATTERN "*_impl.h" EXCLUDE)
+endfunction()
+
+# zrt_private_dependency(TARGET DEFINITIONS D... LIBRARIES L...): what only
+# zrt's own sources use (CUDA, cuBLAS, NCCL, MPI): linked and defined
+# PRIVATE, so a shared zrt's package never names them (Note [Package of a
+# CUDA build]); a static one's lists the libraries link-only, as it must. In
+# the build tree the tests and tools, which call CUDA, MPI and NCCL
+# themselves, see both through the library (BUILD_INTERFACE).
+function(zrt_private_dependency target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "DEFINITIONS;LIBRARIES")
+  target_compile_definitions(${target} PRIVATE ${arg_DEFINITIONS})
+  target_link_libraries(${target} PRIVATE ${arg_LIBRARIES})
+  foreach(item ${arg_DEFINITIONS})
+    target_compile_definitions(${target} INTERFACE $<BUILD_INTERFACE:${item}>)
+  endforeach()
+  foreach(item ${arg_LIBRARIES})
+    target_link_libraries(${target} INTERFACE $<BUILD_INTERFACE:${item}>)
+  endforeach()
 endfunction()

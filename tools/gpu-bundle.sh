@@ -3,7 +3,7 @@
 # run tools/gpu-check.sh, in one folder that git ignores: the gpu suites,
 # zrt-train and zrt-bench built here (Release, sm_90, MPI and OpenBLAS off,
 # stripped), the shared libraries they need that such a machine lacks
-# (Boost.Test, xxHash), and in scripts/ the PyTorch side of the training
+# (zrt's own, Boost.Test, xxHash), and in scripts/ the PyTorch side of the training
 # comparison (tools/bench/torch_gpt.py with the safetensors reader it imports,
 # tests/model_zoo/models/safetensors_io.py, beside it) and the reader of the
 # sanitizer's and ncu's output (tools/gpu_report.py). The CUDA runtime,
@@ -54,12 +54,15 @@ done
 # The shared libraries to carry: those the binaries need from this machine's
 # packages that the device image does not have. Everything else must be
 # glibc, libstdc++ or the device's own CUDA libraries (found there at run time).
-carry_pattern='libboost_unit_test_framework|libxxhash'
+carry_pattern='libzrt_|libboost_unit_test_framework|libxxhash'
 device_pattern='linux-vdso|ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|libcuda\.so|libcudart|libcublas|libcublasLt|libnccl'
 for p in "$bundle"/bin/*; do
   while read -r name _ path _; do
     if [[ $name =~ $carry_pattern ]]; then
-      cp -L "$path" "$bundle/lib/$name"
+      if [ ! -e "$bundle/lib/$name" ]; then
+        cp -L "$path" "$bundle/lib/$name"
+        [[ $name == libzrt_* ]] && strip --strip-unneeded "$bundle/lib/$name"
+      fi
     elif ! [[ $name =~ $device_pattern ]]; then
       echo "gpu-bundle: $(basename "$p") needs $name ($path), which is neither carried nor on the device" >&2
       exit 1

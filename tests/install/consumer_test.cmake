@@ -1,4 +1,8 @@
-# cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK= -DGENERATOR= [-DMPIEXEC=] -P consumer_test.cmake
+# cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK= -DGENERATOR= -DLIBRARY_TYPE= [-DMPIEXEC=]
+#       [-DPRIVATE_PREFIXES=] -P consumer_test.cmake
+# LIBRARY_TYPE: zrt_runtime's target type; PRIVATE_PREFIXES: the prefixes of
+# CUDA, NCCL and MPI on this machine, which the consumer of shared libraries
+# must not need (Note [Package of a CUDA build]).
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -32,11 +36,64 @@ foreach(f ${exports})
     message(FATAL_ERROR "${f} hard-codes an OpenBLAS path")
   endif()
 endforeach()
+# Shared libraries keep CUDA, NCCL, MPI and the rest private (Note [Package
+# of a CUDA build]): the consumer configures in a view of this machine
+# without them (their prefixes ignored, CUDAToolkit_ROOT nowhere, and Find
+# modules that stop the configuration if anything looks for them), and its
+# link line names only zrt's libraries of them.
+set(private_libraries cudart cublas cublasLt nccl mpi mpi_cxx openblas xxhash)
+set(view)
+string(REPLACE "," ";" PRIVATE_PREFIXES "${PRIVATE_PREFIXES}")
+if(LIBRARY_TYPE STREQUAL "SHARED_LIBRARY")
+  file(MAKE_DIRECTORY ${WORK}/no-such-machine)
+  foreach(pkg CUDAToolkit CUDA NCCL MPI OpenBLASPthread xxHash nlohmann_json)
+    file(WRITE ${WORK}/no-such-machine/Find${pkg}.cmake
+         "message(FATAL_ERROR \"the consumer of shared zrt libraries looked for ${pkg}\")\n")
+  endforeach()
+  set(view -DCMAKE_MODULE_PATH=${WORK}/no-such-machine "-DCMAKE_IGNORE_PREFIX_PATH=${PRIVATE_PREFIXES}"
+           -DCUDAToolkit_ROOT=${WORK}/no-such-machine)
+endif()
 # -Wall -Wextra -Werror: zrt's headers and the examples (the README's code,
 # tests/install/readme_excerpts.py) compile warning-free in a strict project.
 run("configure the consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK}/build -G ${GENERATOR}
-    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release -DZRT_EXAMPLES_STRICT=ON)
-run("build the consumer" ${CMAKE_COMMAND} --build ${WORK}/build)
+    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release -DZRT_EXAMPLES_STRICT=ON ${view})
+run("build the consumer" ${CMAKE_COMMAND} --build ${WORK}/build --verbose)
+string(REGEX MATCH "[^\n]*-o zrt-example-regression[^\n]*" link_line "${out}")
+if(NOT link_line)
+  message(FATAL_ERROR "no link line of zrt-example-regression in the verbose build:\n${out}")
+endif()
+message(STATUS "the consumer's link line:\n${link_line}")
+if(LIBRARY_TYPE STREQUAL "SHARED_LIBRARY")
+  foreach(lib ${private_libraries})
+    if(link_line MATCHES "(/lib|-l)${lib}([.]| |$)")
+      message(FATAL_ERROR "the consumer of shared zrt libraries links ${lib}:\n${link_line}")
+    endif()
+  endforeach()
+  if(link_line MATCHES "/usr/local/cuda")
+    message(FATAL_ERROR "the consumer of shared zrt libraries links from /usr/local/cuda:\n${link_line}")
+  endif()
+  if(NOT link_line MATCHES "libzrt_runtime[.]so")
+    message(FATAL_ERROR "the consumer does not link libzrt_runtime.so:\n${link_line}")
+  endif()
+endif()
+# The component `cuda`: there for a CUDA build (which this machine can then
+# compile for), an error naming the missing CUDA otherwise.
+file(GLOB config ${WORK}/prefix/lib*/cmake/zrt/zrtConfig.cmake)
+file(STRINGS ${config} with_cuda REGEX "^set[(]zrt_WITH_CUDA ")
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/cuda_component -B ${WORK}/cuda
+                        -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(with_cuda MATCHES "ON")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "find_package(zrt COMPONENTS cuda) failed for a CUDA build:\n${out}\n${err}")
+  endif()
+  run("build the consumer of zrt::cuda" ${CMAKE_COMMAND} --build ${WORK}/cuda)
+  run("the consumer of zrt::cuda" ${WORK}/cuda/zrt-cuda-consumer)
+  message(STATUS "zrt::cuda: ${out}")
+elseif(rc EQUAL 0 OR NOT err MATCHES "zrt was built without CUDA")
+  message(FATAL_ERROR "find_package(zrt COMPONENTS cuda) of a build without CUDA:\n${out}\n${err}")
+endif()
+
 file(READ ${WORK}/build/CMakeCache.txt cache)
 if(cache MATCHES "CMAKE_C_COMPILER:")
   message(FATAL_ERROR "find_package(zrt) enabled the C language in the consumer's project")
@@ -103,6 +160,11 @@ function(check_example name ulps)
   endforeach()
   run("${name} saving a checkpoint" ${two_ranks} ${program} ${ARGN}
       --checkpoint-dir ${WORK}/ckpt-${name} --save-at 49)
+  # The installed zrt-ckpt finds zrt's libraries from its own run path.
+  if(EXISTS ${WORK}/prefix/bin/zrt-ckpt)
+    run("the installed zrt-ckpt" ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+        ${WORK}/prefix/bin/zrt-ckpt verify ${WORK}/ckpt-${name})
+  endif()
   run("${name} resuming it" ${program} ${ARGN} --checkpoint-dir ${WORK}/ckpt-${name} --resume)
   message(STATUS "${name}, resumed:\n${out}")
   if(NOT out MATCHES "resumed at step 50")
