@@ -67,7 +67,8 @@ function(zrt_library name)
   # A shared library's ABI version is the package's (SameMinorVersion).
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} INSTALL_RPATH "$ORIGIN"
                                              INSTALL_RPATH_USE_LINK_PATH ON
-                                             VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION})
+                                             VERSION ${PROJECT_VERSION}
+                                             SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${ZRT_INCLUDE_ROOT}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)

@@ -211,10 +211,19 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       "has no memory outside its unit's backward scope: call the layer's backward inside "
       "m.backward(unit)" +
       of_unit;
-  h.param(0).storage().set_freed_note(
-      "has no memory outside its unit's scope: call the layer inside m.forward(unit) or "
-      "m.backward(unit)" +
-      of_unit);
+  // A tied parameter is also used in the scopes of its users' units.
+  auto set_param_note = [&](Unit owner) {
+    std::string users;
+    for (const Tie& t : ties_)
+      if (t.param.owner.unit == owner &&
+          users.find("'" + handles_[t.param.user]->name() + "'") == std::string::npos)
+        users += (users.empty() ? "" : ", ") + ("'" + handles_[t.param.user]->name() + "'");
+    handles_[owner]->param(0).storage().set_freed_note(
+        "has no memory outside its unit's scope: call the layer inside m.forward(unit) or "
+        "m.backward(unit) of unit '" +
+        handles_[owner]->name() + "'" +
+        (users.empty() ? "" : " (or of a unit that uses it tied: " + users + ")"));
+  };
   h.grad(0).storage().set_freed_note(grad_note);
   unsynced_.push_back(0);
   synced_.push_back(false);
@@ -238,6 +247,9 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     grad.storage().set_freed_note(grad_note);
     ties_.push_back({std::move(t), std::move(grad)});
   }
+  set_param_note(unit);
+  for (const Tie& t : ties_)
+    if (t.param.user == unit) set_param_note(t.param.owner.unit);
   return unit;
 }
 
@@ -258,6 +270,10 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
                 "ZeroModule: the ", backward_ ? "backward" : "forward", " scope of unit '",
                 handle_->name(), "' was given a stream on ", stream_.device().str(),
                 " but the module runs on ", module_->options().device.str());
+  ZRT_CHECK_ARG(!(stream_.cpu_queue() && module_->options().device.is_cuda()), "ZeroModule: the ",
+                backward_ ? "backward" : "forward", " scope of unit '", handle_->name(),
+                "' was given a CPU stream of its own, which cannot wait for the module's "
+                "CUDA streams; pass a CUDA stream or none");
   // Checked before the owners are touched: a second scope of an open unit
   // must not undo the first one's tie gradients below.
   ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ",
@@ -272,7 +288,16 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       handle_->pre_forward();
     serve_caller();
   } catch (...) {
-    // Undo what opened; the first failure is the one to report.
+    // Undo what opened; the first failure is the one to report. A forward
+    // scope whose gather was issued reshards (a failed wait here means a
+    // broken group, which the run does not survive anyway).
+    if (!backward_ && handle_->state() == HandleState::forward) {
+      try {
+        handle_->post_forward();
+      } catch (const std::exception& e) {
+        report_in_destructor("ZeroModule scope", e);
+      }
+    }
     for (Tie& t : module_->ties_)
       if (t.param.user == unit_ && !t.grad.is_freed()) free_storage(t.grad);
     for (Unit o : opened_owners_) {

@@ -93,6 +93,22 @@ Dataset load_llmc_tokens(const std::string& path) {
   return d;
 }
 
+namespace {
+
+// What a rows file's 'x' and 'y' must be, from their dtypes and shapes
+// (the header holds them: a plan checks without reading the rows).
+void check_rows(const std::string& path, DType x_dtype, const Shape& x_shape, DType y_dtype,
+                const Shape& y_shape) {
+  ZRT_CHECK_ARG(x_shape.size() == 2 && x_dtype == DType::f32, "data file ", path, ": x ",
+                shape_str(x_shape), " ", dtype_name(x_dtype), " must be f32 [N, d_in]");
+  ZRT_CHECK_ARG(y_shape.size() == 1 && y_dtype == DType::i64 && y_shape[0] == x_shape[0],
+                "data file ", path, ": y ", shape_str(y_shape), " ", dtype_name(y_dtype),
+                " must be i64 [", x_shape[0], "]");
+  ZRT_CHECK_ARG(y_shape[0] > 0, "data file ", path, " has no rows");
+}
+
+}  // namespace
+
 Dataset load_row_dataset(const std::string& path) {
   SafetensorsFile f;
   try {
@@ -103,13 +119,7 @@ Dataset load_row_dataset(const std::string& path) {
   auto x = f.tensors.find("x"), y = f.tensors.find("y");
   ZRT_CHECK_ARG(x != f.tensors.end() && y != f.tensors.end(), "data file ", path,
                 " must hold tensors 'x' and 'y'");
-  ZRT_CHECK_ARG(x->second.dim() == 2 && x->second.dtype() == DType::f32, "data file ", path, ": x ",
-                x->second.str(), " must be f32 [N, d_in]");
-  ZRT_CHECK_ARG(y->second.dim() == 1 && y->second.dtype() == DType::i64 &&
-                    y->second.size(0) == x->second.size(0),
-                "data file ", path, ": y ", y->second.str(), " must be i64 [", x->second.size(0),
-                "]");
-  ZRT_CHECK_ARG(y->second.numel() > 0, "data file ", path, " has no rows");
+  check_rows(path, x->second.dtype(), x->second.shape(), y->second.dtype(), y->second.shape());
   Dataset d;
   d.kind = Dataset::Kind::rows;
   d.x = x->second;
@@ -144,6 +154,7 @@ std::size_t data_file_memory_bytes(const std::string& path) {
       auto x = e.find("x"), y = e.find("y");
       ZRT_CHECK_ARG(x != e.end() && y != e.end(), "data file ", path,
                     " must hold tensors 'x' and 'y'");
+      check_rows(path, x->second.dtype, x->second.shape, y->second.dtype, y->second.shape);
       return (x->second.end - x->second.begin) + (y->second.end - y->second.begin);
     } catch (const CheckpointError& e) {
       ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());

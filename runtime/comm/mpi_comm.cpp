@@ -202,8 +202,10 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    // A request left pending by a timeout still refers to the communicator.
+    // A request left pending by a timeout still refers to the communicator,
+    // and may still write the contract exchange's buffers.
     if (!finalized && !broken_) MPI_Comm_free(&comm_);
+    if (broken_) (void)exchange_.release();
   }
 
   const char* backend_name() const override { return "mpi"; }
@@ -362,16 +364,21 @@ class MpiCommunicator final : public Communicator {
   // they do not). One fixed-size all-gather whatever the collective, so
   // ranks in different collectives meet here and see it.
   std::vector<CollectiveContract> exchange_contracts(const char* op) {
-    const CollectiveContract mine = running_contract();
-    std::vector<CollectiveContract> all(static_cast<std::size_t>(size()));
+    // The communicator's own buffers: a request a timeout leaves pending
+    // may still write them after this returns (or throws).
+    ZRT_CHECK_AS(CommError, !broken_, where(op),
+                 ": the group failed earlier (a collective timed out)");
+    ContractExchange& x = *exchange_;
+    x.mine = running_contract();
+    x.all.assign(static_cast<std::size_t>(size()), CollectiveContract{});
     constexpr int kBytes = sizeof(CollectiveContract);
     MPI_Request req;
     ZRT_MPI_CHECK(
-        MPI_Iallgather(&mine, kBytes, MPI_BYTE, all.data(), kBytes, MPI_BYTE, comm_, &req),
+        MPI_Iallgather(&x.mine, kBytes, MPI_BYTE, x.all.data(), kBytes, MPI_BYTE, comm_, &req),
         where(op));
     wait(req, op);
-    check_contracts(all);
-    return all;
+    check_contracts(x.all);
+    return x.all;
   }
 
   // Polls `req` until it completes or the timeout expires (then CommError).
@@ -427,6 +434,11 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<HostStagingPool> staging_;  // pinned buffers for CUDA tensors
   MPI_Comm comm_;
   bool broken_ = false;
+  struct ContractExchange {  // Note [Entry barrier]; leaked once the group is broken
+    CollectiveContract mine;
+    std::vector<CollectiveContract> all;
+  };
+  std::unique_ptr<ContractExchange> exchange_ = std::make_unique<ContractExchange>();
 };
 
 }  // namespace

@@ -176,6 +176,13 @@ BOOST_AUTO_TEST_CASE(text_and_row_files) {
 
   write_safetensors(dir.file("bad.safetensors"), {{"x", c.x}, {"y", c.x}});
   check_arg_error([&] { load_row_dataset(dir.file("bad.safetensors")); }, "y");
+  // The plan's size check refuses what training would, from the header alone.
+  check_arg_error([&] { data_file_memory_bytes(dir.file("bad.safetensors")); }, "must be i64 [37]");
+  write_safetensors(dir.file("x-i64.safetensors"), {{"x", c.y}, {"y", c.y}});
+  check_arg_error([&] { load_row_dataset(dir.file("x-i64.safetensors")); },
+                  "must be f32 [N, d_in]");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("x-i64.safetensors")); },
+                  "must be f32 [N, d_in]");
   write_safetensors(dir.file("none.safetensors"), {{"x", c.x}});
   check_arg_error([&] { load_row_dataset(dir.file("none.safetensors")); }, "'x' and 'y'");
   check_arg_error([&] { data_file_memory_bytes(dir.file("none.safetensors")); }, "'x' and 'y'");

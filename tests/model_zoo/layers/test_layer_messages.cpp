@@ -131,4 +131,27 @@ BOOST_AUTO_TEST_CASE(a_layer_outside_its_units_scope_is_told_where_to_run) {
   fc1.m.step(1e-3);
 }
 
+// A parameter tied to a later unit is used in that unit's scopes too: the
+// owner's message names its users.
+BOOST_AUTO_TEST_CASE(a_tied_parameter_outside_every_scope_names_its_users) {
+  std::mt19937 rng(test::test_seed("layer_messages/a_tied_parameter_outside_every_scope"));
+  optim::ZeroModule m(make_local_world(1)[0]);
+  const Tensor shared = model_zoo::test::random_tensor({5, 3}, DType::f32, rng);
+  const auto embed = m.add_unit("embed", {{"weight", shared}});
+  const auto head = m.add_unit(
+      "head", {{"weight", shared}, {"bias", model_zoo::test::random_tensor({5}, DType::f32, rng)}});
+  const Tensor tied = m.param_views(head, "weight").param;
+  const std::string data_access = message_of<InvalidState>([&] { (void)tied.data<float>(); });
+  BOOST_TEST(data_access.find("has no memory outside its unit's scope: call the layer inside "
+                              "m.forward(unit) or m.backward(unit) of unit 'embed' (or of a unit "
+                              "that uses it tied: 'head')") != std::string::npos,
+             data_access);
+  // The user's own parameters name the user alone.
+  const Tensor bias = m.param_views(head, "bias").param;
+  const std::string own = message_of<InvalidState>([&] { (void)bias.data<float>(); });
+  BOOST_TEST(own.find("of unit 'head'") != std::string::npos, own);
+  BOOST_TEST(own.find("tied") == std::string::npos, own);
+  (void)embed;
+}
+
 BOOST_AUTO_TEST_SUITE_END()
