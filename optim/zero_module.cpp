@@ -274,6 +274,10 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
                 backward_ ? "backward" : "forward", " scope of unit '", handle_->name(),
                 "' was given a CPU stream of its own, which cannot wait for the module's "
                 "CUDA streams; pass a CUDA stream or none");
+  // Names the gathers in a mismatch with another rank's (Note [Collective contract]).
+  FlightRecorder::Caller caller(
+      *module_->world_->flight_recorder(),
+      std::string(backward_ ? "backward('" : "forward('") + handle_->name() + "')");
   // Checked before the owners are touched: a second scope of an open unit
   // must not undo the first one's tie gradients below.
   ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ",
@@ -346,6 +350,9 @@ void ZeroModule::Scope::close() {
   if (!handle_) return;
   FlatParamHandle* h = handle_;
   handle_ = nullptr;  // closed, whatever happens below
+  FlightRecorder::Caller caller(
+      *module_->world_->flight_recorder(),
+      std::string(backward_ ? "the end of backward('" : "the end of forward('") + h->name() + "')");
   // Every part runs; the first failure is rethrown at the end.
   std::exception_ptr failure;
   auto attempt = [&](auto&& part) {
@@ -489,6 +496,8 @@ ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync, Stream stream) {
   return Scope(this, unit, true, sync, stream);
 }
 void ZeroModule::prefetch(Unit unit) {
+  FlightRecorder::Caller caller(*world_->flight_recorder(),
+                                "prefetch('" + handle(unit).name() + "')");
   handle(unit).unshard();
   for (const Tie& t : ties_)
     if (t.param.user == unit) handle(t.param.owner.unit).unshard();
@@ -554,6 +563,7 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
     ZRT_CHECK_ARG(u < handles_.size(), "ZeroModule::step: unit ", u,
                   " to gather after the update is not one of the ", handles_.size(), " units");
   ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
+  FlightRecorder::Caller caller(*world_->flight_recorder(), "step()");
   for (Unit u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
                     unsynced_[u],

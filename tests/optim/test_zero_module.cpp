@@ -202,6 +202,40 @@ BOOST_AUTO_TEST_CASE(full_param_on_one_rank_is_named_on_all) {
         std::chrono::seconds(20)));
 }
 
+// Ranks that open scopes of different units gather different sizes: the
+// mismatch names each rank's scope (Note [Collective contract]), in every
+// stream mode, wherever the gather ran.
+BOOST_AUTO_TEST_CASE(scopes_of_different_units_are_named) {
+  const auto seed = test::test_seed("zero_module/scopes_of_different_units_are_named");
+  for (const auto mode : {optim::CpuStreams::none, optim::CpuStreams::comm, optim::CpuStreams::all})
+    run_local_ranks(
+        2,
+        [&](const CommPtr& world) {
+          std::mt19937 rng(seed);
+          optim::ZeroModuleOptions options;
+          options.cpu_streams = mode;
+          optim::ZeroModule module(world, options);
+          const auto fc1 = module.add_unit("fc1", unit_params(rng));  // 16 elements
+          std::vector<double> w(37);
+          for (auto& x : w) x = std::normal_distribution<double>()(rng);
+          const auto fc2 =
+              module.add_unit("fc2", {{"weight", Tensor::from_doubles(w, DType::f32)}});
+          std::string message;
+          try {
+            auto scope = module.forward(world->rank() == 0 ? fc1 : fc2);
+            scope.close();
+            module.synchronize();
+          } catch (const CommError& e) {
+            message = e.what();
+          }
+          ZRT_EXPECT(message.find("in forward('fc1')") != std::string::npos &&
+                         message.find("in forward('fc2')") != std::string::npos,
+                     "CPU streams ", optim::cpu_streams_name(mode), ": rank ", world->rank(),
+                     " got '", message, "'");
+        },
+        std::chrono::seconds(20));
+}
+
 // By-name lookup outside a scope agrees with full_params() and the scopes'
 // names, across units, for a tied second name too.
 BOOST_AUTO_TEST_CASE(finds_parameters_by_name) {
