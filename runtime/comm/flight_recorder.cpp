@@ -180,11 +180,13 @@ std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank,
                               [](const FlightEntry& e) { return e.state != "done"; });
     Place p;
     if (stuck != ring.end()) {
-      p.where = "in " + stuck->op + " #" + std::to_string(stuck->seq) + " on " + stuck->group;
+      p.where = "in " + stuck->op + " #" + std::to_string(stuck->seq) + " on " + stuck->group +
+                (stuck->caller.empty() ? "" : " (" + stuck->caller + ")");
       p.issued_s = stuck->issued_s;
     } else if (!ring.empty()) {
-      p.where = "past " + ring.back().op + " #" + std::to_string(ring.back().seq) + " on " +
-                ring.back().group + " (nothing unfinished)";
+      const FlightEntry& last = ring.back();
+      p.where = "past " + last.op + " #" + std::to_string(last.seq) + " on " + last.group +
+                (last.caller.empty() ? "" : " (" + last.caller + ")") + " (nothing unfinished)";
     } else {
       p.where = "before any collective";
     }

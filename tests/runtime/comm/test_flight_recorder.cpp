@@ -110,6 +110,26 @@ BOOST_AUTO_TEST_CASE(names_a_rank_that_skipped_a_collective) {
              "rank 1 is in barrier #2 on world; ranks 0, 2 are in all_reduce #2 on world");
 }
 
+// A collective issued under a caller's label is reported with it.
+BOOST_AUTO_TEST_CASE(names_the_call_that_issued_each_place) {
+  TempDir dir;
+  const std::string report = report_of_failed_run(
+      3,
+      [](const CommPtr& world) {
+        Tensor t = ones(5);
+        world->all_reduce(t, ReduceOp::sum);
+        FlightRecorder::Caller caller(*world->flight_recorder(),
+                                      world->rank() == 1 ? "full_params()" : "step()");
+        if (world->rank() != 1) world->all_reduce(t, ReduceOp::sum);  // rank 1 skips #2
+        world->barrier();
+      },
+      dir);
+  BOOST_TEST_MESSAGE(report);
+  BOOST_TEST(report ==
+             "rank 1 is in barrier #2 on world (full_params()); ranks 0, 2 are in all_reduce #2 "
+             "on world (step())");
+}
+
 BOOST_AUTO_TEST_CASE(names_a_rank_in_another_group) {
   // The world splits into pairs; rank 3 gathers in its pair while ranks 0-2
   // all-reduce over the world.
