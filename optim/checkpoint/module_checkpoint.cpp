@@ -60,11 +60,14 @@ std::optional<std::size_t> saved_with_same_layout(const CheckpointReader& reader
 
 std::string save_checkpoint(ZeroModule& module, std::int64_t next_step,
                             const CheckpointSaveOptions& options) {
+  // Names the call in a mismatch with another rank's (Note [Collective contract]).
+  FlightRecorder::Caller caller(*module.world()->flight_recorder(), "save_checkpoint()");
   return write_snapshot(*module.world(), take_snapshot(module, next_step, options, nullptr));
 }
 
 TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::string* run_json) {
   Communicator& world = *module.world();
+  FlightRecorder::Caller caller(*world.flight_recorder(), "load_checkpoint()");
   const auto& handles = module.handles();
   // staged[k][kind]: this rank's new zero1 shard state, host fp32.
   std::vector<std::vector<Tensor>> staged(handles.size());
