@@ -5,7 +5,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/host_staging.h"
@@ -104,8 +107,16 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 
   void mark_broken() { broken_.store(true); }
+  // Buffers a request left pending by a timeout may still write: kept until
+  // the session ends, after every communicator.
+  void keep_until_end(std::shared_ptr<void> buffers) {
+    std::lock_guard lock(mutex_);
+    kept_.push_back(std::move(buffers));
+  }
 
  private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<void>> kept_;
   bool owned_ = false;
   std::atomic<bool> broken_{false};  // a collective of one of its communicators timed out
 };
@@ -205,7 +216,7 @@ class MpiCommunicator final : public Communicator {
     // A request left pending by a timeout still refers to the communicator,
     // and may still write the contract exchange's buffers.
     if (!finalized && !broken_) MPI_Comm_free(&comm_);
-    if (broken_) (void)exchange_.release();
+    if (broken_) session_->keep_until_end(std::move(exchange_));
   }
 
   const char* backend_name() const override { return "mpi"; }
@@ -434,11 +445,11 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<HostStagingPool> staging_;  // pinned buffers for CUDA tensors
   MPI_Comm comm_;
   bool broken_ = false;
-  struct ContractExchange {  // Note [Entry barrier]; leaked once the group is broken
+  struct ContractExchange {  // Note [Entry barrier]; the session keeps it once the group is broken
     CollectiveContract mine;
     std::vector<CollectiveContract> all;
   };
-  std::unique_ptr<ContractExchange> exchange_ = std::make_unique<ContractExchange>();
+  std::shared_ptr<ContractExchange> exchange_ = std::make_shared<ContractExchange>();
 };
 
 }  // namespace
