@@ -80,3 +80,42 @@ table=$dir/summary/zrt-124m-bf16-per-kernel.txt
 grep -q "attention_backward_kv_kernel" "$table" || fail "no kernels in the table: $(cat "$table")"
 [ -s "$dir/summary/sanitizer/memcheck-test_comm_gpu.log" ] || fail "no memcheck log of test_comm_gpu"
 echo "ok   with stand-ins: library-internal errors pass, zrt's fail, the kernel table is written"
+
+# The budget (Note [A device call's budget]): suites that take 2 s each run
+# side by side, a benchmark that hangs is stopped at what is left of a 14 s
+# budget, the steps after it are skipped and say so, and SUMMARY.md holds the
+# finished rows while the hung step still runs.
+for p in test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_op_registry_gpu \
+  test_nn_kernels_gpu test_engine_gpu; do
+  printf '#!/bin/sh\nsleep 2\necho "%s: passed"\n' "$p" > "$dir/bundle/bin/$p"
+done
+printf '#!/bin/sh\nexec sleep 30\n' > "$dir/bundle/bin/zrt-bench"
+rm -rf "$dir/summary"
+t0=$SECONDS
+PATH="$dir/path:$PATH" ZRT_GPU_CHECK_STAGES=suites,bench ZRT_GPU_CHECK_BUDGET=14 \
+  bash "$src/tools/gpu-check.sh" "$dir/bundle" "$dir/summary" > "$dir/budget.out" 2>&1 &
+pid=$!
+sleep 7
+mid=$(cat "$dir/summary/SUMMARY.md" 2> /dev/null)
+wait $pid
+rc=$?
+wall=$((SECONDS - t0))
+out=$(cat "$dir/budget.out")
+[ "$rc" = 1 ] || fail "with a benchmark stopped at the budget: exit $rc, not 1: $out"
+[ "$wall" -le 20 ] || fail "a 14 s budget took $wall s: $out"
+[[ $mid == *"| test_engine_gpu | pass |"* ]] ||
+  fail "SUMMARY.md 7 s in, while a step still ran, lacks the suites' rows: $mid"
+for s in test_tensor_gpu test_comm_gpu test_engine_gpu; do expect_row "$s" "*| pass |*"; done
+expect_row "zrt-bench attention gpt2-124m layer bf16, cuda" "*| FAIL (over 1[0-3] s) |*"
+expect_row "zrt-bench train gpt2-124m bf16, attention flash, cuda" \
+  "*| skipped | 0 | no time left of the 14 s budget |"
+expect_row "zrt-bench optim, cuda" "*| skipped | 0 | no time left of the 14 s budget |"
+grep -q "step(s) skipped: no time left of the budget" "$dir/summary/SUMMARY.md" ||
+  fail "SUMMARY.md does not say steps were skipped: $(cat "$dir/summary/SUMMARY.md")"
+echo "ok   a 14 s budget: suites side by side, a hung benchmark stopped, the rest skipped ($wall s)"
+
+out=$(PATH="$dir/path:$PATH" ZRT_GPU_CHECK_BUDGET=ten bash "$src/tools/gpu-check.sh" "$dir/bundle" 2>&1)
+rc=$?
+[ "$rc" = 2 ] && [[ $out == *"ZRT_GPU_CHECK_BUDGET=ten is not a whole number of seconds"* ]] ||
+  fail "a budget of 'ten': exit $rc, '$out'"
+echo "ok   a budget that is not a number: exit 2, '$out'"
