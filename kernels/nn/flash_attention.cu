@@ -109,11 +109,17 @@ __device__ FlashDeviceWarps<Lane> flash_warps() {
   return w;
 }
 
-// The tiles with the most work first: the last query tiles see every key.
-__device__ inline std::int64_t flash_tile_of(std::int64_t block, std::int64_t tiles,
-                                             bool last_first) {
-  const std::int64_t t = block % tiles;
-  return last_first ? tiles - 1 - t : t;
+// A block's (batch·head pair, tile). Blocks are numbered tile-major, so the
+// heaviest tile of every pair is issued before any lighter one: numbered
+// pair-major, the last pairs' heaviest tiles would start near the grid's end
+// and run on alone (a list-scheduling estimate for GPT-2's 96 pairs of 16
+// tiles: 35 tile-times of the forward instead of 27, against 25 ideal).
+struct FlashBlock {
+  std::int64_t pair, tile;
+};
+__device__ inline FlashBlock flash_block(std::int64_t pairs, std::int64_t tiles, bool last_first) {
+  const std::int64_t block = blockIdx.x, t = block / pairs;
+  return {block % pairs, last_first ? tiles - 1 - t : t};
 }
 
 template <class T, int HD>
@@ -122,9 +128,8 @@ __global__ void __launch_bounds__(kFlashThreads)
                          float* lse) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
   auto warps = flash_warps<FlashForwardLane<HD>>();
-  const std::int64_t block = blockIdx.x;
-  flash_forward_block<T, HD>(FlashDeviceBlock{vec}, warps, d, block / tiles,
-                             flash_tile_of(block, tiles, true), qkv, out, lse,
+  const FlashBlock b = flash_block(d.batch * d.heads, tiles, true);
+  flash_forward_block<T, HD>(FlashDeviceBlock{vec}, warps, d, b.pair, b.tile, qkv, out, lse,
                              reinterpret_cast<T*>(flash_smem));
 }
 
@@ -134,14 +139,14 @@ template <class T, int HD, bool kKeys>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_kernel(FlashBackwardArgs<T> a, std::int64_t tiles, bool vec) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
-  const std::int64_t block = blockIdx.x, tile = flash_tile_of(block, tiles, !kKeys);
+  const FlashBlock b = flash_block(a.d.batch * a.d.heads, tiles, !kKeys);
   T* smem = reinterpret_cast<T*>(flash_smem);
   if constexpr (kKeys) {
     auto warps = flash_warps<FlashKeyLane<HD>>();
-    flash_backward_kv_block<T, HD>(FlashDeviceBlock{vec}, warps, a, block / tiles, tile, smem);
+    flash_backward_kv_block<T, HD>(FlashDeviceBlock{vec}, warps, a, b.pair, b.tile, smem);
   } else {
     auto warps = flash_warps<FlashQueryLane<HD>>();
-    flash_backward_q_block<T, HD>(FlashDeviceBlock{vec}, warps, a, block / tiles, tile, smem);
+    flash_backward_q_block<T, HD>(FlashDeviceBlock{vec}, warps, a, b.pair, b.tile, smem);
   }
 }
 

@@ -1,6 +1,7 @@
 #include <cublasLt.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <tuple>
 #include <unordered_map>
@@ -93,8 +94,7 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 // Row-major y = x·op(w) is column-major yᵀ[n, m] = op(w)ᵀ · xᵀ: A is w
 // (stored column-major [k, n] when trans_w, else [n, k]), B is x stored
 // [k, m], D is y stored [n, m]; the bias runs along D's n rows.
-void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, const void* bias, void* pre,
-           std::size_t workspace_bytes) {
+void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, std::size_t workspace_bytes) {
   const cudaDataType_t t = lt_type(key.dtype);
   const auto [m, n, k] =
       std::tuple{static_cast<std::uint64_t>(key.m), static_cast<std::uint64_t>(key.n),
@@ -106,10 +106,13 @@ void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, const void* bias, vo
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
            key.gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS);
-  // The heuristic reads the pointers' alignment from these (cublasLt.h).
-  set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  // The heuristic reads the bias and aux pointers' alignment from these
+  // (cublasLt.h). The plan serves every call of its key, so they stand at
+  // an address aligned exactly as the key says, not at the first call's.
+  const void* aligned_as_key = reinterpret_cast<const void*>(std::uintptr_t{key.align});
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned_as_key);
   if (key.gelu) {
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre);
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned_as_key);
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<std::int64_t>(n));
   }
   const std::int64_t lda = static_cast<std::int64_t>(key.trans_w ? k : n);
@@ -157,7 +160,7 @@ bool launch_gemm_bias(DType dtype, bool trans_w, std::int64_t m, std::int64_t n,
   if (it == cache.plans.end()) {
     it = cache.plans.emplace(key, Plan{}).first;
     try {
-      build(it->second, h, key, bias, pre, workspace_bytes);
+      build(it->second, h, key, workspace_bytes);
     } catch (...) {
       it->second.found = false;  // keep the handles for the destructor; never retry a failing shape
       throw;
