@@ -384,7 +384,9 @@ class LocalCommunicator final : public Communicator {
   //    the reduction (device_reduce: host_reduce's arithmetic, so the bits
   //    match the host path, in launches of at most 16 inputs, Note [Device
   //    reductions in batches] in device_reduce.h), and `done` is recorded
-  //    after them.
+  //    after them. A NaN result is NaN on both, but its bits may differ:
+  //    x86 arithmetic keeps a NaN operand's sign and payload, CUDA's gives
+  //    its one canonical NaN.
   //  - After the second barrier its stream waits for every other rank's
   //    `done`, so nothing it runs later overwrites its input while another
   //    rank's stream still reads it.

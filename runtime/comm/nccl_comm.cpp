@@ -178,25 +178,21 @@ class NcclCommunicator final : public Communicator {
     const std::size_t n = static_cast<std::size_t>(in.numel() / size());
     const std::size_t bytes = n * in.itemsize();
     // One send and one receive per peer, fused into one collective by the
-    // group, which is closed on every way out: a group left open would defer
-    // this thread's next NCCL calls (the error's agreement) forever.
+    // group. The group is closed before any failure is acted on: a group left
+    // open would defer this thread's next NCCL calls (the error's agreement)
+    // forever, and aborting the communicator inside it would leave NCCL to
+    // flush the queued tasks of a torn-down communicator at the group's end.
     check_enqueued(ncclGroupStart(), "all_to_all");
-    struct GroupEnd {
-      bool ended = false;
-      ~GroupEnd() {
-        if (!ended) (void)ncclGroupEnd();
-      }
-    } group;
-    for (int r = 0; r < size(); ++r) {
-      check_enqueued(
-          ncclSend(bytes_of(in) + r * bytes, n, nccl_type(in.dtype()), r, comm_, native(stream)),
-          "all_to_all");
-      check_enqueued(ncclRecv(mutable_bytes_of(out) + r * bytes, n, nccl_type(in.dtype()), r, comm_,
-                              native(stream)),
-                     "all_to_all");
+    const auto queued = [](ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; };
+    ncclResult_t rc = ncclSuccess;
+    for (int r = 0; r < size() && queued(rc); ++r) {
+      rc = ncclSend(bytes_of(in) + r * bytes, n, nccl_type(in.dtype()), r, comm_, native(stream));
+      if (queued(rc))
+        rc = ncclRecv(mutable_bytes_of(out) + r * bytes, n, nccl_type(in.dtype()), r, comm_,
+                      native(stream));
     }
-    group.ended = true;
-    check_enqueued(ncclGroupEnd(), "all_to_all");
+    const ncclResult_t ended = ncclGroupEnd();
+    check_enqueued(queued(rc) ? ended : rc, "all_to_all");
   }
 
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Stream stream) override {
