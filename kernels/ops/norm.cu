@@ -12,8 +12,10 @@ namespace {
 // one-thread-per-lane picture, which cost a block 18 barriers for 16 KiB of
 // reads and left each thread one load in flight. Here a thread owns L =
 // 16 / sizeof(T) neighbouring lanes (4 for f32, 8 for bf16 and f16), so one
-// 16-byte load fetches its L lanes' elements of a row; it loads all 16 rows
-// before it adds any, then sums each lane's rows in order. A norm block is
+// 16-byte load fetches its L lanes' elements of a row; its 16 rows are
+// loaded into registers ahead of their adds, then each lane's rows are
+// summed in order (the compiler keeps all 16 loads in flight for 16-bit
+// types, a few for f32, where eight blocks an SM keep enough in flight). A norm block is
 // G = 256 / L threads (64 or 32) and a CUDA block holds 256 / G of them. The
 // halving tree's level s (lane j += lane j + s, j < s) pairs a thread with
 // the one s / L further on, in the same slot: a warp shuffle (v +
@@ -103,16 +105,17 @@ __global__ void norm_blocks_kernel(const T* x, std::int64_t n, std::int64_t bloc
   }
 }
 
-// One block: lane j sums block results j, j + 256, ... in f64 (eight loads
-// in flight before their adds), then the halving tree: shared memory down to
-// one warp, shuffles for s = 16 .. 1.
+// One block: lane j sums block results j, j + 256, ... in f64 (32 loads in
+// flight before their adds: a 2^31-element shard has half a million block
+// results, and one block walks them latency-bound), then the halving tree:
+// shared memory down to one warp, shuffles for s = 16 .. 1.
 __global__ void norm_final_kernel(const float* partials, std::int64_t blocks, double* result,
                                   bool flag_non_finite) {
   static_assert(kNormLanes == kThreadsPerBlock);
   __shared__ double sq[kNormLanes];
   __shared__ double nf[kNormLanes];
   const float2* pairs = reinterpret_cast<const float2*>(partials);
-  constexpr int kBatch = 8;
+  constexpr int kBatch = 32;
   double s = 0.0, f = 0.0;
   std::int64_t b = threadIdx.x;
   for (; b + (kBatch - 1) * kNormLanes < blocks; b += kBatch * kNormLanes) {

@@ -135,6 +135,9 @@ struct OpRegistration {
       invariant{};
   std::function<OpCost(const OpDims&, DType)> cost{};
   OpDims perf_dims{};  // the perf mode's case (its first dtype)
+  // What the perf mode times when not `run` (which may also read results
+  // back to the host, a fixed cost that would swamp the kernel's time).
+  std::function<void(OpRun&, const OpDims&, DType)> perf_run{};
 };
 
 // The registrations of each folder, and all of them (ops first).

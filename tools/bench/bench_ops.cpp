@@ -67,9 +67,10 @@ int bench_ops(int argc, char** argv) {
     const DType dt = r.dtypes.front();
     std::mt19937_64 gen(1);
     test::OpRun run(r.make_inputs(r.perf_dims, dt, gen), path, false, memory, s);
+    const auto& timed = r.perf_run ? r.perf_run : r.run;
     auto call = [&] {
       run.rewind();
-      r.run(run, r.perf_dims, dt);
+      timed(run, r.perf_dims, dt);
     };
     const double secs = seconds(call);
     const test::OpCost cost = r.cost(r.perf_dims, dt);
