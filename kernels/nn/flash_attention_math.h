@@ -373,6 +373,18 @@ ZRT_HD void flash_store_rows(T* dst, std::int64_t stride, std::int64_t r0, std::
   });
 }
 
+// Runs f(masked) with masked a compile-time bool: false when the caller
+// knows that no element of a warp's tile is masked (inside T and on the
+// visible side of the diagonal, most tiles of a causal walk), so those
+// skip the per-element comparisons; the result is the same either way.
+template <class F>
+ZRT_HD void flash_with_mask(bool any_masked, const F& f) {
+  if (any_masked)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
 // --- forward ------------------------------------------------------------------
 
 // One query tile's block: out and lse of rows [qt·64, qt·64 + 64).
@@ -404,21 +416,29 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
       FlashTile16x64 s[W::kLanes];
       flash_warp_qk<T, HD>(w, s, q_tile, warp * 16, k_tile);
-      // Mask, scale, the rows' new maxima.
+      // Mask, scale, the rows' new maxima. The warp's queries start at qw;
+      // a tile whose last key is at or before qw, inside T, is all visible.
       float mx[W::kLanes][2];
-      for (int i = 0; i < W::kLanes; ++i) {
-        mx[i][0] = mx[i][1] = -INFINITY;
-        ZRT_FLASH_UNROLL
-        for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
-        for (int r = 0; r < 4; ++r) {
-          const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-          const std::int64_t q = q0 + warp * 16 + e.row, k = k0 + e.col;
-          float& x = s[i].acc[nt][r];
-          x = k <= q && k < d.seq ? x * pr.scale : -INFINITY;
-          float& m = mx[i][r >> 1];
-          m = x > m ? x : m;
+      const std::int64_t qw = q0 + warp * 16;
+      flash_with_mask(k0 + kFlashCols - 1 > qw || k0 + kFlashCols > d.seq, [&](auto masked) {
+        for (int i = 0; i < W::kLanes; ++i) {
+          mx[i][0] = mx[i][1] = -INFINITY;
+          ZRT_FLASH_UNROLL
+          for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+          for (int r = 0; r < 4; ++r) {
+            float& x = s[i].acc[nt][r];
+            if constexpr (decltype(masked)::value) {
+              const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+              const std::int64_t q = qw + e.row, k = k0 + e.col;
+              x = k <= q && k < d.seq ? x * pr.scale : -INFINITY;
+            } else {
+              x *= pr.scale;
+            }
+            float& m = mx[i][r >> 1];
+            m = x > m ? x : m;
+          }
         }
-      }
+      });
       ZRT_FLASH_UNROLL
       for (int x = 0; x < 2; ++x) w.quad_max([&](int i) { return &mx[i][x]; });
       // Rescale the running sums and outputs; probabilities in place.
@@ -538,14 +558,23 @@ ZRT_HD void flash_backward_kv_block(const Block& blk, Warps& warps, const FlashB
       using W = std::remove_cv_t<std::remove_reference_t<decltype(w)>>;
       FlashTile16x64 p[W::kLanes], dp[W::kLanes];
       flash_warp_qk<T, HD>(w, p, sm.own_a, warp * 16, sm.walk_a);  // Sᵀ = K·Qᵀ
-      for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
-      for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-        const std::int64_t k = k0 + warp * 16 + e.row, q = q0 + e.col;
-        float& x = p[i].acc[nt][r];
-        x = q >= k && q < d.seq && k < d.seq ? exp_(x * pr.scale - sm.lse[e.col]) : 0.0f;
-      }
+      // The warp's keys start at kw; the walked queries are all visible to
+      // them when the first is at or after kw's last, all inside T.
+      const std::int64_t kw = k0 + warp * 16;
+      flash_with_mask(q0 < kw + 15 || q0 + kFlashRows > d.seq || kw + 16 > d.seq, [&](auto masked) {
+        for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+        for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+        for (int r = 0; r < 4; ++r) {
+          const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+          float& x = p[i].acc[nt][r];
+          bool visible = true;
+          if constexpr (decltype(masked)::value) {
+            const std::int64_t k = kw + e.row, q = q0 + e.col;
+            visible = q >= k && q < d.seq && k < d.seq;
+          }
+          x = visible ? exp_(x * pr.scale - sm.lse[e.col]) : 0.0f;
+        }
+      });
       flash_warp_pv<T, HD>(
           w, [&](int i) { return p[i].acc; }, sm.walk_b,
           [&](int i) { return lanes[i].dv; });                      // dV += Pᵀ·dO
@@ -593,17 +622,25 @@ ZRT_HD void flash_backward_q_block(const Block& blk, Warps& warps, const FlashBa
       FlashTile16x64 p[W::kLanes], dp[W::kLanes];
       flash_warp_qk<T, HD>(w, p, sm.own_a, warp * 16, sm.walk_a);   // S = Q·Kᵀ
       flash_warp_qk<T, HD>(w, dp, sm.own_b, warp * 16, sm.walk_b);  // dP = dO·Vᵀ
-      for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
-      for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        const FlashElem e = flash_acc_element(w.lane(i), nt, r);
-        const std::int64_t q = q0 + warp * 16 + e.row, k = k0 + e.col;
-        const int row = warp * 16 + e.row;
-        const float pv = k <= q && k < d.seq && q < d.seq
-                             ? exp_(p[i].acc[nt][r] * pr.scale - sm.lse[row])
-                             : 0.0f;
-        dp[i].acc[nt][r] = pv * (dp[i].acc[nt][r] - sm.dsum[row]);
-      }
+      // The warp's queries start at qw: a key tile whose last key is at or
+      // before qw, with keys and queries inside T, is all visible.
+      const std::int64_t qw = q0 + warp * 16;
+      flash_with_mask(
+          k0 + kFlashCols - 1 > qw || k0 + kFlashCols > d.seq || qw + 16 > d.seq, [&](auto masked) {
+            for (int i = 0; i < W::kLanes; ++i) ZRT_FLASH_UNROLL
+            for (int nt = 0; nt < 8; ++nt) ZRT_FLASH_UNROLL
+            for (int r = 0; r < 4; ++r) {
+              const FlashElem e = flash_acc_element(w.lane(i), nt, r);
+              const int row = warp * 16 + e.row;
+              bool visible = true;
+              if constexpr (decltype(masked)::value) {
+                const std::int64_t q = qw + e.row, k = k0 + e.col;
+                visible = k <= q && k < d.seq && q < d.seq;
+              }
+              const float pv = visible ? exp_(p[i].acc[nt][r] * pr.scale - sm.lse[row]) : 0.0f;
+              dp[i].acc[nt][r] = pv * (dp[i].acc[nt][r] - sm.dsum[row]);
+            }
+          });
       flash_warp_pv<T, HD>(
           w, [&](int i) { return dp[i].acc; }, sm.walk_a,
           [&](int i) { return lanes[i].dq; });  // dQ += dS·K
