@@ -75,10 +75,16 @@ __global__ void __launch_bounds__(kBlockSumThreads)
 // keeps a running max m and Σ exp(x - m), rescaling the sum when m grows, so
 // the statistics take one read; the warp then combines its lanes' (m, s) and
 // writes the row's gradient in a second read. Every lane reads x[t] before
-// the warp's first write: dlogits may be logits.
+// the warp's first write: dlogits may be logits. With `vec` (rows of whole
+// 16-byte packs, both arrays aligned) a lane reads and writes a pack of L
+// elements at a time, and in the second pass loads kBatch packs before it
+// stores any: a pack is read and written by one lane only, so in place is
+// still safe, and a warp keeps kBatch · 512 bytes in flight instead of 64.
 template <class T, class I>
 struct FusedClassifierRow {
   using A = acc_t<T>;
+  static constexpr int L = Pack<T>::kLen;
+  static constexpr int kBatch = 4;
   std::int64_t vocab, cols;
   const T* logits;
   const I* targets;
@@ -86,19 +92,30 @@ struct FusedClassifierRow {
   A* losses;
   T* dlogits;
   unsigned long long* flag;
+  bool vec;
   __device__ void operator()(std::int64_t row, int lane) const {
     const T* x = logits + row * cols;
     T* dx = dlogits + row * cols;
     A m = load<A>(x[0]), s = 0;
-    for (std::int64_t i = lane; i < vocab; i += kWarpSize) {
-      const A v = load<A>(x[i]);
+    const auto take = [&](A v) {
       if (v > m) {
         s = s * exp_(m - v) + A(1);
         m = v;
       } else {
         s += exp_(v - m);
       }
+    };
+    std::int64_t first_scalar = 0;  // the elements before it went in packs
+    if (vec) {
+      const std::int64_t packs = vocab / L;
+      for (std::int64_t p = lane; p < packs; p += kWarpSize) {
+        const Pack<T> v = pack_at<L>(x, p);
+#pragma unroll
+        for (int j = 0; j < L; ++j) take(load<A>(v.v[j]));
+      }
+      first_scalar = packs * L;
     }
+    for (std::int64_t i = first_scalar + lane; i < vocab; i += kWarpSize) take(load<A>(x[i]));
     const A row_max = warp_max(m);
     const A row_lse = row_max + log_(warp_sum(s * exp_(m - row_max)));
     const std::int64_t t = static_cast<std::int64_t>(targets[row]);
@@ -110,10 +127,31 @@ struct FusedClassifierRow {
       losses[row] = ignored ? A(0) : row_lse - xt;
     }
     __syncwarp();
-    for (std::int64_t i = lane; i < cols; i += kWarpSize)
-      dx[i] = ignored || i >= vocab
-                  ? store<T>(A(0))
-                  : store<T>(cross_entropy_dlogit(load<A>(x[i]), row_lse, i == t, scale));
+    const auto dlogit = [&](T v, std::int64_t i) {
+      return ignored || i >= vocab
+                 ? store<T>(A(0))
+                 : store<T>(cross_entropy_dlogit(load<A>(v), row_lse, i == t, scale));
+    };
+    if (vec) {
+      const std::int64_t packs = cols / L;
+      for (std::int64_t p0 = lane; p0 < packs; p0 += kBatch * kWarpSize) {
+        Pack<T> v[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          if (p0 + b * kWarpSize < packs) v[b] = pack_at<L>(x, p0 + b * kWarpSize);
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const std::int64_t p = p0 + b * kWarpSize;
+          if (p >= packs) break;
+          Pack<T> out;
+#pragma unroll
+          for (int j = 0; j < L; ++j) out.v[j] = dlogit(v[b].v[j], p * L + j);
+          pack_at<L>(dx, p) = out;
+        }
+      }
+      return;
+    }
+    for (std::int64_t i = lane; i < cols; i += kWarpSize) dx[i] = dlogit(x[i], i);
   }
 };
 
@@ -193,7 +231,8 @@ void launch_cross_entropy_fused(DType dtype, std::int64_t rows, std::int64_t voc
           rows,
           FusedClassifierRow<T, I>{vocab, cols, static_cast<const T*>(logits),
                                    static_cast<const I*>(targets), A(scale),
-                                   static_cast<A*>(losses), static_cast<T*>(dlogits), flag},
+                                   static_cast<A*>(losses), static_cast<T*>(dlogits), flag,
+                                   cols % Pack<T>::kLen == 0 && pack_aligned(logits, dlogits)},
           stream);
     });
     launch_loss_mean<A>(rows, static_cast<const A*>(losses), normaliser, static_cast<A*>(loss),
