@@ -1,6 +1,6 @@
 // The CUDA side of Note [Flash attention on tensor cores]: the Warp policy
-// of flash_attention_math.h on one lane (mma.sync, quad shuffles), the
-// kernels and their launchers.
+// of flash_attention_math.h on one lane (mma.sync, ldmatrix, quad
+// shuffles), the kernels and their launchers.
 #include <cstdint>
 #include <type_traits>
 
@@ -43,6 +43,27 @@ struct FlashDeviceWarp {
     flash_mma<T>(a_of(0), b_of(0), c_of(0));
 #else
     (void)a_of, (void)b_of, (void)c_of;
+#endif
+  }
+  // ldmatrix.m8n8.x4 (.trans when kTrans) from this lane's row address. The
+  // memory clobber keeps it after the barrier that publishes the tile.
+  template <bool kTrans, class T, class RowOf, class RegsOf>
+  ZRT_HD void ldmatrix_x4(const RowOf& row_of, const RegsOf& regs_of) const {
+#if defined(__CUDA_ARCH__)
+    const auto row = static_cast<std::uint32_t>(__cvta_generic_to_shared(row_of(0)));
+    std::uint32_t* r = regs_of(0);
+    if constexpr (kTrans)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(row)
+                   : "memory");
+    else
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(row)
+                   : "memory");
+#else
+    (void)row_of, (void)regs_of;
 #endif
   }
   template <class Of>

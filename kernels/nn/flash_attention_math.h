@@ -160,6 +160,43 @@ ZRT_HD void flash_pack_a(const float (*s)[4], int kk, std::uint32_t a[4]) {
   a[3] = flash_pack(store<T>(hi[2]), store<T>(hi[3]));
 }
 
+// --- fragments by ldmatrix ----------------------------------------------------
+// ldmatrix.m8n8.x4 loads four 8 × 8 matrices of 16-bit elements, a warp at
+// once: lane 8m + r gives the address of row r of matrix m (16 bytes, all
+// of it), and lane l receives in register m the two elements of matrix m at
+// row l / 4, columns 2(l % 4) and 2(l % 4) + 1 (with .trans, of its
+// transpose: rows 2(l % 4) and 2(l % 4) + 1 of column l / 4). So the lane
+// fragments of flash_load_a and flash_load_b(_transposed) above, which are
+// the mma's, come in one instruction for A and for two n-tiles of B, from
+// the row addresses below; shared-memory rows (flash_ld) are 16-byte
+// aligned, and their padding puts a matrix's 8 rows in distinct banks.
+
+// The row lane gives for A = rows [row0, row0 + 16) x cols [col0, col0 + 16)
+// of a row-major tile: registers a[0..3] as flash_load_a's.
+template <class T>
+ZRT_HD const T* flash_ldm_a_row(const T* tile, int ld, int row0, int col0, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  return tile + (row0 + 8 * (m & 1) + r) * ld + col0 + 8 * (m >> 1);
+}
+
+// The row lane gives for the B fragments of n-tiles n0 and n0 + 8 of the
+// transpose of a row-major tile (B(k, n) = tile[n][k], k from k0): registers
+// 0, 1 as flash_load_b_transposed's at n0, registers 2, 3 at n0 + 8.
+template <class T>
+ZRT_HD const T* flash_ldm_bt_row(const T* tile, int ld, int n0, int k0, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  return tile + (n0 + 8 * (m >> 1) + r) * ld + k0 + 8 * (m & 1);
+}
+
+// The row lane gives (with .trans) for the B fragments of n-tiles n0 and
+// n0 + 8 of a row-major tile itself (B(k, n) = tile[k][n], k from k0):
+// registers 0, 1 as flash_load_b's at n0, registers 2, 3 at n0 + 8.
+template <class T>
+ZRT_HD const T* flash_ldm_b_row(const T* tile, int ld, int k0, int n0, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  return tile + (k0 + 8 * (m & 1) + r) * ld + n0 + 8 * (m >> 1);
+}
+
 // --- the host's warp ---------------------------------------------------------
 
 // The 32 lanes of a warp on the host: lane code runs for each lane in turn;
@@ -204,6 +241,25 @@ struct FlashHostWarp {
         ZRT_FLASH_UNROLL
         for (int k = 0; k < 16; ++k) sum += a[e.row][k] * b[k][e.col];
         cr[r] = sum;
+      }
+    }
+  }
+
+  // ldmatrix.m8n8.x4 (.trans when kTrans): row_of(i) is the row lane i
+  // gives, regs_of(i) lane i's four registers.
+  template <bool kTrans, class T, class RowOf, class RegsOf>
+  static void ldmatrix_x4(const RowOf& row_of, const RegsOf& regs_of) {
+    for (int l = 0; l < 32; ++l) {
+      std::uint32_t* regs = regs_of(l);
+      for (int m = 0; m < 4; ++m) {
+        T e[2];
+        for (int h = 0; h < 2; ++h) {
+          const int row = kTrans ? 2 * (l & 3) + h : l >> 2;
+          const int col = kTrans ? l >> 2 : 2 * (l & 3) + h;
+          const T* p = row_of(8 * m + row);
+          e[h] = p[col];
+        }
+        regs[m] = flash_pack(e[0], e[1]);
       }
     }
   }
@@ -315,14 +371,19 @@ ZRT_HD void flash_warp_qk(const W& w, Lanes* lanes, const T* a_tile, int a_row0,
   ZRT_FLASH_UNROLL
   for (int kk = 0; kk < HD / 16; ++kk) {
     std::uint32_t a[W::kLanes][4];
-    for (int i = 0; i < W::kLanes; ++i) flash_load_a(a_tile, ld, a_row0, kk * 16, w.lane(i), a[i]);
+    w.template ldmatrix_x4<false, T>(
+        [&](int i) { return flash_ldm_a_row(a_tile, ld, a_row0, kk * 16, w.lane(i)); },
+        [&](int i) { return a[i]; });
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < 8; ++nt) {
-      std::uint32_t b[W::kLanes][2];
-      for (int i = 0; i < W::kLanes; ++i)
-        flash_load_b_transposed(b_tile, ld, nt * 8, kk * 16, w.lane(i), b[i]);
-      w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i]; },
-                        [&](int i) { return lanes[i].acc[nt]; });
+    for (int nt = 0; nt < 8; nt += 2) {
+      std::uint32_t b[W::kLanes][4];  // n-tiles nt and nt + 1
+      w.template ldmatrix_x4<false, T>(
+          [&](int i) { return flash_ldm_bt_row(b_tile, ld, nt * 8, kk * 16, w.lane(i)); },
+          [&](int i) { return b[i]; });
+      ZRT_FLASH_UNROLL
+      for (int half = 0; half < 2; ++half)
+        w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i] + 2 * half; },
+                          [&](int i) { return lanes[i].acc[nt + half]; });
     }
   }
 }
@@ -337,11 +398,15 @@ ZRT_HD void flash_warp_pv(const W& w, const POf& p_of, const T* tile, const OutO
     std::uint32_t a[W::kLanes][4];
     for (int i = 0; i < W::kLanes; ++i) flash_pack_a<T>(p_of(i), kk, a[i]);
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; ++nt) {
-      std::uint32_t b[W::kLanes][2];
-      for (int i = 0; i < W::kLanes; ++i) flash_load_b(tile, ld, kk * 16, nt * 8, w.lane(i), b[i]);
-      w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i]; },
-                        [&](int i) { return out_of(i)[nt]; });
+    for (int nt = 0; nt < HD / 8; nt += 2) {
+      std::uint32_t b[W::kLanes][4];  // n-tiles nt and nt + 1
+      w.template ldmatrix_x4<true, T>(
+          [&](int i) { return flash_ldm_b_row(tile, ld, kk * 16, nt * 8, w.lane(i)); },
+          [&](int i) { return b[i]; });
+      ZRT_FLASH_UNROLL
+      for (int half = 0; half < 2; ++half)
+        w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i] + 2 * half; },
+                          [&](int i) { return out_of(i)[nt + half]; });
     }
   }
 }

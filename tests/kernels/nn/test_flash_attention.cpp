@@ -7,7 +7,9 @@
 // products, outputs rounded on store), at T under a tile, odd T, T a tile
 // multiple and past several tiles, every supported head dim, several heads
 // and batch elements; tiles moved in 16-byte vectors and element by element
-// give the same bits. Also the fragment maps: each covers its tile once.
+// give the same bits. Also the fragment maps: each covers its tile once;
+// and the ldmatrix row addresses give the fragments the element-wise loads
+// give.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
@@ -104,6 +106,64 @@ BOOST_AUTO_TEST_CASE(fragment_maps_cover_each_tile_once) {
         BOOST_TEST(ea.row == ec.row);
         BOOST_TEST(ea.col == ec.col);
       }
+}
+
+// The ldmatrix row addresses, through the instruction's distribution (the
+// host warp's ldmatrix_x4), give every lane the registers the element-wise
+// fragment loads give it, at every offset of a padded tile whose elements
+// are all distinct: A, B of a transposed tile (two n-tiles) and B of a tile
+// itself (two n-tiles, .trans).
+BOOST_AUTO_TEST_CASE(ldmatrix_rows_give_the_mma_fragments) {
+  constexpr int kHd = 64, kLd = 72;  // flash_ld(64)
+  BOOST_TEST(flash_ld(kHd) == kLd);
+  std::vector<bf16> tile(64 * kLd);
+  for (std::size_t i = 0; i < tile.size(); ++i) tile[i] = bf16{std::uint16_t(i)};
+  int mismatches = 0;
+  auto expect = [&](const std::uint32_t(*got)[4], const std::uint32_t(*want)[4], int regs) {
+    for (int l = 0; l < 32; ++l)
+      for (int r = 0; r < regs; ++r) mismatches += got[l][r] != want[l][r];
+  };
+  for (int row0 = 0; row0 < 64; row0 += 16)
+    for (int col0 = 0; col0 < kHd; col0 += 16) {
+      std::uint32_t got[32][4], want[32][4];
+      FlashHostWarp::ldmatrix_x4<false, bf16>(
+          [&](int l) { return flash_ldm_a_row(tile.data(), kLd, row0, col0, l); },
+          [&](int l) { return got[l]; });
+      for (int l = 0; l < 32; ++l) flash_load_a(tile.data(), kLd, row0, col0, l, want[l]);
+      expect(got, want, 4);
+    }
+  for (int n0 = 0; n0 < 64; n0 += 16)
+    for (int k0 = 0; k0 < kHd; k0 += 16) {
+      std::uint32_t got[32][4], want[32][4];
+      FlashHostWarp::ldmatrix_x4<false, bf16>(
+          [&](int l) { return flash_ldm_bt_row(tile.data(), kLd, n0, k0, l); },
+          [&](int l) { return got[l]; });
+      for (int l = 0; l < 32; ++l) {
+        flash_load_b_transposed(tile.data(), kLd, n0, k0, l, want[l]);
+        flash_load_b_transposed(tile.data(), kLd, n0 + 8, k0, l, want[l] + 2);
+      }
+      expect(got, want, 4);
+    }
+  for (int k0 = 0; k0 < 64; k0 += 16)
+    for (int n0 = 0; n0 < kHd; n0 += 16) {
+      std::uint32_t got[32][4], want[32][4];
+      FlashHostWarp::ldmatrix_x4<true, bf16>(
+          [&](int l) { return flash_ldm_b_row(tile.data(), kLd, k0, n0, l); },
+          [&](int l) { return got[l]; });
+      for (int l = 0; l < 32; ++l) {
+        flash_load_b(tile.data(), kLd, k0, n0, l, want[l]);
+        flash_load_b(tile.data(), kLd, k0, n0 + 8, l, want[l] + 2);
+      }
+      expect(got, want, 4);
+    }
+  BOOST_TEST(mismatches == 0);
+  // Each row address starts a 16-byte row of the tile.
+  for (int l = 0; l < 32; ++l) {
+    const auto at = [&](const bf16* p) { return (p - tile.data()) * 2 % 16; };
+    BOOST_TEST(at(flash_ldm_a_row(tile.data(), kLd, 16, 32, l)) == 0);
+    BOOST_TEST(at(flash_ldm_bt_row(tile.data(), kLd, 16, 32, l)) == 0);
+    BOOST_TEST(at(flash_ldm_b_row(tile.data(), kLd, 16, 32, l)) == 0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(host_emulation_matches_the_float64_reference) {
