@@ -171,11 +171,29 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
 }
 
+// D of one row (attention_row_dsum), its head's hd elements of dout and
+// out read in 16-byte packs when both are aligned (rows and head slices
+// start on multiples of 8 elements) instead of 2 · hd scalar loads, the
+// products summed in the same order.
 template <class T>
 struct FlashRowSumBody {
   FlashBackwardArgs<T> a;
+  bool vec;
   __device__ void operator()(std::int64_t r) const {
-    a.dsum[r] = attention_row_dsum<T, float>(a.d, r, a.dout, a.out);
+    if (!vec) {
+      a.dsum[r] = attention_row_dsum<T, float>(a.d, r, a.dout, a.out);
+      return;
+    }
+    constexpr int L = Pack<T>::kLen;
+    const AttentionRow row(a.d, r);
+    const std::int64_t off = row.o_off(row.t);
+    float s = 0;
+    for (std::int64_t p = 0; p < a.d.head_dim / L; ++p) {
+      const Pack<T> x = pack_at<L>(a.dout + off, p), y = pack_at<L>(a.out + off, p);
+#pragma unroll
+      for (int j = 0; j < L; ++j) s += load<float>(x.v[j]) * load<float>(y.v[j]);
+    }
+    a.dsum[r] = s;
   }
 };
 
@@ -228,7 +246,7 @@ void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, con
     constexpr int HD = decltype(hd)::value;
     const std::int64_t tiles = flash_tiles(dims.seq), pairs = dims.batch * dims.heads;
     const FlashBackwardArgs<T> a(dims, dout, qkv, out, lse, dsum, dqkv);
-    for_each_index(pairs * dims.seq, FlashRowSumBody<T>{a}, stream);
+    for_each_index(pairs * dims.seq, FlashRowSumBody<T>{a, pack_aligned(dout, out)}, stream);
     const std::int64_t bytes = flash_backward_smem(HD) * std::int64_t(sizeof(T));
     const bool vec = flash_vector_tiles(qkv, dout);
     launch_with_smem(flash_backward_kernel<T, HD, true>, pairs * tiles, kFlashThreads, bytes,
