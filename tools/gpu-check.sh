@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs zrt on a GPU machine in one go, from a bundle tools/gpu-bundle.sh made
-# elsewhere, in this order (Note [A device call's budget]):
+# elsewhere, stage by stage in the order ZRT_GPU_CHECK_STAGES lists them
+# (Note [A device call's budget]); by default:
 # - suites: every gpu suite directly (not through ctest, whose paths are the
 #   building machine's), side by side;
 # - bench, each step alone on the GPU: zrt-bench train --device cuda on
@@ -34,10 +35,11 @@
 # usage: tools/gpu-check.sh [BUNDLE [SUMMARY-DIR]]
 #   BUNDLE       default gpu-bundle/ in the repository
 #   SUMMARY-DIR  default $OUT when set (the device tool's), else out/gpu-check
-#   ZRT_GPU_CHECK_STAGES  the stages to run, of suites,sanitize,train,bench (the
-#                         default) and scale (large models, on its own: GPT
+#   ZRT_GPU_CHECK_STAGES  the stages to run, in order: of suites,bench,train,
+#                         sanitize (the default) and scale (large models: GPT
 #                         1.5B's start, then a 6.7B GPT's plan and three steps
-#                         of the cheapest setting that fits the GPU)
+#                         of the cheapest setting that fits the GPU), e.g.
+#                         suites,bench,scale,train,sanitize
 #   ZRT_GPU_CHECK_BUDGET  seconds for the whole run (default 540, inside a
 #                         device call's 600); steps that find under 10 s
 #                         left are skipped and say so
@@ -51,7 +53,16 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${1:-$root/gpu-bundle}
 summary_dir=${2:-${OUT:-$root/out/gpu-check}}
-stages=${ZRT_GPU_CHECK_STAGES:-suites,sanitize,train,bench}
+stages=${ZRT_GPU_CHECK_STAGES:-suites,bench,train,sanitize}
+for stage in ${stages//,/ }; do
+  case $stage in
+    suites | bench | train | sanitize | scale) ;;
+    *)
+      echo "gpu-check: ZRT_GPU_CHECK_STAGES names '$stage', which is not a stage (suites, bench, train, sanitize, scale)" >&2
+      exit 2
+      ;;
+  esac
+done
 budget=${ZRT_GPU_CHECK_BUDGET:-540}
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check: ZRT_GPU_CHECK_BUDGET=$budget is not a whole number of seconds" >&2; exit 2; }
 
@@ -91,10 +102,10 @@ export LD_LIBRARY_PATH=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # A lent GPU comes for a few minutes, and a call killed at its limit returns
 # only what it wrote. So every step's limit is cut to what is left of
 # ZRT_GPU_CHECK_BUDGET (seconds from the start), a step with under 10 s left
-# is skipped and says so, the stages run in the order of what a device call
-# is for (correctness in seconds, then the speed figures, then the longer
-# checks), checks run side by side and timings alone, and SUMMARY.md is
-# rewritten after every step.
+# is skipped and says so, the stages run in the order the call lists them
+# (by default as a device call needs them: correctness in seconds, then the
+# speed figures, then the longer checks), checks run side by side and
+# timings alone, and SUMMARY.md is rewritten after every step.
 deadline=$((SECONDS + budget))
 failed=0 skipped=0
 rows=()
@@ -190,16 +201,15 @@ side_steps_done() {
   side_pids=()
   collect
 }
-want() { [[ ",$stages," == *",$1,"* ]]; }
 
 bin=$bundle/bin
 report=$bundle/scripts/gpu_report.py
 suites=(test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_op_registry_gpu test_nn_kernels_gpu test_engine_gpu)
-if want suites; then
+stage_suites() {
   for s in "${suites[@]}"; do side_step "$s" 300 "$bin/$s" --report_level=short; done
   side_steps_done
-fi
-if want bench; then
+}
+stage_bench() {
   # GPT-2 124M shapes, 8 x 1024 tokens a step, one zrt run then one PyTorch
   # run on its weights and tokens, each 2 warm-up and 5 timed steps: the
   # figure this stage is for, so first.
@@ -233,14 +243,14 @@ if want bench; then
     --device cuda --ranks 2 --preset gpt2-124m --dtype bf16 --batch-size 8 --seq-len 1024 --warmup 2 --steps 5
   step "zrt-bench ops, cuda" 120 "$bin/zrt-bench" ops --device cuda
   step "zrt-bench optim, cuda" 120 "$bin/zrt-bench" optim --device cuda --params 67108864
-fi
-if want train; then
+}
+stage_train() {
   side_step "zrt-train tiny, cuda" 120 "$bin/zrt-train" --device cuda --steps 20 --log-every 5
   side_step "zrt-train tiny, cuda, 2 local ranks" 120 "$bin/zrt-train" --device cuda --ranks 2 --steps 20 --log-every 5
   side_step "zrt-train gpt2-124m bf16, cuda" 300 "$bin/zrt-train" --device cuda --preset gpt2-124m --dtype bf16 \
     --batch-size 8 --seq-len 1024 --steps 10 --log-every 1
   side_steps_done
-fi
+}
 # sanitized TOOL SUITE [ARGS...]: SUITE under compute-sanitizer TOOL, beside
 # the others, its output kept in sanitizer/TOOL-SUITE.log and its errors
 # counted there.
@@ -251,7 +261,7 @@ sanitized() {
     "$summary_dir/sanitizer/$tool-$suite.log" -- \
     compute-sanitizer --tool "$tool" "$bin/$suite" --report_level=short "$@"
 }
-if want sanitize; then
+stage_sanitize() {
   mkdir -p "$summary_dir/sanitizer"
   # Every kernel runs under each tool through the kernel and memory suites;
   # memcheck also takes the communicators (NCCL's kernels are not ours to
@@ -265,9 +275,9 @@ if want sanitize; then
   sanitized memcheck test_engine_gpu \
     --run_test=engine_gpu/prefetch_depth_changes_no_number_on_the_device
   side_steps_done
-fi
+}
 
-if want scale; then
+stage_scale() {
   # Max RSS of the command, the host side of the plan's device figures.
   with_rss=(python3 -c 'import resource, subprocess, sys
 rc = subprocess.call(sys.argv[1:])
@@ -300,8 +310,9 @@ sys.exit(rc)')
   else
     add_row "| zrt-train gpt 6.7B bf16 | skipped | 0 | no setting fits ${fit_mib} MiB |"
   fi
-fi
+}
 
+for stage in ${stages//,/ }; do "stage_$stage"; done
 write_summary
 cat "$summary"
 exit $failed

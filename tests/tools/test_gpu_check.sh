@@ -119,3 +119,26 @@ rc=$?
 [ "$rc" = 2 ] && [[ $out == *"ZRT_GPU_CHECK_BUDGET=ten is not a whole number of seconds"* ]] ||
   fail "a budget of 'ten': exit $rc, '$out'"
 echo "ok   a budget that is not a number: exit 2, '$out'"
+
+# Stages run in the order they are listed; a name that is no stage is refused.
+printf '#!/bin/sh\necho "zrt-bench: passed"\n' > "$dir/bundle/bin/zrt-bench"
+for p in test_tensor_gpu test_caching_allocator_gpu test_comm_gpu test_op_registry_gpu \
+  test_nn_kernels_gpu test_engine_gpu; do
+  printf '#!/bin/sh\necho "%s: passed"\n' "$p" > "$dir/bundle/bin/$p"
+done
+rm -rf "$dir/summary"
+out=$(PATH="$dir/path:$PATH" ZRT_GPU_CHECK_STAGES=bench,suites \
+  bash "$src/tools/gpu-check.sh" "$dir/bundle" "$dir/summary" 2>&1)
+rc=$?
+[ "$rc" = 0 ] || fail "stages bench,suites with passing stand-ins: exit $rc: $out"
+first=$(grep -n "| zrt-bench optim, cuda |" "$dir/summary/SUMMARY.md" | cut -d: -f1)
+suite=$(grep -n "| test_tensor_gpu |" "$dir/summary/SUMMARY.md" | cut -d: -f1)
+[ -n "$first" ] && [ -n "$suite" ] && [ "$first" -lt "$suite" ] ||
+  fail "bench,suites did not run the bench stage first: $(cat "$dir/summary/SUMMARY.md")"
+echo "ok   stages run in the order listed (bench, then suites)"
+out=$(PATH="$dir/path:$PATH" ZRT_GPU_CHECK_STAGES=suites,benchmark bash "$src/tools/gpu-check.sh" \
+  "$dir/bundle" 2>&1)
+rc=$?
+[ "$rc" = 2 ] && [[ $out == *"names 'benchmark', which is not a stage"* ]] ||
+  fail "a stage named 'benchmark': exit $rc, '$out'"
+echo "ok   an unknown stage: exit 2, '$out'"
