@@ -15,6 +15,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -118,51 +119,44 @@ BOOST_AUTO_TEST_CASE(ldmatrix_rows_give_the_mma_fragments) {
   BOOST_TEST(flash_ld(kHd) == kLd);
   std::vector<bf16> tile(64 * kLd);
   for (std::size_t i = 0; i < tile.size(); ++i) tile[i] = bf16{std::uint16_t(i)};
+  const bf16* t = tile.data();
   int mismatches = 0;
-  auto expect = [&](const std::uint32_t(*got)[4], const std::uint32_t(*want)[4], int regs) {
-    for (int l = 0; l < 32; ++l)
-      for (int r = 0; r < regs; ++r) mismatches += got[l][r] != want[l][r];
+  // At every (row or n, col or k) offset of the tile: the lanes' registers
+  // from row_of's addresses against want(lane, offsets, registers).
+  auto check = [&](auto trans, const auto& row_of, const auto& want) {
+    for (int x0 = 0; x0 < 64; x0 += 16)
+      for (int y0 = 0; y0 < kHd; y0 += 16) {
+        std::uint32_t got[32][4], expected[32][4];
+        FlashHostWarp::ldmatrix_x4<decltype(trans)::value, bf16>(
+            [&](int l) { return row_of(x0, y0, l); }, [&](int l) { return got[l]; });
+        for (int l = 0; l < 32; ++l) {
+          want(x0, y0, l, expected[l]);
+          for (int r = 0; r < 4; ++r) mismatches += got[l][r] != expected[l][r];
+        }
+      }
   };
-  for (int row0 = 0; row0 < 64; row0 += 16)
-    for (int col0 = 0; col0 < kHd; col0 += 16) {
-      std::uint32_t got[32][4], want[32][4];
-      FlashHostWarp::ldmatrix_x4<false, bf16>(
-          [&](int l) { return flash_ldm_a_row(tile.data(), kLd, row0, col0, l); },
-          [&](int l) { return got[l]; });
-      for (int l = 0; l < 32; ++l) flash_load_a(tile.data(), kLd, row0, col0, l, want[l]);
-      expect(got, want, 4);
-    }
-  for (int n0 = 0; n0 < 64; n0 += 16)
-    for (int k0 = 0; k0 < kHd; k0 += 16) {
-      std::uint32_t got[32][4], want[32][4];
-      FlashHostWarp::ldmatrix_x4<false, bf16>(
-          [&](int l) { return flash_ldm_bt_row(tile.data(), kLd, n0, k0, l); },
-          [&](int l) { return got[l]; });
-      for (int l = 0; l < 32; ++l) {
-        flash_load_b_transposed(tile.data(), kLd, n0, k0, l, want[l]);
-        flash_load_b_transposed(tile.data(), kLd, n0 + 8, k0, l, want[l] + 2);
-      }
-      expect(got, want, 4);
-    }
-  for (int k0 = 0; k0 < 64; k0 += 16)
-    for (int n0 = 0; n0 < kHd; n0 += 16) {
-      std::uint32_t got[32][4], want[32][4];
-      FlashHostWarp::ldmatrix_x4<true, bf16>(
-          [&](int l) { return flash_ldm_b_row(tile.data(), kLd, k0, n0, l); },
-          [&](int l) { return got[l]; });
-      for (int l = 0; l < 32; ++l) {
-        flash_load_b(tile.data(), kLd, k0, n0, l, want[l]);
-        flash_load_b(tile.data(), kLd, k0, n0 + 8, l, want[l] + 2);
-      }
-      expect(got, want, 4);
-    }
+  check(
+      std::false_type{}, [&](int r0, int c0, int l) { return flash_ldm_a_row(t, kLd, r0, c0, l); },
+      [&](int r0, int c0, int l, std::uint32_t* w) { flash_load_a(t, kLd, r0, c0, l, w); });
+  check(
+      std::false_type{}, [&](int n0, int k0, int l) { return flash_ldm_bt_row(t, kLd, n0, k0, l); },
+      [&](int n0, int k0, int l, std::uint32_t* w) {
+        flash_load_b_transposed(t, kLd, n0, k0, l, w);
+        flash_load_b_transposed(t, kLd, n0 + 8, k0, l, w + 2);
+      });
+  check(
+      std::true_type{}, [&](int k0, int n0, int l) { return flash_ldm_b_row(t, kLd, k0, n0, l); },
+      [&](int k0, int n0, int l, std::uint32_t* w) {
+        flash_load_b(t, kLd, k0, n0, l, w);
+        flash_load_b(t, kLd, k0, n0 + 8, l, w + 2);
+      });
   BOOST_TEST(mismatches == 0);
   // Each row address starts a 16-byte row of the tile.
   for (int l = 0; l < 32; ++l) {
-    const auto at = [&](const bf16* p) { return (p - tile.data()) * 2 % 16; };
-    BOOST_TEST(at(flash_ldm_a_row(tile.data(), kLd, 16, 32, l)) == 0);
-    BOOST_TEST(at(flash_ldm_bt_row(tile.data(), kLd, 16, 32, l)) == 0);
-    BOOST_TEST(at(flash_ldm_b_row(tile.data(), kLd, 16, 32, l)) == 0);
+    const auto at = [&](const bf16* p) { return (p - t) * 2 % 16; };
+    BOOST_TEST(at(flash_ldm_a_row(t, kLd, 16, 32, l)) == 0);
+    BOOST_TEST(at(flash_ldm_bt_row(t, kLd, 16, 32, l)) == 0);
+    BOOST_TEST(at(flash_ldm_b_row(t, kLd, 16, 32, l)) == 0);
   }
 }
 
