@@ -65,11 +65,12 @@ std::string compare(const Tensor& want, const Tensor& got, double tol) {
   double err = 0, scale = 1;
   std::size_t worst = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = std::abs(a[i] - b[i]);
+    // An infinity matches the same infinity; a NaN on either side matches nothing.
+    const double d = a[i] == b[i] ? 0.0 : std::abs(a[i] - b[i]);
     if (std::isnan(d) || d > err) err = std::isnan(d) ? INFINITY : d, worst = i;
-    scale = std::max(scale, 1 + std::abs(a[i]));
+    if (std::isfinite(a[i])) scale = std::max(scale, 1 + std::abs(a[i]));
   }
-  if (std::isfinite(scale) && err <= tol * scale) return {};
+  if (err <= tol * scale) return {};
   std::ostringstream os;
   os << "max |difference| " << err << " > " << tol << " * " << scale << " at element " << worst
      << " (" << a[worst] << " vs " << b[worst] << ")";

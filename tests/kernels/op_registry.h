@@ -41,8 +41,9 @@ namespace zrt::test {
 // before the call, so an element the kernel forgot fails. A run is compared
 // with its device's simple path (`paths` tolerance) and with the CPU
 // reference (`twin`); 0 means the same bits, otherwise max |diff| <= tol ·
-// (1 + max |reference|). The fast runs are repeated and must repeat bit for
-// bit, and an op must leave its inputs unchanged. The seed of each op's
+// (1 + max |finite reference|), an infinity equal to the reference's and a
+// NaN never within a tolerance. The fast runs are repeated and must repeat
+// bit for bit, and an op must leave its inputs unchanged. The seed of each op's
 // inputs is printed and ZRT_TEST_SEED replays it. The same registrations
 // drive `zrt-bench ops`, which times each at its perf size against a plain
 // copy of the bytes it moves (memory-bound ops) or a square GEMM of the same

@@ -119,6 +119,34 @@ BOOST_AUTO_TEST_CASE(a_tolerance_fails_an_error_above_it_only) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(an_infinity_matches_only_itself_within_a_tolerance) {
+  // As a CUDA run is checked against the CPU (squared_norm's Inf cases): an
+  // Inf equal to the reference's passes a tolerance; a finite value there fails.
+  for (const bool lose_it : {false, true}) {
+    OpRegistration r = broken("residual_add", [lose_it](OpRun& run, const OpDims& d, DType t) {
+      Tensor out = run.out("out", {d[0]}, t);
+      kernels::residual_add(run.in(0), run.in(1), out);
+      if (lose_it && run.path().name != "cpu serial") out.set_item(3, 1.0);
+    });
+    const auto make = r.make_inputs;
+    r.make_inputs = [make](const OpDims& d, DType t, std::mt19937_64& g) {
+      std::vector<Tensor> in = make(d, t, g);
+      in[0].set_item(3, INFINITY);
+      return in;
+    };
+    r.tolerance = [](DType) { return OpTolerance{1e-4, 1e-4}; };
+    const std::vector<std::string> failures =
+        check_op(r, test_seed("an_infinity_matches_only_itself_within_a_tolerance"), false);
+    if (lose_it)
+      BOOST_TEST(any_contains(failures,
+                              "cpu threads vs cpu serial, output out: max |difference| "
+                              "inf"),
+                 joined(failures));
+    else
+      BOOST_TEST(failures.empty(), joined(failures));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(writing_an_input_fails) {
   const OpRegistration r = broken("scale_", [](OpRun& run, const OpDims&, DType) {
     kernels::scale_(run.in(0), 0.5);
