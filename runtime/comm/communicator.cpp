@@ -220,6 +220,13 @@ void Communicator::wait_for_queued(const char* op) {
   queued_.synchronize();  // complete: rethrows a failed stream's error
 }
 
+void Communicator::drain_queued() noexcept {
+  try {
+    queued_.synchronize();
+  } catch (...) {  // the stream's own error, reported where it is waited on
+  }
+}
+
 void Communicator::check_not_aborted(const char* op) const {
   if (!aborted()) return;
   ZRT_THROW(CommError, op, " #", seq_ + 1, " on group ", name_, " (rank ", rank_, " of ", size_,

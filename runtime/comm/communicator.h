@@ -176,6 +176,11 @@ class Communicator {
   // The backend's part of abort(): wake what is blocked, fail what comes.
   // Called once, from any thread; must not throw.
   virtual void do_abort(const std::string& why) noexcept = 0;
+  // Waits for the collectives this group queued on CPU streams: they call
+  // the backend's do_*, so a backend's destructor calls it first. A queued
+  // collective whose peers are gone ends at the group's timeout; its error
+  // stays with its stream.
+  void drain_queued() noexcept;
 
  private:
   // Numbers a collective, counts its bytes on the link (`kind`, `numel` and

@@ -172,6 +172,7 @@ class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(int rank, int size, std::string name, std::shared_ptr<LocalGroup> group)
       : Communicator(rank, size, std::move(name)), group_(std::move(group)) {}
+  ~LocalCommunicator() override { drain_queued(); }
 
   const char* backend_name() const override { return "local"; }
 

@@ -211,6 +211,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   }
   ~MpiCommunicator() override {
+    drain_queued();
     int finalized = 0;
     MPI_Finalized(&finalized);
     // A request left pending by a timeout still refers to the communicator,

@@ -183,6 +183,30 @@ BOOST_AUTO_TEST_CASE(missing_rank_times_out_on_a_cpu_stream_too) {
   BOOST_TEST(after.item(0) == 1.0);  // skipped: the stream failed before it
 }
 
+// A group dropped while its collectives are still queued on a CPU stream:
+// they call the group's backend, so its destruction waits for them (the
+// stream's thread would otherwise run them on a freed communicator: a crash
+// or a malloc assertion, seen under ASan as a use after free). Ranks drop
+// their groups at different times.
+BOOST_AUTO_TEST_CASE(a_group_dropped_with_collectives_queued_waits_for_them) {
+  on_ranks(4, [](const CommPtr& c) {
+    constexpr std::int64_t kNumel = 1 << 10;
+    OwnedStream s(Device::cpu());
+    Tensor t = Tensor::full({kNumel}, 1.0, DType::f32);
+    Tensor half = Tensor::full({kNumel / 2}, 0.0, DType::f32);
+    for (int i = 0; i < 20; ++i) {
+      std::unique_ptr<Communicator> g = c->split(c->rank() % 2, c->rank());
+      g->all_reduce(t, ReduceOp::max, s.get());
+      g->reduce_scatter_tensor(half, t, ReduceOp::avg, s.get());
+      if (c->rank() >= 2) std::this_thread::sleep_for(std::chrono::milliseconds(i % 3));
+      g.reset();  // with both collectives still queued on s
+      s.get().synchronize();
+    }
+    if (half.item(0) != 1.0 || half.item(kNumel / 2 - 1) != 1.0)
+      throw std::runtime_error("the max and average of ones are not one");
+  });
+}
+
 BOOST_AUTO_TEST_CASE(rank_that_throws_does_not_hang_the_others) {
   auto t0 = std::chrono::steady_clock::now();
   BOOST_CHECK_THROW(run_local_ranks(
