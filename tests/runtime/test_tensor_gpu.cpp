@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tests/support/test_seed.h"
+#include "zrt/kernels/ops/cast.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
 
@@ -33,11 +34,13 @@ BOOST_AUTO_TEST_CASE(host_device_round_trip_every_dtype_pair) {
 }
 
 // Note [16-bit storage types]: a conversion to bf16 or f16 gives the same
-// bits on the device (the hardware's rounding instruction) as on the CPU
-// (integer arithmetic), for f32 values of every class: random bit patterns
-// over every exponent, ties at the rounding bit of each format, zeros,
-// subnormals, the largest finite values and the overflow boundaries, Inf,
-// and NaN with payloads.
+// bits on the device (the hardware's rounding instruction, in the cast
+// kernel) as on the CPU (integer arithmetic), for f32 values of every class:
+// random bit patterns over every exponent, ties at the rounding bit of each
+// format, zeros, subnormals, the largest finite values and the overflow
+// boundaries, Inf, and NaN with payloads; through the kernel's 16-byte packs
+// and, one element off, its scalar path. (Tensor::to would not do: a
+// casting copy that touches a device converts on the host.)
 BOOST_AUTO_TEST_CASE(f32_to_16_bits_match_the_cpu_bit_for_bit) {
   std::mt19937_64 gen(test::test_seed("f32_to_16_bits_match_the_cpu_bit_for_bit"));
   std::vector<std::uint32_t> bits;
@@ -60,21 +63,26 @@ BOOST_AUTO_TEST_CASE(f32_to_16_bits_match_the_cpu_bit_for_bit) {
   Tensor host = Tensor::empty({n}, DType::f32, Device::cpu());
   std::memcpy(host.data_ptr(), bits.data(), bits.size() * sizeof(std::uint32_t));
   const Tensor dev = host.to(Device::cuda(0));
-  for (DType d : {DType::bf16, DType::f16}) {
-    const Tensor on_cpu = host.to(d);
-    const Tensor on_gpu = dev.to(d).to(Device::cpu());
-    const auto* a = static_cast<const std::uint16_t*>(on_cpu.data_ptr());
-    const auto* b = static_cast<const std::uint16_t*>(on_gpu.data_ptr());
-    std::int64_t differ = 0, first = -1;
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (a[i] != b[i] && differ++ == 0) first = i;
+  for (DType d : {DType::bf16, DType::f16})
+    for (std::int64_t skip : {0, 1}) {  // packs; one element off: the scalar path
+      const std::int64_t m = n - skip;
+      const Tensor on_cpu = Tensor::empty({m}, d, Device::cpu());
+      kernels::cast(on_cpu, host.slice(skip, m));
+      const Tensor dst = Tensor::empty({m + skip}, d, Device::cuda(0)).slice(skip, m);
+      kernels::cast(dst, dev.slice(skip, m));
+      const Tensor on_gpu = dst.to(Device::cpu());
+      const auto* a = static_cast<const std::uint16_t*>(on_cpu.data_ptr());
+      const auto* b = static_cast<const std::uint16_t*>(on_gpu.data_ptr());
+      std::int64_t differ = 0, first = -1;
+      for (std::int64_t i = 0; i < m; ++i) {
+        if (a[i] != b[i] && differ++ == 0) first = i;
+      }
+      BOOST_TEST(differ == 0, dtype_name(d) << (skip ? " (scalar)" : " (packs)") << ": " << differ
+                                            << " of " << m << " conversions differ; first f32 0x"
+                                            << std::hex << (first < 0 ? 0u : bits[first + skip])
+                                            << ": CPU 0x" << (first < 0 ? 0 : a[first])
+                                            << ", GPU 0x" << (first < 0 ? 0 : b[first]));
     }
-    BOOST_TEST(differ == 0, dtype_name(d) << ": " << differ << " of " << n
-                                          << " conversions differ; first f32 0x" << std::hex
-                                          << (first < 0 ? 0u : bits[first]) << ": CPU 0x"
-                                          << (first < 0 ? 0 : a[first]) << ", GPU 0x"
-                                          << (first < 0 ? 0 : b[first]));
-  }
 }
 
 BOOST_AUTO_TEST_CASE(device_views_and_free) {
