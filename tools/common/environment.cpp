@@ -82,7 +82,11 @@ constexpr EnvVariable kVariables[] = {
      nullptr},
     {"ZRT_GPU_BUNDLE_BUILD", "a directory", "tools/gpu-bundle.sh: its build folder", nullptr},
     {"ZRT_GPU_CHECK_STAGES", "stage names separated by commas",
-     "tools/gpu-check.sh: the stages to run", nullptr},
+     "tools/gpu-check.sh: the stages to run, in that order (default "
+     "`suites,bench,train,sanitize`; also `scale`)",
+     nullptr},
+    {"ZRT_GPU_CHECK_BUDGET", "whole seconds (default 540)",
+     "tools/gpu-check.sh: the whole run's time; steps with under 10 s left are skipped", nullptr},
     {"ZRT_TEST_SEED", "a whole number", "the tests: the seed of their random inputs", nullptr},
 };
 
