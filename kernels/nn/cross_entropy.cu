@@ -77,9 +77,10 @@ __global__ void __launch_bounds__(kBlockSumThreads)
 // writes the row's gradient in a second read. Every lane reads x[t] before
 // the warp's first write: dlogits may be logits. With `vec` (rows of whole
 // 16-byte packs, both arrays aligned) a lane reads and writes a pack of L
-// elements at a time, and in the second pass loads kBatch packs before it
-// stores any: a pack is read and written by one lane only, so in place is
-// still safe, and a warp keeps kBatch · 512 bytes in flight instead of 64.
+// elements at a time, kBatch packs loaded before it uses (or, in the second
+// pass, stores) any: a pack is read and written by one lane only, so in
+// place is still safe, and a warp keeps kBatch · 512 bytes in flight
+// instead of 64.
 template <class T, class I>
 struct FusedClassifierRow {
   using A = acc_t<T>;
@@ -108,10 +109,17 @@ struct FusedClassifierRow {
     std::int64_t first_scalar = 0;  // the elements before it went in packs
     if (vec) {
       const std::int64_t packs = vocab / L;
-      for (std::int64_t p = lane; p < packs; p += kWarpSize) {
-        const Pack<T> v = pack_at<L>(x, p);
+      for (std::int64_t p0 = lane; p0 < packs; p0 += kBatch * kWarpSize) {
+        Pack<T> v[kBatch];
 #pragma unroll
-        for (int j = 0; j < L; ++j) take(load<A>(v.v[j]));
+        for (int b = 0; b < kBatch; ++b)
+          if (p0 + b * kWarpSize < packs) v[b] = pack_at<L>(x, p0 + b * kWarpSize);
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          if (p0 + b * kWarpSize >= packs) break;
+#pragma unroll
+          for (int j = 0; j < L; ++j) take(load<A>(v[b].v[j]));
+        }
       }
       first_scalar = packs * L;
     }

@@ -117,20 +117,18 @@ __global__ void norm_final_kernel(const float* partials, std::int64_t blocks, do
   const float2* pairs = reinterpret_cast<const float2*>(partials);
   constexpr int kBatch = 32;
   double s = 0.0, f = 0.0;
-  std::int64_t b = threadIdx.x;
-  for (; b + (kBatch - 1) * kNormLanes < blocks; b += kBatch * kNormLanes) {
+  // Past the last result a lane adds +0.0, which leaves its sums' bits as
+  // they are (they start at +0.0 and add squares and counts).
+  for (std::int64_t b = threadIdx.x; b < blocks; b += kBatch * kNormLanes) {
     float2 v[kBatch];
 #pragma unroll
-    for (int k = 0; k < kBatch; ++k) v[k] = pairs[b + k * kNormLanes];
+    for (int k = 0; k < kBatch; ++k)
+      v[k] = b + k * kNormLanes < blocks ? pairs[b + k * kNormLanes] : float2{0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
       s = s + double(v[k].x);
       f = f + double(v[k].y);
     }
-  }
-  for (; b < blocks; b += kNormLanes) {
-    s = s + double(pairs[b].x);
-    f = f + double(pairs[b].y);
   }
   sq[threadIdx.x] = s;
   nf[threadIdx.x] = f;
