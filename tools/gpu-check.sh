@@ -111,7 +111,7 @@ failed=0 skipped=0
 rows=()
 work=$(mktemp -d)  # each step's output and row until collected
 trap 'rm -rf "$work"' EXIT
-next_id=0 collected=0
+next_id=0
 
 write_summary() {
   {
@@ -144,7 +144,8 @@ run_step() {
   if [ "$left" -lt 10 ]; then
     : > "$out"
     : > "$work/$id.skipped"
-    echo "| $name | skipped | 0 | no time left of the ${budget} s budget |" > "$work/$id.row"
+    echo "| $name | skipped | 0 | no time left of the ${budget} s budget |" > "$work/$id.row.tmp"
+    mv "$work/$id.row.tmp" "$work/$id.row"
     return
   fi
   [ "$limit" -gt "$left" ] && limit=$left
@@ -165,12 +166,16 @@ run_step() {
   note=$(grep -E "^(compute-sanitizer: |total kernel time )" "$out" | tail -1)
   note=${note:0:200}
   [ -n "$note" ] && why=$note
-  echo "| $name | $result | $((SECONDS - t0)) | ${why//|/\\|} |" > "$work/$id.row"
+  echo "| $name | $result | $((SECONDS - t0)) | ${why//|/\\|} |" > "$work/$id.row.tmp"
+  mv "$work/$id.row.tmp" "$work/$id.row"  # whole, for collect
 }
-# collect: the finished steps' rows and output, in the order they started.
+# collect: the rows and output of the steps finished since the last call,
+# in the order they started.
+declare -A collected_ids
 collect() {
-  while [ "$collected" -lt "$next_id" ] && [ -e "$work/$collected.row" ]; do
-    local id=$collected
+  local id
+  for ((id = 0; id < next_id; id++)); do
+    [ -n "${collected_ids[$id]:-}" ] || [ ! -e "$work/$id.row" ] && continue
     {
       echo
       cat "$work/$id.head" "$work/$id.out"
@@ -178,7 +183,7 @@ collect() {
     [ -e "$work/$id.failed" ] && failed=1
     [ -e "$work/$id.skipped" ] && skipped=$((skipped + 1))
     rows+=("$(cat "$work/$id.row")")
-    collected=$((collected + 1))
+    collected_ids[$id]=1
   done
   write_summary
 }
@@ -196,7 +201,16 @@ side_step() {
   side_pids+=($!)
   next_id=$((next_id + 1))
 }
+# Each side step's row reaches SUMMARY.md as it finishes, so one that hangs
+# to its limit holds back no other's.
 side_steps_done() {
+  local pid running=1
+  while [ "$running" = 1 ]; do
+    running=0
+    for pid in "${side_pids[@]}"; do kill -0 "$pid" 2> /dev/null && running=1; done
+    collect
+    [ "$running" = 1 ] && sleep 1
+  done
   [ ${#side_pids[@]} -gt 0 ] && wait "${side_pids[@]}"
   side_pids=()
   collect

@@ -114,6 +114,20 @@ grep -q "step(s) skipped: no time left of the budget" "$dir/summary/SUMMARY.md" 
   fail "SUMMARY.md does not say steps were skipped: $(cat "$dir/summary/SUMMARY.md")"
 echo "ok   a 14 s budget: suites side by side, a hung benchmark stopped, the rest skipped ($wall s)"
 
+# A suite that hangs holds back no other suite's row.
+printf '#!/bin/sh\nexec sleep 30\n' > "$dir/bundle/bin/test_comm_gpu"
+rm -rf "$dir/summary"
+PATH="$dir/path:$PATH" ZRT_GPU_CHECK_STAGES=suites ZRT_GPU_CHECK_BUDGET=12 \
+  bash "$src/tools/gpu-check.sh" "$dir/bundle" "$dir/summary" > "$dir/hung.out" 2>&1 &
+pid=$!
+sleep 6
+mid=$(cat "$dir/summary/SUMMARY.md" 2> /dev/null)
+wait $pid
+[[ $mid == *"| test_engine_gpu | pass |"* && $mid != *"| test_comm_gpu |"* ]] ||
+  fail "SUMMARY.md 6 s in, with test_comm_gpu hung, lacks the finished suites' rows: $mid"
+expect_row test_comm_gpu "*| FAIL (over 1[0-2] s) |*"
+echo "ok   a hung suite holds back no other suite's row"
+
 out=$(PATH="$dir/path:$PATH" ZRT_GPU_CHECK_BUDGET=ten bash "$src/tools/gpu-check.sh" "$dir/bundle" 2>&1)
 rc=$?
 [ "$rc" = 2 ] && [[ $out == *"ZRT_GPU_CHECK_BUDGET=ten is not a whole number of seconds"* ]] ||
