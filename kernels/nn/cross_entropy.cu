@@ -94,6 +94,20 @@ struct FusedClassifierRow {
   T* dlogits;
   unsigned long long* flag;
   bool vec;
+  // f(pack, p) for this lane's packs p of x below `packs` (p = lane, lane +
+  // 32, ...), kBatch loaded before f sees the first of them.
+  template <class F>
+  __device__ static void for_lane_packs(const T* x, int lane, std::int64_t packs, const F& f) {
+    for (std::int64_t p0 = lane; p0 < packs; p0 += kBatch * kWarpSize) {
+      Pack<T> v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (p0 + b * kWarpSize < packs) v[b] = pack_at<L>(x, p0 + b * kWarpSize);
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b)
+        if (p0 + b * kWarpSize < packs) f(v[b], p0 + b * kWarpSize);
+    }
+  }
   __device__ void operator()(std::int64_t row, int lane) const {
     const T* x = logits + row * cols;
     T* dx = dlogits + row * cols;
@@ -109,18 +123,10 @@ struct FusedClassifierRow {
     std::int64_t first_scalar = 0;  // the elements before it went in packs
     if (vec) {
       const std::int64_t packs = vocab / L;
-      for (std::int64_t p0 = lane; p0 < packs; p0 += kBatch * kWarpSize) {
-        Pack<T> v[kBatch];
+      for_lane_packs(x, lane, packs, [&](const Pack<T>& v, std::int64_t) {
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b)
-          if (p0 + b * kWarpSize < packs) v[b] = pack_at<L>(x, p0 + b * kWarpSize);
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          if (p0 + b * kWarpSize >= packs) break;
-#pragma unroll
-          for (int j = 0; j < L; ++j) take(load<A>(v[b].v[j]));
-        }
-      }
+        for (int j = 0; j < L; ++j) take(load<A>(v.v[j]));
+      });
       first_scalar = packs * L;
     }
     for (std::int64_t i = first_scalar + lane; i < vocab; i += kWarpSize) take(load<A>(x[i]));
@@ -141,22 +147,12 @@ struct FusedClassifierRow {
                  : store<T>(cross_entropy_dlogit(load<A>(v), row_lse, i == t, scale));
     };
     if (vec) {
-      const std::int64_t packs = cols / L;
-      for (std::int64_t p0 = lane; p0 < packs; p0 += kBatch * kWarpSize) {
-        Pack<T> v[kBatch];
+      for_lane_packs(x, lane, cols / L, [&](const Pack<T>& v, std::int64_t p) {
+        Pack<T> out;
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b)
-          if (p0 + b * kWarpSize < packs) v[b] = pack_at<L>(x, p0 + b * kWarpSize);
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const std::int64_t p = p0 + b * kWarpSize;
-          if (p >= packs) break;
-          Pack<T> out;
-#pragma unroll
-          for (int j = 0; j < L; ++j) out.v[j] = dlogit(v[b].v[j], p * L + j);
-          pack_at<L>(dx, p) = out;
-        }
-      }
+        for (int j = 0; j < L; ++j) out.v[j] = dlogit(v.v[j], p * L + j);
+        pack_at<L>(dx, p) = out;
+      });
       return;
     }
     for (std::int64_t i = lane; i < cols; i += kWarpSize) dx[i] = dlogit(x[i], i);
