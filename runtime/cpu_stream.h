@@ -32,6 +32,9 @@
 //    collective blocked past its group's timeout (Note [Comm watchdog]).
 //  - Work issued from the stream's own thread (a task that issues more) runs
 //    inline: it is already in order.
+//  - A task holds what it names, not its issuer: a collective queued on a
+//    stream calls its group's communicator, so a communicator waits, first
+//    thing in its destruction, for what its group queued (drain_queued).
 //  - A discarding CPU stream (OwnedStream::discarding()) drops every task
 //    and has no thread: event records complete at once, synchronize returns
 //    at once. A dry run (Note [Dry runs] in model_zoo/trainer/memory_plan.h)

@@ -24,17 +24,24 @@
 // mma.m16n8k16"). The accumulator layout of a 16 × 16 slice of S is the A
 // layout of P for the next product, so P never leaves the registers
 // (flash_pack_a). Probabilities and dS are rounded to the activation dtype
-// before their products, as the tensor cores take them.
+// before their products, as the tensor cores take them. The fragments come
+// from shared memory by ldmatrix.x4, an A fragment or two n-tiles' B
+// fragments an instruction, from row addresses each lane gives
+// (flash_ldm_*_row; the element-wise flash_load_* are their specification).
+// The causal and sequence masks cost comparisons per element, so a warp's
+// tile that no mask touches (most of a causal walk) skips them
+// (flash_with_mask).
 //
 // The code is written once over two policies: a Block (threads striding
 // over a tile's elements, a barrier) and Warps, whose lane code runs for
 // one lane on the GPU and for all 32 lanes of each warp in turn on the host;
 // what crosses lanes (the mma, the sums and maxima over a quad of lanes
 // sharing a row) is a Warp method: shuffles and mma.sync on the GPU, loops
-// over the lanes' registers by the fragment maps on the host. The host
-// emulation (flash_attention_*_host) runs the blocks in order, so the CPU
-// tests check the tile walk, the masks, the fragment maps and the
-// arithmetic; only the instructions themselves are left to the gpu suites.
+// over the lanes' registers by the fragment maps on the host, and ldmatrix
+// by its distribution rule. The host emulation (flash_attention_*_host)
+// runs the blocks in order, so the CPU tests check the tile walk, the
+// masks, the fragment maps, the ldmatrix addresses and the arithmetic; only
+// the instructions themselves are left to the gpu suites.
 #pragma once
 
 #include <cmath>
