@@ -367,6 +367,20 @@ ZRT_HD void flash_load_kv_tile(const Block& blk, T* k_tile, T* v_tile, int hd, c
   flash_load_tile(blk, v_tile, hd, base + 2 * pr.c, pr.s3, k0, kn);
 }
 
+// acc_of(i)[nt] and [nt + 1] += A · B over a warp, for the two n-tiles
+// whose B fragments ldmatrix loads from the rows row_of(i) gives (.trans
+// when kTrans).
+template <bool kTrans, class T, class W, class AOf, class RowOf, class AccOf>
+ZRT_HD void flash_mma_two_ntiles(const W& w, const AOf& a_of, const RowOf& row_of,
+                                 const AccOf& acc_of, int nt) {
+  std::uint32_t b[W::kLanes][4];
+  w.template ldmatrix_x4<kTrans, T>(row_of, [&](int i) { return b[i]; });
+  ZRT_FLASH_UNROLL
+  for (int half = 0; half < 2; ++half)
+    w.template mma<T>(
+        a_of, [&](int i) { return b[i] + 2 * half; }, [&](int i) { return acc_of(i)[nt + half]; });
+}
+
 // S (or Sᵀ, dP, dPᵀ) of a warp: acc = Σ_kk A(rows [a_row0, +16) of a_tile,
 // cols kk) · B(rows [0, 64) of b_tile transposed), over hd / 16 slices.
 template <class T, int HD, class W, class Lanes>
@@ -382,16 +396,11 @@ ZRT_HD void flash_warp_qk(const W& w, Lanes* lanes, const T* a_tile, int a_row0,
         [&](int i) { return flash_ldm_a_row(a_tile, ld, a_row0, kk * 16, w.lane(i)); },
         [&](int i) { return a[i]; });
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < 8; nt += 2) {
-      std::uint32_t b[W::kLanes][4];  // n-tiles nt and nt + 1
-      w.template ldmatrix_x4<false, T>(
+    for (int nt = 0; nt < 8; nt += 2)
+      flash_mma_two_ntiles<false, T>(
+          w, [&](int i) { return a[i]; },
           [&](int i) { return flash_ldm_bt_row(b_tile, ld, nt * 8, kk * 16, w.lane(i)); },
-          [&](int i) { return b[i]; });
-      ZRT_FLASH_UNROLL
-      for (int half = 0; half < 2; ++half)
-        w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i] + 2 * half; },
-                          [&](int i) { return lanes[i].acc[nt + half]; });
-    }
+          [&](int i) { return lanes[i].acc; }, nt);
   }
 }
 
@@ -405,16 +414,10 @@ ZRT_HD void flash_warp_pv(const W& w, const POf& p_of, const T* tile, const OutO
     std::uint32_t a[W::kLanes][4];
     for (int i = 0; i < W::kLanes; ++i) flash_pack_a<T>(p_of(i), kk, a[i]);
     ZRT_FLASH_UNROLL
-    for (int nt = 0; nt < HD / 8; nt += 2) {
-      std::uint32_t b[W::kLanes][4];  // n-tiles nt and nt + 1
-      w.template ldmatrix_x4<true, T>(
-          [&](int i) { return flash_ldm_b_row(tile, ld, kk * 16, nt * 8, w.lane(i)); },
-          [&](int i) { return b[i]; });
-      ZRT_FLASH_UNROLL
-      for (int half = 0; half < 2; ++half)
-        w.template mma<T>([&](int i) { return a[i]; }, [&](int i) { return b[i] + 2 * half; },
-                          [&](int i) { return out_of(i)[nt + half]; });
-    }
+    for (int nt = 0; nt < HD / 8; nt += 2)
+      flash_mma_two_ntiles<true, T>(
+          w, [&](int i) { return a[i]; },
+          [&](int i) { return flash_ldm_b_row(tile, ld, kk * 16, nt * 8, w.lane(i)); }, out_of, nt);
   }
 }
 

@@ -15,8 +15,9 @@ namespace {
 // 16-byte load fetches its L lanes' elements of a row; its 16 rows are
 // loaded into registers ahead of their adds, then each lane's rows are
 // summed in order (the compiler keeps all 16 loads in flight for 16-bit
-// types, a few for f32, where eight blocks an SM keep enough in flight). A norm block is
-// G = 256 / L threads (64 or 32) and a CUDA block holds 256 / G of them. The
+// types, a few for f32, where eight blocks an SM keep enough in flight).
+// A norm block is G = 256 / L threads (64 or 32) and a CUDA block holds
+// 256 / G of them. The
 // halving tree's level s (lane j += lane j + s, j < s) pairs a thread with
 // the one s / L further on, in the same slot: a warp shuffle (v +
 // __shfl_down_sync(v, d) is that addition for the threads below d; those
