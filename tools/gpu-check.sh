@@ -113,13 +113,15 @@ work=$(mktemp -d)  # each step's output and row until collected
 trap 'rm -rf "$work"' EXIT
 next_id=0
 
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1)
+manifest=$(tr '\n' ';' < "$bundle/MANIFEST" 2> /dev/null)
 write_summary() {
   {
     echo "# zrt gpu-check"
     echo
     echo "- GPU: ${gpus//$'\n'/; }"
-    echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1)"
-    echo "- bundle: $(tr '\n' ';' < "$bundle/MANIFEST" 2> /dev/null)"
+    echo "- driver: $driver"
+    echo "- bundle: $manifest"
     echo "- stages: $stages; budget ${budget} s, ${SECONDS} s spent"
     [ "$skipped" -gt 0 ] && echo "- $skipped step(s) skipped: no time left of the budget"
     echo
@@ -173,9 +175,10 @@ run_step() {
 # in the order they started.
 declare -A collected_ids
 collect() {
-  local id
+  local id new=0
   for ((id = 0; id < next_id; id++)); do
     [ -n "${collected_ids[$id]:-}" ] || [ ! -e "$work/$id.row" ] && continue
+    new=1
     {
       echo
       cat "$work/$id.head" "$work/$id.out"
@@ -185,7 +188,8 @@ collect() {
     rows+=("$(cat "$work/$id.row")")
     collected_ids[$id]=1
   done
-  write_summary
+  [ "$new" = 1 ] && write_summary
+  return 0
 }
 # step NAME LIMIT COMMAND...: one step, alone on the GPU (timings).
 step() {
