@@ -55,19 +55,43 @@ std::vector<AdamWPiece> make_pieces(std::int64_t n, std::span<const ElementRange
 }
 
 // CPU twin: one pass over the shard split across threads; each thread walks
-// the pieces its chunk overlaps.
+// the pieces its chunk overlaps. With bf16 moments a thread first draws the
+// bits of a block of elements, a Philox call per four in a loop over the
+// counters alone, so that both that loop and the one over the elements
+// vectorise.
+constexpr std::int64_t kNoiseBlock = 512;
+
 template <class G, class L, class M>
 void adamw_cpu(float* __restrict p, M* __restrict m, M* __restrict v, const G* __restrict g,
                L* __restrict out, std::int64_t n, const std::vector<AdamWPiece>& pieces,
                const AdamWCoefficients c, const MomentRoundingKey key) {
   parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
+    // The words of the counters a block touches: element k of a block
+    // starting at flat index j takes words[j % 4 + k].
+    alignas(64) std::uint32_t words[kNoiseBlock + 8];
     auto it =
         std::upper_bound(pieces.begin(), pieces.end(), b,
                          [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
     for (; it != pieces.end() && it->begin < e; ++it) {
       const float decay = it->decayed ? c.decay : 1.0f;
-      for (std::int64_t i = std::max(b, it->begin), end = std::min(e, it->end); i < end; ++i)
-        adamw_element_at(p, m, v, g, out, i, decay, c, key);
+      const std::int64_t begin = std::max(b, it->begin), end = std::min(e, it->end);
+      if constexpr (!kRoundedMoments<M>) {
+        for (std::int64_t i = begin; i < end; ++i)
+          adamw_element_at(p, m, v, g, out, i, decay, c, 0u);
+        continue;
+      }
+      for (std::int64_t i = begin; i < end; i += kNoiseBlock) {
+        const std::int64_t len = std::min(kNoiseBlock, end - i);
+        const std::uint64_t j = key.first_index + static_cast<std::uint64_t>(i);
+        const std::uint64_t q0 = j >> 2, counters = ((j + len - 1) >> 2) - q0 + 1;
+        for (std::uint64_t q = 0; q < counters; ++q) {
+          const PhiloxWords w = key.words(q0 + q);
+          for (int x = 0; x < 4; ++x) words[4 * q + x] = w.x[x];
+        }
+        const std::uint32_t* bits = words + (j & 3);
+        for (std::int64_t k = 0; k < len; ++k)
+          adamw_element_at(p, m, v, g, out, i + k, decay, c, bits[k]);
+      }
     }
   });
 }

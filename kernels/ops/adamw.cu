@@ -77,7 +77,9 @@ struct AdamWBody {
   using Out = std::conditional_t<kOut, L, float>;
   static constexpr int kLen = kPackLen<float, M, G, Out>;
   __device__ void operator()(std::int64_t i) const {
-    adamw_element_at(p, m, v, g, out, i, decay.at(i), c, key);
+    std::uint32_t bits = 0;
+    if constexpr (kRoundedMoments<M>) bits = MomentNoise(key).at(i);
+    adamw_element_at(p, m, v, g, out, i, decay.at(i), c, bits);
   }
   // adamw_element_at on kLen elements at once: the same loads, arithmetic
   // and stores, in packs.
@@ -88,11 +90,14 @@ struct AdamWBody {
     Pack<Out, kLen> po;
     float d[kLen];
     decay.template pack<kLen>(q * kLen, d);
+    MomentNoise noise(key);  // one or two Philox calls per pack of four
 #pragma unroll
     for (int j = 0; j < kLen; ++j) {
       float mj = to_f32(pm.v[j]), vj = to_f32(pv.v[j]);
       adamw_element(pp.v[j], mj, vj, pg.v[j], d[j], c);
-      store_moments(pm.v[j], pv.v[j], mj, vj, key, q * kLen + j);
+      std::uint32_t bits = 0;
+      if constexpr (kRoundedMoments<M>) bits = noise.at(q * kLen + j);
+      store_moments(pm.v[j], pv.v[j], mj, vj, bits);
       if constexpr (kOut) po.v[j] = from_f32<L>(pp.v[j]);
     }
     pack_at<kLen>(p, q) = pp;

@@ -30,8 +30,9 @@ ZRT_HD inline std::uint64_t counter_hash(std::uint64_t seed, std::uint64_t index
 // mantissa: the stochastic rounding itself, whatever drew the bits.
 ZRT_HD inline std::uint16_t f32_to_bf16_with_noise(float f, std::uint32_t noise) {
   const std::uint32_t x = f32_as_u32(f);
-  if ((x & 0x7f800000u) == 0x7f800000u) return f32_to_bf16_rne(f);  // NaN, Inf
-  return static_cast<std::uint16_t>((x + noise) >> 16);
+  const auto noisy = static_cast<std::uint16_t>((x + noise) >> 16);
+  // NaN and Inf round to nearest; a select, so CPU loops vectorise.
+  return (x & 0x7f800000u) == 0x7f800000u ? f32_to_bf16_rne(f) : noisy;
 }
 
 ZRT_HD inline std::uint16_t f32_to_bf16_stochastic(float f, std::uint64_t seed,

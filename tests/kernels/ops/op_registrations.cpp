@@ -109,8 +109,10 @@ OpRegistration fused_adamw_registration(DType moments) {
                          v = r.inout("exp_avg_sq", 2);
             std::optional<Tensor> out;
             if (d[1]) out = r.out("param_out", {d[0]}, DType::bf16);
+            // A first index of each residue mod 4: a pack of four shares one
+            // Philox call or straddles two (Note [bf16 AdamW moments]).
             const kernels::AdamWRounding rounding{
-                .seed = 0x1234567890abcdefull, .stream = 99, .first_index = 1 << 20};
+                .seed = 0x1234567890abcdefull, .stream = 99, .first_index = (1 << 20) + d[0] % 4};
             kernels::fused_adamw(p, m, v, r.in(3), 3, hp, decay_ranges(r.input_on_host(4)),
                                  {.grad_scale = 0.5, .param_out = out, .rounding = rounding},
                                  r.stream());

@@ -42,11 +42,13 @@ Neighbours bf16_neighbours(double x) {
 // The 16 random bits of moment `which` (0: m, 1: v) of flat element j
 // (Note [bf16 AdamW moments]), written from the Note.
 std::uint32_t noise_of(const AdamWRounding& r, std::int64_t step, std::uint64_t j, int which) {
+  const std::uint64_t q = j / 4;
   const kernels::PhiloxWords w =
-      kernels::philox4x32_10(std::uint32_t(j), std::uint32_t(j >> 32), std::uint32_t(step),
+      kernels::philox4x32_10(std::uint32_t(q), std::uint32_t(q >> 32), std::uint32_t(step),
                              std::uint32_t(r.stream) ^ std::uint32_t(r.stream >> 32),
                              std::uint32_t(r.seed), std::uint32_t(r.seed >> 32));
-  return w.x[which] >> 16;
+  const std::uint32_t word = w.x[j % 4];
+  return which == 0 ? word >> 16 : word & 0xffffu;
 }
 
 // Checks one stored moment against the float64 value x, which the kernel's
