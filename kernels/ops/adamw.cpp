@@ -9,6 +9,7 @@
 #include "zrt/kernels/kernel_path.h"
 #include "zrt/kernels/launch.h"
 #include "zrt/kernels/ops/adamw_math.h"
+#include "zrt/kernels/ops/cpu_clones.h"
 #include "zrt/kernels/ops/op_checks.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/kernels/ops/adamw.cuh"
@@ -54,45 +55,55 @@ std::vector<AdamWPiece> make_pieces(std::int64_t n, std::span<const ElementRange
   return pieces;
 }
 
-// CPU twin: one pass over the shard split across threads; each thread walks
-// the pieces its chunk overlaps. With bf16 moments a thread first draws the
-// bits of a block of elements, a Philox call per four in a loop over the
-// counters alone, so that both that loop and the one over the elements
-// vectorise.
+// One thread's chunk [b, e) of the CPU twin, walking the pieces it overlaps;
+// a function of its own so that it is cloned per vector ISA (Note [CPU
+// vector clones]) and sees non-aliased pointers. With bf16 moments each
+// block's bits are drawn first, a Philox call per four elements in a loop
+// over the counters alone, so that both that loop and the one over the
+// elements vectorise: the arithmetic, not memory, bounds this loop, and the
+// AVX-512 clone runs it 2.3x faster than SSE2 (Note [bf16 AdamW moments]).
 constexpr std::int64_t kNoiseBlock = 512;
 
 template <class G, class L, class M>
-void adamw_cpu(float* __restrict p, M* __restrict m, M* __restrict v, const G* __restrict g,
-               L* __restrict out, std::int64_t n, const std::vector<AdamWPiece>& pieces,
-               const AdamWCoefficients c, const MomentRoundingKey key) {
-  parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
-    // The words of the counters a block touches: element k of a block
-    // starting at flat index j takes words[j % 4 + k].
-    alignas(64) std::uint32_t words[kNoiseBlock + 8];
-    auto it =
-        std::upper_bound(pieces.begin(), pieces.end(), b,
-                         [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
-    for (; it != pieces.end() && it->begin < e; ++it) {
-      const float decay = it->decayed ? c.decay : 1.0f;
-      const std::int64_t begin = std::max(b, it->begin), end = std::min(e, it->end);
-      if constexpr (!kRoundedMoments<M>) {
-        for (std::int64_t i = begin; i < end; ++i)
-          adamw_element_at(p, m, v, g, out, i, decay, c, 0u);
-        continue;
-      }
-      for (std::int64_t i = begin; i < end; i += kNoiseBlock) {
-        const std::int64_t len = std::min(kNoiseBlock, end - i);
-        const std::uint64_t j = key.first_index + static_cast<std::uint64_t>(i);
-        const std::uint64_t q0 = j >> 2, counters = ((j + len - 1) >> 2) - q0 + 1;
-        for (std::uint64_t q = 0; q < counters; ++q) {
-          const PhiloxWords w = key.words(q0 + q);
-          for (int x = 0; x < 4; ++x) words[4 * q + x] = w.x[x];
-        }
-        const std::uint32_t* bits = words + (j & 3);
-        for (std::int64_t k = 0; k < len; ++k)
-          adamw_element_at(p, m, v, g, out, i + k, decay, c, bits[k]);
-      }
+ZRT_CPU_CLONES void adamw_chunk(float* __restrict p, M* __restrict m, M* __restrict v,
+                                const G* __restrict g, L* __restrict out, std::int64_t b,
+                                std::int64_t e, const AdamWPiece* pieces, std::size_t piece_count,
+                                const AdamWCoefficients c, const MomentRoundingKey key) {
+  // The words of the counters a block touches: element k of a block
+  // starting at flat index j takes words[j % 4 + k].
+  alignas(64) std::uint32_t words[kNoiseBlock + 8];
+  const AdamWPiece* it =
+      std::upper_bound(pieces, pieces + piece_count, b,
+                       [](std::int64_t x, const AdamWPiece& piece) { return x < piece.end; });
+  for (; it != pieces + piece_count && it->begin < e; ++it) {
+    const float decay = it->decayed ? c.decay : 1.0f;
+    const std::int64_t begin = std::max(b, it->begin), end = std::min(e, it->end);
+    if constexpr (!kRoundedMoments<M>) {
+      for (std::int64_t i = begin; i < end; ++i) adamw_element_at(p, m, v, g, out, i, decay, c, 0u);
+      continue;
     }
+    for (std::int64_t i = begin; i < end; i += kNoiseBlock) {
+      const std::int64_t len = std::min(kNoiseBlock, end - i);
+      const std::uint64_t j = key.first_index + static_cast<std::uint64_t>(i);
+      const std::uint64_t q0 = j >> 2, counters = ((j + len - 1) >> 2) - q0 + 1;
+      for (std::uint64_t q = 0; q < counters; ++q) {
+        const PhiloxWords w = key.words(q0 + q);
+        for (int x = 0; x < 4; ++x) words[4 * q + x] = w.x[x];
+      }
+      const std::uint32_t* bits = words + (j & 3);
+      for (std::int64_t k = 0; k < len; ++k)
+        adamw_element_at(p, m, v, g, out, i + k, decay, c, bits[k]);
+    }
+  }
+}
+
+// CPU twin: one pass over the shard split across threads.
+template <class G, class L, class M>
+void adamw_cpu(float* p, M* m, M* v, const G* g, L* out, std::int64_t n,
+               const std::vector<AdamWPiece>& pieces, const AdamWCoefficients c,
+               const MomentRoundingKey key) {
+  parallel_for(n, 1024, [&](std::int64_t b, std::int64_t e) {
+    adamw_chunk(p, m, v, g, out, b, e, pieces.data(), pieces.size(), c, key);
   });
 }
 
