@@ -181,10 +181,18 @@ std::vector<OpRegistration> nn_registrations() {
       3.0));
 
   // dims: {rows, C, accumulate the parameter gradients}: C not a multiple
-  // of 32, rows across several of the fast gradients' tiles.
+  // of 32, rows across several of the fast gradients' tiles; C a multiple of
+  // every pack (776: the last block of features part-full) or of f32's alone
+  // (100), for the packed gradient pass.
   r.push_back({
       .name = "layernorm",
-      .dims = {{37, 71, 0}, {1, 5, 1}, {1237, 771, 0}, {9001, 33, 1}, {64, 768, 1}},
+      .dims = {{37, 71, 0},
+               {1, 5, 1},
+               {1237, 771, 0},
+               {9001, 33, 1},
+               {64, 768, 1},
+               {1237, 776, 1},
+               {300, 100, 0}},
       .dtypes = kNnFloats,
       .make_inputs =
           [](const OpDims& d, DType t, std::mt19937_64& g) {
