@@ -16,6 +16,7 @@
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/output_path.h"
+#include "zrt/runtime/io/path_overlap.h"
 
 namespace zrt::train {
 
@@ -80,9 +81,19 @@ RunLock::~RunLock() {
 }
 
 void check_continues_checkpoint_dir(const std::string& dir, bool resume,
-                                    bool resume_from_elsewhere) {
+                                    const std::string& resume_from) {
   const std::vector<std::int64_t> steps = optim::complete_steps(dir);
-  if (steps.empty() || resume_from_elsewhere) return;
+  if (steps.empty()) return;
+  if (!resume_from.empty()) {
+    // A rollback to one of DIR's own steps sets the newer ones aside; steps
+    // of another run would be set aside or pruned as if they were this one's.
+    ZRT_CHECK_ARG(path_is_within(resume_from, dir), "--checkpoint-dir ", dir,
+                  " already holds steps ", list_steps(steps), " of another run than --resume ",
+                  resume_from,
+                  ", which is outside it: continuing there would set those steps aside or prune "
+                  "them (--keep-last); name an empty --checkpoint-dir, or resume one of its steps");
+    return;
+  }
   ZRT_CHECK_ARG(
       resume, "--checkpoint-dir ", dir, " already holds steps ", list_steps(steps),
       " of a run; add --resume to continue it (or name another directory): starting over would "

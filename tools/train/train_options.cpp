@@ -530,7 +530,7 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {
     check_checkpoint_dir(o.checkpoint_dir);
-    check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, !o.resume_from.empty());
+    check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, o.resume_from);
   }
   ZRT_CHECK_ARG(o.trainer.init_from.empty() || o.resume_from.empty(), "--init-from ",
                 o.trainer.init_from, " would not be read: --resume ", o.resume_from,
