@@ -169,10 +169,12 @@ World init_world(std::chrono::milliseconds timeout, Device device, WorldTranspor
   }
   CommPtr mpi = make_mpi_world(nccl ? "bootstrap" : "world");
   mpi->set_timeout(timeout);
-  ZRT_CHECK_STATE(mpi->size() == w.launch.size && mpi->rank() == w.launch.rank,
-                  "init_world: MPI says rank ", mpi->rank(), " of ", mpi->size(), " but ",
-                  launcher_name(w.launch.launcher), " says rank ", w.launch.rank, " of ",
-                  w.launch.size);
+  // A launcher of another MPI, or its variables left in the environment.
+  ZRT_CHECK_AS(CommError, mpi->size() == w.launch.size && mpi->rank() == w.launch.rank,
+               "the MPI library zrt was built with sees rank ", mpi->rank(), " of ", mpi->size(),
+               ", but the environment of ", launcher_name(w.launch.launcher), " says rank ",
+               w.launch.rank, " of ", w.launch.size,
+               ": launch with the mpirun of the same MPI (or unset its variables)");
   if (!nccl) {
     w.comm = mpi;
     return w;

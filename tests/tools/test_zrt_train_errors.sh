@@ -45,6 +45,7 @@ expect_error "batch not divisible" "divisible|divide" --ranks 2 --batch-size 3
 expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --micro-batches 4
 expect_error "unknown preset" "preset" --preset huge
 expect_error "activation checkpointing every:0" "activation checkpointing .every:0. is not one of none, blocks, every:N" --activation-checkpointing every:0
+expect_error "--transport mpi without mpirun" "--transport mpi carries the collectives of a world launched by mpirun" --transport mpi --ranks 2
 expect_error "--transport nccl on cpu" "transport nccl moves CUDA tensors only" --transport nccl
 expect_error "--checkpoint-async without a directory" "checkpoint-async needs --checkpoint-dir" --checkpoint-async
 expect_error "unknown flag value" "dtype" --dtype fp8
@@ -197,6 +198,13 @@ expect_error "data from a directory" "data-dir is a directory" --data "$dir/data
 expect_error "mlp rows from a FIFO" "data.fifo.safetensors is a FIFO" --model mlp --data "$dir/data.fifo.safetensors"
 expect_usage "negative seed" "--seed: must be a whole number from 0 to 2\^64 - 1 \(got -1\)" --seed -1
 expect_usage "seed beyond 64 bits" "--seed: is above 2\^64 - 1" --seed 18446744073709551616
+expect_usage "steps beyond 63 bits" "--steps: is too large \(got 99999999999999999999" --steps 99999999999999999999
+# Variables of a launcher whose MPI is not the one zrt was built with (OpenMPI
+# keeps memory at exit: no leak check).
+ASAN_OPTIONS=detect_leaks=0 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 \
+  expect_error "mpirun of another MPI" "mpirun says rank 0 of 2: launch with the mpirun|without MPI" --ranks 0
+expect_error "empty --init-from" "--init-from: the path is empty" --init-from ""
+expect_error "empty --checkpoint-dir" "--checkpoint-dir: the path is empty" --checkpoint-dir ""
 expect_error "zero batch" "batch-size: must be positive" --batch-size 0
 expect_error "unknown strategy" "strategy" --strategy zero4
 expect_error "unknown device" "device" --device tpu

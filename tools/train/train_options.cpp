@@ -64,6 +64,10 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
           return std::string("must be ") + noun + " (got " + v + ")";
         }
         if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
+        // A whole number past 2^63 - 1 would saturate in a 64-bit flag.
+        const bool whole = v.find_first_not_of("+-0123456789") == std::string::npos;
+        if (whole && std::fabs(x) >= 0x1p63)
+          return std::string("is too large (got ") + v + "; at most 2^63 - 1)";
         return ok(x) ? std::string() : std::string(rule) + " (got " + v + ")";
       },
       name);
@@ -194,6 +198,15 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     ZRT_CHECK_ARG(o.device == "cuda", "this process is rank ", launch.rank, " of ", launch.size,
                   " launched torchrun-style (RANK and WORLD_SIZE are set), whose world is NCCL "
                   "over CUDA devices: add --device cuda, or run CPU ranks with mpirun or --ranks");
+  if (o.transport == "mpi") {
+    const Launcher launcher = detect_launch().launcher;
+    ZRT_CHECK_ARG(launcher == Launcher::mpirun || launcher == Launcher::slurm,
+                  "--transport mpi carries the collectives of a world launched by mpirun or srun; "
+                  "this process is ",
+                  launcher == Launcher::torchrun ? "launched torchrun-style (NCCL)"
+                                                 : "not launched by either",
+                  o.ranks > 0 ? " (--ranks starts local ranks, which share memory)" : "");
+  }
   if (o.ranks > 0) {
     const LaunchInfo launch = detect_launch();
     ZRT_CHECK_ARG(launch.launcher == Launcher::single, "--ranks ", o.ranks,
@@ -499,6 +512,10 @@ void resolve_dependent_defaults(const CLI::App& app, TrainOptions& o) {
 // The flags' combined rules, after parsing (InvalidArgument naming the flag).
 void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   const model_zoo::TrainerConfig& t = o.trainer;
+  // An empty value (an unset shell variable) would silently mean "not given".
+  for (const char* flag : {"--init-from", "--save", "--metrics", "--trace", "--checkpoint-dir"})
+    ZRT_CHECK_ARG(!given(app, flag) || !app.get_option(flag)->as<std::string>().empty(), flag,
+                  ": the path is empty; leave the flag out if it is not wanted");
   try {
     optim::check_adamw_options(o.trainer.engine.zero.adamw);
   } catch (const InvalidArgument& e) {
