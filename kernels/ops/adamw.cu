@@ -90,7 +90,7 @@ struct AdamWBody {
     Pack<Out, kLen> po;
     float d[kLen];
     decay.template pack<kLen>(q * kLen, d);
-    MomentNoise noise(key);  // one or two Philox calls per pack of four
+    MomentNoise noise(key);  // two Philox calls per pack of eight, three if unaligned
 #pragma unroll
     for (int j = 0; j < kLen; ++j) {
       float mj = to_f32(pm.v[j]), vj = to_f32(pv.v[j]);

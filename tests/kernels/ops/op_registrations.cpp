@@ -89,6 +89,7 @@ OpRegistration fused_adamw_registration(DType moments) {
                {1, 1, 1},
                {7, 0, 0},
                {8, 1, 1},
+               {1030, 1, 0},
                {1031, 1, 0},
                {1031, 0, 1},
                {65537, 1, 0},
