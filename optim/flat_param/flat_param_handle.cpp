@@ -550,10 +550,18 @@ void FlatParamHandle::reduce_grads() {
     }
     if (replicas) groups_.replica->all_reduce(zero1_grad_, op, comm);
   }
-  // Note [Master in host memory]: down to the optimizer before `reduced_` says the reduction is done.
-  if (options_.master_on_host)
-    host_zero1_grad_.copy_async_(zero1_grad_, communicates ? comm : options_.stream);
-  if (communicates && comm != options_.stream) reduced_.record(comm);
+  // Note [Master in host memory]: down to the optimizer before `reduced_`
+  // says the reduction is done, on the communication stream also where
+  // nothing was reduced (a world of one), so that the compute stream goes on.
+  if (options_.master_on_host) {
+    if (!communicates && comm != options_.stream) {
+      zero1_grad_.storage().record_use(comm);
+      compute_ready_.record(options_.stream);
+      compute_ready_.wait(comm);
+    }
+    host_zero1_grad_.copy_async_(zero1_grad_, comm);
+  }
+  if ((communicates || options_.master_on_host) && comm != options_.stream) reduced_.record(comm);
   free_storage(full_prec_grad_);
 }
 
