@@ -198,6 +198,14 @@ expect_error "data from a directory" "data-dir is a directory" --data "$dir/data
 expect_error "mlp rows from a FIFO" "data.fifo.safetensors is a FIFO" --model mlp --data "$dir/data.fifo.safetensors"
 expect_usage "negative seed" "--seed: must be a whole number from 0 to 2\^64 - 1 \(got -1\)" --seed -1
 expect_usage "seed beyond 64 bits" "--seed: is above 2\^64 - 1" --seed 18446744073709551616
+# --save onto a pipe through /dev/stdout (a /proc link naming "pipe:[N]"):
+# refused before training, not after it.
+out=$("$train" --steps 2 --save /dev/stdout 2>&1 | cat)
+if grep -q "save /dev/stdout .* is a FIFO" <<<"$out" && ! grep -q "^step" <<<"$out"; then
+  echo "ok   --save onto a pipe: $out"
+else echo "FAIL --save onto a pipe: $out"; failures=$((failures + 1)); fi
+expect_error "--trace to a stream from several ranks" "--trace /dev/stderr is a stream, but each of several ranks" \
+  --ranks 2 --trace /dev/stderr
 expect_usage "steps beyond 63 bits" "--steps: is too large \(got 99999999999999999999" --steps 99999999999999999999
 # Variables of a launcher whose MPI is not the one zrt was built with (OpenMPI
 # keeps memory at exit: no leak check).

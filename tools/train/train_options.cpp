@@ -273,7 +273,13 @@ void check_outputs(const TrainOptions& o) {
     // --save is written whole and renamed into place: a regular file only,
     // through links (Note [Outputs write through links, never over
     // devices]). --metrics and --trace append as they go and may be streams.
-    if (out != &o.save && names_a_stream(*out)) continue;  // /dev/stdout, /dev/null, a FIFO
+    if (out != &o.save && names_a_stream(*out)) {  // /dev/stdout, /dev/null, a FIFO
+      // Several ranks write T.rank-R: beside a stream, names in /dev.
+      ZRT_CHECK_ARG(out != &o.trace || (o.ranks <= 1 && detect_launch().size <= 1), "--trace ",
+                    *out, " is a stream, but each of several ranks writes a trace of its own (",
+                    *out, ".rank-R); name a file");
+      continue;
+    }
     const fs::path target = output_file_target(*out, out_flag);
     check_output_clear_of_inputs({out_flag, *out}, inputs);  // Note [No output onto an input]
     ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
