@@ -6,6 +6,7 @@
 #include <exception>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -84,6 +85,9 @@ const ParamRecord* CheckpointReader::find_param(const std::string& fqn, std::siz
 SafetensorsReader& CheckpointReader::file(const RankRecord& rank) {
   // Only the calling thread opens files; read_shards opens them before its threads start.
   auto it = files_.find(rank.rank);
+  // A checkpoint of more ranks than the process may open files: the open
+  // ones are closed (reopened when needed again).
+  if (it == files_.end() && files_.size() >= kMaxOpenFiles) files_.clear();
   if (it == files_.end())
     it = files_
              .emplace(rank.rank, std::make_unique<SafetensorsReader>(
@@ -141,32 +145,44 @@ void CheckpointReader::read_shards(const std::vector<ShardKey>& keys) {
         std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
       continue;
     const RankRecord& r = holder(k.handle, k.zero1_rank);
-    file(r);  // opened here: the threads only read
     jobs.push_back({key, &r, shard_tensor_name(index_.handles[k.handle].name, k.kind)});
   }
   std::vector<Tensor> read(jobs.size());
   std::vector<std::exception_ptr> errors(jobs.size());
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t j; (j = next++) < jobs.size();) {
-      try {
-        read[j] = read_verified(*jobs[j].rank, jobs[j].name);
-      } catch (...) {
-        errors[j] = std::current_exception();
-      }
+  // The jobs in runs of at most kMaxOpenFiles files, each opened here before
+  // the threads start: the threads only read.
+  for (std::size_t begin = 0; begin < jobs.size();) {
+    std::set<int> ranks;
+    std::size_t end = begin;
+    for (; end < jobs.size(); ++end) {
+      if (!ranks.count(jobs[end].rank->rank) && ranks.size() == kMaxOpenFiles) break;
+      ranks.insert(jobs[end].rank->rank);
     }
-  };
-  // Reading from the page cache is a copy per thread: a few threads, not one per core.
-  const std::size_t threads =
-      std::min<std::size_t>({jobs.size(), 4, std::max(1u, std::thread::hardware_concurrency())});
-  std::vector<std::thread> pool;
-  try {
-    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  } catch (const std::system_error&) {
-    // No more threads to be had: those started and this one read them all.
+    std::erase_if(files_, [&](const auto& f) { return !ranks.count(f.first); });
+    for (std::size_t j = begin; j < end; ++j) file(*jobs[j].rank);
+    std::atomic<std::size_t> next{begin};
+    auto work = [&] {
+      for (std::size_t j; (j = next++) < end;) {
+        try {
+          read[j] = read_verified(*jobs[j].rank, jobs[j].name);
+        } catch (...) {
+          errors[j] = std::current_exception();
+        }
+      }
+    };
+    // Reading from the page cache is a copy per thread: a few threads, not one per core.
+    const std::size_t threads =
+        std::min<std::size_t>({end - begin, 4, std::max(1u, std::thread::hardware_concurrency())});
+    std::vector<std::thread> pool;
+    try {
+      for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: those started and this one read them all.
+    }
+    work();
+    for (std::thread& t : pool) t.join();
+    begin = end;
   }
-  work();
-  for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);  // the first failing shard, in key order
   for (std::size_t j = 0; j < jobs.size(); ++j) shards_[jobs[j].key] = read[j];

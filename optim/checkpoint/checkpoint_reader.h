@@ -60,7 +60,10 @@ class CheckpointReader {
   std::string step_dir_;
   CheckpointIndex index_;
   std::map<std::string, std::pair<std::size_t, std::size_t>> params_;  // fqn -> (handle, param)
-  std::map<int, std::unique_ptr<SafetensorsReader>> files_;            // by rank
+  // Rank files open at once, at most: far below the usual 1024 descriptors
+  // a process may hold, whatever the checkpoint's world size.
+  static constexpr std::size_t kMaxOpenFiles = 32;
+  std::map<int, std::unique_ptr<SafetensorsReader>> files_;  // by rank
   std::map<std::tuple<std::size_t, int, ShardKind>, Tensor> shards_;
 };
 

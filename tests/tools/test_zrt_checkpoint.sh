@@ -71,6 +71,15 @@ run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/ck" --save "$dir/final.st" |
   ok "export equals --save of the same step" || fail "export"
 if out=$("$python" "$here/load_export_torch.py" "$dir/export.st" 2>&1); then ok "PyTorch: $out"; else fail "PyTorch load: $out"; fi
 run --steps 2 --init-from "$dir/export.st" && ok "export loads with --init-from" || fail "--init-from export"
+# A checkpoint of more ranks than the process may open files: verify, export
+# and resume keep a bounded number open (the reader used to hold every one).
+"$ckpt" reshard "$dir/ck" --ranks 100 --out "$dir/r100" > /dev/null || fail "reshard to 100 ranks"
+if (ulimit -n 48 && "$ckpt" verify "$dir/r100" > /dev/null &&
+    "$ckpt" export "$dir/r100" --out "$dir/export100.st" > /dev/null &&
+    "$train" --log-every 1000 --steps 21 --batch-size 8 --seq-len 32 --resume "$dir/r100" > /dev/null) &&
+  cmp -s "$dir/export100.st" "$dir/final.st"; then
+  ok "100 rank files under ulimit -n 48: verify, export, resume"
+else fail "100 rank files under ulimit -n 48"; fi
 
 # 4. SIGTERM: finish the step, save, exit 0; the checkpoint resumes.
 rm -rf "$dir/sig"
