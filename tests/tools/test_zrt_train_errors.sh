@@ -52,12 +52,13 @@ expect_error "unknown flag value" "dtype" --dtype fp8
 expect_error "on-inconsistency without a check" "--on-inconsistency is read by --check-consistency N only" --on-inconsistency warn
 expect_error "fit without plan" "--fit 1GiB is read by --plan only" --fit 1GiB
 expect_error "fit-host without fit" "--fit-host 1GiB is read by --plan --fit only" --plan --fit-host 1GiB
+expect_error "a bad fit" "--fit: .abc. is not a byte count" --plan --fit abc
 expect_error "a bad fit-host" "--fit-host: '12parsecs': unknown unit 'parsecs'" --plan --fit 1GiB --fit-host 12parsecs
 expect_error "init file with missing keys" "h\.1\..*missing|missing.*h\.1\." --init-from "$dir/shallow.safetensors"
 expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safetensors"
 expect_error "init file with mis-shaped keys" "shape" --init-from "$dir/wide.safetensors"
 expect_error "init file that does not exist" "nope" --init-from "$dir/nope.safetensors"
-expect_error "zero3 size not dividing the world" "divide" --ranks 2 --strategy hybrid --zero3-size 3
+expect_error "zero3 size not dividing the world" "--zero3-size 3 does not divide the world of 2 ranks \(--ranks\)" --ranks 2 --strategy hybrid --zero3-size 3
 expect_error "block size shorter than the sequence" "block-size 32 is shorter than --seq-len 64" --block-size 32
 expect_error "prefetch deeper than 2" "prefetch" --prefetch 3
 expect_error "unknown reduce dtype" "reduce-dtype" --reduce-dtype fp8

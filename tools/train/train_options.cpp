@@ -193,6 +193,11 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
       !given(app, "--zero3-size") || strategy == S::hybrid_shard || strategy == S::layer_zero,
       "--zero3-size is read by --strategy hybrid and layer-zero only, not ",
       optim::strategy_name(strategy));
+  const std::int64_t zero3 = o.trainer.engine.zero.zero3_size;
+  const std::int64_t world = o.ranks > 0 ? o.ranks : detect_launch().size;
+  ZRT_CHECK_ARG(zero3 == 0 || world % zero3 == 0, "--zero3-size ", zero3,
+                " does not divide the world of ", world, " ranks (",
+                o.ranks > 0 ? "--ranks" : "the launcher's", "): its groups would not tile it");
   if (const LaunchInfo launch = detect_launch();
       launch.launcher == Launcher::torchrun && launch.size > 1)
     ZRT_CHECK_ARG(o.device == "cuda", "this process is rank ", launch.rank, " of ", launch.size,
@@ -536,14 +541,16 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
                 "--on-inconsistency is read by --check-consistency N only");
   ZRT_CHECK_ARG(o.fit_host.empty() || !o.fit.empty(), "--fit-host ", o.fit_host,
                 " is read by --plan --fit only");
-  if (!o.fit.empty()) parse_byte_count(o.fit);  // a bad budget fails now, with the flag
-  if (!o.fit_host.empty()) {
-    try {
-      parse_byte_count(o.fit_host);
-    } catch (const InvalidArgument& e) {
-      ZRT_THROW(InvalidArgument, "--fit-host: ", e.what());
+  // A bad budget fails now, with the flag.
+  for (const auto& [flag, budget] :
+       {std::pair{"--fit", &o.fit}, std::pair{"--fit-host", &o.fit_host}})
+    if (!budget->empty()) {
+      try {
+        parse_byte_count(*budget);
+      } catch (const InvalidArgument& e) {
+        ZRT_THROW(InvalidArgument, flag, ": ", e.what());
+      }
     }
-  }
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
   // A FIFO, a device or a directory fails now, by its flag (Note [One rule
   // for every file zrt reads]).
