@@ -461,6 +461,11 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
                   static_cast<long long>(trainer.next_step()),
                   static_cast<long long>(o.trainer.steps),
                   o.checkpoint_dir.empty() ? "" : "; continue with --resume");
+    // --save holds the final weights: a stopped run has none to write.
+    if (lead && !o.save.empty())
+      std::printf(
+          "zrt-train: --save %s was not written (the run did not finish)%s\n", o.save.c_str(),
+          o.checkpoint_dir.empty() ? "; without --checkpoint-dir nothing of it is kept" : "");
     return;
   }
   if (o.save.empty()) return;
