@@ -133,8 +133,13 @@ void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
   };
   try {
     header = json::parse(text, text + len, on_key);
-  } catch (const json::exception& e) {
-    ZRT_THROW(CheckpointError, source, ": bad safetensors JSON header: ", e.what());
+  } catch (const json::parse_error& e) {
+    ZRT_THROW(CheckpointError, source, ": the safetensors header (", len,
+              " bytes) is not valid JSON at byte ", e.byte,
+              ": the file is not safetensors, or is corrupt");
+  } catch (const json::exception&) {
+    ZRT_THROW(CheckpointError, source, ": the safetensors header (", len,
+              " bytes) is not valid JSON: the file is not safetensors, or is corrupt");
   }
   if (!repeated.empty())
     ZRT_THROW(CheckpointError, source, ": the safetensors header names tensor '", repeated,

@@ -266,7 +266,8 @@ expect_error "safetensors with overlapping tensors" "overlap" --init-from "$dir/
 expect_error "safetensors with a hole" "hole" --init-from "$dir/hole.safetensors"
 expect_error "truncated safetensors" "outside the data section" --init-from "$dir/truncated.safetensors"
 expect_error "safetensors with a huge header" "header of 1099511627776 bytes" --init-from "$dir/huge-header.safetensors"
-expect_error "safetensors with bad JSON" "bad safetensors JSON" --init-from "$dir/bad-json.safetensors"
+expect_error "--offload-optimizer disk onto a file" "disk:.*empty\.txt is not a directory" --offload-optimizer "disk:$dir/empty.txt"
+expect_error "safetensors with bad JSON" "safetensors header \(23 bytes\) is not valid JSON at byte" --init-from "$dir/bad-json.safetensors"
 expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"
 expect_error "safetensors naming a tensor twice" "names tensor 'a' twice" --init-from "$dir/duplicate-key.safetensors"
 # Finite weights only: a NaN planted in valid weights is named with its index.
