@@ -75,13 +75,18 @@ fs::path output_file_target(const std::string& path, const std::string& what) {
     p = next.is_absolute() ? next : p.parent_path() / next;
   }
   std::error_code ec;
-  fs::file_status s = fs::status(p, ec);
+  const fs::file_status s = fs::status(p, ec);
   // A link under /proc/self/fd names a pipe or socket by text ("pipe:[N]"),
   // no path to follow: the kernel's own resolution says what it is.
   if (s.type() == fs::file_type::not_found) {
     const fs::file_status direct = fs::status(path, ec);
-    if (direct.type() != fs::file_type::not_found && direct.type() != fs::file_type::none)
-      s = direct;
+    if (direct.type() != fs::file_type::not_found && direct.type() != fs::file_type::none) {
+      ZRT_CHECK_ARG(direct.type() != fs::file_type::regular, what, " ", path,
+                    " names an open file without a path (a deleted file or a descriptor); "
+                    "zrt writes its outputs to a path");
+      ZRT_THROW(InvalidArgument, what, " ", path, " is ", file_type_name(direct.type()),
+                "; zrt writes its outputs only to regular files");
+    }
   }
   ZRT_CHECK_ARG(s.type() == fs::file_type::not_found || s.type() == fs::file_type::regular, what,
                 " ", path, (p.string() == path ? std::string() : " (-> " + p.string() + ")"),

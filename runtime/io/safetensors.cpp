@@ -135,7 +135,7 @@ void parse_header(const char* text, std::uint64_t len, std::uint64_t data_bytes,
     header = json::parse(text, text + len, on_key);
   } catch (const json::parse_error& e) {
     ZRT_THROW(CheckpointError, source, ": the safetensors header (", len,
-              " bytes) is not valid JSON at byte ", e.byte,
+              " bytes) is not valid JSON at its byte ", e.byte,
               ": the file is not safetensors, or is corrupt");
   } catch (const json::exception&) {
     ZRT_THROW(CheckpointError, source, ": the safetensors header (", len,

@@ -146,8 +146,8 @@ expect_error "--resume without a path or directory" "checkpoint-dir" "$train" --
 expect_error "--resume of a missing step" "step-000999.*no such checkpoint" "$train" --resume "$dir/ck/step-000999"
 expect_error "--resume into another model" "another model" "$train" --model mlp --resume "$dir/ck"
 expect_error "--resume into another width" "wte.weight was saved as \\[256, 32\\] but the model has \\[256, 64\\]" "$train" --n-embd 64 --checkpoint-dir "$dir/ck" --resume
-cp -r "$dir/ck" "$dir/other-run"
-expect_error "--resume from outside a directory holding steps" "already holds steps .* of another run" \
+run --steps 2 --batch-size 8 --seq-len 32 --seed 5 --checkpoint-dir "$dir/other-run" || fail "another run"
+expect_error "--resume another run into a directory holding steps" "holds steps 20 of another run" \
   "$train" --resume "$dir/other-run" --checkpoint-dir "$dir/ck" --keep-last 1
 expect_error "--checkpoint-every negative" "checkpoint-every" "$train" --checkpoint-dir "$dir/x" --checkpoint-every -1
 : > "$dir/a-file"

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/output_path.h"
@@ -80,18 +82,47 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }
 
+namespace {
+
+// What makes checkpoints steps of one run: the model (its parameters' names
+// and shapes) and the seed. A copy of the run, or the same job requeued,
+// has the same; another run rarely does.
+std::string run_identity(const optim::CheckpointIndex& index) {
+  std::vector<std::string> params;
+  for (const optim::HandleRecord& h : index.handles)
+    for (const optim::ParamRecord& p : h.params) params.push_back(p.fqn + shape_str(p.shape));
+  std::sort(params.begin(), params.end());
+  std::string id;
+  for (const std::string& p : params) id += p + ";";
+  const nlohmann::json run = nlohmann::json::parse(index.run_json, nullptr, false);
+  if (run.is_object() && run.contains("seed")) id += " seed " + run["seed"].dump();
+  return id;
+}
+
+}  // namespace
+
 void check_continues_checkpoint_dir(const std::string& dir, bool resume,
                                     const std::string& resume_from) {
   const std::vector<std::int64_t> steps = optim::complete_steps(dir);
   if (steps.empty()) return;
   if (!resume_from.empty()) {
-    // A rollback to one of DIR's own steps sets the newer ones aside; steps
-    // of another run would be set aside or pruned as if they were this one's.
-    ZRT_CHECK_ARG(path_is_within(resume_from, dir), "--checkpoint-dir ", dir,
-                  " already holds steps ", list_steps(steps), " of another run than --resume ",
-                  resume_from,
-                  ", which is outside it: continuing there would set those steps aside or prune "
-                  "them (--keep-last); name an empty --checkpoint-dir, or resume one of its steps");
+    // A rollback to one of DIR's own steps, or a copy of the run resumed into
+    // it, sets the newer steps aside; steps of another run would be set aside
+    // or pruned as if they were this one's.
+    if (path_is_within(resume_from, dir)) return;
+    std::string ours, theirs;
+    try {
+      ours = run_identity(optim::CheckpointReader(resume_from).index());
+      theirs = run_identity(
+          optim::CheckpointReader((fs::path(dir) / optim::step_dir_name(steps.back())).string())
+              .index());
+    } catch (const CheckpointError&) {
+      return;  // an unreadable --resume is named when it is loaded
+    }
+    ZRT_CHECK_ARG(ours == theirs, "--checkpoint-dir ", dir, " holds steps ", list_steps(steps),
+                  " of another run (another model or --seed) than --resume ", resume_from,
+                  ": continuing there would set those steps aside or prune them (--keep-last); "
+                  "name an empty --checkpoint-dir, or continue its own run with --resume alone");
     return;
   }
   ZRT_CHECK_ARG(

@@ -8,8 +8,9 @@
 // - A --checkpoint-dir that holds steps is continued, never restarted: without
 //   --resume, or with --resume but no `latest` naming one of its steps, the
 //   run refuses to start (it would overwrite them at the same step numbers).
-//   So does --resume PATH outside it: its steps are another run's, which the
-//   rollback below and --keep-last would take for this run's.
+//   So does --resume PATH outside it when DIR's steps are another run's
+//   (another model or seed): the rollback below and --keep-last would take
+//   them for this run's. A copy of the run, or the job requeued, goes on.
 // - One run at a time: the lead rank holds an flock on DIR/.zrt-run.lock for
 //   the whole run, and writes its pid, host and start time into it; a second
 //   run fails at once naming them. The kernel drops the lock when the holder
@@ -46,8 +47,9 @@ class RunLock {
 };
 
 // Refuses (InvalidArgument) to start a run that would overwrite the steps
-// DIR holds, or set aside or prune them when --resume names a checkpoint
-// outside DIR (`resume_from`; empty: none) (Note [Resuming never loses work]).
+// DIR holds, or set aside or prune another run's when --resume names a
+// checkpoint outside DIR (`resume_from`; empty: none) (Note [Resuming never
+// loses work]).
 void check_continues_checkpoint_dir(const std::string& dir, bool resume,
                                     const std::string& resume_from);
 

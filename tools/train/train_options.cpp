@@ -6,14 +6,17 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "tools/common/cli_rules.h"
 #include "tools/train/run_directory.h"
@@ -64,10 +67,15 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
           return std::string("must be ") + noun + " (got " + v + ")";
         }
         if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
-        // A whole number past 2^63 - 1 would saturate in a 64-bit flag.
-        const bool whole = v.find_first_not_of("+-0123456789") == std::string::npos;
-        if (whole && std::fabs(x) >= 0x1p63)
-          return std::string("is too large (got ") + v + "; at most 2^63 - 1)";
+        // A whole number outside 64 bits would saturate in a 64-bit flag
+        // (parsed as strtoll does, so hexadecimal too).
+        static const std::regex kWhole("[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)");
+        if (std::regex_match(v, kWhole)) {
+          errno = 0;
+          (void)std::strtoll(v.c_str(), nullptr, 0);
+          if (errno == ERANGE)
+            return std::string("is out of range (got ") + v + "; -2^63 to 2^63 - 1)";
+        }
         return ok(x) ? std::string() : std::string(rule) + " (got " + v + ")";
       },
       name);
@@ -196,21 +204,26 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
   const std::int64_t zero3 = o.trainer.engine.zero.zero3_size;
   const std::int64_t world = o.ranks > 0 ? o.ranks : detect_launch().size;
   ZRT_CHECK_ARG(zero3 == 0 || world % zero3 == 0, "--zero3-size ", zero3,
-                " does not divide the world of ", world, " ranks (",
-                o.ranks > 0 ? "--ranks" : "the launcher's", "): its groups would not tile it");
+                " does not divide the world of ", world,
+                o.ranks > 0 ? " ranks (--ranks)"
+                : world > 1 ? " ranks (the launcher's)"
+                            : " rank (a single process: add --ranks N or launch with mpirun)",
+                ": its groups would not tile it");
   if (const LaunchInfo launch = detect_launch();
       launch.launcher == Launcher::torchrun && launch.size > 1)
     ZRT_CHECK_ARG(o.device == "cuda", "this process is rank ", launch.rank, " of ", launch.size,
                   " launched torchrun-style (RANK and WORLD_SIZE are set), whose world is NCCL "
                   "over CUDA devices: add --device cuda, or run CPU ranks with mpirun or --ranks");
-  if (o.transport == "mpi") {
-    const Launcher launcher = detect_launch().launcher;
-    ZRT_CHECK_ARG(launcher == Launcher::mpirun || launcher == Launcher::slurm,
+  if (o.transport == "mpi" && !o.plan) {  // --plan moves nothing
+    const LaunchInfo launch = detect_launch();
+    ZRT_CHECK_ARG(launch.launcher == Launcher::mpirun || launch.launcher == Launcher::slurm ||
+                      (launch.size <= 1 && o.ranks <= 1),
                   "--transport mpi carries the collectives of a world launched by mpirun or srun; "
                   "this process is ",
-                  launcher == Launcher::torchrun ? "launched torchrun-style (NCCL)"
-                                                 : "not launched by either",
-                  o.ranks > 0 ? " (--ranks starts local ranks, which share memory)" : "");
+                  launch.launcher == Launcher::torchrun ? "launched torchrun-style (NCCL)"
+                                                        : "not launched by either",
+                  o.ranks > 0 ? " (--ranks starts local ranks, which share memory)" : "",
+                  ": drop --transport mpi");
   }
   if (o.ranks > 0) {
     const LaunchInfo launch = detect_launch();
