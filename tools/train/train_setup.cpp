@@ -51,8 +51,8 @@ void check_offload_dir(const optim::OptimizerOffload& offload) {
   namespace fs = std::filesystem;
   std::error_code ec;
   ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", offload.str(), ": ",
-                offload.dir,
-                fs::exists(offload.dir, ec) ? " is not a directory" : " does not exist");
+                fs::exists(offload.dir, ec) ? offload.dir + " is not a directory"
+                                            : "directory " + offload.dir + " does not exist");
   ZRT_CHECK_ARG(::access(offload.dir.c_str(), W_OK) == 0, "--offload-optimizer ", offload.str(),
                 ": directory ", offload.dir, " is not writable");
 }
