@@ -1,6 +1,7 @@
 #include "zrt/model_zoo/data/data_files.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +131,12 @@ Dataset load_row_dataset(const std::string& path) {
                   " is negative");
     d.n_classes = std::max(d.n_classes, labels[i] + 1);
   }
+  // A NaN or Inf feature would train on silently, every loss after it NaN.
+  const float* features = d.x.data<float>();
+  const std::int64_t d_in = d.x.shape()[1];
+  for (std::int64_t i = 0; i < d.x.numel(); ++i)
+    ZRT_CHECK_ARG(std::isfinite(features[i]), "data file ", path, ": feature ", i % d_in,
+                  " of row ", i / d_in, " is ", features[i], " (x must be finite)");
   d.source = path;
   return d;
 }

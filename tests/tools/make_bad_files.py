@@ -42,3 +42,13 @@ safetensors("bad-dtype.safetensors", {"a": entry("F7", [1], 0, 4)}, f32([1]))
 safetensors("duplicate-key.safetensors",
             b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
             b'"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}', f32([1, 2]))
+# MLP rows for the tiny preset (x f32 [3, 16], y i64 [3]), one feature not finite.
+def rows(name, bad_index, bad_value):
+    x = [0.25 * (i % 7) - 0.5 for i in range(48)]
+    x[bad_index] = bad_value
+    y = struct.pack("<3q", 0, 1, 0)
+    safetensors(name, {"x": entry("F32", [3, 16], 0, 192), "y": entry("I64", [3], 192, 216)}, f32(x) + y)
+
+
+rows("nan-rows.safetensors", 16 + 5, math.nan)
+rows("inf-rows.safetensors", 32 + 15, -math.inf)

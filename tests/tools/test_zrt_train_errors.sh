@@ -269,6 +269,8 @@ expect_error "safetensors with a huge header" "header of 1099511627776 bytes" --
 expect_error "--offload-optimizer disk onto a file" "disk:.*empty\.txt is not a directory" --offload-optimizer "disk:$dir/empty.txt"
 expect_error "safetensors with bad JSON" "safetensors header \(23 bytes\) is not valid JSON at its byte" --init-from "$dir/bad-json.safetensors"
 expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"
+expect_error "NaN feature in MLP rows" "nan-rows.safetensors: feature 5 of row 1 is nan" --model mlp --data "$dir/nan-rows.safetensors"
+expect_error "Inf feature in MLP rows" "inf-rows.safetensors: feature 15 of row 2 is -inf" --model mlp --data "$dir/inf-rows.safetensors"
 expect_error "safetensors naming a tensor twice" "names tensor 'a' twice" --init-from "$dir/duplicate-key.safetensors"
 # Finite weights only: a NaN planted in valid weights is named with its index.
 python3 - "$dir/shallow.safetensors" "$dir/nan.safetensors" <<'PY' || { echo "FAIL: cannot plant a NaN"; exit 1; }
