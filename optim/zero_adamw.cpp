@@ -144,7 +144,7 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
     r.consecutive_skips = ++consecutive_skips_;
     r.step = step_;
     if (options_.max_consecutive_skips > 0 && consecutive_skips_ >= options_.max_consecutive_skips)
-      ZRT_THROW(TooManySkippedSteps, "ZeroAdamW: ", consecutive_skips_,
+      ZRT_THROW(TooManySkippedSteps, consecutive_skips_,
                 " optimizer steps in a row were skipped for non-finite gradients (limit ",
                 options_.max_consecutive_skips, "; ", skipped_total_,
                 " skipped in total, loss scale ", r.loss_scale, ")");

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "tools/common/cli_rules.h"
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
 #include "zrt/runtime/error.h"
@@ -148,3 +149,64 @@ BOOST_AUTO_TEST_CASE(the_docs_list_every_variable) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// A small command line: a scalar, a list, a flag, or one required command.
+struct ToyCli {
+  CLI::App app{"toy"};
+  int steps = 0;
+  std::vector<int> hidden;
+  bool on = false;
+  explicit ToyCli(bool command = false) {
+    app.add_option("--steps", steps);
+    app.add_option("--hidden", hidden)->delimiter(',');
+    app.add_flag("--on", on);
+    if (command) app.add_subcommand("run", "run it");
+    if (command) app.require_subcommand(1);
+  }
+  // What a user of `toy ARGS` reads: the check of repeats, then the parse.
+  std::string error(std::vector<const char*> args) {
+    args.insert(args.begin(), "toy");
+    try {
+      tools::check_flags_given_once(app, static_cast<int>(args.size()), args.data());
+      app.parse(static_cast<int>(args.size()), const_cast<char**>(args.data()));
+    } catch (const CLI::ParseError& e) {
+      return tools::parse_error_text(app, e);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
+  const std::vector<std::pair<std::vector<const char*>, std::string>> cases = {
+      {{"--steps", "1", "--steps", "2"}, "--steps is given more than once; give it once"},
+      {{"--hidden", "64", "--on", "--hidden=32"},
+       "--hidden is given more than once; give it once (a list goes in one value, "
+       "comma-separated)"},
+      {{"--steps", "1.5"}, "--steps: 1.5 is not a whole number"},
+      {{"--on", "--steps"}, "--steps needs a whole number"},
+      {{"--bogus", "3", "--on"}, "unknown flag --bogus"},
+      {{"--steps", "3", "4"}, "unexpected value '4': a flag takes one value"},
+  };
+  for (const auto& [args, expected] : cases) {
+    ToyCli cli;
+    const std::string got = cli.error(args);
+    BOOST_TEST(got == expected, "toy " << args.size() << " args: got '" << got << "'");
+  }
+  for (const auto& [args, expected] : std::vector<std::pair<std::vector<const char*>, std::string>>{
+           {{}, "no command given (one of: run)"},
+           {{"walk"}, "unknown command 'walk' (one of: run)"},
+           {{"--x"}, "unknown flag --x before a command (one of: run)"}}) {
+    ToyCli cli(true);
+    const std::string got = cli.error(args);
+    BOOST_TEST(got == expected, "toy " << args.size() << " args: got '" << got << "'");
+  }
+  ToyCli fine;  // a list in one value, a repeated value that is no flag
+  BOOST_TEST(fine.error({"--hidden", "64,32", "--steps", "2"}).empty());
+  BOOST_TEST((fine.hidden == std::vector<int>{64, 32}));
+}

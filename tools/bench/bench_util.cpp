@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "tools/common/cli_rules.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt::bench {
@@ -52,7 +53,8 @@ void OptionParser::parse(int argc, char** argv) {
     std::printf("%s", app_->help().c_str());
     std::exit(0);
   } catch (const CLI::ParseError& e) {
-    ZRT_THROW(InvalidArgument, e.what(), " (zrt-bench ", who_, " --help lists the options)");
+    ZRT_THROW(InvalidArgument, tools::parse_error_text(*app_, e), " (zrt-bench ", who_,
+              " --help lists the options)");
   }
   ZRT_CHECK_ARG(reps_ == nullptr || *reps_ > 0, who_, ": --reps must be positive");
 }

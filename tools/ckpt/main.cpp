@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    tools::report_error("zrt-ckpt", e);
+    tools::report_error("zrt-ckpt", InvalidArgument(tools::parse_error_text(app, e)));
     std::fprintf(stderr, "Run with --help for more information.\n");
     return 2;
   }

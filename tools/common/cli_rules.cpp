@@ -1,6 +1,11 @@
 #include "tools/common/cli_rules.h"
 
+#include <map>
+#include <regex>
+#include <sstream>
 #include <string>
+
+#include "zrt/runtime/error.h"
 
 namespace zrt::tools {
 
@@ -24,6 +29,79 @@ CLI::Validator whole_number(long long lo, long long hi) {
       hi == std::numeric_limits<long long>::max()
           ? "INT>=" + std::to_string(lo)
           : "INT in " + std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+namespace {
+
+// The option called `name` in `app` or one of its subcommands, or null.
+const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
+  if (const CLI::Option* o = app.get_option_no_throw(name)) return o;
+  for (const CLI::App* sub : app.get_subcommands({}))
+    if (const CLI::Option* o = find_option(*sub, name)) return o;
+  return nullptr;
+}
+
+// "INT:POSITIVE" → "a whole number"; "FLOAT" → "a number"; else the type.
+std::string what_it_takes(const CLI::App& app, const std::string& name) {
+  const CLI::Option* o = find_option(app, name);
+  const std::string type = o ? o->get_type_name() : "";
+  if (type.starts_with("INT") || type.starts_with("UINT")) return "a whole number";
+  if (type.starts_with("FLOAT")) return "a number";
+  return type.empty() || type.starts_with("TEXT") ? "a value" : "a value (" + type + ")";
+}
+
+// CLI11's extras: unknown flags first (a value after one is its value), else the values.
+std::string unexpected_args(const std::string& list) {
+  std::istringstream in(list);
+  std::string arg, flags, values;
+  while (in >> arg)
+    if (arg.starts_with("-"))
+      flags += (flags.empty() ? "unknown flag " : ", ") + arg;
+    else
+      values += (values.empty() ? "unexpected value '" : "', '") + arg;
+  return !flags.empty() ? flags : values + "': a flag takes one value";
+}
+
+}  // namespace
+
+std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string text = e.what();
+  std::smatch m;
+  if (std::regex_match(text, m,
+                       std::regex("The following arguments? (?:was|were) not expected: (.*)")))
+    return unexpected_args(m[1]);
+  if (std::regex_match(text, m, std::regex("Could not convert: (\\S+) = (.*)")))
+    return std::string(m[1]) + ": " + std::string(m[2]) + " is not " + what_it_takes(app, m[1]);
+  if (std::regex_match(text, m, std::regex("(\\S+): At Most \\d+ required but received \\d+")))
+    return std::string(m[1]) + " is given more than once; give it once";
+  if (std::regex_match(text, m, std::regex("(\\S+): \\d+ required \\S+ missing")))
+    return std::string(m[1]) + " needs " + what_it_takes(app, m[1]);
+  if (text == "A subcommand is required") {
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    const std::vector<std::string> rest = app.remaining();
+    const std::string first = rest.empty() ? "" : rest.front();
+    return (first.empty()            ? "no command given"
+            : first.starts_with("-") ? "unknown flag " + first + " before a command"
+                                     : "unknown command '" + first + "'") +
+           " (one of: " + names + ")";
+  }
+  return text;
+}
+
+void check_flags_given_once(const CLI::App& app, int argc, const char* const* argv) {
+  std::map<std::string, int> seen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!arg.starts_with("--")) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (app.get_option_no_throw(name) != nullptr)
+      ZRT_CHECK_ARG(++seen[name] == 1, name, " is given more than once; give it once",
+                    find_option(app, name)->get_expected_max() > 1
+                        ? " (a list goes in one value, comma-separated)"
+                        : std::string());
+  }
 }
 
 }  // namespace zrt::tools

@@ -425,7 +425,14 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
   const bool lead = world.rank() == 0;
   DivergenceWatch divergence(o.trainer.steps);
   for (std::int64_t s = trainer.next_step(); s < o.trainer.steps; ++s) {
-    const model_zoo::StepReport r = trainer.step();
+    model_zoo::StepReport r;
+    try {
+      r = trainer.step();
+    } catch (const optim::TooManySkippedSteps& e) {  // the same step on every rank
+      ZRT_THROW(optim::TooManySkippedSteps, "the run stopped at --max-skipped-steps ",
+                o.trainer.engine.zero.adamw.max_consecutive_skips, ": ", e.what(),
+                "; lower --lr or use --dtype bf16");
+    }
     divergence.add(r.stats);
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank
       for (const std::string& f : r.stats.inconsistencies)

@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <string_view>
 
 #include "tools/common/cli_rules.h"
 #include "tools/train/run_directory.h"
@@ -616,15 +617,24 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                      "continue from a checkpoint: a step directory, or (no value) `latest` under "
                      "--checkpoint-dir, starting fresh if there is none yet")
           ->expected(0, 1);
+  tools::check_flags_given_once(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     std::cout << app.help();
     return false;
   } catch (const CLI::ParseError& e) {
-    ZRT_THROW(InvalidArgument, e.what());
+    ZRT_THROW(InvalidArgument, tools::parse_error_text(app, e),
+              " (zrt-train --help lists the flags)");
   }
   o.resume = resume->count() > 0;
+  // `--resume ""` (an unset shell variable) would read as the bare flag: `latest`.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    ZRT_CHECK_ARG(arg != "--resume=" && (arg != "--resume" || i + 1 == argc || *argv[i + 1]),
+                  "--resume: the path is empty; give --resume no value to continue from "
+                  "`latest` under --checkpoint-dir");
+  }
   o.flag_values = parsed_flag_values(app);
   o.as_given = {o.trainer.model.block_size.value_or(0), o.trainer.schedule.warmup_steps};
   resolve_dependent_defaults(app, o);
