@@ -348,7 +348,10 @@ void add_model_flags(CLI::App& app, TrainOptions& o) {
   model_zoo::ModelConfig& m = o.trainer.model;
   app.add_option("--model", m.kind, "model kind")->check(CLI::IsMember({"gpt", "mlp"}));
   app.add_option("--preset", m.preset, "model preset (gpt: tiny, small, gpt2-124m; mlp: tiny)");
-  add_override(app, "--n-layer", m.n_layer, "gpt: transformer blocks");
+  // Bounded so that a typo cannot build millions of layers' definitions
+  // (about 2 KB each) before the memory check refuses the model.
+  add_override(app, "--n-layer", m.n_layer, "gpt: transformer blocks")
+      ->check(tools::whole_number(1, 1 << 16));
   add_override(app, "--n-head", m.n_head, "gpt: attention heads");
   add_override(app, "--n-embd", m.n_embd, "gpt: embedding width");
   add_override(app, "--vocab-size", m.vocab_size, "gpt: vocabulary size");
