@@ -81,5 +81,14 @@ if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --
 else
   echo "FAIL --lr 1e-3 and --lr 0.001: $(cat "$dir/same.txt")"; failures=$((failures + 1))
 fi
+# Open MPI gives ranks a pty: output to a file still gets a line per --log-every, not a \r per step.
+"$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$train" "${base[@]}" --steps 25 --log-every 10 --seq-len 16 \
+  > "$dir/log.txt" 2>&1
+if ! grep -q $'\r' "$dir/log.txt" && [ "$(grep -c '^step' "$dir/log.txt")" -eq 4 ]; then
+  echo "ok   --log-every 10 under mpirun: 4 progress lines for 25 steps"
+else
+  echo "FAIL --log-every 10 under mpirun: $(grep -c $'\r' "$dir/log.txt") lines with \\r: $(tr '\r' '\n' < "$dir/log.txt" | head -5)"
+  failures=$((failures + 1))
+fi
 [ $failures -eq 0 ] && echo "all cases passed"
 exit $((failures > 0))

@@ -279,6 +279,14 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
   return true;
 }
 
+// Whether progress rewrites one line (\r) instead of printing a line each
+// --log-every steps. Under a launcher a rank's stdout may be a pty (Open
+// MPI's) while the job's output goes to a file, which a rewritten line
+// would fill with every step.
+bool rewrites_progress_line() {
+  return isatty(fileno(stdout)) && detect_launch().launcher == Launcher::single;
+}
+
 // --checkpoint-dir: saves a step once; with --checkpoint-async, the save
 // being written is waited for (and its failure thrown) by the next save and
 // by finish().
@@ -306,7 +314,7 @@ class Checkpointer {
   void said_saved(const std::string& dir) {
     if (!lead_ || dir.empty()) return;
     std::lock_guard lock(io_);
-    std::printf("%szrt-train: saved checkpoint %s\n", isatty(fileno(stdout)) ? "\n" : "",
+    std::printf("%szrt-train: saved checkpoint %s\n", rewrites_progress_line() ? "\n" : "",
                 dir.c_str());
   }
   model_zoo::Trainer& trainer_;
@@ -322,7 +330,7 @@ class StepReporter {
  public:
   // Files are opened only after every input was validated: bad input writes nothing.
   StepReporter(const TrainOptions& o, bool lead, bool resumed, std::int64_t first, std::mutex& io)
-      : o_(o), tty_(lead && isatty(fileno(stdout))), first_(first), io_(io) {
+      : o_(o), tty_(lead && rewrites_progress_line()), first_(first), io_(io) {
     if (!lead || o.metrics.empty()) return;
     // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
     if (resumed) truncate_metrics_at(o.metrics, first);
