@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(every_checked_variable_refuses_nonsense) {
     }
     ::unsetenv(v.name);
   }
-  BOOST_TEST(checked == 13);
+  BOOST_TEST(checked == 14);
   BOOST_TEST(tools::check_environment_variables().empty());
 }
 
@@ -107,7 +107,9 @@ BOOST_AUTO_TEST_CASE(the_accepted_values_pass) {
                              {"ZRT_LINK_GBPS", "100"},
                              {"ZRT_LINK_GBPS", "0"},
                              {"ZRT_LINK_US", "5.5"},
-                             {"ZRT_POISON_MEMORY", "1"}}) {
+                             {"ZRT_POISON_MEMORY", "1"},
+                             {"ZRT_FLIGHT_RECORDER_DIR", "."},
+                             {"ZRT_FLIGHT_RECORDER_DIR", ""}}) {
     ::setenv(name, value, 1);
     BOOST_CHECK_NO_THROW(tools::check_environment_variables());
     ::unsetenv(name);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
@@ -43,8 +44,17 @@ constexpr EnvVariable kVariables[] = {
     {"ZRT_FLIGHT_RECORDER_ENTRIES", "a whole number from 1 to 1000000 (default 256)",
      "collectives each rank's flight recorder keeps",
      [] { (void)default_flight_recorder_entries(); }},
-    {"ZRT_FLIGHT_RECORDER_DIR", "a directory",
-     "where the flight records of a failed collective are written", nullptr},
+    {"ZRT_FLIGHT_RECORDER_DIR", "an existing writable directory",
+     "where the flight records of a failed collective are written",
+     [] {  // checked now: it is written only when a collective has failed
+       const char* v = env("ZRT_FLIGHT_RECORDER_DIR");
+       std::error_code ec;
+       ZRT_CHECK_ARG(!*v || std::filesystem::is_directory(v, ec), "ZRT_FLIGHT_RECORDER_DIR='", v,
+                     "' is not an existing directory (the flight records of a failed "
+                     "collective go there)");
+       ZRT_CHECK_ARG(!*v || ::access(v, W_OK) == 0, "ZRT_FLIGHT_RECORDER_DIR='", v,
+                     "' is a directory this process cannot write");
+     }},
     {"ZRT_POISON_MEMORY", "0 or 1", "1: fill every new allocation with 0xFF bytes (NaN)",
      [] { (void)env_poison_memory(); }},
     {"ZRT_CPU_THREADS", "a whole number from 1 to 1024",
