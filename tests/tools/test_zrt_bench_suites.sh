@@ -43,8 +43,10 @@ fails() {
   shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
   echo "ok   $name: $(head -n 1 <<<"$out")"
 }
-fails "ops of 0 reps" "zrt-bench ops: error: ops: --reps must be positive" ops --reps 0
-fails "a reps that is no number" "--reps" ops --reps many
+fails "ops of 0 reps" "zrt-bench ops: error: --reps must be positive \(got 0\)" ops --reps 0
+fails "a reps that is no number" "--reps: many is not a whole number" ops --reps many
+fails "an --op no op has" "zrt-bench ops: error: --op 'nope' is in no op's name \(cast" ops --op nope
+fails "a comm --op" "zrt-bench comm: error: --op 'gather' is not one of all_gather" comm --op gather
 fails "an unknown suite" "unknown suite 'kernel'" kernel
 ZRT_TF32=junk fails "ZRT_TF32 of junk" "zrt-bench tensor: error: ZRT_TF32='junk' is not one of 0, 1" tensor
 ZRT_SIMPLE_KERNELS=junk fails "ZRT_SIMPLE_KERNELS of junk" "ZRT_SIMPLE_KERNELS='junk': 'junk' is not a kernel" tensor

@@ -162,7 +162,7 @@ mkdir -p "$dir/latest-dir/latest"
 expect_error "info where latest is a directory" "latest-dir/latest is a directory, not a file" "$ckpt" info "$dir/latest-dir"
 expect_error "resume where latest is a directory" "latest-dir/latest is a directory, not a file" "$train" \
   --checkpoint-dir "$dir/latest-dir" --resume
-expect_error "reshard with a zero3 size not dividing" "divide" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \
+expect_error "reshard with a zero3 size not dividing" "reshard --zero3-size 3 does not divide --ranks 4" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \
   --zero3-size 3 --out "$dir/x"
 expect_error "reshard into the checkpoint itself" "contain|never replaces a step" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
 cp -r "$dir/ck" "$dir/bad"

@@ -56,11 +56,12 @@ Options parse(int argc, char** argv) {
       .value("--ranks", o.ranks)
       .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.op == "all_gather" || o.op == "reduce_scatter" || o.op == "all_reduce",
-                "zrt-bench comm: unknown --op ", o.op);
-  ZRT_CHECK_ARG(o.backend == "local" || o.backend == "mpi", "zrt-bench comm: unknown --backend ",
-                o.backend);
-  ZRT_CHECK_ARG(o.ranks >= 1 && o.bytes >= 0, "zrt-bench comm: bad sizes");
+  ZRT_CHECK_ARG(o.op == "all_gather" || o.op == "reduce_scatter" || o.op == "all_reduce", "--op '",
+                o.op, "' is not one of all_gather, reduce_scatter, all_reduce");
+  ZRT_CHECK_ARG(o.backend == "local" || o.backend == "mpi", "--backend '", o.backend,
+                "' is not one of local, mpi");
+  ZRT_CHECK_ARG(o.ranks >= 1, "--ranks must be at least 1 (got ", o.ranks, ")");
+  ZRT_CHECK_ARG(o.bytes >= 0, "--size must not be negative (got ", o.bytes, ")");
   return o;
 }
 

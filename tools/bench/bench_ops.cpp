@@ -49,6 +49,14 @@ std::string dims_str(const test::OpDims& d) {
 
 int bench_ops(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  std::string names;  // a filter that matches nothing would print an empty table
+  bool any = false;
+  for (const test::OpRegistration& r : test::all_registrations())
+    if (!r.perf_dims.empty() && r.cost) {
+      names += (names.empty() ? "" : ", ") + r.name;
+      any = any || r.name.find(o.op) != std::string::npos;
+    }
+  ZRT_CHECK_ARG(any, "--op '", o.op, "' is in no op's name (", names, ")");
   std::optional<OwnedStream> owned;
   if (o.device.is_cuda()) owned.emplace(o.device);
   const Stream s = owned ? owned->get() : Stream{};

@@ -56,7 +56,8 @@ void OptionParser::parse(int argc, char** argv) {
     ZRT_THROW(InvalidArgument, tools::parse_error_text(*app_, e), " (zrt-bench ", who_,
               " --help lists the options)");
   }
-  ZRT_CHECK_ARG(reps_ == nullptr || *reps_ > 0, who_, ": --reps must be positive");
+  ZRT_CHECK_ARG(reps_ == nullptr || *reps_ > 0, "--reps must be positive (got ", reps_ ? *reps_ : 0,
+                ")");
 }
 
 double median(std::vector<double> v) {

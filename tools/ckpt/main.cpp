@@ -206,6 +206,8 @@ int main(int argc, char** argv) {
                         *s == optim::ShardingStrategy::layer_zero,
                     "reshard --zero3-size is read by --strategy hybrid and layer-zero only, not ",
                     optim::strategy_name(*s));
+      ZRT_CHECK_ARG(zero3 == 0 || ranks % zero3 == 0, "reshard --zero3-size ", zero3,
+                    " does not divide --ranks ", ranks, ": its groups would not tile the world");
       ckpt::check_reshard_destination(path, out, force);
       const std::string dir = zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3);
       std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks,
