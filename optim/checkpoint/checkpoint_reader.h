@@ -51,10 +51,11 @@ class CheckpointReader {
   // Reads every tensor of every rank file and checks dtype, shape and
   // checksum; returns the bytes read.
   std::uint64_t verify_all();
+  // The rank file holding handle h's zero1 shard z.
+  const RankRecord& holder(std::size_t h, int z) const;
 
  private:
   Tensor read_verified(const RankRecord& rank, const std::string& name);
-  const RankRecord& holder(std::size_t h, int z) const;  // the rank file with zero1 shard z
   SafetensorsReader& file(const RankRecord& rank);
 
   std::string step_dir_;

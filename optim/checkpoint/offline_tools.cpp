@@ -26,19 +26,25 @@ std::size_t export_params(const std::string& checkpoint, const std::string& out)
   for (const HandleRecord& h : index.handles)
     for (const ParamRecord& p : h.params) specs[p.fqn] = {DType::f32, p.shape};
   SafetensorsWriter file(out, specs);
-  for (std::size_t k = 0; k < index.handles.size(); ++k) {
+  // Rank file by rank file: the reader keeps a few open, so handle by handle
+  // would open every file once per handle in a world of many ranks.
+  std::vector<std::pair<std::size_t, int>> shards;  // (handle, zero1 shard)
+  for (std::size_t k = 0; k < index.handles.size(); ++k)
+    for (int z = 0; z < index.handles[k].zero1_size; ++z) shards.emplace_back(k, z);
+  std::stable_sort(shards.begin(), shards.end(), [&](const auto& x, const auto& y) {
+    return reader.holder(x.first, x.second).rank < reader.holder(y.first, y.second).rank;
+  });
+  for (const auto& [k, z] : shards) {
     const HandleRecord& h = index.handles[k];
     const std::int64_t n = h.shard_numel();
-    for (int z = 0; z < h.zero1_size; ++z) {
-      const float* shard = reader.shard(k, z, ShardKind::param).data<float>();
-      // Shard z holds flat elements [z * n, (z + 1) * n).
-      for (const ParamRecord& p : h.params) {
-        const std::int64_t a = std::max(z * n, p.offset);
-        const std::int64_t b = std::min((z + 1) * n, p.offset + shape_numel(p.shape));
-        if (a < b) file.write_elements(p.fqn, a - p.offset, b - a, shard + (a - z * n));
-      }
-      reader.forget_shard(k, z, ShardKind::param);
+    const float* shard = reader.shard(k, z, ShardKind::param).data<float>();
+    // Shard z holds flat elements [z * n, (z + 1) * n).
+    for (const ParamRecord& p : h.params) {
+      const std::int64_t a = std::max(z * n, p.offset);
+      const std::int64_t b = std::min((z + 1) * n, p.offset + shape_numel(p.shape));
+      if (a < b) file.write_elements(p.fqn, a - p.offset, b - a, shard + (a - z * n));
     }
+    reader.forget_shard(k, z, ShardKind::param);
   }
   file.commit();
   return specs.size();
