@@ -76,10 +76,11 @@
 // device, which keeps the compute-dtype zero3 shard and the fp32 gradient
 // shard it reduces into. Three copies connect the two sides, all in stream
 // order and asynchronous on pinned memory (Tensor::copy_async_):
-//   - reduce_grads copies the reduced gradient shard down on the stream of
-//     the reduction, before `reduced_` is recorded, so the optimizer's
-//     waits (wait_for_reduced_grads, then the host read of the gradient
-//     statistics) cover it;
+//   - reduce_grads copies the reduced gradient shard down on the
+//     communication stream (in a world of one too, after the compute
+//     stream's work, which then goes on), before `reduced_` is recorded,
+//     so the optimizer's waits (wait_for_reduced_grads, then the host read
+//     of the gradient statistics) cover it;
 //   - the optimizer runs on the host (master_stream()): zrt's CPU AdamW on
 //     the pinned master, m, v and gradient copy, while the device is free;
 //   - the first unshard after an update casts the master to the compute

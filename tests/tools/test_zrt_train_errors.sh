@@ -211,6 +211,12 @@ else echo "FAIL --save onto a pipe: $out"; failures=$((failures + 1)); fi
 expect_error "--trace to a stream from several ranks" "--trace /dev/stderr is a stream, but each of several ranks" \
   --ranks 2 --trace /dev/stderr
 expect_usage "steps beyond 63 bits" "--steps: is out of range \(got 99999999999999999999" --steps 99999999999999999999
+# ... while a real-valued flag takes a whole number beyond 64 bits as the real it is.
+if out=$("$train" --steps 1 --lr 100000000000000000000 --min-lr 0 2>&1) && grep -q "lr 1.00e+20" <<<"$out"; then
+  echo "ok   --lr of 21 digits is a learning rate"
+else
+  echo "FAIL --lr of 21 digits: $out"; failures=$((failures + 1))
+fi
 # Variables of a launcher whose MPI is not the one zrt was built with (OpenMPI
 # keeps memory at exit: no leak check).
 ASAN_OPTIONS=detect_leaks=0 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 \

@@ -57,10 +57,10 @@ void check_checkpoint_dir(const std::string& dir) {
 
 // Validators whose messages name the rule, not a floating-point range. NaN
 // and infinities are not numbers a flag may take.
-CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* noun,
-                           const char* name) {
+CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* noun, const char* name,
+                           bool integer_flag = true) {
   return CLI::Validator(
-      [ok, rule, noun](std::string& v) {
+      [ok, rule, noun, integer_flag](std::string& v) {
         double x = 0;
         try {
           x = std::stod(v);
@@ -71,7 +71,7 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
         // A whole number outside 64 bits would saturate in a 64-bit flag
         // (parsed as strtoll does, so hexadecimal too).
         static const std::regex kWhole("[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)");
-        if (std::regex_match(v, kWhole)) {
+        if (integer_flag && std::regex_match(v, kWhole)) {
           errno = 0;
           (void)std::strtoll(v.c_str(), nullptr, 0);
           if (errno == ERANGE)
@@ -85,6 +85,9 @@ const CLI::Validator kPositive = number_rule([](double x) { return x > 0; }, "mu
                                              "a positive number", "POSITIVE");
 const CLI::Validator kNonNegative = number_rule([](double x) { return x >= 0; },
                                                 "must not be negative", "a number", "NON-NEGATIVE");
+// The same for a flag of a real number, where 1e20 written out is a value.
+const CLI::Validator kNonNegativeReal = number_rule(
+    [](double x) { return x >= 0; }, "must not be negative", "a number", "NON-NEGATIVE", false);
 
 // A whole number from 0 to 2^64 - 1: the integer parser would wrap -1 and
 // saturate what is larger.
@@ -390,10 +393,10 @@ void add_schedule_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--micro-batches", t.micro_batches, "micro-batches per rank per step")
       ->check(kPositive);
   app.add_option("--seq-len", t.seq_len, "gpt: tokens per sequence")->check(kPositive);
-  app.add_option("--lr", t.schedule.max_lr, "peak learning rate")->check(kNonNegative);
+  app.add_option("--lr", t.schedule.max_lr, "peak learning rate")->check(kNonNegativeReal);
   app.add_option("--min-lr", t.schedule.min_lr,
                  "learning rate at the end of the cosine decay (default: --lr / 10)")
-      ->check(kNonNegative);
+      ->check(kNonNegativeReal);
   app.add_option("--warmup", t.schedule.warmup_steps,
                  "linear warm-up steps (default: 5, or --steps if fewer)")
       ->check(kNonNegative);
