@@ -83,13 +83,17 @@ else fail "100 rank files under ulimit -n 48"; fi
 
 # 4. SIGTERM: finish the step, save, exit 0; the checkpoint resumes.
 rm -rf "$dir/sig"
-"$train" --steps 100000 --checkpoint-dir "$dir/sig" --log-every 100000 > "$dir/sig.txt" 2>&1 &
+# --save is the final weights: a stopped run says it did not write them.
+"$train" --steps 100000 --checkpoint-dir "$dir/sig" --log-every 100000 --save "$dir/sig.safetensors" \
+  > "$dir/sig.txt" 2>&1 &
 pid=$!
 sleep 1.5
 kill -TERM "$pid"
 wait "$pid"; rc=$?
-if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" verify "$dir/sig" > /dev/null; then
-  ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt")"
+if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" verify "$dir/sig" > /dev/null &&
+   grep -q "^zrt-train: --save .*sig.safetensors was not written (the run did not finish)$" "$dir/sig.txt" &&
+   [ ! -e "$dir/sig.safetensors" ]; then
+  ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt"), --save not written and said so"
 else fail "SIGTERM: rc $rc: $(cat "$dir/sig.txt")"; fi
 
 # 5. Random SIGKILLs during saves never leave a bad `latest`, also while they are written in the background.
