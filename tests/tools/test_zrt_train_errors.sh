@@ -33,6 +33,10 @@ expect_error() {
   echo "ok   $name: $(grep -m1 -i error <<<"$out")"
 }
 
+expect_usage() {  # expect_error, and the exit code is 2
+  expect_error "$@"
+  if [ "$last_rc" -ne 2 ]; then echo "FAIL $1: exit code $last_rc, not 2"; failures=$((failures + 1)); fi
+}
 printf 'tiny' > "$dir/short.txt"
 : > "$dir/empty.txt"
 # Valid weights of other models, to load into the tiny GPT.
@@ -45,7 +49,7 @@ expect_error "empty data file" "empty" --data "$dir/empty.txt"
 expect_error "seq-len longer than the data" "seq|short|long" --data "$dir/short.txt" --seq-len 64
 expect_error "batch not divisible" "divisible|divide" --ranks 2 --batch-size 3
 expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --micro-batches 4
-expect_error "unknown preset" "preset" --preset huge
+expect_usage "unknown preset" "--preset: unknown gpt preset 'huge' \\(tiny, small, gpt2-124m\\)" --preset huge
 expect_error "activation checkpointing every:0" "activation checkpointing .every:0. is not one of none, blocks, every:N" --activation-checkpointing every:0
 expect_error "--transport mpi without mpirun" "--transport mpi carries the collectives of a world launched by mpirun" --transport mpi --ranks 2
 expect_error "--transport nccl on cpu" "transport nccl moves CUDA tensors only" --transport nccl
@@ -76,16 +80,12 @@ expect_error "negative kernel threads" "--threads: must be a whole number from 0
 expect_error "prefetch of 1.5" "--prefetch: must be a whole number from 0 to 2 \(got 1.5\)" --prefetch 1.5
 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 expect_error "--ranks under mpirun" "launched by mpirun" --ranks 2
 expect_error "zero layers" "n-layer: must be positive" --n-layer 0
-expect_error "width not divisible by heads" "n_embd 1 is not divisible by n_head" --n-embd 1
+expect_usage "width not divisible by heads" "--n-embd 1 is not divisible by --n-head 2" --n-embd 1
 expect_error "steps not a number" "steps: must be a positive number" --steps x
 expect_error "negative learning rate" "lr: must not be negative" --lr -1
 expect_error "beta1 of 2" "beta1" --beta1 2
 # Numbers a flag may not take are usage errors (exit 2) that say so, NaN and
 # infinities included.
-expect_usage() {  # expect_error, and the exit code is 2
-  expect_error "$@"
-  if [ "$last_rc" -ne 2 ]; then echo "FAIL $1: exit code $last_rc, not 2"; failures=$((failures + 1)); fi
-}
 expect_usage "NaN learning rate" "--lr: must be finite \(got nan\)" --lr nan
 expect_usage "infinite learning rate" "--lr: must be finite \(got inf\)" --lr inf
 expect_usage "infinite minimum learning rate" "--min-lr: must be finite" --min-lr -inf
@@ -188,7 +188,7 @@ if [ $? -eq 0 ] && grep -q "zrt-train: warning: ZRT_SIMPEL_KERNELS is set but zr
 else echo "FAIL an unknown ZRT_* variable: $out"; failures=$((failures + 1)); fi
 # ZRT_DEBUG=1 adds where the check sits in the source, on a line of its own.
 out=$(ZRT_DEBUG=1 "$train" --n-embd 1 --steps 1 2>&1)
-if grep -q "^zrt-train: error: model config: n_embd 1 is not divisible by n_head" <<<"$out" &&
+if grep -q "^zrt-train: error: --n-embd 1 is not divisible by --n-head" <<<"$out" &&
    grep -qE '^zrt-train: debug: check `d\.n_embd % d\.n_head == 0` failed at .*model_config\.cpp:[0-9]+$' <<<"$out"; then
   echo "ok   ZRT_DEBUG=1 names the check: $(grep debug <<<"$out")"
 else echo "FAIL ZRT_DEBUG=1 does not name the check: $out"; failures=$((failures + 1)); fi

@@ -13,3 +13,12 @@ shows_source() {
   echo "FAIL $1: the message shows zrt's source (only ZRT_DEBUG=1 may): $found"
   return 0
 }
+
+# A name that is no command (a helper called above its definition, a typo)
+# would print one line and let the script go on, the case never run but not
+# failed: end the whole test instead.
+command_not_found_handle() {
+  echo "FAIL: '$1' is not a command (line ${BASH_LINENO[0]}): the test stops" >&2
+  kill -TERM $$
+  return 127
+}

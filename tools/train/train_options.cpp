@@ -540,6 +540,32 @@ void resolve_dependent_defaults(const CLI::App& app, TrainOptions& o) {
   raise_block_size_to_seq_len(t);
 }
 
+// The model's rules (model_zoo::validate_model_config) in the flags' names:
+// "model config: n_embd 1 is not divisible by n_head 2" becomes "--n-embd 1
+// is not divisible by --n-head 2".
+void check_model_flags(const model_zoo::ModelConfig& m) {
+  try {
+    model_zoo::validate_model_config(m);
+  } catch (const InvalidArgument& e) {
+    std::string text = e.what();
+    if (text.starts_with("model config: ")) text.erase(0, 14);
+    // (pattern, replacement) in the message's words.
+    static const std::pair<const char*, const char*> kFlags[] = {
+        {"\\bn_layer\\b", "--n-layer"},
+        {"\\bn_head\\b", "--n-head"},
+        {"\\bn_embd\\b", "--n-embd"},
+        {"\\bvocab_size\\b", "--vocab-size"},
+        {"\\bblock_size\\b", "--block-size"},
+        {"\\bvocab_align\\b", "--vocab-align"},
+        {"\\bhidden width\\b", "--hidden width"},
+        {"^activation\\b", "--activation"},
+        {"^unknown (gpt|mlp) preset", "--preset: unknown $1 preset"}};
+    for (const auto& [pattern, flag] : kFlags)
+      text = std::regex_replace(text, std::regex(pattern), flag);
+    throw InvalidArgument(text, e.file(), e.line(), e.expr());  // ZRT_DEBUG: the model's check
+  }
+}
+
 // The flags' combined rules, after parsing (InvalidArgument naming the flag).
 void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   const model_zoo::TrainerConfig& t = o.trainer;
@@ -643,6 +669,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   o.flag_values = parsed_flag_values(app);
   o.as_given = {o.trainer.model.block_size.value_or(0), o.trainer.schedule.warmup_steps};
+  check_model_flags(o.trainer.model);
   resolve_dependent_defaults(app, o);
   check_parsed_options(app, o);
   return true;
