@@ -284,6 +284,11 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
                   backward_ ? "backward" : "forward", " scope of unit '", handle_->name(),
                   "' opened in state ", handle_state_name(handle_->state()),
                   " (a scope of it is open)");
+  // A second sync would replace the gradient the first one reduced.
+  ZRT_CHECK_STATE(!backward_ || !module_->synced_[unit_], "ZeroModule: unit '", handle_->name(),
+                  "' already synced its gradient this step; a second backward(unit, true) would "
+                  "replace it: pass sync=false to every backward of the unit in a step but the "
+                  "last");
   try {
     module_->open_ties(unit_, backward_, &opened_owners_);
     if (backward_)

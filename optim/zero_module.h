@@ -316,6 +316,9 @@ class ZeroModule {
   void wait_for_reduced_grads();
   MemoryStats memory_stats() const { return allocator_->stats(); }
   // The optimizer over every unit (made on first use; no unit can be added after).
+  // Step through step(), which also ends the module's step (its record of
+  // which units synced); after an optimizer().step() of its own, a caller
+  // calls discard_gradients() before the next backward scopes.
   ZeroAdamW& optimizer();
   DynamicLossScaler* loss_scaler() { return scaler_.get(); }  // f16 only, else null
 

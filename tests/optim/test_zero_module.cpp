@@ -80,6 +80,10 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
       auto scope = module.backward(unit, /*sync=*/true);
       write_grads(scope);
     }
+    // A second sync would replace the reduced gradient: refused, and the
+    // first one's gradient is what the step applies.
+    expect_invalid_state([&] { module.backward(unit, /*sync=*/true); },
+                         "a second synced backward of a unit in one step");
     const auto result = module.step(1e-3);
     // Two micro-batches of 1.5 * g each.
     const double expected = 3.0 * std::sqrt(sq);
@@ -158,6 +162,7 @@ BOOST_AUTO_TEST_CASE(listed_units_are_gathered_as_they_are_updated) {
                      ": when unit ", k, " is handed over, unit ", j, "'s master is ",
                      j <= k ? "not yet updated" : "already updated");
         }
+      module.discard_gradients();  // the step taken past ZeroModule::step ends here
 
       train_scopes();
       const auto flights_before = world->flight_recorder()->entries().size();
