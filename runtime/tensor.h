@@ -74,6 +74,14 @@ class Tensor {
     return storage_ && o.storage_ &&
            (storage_ == o.storage_ || (storage_->data() && storage_->data() == o.storage_->data()));
   }
+  // Shares at least one byte with `o` (tensors are contiguous: byte ranges).
+  bool overlaps(const Tensor& o) const {
+    if (!shares_storage(o) || numel_ == 0 || o.numel_ == 0) return false;
+    const std::int64_t begin = offset_ * static_cast<std::int64_t>(itemsize());
+    const std::int64_t o_begin = o.offset_ * static_cast<std::int64_t>(o.itemsize());
+    return begin < o_begin + static_cast<std::int64_t>(o.nbytes()) &&
+           o_begin < begin + static_cast<std::int64_t>(nbytes());
+  }
   bool is_freed() const { return !storage_ || storage_->is_freed(); }
   // For messages about a freed tensor: str() and its storage's freed note,
   // e.g. "fc1.bias[32] f32 cpu has freed storage" (Note [Freed storage]).

@@ -19,6 +19,7 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y, Stream
   check_nn_floats(op, {x, y});
   check_numel(op, y, x.numel());
   if (x.numel() == 0) return;
+  check_apart(op, y, "input", x, /*in_place=*/true);
   check_operands(op, {x, y}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(
       op, x.device(),

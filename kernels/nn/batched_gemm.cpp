@@ -53,13 +53,6 @@ void check_output_disjoint(const BatchedGemm& g, Extent e) {
                 e.rows, " x ", e.cols, ")");
 }
 
-void check_not_aliased(const char* name, const Tensor& in, const Tensor& c) {
-  if (!in.shares_storage(c)) return;
-  const bool apart =
-      in.offset() + in.numel() <= c.offset() || c.offset() + c.numel() <= in.offset();
-  ZRT_CHECK_ARG(apart, kOp, ": output ", c.str(), " overlaps operand ", name, " ", in.str());
-}
-
 // Stored matrix `src` (e.rows × e.cols, leading dim ld) widened into a
 // packed buffer.
 template <class A, class T>
@@ -135,8 +128,8 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Batch
   if (g.k > 0) {
     check_operand("a", a, g, g.a, ea);
     check_operand("b", b, g, g.b, eb);
-    check_not_aliased("a", a, c);
-    check_not_aliased("b", b, c);
+    check_apart(kOp, c, "operand a", a);
+    check_apart(kOp, c, "operand b", b);
     check_operands(kOp, {a, b, c}, stream);
   } else {
     check_operands(kOp, {c}, stream);

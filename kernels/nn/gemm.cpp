@@ -75,6 +75,8 @@ void gemm_on(const CpuGemmBackend* backend, const Tensor& a, bool trans_a, const
   if (k == 0) {
     check_operands(op, {c}, stream);
   } else {
+    check_apart(op, c, "operand a", a);
+    check_apart(op, c, "operand b", b);
     check_operands(op, {a, b, c}, stream);
   }
   ZRT_CUDA_LAUNCH_AND_RETURN(

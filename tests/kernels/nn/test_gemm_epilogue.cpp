@@ -194,4 +194,16 @@ BOOST_AUTO_TEST_CASE(argument_errors) {
                     InvalidArgument);
 }
 
+// y may be x itself, never a shifted view of it: relu of [-1, 2, -3, 4, -5]
+// from x[0:4] into x[1:5] read values it had already written.
+BOOST_AUTO_TEST_CASE(activation_in_place_or_apart_only) {
+  using kernels::Activation;
+  Tensor x = Tensor::from_doubles({-1, 2, -3, 4, -5}, DType::f32);
+  BOOST_CHECK_THROW(kernels::activation_forward(Activation::relu, x.slice(0, 4), x.slice(1, 4)),
+                    InvalidArgument);
+  BOOST_TEST(x.to_doubles() == (std::vector<double>{-1, 2, -3, 4, -5}));
+  kernels::activation_forward(Activation::relu, x.slice(1, 4), x.slice(1, 4));
+  BOOST_TEST(x.to_doubles() == (std::vector<double>{-1, 2, 0, 4, 0}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
