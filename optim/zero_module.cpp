@@ -128,6 +128,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name,
                   "'): units must be added before the first step");
   const Unit unit = handles_.size();
+  ZRT_CHECK_ARG(!unit_names_.count(name), "ZeroModule::add_unit('", name,
+                "'): a unit of that name was added before; units need names of their own");
   // A tensor of an earlier unit here is that unit's parameter used again
   // (Note [Parameters tied across units]): copying it would silently untie
   // it (two masters, two gradients). Memory that only overlaps one is refused.
@@ -160,10 +162,17 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       own.push_back(p);
       continue;
     }
-    ZRT_CHECK_ARG(!find_param(p.fqn()), "ZeroModule::add_unit('", name, "'): the tied name '",
-                  p.fqn(), "' is already a parameter's name");
     ties.push_back({unit, p.fqn(), tied->at});
   }
+  // Full names are the module's keys (find_param, full_params, checkpoints):
+  // "a" + "b.c" and "a.b" + "c" are one name.
+  std::unordered_set<std::string> names;
+  for (const auto& p : params)
+    ZRT_CHECK_ARG(!param_names_.count(p.fqn()) && names.insert(p.fqn()).second,
+                  "ZeroModule::add_unit('", name, "'): parameter name '", p.fqn(), "' is ",
+                  names.count(p.fqn()) ? "given twice in this unit"
+                                       : "already a parameter's name in an earlier unit",
+                  "; every parameter needs a full name of its own");
   ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
                 "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");
@@ -228,6 +237,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   unsynced_.push_back(0);
   synced_.push_back(false);
   tie_grads_.push_back(0);
+  unit_names_.insert(name);
+  param_names_.insert(names.begin(), names.end());
   for (const auto& p : own)
     if (p.tensor.numel() > 0) {
       const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();

@@ -85,6 +85,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -345,6 +346,9 @@ class ZeroModule {
   // is linear in their number.
   std::unordered_map<const Storage*, std::vector<std::size_t>> seen_by_storage_;
   std::size_t tie_candidates_checked_ = 0;
+  // Every unit's name and every parameter's full name so far (tied names
+  // too): a second of either would make find_param and full_params pick one.
+  std::unordered_set<std::string> unit_names_, param_names_;
   struct Tie {  // Note [Parameters tied across units]
     TiedParam param;
     Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope

@@ -288,6 +288,41 @@ BOOST_AUTO_TEST_CASE(finds_parameters_by_name) {
   });
 }
 
+// A unit name or a full parameter name given twice is refused, naming it:
+// lookups and full_params() would otherwise see one of the two.
+BOOST_AUTO_TEST_CASE(names_are_given_once) {
+  const auto seed = test::test_seed("zero_module/names_are_given_once");
+  std::mt19937 rng(seed);
+  auto value = [&] {
+    return Tensor::from_doubles({std::normal_distribution<double>()(rng)}, DType::f32);
+  };
+  auto refused = [](auto&& call, const std::string& part) {
+    try {
+      call();
+    } catch (const InvalidArgument& e) {
+      BOOST_TEST(std::string(e.what()).find(part) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_ERROR("accepted; expected an error naming " << part);
+  };
+  const CommPtr world = make_local_world(1).front();
+  optim::ZeroModule module(world);
+  module.add_unit("a", {{"b.c", value()}});
+  refused([&] { module.add_unit("a", {{"d", value()}}); }, "a unit of that name");
+  refused(
+      [&] {
+        module.add_unit("a.b", {{"c", value()}});
+      },
+      "parameter name 'a.b.c' is already a parameter's name in an earlier unit");
+  refused(
+      [&] {
+        module.add_unit("e", {{"f", value()}, {"f", value()}});
+      },
+      "parameter name 'e.f' is given twice in this unit");
+  module.add_unit("a.b2", {{"c", value()}});  // refused units left nothing behind
+  BOOST_TEST(module.full_params().size() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_tie_across_units_stays_one_parameter) {
   // Copying each unit's parameters would give the two uses two masters and
   // two gradients: the tie would break without a word. The later unit uses
