@@ -69,6 +69,10 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   Communicator& world = *module.world();
   FlightRecorder::Caller caller(*world.flight_recorder(), "load_checkpoint()");
   const auto& handles = module.handles();
+  for (const auto& h : handles)
+    ZRT_CHECK_STATE(h->state() == HandleState::idle, "load_checkpoint: unit '", h->name(),
+                    "' has a scope open (state ", handle_state_name(h->state()),
+                    "); load between steps, with every scope closed");
   // staged[k][kind]: this rank's new zero1 shard state, host fp32.
   std::vector<std::vector<Tensor>> staged(handles.size());
   TrainingState state;
@@ -134,6 +138,8 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   });
   agree(world, error, "loading checkpoint " + path + " (writing the optimizer state)");
   module.synchronize();  // the copies read the staged buffers, which go when this returns
+  // Gradients accumulated before the load belong to the weights it replaced.
+  module.discard_gradients();
   opt.load_counters(state.optimizer_step, state.skipped_total, state.consecutive_skips);
   if (module.loss_scaler() && state.loss_scaler)
     module.loss_scaler()->load_state(*state.loss_scaler);

@@ -47,7 +47,9 @@ std::string save_checkpoint(ZeroModule& module, std::int64_t next_step,
 
 // Collective: loads a checkpoint (a step directory, or a root's `latest`)
 // saved under any world size, strategy or dtype of the same model, into the
-// module; returns its training state (and the run's JSON when asked).
+// module; returns its training state (and the run's JSON when asked). Every
+// scope must be closed; gradients accumulated before it are discarded (they
+// belong to the weights it replaces).
 TrainingState load_checkpoint(ZeroModule& module, const std::string& path,
                               std::string* run_json = nullptr);
 

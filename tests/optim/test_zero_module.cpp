@@ -13,6 +13,7 @@
 #include "tests/support/rank_check.h"
 #include "tests/support/test_seed.h"
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/memory/caching_allocator.h"
@@ -285,6 +286,36 @@ BOOST_AUTO_TEST_CASE(finds_parameters_by_name) {
       threw = std::string(e.what()).find("fc3.weight") != std::string::npos;
     }
     ZRT_EXPECT(threw, "full_param of an unknown name did not throw InvalidArgument naming it");
+  });
+}
+
+// load_checkpoint replaces the weights: gradients accumulated before it
+// (a roll-back mid-accumulation) are dropped, and it waits for no open scope.
+BOOST_AUTO_TEST_CASE(a_checkpoint_load_drops_the_gradients_before_it) {
+  const auto seed = test::test_seed("zero_module/a_checkpoint_load_drops_the_gradients_before_it");
+  test::TempDir scratch;
+  run_local_ranks(2, [&](const CommPtr& world) {
+    std::mt19937 rng(seed);
+    optim::ZeroModule module(world);
+    const auto unit = module.add_unit("fc", unit_params(rng));
+    const std::string dir =
+        optim::save_checkpoint(module, 0, optim::checkpoint_into(scratch.str() + "/ck"));
+    auto fill_grads = [&](bool sync, double value) {
+      auto scope = module.backward(unit, sync);
+      scope.grad("weight").fill_(value);
+      scope.grad("bias").fill_(value);
+    };
+    fill_grads(/*sync=*/false, 100);  // a micro-batch's gradient of the replaced weights
+    {
+      auto open = module.forward(unit);
+      expect_invalid_state([&] { optim::load_checkpoint(module, dir); },
+                           "a load with a scope open");
+    }
+    optim::load_checkpoint(module, dir);
+    fill_grads(/*sync=*/true, 1);
+    const double norm = module.step(1e-3).grad_norm;  // 16 elements of 1 (the mean of the ranks)
+    ZRT_EXPECT(std::abs(norm - 4.0) <= 1e-6, "grad norm ", norm,
+               " after the load, expected 4: gradients from before it were applied");
   });
 }
 
