@@ -1,5 +1,6 @@
 #include "zrt/runtime/tensor.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -21,12 +22,28 @@ double to_double(T x) {
   else
     return static_cast<double>(x);
 }
+// Into an integer type the fraction is dropped (a cast, as torch's .to());
+// NaN, an infinity or a value beyond the type's range has no integer, and
+// a bare cast of it is undefined: InvalidArgument naming it.
 template <class T>
 T from_double(double v) {
-  if constexpr (is_float16_v<T>)
+  if constexpr (is_float16_v<T>) {
     return from_f32<T>(static_cast<float>(v));
-  else
+  } else if constexpr (std::is_integral_v<T>) {
+    ZRT_CHECK_ARG(v > double(std::numeric_limits<T>::min()) - 1.0 &&
+                      v < double(std::numeric_limits<T>::max()) + 1.0,
+                  "value ", v, " is not representable in ", dtype_name(dtype_of<T>()));
     return static_cast<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// A value the caller gives an integer tensor is a whole number: 2.5 as a
+// token id would silently be 2.
+void check_whole(const char* op, double v, DType t) {
+  ZRT_CHECK_ARG(is_floating(t) || v == std::floor(v), op, ": value ", v,
+                " is not a whole number, as ", dtype_name(t), " needs");
 }
 
 // Converts one element; integers convert directly, anything else via double.
@@ -136,6 +153,7 @@ Tensor Tensor::from_doubles(const std::vector<double>& values, DType dtype, Devi
   if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
   ZRT_CHECK_ARG(shape_numel(shape) == static_cast<std::int64_t>(values.size()),
                 "from_doubles: ", values.size(), " values do not fill shape ", shape_str(shape));
+  for (double v : values) check_whole("from_doubles", v, dtype);
   Tensor host = empty(shape, DType::f64);
   if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(double));
   Tensor out = empty(shape, dtype, device);
@@ -279,6 +297,7 @@ Tensor& Tensor::copy_async_(const Tensor& src, Stream stream) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  check_whole("fill_", value, dtype_);
   if (numel_ == 0) return *this;
   Tensor host = device().is_cpu() ? *this : empty(shape_, dtype_);
   dispatch<HostTypes>(dtype_, "fill_", [&](auto tag) {
@@ -317,6 +336,7 @@ double Tensor::item(std::int64_t i) const {
 
 void Tensor::set_item(std::int64_t i, double value) {
   ZRT_CHECK_ARG(i >= 0 && i < numel_, "set_item ", i, " out of bounds of ", str());
+  check_whole("set_item", value, dtype_);
   slice(i, 1).copy_(from_doubles({value}, DType::f64));
 }
 

@@ -124,11 +124,40 @@ BOOST_AUTO_TEST_CASE(copy_round_trips_every_dtype) {
         for (auto& x : v) x += 100;
       Tensor ta = Tensor::from_doubles(v, a);
       Tensor tb = Tensor::empty({static_cast<std::int64_t>(v.size())}, b);
-      tb.fill_(-1);
+      tb.fill_(b == DType::u8 ? 255 : -1);
       tb.copy_(ta);
       BOOST_TEST(tb.to_doubles() == v, dtype_name(a) << " -> " << dtype_name(b));
     }
   }
+}
+
+// An integer tensor takes whole numbers in its range from the caller; a
+// cast from floats drops the fraction (torch's .to()), and refuses what has
+// no integer (NaN, an infinity, a value out of range) instead of leaving it
+// to an undefined cast (which gave INT_MIN, or 44 for 300 in u8).
+BOOST_AUTO_TEST_CASE(integer_tensors_take_only_values_they_hold) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [values, dtype] :
+       std::vector<std::pair<std::vector<double>, DType>>{{{nan}, DType::i32},
+                                                          {{1e20}, DType::i32},
+                                                          {{1e30}, DType::i64},
+                                                          {{300}, DType::u8},
+                                                          {{-1}, DType::u8},
+                                                          {{2.5}, DType::i32},
+                                                          {{1.7}, DType::i64}})
+    BOOST_CHECK_THROW(Tensor::from_doubles(values, dtype), InvalidArgument);
+  Tensor ids = Tensor::zeros({2}, DType::i32);
+  BOOST_CHECK_THROW(ids.fill_(2.5), InvalidArgument);
+  BOOST_CHECK_THROW(ids.fill_(nan), InvalidArgument);
+  BOOST_CHECK_THROW(ids.set_item(0, 2.5), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::full({2}, 2.5, DType::i32), InvalidArgument);
+  BOOST_TEST(ids.to_doubles() == (std::vector<double>{0, 0}));
+  BOOST_TEST(Tensor::from_doubles({2.7, -2.7, 255.9}, DType::f32).to(DType::i32).to_doubles() ==
+             (std::vector<double>{2, -2, 255}));
+  BOOST_CHECK_THROW(Tensor::from_doubles({1, nan}, DType::f32).to(DType::i32), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::from_doubles({256}, DType::bf16).to(DType::u8), InvalidArgument);
+  BOOST_TEST(Tensor::from_doubles({-2147483648.0, 2147483647.0}, DType::i32).to_doubles() ==
+             (std::vector<double>{-2147483648.0, 2147483647.0}));
 }
 
 BOOST_AUTO_TEST_CASE(casts_round_to_nearest_even) {
