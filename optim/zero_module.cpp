@@ -1,11 +1,15 @@
 #include "zrt/optim/zero_module.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/ops/fill.h"
+#include "zrt/kernels/ops/norm.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/memory/caching_allocator.h"
@@ -116,6 +120,56 @@ CpuStreams parse_cpu_streams(const std::string& s) {
   ZRT_THROW(InvalidArgument, "CPU streams '", s, "' is not one of none, comm, all");
 }
 
+// Note [Initial values agree across ranks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every rank passes a unit the same initial values, and each rank keeps
+// only its shards of them: values that differ (each rank seeding its
+// generator by rank) would train a mix of the ranks' models, the same on
+// no rank, with nothing said. add_unit therefore gathers from every rank a
+// digest of the values it was given (xxHash64 of the fp32 copies in
+// order) and the first parameter that is not finite, and every rank ends
+// in the same error when a digest differs or a value is NaN or infinite
+// (which would otherwise stay in the weights: its gradient is finite, so no
+// step is skipped). Values drawn where the shards live (Note [Sharded
+// initialisation]), values on a device and a dry run's stand-ins are not
+// read: nothing there to compare on the host.
+void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps) {
+  struct Summary {
+    std::uint64_t digest = 0;
+    std::int64_t non_finite = -1;  // index into ps, -1: none
+  } mine;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const NamedParam& p = ps[i];
+    if (p.init || options_.dry_run || !p.tensor.device().is_cpu() || p.tensor.numel() == 0)
+      continue;
+    // A second name of one tensor (tied in the unit) has the first's values,
+    // and may be the stand-in of a parameter drawn in its shards.
+    const bool second_name = std::any_of(
+        ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(i), [&](const NamedParam& q) {
+          return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset();
+        });
+    if (second_name) continue;
+    mine.digest = XXH64(p.tensor.data_ptr(), p.tensor.nbytes(), mine.digest);
+    if (mine.non_finite < 0 && kernels::has_non_finite(p.tensor))
+      mine.non_finite = static_cast<std::int64_t>(i);
+  }
+  const auto all = world_->all_gather_bytes(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
+  std::vector<Summary> ranks(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) std::memcpy(&ranks[r], all[r].data(), sizeof mine);
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    ZRT_CHECK_ARG(ranks[r].non_finite<0, "ZeroModule::add_unit('", unit, "'): parameter '",
+                                      ps[static_cast<std::size_t>(ranks[r].non_finite)].fqn(),
+                                      "' holds NaN or ", "infinite values", ranks.size()> 1
+                      ? " on rank " + std::to_string(r)
+                      : "",
+                  ": initial values must be finite");
+  for (std::size_t r = 1; r < ranks.size(); ++r)
+    ZRT_CHECK_ARG(ranks[r].digest == ranks[0].digest, "ZeroModule::add_unit('", unit, "'): rank ",
+                  r, " passed other initial values than rank 0 (every rank must ",
+                  "pass the same values: seed each rank's generator alike)");
+}
+
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                                       const std::vector<std::pair<std::string, Tensor>>& params) {
   std::vector<NamedParam> named;
@@ -198,6 +252,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     }
     owned.push_back({p.module_path, p.name, same->second, p.pad_rows, p.init});
   }
+  check_initial_values(name, owned);
   FlatParamOptions o;
   o.name = name;
   o.param_dtype = options_.dtype;

@@ -349,6 +349,9 @@ class ZeroModule {
   // Every unit's name and every parameter's full name so far (tied names
   // too): a second of either would make find_param and full_params pick one.
   std::unordered_set<std::string> unit_names_, param_names_;
+  // Collective: InvalidArgument on every rank when a value is not finite or
+  // the ranks' values differ (Note [Initial values agree across ranks]).
+  void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params);
   struct Tie {  // Note [Parameters tied across units]
     TiedParam param;
     Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope

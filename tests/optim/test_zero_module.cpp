@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <random>
 
@@ -316,6 +317,40 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_load_drops_the_gradients_before_it) {
     const double norm = module.step(1e-3).grad_norm;  // 16 elements of 1 (the mean of the ranks)
     ZRT_EXPECT(std::abs(norm - 4.0) <= 1e-6, "grad norm ", norm,
                " after the load, expected 4: gradients from before it were applied");
+  });
+}
+
+// Note [Initial values agree across ranks]: values seeded by rank, or a NaN
+// on one rank, end add_unit in the same error on every rank (no hang, no
+// mix of the ranks' models).
+BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
+  const auto seed = test::test_seed("zero_module/initial_values_agree_across_ranks");
+  auto error_on_every_rank = [&](const std::function<double(int rank, int i)>& value,
+                                 const std::string& part) {
+    run_local_ranks(3, [&](const CommPtr& world) {
+      std::vector<double> w(7);
+      for (int i = 0; i < 7; ++i) w[i] = value(world->rank(), i);
+      optim::ZeroModule module(world);
+      std::string message;
+      try {
+        module.add_unit("fc", {{"w", Tensor::from_doubles(w, DType::f32)}});
+      } catch (const InvalidArgument& e) {
+        message = e.what();
+      }
+      ZRT_EXPECT(message.find(part) != std::string::npos, "rank ", world->rank(), ": '", message,
+                 "' does not name ", part);
+    });
+  };
+  std::mt19937 rng(seed);
+  std::vector<double> base(7);
+  for (double& x : base) x = std::normal_distribution<double>()(rng);
+  error_on_every_rank([&](int r, int i) { return base[i] + (r == 2 && i == 6 ? 1e-6 : 0.0); },
+                      "rank 2 passed other initial values than rank 0");
+  error_on_every_rank([&](int r, int i) { return r == 1 && i == 3 ? std::nan("") : base[i]; },
+                      "parameter 'fc.w' holds NaN or infinite values on rank 1");
+  run_local_ranks(3, [&](const CommPtr& world) {  // equal values pass
+    optim::ZeroModule module(world);
+    module.add_unit("fc", {{"w", Tensor::from_doubles(base, DType::f32)}});
   });
 }
 
