@@ -25,6 +25,16 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   check_grad_reduce_options(options_.grad_reduce, "ZeroModule");
   ZRT_CHECK_ARG(options_.zero3_size >= 0, "ZeroModule: zero3 size must not be negative (got ",
                 options_.zero3_size, ")");
+  // An enum value cast from a number no enumerator has would be taken for another setting.
+  ZRT_CHECK_ARG(std::string_view(strategy_name(options_.strategy)) != "?",
+                "ZeroModule: sharding strategy code ", static_cast<int>(options_.strategy),
+                " is none of full, grad-op, no-shard, hybrid, layer-zero");
+  ZRT_CHECK_ARG(options_.offload_optimizer.str() != "?", "ZeroModule: optimizer offload code ",
+                static_cast<int>(options_.offload_optimizer.kind), " is none of none, host, disk");
+  ZRT_CHECK_ARG(
+      !options_.cpu_streams || std::string_view(cpu_streams_name(*options_.cpu_streams)) != "?",
+      "ZeroModule: CPU streams code ", static_cast<int>(*options_.cpu_streams),
+      " is none of none, comm, all");
   ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(),
                 "ZeroModule: a dry run runs on cpu, not ", options_.device.str());
   set_current_device(options_.device);
@@ -634,6 +644,7 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
     ZRT_CHECK_ARG(u < handles_.size(), "ZeroModule::step: unit ", u,
                   " to gather after the update is not one of the ", handles_.size(), " units");
   ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
+  expect_scopes_closed("step");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "step()");
   for (Unit u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
@@ -669,7 +680,19 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   });
 }
 
+void ZeroModule::expect_scopes_closed(const char* call) const {
+  for (const auto& h : handles_)
+    ZRT_CHECK_STATE(
+        h->state() == HandleState::idle, "ZeroModule::", call, ": unit '", h->name(), "' has ",
+        h->state() == HandleState::forward ? "a forward"
+        : h->state() == HandleState::backward_pre || h->state() == HandleState::backward_post
+            ? "a backward"
+            : "an operation",
+        " scope open; close every scope first");
+}
+
 void ZeroModule::discard_gradients() {
+  expect_scopes_closed("discard_gradients");
   wait_for_reduced_grads();  // the reductions in flight write the shards zeroed here
   for (auto& h : handles_) h->zero_grad();
   synced_since_step_ = false;
@@ -679,6 +702,8 @@ void ZeroModule::discard_gradients() {
 }
 
 std::map<std::string, Tensor> ZeroModule::full_params() {
+  ZRT_CHECK_ARG(!options_.dry_run,
+                "ZeroModule::full_params: a dry run holds no values (Note [Dry runs])");
   // Names the call in a mismatch with another rank's (Note [Collective contract]).
   FlightRecorder::Caller caller(*world_->flight_recorder(), "full_params()");
   std::map<std::string, Tensor> out;
@@ -698,6 +723,8 @@ std::optional<ZeroModule::ParamLocation> ZeroModule::find_param(const std::strin
 }
 
 Tensor ZeroModule::full_param(const std::string& name) {
+  ZRT_CHECK_ARG(!options_.dry_run, "ZeroModule::full_param('", name,
+                "'): a dry run holds no values (Note [Dry runs])");
   const auto at = find_param(name);
   ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
                 "' (names are full_params()'s: \"unit.name\" or the module path's)");

@@ -166,7 +166,8 @@ struct ZeroModuleOptions {
   // Note [Dry runs] (model_zoo/trainer/memory_plan.h): the module's streams
   // drop every kernel, copy and collective, its memory is unbacked (unless
   // `allocator` and `host_allocator` are given), and add_unit reads no
-  // value. cpu only.
+  // value. cpu only. Nothing may read a value either: full_params refuses,
+  // and a scope's param() and grad() are for the layers' shapes only.
   bool dry_run = false;
 };
 
@@ -204,6 +205,8 @@ class ZeroModule {
     ~Scope();
     // A name tied to an earlier unit's parameter gives the owner's unsharded
     // parameter, and a gradient of its own (Note [Parameters tied across units]).
+    // Read-only: where the unsharded parameter is the master's own memory (one
+    // rank, fp32) a write would stick, elsewhere it is lost at the reshard.
     Tensor param(const std::string& name) const;  // compute dtype, original shape
     Tensor grad(const std::string& name) const;   // backward scopes only: accumulate here
     // The stream the views are ready on, to pass to the layers and kernels
@@ -352,6 +355,8 @@ class ZeroModule {
   // Collective: InvalidArgument on every rank when a value is not finite or
   // the ranks' values differ (Note [Initial values agree across ranks]).
   void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params);
+  // InvalidState naming `call` and the first unit with a scope open.
+  void expect_scopes_closed(const char* call) const;
   struct Tie {  // Note [Parameters tied across units]
     TiedParam param;
     Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope

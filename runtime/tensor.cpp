@@ -173,6 +173,11 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape
                             std::int64_t offset, std::string name) {
   ZRT_CHECK_ARG(storage != nullptr, "from_storage: no storage");
   Tensor t(std::move(storage), shape, dtype, offset, nullptr);
+  // A view past the end would fail only at its first use, as an internal check.
+  const auto end = static_cast<std::size_t>(offset + t.numel()) * t.itemsize();
+  ZRT_CHECK_ARG(t.storage().is_freed() || end <= t.storage().nbytes(),
+                "from_storage: ", shape_str(shape), " ", dtype_name(dtype), " at element ", offset,
+                " ends at byte ", end, ", past the storage's ", t.storage().nbytes(), " bytes");
   return t.set_name(std::move(name));
 }
 

@@ -1,6 +1,7 @@
 #include "zrt/optim/checkpoint/checkpoint_snapshot.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/optim/checkpoint/checkpoint_agreement.h"
@@ -63,6 +64,13 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
                                  const CheckpointSaveOptions& options, SnapshotStaging* staging) {
   ZRT_CHECK_ARG(!options.root.empty(), "save_checkpoint: no checkpoint directory given");
   ZRT_CHECK_ARG(next_step >= 0, "save_checkpoint: step must be >= 0 (got ", next_step, ")");
+  ZRT_CHECK_ARG(options.keep_last >= 0,
+                "save_checkpoint: keep_last must be >= 0 (0: keep all; got ", options.keep_last,
+                ")");
+  // Stored inside index.json: text that is not JSON would fail there, in the index's words.
+  ZRT_CHECK_ARG(nlohmann::json::accept(options.run_json),
+                "save_checkpoint: run_json is not JSON: '", options.run_json.substr(0, 80),
+                options.run_json.size() > 80 ? "...'" : "'");
   Communicator& world = *module.world();
   CheckpointSnapshot s;
   s.next_step = next_step;

@@ -15,6 +15,7 @@ ScratchFile::ScratchFile(const std::string& dir, const std::string& stem, std::u
     : bytes_(bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  ZRT_CHECK_ARG(!dir.empty(), "no scratch directory given (an empty path)");
   ZRT_CHECK_ARG(fs::is_directory(dir, ec), "scratch directory ", dir,
                 " does not exist or is not a directory");
   ZRT_CHECK_ARG(::access(dir.c_str(), W_OK) == 0, "scratch directory ", dir, " is not writable");

@@ -354,6 +354,49 @@ BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
   });
 }
 
+// Misuse of the module names the call the caller made and what to do, not
+// an inner object's state or a library's parse error.
+BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto expect = [&](auto&& call, const std::string& part) {
+    const std::string got = message(call);
+    BOOST_TEST(got.find(part) != std::string::npos,
+               "'" << got << "' does not hold '" << part << "'");
+  };
+  const CommPtr world = make_local_world(1).front();
+  std::mt19937 rng(test::test_seed("zero_module/misuse_is_named_in_the_callers_terms"));
+  optim::ZeroModule module(world);
+  const auto unit = module.add_unit("fc", unit_params(rng));
+  {
+    auto scope = module.forward(unit);
+    expect([&] { module.step(1e-3); }, "ZeroModule::step: unit 'fc' has a forward scope open");
+  }
+  {
+    auto scope = module.backward(unit);
+    expect([&] { module.discard_gradients(); },
+           "ZeroModule::discard_gradients: unit 'fc' has a backward scope open");
+  }
+  test::TempDir scratch;
+  expect([&] { optim::save_checkpoint(module, 1, optim::checkpoint_into(scratch.str(), -3)); },
+         "keep_last must be >= 0");
+  optim::CheckpointSaveOptions bad_json = optim::checkpoint_into(scratch.str());
+  bad_json.run_json = "{\"lr\": ";
+  expect([&] { optim::save_checkpoint(module, 1, bad_json); }, "run_json is not JSON");
+  expect([&] { optim::ZeroModule(world, {.strategy = static_cast<optim::ShardingStrategy>(99)}); },
+         "sharding strategy code 99 is none of");
+  optim::ZeroModule dry(world, {.dry_run = true});
+  dry.add_unit("fc", unit_params(rng));
+  expect([&] { dry.full_params(); }, "a dry run holds no values");
+  expect([&] { dry.full_param("fc.weight"); }, "a dry run holds no values");
+}
+
 // A unit name or a full parameter name given twice is refused, naming it:
 // lookups and full_params() would otherwise see one of the two.
 BOOST_AUTO_TEST_CASE(names_are_given_once) {

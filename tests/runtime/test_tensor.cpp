@@ -160,6 +160,15 @@ BOOST_AUTO_TEST_CASE(integer_tensors_take_only_values_they_hold) {
              (std::vector<double>{-2147483648.0, 2147483647.0}));
 }
 
+// A view past the end of its storage is refused where it is made, not at
+// its first use.
+BOOST_AUTO_TEST_CASE(from_storage_stays_inside_its_storage) {
+  const Tensor t = Tensor::zeros({10}, DType::f32);
+  BOOST_TEST(Tensor::from_storage(t.storage_ptr(), {2, 3}, DType::f32, 4).numel() == 6);
+  BOOST_CHECK_THROW(Tensor::from_storage(t.storage_ptr(), {2, 3}, DType::f32, 5), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::from_storage(t.storage_ptr(), {6}, DType::f64, 0), InvalidArgument);
+}
+
 BOOST_AUTO_TEST_CASE(casts_round_to_nearest_even) {
   // Halfway cases: 1 + 2^-8 ties to 1 (even); 1 + 3*2^-8 ties up to 1 + 2^-6.
   Tensor f = Tensor::from_doubles(
