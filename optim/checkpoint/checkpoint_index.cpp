@@ -1,5 +1,6 @@
 #include "zrt/optim/checkpoint/checkpoint_index.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -286,6 +287,18 @@ CheckpointIndex index_from_json(const std::string& text, const std::string& sour
   x.run_json = j.contains("run") ? j["run"].dump() : "{}";
   validate_index(x, source);
   return x;
+}
+
+std::string run_identity(const CheckpointIndex& index) {
+  std::vector<std::string> params;
+  for (const HandleRecord& h : index.handles)
+    for (const ParamRecord& p : h.params) params.push_back(p.fqn + shape_str(p.shape));
+  std::sort(params.begin(), params.end());
+  std::string id;
+  for (const std::string& p : params) id += p + ";";
+  const nlohmann::json run = nlohmann::json::parse(index.run_json, nullptr, false);
+  if (run.is_object() && run.contains("seed")) id += " seed " + run["seed"].dump();
+  return id;
 }
 
 }  // namespace zrt::optim

@@ -144,6 +144,11 @@ struct RankPlace {
 };
 RankPlace strategy_rank_place(ShardingStrategy strategy, int zero3_size, int rank);
 
+// What makes checkpoints steps of one run: the model (its parameters' names
+// and shapes) and the seed the run's JSON records. A copy of the run, or
+// the same job requeued, has the same; another run rarely does.
+std::string run_identity(const CheckpointIndex& index);
+
 std::string index_to_json(const CheckpointIndex& index);
 // One rank's record alone (ranks exchange them while saving).
 std::string rank_record_to_json(const RankRecord& record);

@@ -158,7 +158,7 @@ expect_error "--checkpoint-every negative" "checkpoint-every" "$train" --checkpo
 expect_error "--checkpoint-dir under a file" "checkpoint-dir .*a-file/ck cannot be created" "$train" \
   --checkpoint-dir "$dir/a-file/ck"
 expect_error "info of a non-checkpoint" "not a checkpoint" "$ckpt" info "$dir"
-expect_error "reshard to 0 ranks" "--ranks: must be a whole number of at least 1 \(got 0\)" "$ckpt" reshard "$dir/ck" \
+expect_error "reshard to 0 ranks" "--ranks: must be a whole number from 1 to 65536 \(got 0\)" "$ckpt" reshard "$dir/ck" \
   --ranks 0 --out "$dir/x"
 expect_error "reshard to a negative zero3 size" "--zero3-size: must be a whole number of at least 0 \(got -1\)" "$ckpt" \
   reshard "$dir/ck" --ranks 2 --zero3-size -1 --out "$dir/x"
@@ -232,6 +232,17 @@ expect_quick_error "verify of a step holding a stray rank file" "not as it was s
   "$ckpt" verify "$dir/special"
 expect_quick_error "reshard --zero3-size with strategy full" "--zero3-size is read by --strategy hybrid" \
   "$ckpt" reshard "$dir/ck" --ranks 2 --strategy full --zero3-size 2 --out "$dir/z3"
+# reshard never points a directory's `latest` at another run's step, or back in time.
+"$train" --steps 6 --checkpoint-every 3 --checkpoint-dir "$dir/run-a" > /dev/null &&
+  "$train" --steps 6 --checkpoint-every 3 --seed 7 --checkpoint-dir "$dir/run-b" > /dev/null ||
+  fail "cannot make two runs' checkpoints"
+expect_quick_error "reshard into another run's directory" "holds checkpoints of another run \(another --seed" \
+  "$ckpt" reshard "$dir/run-a/step-000003" --ranks 2 --out "$dir/run-b"
+expect_quick_error "reshard behind a newer step" "holds step-000006, newer than step-000003: its .latest. would move back" \
+  "$ckpt" reshard "$dir/run-b/step-000003" --ranks 2 --out "$dir/run-b"
+[ "$(head -1 "$dir/run-b/latest")" = "step-000006" ] || fail "reshard moved run-b's latest: $(cat "$dir/run-b/latest")"
+expect_quick_error "reshard to 100000 ranks" "--ranks: must be a whole number from 1 to 65536 \(got 100000\)" \
+  "$ckpt" reshard "$dir/run-a" --ranks 100000 --out "$dir/many"
 mkfifo "$dir/fifo.st" && ln -s fifo.st "$dir/fifo-link.st"
 expect_quick_error "--init-from a FIFO" "--init-from .*is a FIFO" "$train" --init-from "$dir/fifo.st"
 expect_quick_error "--init-from a link to a FIFO" "--init-from .*is a FIFO" "$train" --init-from "$dir/fifo-link.st"

@@ -132,6 +132,17 @@ void check_reshard_destination(const std::string& source, const std::string& out
                 " holds checkpoints of another model (", other,
                 "); its `latest` would move to this one. Write into an empty or new directory, or "
                 "pass --force");
+  // Its `latest` moves to the step written: a resume there would continue it.
+  ZRT_CHECK_ARG(
+      optim::run_identity(CheckpointReader(other).index()) == optim::run_identity(reader.index()),
+      "--out ", out, " holds checkpoints of another run (another --seed: ", other,
+      "); a --resume there would continue this one's step. Write into an empty or new "
+      "directory, or pass --force");
+  ZRT_CHECK_ARG(steps.back() <= reader.index().step, "--out ", out, " holds ",
+                optim::step_dir_name(steps.back()), ", newer than ",
+                optim::step_dir_name(reader.index().step),
+                ": its `latest` would move back. "
+                "Write into an empty or new directory, or pass --force");
   never_replace();
 }
 
@@ -168,7 +179,7 @@ int main(int argc, char** argv) {
       ->required();
   resh->add_option("--ranks", ranks, "the new world size")
       ->required()
-      ->check(tools::whole_number(1));
+      ->check(tools::whole_number(1, 65536));
   resh->add_option("--out", out, "the checkpoint directory to write the step into")->required();
   resh->add_option("--strategy", strategy, "the new strategy (default: the checkpoint's)")
       ->check(CLI::IsMember({"full", "grad-op", "no-shard", "hybrid", "layer-zero"}));

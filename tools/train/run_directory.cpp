@@ -82,25 +82,6 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }
 
-namespace {
-
-// What makes checkpoints steps of one run: the model (its parameters' names
-// and shapes) and the seed. A copy of the run, or the same job requeued,
-// has the same; another run rarely does.
-std::string run_identity(const optim::CheckpointIndex& index) {
-  std::vector<std::string> params;
-  for (const optim::HandleRecord& h : index.handles)
-    for (const optim::ParamRecord& p : h.params) params.push_back(p.fqn + shape_str(p.shape));
-  std::sort(params.begin(), params.end());
-  std::string id;
-  for (const std::string& p : params) id += p + ";";
-  const nlohmann::json run = nlohmann::json::parse(index.run_json, nullptr, false);
-  if (run.is_object() && run.contains("seed")) id += " seed " + run["seed"].dump();
-  return id;
-}
-
-}  // namespace
-
 void check_continues_checkpoint_dir(const std::string& dir, bool resume,
                                     const std::string& resume_from) {
   const std::vector<std::int64_t> steps = optim::complete_steps(dir);
@@ -112,8 +93,8 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume,
     if (path_is_within(resume_from, dir)) return;
     std::string ours, theirs;
     try {
-      ours = run_identity(optim::CheckpointReader(resume_from).index());
-      theirs = run_identity(
+      ours = optim::run_identity(optim::CheckpointReader(resume_from).index());
+      theirs = optim::run_identity(
           optim::CheckpointReader((fs::path(dir) / optim::step_dir_name(steps.back())).string())
               .index());
     } catch (const CheckpointError&) {
