@@ -11,6 +11,7 @@
 
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/optim/full_param_mismatch_check.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/rank_check.h"
 #include "tests/support/test_seed.h"
 #include "zrt/kernels/nn/gemm.h"
@@ -357,19 +358,7 @@ BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
 // Misuse of the module names the call the caller made and what to do, not
 // an inner object's state or a library's parse error.
 BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
-  auto message = [](auto&& call) {
-    try {
-      call();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  auto expect = [&](auto&& call, const std::string& part) {
-    const std::string got = message(call);
-    BOOST_TEST(got.find(part) != std::string::npos,
-               "'" << got << "' does not hold '" << part << "'");
-  };
+  auto expect = [](auto&& call, const std::string& part) { test::expect_throw<Error>(call, part); };
   const CommPtr world = make_local_world(1).front();
   std::mt19937 rng(test::test_seed("zero_module/misuse_is_named_in_the_callers_terms"));
   optim::ZeroModule module(world);
