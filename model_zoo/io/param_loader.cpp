@@ -28,6 +28,20 @@ void check_finite(const Tensor& f32, const std::string& key, std::int64_t first,
                 ": initial weights must be finite");
 }
 
+// A tied name's values in the file must be its primary's: the model holds
+// one matrix, so a different one (an untied head) would be dropped.
+void check_same_as_primary(const Tensor& f32, const Tensor& primary, const std::string& key,
+                           const std::string& primary_key, std::int64_t first,
+                           const std::string& source) {
+  const float* p = f32.data<float>();
+  const float* q = primary.data<float>();
+  for (std::int64_t i = 0; i < f32.numel(); ++i)
+    if (p[i] != q[i])
+      ZRT_THROW(CheckpointError, source, ": '", key, "' differs from '", primary_key,
+                "' at flat index ", first + i, " (", p[i], " vs ", q[i],
+                "), but the model ties them into one parameter: its values would be dropped");
+}
+
 }  // namespace
 
 namespace {
@@ -38,9 +52,11 @@ struct KeyInfo {
 };
 
 // fqn -> the key holding it, every key and shape checked (Note [Checkpoint key mapping]).
-std::map<std::string, std::string> match_keys(const std::vector<UnitDef>& units,
-                                              const std::map<std::string, KeyInfo>& keys,
-                                              const std::string& source) {
+// `tied_keys` (when given) gets, per primary fqn, the keys of its tied names
+// the file holds too.
+std::map<std::string, std::string> match_keys(
+    const std::vector<UnitDef>& units, const std::map<std::string, KeyInfo>& keys,
+    const std::string& source, std::map<std::string, std::vector<std::string>>* tied_keys) {
   std::map<std::string, Shape> expected;
   std::map<std::string, std::string> tied;  // second → primary
   for (const ParamDef& p : all_param_defs(units)) expected[p.fqn()] = p.shape;
@@ -67,6 +83,7 @@ std::map<std::string, std::string> match_keys(const std::vector<UnitDef>& units,
       if (t.shape != primary)
         ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape),
                   " but is tied to ", s->second, " of shape ", shape_str(primary));
+      if (tied_keys) (*tied_keys)[s->second].push_back(key);
     } else if (is_mask_buffer(name)) {
       std::cerr << "zrt: " << source << ": skipping non-parameter key '" << key << "'\n";
     } else {
@@ -90,10 +107,13 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
   std::map<std::string, KeyInfo> keys;
   for (const auto& [key, t] : tensors) keys[key] = {t.shape(), t.dtype()};
   std::map<std::string, Tensor> out;
-  for (const auto& [fqn, key] : match_keys(units, keys, source)) {
+  std::map<std::string, std::vector<std::string>> tied_keys;
+  for (const auto& [fqn, key] : match_keys(units, keys, source, &tied_keys)) {
     const Tensor& t = tensors.at(key);
     out[fqn] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
     check_finite(out[fqn], key, 0, source);
+    for (const std::string& second : tied_keys[fqn])
+      check_same_as_primary(tensors.at(second).to(DType::f32), out[fqn], second, key, 0, source);
   }
   return out;
 }
@@ -103,7 +123,7 @@ ParamFileSource::ParamFileSource(const std::vector<UnitDef>& units, const std::s
     : reader_(std::make_shared<SafetensorsReader>(path)), buffers_(std::move(buffers)) {
   std::map<std::string, KeyInfo> keys;
   for (const auto& [key, e] : reader_->entries()) keys[key] = {e.shape, e.dtype};
-  key_of_ = match_keys(units, keys, path);
+  key_of_ = match_keys(units, keys, path, &tied_keys_);
 }
 
 void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64_t first,
@@ -117,6 +137,14 @@ void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64
   reader_->read_elements(key, first, dst.numel(), raw.data_ptr());
   if (dtype != DType::f32) f32.copy_(raw);
   check_finite(f32, key, first, reader_->path());
+  if (auto t = tied_keys_.find(fqn); t != tied_keys_.end())
+    for (const std::string& second : t->second) {  // the same range of each tied name
+      const DType second_dtype = reader_->entry(second).dtype;
+      Tensor values = Tensor::empty({dst.numel()}, second_dtype, Device::cpu(), buffers_);
+      reader_->read_elements(second, first, dst.numel(), values.data_ptr());
+      check_same_as_primary(second_dtype == DType::f32 ? values : values.to(DType::f32), f32,
+                            second, key, first, reader_->path());
+    }
   Tensor out = dst;  // a view of the same memory
   out.copy_(f32, stream);
   stream.synchronize();  // f32 is this call's; the copy must be done before it goes

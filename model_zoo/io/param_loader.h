@@ -8,14 +8,17 @@
 // and store attention masks as buffers ("h.0.attn.bias",
 // "h.0.attn.masked_bias"). A key is matched after removing a leading
 // "transformer."; mask buffers are skipped with a warning on stderr; a tied
-// name (e.g. "lm_head.weight") is skipped when it has its primary's shape,
-// since the primary is loaded. Any other key is an error (a checkpoint of a
-// different model must not half-load), as is a key given twice.
+// name (e.g. "lm_head.weight") is skipped when it has its primary's shape
+// and values, since the primary is loaded (other values, an untied head,
+// are an error: they would be dropped). Any other key is an error (a
+// checkpoint of a different model must not half-load), as is a key given
+// twice.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zrt/model_zoo/models/model.h"
 #include "zrt/runtime/io/safetensors.h"
@@ -58,7 +61,8 @@ class ParamFileSource {
 
  private:
   std::shared_ptr<const SafetensorsReader> reader_;
-  std::map<std::string, std::string> key_of_;  // fqn → key
+  std::map<std::string, std::string> key_of_;                  // fqn → key
+  std::map<std::string, std::vector<std::string>> tied_keys_;  // fqn → its tied names' keys
   AllocatorPtr buffers_;
 };
 

@@ -300,6 +300,26 @@ struct.pack_into("<f", data, 8 + n + begin + 4 * 3, float("nan"))
 open(sys.argv[2], "wb").write(data)
 PY
 expect_error "NaN in the initial weights" "ln_f.weight' holds nan at flat index 3" --init-from "$dir/nan.safetensors" --n-layer 1
+# lm_head.weight, tied to wte.weight in the model, loads when it equals wte and is refused when
+# it differs (an untied head would be dropped).
+python3 - "$dir/shallow.safetensors" "$dir" <<'PY' || { echo "FAIL: cannot add an lm_head"; exit 1; }
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header, body = json.loads(data[8:8 + n]), data[8 + n:]
+wte = header["wte.weight"]
+values = body[wte["data_offsets"][0]:wte["data_offsets"][1]]
+for name, head in (("tied-equal", values), ("tied-other", values[:-4] + struct.pack("<f", 0.5))):
+    h = dict(header)
+    h["lm_head.weight"] = {"dtype": "F32", "shape": wte["shape"], "data_offsets": [len(body), len(body) + len(head)]}
+    text = json.dumps(h).encode()
+    open(f"{sys.argv[2]}/{name}.safetensors", "wb").write(struct.pack("<Q", len(text)) + text + body + head)
+PY
+if "$train" --n-layer 1 --steps 1 --init-from "$dir/tied-equal.safetensors" > /dev/null 2>&1; then
+  echo "ok   an lm_head equal to wte loads"
+else echo "FAIL an lm_head equal to wte: $("$train" --n-layer 1 --steps 1 --init-from "$dir/tied-equal.safetensors" 2>&1)"; failures=$((failures + 1)); fi
+expect_error "an lm_head other than wte" "'lm_head.weight' differs from 'wte.weight' at flat index [0-9]+ \\(0.5 vs" \
+  --init-from "$dir/tied-other.safetensors" --n-layer 1
 
 # --check-consistency: agreeing ranks train on without a word.
 out=$("$train" --ranks 3 --threads 1 --strategy no-shard --dtype bf16 --batch-size 6 --steps 2 --check-consistency 1 2>&1) ||
