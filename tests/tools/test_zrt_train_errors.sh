@@ -226,6 +226,8 @@ expect_error "empty --checkpoint-dir" "--checkpoint-dir: the path is empty" --ch
 expect_usage "a flag given twice" "--lr is given more than once; give it once" --lr 1e-3 --lr 2e-3
 expect_usage "a list flag given twice" "--hidden is given more than once" --model mlp --hidden 8 --hidden 4
 expect_usage "an unknown flag" "unknown flag --n-layers \(zrt-train --help lists the flags\)" --n-layers 2
+expect_usage "an empty width in --hidden" "--hidden: '64,,64' is not whole numbers separated by commas" --model mlp --hidden 64,,64
+expect_usage "a lone comma for --hidden" "--hidden: ',' is not whole numbers" --model mlp --hidden , --lr 1e-3
 expect_usage "a million layers" "--n-layer: must be a whole number from 1 to 65536 \(got 100000000\)" --n-layer 100000000
 expect_usage "a fraction for a whole number" "--n-head: 1.5 is not a whole number" --n-head 1.5
 expect_usage "two values for one flag" "unexpected value '2': a flag takes one value" --n-layer 1 2

@@ -342,7 +342,8 @@ class StepReporter {
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
     if (metrics_.is_open()) write_metrics(r, per_s);
     const bool last = s + 1 == o_.trainer.steps;
-    if (!tty_ && !last && r.step % o_.log_every != 0) return;
+    // The run's first step (of a resumed run too), every --log-every, the last.
+    if (!tty_ && !last && s != first_ && r.step % o_.log_every != 0) return;
     const double eta = elapsed_ / static_cast<double>(s + 1 - first_) *
                        static_cast<double>(o_.trainer.steps - s - 1);
     std::lock_guard lock(io_);

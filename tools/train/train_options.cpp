@@ -650,6 +650,17 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                      "--checkpoint-dir, starting fresh if there is none yet")
           ->expected(0, 1);
   tools::check_flags_given_once(app, argc, argv);
+  // --hidden is checked whole: CLI11 splits it first, dropping an empty
+  // width ("64,,64" trained 64,64), and a lone "," took the next flag.
+  static const std::regex kWidths("[0-9]+(,[0-9]+)*");
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const std::string value = arg.starts_with("--hidden=")        ? std::string(arg.substr(9))
+                              : arg == "--hidden" && i + 1 < argc ? argv[i + 1]
+                                                                  : std::string("64");
+    ZRT_CHECK_ARG(std::regex_match(value, kWidths), "--hidden: '", value,
+                  "' is not whole numbers separated by commas, e.g. 64,64");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
