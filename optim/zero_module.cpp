@@ -145,11 +145,14 @@ CpuStreams parse_cpu_streams(const std::string& s) {
 // read: nothing there to compare on the host.
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps) {
   struct Summary {
+    std::uint64_t layout = 0;  // names and shapes: FlatParamHandle names a difference there
     std::uint64_t digest = 0;
     std::int64_t non_finite = -1;  // index into ps, -1: none
   } mine;
   for (std::size_t i = 0; i < ps.size(); ++i) {
     const NamedParam& p = ps[i];
+    const std::string id = p.fqn() + shape_str(p.tensor.shape()) + ";";
+    mine.layout = XXH64(id.data(), id.size(), mine.layout);
     if (p.init || options_.dry_run || !p.tensor.device().is_cpu() || p.tensor.numel() == 0)
       continue;
     // A second name of one tensor (tied in the unit) has the first's values,
@@ -167,6 +170,8 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
   std::vector<Summary> ranks(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) std::memcpy(&ranks[r], all[r].data(), sizeof mine);
+  for (const Summary& r : ranks)
+    if (r.layout != mine.layout) return;  // the handle's own check names the difference
   for (std::size_t r = 0; r < ranks.size(); ++r)
     ZRT_CHECK_ARG(ranks[r].non_finite<0, "ZeroModule::add_unit('", unit, "'): parameter '",
                                       ps[static_cast<std::size_t>(ranks[r].non_finite)].fqn(),

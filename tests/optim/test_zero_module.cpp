@@ -349,6 +349,20 @@ BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
                       "rank 2 passed other initial values than rank 0");
   error_on_every_rank([&](int r, int i) { return r == 1 && i == 3 ? std::nan("") : base[i]; },
                       "parameter 'fc.w' holds NaN or infinite values on rank 1");
+  run_local_ranks(2, [&](const CommPtr& world) {  // other parameters: the layout's message
+    optim::ZeroModule module(world);
+    std::vector<std::pair<std::string, Tensor>> ps = {
+        {"w", Tensor::from_doubles(base, DType::f32)}};
+    if (world->rank() == 1) ps.push_back({"b", Tensor::from_doubles({std::nan("")}, DType::f32)});
+    std::string message;
+    try {
+      module.add_unit("fc", ps);
+    } catch (const InvalidArgument& e) {
+      message = e.what();
+    }
+    ZRT_EXPECT(message.find("differs across the zero1 group") != std::string::npos, "rank ",
+               world->rank(), ": '", message, "'");
+  });
   run_local_ranks(3, [&](const CommPtr& world) {  // equal values pass
     optim::ZeroModule module(world);
     module.add_unit("fc", {{"w", Tensor::from_doubles(base, DType::f32)}});

@@ -180,7 +180,7 @@ ZRT_FLIGHT_RECORDER_ENTRIES=0 expect_error "no flight recorder entries" "ZRT_FLI
 ZRT_LINK_GBPS=fast expect_error "ZRT_LINK_GBPS of fast" "ZRT_LINK_GBPS='fast' is not a bandwidth in Gb/s from 0.001 to 1e.06"
 ZRT_LINK_US=-2 expect_error "a negative link latency" "ZRT_LINK_US='-2' is not a latency in microseconds"
 ZRT_DEBUG=yes expect_error "ZRT_DEBUG of yes" "ZRT_DEBUG='yes' is not one of 0, 1"
-ZRT_FLIGHT_RECORDER_DIR="$dir/no-dir" expect_error "a missing flight recorder directory" "ZRT_FLIGHT_RECORDER_DIR='.*no-dir' is not an existing directory"
+ZRT_FLIGHT_RECORDER_DIR="$dir/short.txt" expect_error "a file for the flight recorder directory" "ZRT_FLIGHT_RECORDER_DIR='.*short.txt' is not a directory"
 # A ZRT_* variable zrt does not read is named in a warning (a typo?), and the run goes on.
 out=$(ZRT_SIMPEL_KERNELS=all "$train" --steps 1 2>&1)
 if [ $? -eq 0 ] && grep -q "zrt-train: warning: ZRT_SIMPEL_KERNELS is set but zrt reads no such variable" <<<"$out"; then

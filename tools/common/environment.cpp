@@ -44,15 +44,16 @@ constexpr EnvVariable kVariables[] = {
     {"ZRT_FLIGHT_RECORDER_ENTRIES", "a whole number from 1 to 1000000 (default 256)",
      "collectives each rank's flight recorder keeps",
      [] { (void)default_flight_recorder_entries(); }},
-    {"ZRT_FLIGHT_RECORDER_DIR", "an existing writable directory",
+    {"ZRT_FLIGHT_RECORDER_DIR", "a writable directory (made if missing)",
      "where the flight records of a failed collective are written",
      [] {  // checked now: it is written only when a collective has failed
        const char* v = env("ZRT_FLIGHT_RECORDER_DIR");
        std::error_code ec;
-       ZRT_CHECK_ARG(!*v || std::filesystem::is_directory(v, ec), "ZRT_FLIGHT_RECORDER_DIR='", v,
-                     "' is not an existing directory (the flight records of a failed "
-                     "collective go there)");
-       ZRT_CHECK_ARG(!*v || ::access(v, W_OK) == 0, "ZRT_FLIGHT_RECORDER_DIR='", v,
+       // A directory not there yet is made when the records are written.
+       if (!*v || !std::filesystem::exists(v, ec)) return;
+       ZRT_CHECK_ARG(std::filesystem::is_directory(v, ec), "ZRT_FLIGHT_RECORDER_DIR='", v,
+                     "' is not a directory (the flight records of a failed collective go there)");
+       ZRT_CHECK_ARG(::access(v, W_OK) == 0, "ZRT_FLIGHT_RECORDER_DIR='", v,
                      "' is a directory this process cannot write");
      }},
     {"ZRT_POISON_MEMORY", "0 or 1", "1: fill every new allocation with 0xFF bytes (NaN)",
