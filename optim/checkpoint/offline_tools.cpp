@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
@@ -28,13 +29,12 @@ std::size_t export_params(const std::string& checkpoint, const std::string& out)
   SafetensorsWriter file(out, specs);
   // Rank file by rank file: the reader keeps a few open, so handle by handle
   // would open every file once per handle in a world of many ranks.
-  std::vector<std::pair<std::size_t, int>> shards;  // (handle, zero1 shard)
+  std::vector<std::tuple<int, std::size_t, int>> shards;  // (rank file, handle, zero1 shard)
   for (std::size_t k = 0; k < index.handles.size(); ++k)
-    for (int z = 0; z < index.handles[k].zero1_size; ++z) shards.emplace_back(k, z);
-  std::stable_sort(shards.begin(), shards.end(), [&](const auto& x, const auto& y) {
-    return reader.holder(x.first, x.second).rank < reader.holder(y.first, y.second).rank;
-  });
-  for (const auto& [k, z] : shards) {
+    for (int z = 0; z < index.handles[k].zero1_size; ++z)
+      shards.emplace_back(reader.holder(k, z).rank, k, z);
+  std::sort(shards.begin(), shards.end());
+  for (const auto& [rank, k, z] : shards) {
     const HandleRecord& h = index.handles[k];
     const std::int64_t n = h.shard_numel();
     const float* shard = reader.shard(k, z, ShardKind::param).data<float>();

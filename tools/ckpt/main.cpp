@@ -128,16 +128,16 @@ void check_reshard_destination(const std::string& source, const std::string& out
   } catch (const CheckpointError&) {
     other = (fs::path(out) / optim::step_dir_name(steps.back())).string();
   }
-  ZRT_CHECK_ARG(same_model(CheckpointReader(other).index(), reader.index()), "--out ", out,
+  const CheckpointReader theirs(other);
+  ZRT_CHECK_ARG(same_model(theirs.index(), reader.index()), "--out ", out,
                 " holds checkpoints of another model (", other,
                 "); its `latest` would move to this one. Write into an empty or new directory, or "
                 "pass --force");
   // Its `latest` moves to the step written: a resume there would continue it.
-  ZRT_CHECK_ARG(
-      optim::run_identity(CheckpointReader(other).index()) == optim::run_identity(reader.index()),
-      "--out ", out, " holds checkpoints of another run (another --seed: ", other,
-      "); a --resume there would continue this one's step. Write into an empty or new "
-      "directory, or pass --force");
+  ZRT_CHECK_ARG(optim::run_identity(theirs.index()) == optim::run_identity(reader.index()),
+                "--out ", out, " holds checkpoints of another run (another --seed: ", other,
+                "); a --resume there would continue this one's step. Write into an empty or new "
+                "directory, or pass --force");
   ZRT_CHECK_ARG(steps.back() <= reader.index().step, "--out ", out, " holds ",
                 optim::step_dir_name(steps.back()), ", newer than ",
                 optim::step_dir_name(reader.index().step),
