@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #ifdef ZRT_WITH_CUDA
 #include "zrt/runtime/cuda_check.h"
@@ -22,18 +23,20 @@ double to_double(T x) {
   else
     return static_cast<double>(x);
 }
-// Into an integer type the fraction is dropped (a cast, as torch's .to());
-// NaN, an infinity or a value beyond the type's range has no integer, and
-// a bare cast of it is undefined: InvalidArgument naming it.
+// Into an integer type the fraction is dropped (a cast toward zero); NaN,
+// an infinity or a value beyond the type's range has no integer, and a bare
+// cast of it is undefined: InvalidArgument naming it. The bounds are powers
+// of two, exact in a double (max + 1.0 is not, for i64).
 template <class T>
 T from_double(double v) {
   if constexpr (is_float16_v<T>) {
     return from_f32<T>(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<T>) {
-    ZRT_CHECK_ARG(v > double(std::numeric_limits<T>::min()) - 1.0 &&
-                      v < double(std::numeric_limits<T>::max()) + 1.0,
-                  "value ", v, " is not representable in ", dtype_name(dtype_of<T>()));
-    return static_cast<T>(v);
+    const double whole = std::trunc(v);
+    const double end = std::ldexp(1.0, std::numeric_limits<T>::digits);
+    ZRT_CHECK_ARG(whole >= (std::is_signed_v<T> ? -end : 0.0) && whole < end, "value ", v,
+                  " is not representable in ", dtype_name(dtype_of<T>()));
+    return static_cast<T>(whole);
   } else {
     return static_cast<T>(v);
   }
@@ -49,9 +52,11 @@ void check_whole(const char* op, double v, DType t) {
 // Converts one element; integers convert directly, anything else via double.
 template <class Dst, class Src>
 Dst convert(Src s) {
-  if constexpr (std::is_integral_v<Dst> && std::is_integral_v<Src>)
+  if constexpr (std::is_integral_v<Dst> && std::is_integral_v<Src>) {
+    ZRT_CHECK_ARG(std::in_range<Dst>(s), "value ", static_cast<std::int64_t>(s),
+                  " is not representable in ", dtype_name(dtype_of<Dst>()));
     return static_cast<Dst>(s);
-  else
+  } else
     return from_double<Dst>(to_double(s));
 }
 

@@ -132,9 +132,10 @@ BOOST_AUTO_TEST_CASE(copy_round_trips_every_dtype) {
 }
 
 // An integer tensor takes whole numbers in its range from the caller; a
-// cast from floats drops the fraction (torch's .to()), and refuses what has
+// cast from floats drops the fraction (toward zero), and refuses what has
 // no integer (NaN, an infinity, a value out of range) instead of leaving it
-// to an undefined cast (which gave INT_MIN, or 44 for 300 in u8).
+// to an undefined cast (which gave INT_MIN, or 44 for 300 in u8). A cast
+// between integer types refuses what the target cannot hold.
 BOOST_AUTO_TEST_CASE(integer_tensors_take_only_values_they_hold) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const auto& [values, dtype] :
@@ -158,6 +159,18 @@ BOOST_AUTO_TEST_CASE(integer_tensors_take_only_values_they_hold) {
   BOOST_CHECK_THROW(Tensor::from_doubles({256}, DType::bf16).to(DType::u8), InvalidArgument);
   BOOST_TEST(Tensor::from_doubles({-2147483648.0, 2147483647.0}, DType::i32).to_doubles() ==
              (std::vector<double>{-2147483648.0, 2147483647.0}));
+  // The ends of i64 are powers of two: -2^63 is held, 2^63 is not.
+  BOOST_TEST(Tensor::from_doubles({-std::ldexp(1.0, 63)}, DType::i64).to_doubles() ==
+             (std::vector<double>{-std::ldexp(1.0, 63)}));
+  BOOST_CHECK_THROW(Tensor::from_doubles({std::ldexp(1.0, 63)}, DType::i64), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::from_doubles({300}, DType::i64).to(DType::u8), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::from_doubles({-1}, DType::i32).to(DType::u8), InvalidArgument);
+  BOOST_CHECK_THROW(Tensor::from_doubles({4294967296.0}, DType::i64).to(DType::i32),
+                    InvalidArgument);
+  BOOST_TEST(Tensor::from_doubles({-7, 2147483647}, DType::i64).to(DType::i32).to_doubles() ==
+             (std::vector<double>{-7, 2147483647}));
+  BOOST_TEST(Tensor::from_doubles({0, 255}, DType::i64).to(DType::u8).to_doubles() ==
+             (std::vector<double>{0, 255}));
 }
 
 // A view past the end of its storage is refused where it is made, not at
