@@ -22,13 +22,16 @@
 namespace zrt::optim {
 
 struct GradStats {
-  double squared_norm = 0;  // of the gradients as stored (still loss-scaled)
-  bool non_finite = false;  // some rank holds a NaN or Inf (squared_norm is then meaningless)
+  double squared_norm = 0;     // of the gradients as stored (still loss-scaled)
+  bool non_finite = false;     // some rank holds a NaN or Inf (squared_norm is then meaningless)
+  bool settings_agree = true;  // every rank passed the same `settings` digest
 };
 
 // Collective over the handles' zero1 group (and replica group, if any): every
 // rank gets the same result. The handles must share their groups.
-GradStats global_grad_stats(std::span<FlatParamHandle* const> handles);
+// `settings` is a digest of what the step will apply (Note [Ranks agree on
+// each step's settings]); its agreement travels in the same collectives.
+GradStats global_grad_stats(std::span<FlatParamHandle* const> handles, std::uint64_t settings = 0);
 
 // torch.nn.utils.clip_grad_norm_: max_norm / (total_norm + 1e-6), at most 1.
 double clip_coefficient(double total_norm, double max_norm);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <xxhash.h>
+
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/kernels/ops/random_fill.h"
 #include "zrt/optim/grad_stats.h"
@@ -130,9 +132,15 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
                     s.handle->name(), " is in state ", handle_state_name(s.handle->state()),
                     ", expected idle");
 
-  const GradStats stats = global_grad_stats(raw_handles_);
-  if (before_update) before_update();
   const double inv_loss_scale = scaler ? scaler->inv_scale() : 1.0;
+  const GradStats stats = global_grad_stats(raw_handles_, settings_digest(lr, inv_loss_scale));
+  ZRT_CHECK_ARG(stats.settings_agree,
+                "ZeroAdamW::step: the ranks step with different settings (lr ", lr,
+                " here; or AdamWOptions, the loss scale or the optimizer step count ", step_,
+                " differ between ranks): each rank would update its shard with its own, "
+                "training a model no one setting describes");
+  // Note [Ranks agree on each step's settings] in grad_stats.cpp.
+  if (before_update) before_update();
   if (scaler) scaler->update(stats.non_finite);
   StepResult r;
   r.lr = lr;
@@ -189,6 +197,22 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
     }
   step_ = r.step;
   return r;
+}
+
+std::uint64_t ZeroAdamW::settings_digest(double lr, double inv_loss_scale) const {
+  const AdamWOptions& o = options_;
+  const double numbers[] = {lr,
+                            inv_loss_scale,
+                            o.beta1,
+                            o.beta2,
+                            o.eps,
+                            o.weight_decay,
+                            o.max_grad_norm,
+                            static_cast<double>(o.max_consecutive_skips),
+                            static_cast<double>(o.state_dtype),
+                            static_cast<double>(step_),
+                            static_cast<double>(skipped_total_)};
+  return XXH64(numbers, sizeof numbers, o.rounding_seed);
 }
 
 const ZeroAdamW::ShardState& ZeroAdamW::at(std::size_t k) const {

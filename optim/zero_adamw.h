@@ -136,6 +136,9 @@ class ZeroAdamW {
     kernels::AdamWRounding rounding;  // bf16 moments (Note [bf16 AdamW moments])
   };
   const ShardState& at(std::size_t k) const;
+  // What this step applies, for the ranks to agree on (Note [Ranks agree on
+  // each step's settings] in grad_stats.cpp).
+  std::uint64_t settings_digest(double lr, double inv_loss_scale) const;
   Tensor param_slice(const Tensor& shard, std::size_t k, std::size_t i, const char* suffix) const;
 
   // AdamW on the offloaded moments, chunk by chunk; `updated(k)` once handle

@@ -90,6 +90,15 @@ BOOST_AUTO_TEST_CASE(consecutive_skips_throw_on_every_rank) {
              [&](const CommPtr& world) { testing::check_skip_limit(world, c.strategy, c.zero3); });
 }
 
+// Note [Ranks agree on each step's settings], in every kind of group: a
+// zero1 group (full), replicas only (no_shard), both (hybrid, layer-zero).
+BOOST_AUTO_TEST_CASE(ranks_stepping_with_different_settings_all_fail) {
+  for (const Case& c : {kCases[1], kCases[2], kCases[4], kCases[7], kCases[8]})
+    on_ranks(c.world, describe(c), [&](const CommPtr& world) {
+      testing::check_settings_agree(world, c.strategy, c.zero3);
+    });
+}
+
 BOOST_AUTO_TEST_CASE(bf16_moments_are_bit_identical_at_every_world_size) {
   // Note [bf16 AdamW moments]: the rounding keys on flat indices, so every
   // sharding of 1 to 4 ranks, and the moments in host memory or on disk in

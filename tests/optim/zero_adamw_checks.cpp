@@ -359,6 +359,38 @@ void check_skip_limit(const CommPtr& world, optim::ShardingStrategy strategy, in
              ": the throwing step changed state");
 }
 
+void check_settings_agree(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size) {
+  const std::string at = where(world, strategy, zero3_size);
+  const AdamWScenario s = make_adamw_scenario(11);
+  const int n = world->size();
+  for (const bool upper_half : {false, true})
+    for (const std::string what : {"lr", "beta2", "step count"}) {
+      const bool odd = upper_half ? world->rank() >= n / 2 : world->rank() == n - 1;
+      Run run = make_run(world, strategy, zero3_size, s);
+      optim::AdamWOptions options;
+      if (odd && what == "beta2") options.beta2 = 0.99;
+      ZeroAdamW opt({run.handles[0].get(), run.handles[1].get()}, options);
+      if (odd && what == "step count") opt.load_counters(1, 0, 0);
+      const double lr = odd && what == "lr" ? 2e-3 : 1e-3;
+      backward(run, world, s.grads[0], 1, 1.0, Plant::none);
+      const Snapshot before = snapshot(run, opt);
+      std::string error;
+      try {
+        opt.step(lr);
+      } catch (const InvalidArgument& e) {
+        error = e.what();
+      }
+      const std::string case_at =
+          at + ", " + what + " differs on " + (upper_half ? "the upper half" : "the last rank");
+      ZRT_EXPECT(error.find("the ranks step with different settings") != std::string::npos, case_at,
+                 ": not refused (", error, ")");
+      ZRT_EXPECT(snapshot(run, opt) == before, case_at, ": the refused step changed state");
+      // The same settings step.
+      ZeroAdamW same({run.handles[0].get(), run.handles[1].get()}, optim::AdamWOptions{});
+      ZRT_EXPECT(!same.step(1e-3).skipped, case_at, ": agreeing ranks did not step");
+    }
+}
+
 void run_final_state(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size,
                      const AdamWScenario& s, optim::AdamWOptions options,
                      const optim::OptimizerOffload& offload, AdamWFinal& out, std::mutex& mutex) {
