@@ -133,18 +133,28 @@ void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64
   const Tensor raw = Tensor::empty({dst.numel()}, dtype, Device::cpu(), buffers_);
   Tensor f32 =
       dtype == DType::f32 ? raw : Tensor::empty({dst.numel()}, DType::f32, Device::cpu(), buffers_);
+  // The same range of each tied name, to compare: its buffers too are taken
+  // before a dry run returns, so the plan counts them.
+  std::vector<std::pair<std::string, Tensor>> tied;
+  Tensor tied_f32;
+  if (auto t = tied_keys_.find(fqn); t != tied_keys_.end())
+    for (const std::string& second : t->second) {
+      const DType second_dtype = reader_->entry(second).dtype;
+      tied.emplace_back(second,
+                        Tensor::empty({dst.numel()}, second_dtype, Device::cpu(), buffers_));
+      if (second_dtype != DType::f32 && tied_f32.numel() == 0)
+        tied_f32 = Tensor::empty({dst.numel()}, DType::f32, Device::cpu(), buffers_);
+    }
   if (stream.discards()) return;  // a dry run: the buffers, no values (Note [Dry runs])
   reader_->read_elements(key, first, dst.numel(), raw.data_ptr());
   if (dtype != DType::f32) f32.copy_(raw);
   check_finite(f32, key, first, reader_->path());
-  if (auto t = tied_keys_.find(fqn); t != tied_keys_.end())
-    for (const std::string& second : t->second) {  // the same range of each tied name
-      const DType second_dtype = reader_->entry(second).dtype;
-      Tensor values = Tensor::empty({dst.numel()}, second_dtype, Device::cpu(), buffers_);
-      reader_->read_elements(second, first, dst.numel(), values.data_ptr());
-      check_same_as_primary(second_dtype == DType::f32 ? values : values.to(DType::f32), f32,
-                            second, key, first, reader_->path());
-    }
+  for (auto& [second, values] : tied) {
+    reader_->read_elements(second, first, dst.numel(), values.data_ptr());
+    if (values.dtype() != DType::f32) tied_f32.copy_(values);
+    check_same_as_primary(values.dtype() == DType::f32 ? values : tied_f32, f32, second, key, first,
+                          reader_->path());
+  }
   Tensor out = dst;  // a view of the same memory
   out.copy_(f32, stream);
   stream.synchronize();  // f32 is this call's; the copy must be done before it goes
