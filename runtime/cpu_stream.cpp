@@ -101,6 +101,11 @@ void CpuStream::rethrow(const std::exception_ptr& failure, const std::string& co
   const std::string prefix = context.empty() ? std::string() : context + ": ";
   try {
     std::rethrow_exception(failure);
+  } catch (const CommError&) {
+    // It names its collective, group and rank: a prefix of the stream's
+    // ops ("waiting for an event of a failed CPU stream: all_gather: ")
+    // would only bury that.
+    throw;
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(prefix + e.what(), e.numbers(), e.file(), e.line());
   }
@@ -110,9 +115,6 @@ void CpuStream::rethrow(const std::exception_ptr& failure, const std::string& co
   }
   ZRT_RETHROW_AS(CublasError)
   ZRT_RETHROW_AS(CudaError)
-  ZRT_RETHROW_AS(NcclError)
-  ZRT_RETHROW_AS(MpiError)
-  ZRT_RETHROW_AS(CommError)
   ZRT_RETHROW_AS(InvalidArgument)
   ZRT_RETHROW_AS(InvalidState)
   ZRT_RETHROW_AS(CheckpointError)

@@ -115,7 +115,9 @@ template <class E>
 
 }  // namespace detail
 
-// Called by destructors that hit an error: prints to stderr and goes on.
+// Called by destructors that hit an error: prints to stderr and goes on;
+// while an exception unwinds, only under ZRT_DEBUG=1 (it is most often the
+// propagating failure seen again).
 void report_in_destructor(const char* where, const std::exception& e) noexcept;
 
 }  // namespace zrt

@@ -61,4 +61,9 @@ error=$(grep "^zrt-train: error: " "$dir/out.txt")
 [ -n "$error" ] || { echo "FAIL: SIGSTOP: no 'zrt-train: error' line"; tr '\r' '\n' < "$dir/out.txt" | grep -v '^step' | tail -20; exit 1; }
 grep -q "waiting for rank ${victim_rank:-1}," <<<"$error" || { echo "FAIL: SIGSTOP: the error names no stopped rank: $error"; exit 1; }
 grep -qE "#[0-9]+ on group world" <<<"$error" || { echo "FAIL: SIGSTOP: the error names no collective: $error"; exit 1; }
+# One report of the failure, in its own words: no stream's prefix, no echo
+# of it from destructors on the way out.
+if grep -qE "error ignored in|CPU stream" "$dir/out.txt"; then
+  echo "FAIL: SIGSTOP: the failure is reported again or wrapped:"; grep -E "error ignored in|CPU stream" "$dir/out.txt"; exit 1
+fi
 echo "ok   the survivor of a stopped rank: $error"
