@@ -178,20 +178,20 @@ void retire_step(const std::string& root, std::int64_t step) {
   if (ec) ZRT_THROW(CheckpointError, gone.string(), ": cannot remove: ", ec.message());
 }
 
+bool is_checkpoint_temporary(const std::string& name) {
+  constexpr std::string_view suffix = ".tmp";
+  if (!name.ends_with(suffix) || name.size() == suffix.size()) return false;
+  std::string stem = name.substr(0, name.size() - suffix.size());
+  constexpr std::string_view retired = ".retired";
+  if (stem.size() > retired.size() && stem.ends_with(retired))
+    stem.resize(stem.size() - retired.size());
+  return stem == "latest" || parse_step_dir_name(stem).has_value();
+}
+
 void remove_stale_temporaries(const std::string& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string name = e.path().filename().string();
-    constexpr std::string_view suffix = ".tmp";
-    if (name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    std::string stem = name.substr(0, name.size() - suffix.size());
-    constexpr std::string_view retired = ".retired";
-    if (stem.size() > retired.size() &&
-        stem.compare(stem.size() - retired.size(), retired.size(), retired) == 0)
-      stem.resize(stem.size() - retired.size());
-    if (stem != "latest" && !parse_step_dir_name(stem)) continue;
+    if (!is_checkpoint_temporary(e.path().filename().string())) continue;
     std::error_code ignored;
     fs::remove_all(e.path(), ignored);
   }

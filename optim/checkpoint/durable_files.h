@@ -56,8 +56,10 @@ void prune_steps(const std::string& root, int keep_last);
 // Removes a complete step without ever leaving a half-deleted step-N: it is
 // renamed to step-N.retired.tmp first, then deleted.
 void retire_step(const std::string& root, std::int64_t step);
-// Removes `*.tmp` entries of our naming (step-N.tmp, step-N.retired.tmp,
-// latest.tmp) under root.
+// Whether `name` is a `*.tmp` entry of our naming (step-N.tmp,
+// step-N.retired.tmp, latest.tmp): what an interrupted write leaves.
+bool is_checkpoint_temporary(const std::string& name);
+// Removes the entries is_checkpoint_temporary names under root.
 void remove_stale_temporaries(const std::string& root);
 
 }  // namespace zrt::optim

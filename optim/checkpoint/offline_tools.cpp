@@ -20,7 +20,8 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
   return out;
 }
 
-std::size_t export_params(const std::string& checkpoint, const std::string& out) {
+std::size_t export_params(const std::string& checkpoint, const std::string& out,
+                          const std::function<void()>& between_shards) {
   CheckpointReader reader(checkpoint);
   const CheckpointIndex& index = reader.index();
   std::map<std::string, SafetensorsSpec> specs;
@@ -35,6 +36,7 @@ std::size_t export_params(const std::string& checkpoint, const std::string& out)
       shards.emplace_back(reader.holder(k, z).rank, k, z);
   std::sort(shards.begin(), shards.end());
   for (const auto& [rank, k, z] : shards) {
+    if (between_shards) between_shards();
     const HandleRecord& h = index.handles[k];
     const std::int64_t n = h.shard_numel();
     const float* shard = reader.shard(k, z, ShardKind::param).data<float>();
@@ -51,7 +53,8 @@ std::size_t export_params(const std::string& checkpoint, const std::string& out)
 }
 
 std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root,
-                               int world, optim::ShardingStrategy strategy, int zero3_size) {
+                               int world, optim::ShardingStrategy strategy, int zero3_size,
+                               const std::function<void()>& between_shards) {
   ZRT_CHECK_ARG(world >= 1, "reshard: the world size must be >= 1 (got ", world, ")");
   const int z = zero3_size > 0 ? zero3_size : world;
   ZRT_CHECK_ARG(z <= world && world % z == 0, "reshard: zero3 size ", z,
@@ -108,6 +111,7 @@ std::string reshard_checkpoint(const std::string& checkpoint, const std::string&
         std::vector<std::string> fqns;
         for (const ParamRecord& p : index.handles[k].params) fqns.push_back(p.fqn);
         for (ShardKind kind : kAllShardKinds) {
+          if (between_shards) between_shards();
           Tensor t = Tensor::empty({layouts[k].shard_numel(zero1_size)}, DType::f32);
           fill_shard(reader, fqns, infos, kind, t);
           tensors[shard_tensor_name(index.handles[k].name, kind)] = t;

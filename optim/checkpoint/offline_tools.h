@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -20,13 +21,19 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
 // reading and writing one zero1 shard at a time, so that the process never
 // holds the model (Note [Streamed saving]). A checkpoint that fails its
 // checks part-way leaves no file. Returns the number of parameters.
-std::size_t export_params(const std::string& checkpoint, const std::string& out);
+// `between_shards`, when given, runs before each shard is read; what it
+// throws stops the export, which then leaves no file either (a caller's
+// way to stop on a signal).
+std::size_t export_params(const std::string& checkpoint, const std::string& out,
+                          const std::function<void()>& between_shards = {});
 
 // Writes `checkpoint` (a step or a root's latest) as the same step under
 // `out_root`, laid out for `world` ranks under `strategy` (zero3_size: the
 // group size of hybrid / layer-zero; 0 = world), as those ranks would have
-// saved it. Returns the new step directory.
+// saved it. Returns the new step directory. `between_shards` as for
+// export_params: what it throws leaves no step, not even step-N.tmp.
 std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root,
-                               int world, optim::ShardingStrategy strategy, int zero3_size);
+                               int world, optim::ShardingStrategy strategy, int zero3_size,
+                               const std::function<void()>& between_shards = {});
 
 }  // namespace zrt::optim

@@ -158,6 +158,7 @@ expect_error "--checkpoint-every negative" "checkpoint-every" "$train" --checkpo
 expect_error "--checkpoint-dir under a file" "checkpoint-dir .*a-file/ck cannot be created" "$train" \
   --checkpoint-dir "$dir/a-file/ck"
 expect_error "info of a non-checkpoint" "not a checkpoint" "$ckpt" info "$dir"
+expect_error "info of two checkpoints" "unexpected value .* \(a flag takes one value, a command the arguments --help lists\)" "$ckpt" info "$dir/ck" "$dir/ck"
 expect_error "reshard to 0 ranks" "--ranks: must be a whole number from 1 to 65536 \(got 0\)" "$ckpt" reshard "$dir/ck" \
   --ranks 0 --out "$dir/x"
 expect_error "reshard to a negative zero3 size" "--zero3-size: must be a whole number of at least 0 \(got -1\)" "$ckpt" \
@@ -241,6 +242,30 @@ expect_quick_error "reshard into another run's directory" "holds checkpoints of 
 expect_quick_error "reshard behind a newer step" "holds step-000006, newer than step-000003: its .latest. would move back" \
   "$ckpt" reshard "$dir/run-b/step-000003" --ranks 2 --out "$dir/run-b"
 [ "$(head -1 "$dir/run-b/latest")" = "step-000006" ] || fail "reshard moved run-b's latest: $(cat "$dir/run-b/latest")"
+# An interrupted reshard leaves step-N.tmp: the retry writes the step and removes it.
+mkdir -p "$dir/retry/step-000003.tmp" && : > "$dir/retry/step-000003.tmp/rank-00000.zrt"
+if "$ckpt" reshard "$dir/run-a/step-000003" --ranks 2 --out "$dir/retry" > /dev/null &&
+  [ ! -e "$dir/retry/step-000003.tmp" ] && "$ckpt" verify "$dir/retry" > /dev/null; then
+  ok "reshard retried over an interrupted one"
+else fail "reshard retried over an interrupted one: $(ls "$dir/retry")"; fi
+# SIGINT stops export and reshard before their first shard and leaves nothing
+# behind: sent to itself between fork and exec with SIGINT blocked, the signal
+# is pending when zrt-ckpt starts and is delivered once it takes it.
+if out=$("$python" - "$ckpt" "$dir" <<'PY' 2>&1
+import glob, os, signal, subprocess, sys
+ckpt, d = sys.argv[1], sys.argv[2]
+for args, out in ((["export", d + "/ck", "--out", d + "/stopped.st"], d + "/stopped.st"),
+                  (["reshard", d + "/ck", "--ranks", "2", "--out", d + "/stopped-ck"], d + "/stopped-ck")):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    p = subprocess.run([ckpt] + args, capture_output=True, text=True,
+                       preexec_fn=lambda: os.kill(os.getpid(), signal.SIGINT))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    said = "stopped by SIGINT; --out " + out + " was not written"
+    left = glob.glob(d + "/.stopped.st.zrt-partial-*") + glob.glob(out + "/step-*")
+    if p.returncode != 130 or said not in p.stderr or os.path.isfile(out) or left:
+        sys.exit(f"{args[0]}: exit {p.returncode}, left {left}: {p.stderr}")
+PY
+); then ok "SIGINT stops export and reshard, leaving nothing"; else fail "SIGINT during export/reshard: $out"; fi
 expect_quick_error "reshard to 100000 ranks" "--ranks: must be a whole number from 1 to 65536 \(got 100000\)" \
   "$ckpt" reshard "$dir/run-a" --ranks 100000 --out "$dir/many"
 mkfifo "$dir/fifo.st" && ln -s fifo.st "$dir/fifo-link.st"

@@ -1,6 +1,7 @@
 // zrt-ckpt: look into, verify, consolidate and reshard zrt checkpoints
 // (Note [Checkpoint format]). See docs/checkpoints.md.
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -8,9 +9,12 @@
 #include <iostream>
 #include <set>
 
+#include <unistd.h>
+
 #include "tools/common/cli_rules.h"
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
+#include "tools/common/stop_signals.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/index_checksum.h"
@@ -108,8 +112,14 @@ void check_reshard_destination(const std::string& source, const std::string& out
   ZRT_CHECK_ARG(!path_is_within(out, step_dir), "--out ", out, " is inside the checkpoint read, ",
                 step_dir);
   std::error_code ec;
-  if (!fs::exists(out, ec) || fs::is_empty(out, ec)) return;
+  if (!fs::exists(out, ec)) return;
   ZRT_CHECK_ARG(fs::is_directory(out, ec), "--out ", out, " exists and is not a directory");
+  // What an interrupted reshard or save left (step-N.tmp) is removed when
+  // the step is begun: a directory holding only that is empty.
+  bool empty = true;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    empty = empty && optim::is_checkpoint_temporary(e.path().filename().string());
+  if (empty) return;
   const fs::path target = fs::path(out) / optim::step_dir_name(reader.index().step);
   const auto never_replace = [&] {
     ZRT_CHECK_ARG(!fs::exists(target, ec), "--out ", out, " already holds ",
@@ -135,8 +145,8 @@ void check_reshard_destination(const std::string& source, const std::string& out
                 "pass --force");
   // Its `latest` moves to the step written: a resume there would continue it.
   ZRT_CHECK_ARG(optim::run_identity(theirs.index()) == optim::run_identity(reader.index()),
-                "--out ", out, " holds checkpoints of another run (another --seed: ", other,
-                "); a --resume there would continue this one's step. Write into an empty or new "
+                "--out ", out, " holds checkpoints of another run (another --seed), newest ", other,
+                "; a --resume there would continue this one's step. Write into an empty or new "
                 "directory, or pass --force");
   ZRT_CHECK_ARG(steps.back() <= reader.index().step, "--out ", out, " holds ",
                 optim::step_dir_name(steps.back()), ", newer than ",
@@ -146,14 +156,36 @@ void check_reshard_destination(const std::string& source, const std::string& out
   never_replace();
 }
 
+// Note [zrt-ckpt stops on a signal]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// SIGINT (Ctrl-C) or SIGTERM during export or reshard stops it before the
+// next shard: what it wrote is removed (no hidden partial file or
+// step-N.tmp the size of the model stays behind, and a retry needs no
+// cleaning) and zrt-ckpt exits 128 + the signal number, saying so. A second
+// signal exits at once. info and verify write nothing and keep the default
+// handling. The flag is the one process-wide variable of zrt-ckpt: a
+// signal handler can reach nothing else.
+std::atomic<int> stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  if (stop_signal.exchange(sig) != 0) _exit(128 + sig);
+}
+
+// Thrown between shards once a stop signal came; no std::exception, so no
+// handler of errors on the way takes it for one.
+struct Stopped {
+  int sig;
+};
+
+void stop_if_signalled() {
+  if (const int sig = stop_signal.load()) throw Stopped{sig};
+}
+
 }  // namespace
 }  // namespace zrt::ckpt
 
 int main(int argc, char** argv) {
   using namespace zrt;
-  // Past a file-size limit (ulimit -f) a write fails with EFBIG and is
-  // reported, instead of the signal killing zrt-ckpt without a word.
-  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"zrt-ckpt: inspect, verify, export and reshard zrt checkpoints"};
   app.require_subcommand(1);
   std::string path, out, strategy = "";
@@ -201,10 +233,12 @@ int main(int argc, char** argv) {
     tools::check_environment("zrt-ckpt");  // Note [Environment variables]
     if (*info) return ckpt::info(path);
     if (*verify) return ckpt::verify(path);
+    tools::install_stop_handlers(ckpt::on_stop_signal);
     if (*exp) {
       check_output_clear_of_inputs({"--out", out},
                                    ckpt::checkpoint_inputs(path));  // before any work
-      const std::size_t n = zrt::optim::export_params(path, out);   // a shard at a time
+      const std::size_t n =
+          zrt::optim::export_params(path, out, ckpt::stop_if_signalled);  // a shard at a time
       std::printf("zrt-ckpt: wrote %zu parameters to %s\n", n, out.c_str());
       return 0;
     }
@@ -220,11 +254,16 @@ int main(int argc, char** argv) {
       ZRT_CHECK_ARG(zero3 == 0 || ranks % zero3 == 0, "reshard --zero3-size ", zero3,
                     " does not divide --ranks ", ranks, ": its groups would not tile the world");
       ckpt::check_reshard_destination(path, out, force);
-      const std::string dir = zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3);
+      const std::string dir =
+          zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3, ckpt::stop_if_signalled);
       std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks,
                   optim::strategy_name(*s));
       return 0;
     }
+  } catch (const ckpt::Stopped& stop) {
+    std::fprintf(stderr, "zrt-ckpt: stopped by %s; --out %s was not written\n",
+                 stop.sig == SIGINT ? "SIGINT" : "SIGTERM", out.c_str());
+    return 128 + stop.sig;
   } catch (const std::exception& e) {
     tools::report_error("zrt-ckpt", e);
     return 1;

@@ -19,6 +19,7 @@
 
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
+#include "tools/common/stop_signals.h"
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
@@ -51,18 +52,6 @@ extern "C" void on_stop_signal(int sig) {
   const char msg[] =
       "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
   [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
-}
-
-void install_stop_handlers() {
-  // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported
-  // as the disk-full path is, instead of the signal killing the run
-  // without a word and leaving partial files behind.
-  std::signal(SIGXFSZ, SIG_IGN);
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
 }
 
 // What every rank learns after a step (collective, one exchange per step):
@@ -473,8 +462,8 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
   checkpoints.finish();
   if (!completed) {
     if (lead)
-      std::printf("\nzrt-train: stopped by a signal after step %lld of %lld%s\n",
-                  static_cast<long long>(trainer.next_step()),
+      std::printf("%szrt-train: stopped by a signal after step %lld of %lld%s\n",
+                  rewrites_progress_line() ? "\n" : "", static_cast<long long>(trainer.next_step()),
                   static_cast<long long>(o.trainer.steps),
                   o.checkpoint_dir.empty() ? "" : "; continue with --resume");
     // --save holds the final weights: a stopped run has none to write.
@@ -550,7 +539,7 @@ int main(int argc, char** argv) {
       if (detect_launch().rank != 0) return 0;
       return train::print_memory_plan(o, stdout) ? 0 : 3;
     }
-    train::install_stop_handlers();
+    tools::install_stop_handlers(train::on_stop_signal);
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
     train::check_free_space(train::planned_outputs(o, size));
