@@ -20,8 +20,10 @@
 // the same walk, scheduled by the engine). Gradients are accumulated into
 // the views grad(name) hands out (zeroed at the start of each backward
 // scope); with several micro-batches, pass sync = false for all but the last
-// backward of the step, so communication happens once. Gradients are
-// averaged over the ranks (each rank's loss is a mean over its own rows).
+// backward of the step, so communication happens once; a second syncing
+// backward of one unit in a step is refused (it would replace the gradient
+// the first reduced). Gradients are averaged over the ranks (each rank's
+// loss is a mean over its own rows).
 //
 // Note [The stream a scope serves]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -197,7 +197,8 @@ BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
       {{"--steps", "1.5"}, "--steps: 1.5 is not a whole number"},
       {{"--on", "--steps"}, "--steps needs a whole number"},
       {{"--bogus", "3", "--on"}, "unknown flag --bogus"},
-      {{"--steps", "3", "4"}, "unexpected value '4': a flag takes one value"},
+      {{"--steps", "3", "4"},
+       "unexpected value '4' (a flag takes one value, a command the arguments --help lists)"},
   };
   for (const auto& [args, expected] : cases) {
     ToyCli cli;

@@ -73,6 +73,7 @@ expect_error "unknown gather dtype" "gather-dtype" --gather-dtype int4
 # Flags of the other model kind, strategy or launcher; nonsense values.
 expect_error "mlp flag with gpt" "--hidden is a flag of the other model kind" --hidden 8
 expect_error "gpt flag with mlp" "--n-layer is a flag of the other model kind" --model mlp --n-layer 2
+expect_usage "gpt layout with mlp" "--head-unit: a head unit is a gpt layout, not mlp" --model mlp --head-unit
 expect_error "zero3 size with full sharding" "zero3-size is read by --strategy hybrid and layer-zero" --zero3-size 2
 expect_error "too many local ranks" "ranks 100000 is more than" --ranks 100000
 expect_error "too many kernel threads" "--threads: must be a whole number from 0 to 1024 \(got 5000\)" --threads 5000
@@ -230,7 +231,7 @@ expect_usage "an empty width in --hidden" "--hidden: '64,,64' is not whole numbe
 expect_usage "a lone comma for --hidden" "--hidden: ',' is not whole numbers" --model mlp --hidden , --lr 1e-3
 expect_usage "a million layers" "--n-layer: must be a whole number from 1 to 65536 \(got 100000000\)" --n-layer 100000000
 expect_usage "a fraction for a whole number" "--n-head: 1.5 is not a whole number" --n-head 1.5
-expect_usage "two values for one flag" "unexpected value '2': a flag takes one value" --n-layer 1 2
+expect_usage "two values for one flag" "unexpected value '2' \(a flag takes one value" --n-layer 1 2
 expect_usage "empty --resume" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume ""
 expect_usage "empty --resume=" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume=
 expect_error "zero batch" "batch-size: must be positive" --batch-size 0

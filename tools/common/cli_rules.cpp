@@ -59,7 +59,9 @@ std::string unexpected_args(const std::string& list) {
       flags += (flags.empty() ? "unknown flag " : ", ") + arg;
     else
       values += (values.empty() ? "unexpected value '" : "', '") + arg;
-  return !flags.empty() ? flags : values + "': a flag takes one value";
+  return !flags.empty()
+             ? flags
+             : values + "' (a flag takes one value, a command the arguments --help lists)";
 }
 
 }  // namespace

@@ -559,6 +559,7 @@ void check_model_flags(const model_zoo::ModelConfig& m) {
         {"\\bvocab_align\\b", "--vocab-align"},
         {"\\bhidden width\\b", "--hidden width"},
         {"^activation\\b", "--activation"},
+        {"^a head unit\\b", "--head-unit: a head unit"},
         {"^unknown (gpt|mlp) preset", "--preset: unknown $1 preset"}};
     for (const auto& [pattern, flag] : kFlags)
       text = std::regex_replace(text, std::regex(pattern), flag);
