@@ -31,6 +31,16 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 " is none of full, grad-op, no-shard, hybrid, layer-zero");
   ZRT_CHECK_ARG(options_.offload_optimizer.str() != "?", "ZeroModule: optimizer offload code ",
                 static_cast<int>(options_.offload_optimizer.kind), " is none of none, host, disk");
+  // A group size the strategy does not read would be silently ignored
+  // (a zero3_size meant for hybrid, with the strategy left at full).
+  const int world_size = world_->size(), z = options_.zero3_size;
+  const bool fixed_zero3 = options_.strategy != ShardingStrategy::hybrid_shard &&
+                           options_.strategy != ShardingStrategy::layer_zero;
+  const int fixed_size = options_.strategy == ShardingStrategy::no_shard ? 1 : world_size;
+  ZRT_CHECK_ARG(!fixed_zero3 || z == 0 || z == fixed_size, "ZeroModule: zero3_size ", z,
+                " with strategy ", strategy_name(options_.strategy), ", whose zero3 group is ",
+                options_.strategy == ShardingStrategy::no_shard ? "each rank alone" : "the world",
+                " (", fixed_size, "): give 0, or choose hybrid or layer-zero for groups of ", z);
   ZRT_CHECK_ARG(
       !options_.cpu_streams || std::string_view(cpu_streams_name(*options_.cpu_streams)) != "?",
       "ZeroModule: CPU streams code ", static_cast<int>(*options_.cpu_streams),

@@ -140,7 +140,9 @@ CpuStreams default_cpu_streams();
 // reserved peak, the quantity the cap limits, with the budget.
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
-  int zero3_size = 0;        // hybrid / layer-zero group size (0: the world)
+  // hybrid / layer-zero group size (0: the world); other strategies take 0
+  // or their own group's size (full, grad-op: the world; no-shard: 1).
+  int zero3_size = 0;
   DType dtype = DType::f32;  // compute dtype: f32, bf16 or f16 (f16: dynamic loss scaling)
   // Every unit's gradient sync. Its op: avg when each rank's loss is a mean
   // over its own rows, sum when each is already divided by the global count

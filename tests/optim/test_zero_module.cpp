@@ -394,6 +394,19 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
   expect([&] { optim::save_checkpoint(module, 1, bad_json); }, "run_json is not JSON");
   expect([&] { optim::ZeroModule(world, {.strategy = static_cast<optim::ShardingStrategy>(99)}); },
          "sharding strategy code 99 is none of");
+  // A group size the strategy does not read is refused, not ignored.
+  expect(
+      [&] {
+        optim::ZeroModule(world,
+                          {.strategy = optim::ShardingStrategy::full_shard, .zero3_size = 2});
+      },
+      "zero3_size 2 with strategy full, whose zero3 group is the world (1)");
+  expect(
+      [&] {
+        optim::ZeroModule(world, {.strategy = optim::ShardingStrategy::no_shard, .zero3_size = 2});
+      },
+      "zero3_size 2 with strategy no-shard, whose zero3 group is each rank alone (1)");
+  optim::ZeroModule(world, {.strategy = optim::ShardingStrategy::full_shard, .zero3_size = 1});
   optim::ZeroModule dry(world, {.dry_run = true});
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");

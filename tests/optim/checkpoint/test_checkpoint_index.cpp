@@ -96,8 +96,9 @@ std::vector<Base> all_bases() {
   for (int w = 1; w <= 4; ++w)
     for (ShardingStrategy s : kStrategies) {
       const bool grouped = s == ShardingStrategy::hybrid_shard || s == ShardingStrategy::layer_zero;
+      const int own = s == ShardingStrategy::no_shard ? 1 : w;  // the zero3 group of the others
       for (int z = 1; z <= w; ++z)
-        if (w % z == 0 && (grouped || z == w)) out.push_back({s, w, z, dtypes[out.size() % 3]});
+        if (w % z == 0 && (grouped || z == own)) out.push_back({s, w, z, dtypes[out.size() % 3]});
     }
   return out;
 }
