@@ -132,6 +132,9 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
                     s.handle->name(), " is in state ", handle_state_name(s.handle->state()),
                     ", expected idle");
 
+  // The reductions in flight on a communication stream write the gradients
+  // read below (a caller may step the optimizer without ZeroModule::step).
+  for (const ShardState& s : handles_) s.handle->wait_for_reduced_grads();
   const double inv_loss_scale = scaler ? scaler->inv_scale() : 1.0;
   const GradStats stats = global_grad_stats(raw_handles_, settings_digest(lr, inv_loss_scale));
   ZRT_CHECK_ARG(stats.settings_agree,

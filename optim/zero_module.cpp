@@ -675,10 +675,16 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   ZRT_CHECK_STATE(synced_since_step_,
                   "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
-  synced_since_step_ = false;
-  synced_.assign(synced_.size(), false);
   wait_for_reduced_grads();
-  if (gather_after_update.empty()) return optimizer().step(lr, scaler_.get(), before_update);
+  // The record of synced units ends with a step taken (or skipped); one that
+  // throws before updating (a veto of before_update, a bad lr) leaves the
+  // gradients to step on again or to discard.
+  auto taken = [&](const StepResult& r) {
+    synced_since_step_ = false;
+    synced_.assign(synced_.size(), false);
+    return r;
+  };
+  if (gather_after_update.empty()) return taken(optimizer().step(lr, scaler_.get(), before_update));
   // The last unit whose update the gather of unit u waits for: u, or an
   // owner of a parameter it uses. The optimizer updates the units in order.
   auto last_needed = [&](Unit u) {
@@ -688,11 +694,11 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
     return last;
   };
   std::size_t next = 0;
-  return optimizer().step(lr, scaler_.get(), before_update, [&](std::size_t updated) {
+  return taken(optimizer().step(lr, scaler_.get(), before_update, [&](std::size_t updated) {
     for (; next < gather_after_update.size() && last_needed(gather_after_update[next]) <= updated;
          ++next)
       prefetch(gather_after_update[next]);
-  });
+  }));
 }
 
 void ZeroModule::expect_scopes_closed(const char* call) const {

@@ -251,7 +251,8 @@ class ZeroModule {
   // reduced. In f16 the gradients carry loss_scale(), which the step takes out.
   // `before_update`, when given, runs once the gradient statistics are read
   // and before anything is updated (ZeroAdamW::step); what it throws ends
-  // the step with nothing changed. The units of `gather_after_update` are
+  // the step with nothing changed: the synced gradients stay, for another
+  // step() or discard_gradients(), as after a refused lr. The units of `gather_after_update` are
   // prefetched for the next step as soon as their update is issued (Note
   // [Gathers after the update]).
   StepResult step(double lr, const std::function<void()>& before_update = {},

@@ -87,6 +87,20 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
     // first one's gradient is what the step applies.
     expect_invalid_state([&] { module.backward(unit, /*sync=*/true); },
                          "a second synced backward of a unit in one step");
+    // A step vetoed by before_update, or refused for its lr, changes nothing:
+    // the synced gradients stay for the next step.
+    const Tensor before = module.full_param("fc.weight").clone();
+    expect_invalid_state([&] { module.step(1e-3, [] { ZRT_THROW(InvalidState, "vetoed"); }); },
+                         "a vetoed step");
+    bool refused = false;
+    try {
+      module.step(std::nan(""));
+    } catch (const InvalidArgument&) {
+      refused = true;
+    }
+    ZRT_EXPECT(refused, "a NaN lr was not refused");
+    ZRT_EXPECT(module.full_param("fc.weight").to_doubles() == before.to_doubles(),
+               "a step that threw changed the weights");
     const auto result = module.step(1e-3);
     // Two micro-batches of 1.5 * g each.
     const double expected = 3.0 * std::sqrt(sq);
@@ -94,6 +108,32 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
                result.grad_norm, ", expected ", expected);
     expect_invalid_state([&] { module.step(1e-3); },
                          "a second step with nothing synced since the first");
+  });
+}
+
+// The optimizer stepped directly (then discard_gradients, as the header
+// says) reads the gradients once their reduction on the communication
+// stream is done: the norm it reports is the reduced gradients' norm.
+BOOST_AUTO_TEST_CASE(the_optimizer_stepped_directly_reads_reduced_gradients) {
+  const auto seed = test::test_seed("zero_module/the_optimizer_stepped_directly");
+  run_local_ranks(2, [&](const CommPtr& world) {
+    std::mt19937 rng(seed);
+    optim::ZeroModuleOptions options;
+    options.cpu_streams = optim::CpuStreams::comm;  // the reduction runs beside the host
+    optim::ZeroModule module(world, options);
+    const auto unit = module.add_unit("fc", unit_params(rng));
+    for (int step = 0; step < 3; ++step) {
+      module.forward(unit).close();
+      {
+        auto scope = module.backward(unit);
+        scope.grad("weight").fill_(1.0);
+        scope.grad("bias").fill_(1.0);
+      }
+      const double norm = module.optimizer().step(1e-3).grad_norm;
+      module.discard_gradients();
+      ZRT_EXPECT(std::abs(norm - 4.0) <= 1e-6, "step ", step, ": grad norm ", norm,
+                 ", expected 4 (16 gradients of 1)");
+    }
   });
 }
 
