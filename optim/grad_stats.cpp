@@ -14,7 +14,7 @@ namespace {
 // Note [Ranks agree on each step's settings]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Each rank updates its own shard: ranks that step with another lr, other
-// betas, another loss scale or another step count (a rank that loaded
+// betas or decay policy, another loss scale or another step count (a rank that loaded
 // another checkpoint) train a model no single setting describes, and
 // nothing else in a step notices. The step's statistics collective carries
 // the agreement at no extra collective. The 64-bit digest of the settings

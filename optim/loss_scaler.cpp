@@ -55,6 +55,9 @@ void DynamicLossScaler::load_state(const State& state) {
                 "DynamicLossScaler: loaded hysteresis_left ", state.hysteresis_left,
                 " outside [0, ", options_.hysteresis, "]");
   state_ = state;
+  // Disabled, the scale stays 1 (an f16 run's state loaded by a bf16 one):
+  // a step would otherwise divide the gradients by it.
+  if (!options_.enabled) state_.scale = 1.0;
 }
 
 }  // namespace zrt::optim

@@ -53,7 +53,7 @@ class DynamicLossScaler {
   void update(bool found_non_finite);
 
   const State& state() const { return state_; }
-  void load_state(const State& state);
+  void load_state(const State& state);  // disabled: the scale loaded is not taken (stays 1)
 
  private:
   LossScalerOptions options_;

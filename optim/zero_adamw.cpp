@@ -78,6 +78,13 @@ ZeroAdamW::ZeroAdamW(std::vector<FlatParamHandle*> handles, AdamWOptions options
                         shard_decay_ranges(*h, options_.decays),
                         rounding_of(*h, options_.rounding_seed)});
   }
+  // The policy is code, not a value: its choice over every parameter is
+  // what the ranks must agree on.
+  std::vector<std::uint8_t> decayed;
+  for (const FlatParamHandle* h : raw_handles_)
+    for (const ParamSpec& p : h->layout().params())
+      decayed.push_back(options_.decays(p.fqn, p.shape) ? 1 : 0);
+  decay_digest_ = XXH64(decayed.data(), decayed.size(), 0);
   for (const FlatParamHandle* h : raw_handles_)
     ZRT_CHECK_ARG(
         h->options().master_on_host == (offload_.kind == OptimizerOffload::Kind::host),
@@ -139,7 +146,9 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
   const GradStats stats = global_grad_stats(raw_handles_, settings_digest(lr, inv_loss_scale));
   ZRT_CHECK_ARG(stats.settings_agree,
                 "ZeroAdamW::step: the ranks step with different settings (lr ", lr,
-                " here; or AdamWOptions, the loss scale or the optimizer step count ", step_,
+                " here; or AdamWOptions, its decay policy included, the loss scale or the "
+                "optimizer step count ",
+                step_,
                 " differ between ranks): each rank would update its shard with its own, "
                 "training a model no one setting describes");
   // Note [Ranks agree on each step's settings] in grad_stats.cpp.
@@ -215,7 +224,8 @@ std::uint64_t ZeroAdamW::settings_digest(double lr, double inv_loss_scale) const
                             static_cast<double>(o.state_dtype),
                             static_cast<double>(step_),
                             static_cast<double>(skipped_total_)};
-  return XXH64(numbers, sizeof numbers, o.rounding_seed);
+  return XXH64(numbers, sizeof numbers,
+               XXH64(&decay_digest_, sizeof decay_digest_, o.rounding_seed));
 }
 
 const ZeroAdamW::ShardState& ZeroAdamW::at(std::size_t k) const {

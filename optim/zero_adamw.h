@@ -155,6 +155,7 @@ class ZeroAdamW {
   std::int64_t step_ = 0;
   std::int64_t skipped_total_ = 0;
   std::int64_t consecutive_skips_ = 0;
+  std::uint64_t decay_digest_ = 0;  // which parameters options_.decays selects, for settings_digest
 };
 
 }  // namespace zrt::optim

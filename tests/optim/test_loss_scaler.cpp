@@ -74,6 +74,10 @@ BOOST_AUTO_TEST_CASE(disabled_for_bf16_and_f32) {
   s.update(true);
   clean_steps(s, 5000);
   BOOST_TEST(s.scale() == 1.0);
+  // An f16 run's state loaded into a disabled scaler keeps the scale at 1.
+  s.load_state({.scale = 1024, .growth_tracker = 0, .hysteresis_left = 1});
+  BOOST_TEST(s.scale() == 1.0);
+  BOOST_TEST(s.inv_scale() == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(state_round_trip_and_bad_options) {

@@ -364,11 +364,15 @@ void check_settings_agree(const CommPtr& world, optim::ShardingStrategy strategy
   const AdamWScenario s = make_adamw_scenario(11);
   const int n = world->size();
   for (const bool upper_half : {false, true})
-    for (const std::string what : {"lr", "beta2", "step count"}) {
+    for (const std::string what : {"lr", "beta2", "step count", "decay policy"}) {
       const bool odd = upper_half ? world->rank() >= n / 2 : world->rank() == n - 1;
       Run run = make_run(world, strategy, zero3_size, s);
       optim::AdamWOptions options;
       if (odd && what == "beta2") options.beta2 = 0.99;
+      if (odd && what == "decay policy")
+        options.decays = [](const std::string&, const Shape&) {
+          return true;  // vectors too
+        };
       ZeroAdamW opt({run.handles[0].get(), run.handles[1].get()}, options);
       if (odd && what == "step count") opt.load_counters(1, 0, 0);
       const double lr = odd && what == "lr" ? 2e-3 : 1e-3;

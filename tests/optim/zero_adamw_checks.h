@@ -71,7 +71,8 @@ void run_final_state(const CommPtr& world, optim::ShardingStrategy strategy, int
 // TooManySkippedSteps on every rank, and nothing was updated.
 void check_skip_limit(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size);
 
-// Ranks stepping with another lr, other AdamW options or another step count
+// Ranks stepping with another lr, other AdamW options (the decay policy
+// among them) or another step count
 // (the last rank alone, or the upper half of the world) throw InvalidArgument
 // on every rank, and nothing was updated; the same settings step.
 void check_settings_agree(const CommPtr& world, optim::ShardingStrategy strategy, int zero3_size);
