@@ -99,6 +99,12 @@ expect_refused "--save and --trace on one file" "--save and --trace name the sam
   "$train" "${tiny[@]}" --steps 2 --save "$io/out" --trace "$io/out"
 expect_refused "--metrics and --trace on one file" "--metrics and --trace name the same file" "$io" \
   "$train" "${tiny[@]}" --steps 2 --metrics "$io/out" --trace "$io/out"
+# Several ranks write T.rank-R.json each: every one is checked as an output.
+cp "$io/data.txt" "$io/t.rank-1.json"
+expect_refused "rank 1's trace onto --data" "--trace \(rank 1's\) .*t.rank-1.json is the --data file" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --ranks 2 --trace "$io/t.json" --data "$io/t.rank-1.json"
+expect_refused "--save onto rank 1's trace" "--save and --trace \(rank 1's\) name the same file" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --ranks 2 --trace "$io/c.json" --save "$io/c.rank-1.json"
 # A resumed run rewrites its metrics through a temporary: never an existing
 # file such as a --data file named like one (Note [Partial files]).
 cp "$io/data.txt" "$io/m.tmp"

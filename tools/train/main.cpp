@@ -187,15 +187,6 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
             "or --device cuda");
 }
 
-// T.json for one rank, T.rank-R.json for rank R of several.
-std::string trace_path(const std::string& path, int rank, int size) {
-  if (size == 1) return path;
-  const std::filesystem::path p(path);
-  return (p.parent_path() /
-          (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string()))
-      .string();
-}
-
 // Writes the trace however the run ends (finished, stopped by a signal, failed).
 // A run that completes writes its trace with write(), whose failure fails
 // the run; one that throws writes what it has on the way out, best effort.

@@ -283,10 +283,32 @@ bool in_checkpoint_entries(const std::string& file, const std::string& checkpoin
          first.starts_with("step-") || first.starts_with("abandoned-") || first == kRunLockName;
 }
 
+}  // namespace
+
+std::string trace_path(const std::string& path, int rank, int size) {
+  if (size == 1) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() /
+          (p.stem().string() + ".rank-" + std::to_string(rank) + p.extension().string()))
+      .string();
+}
+
+namespace {
+
 void check_outputs(const TrainOptions& o) {
   namespace fs = std::filesystem;
-  const std::pair<const char*, const std::string*> outputs[] = {
+  const int world = o.ranks > 0 ? o.ranks : std::max(1, detect_launch().size);
+  // Each of several ranks writes a trace of its own: every one is an output.
+  std::vector<std::string> traces;
+  if (!o.trace.empty() && !names_a_stream(o.trace))
+    for (int r = 0; r < world; ++r) traces.push_back(trace_path(o.trace, r, world));
+  std::vector<std::pair<std::string, const std::string*>> outputs = {
       {"--save", &o.save}, {"--metrics", &o.metrics}, {"--trace", &o.trace}};
+  if (world > 1) {
+    outputs.pop_back();  // the file named is none of them
+    for (int r = 0; r < static_cast<int>(traces.size()); ++r)
+      outputs.emplace_back("--trace (rank " + std::to_string(r) + "'s)", &traces[r]);
+  }
   std::vector<NamedPath> inputs = {{"the --data file", o.data},
                                    {"the --init-from file", o.trainer.init_from}};
   for (NamedPath& in : resumed_checkpoint_inputs(o)) inputs.push_back(std::move(in));
@@ -295,13 +317,7 @@ void check_outputs(const TrainOptions& o) {
     // --save is written whole and renamed into place: a regular file only,
     // through links (Note [Outputs write through links, never over
     // devices]). --metrics and --trace append as they go and may be streams.
-    if (out != &o.save && names_a_stream(*out)) {  // /dev/stdout, /dev/null, a FIFO
-      // Several ranks write T.rank-R: beside a stream, names in /dev.
-      ZRT_CHECK_ARG(out != &o.trace || (o.ranks <= 1 && detect_launch().size <= 1), "--trace ",
-                    *out, " is a stream, but each of several ranks writes a trace of its own (",
-                    *out, ".rank-R); name a file");
-      continue;
-    }
+    if (out != &o.save && names_a_stream(*out)) continue;  // /dev/stdout, /dev/null, a FIFO
     const fs::path target = output_file_target(*out, out_flag);
     check_output_clear_of_inputs({out_flag, *out}, inputs);  // Note [No output onto an input]
     ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
@@ -314,9 +330,15 @@ void check_outputs(const TrainOptions& o) {
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
-  // Two outputs on one file: one would overwrite the other.
-  for (std::size_t a = 0; a < std::size(outputs); ++a)
-    for (std::size_t b = a + 1; b < std::size(outputs); ++b) {
+  // Several ranks write T.rank-R: beside a stream, names in /dev.
+  ZRT_CHECK_ARG(o.trace.empty() || world == 1 || !names_a_stream(o.trace), "--trace ", o.trace,
+                " is a stream, but each of several ranks writes a trace of its own (", o.trace,
+                ".rank-R); name a file");
+  // Two outputs on one file: one would overwrite the other. (The ranks'
+  // traces differ from one another by name; each is checked against the
+  // other flags' files.)
+  for (std::size_t a = 0; a < std::min<std::size_t>(2, outputs.size()); ++a)
+    for (std::size_t b = a + 1; b < outputs.size(); ++b) {
       const std::string& x = *outputs[a].second;
       const std::string& y = *outputs[b].second;
       if (x.empty() || y.empty() || names_a_stream(x)) continue;

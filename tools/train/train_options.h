@@ -114,6 +114,10 @@ struct PlannedOutput {
 // are left out.
 void check_free_space(const std::vector<PlannedOutput>& outputs);
 
+// --trace's file for rank `rank` of `size`: T.json for one rank,
+// T.rank-R.json for rank R of several.
+std::string trace_path(const std::string& path, int rank, int size);
+
 // More local ranks than this in one process is a mistake, not a request.
 inline constexpr int kMaxLocalRanks = 1024;
 
