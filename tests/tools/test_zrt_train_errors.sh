@@ -52,6 +52,7 @@ expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --mi
 expect_usage "unknown preset" "--preset: unknown gpt preset 'huge' \\(tiny, small, gpt2-124m\\)" --preset huge
 expect_error "activation checkpointing every:0" "activation checkpointing .every:0. is not one of none, blocks, every:N" --activation-checkpointing every:0
 expect_error "--transport mpi without mpirun" "--transport mpi carries the collectives of a world launched by mpirun" --transport mpi --ranks 2
+expect_usage "--transport mpi alone" "not launched by either \(alone it would train one rank\)" --transport mpi
 expect_error "--transport nccl on cpu" "transport nccl moves CUDA tensors only" --transport nccl
 expect_error "--checkpoint-async without a directory" "checkpoint-async needs --checkpoint-dir" --checkpoint-async
 expect_error "unknown flag value" "dtype" --dtype fp8

@@ -220,14 +220,15 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
                   "over CUDA devices: add --device cuda, or run CPU ranks with mpirun or --ranks");
   if (o.transport == "mpi" && !o.plan) {  // --plan moves nothing
     const LaunchInfo launch = detect_launch();
-    ZRT_CHECK_ARG(launch.launcher == Launcher::mpirun || launch.launcher == Launcher::slurm ||
-                      (launch.size <= 1 && o.ranks <= 1),
+    // Alone, it would carry nothing: a forgotten `mpirun -np N` trains one rank.
+    ZRT_CHECK_ARG(launch.launcher == Launcher::mpirun || launch.launcher == Launcher::slurm,
                   "--transport mpi carries the collectives of a world launched by mpirun or srun; "
                   "this process is ",
                   launch.launcher == Launcher::torchrun ? "launched torchrun-style (NCCL)"
                                                         : "not launched by either",
-                  o.ranks > 0 ? " (--ranks starts local ranks, which share memory)" : "",
-                  ": drop --transport mpi");
+                  o.ranks > 0 ? " (--ranks starts local ranks, which share memory)"
+                              : " (alone it would train one rank)",
+                  ": launch it with mpirun -np N, or drop --transport mpi");
   }
   if (o.ranks > 0) {
     const LaunchInfo launch = detect_launch();
