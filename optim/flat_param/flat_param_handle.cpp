@@ -234,13 +234,13 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
                      groups_.zero3->rank() == groups_.zero1->rank();
   // Note [Unsharded parameter of a world of one]
   unsharded_is_master_ = f32 && groups_.zero1->size() == 1;
-  // Note [Quantized gradient reduce-scatter]: a zero1 group of one reduces nothing.
+  // Note [Quantized gradient reduce-scatter]: a zero1 group of one reduces
+  // nothing, so it casts nothing down either, whatever the reduce dtype (a
+  // bf16 reduce over one rank rounded the gradient and moved no byte).
   const bool quantized_dtype = options_.grad_reduce.dtype == ReduceDType::int8 ||
                                options_.grad_reduce.dtype == ReduceDType::int4;
   reduces_quantized_ = quantized_dtype && groups_.zero1->size() > 1;
-  const bool f32_reduce =
-      options_.grad_reduce.dtype == ReduceDType::f32 || (quantized_dtype && !reduces_quantized_);
-  grad_is_master_ = groups_.zero1->size() == 1 && f32_reduce;
+  grad_is_master_ = groups_.zero1->size() == 1;
   if (zero3_is_master_)
     zero3_shard_ = zero1_shard_;
   else  // with a quantized gather, this rank's zero1 chunks of its zero3 slice, quantized
@@ -540,7 +540,7 @@ void FlatParamHandle::reduce_grads() {
       reduce_scatter_quantized(comm);
     } else if (!grad_is_master_ && wire == ReduceDType::f32) {
       groups_.zero1->reduce_scatter_tensor(zero1_grad_, full_prec_grad_, op, comm);
-    } else if (!grad_is_master_) {  // bf16 or f16 (int8 or int4 over one rank is the master)
+    } else if (!grad_is_master_) {  // bf16 or f16 (any dtype over one rank is the master)
       const DType t = wire == ReduceDType::bf16 ? DType::bf16 : DType::f16;
       Tensor in = new_buffer(full_prec_grad_.numel(), t, false, comm);
       Tensor out = new_buffer(zero1_grad_.numel(), t, false, comm);

@@ -267,4 +267,23 @@ BOOST_AUTO_TEST_CASE(bf16_gradient_reduction_trains_close_to_fp32) {
   BOOST_TEST(worst > 0);  // the gradients really crossed in bf16
 }
 
+// A zero1 group of one (one rank, no-shard) reduces nothing, so a bf16 or
+// fp16 reduce dtype casts nothing either: the numbers of fp32, bit for bit.
+BOOST_AUTO_TEST_CASE(a_reduce_dtype_changes_nothing_where_nothing_is_reduced) {
+  for (const auto& [ranks, strategy] : {std::pair{1, optim::ShardingStrategy::full_shard},
+                                        std::pair{2, optim::ShardingStrategy::no_shard}})
+    for (const optim::ReduceDType t : {optim::ReduceDType::bf16, optim::ReduceDType::f16}) {
+      TrainSetup s;
+      s.strategy = strategy;
+      s.zero3_size = strategy == optim::ShardingStrategy::no_shard ? 1 : ranks;
+      s.steps = 3;
+      const TrainOutput f32 = train_tiny_on_local_ranks(ranks, s);
+      s.reduce_dtype = t;
+      const TrainOutput cast = train_tiny_on_local_ranks(ranks, s);
+      BOOST_TEST(cast.losses == f32.losses, ranks << " rank(s) " << optim::strategy_name(strategy)
+                                                  << " " << optim::reduce_dtype_name(t));
+      BOOST_TEST((cast.params == f32.params));
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
