@@ -52,6 +52,8 @@ void activation_backward(Activation act, const Tensor& x, const Tensor& dy, cons
   check_nn_floats(op, {x, dy, dx});
   check_numel(op, dy, x.numel());
   check_numel(op, dx, x.numel());
+  check_apart(op, dx, "dy", dy, /*in_place=*/true);
+  check_apart(op, dx, "x", x);
   if (x.numel() == 0) return;
   check_operands(op, {x, dy, dx}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(

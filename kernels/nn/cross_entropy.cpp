@@ -140,6 +140,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   ZRT_CHECK_ARG(dlogits.shape() == logits.shape(), op, ": ", dlogits.str(), " must match ",
                 logits.str());
   if (id_flag) check_id_flag(op, *id_flag, dlogits.device());
+  check_apart(op, dlogits, "logits", logits, /*in_place=*/true);
+  check_apart(op, dlogits, "targets", targets);
+  check_apart(op, dlogits, "lse", lse);
   if (d.rows == 0) return;
   check_ids(op, targets);
   check_operands(op, {logits, targets, lse, dlogits}, stream);
@@ -197,6 +200,10 @@ void cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64
   check_numel(op, losses, rows);
   check_dtype(op, loss, losses.dtype());
   check_numel(op, loss, 1);
+  check_apart(op, dlogits, "logits", logits, /*in_place=*/true);
+  for (const Tensor* out : {&dlogits, &losses, &loss}) check_apart(op, *out, "targets", targets);
+  for (const Tensor* out : {&losses, &loss}) check_apart(op, *out, "logits", logits);
+  check_disjoint(op, {{"dlogits", dlogits}, {"losses", losses}, {"loss", loss}});
   if (id_flag) check_id_flag(op, *id_flag, loss.device());
   if (rows > 0)
     check_operands(op, {logits, targets, losses, loss, dlogits}, stream);

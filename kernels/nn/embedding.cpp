@@ -81,6 +81,9 @@ void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor* wpe, 
   constexpr const char* op = "embedding_forward";
   const EmbeddingDims d = embedding_dims(op, ids, wte, wpe, out);
   if (id_flag) check_id_flag(op, *id_flag, out.device());
+  check_apart(op, out, "wte", wte);
+  if (wpe) check_apart(op, out, "wpe", *wpe);
+  check_apart(op, out, "ids", ids);
   if (d.n * d.channels == 0) return;
   if (wpe)
     check_operands(op, {ids, wte, *wpe, out}, stream);
@@ -122,6 +125,12 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dwt
   constexpr const char* op = "embedding_backward";
   const EmbeddingDims d = embedding_dims(op, ids, dwte, dwpe, dout);
   if (id_flag) check_id_flag(op, *id_flag, dout.device());
+  for (const Tensor* grad : {&dwte, dwpe})
+    if (grad) {
+      check_apart(op, *grad, "dout", dout);
+      check_apart(op, *grad, "ids", ids);
+    }
+  if (dwpe) check_disjoint(op, {{"dwte", dwte}, {"dwpe", *dwpe}});
   if (d.n > 0) check_operands(op, {ids, dout}, stream);
   for (const Tensor* grad : {&dwte, dwpe}) {
     if (!grad || grad->numel() == 0) continue;

@@ -106,6 +106,12 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   check_numel(op, bias, c);
   check_numel(op, y, x.numel());
   ZRT_CHECK_ARG(eps > 0, op, ": eps must be positive, got ", eps);
+  for (const Tensor* out : {&y, &mean, &rstd}) {
+    check_apart(op, *out, "x", x);
+    check_apart(op, *out, "weight", weight);
+    check_apart(op, *out, "bias", bias);
+  }
+  check_disjoint(op, {{"y", y}, {"mean", mean}, {"rstd", rstd}});
   if (rows == 0) return;
   check_operands(op, {x, weight, bias, y, mean, rstd}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(
@@ -137,6 +143,15 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   check_numel(op, dx, x.numel());
   check_numel(op, dweight, c);
   check_numel(op, dbias, c);
+  check_apart(op, dx, "dy", dy, /*in_place=*/true);
+  for (const Tensor* out : {&dx, &dweight, &dbias}) {
+    if (out != &dx) check_apart(op, *out, "dy", dy);
+    check_apart(op, *out, "x", x);
+    check_apart(op, *out, "weight", weight);
+    check_apart(op, *out, "mean", mean);
+    check_apart(op, *out, "rstd", rstd);
+  }
+  check_disjoint(op, {{"dx", dx}, {"dweight", dweight}, {"dbias", dbias}});
   if (rows == 0) {
     if (!accumulate_param_grads) {
       zero(dweight, stream);

@@ -20,15 +20,6 @@ void check_nn_floats(const char* op, TensorRefs tensors) {
   }
 }
 
-void check_apart(const char* op, const Tensor& out, const char* in_name, const Tensor& in,
-                 bool in_place) {
-  const bool same = in_place && out.shares_storage(in) && out.offset() == in.offset() &&
-                    out.nbytes() == in.nbytes();
-  ZRT_CHECK_ARG(same || !out.overlaps(in), op, ": output ", out.str(), " overlaps ", in_name, " ",
-                in.str(), in_place ? " without being it" : "",
-                ": it would be written while it is read");
-}
-
 void check_numel(const char* op, const Tensor& t, std::int64_t numel) {
   ZRT_CHECK_ARG(t.numel() == numel, op, ": ", t.str(), " must have ", numel, " elements");
 }

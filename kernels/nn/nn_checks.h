@@ -14,10 +14,6 @@ namespace zrt::kernels {
 // Each tensor is f32, bf16, f16 or f64, and all have the dtype of the first
 // named one (a parameter), else of the first.
 void check_nn_floats(const char* op, TensorRefs tensors);
-// `out` shares no memory with `in` (an output written while the op still
-// reads its input), or, where `in_place` allows, is exactly `in`.
-void check_apart(const char* op, const Tensor& out, const char* in_name, const Tensor& in,
-                 bool in_place = false);
 // `t` has exactly `numel` elements.
 void check_numel(const char* op, const Tensor& t, std::int64_t numel);
 // `t` holds integer ids (i32 or i64).

@@ -17,6 +17,8 @@ void residual_add(const Tensor& a, const Tensor& b, const Tensor& out, Stream st
   check_nn_floats(op, {a, b, out});
   check_numel(op, b, a.numel());
   check_numel(op, out, a.numel());
+  check_apart(op, out, "a", a, /*in_place=*/true);
+  check_apart(op, out, "b", b, /*in_place=*/true);
   if (a.numel() == 0) return;
   check_operands(op, {a, b, out}, stream);
   ZRT_CUDA_LAUNCH_AND_RETURN(

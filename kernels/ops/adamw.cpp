@@ -151,10 +151,18 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
   ZRT_CHECK_ARG(options.rounding.first_index >= 0, kOp, ": rounding.first_index must be >= 0 (got ",
                 options.rounding.first_index, ")");
   check_kernel_float(kOp, grad);
+  check_disjoint(kOp, {{"param", param}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}});
+  for (const Tensor* state : {&param, &exp_avg, &exp_avg_sq})
+    check_apart(kOp, *state, "grad", grad);
   const Tensor* out = options.param_out ? &*options.param_out : nullptr;
   if (out) {
     check_operands(kOp, {param, *out}, stream);
     check_same_numel(kOp, param, *out);
+    check_disjoint(kOp, {{"param_out", *out},
+                         {"param", param},
+                         {"exp_avg", exp_avg},
+                         {"exp_avg_sq", exp_avg_sq},
+                         {"grad", grad}});
     ZRT_CHECK_ARG(out->dtype() == DType::bf16 || out->dtype() == DType::f16, kOp, ": param_out ",
                   out->str(), " must be bf16 or f16");
   }

@@ -19,6 +19,8 @@ void check_layout(const char* op, const Tensor& flat, std::span<const Tensor> pa
   std::int64_t end = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     check_operands(op, {flat, parts[k]}, stream);
+    ZRT_CHECK_ARG(offsets[k] >= 0, op, ": part ", k, " (", parts[k].str(), ") at negative offset ",
+                  offsets[k]);
     ZRT_CHECK_ARG(offsets[k] >= end, op, ": part ", k, " (", parts[k].str(), ") at offset ",
                   offsets[k], " overlaps the previous part, which ends at ", end);
     end = offsets[k] + parts[k].numel();

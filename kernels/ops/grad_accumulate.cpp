@@ -15,6 +15,7 @@ namespace zrt::kernels {
 void accumulate_grad(const Tensor& acc, const Tensor& grad, float scale, Stream stream) {
   const Device device = check_operands("accumulate_grad", {acc, grad}, stream);
   check_same_numel("accumulate_grad", acc, grad);
+  check_apart("accumulate_grad", acc, "grad", grad, /*in_place=*/true);
   check_dtype("accumulate_grad", acc, DType::f32);
   check_kernel_float("accumulate_grad", grad);
   const std::int64_t n = acc.numel();

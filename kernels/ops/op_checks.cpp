@@ -11,7 +11,8 @@ Device check_operands(const char* op, TensorRefs tensors, Stream stream) {
   for (const Tensor& t : tensors) {
     ZRT_CHECK_ARG(t.device() == device, op, ": operands on different devices: ", first.str(),
                   " and ", t.str());
-    ZRT_CHECK_STATE(!t.is_freed(), op, ": ", t.freed_str());
+    // An empty tensor reads and writes nothing: it may have no storage.
+    ZRT_CHECK_STATE(t.numel() == 0 || !t.is_freed(), op, ": ", t.freed_str());
     t.data_ptr();  // throws InvalidState naming the tensor if its storage is too small
   }
   if (device.is_cpu()) {
@@ -22,6 +23,23 @@ Device check_operands(const char* op, TensorRefs tensors, Stream stream) {
     ZRT_CHECK_ARG(!stream.cpu_queue(), op, ": tensors on ", device, " with an owned CPU stream");
   }
   return device;
+}
+
+void check_apart(const char* op, const Tensor& out, const char* in_name, const Tensor& in,
+                 bool in_place) {
+  const bool same = in_place && out.shares_storage(in) && out.offset() == in.offset() &&
+                    out.nbytes() == in.nbytes();
+  ZRT_CHECK_ARG(same || !out.overlaps(in), op, ": output ", out.str(), " overlaps ", in_name, " ",
+                in.str(), in_place ? " without being it" : "",
+                ": it would be written while it is read");
+}
+
+void check_disjoint(const char* op, NamedTensors outputs) {
+  for (auto a = outputs.begin(); a != outputs.end(); ++a)
+    for (auto b = a + 1; b != outputs.end(); ++b)
+      ZRT_CHECK_ARG(!a->second.get().overlaps(b->second.get()), op, ": outputs ", a->first, " ",
+                    a->second.get().str(), " and ", b->first, " ", b->second.get().str(),
+                    " share memory: one would overwrite the other");
 }
 
 void check_same_numel(const char* op, const Tensor& a, const Tensor& b) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <utility>
 
 #include "zrt/runtime/tensor.h"
 
@@ -18,6 +19,15 @@ using TensorRefs = std::initializer_list<std::reference_wrapper<const Tensor>>;
 // CPU stream with CUDA tensors means CUDA's default stream). Returns the
 // device. Throws InvalidArgument (InvalidState for freed storage).
 Device check_operands(const char* op, TensorRefs tensors, Stream stream);
+
+// `out` shares no memory with `in` (an output written while the op still
+// reads its input), or, where `in_place` allows, is exactly `in`.
+void check_apart(const char* op, const Tensor& out, const char* in_name, const Tensor& in,
+                 bool in_place = false);
+// No two of `outputs` share memory: one would overwrite the other.
+using NamedTensors =
+    std::initializer_list<std::pair<const char*, std::reference_wrapper<const Tensor>>>;
+void check_disjoint(const char* op, NamedTensors outputs);
 
 void check_same_numel(const char* op, const Tensor& a, const Tensor& b);
 void check_dtype(const char* op, const Tensor& t, DType expected);
