@@ -1,7 +1,6 @@
 #include "zrt/runtime/trace.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "zrt/runtime/error.h"
@@ -105,7 +104,7 @@ Tracer::Overlap Tracer::overlap(const std::string& category, const std::string& 
   return o;
 }
 
-void Tracer::write(const std::string& path) const {
+std::string Tracer::json() const {
   nlohmann::json events = nlohmann::json::array();
   const char* tracks[] = {"compute", "communication"};
   for (int t : {kComputeTrack, kCommTrack})
@@ -132,10 +131,7 @@ void Tracer::write(const std::string& path) const {
       events.push_back(std::move(j));
     }
   }
-  std::ofstream out(path, std::ios::trunc);
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  out.close();
-  if (!out) ZRT_THROW(CheckpointError, path, ": writing the trace failed");
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
 }  // namespace zrt

@@ -69,8 +69,8 @@ class Tracer {
   };
   Overlap overlap(const std::string& category, const std::string& with_category,
                   double since_us = 0) const;
-  // Writes the JSON object {"traceEvents": [...]}; CheckpointError naming the path.
-  void write(const std::string& path) const;
+  // The JSON object {"traceEvents": [...]} (chrome://tracing, Perfetto).
+  std::string json() const;
   double now_us() const;
 
  private:

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "zrt/runtime/error.h"
@@ -33,6 +34,33 @@ std::string create_partial_file(const fs::path& target, const std::string& what)
     if (errno != EEXIST || attempt == 100)
       ZRT_THROW(CheckpointError, what, " ", target.string(), ": cannot create a temporary file in ",
                 dir.string(), ": ", std::strerror(errno));
+  }
+}
+
+void write_whole_file(const std::string& path, const std::string& text, const std::string& what) {
+  auto write_to = [&](const std::string& file) {
+    std::ofstream out(file, std::ios::trunc | std::ios::binary);
+    out << text;
+    out.close();
+    return out ? 0 : (errno != 0 ? errno : EIO);
+  };
+  if (names_a_stream(path)) {
+    errno = 0;
+    if (const int err = write_to(path))
+      ZRT_THROW(CheckpointError, what, " ", path, ": writing failed: ", std::strerror(err));
+    return;
+  }
+  const fs::path target = output_file_target(path, what);
+  const std::string tmp = create_partial_file(target, what);
+  errno = 0;
+  const int err = write_to(tmp);
+  std::error_code ec;
+  if (!err) fs::rename(tmp, target, ec);
+  if (err || ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    ZRT_THROW(CheckpointError, what, " ", path,
+              ": writing failed: ", err ? std::strerror(err) : ec.message());
   }
 }
 

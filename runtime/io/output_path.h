@@ -40,6 +40,13 @@ std::filesystem::path output_file_target(const std::string& path, const std::str
 // CheckpointError naming `what` when the directory refuses it.
 std::string create_partial_file(const std::filesystem::path& target, const std::string& what);
 
+// Writes `text` as the whole of the file `path` names (`what`, e.g.
+// "--trace", names it in errors): a regular file through a partial file
+// renamed into place, so a failed write (disk full, a file-size limit)
+// leaves no empty or cut file; a stream (/dev/stdout, a FIFO) directly.
+// CheckpointError naming the path and the system's reason.
+void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
+
 // Whether `path`, through links and `..`, names an existing stream (a
 // character device such as /dev/null or /dev/stdout, a FIFO, a socket):
 // decided by what the file is, not by how its name is spelled

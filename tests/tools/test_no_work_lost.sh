@@ -135,6 +135,8 @@ expect_small_files_refused "--save" "$train" --steps 1 --save "$fsz/w.safetensor
 expect_small_files_refused "a checkpoint" "$train" --steps 1 --checkpoint-dir "$fsz/ck"
 expect_small_files_refused "export" "$ckpt" export "$ck" --out "$fsz/e.safetensors"
 expect_small_files_refused "reshard" "$ckpt" reshard "$ck" --ranks 2 --out "$fsz/re"
+expect_small_files_refused "--trace" "$train" --steps 1 --trace "$fsz/t.json"
+[ ! -e "$fsz/t.json" ] || fail "--trace under ulimit -f left $(wc -c < "$fsz/t.json") bytes in t.json"
 
 # A --data file changed under its path since the save: the resume says so.
 "$train" "${tiny[@]}" --steps 2 --data "$io/data.txt" --checkpoint-dir "$io/dck" > /dev/null || fail "data change: first run"
@@ -182,6 +184,17 @@ else fail "rollback: kept '$kept', aside '$aside', latest $(head -n1 "$rb/latest
 steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/rb.jsonl")
 [ "$steps" = "0 1 2 3 4 5 6 7 8 9" ] && ok "the resumed metrics file holds each step once" ||
   fail "resumed metrics steps: $steps"
+
+# Resuming step 8 of the abandoned trajectory: the directory's own step 8
+# (of the other trajectory) is set aside too, with its 10, so that the steps
+# saved next sit beside their own parents only.
+"$train" "${tiny[@]}" --steps 12 --checkpoint-dir "$rb" --checkpoint-every 2 \
+  --resume "$(ls -d "$rb"/abandoned-from-4-*)/step-000008" > /dev/null 2>&1 || fail "resume of an abandoned step"
+kept=$(cd "$rb" && ls -d step-* | tr '\n' ' ')
+aside=$(cd "$rb" && ls -d abandoned-from-8-*/step-* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')
+if [ "$aside" = "step-000008 step-000010 " ] && [ "$kept" = "step-000010 step-000012 " ]; then
+  ok "resuming an abandoned step sets the directory's step of that number aside"
+else fail "resume of an abandoned step: kept '$kept', aside '$aside'"; fi
 
 [ $failures -eq 0 ] && echo "all cases passed" || echo "$failures case(s) failed"
 exit $((failures > 0))

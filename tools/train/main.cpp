@@ -26,10 +26,12 @@
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/optim/optim_error.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"
+#include "zrt/runtime/io/output_path.h"
 
 namespace zrt::train {
 namespace {
@@ -196,12 +198,12 @@ struct TraceWriter {
   bool written = false;
   void write() {
     written = true;
-    if (tracer) tracer->write(path);
+    if (tracer) write_whole_file(path, tracer->json(), "--trace");
   }
   ~TraceWriter() {
     if (!tracer || written) return;
     try {
-      tracer->write(path);
+      write_whole_file(path, tracer->json(), "--trace");
     } catch (const std::exception& e) {
       tools::report_error("zrt-train", e);
     }
@@ -249,12 +251,19 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
   if (o.checkpoint_dir.empty()) return true;
   all_or_none(world, [&] {
     if (!lead) return;
-    const auto moved = set_aside_newer_steps(o.checkpoint_dir, trainer.next_step());
+    // A step of this number resumed from elsewhere: the directory's own is
+    // of another trajectory, set aside with the newer ones.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const bool own_step =
+        fs::equivalent(optim::resolve_checkpoint(path),
+                       fs::path(o.checkpoint_dir) / optim::step_dir_name(trainer.next_step()), ec);
+    const auto moved = set_aside_newer_steps(o.checkpoint_dir, trainer.next_step(), !own_step);
     if (!moved.empty())
       std::printf(
-          "zrt-train: %zu newer step(s) of %s (the trajectory abandoned by resuming step "
-          "%lld) were moved into an abandoned-from-%lld-* directory there\n",
-          moved.size(), o.checkpoint_dir.c_str(), step, step);
+          "zrt-train: %zu step(s) of %s (the trajectory abandoned by resuming step "
+          "%lld%s) were moved into an abandoned-from-%lld-* directory there\n",
+          moved.size(), o.checkpoint_dir.c_str(), step, own_step ? "" : " from elsewhere", step);
   });
   return true;
 }
@@ -381,9 +390,18 @@ class StepReporter {
 // for a run under 5 steps, whose first fp16 steps may skip while the loss
 // scale settles), ends it with an error and exit status 1 before the final
 // save (the periodic checkpoints before it stay).
+// What a diverged run's message advises: bf16 only where fp16 overflowed;
+// and what of the run is not written.
+std::string divergence_advice(const TrainOptions& o) {
+  return std::string("lower --lr") +
+         (o.trainer.engine.zero.dtype == DType::f16 ? " or use --dtype bf16" : "") +
+         (o.save.empty() ? "" : "; --save " + o.save + " was not written");
+}
+
 class DivergenceWatch {
  public:
-  explicit DivergenceWatch(std::int64_t steps) : window_(std::min<std::int64_t>(50, steps / 5)) {}
+  DivergenceWatch(std::int64_t steps, std::string advice)
+      : window_(std::min<std::int64_t>(50, steps / 5)), advice_(std::move(advice)) {}
   void add(const model_zoo::StepStats& s) {
     trailing_skips_ = s.skipped ? trailing_skips_ + 1 : 0;
     last_loss_ = s.loss;
@@ -393,16 +411,16 @@ class DivergenceWatch {
     if (seen_ == 0) return;
     ZRT_CHECK_AS(optim::TooManySkippedSteps, std::isfinite(last_loss_),
                  "the run diverged: the final loss is ", last_loss_, " (", trailing_skips_,
-                 " steps in a row skipped for non-finite gradients at the end); lower --lr "
-                 "or use --dtype bf16. Nothing was saved at the end");
+                 " steps in a row skipped for non-finite gradients at the end); ", advice_);
     ZRT_CHECK_AS(optim::TooManySkippedSteps, window_ == 0 || trailing_skips_ < window_,
                  "the run diverged: its last ", trailing_skips_,
-                 " steps were all skipped for non-finite gradients (final loss ", last_loss_,
-                 "); lower --lr or use --dtype bf16. Nothing was saved at the end");
+                 " steps were all skipped for non-finite gradients (final loss ", last_loss_, "); ",
+                 advice_);
   }
 
  private:
   std::int64_t window_;
+  std::string advice_;
   std::int64_t trailing_skips_ = 0;
   std::int64_t seen_ = 0;
   double last_loss_ = 0;
@@ -412,15 +430,16 @@ class DivergenceWatch {
 bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
                  Checkpointer& checkpoints, StepReporter& reporter) {
   const bool lead = world.rank() == 0;
-  DivergenceWatch divergence(o.trainer.steps);
+  DivergenceWatch divergence(o.trainer.steps, divergence_advice(o));
   for (std::int64_t s = trainer.next_step(); s < o.trainer.steps; ++s) {
     model_zoo::StepReport r;
     try {
       r = trainer.step();
     } catch (const optim::TooManySkippedSteps& e) {  // the same step on every rank
-      ZRT_THROW(optim::TooManySkippedSteps, "the run stopped at --max-skipped-steps ",
-                o.trainer.engine.zero.adamw.max_consecutive_skips, ": ", e.what(),
-                "; lower --lr or use --dtype bf16");
+      // That step is reported by this message alone: it has no progress line.
+      ZRT_THROW(optim::TooManySkippedSteps, "the run stopped at step ", s,
+                " by --max-skipped-steps ", o.trainer.engine.zero.adamw.max_consecutive_skips, ": ",
+                e.what(), "; ", divergence_advice(o));
     }
     divergence.add(r.stats);
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank

@@ -116,11 +116,12 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume,
                 " (starting at step 0 would overwrite them)");
 }
 
-std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step) {
+std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step,
+                                                bool including_step) {
   std::vector<std::int64_t> newer;
   std::int64_t keep = -1;  // the newest step left
   for (std::int64_t s : optim::complete_steps(dir)) {
-    if (s > step)
+    if (s > step || (including_step && s == step))
       newer.push_back(s);
     else
       keep = s;

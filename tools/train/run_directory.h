@@ -55,8 +55,12 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume,
 
 // Moves DIR's complete steps after `step` into DIR/abandoned-from-<step>-<time>/
 // and points `latest` at `step` when DIR holds it (else at the newest step
-// left, or removes it). Returns the steps moved.
-std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step);
+// left, or removes it). With `including_step`, DIR's own `step` goes too:
+// the run resumed a step of that number from elsewhere (an abandoned-from
+// directory, another copy), so DIR's is of another trajectory, and the
+// steps the run saves next must not sit beside it. Returns the steps moved.
+std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step,
+                                                bool including_step = false);
 
 // Drops the lines of a JSON-lines metrics file whose "step" is >= `step`
 // (atomically: a temporary file renamed over it). A file that does not exist
