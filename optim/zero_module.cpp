@@ -252,6 +252,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                   names.count(p.fqn()) ? "given twice in this unit"
                                        : "already a parameter's name in an earlier unit",
                   "; every parameter needs a full name of its own");
+  ZRT_CHECK_ARG(!params.empty(), "ZeroModule::add_unit('", name, "'): no parameters");
   ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
                 "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");

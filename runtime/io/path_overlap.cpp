@@ -32,10 +32,16 @@ void check_output_clear_of_inputs(const NamedPath& out, std::span<const NamedPat
   const std::string target = output_file_target(out.path, out.what).string();
   for (const NamedPath& in : inputs) {
     if (in.path.empty()) continue;
-    ZRT_CHECK_ARG(!path_is_within(target, in.path), out.what, " ", out.path,
-                  (target == out.path ? std::string() : " (-> " + target + ")"), " is ",
-                  resolved_path(target) == resolved_path(in.path) ? "" : "inside ", in.what, " ",
-                  in.path, ": writing it would destroy what is read");
+    if (!path_is_within(target, in.path)) continue;
+    std::error_code ec;
+    // One file under two names (a hard link), the same name, or a path inside.
+    const char* relation = resolved_path(target) == resolved_path(in.path) ? ""
+                           : std::filesystem::equivalent(target, in.path, ec)
+                               ? "(a hard link to it) "
+                               : "inside ";
+    ZRT_THROW(InvalidArgument, out.what, " ", out.path,
+              (target == out.path ? std::string() : " (-> " + target + ")"), " is ", relation,
+              in.what, " ", in.path, ": writing it would destroy what is read");
   }
 }
 

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -118,6 +119,21 @@ BOOST_AUTO_TEST_CASE(the_accepted_values_pass) {
     BOOST_CHECK_NO_THROW(tools::check_environment_variables());
     ::unsetenv(name);
   }
+  // A flight recorder directory not made yet is tried and taken away again:
+  // one that cannot be made is refused now, not when a collective failed.
+  BOOST_TEST(!std::filesystem::exists("not-made-yet"));
+  ::setenv("ZRT_FLIGHT_RECORDER_DIR", "/proc/zrt-not-here/job", 1);
+  BOOST_CHECK_THROW(tools::check_environment_variables(), InvalidArgument);
+  ::unsetenv("ZRT_FLIGHT_RECORDER_DIR");
+}
+
+// The C++ library's filesystem errors read as the path, then what failed.
+BOOST_AUTO_TEST_CASE(filesystem_errors_name_the_path_first) {
+  const std::filesystem::filesystem_error e("cannot create directories",
+                                            std::filesystem::path("huge.txt"),
+                                            std::make_error_code(std::errc::not_a_directory));
+  BOOST_TEST(tools::error_text(e) == "huge.txt: cannot create directories (Not a directory)");
+  BOOST_TEST(tools::error_text(std::runtime_error("plain")) == "plain");
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_zrt_variable_is_named_in_a_warning) {

@@ -177,6 +177,7 @@ Options parse(int argc, char** argv) {
   train::TrainOptions& t = o.train;
   model_zoo::TrainerConfig& c = t.trainer;
   c.batch_size = 8;
+  const std::int64_t default_seq_len = c.seq_len;  // an mlp reads none: one given is refused
   std::int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
   std::string prefetch = std::to_string(c.engine.prefetch);
   std::string checkpointing = c.engine.checkpointing.str();
@@ -244,6 +245,8 @@ Options parse(int argc, char** argv) {
   ZRT_CHECK_ARG(
       c.model.kind == "gpt" || (n_layer == 0 && n_head == 0 && n_embd == 0 && vocab_size == 0),
       "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
+  ZRT_CHECK_ARG(c.model.kind == "gpt" || c.seq_len == default_seq_len,
+                "train: --seq-len is a gpt flag (an mlp's rows have no sequence)");
   ZRT_CHECK_ARG(n_layer >= 0 && n_head >= 0 && n_embd >= 0 && vocab_size >= 0,
                 "train: model sizes must be positive");
   for (auto [field, v] : {std::pair{&c.model.n_layer, n_layer},

@@ -47,10 +47,23 @@ constexpr EnvVariable kVariables[] = {
     {"ZRT_FLIGHT_RECORDER_DIR", "a writable directory (made if missing)",
      "where the flight records of a failed collective are written",
      [] {  // checked now: it is written only when a collective has failed
+       namespace fs = std::filesystem;
        const char* v = env("ZRT_FLIGHT_RECORDER_DIR");
        std::error_code ec;
-       // A directory not there yet is made when the records are written.
-       if (!*v || !std::filesystem::exists(v, ec)) return;
+       if (!*v) return;
+       if (!fs::exists(v, ec)) {
+         // Made when the records are written: made now, and taken away
+         // again, to know it can be (/proc/x, a path under a file cannot).
+         fs::path first = fs::absolute(v, ec);
+         while (first.has_parent_path() && !fs::exists(first.parent_path(), ec))
+           first = first.parent_path();
+         fs::create_directories(v, ec);
+         ZRT_CHECK_ARG(!ec, "ZRT_FLIGHT_RECORDER_DIR='", v,
+                       "' cannot be made (the flight records of a failed collective go there): ",
+                       ec.message());
+         fs::remove_all(first, ec);
+         return;
+       }
        ZRT_CHECK_ARG(std::filesystem::is_directory(v, ec), "ZRT_FLIGHT_RECORDER_DIR='", v,
                      "' is not a directory (the flight records of a failed collective go there)");
        ZRT_CHECK_ARG(::access(v, W_OK) == 0, "ZRT_FLIGHT_RECORDER_DIR='", v,

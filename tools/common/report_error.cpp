@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "zrt/runtime/error.h"
@@ -13,9 +14,20 @@ bool debug_enabled() {
   return env != nullptr && std::string_view(env) == "1";
 }
 
+std::string error_text(const std::exception& e) {
+  const auto* fs_error = dynamic_cast<const std::filesystem::filesystem_error*>(&e);
+  if (!fs_error) return e.what();
+  const std::string what = e.what(), reason = fs_error->code().message();
+  constexpr std::string_view prefix = "filesystem error: ";
+  std::string op = what.starts_with(prefix) ? what.substr(prefix.size()) : what;
+  if (const auto at = op.find(": " + reason); at != std::string::npos) op.resize(at);
+  const std::string path = fs_error->path1().string();
+  return (path.empty() ? "" : path + ": ") + op + " (" + reason + ")";
+}
+
 void report_error(std::string_view program, const std::exception& e, std::string_view kind,
                   std::FILE* out) {
-  std::string text = std::string(program) + ": " + std::string(kind) + ": " + e.what() + "\n";
+  std::string text = std::string(program) + ": " + std::string(kind) + ": " + error_text(e) + "\n";
   const auto* user = dynamic_cast<const UserError*>(&e);
   if (user && debug_enabled() && !user->where().empty())
     text += std::string(program) + ": debug: " + user->where() + "\n";

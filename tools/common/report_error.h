@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <string_view>
 
 namespace zrt::tools {
@@ -14,7 +15,12 @@ namespace zrt::tools {
 // ZRT_DEBUG=1 (check_environment refuses a value other than 0 or 1).
 bool debug_enabled();
 
-// Prints `e` as "PROGRAM: KIND: what()" to `out`, and under ZRT_DEBUG=1 a
+// e.what(), but a std::filesystem error in the user's words: "PATH:
+// cannot create directories (Not a directory)" for the library's
+// "filesystem error: cannot create directories: Not a directory [PATH]".
+std::string error_text(const std::exception& e);
+
+// Prints `e` as "PROGRAM: KIND: error_text(e)" to `out`, and under ZRT_DEBUG=1 a
 // user error's source location as "PROGRAM: debug: check `...` failed at
 // file:line".
 void report_error(std::string_view program, const std::exception& e,

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tools/common/report_error.h"
+
 namespace zrt::train {
 
 namespace {
@@ -73,7 +75,7 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
   } catch (const std::exception& e) {
     std::lock_guard lock(io);
     std::fprintf(stderr, "zrt-train: flight recorder: rank %d could not write its record: %s\n",
-                 world.rank(), e.what());
+                 world.rank(), tools::error_text(e).c_str());
   }
 }
 

@@ -95,6 +95,9 @@ std::size_t parse_byte_count(const std::string& text) {
 bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
+  // Planned before anything is printed: a plan that fails prints its error alone.
+  const std::size_t data = data_memory_bytes(o, config);
+  const model_zoo::MemoryPlan plan = model_zoo::plan_memory(config, world, 2, data);
   std::fprintf(out,
                "zrt-train --plan: %s %s, %d rank(s), --strategy %s, --dtype %s, batch %lld%s, %d "
                "micro-batch(es), "
@@ -115,8 +118,7 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
                "computed; device columns at the largest step's peak, host columns: host memory "
                "outside the device's allocator, at its peak from construction on (with the data "
                "set and --init-from's read buffers then held). MiB:\n");
-  const std::size_t data = data_memory_bytes(o, config);
-  print_table(model_zoo::plan_memory(config, world, 2, data), out);
+  print_table(plan, out);
   // Note [Host memory in the plan]
   if (o.device == "cpu")
     std::fprintf(

@@ -24,6 +24,7 @@
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
+#include "zrt/model_zoo/trainer/memory_plan.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/error.h"
@@ -409,7 +410,7 @@ void add_schedule_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--data", o.data,
                  "text file (bytes), llm.c .bin tokens, or (mlp) safetensors with x [N,d_in] f32 "
                  "and y [N] i64; "
-                 "empty: the embedded default dataset");
+                 "not given: the embedded default dataset");
   app.add_option("--steps", t.steps, "optimizer steps")->check(kPositive);
   app.add_option("--batch-size", t.batch_size, "global sequences (gpt) or rows (mlp) per step")
       ->check(kPositive);
@@ -594,7 +595,8 @@ void check_model_flags(const model_zoo::ModelConfig& m) {
 void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   const model_zoo::TrainerConfig& t = o.trainer;
   // An empty value (an unset shell variable) would silently mean "not given".
-  for (const char* flag : {"--init-from", "--save", "--metrics", "--trace", "--checkpoint-dir"})
+  for (const char* flag :
+       {"--data", "--init-from", "--save", "--metrics", "--trace", "--checkpoint-dir"})
     ZRT_CHECK_ARG(!given(app, flag) || !app.get_option(flag)->as<std::string>().empty(), flag,
                   ": the path is empty; leave the flag out if it is not wanted");
   try {
@@ -607,6 +609,12 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   }
   check_flag_combinations(app, o);
   ZRT_CHECK_ARG(o.fit.empty() || o.plan, "--fit ", o.fit, " is read by --plan only");
+  if (o.plan) {
+    const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
+    ZRT_CHECK_ARG(world <= model_zoo::kMaxPlannedRanks, "--plan plans at most ",
+                  model_zoo::kMaxPlannedRanks, " ranks (each a thread of this process), not ",
+                  world);
+  }
   ZRT_CHECK_ARG(!given(app, "--on-inconsistency") || o.trainer.check_consistency_every > 0,
                 "--on-inconsistency is read by --check-consistency N only");
   ZRT_CHECK_ARG(o.fit_host.empty() || !o.fit.empty(), "--fit-host ", o.fit_host,
