@@ -42,6 +42,12 @@ void gemm_bias_on(const char* op, const Tensor& x, const Tensor& w, bool trans_w
     ZRT_CHECK_ARG(!pre->shares_storage(y), op, ": pre-activation ", pre->str(),
                   " must not share memory with ", y.str());
   }
+  // Named here in this op's words: the GEMMs below would call them operands.
+  for (const auto& [name, in] : {std::pair{"input", &x}, std::pair{"weight", &w},
+                                 std::pair{"bias", &bias}, std::pair{"ones", &ones}}) {
+    check_apart(op, y, name, *in);
+    if (pre) check_apart(op, *pre, name, *in);
+  }
   if (m == 0 || n == 0) return;
   if (y.device().is_cuda() && !simple_kernel(FastKernel::gemm_epilogue)) {
     const GemmEpilogueOperands o{x.dtype(),
