@@ -233,6 +233,9 @@ expect_quick_error "verify of a step holding a stray rank file" "not as it was s
   "$ckpt" verify "$dir/special"
 expect_quick_error "reshard --zero3-size with strategy full" "--zero3-size is read by --strategy hybrid" \
   "$ckpt" reshard "$dir/ck" --ranks 2 --strategy full --zero3-size 2 --out "$dir/z3"
+"$ckpt" reshard "$dir/ck" --ranks 2 --strategy full --zero3-size 2 --out "$dir/z3" > /dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] && ok "a flag combination reshard cannot read exits 2" || fail "reshard flag combination: exit $rc, not 2"
 # reshard never points a directory's `latest` at another run's step, or back in time.
 "$train" --steps 6 --checkpoint-every 3 --checkpoint-dir "$dir/run-a" > /dev/null &&
   "$train" --steps 6 --checkpoint-every 3 --seed 7 --checkpoint-dir "$dir/run-b" > /dev/null ||

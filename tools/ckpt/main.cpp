@@ -246,13 +246,18 @@ int main(int argc, char** argv) {
       if (strategy.empty()) strategy = zrt::optim::CheckpointReader(path).index().strategy;
       const auto s = optim::parse_strategy(strategy);
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
-      ZRT_CHECK_ARG(resh->get_option("--zero3-size")->count() == 0 ||
-                        *s == optim::ShardingStrategy::hybrid_shard ||
-                        *s == optim::ShardingStrategy::layer_zero,
-                    "reshard --zero3-size is read by --strategy hybrid and layer-zero only, not ",
-                    optim::strategy_name(*s));
-      ZRT_CHECK_ARG(zero3 == 0 || ranks % zero3 == 0, "reshard --zero3-size ", zero3,
-                    " does not divide --ranks ", ranks, ": its groups would not tile the world");
+      try {  // the flags' combination: a command-line error, exit 2
+        ZRT_CHECK_ARG(resh->get_option("--zero3-size")->count() == 0 ||
+                          *s == optim::ShardingStrategy::hybrid_shard ||
+                          *s == optim::ShardingStrategy::layer_zero,
+                      "reshard --zero3-size is read by --strategy hybrid and layer-zero only, not ",
+                      optim::strategy_name(*s));
+        ZRT_CHECK_ARG(zero3 == 0 || ranks % zero3 == 0, "reshard --zero3-size ", zero3,
+                      " does not divide --ranks ", ranks, ": its groups would not tile the world");
+      } catch (const InvalidArgument& e) {
+        tools::report_error("zrt-ckpt", e);
+        return 2;
+      }
       ckpt::check_reshard_destination(path, out, force);
       const std::string dir =
           zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3, ckpt::stop_if_signalled);
