@@ -66,13 +66,13 @@ NormResult squared_norm_cpu(const T* x, std::int64_t n) {
   return {sum, std::isnan(tree_reduce(nf))};
 }
 
-}  // namespace
-
-NormResult squared_norm(const Tensor& x, Stream stream) {
-  const Device device = check_operands("squared_norm", {x}, stream);
-  check_kernel_float("squared_norm", x);
+// squared_norm, its errors naming `op` (has_non_finite is one too).
+NormResult squared_norm_as(const char* op, const Tensor& x, Stream stream) {
+  const Device device = check_operands(op, {x}, stream);
+  check_kernel_float(op, x);
   const std::int64_t n = x.numel();
-  ZRT_CUDA_LAUNCH_AND_RETURN("squared_norm", device, [&] {
+  if (n == 0) return {};  // an empty tensor may have no storage to allocate beside
+  ZRT_CUDA_LAUNCH_AND_RETURN(op, device, [&] {
     // Device scratch for the block partials and the two f64 totals.
     // From x's own allocator (a caching one in training): no raw allocation per call.
     const AllocatorPtr& memory = x.storage().allocator();
@@ -82,12 +82,18 @@ NormResult squared_norm(const Tensor& x, Stream stream) {
     host.copy_(result, stream);  // synchronised: the host is involved
     return NormResult{host.item(0), host.item(1) != 0};
   }());
-  return run_cpu_twin_and_wait(stream, "squared_norm", [xp = x.data_ptr(), t = x.dtype(), n] {
-    return dispatch<StorageFloats>(t, "squared_norm", [&](auto tag) {
+  return run_cpu_twin_and_wait(stream, op, [op, xp = x.data_ptr(), t = x.dtype(), n] {
+    return dispatch<StorageFloats>(t, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       return squared_norm_cpu(static_cast<const T*>(xp), n);
     });
   });
+}
+
+}  // namespace
+
+NormResult squared_norm(const Tensor& x, Stream stream) {
+  return squared_norm_as("squared_norm", x, stream);
 }
 
 void squared_norm_into(const Tensor& x, const Tensor& out, Stream stream) {
@@ -122,6 +128,8 @@ void squared_norm_into(const Tensor& x, const Tensor& out, Stream stream) {
       x, out);
 }
 
-bool has_non_finite(const Tensor& x, Stream stream) { return squared_norm(x, stream).non_finite; }
+bool has_non_finite(const Tensor& x, Stream stream) {
+  return squared_norm_as("has_non_finite", x, stream).non_finite;
+}
 
 }  // namespace zrt::kernels
