@@ -24,8 +24,8 @@ namespace {
 // equal (Cauchy-Schwarz). Replica groups then take the max of each number:
 // max(S) + max(-S) == 0 only when every zero1 group summed the same S.
 // Every rank reads the same reduced numbers, so all of them agree on the
-// verdict and fail together. Different settings pass only if all four
-// parts' sums coincide.
+// verdict and fail together. Different settings pass only if their 64-bit
+// digests collide.
 constexpr int kDigestParts = 4;
 constexpr std::int64_t kAgreementNumbers = 3 * kDigestParts;
 
@@ -69,7 +69,7 @@ GradStats global_grad_stats(std::span<FlatParamHandle* const> handles, std::uint
   Tensor host = o.device.is_cuda() ? Tensor::empty({stats.numel()}, DType::f64, Device::cpu(),
                                                    o.host_allocator, Stream::cpu())
                                    : Tensor::zeros({stats.numel()}, DType::f64);
-  if (!o.stream.discards()) {  // a dry run's host block has no memory behind it
+  if (!o.stream.discards()) {  // a dry run computes nothing
     write_agreement(settings, host.data<double>() + 2 * k);
     stats.slice(2 * k, kAgreementNumbers)
         .copy_async_(host.slice(2 * k, kAgreementNumbers), o.stream);

@@ -152,6 +152,9 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
                 " differ between ranks): each rank would update its shard with its own, "
                 "training a model no one setting describes");
   // Note [Ranks agree on each step's settings] in grad_stats.cpp.
+  // The lr of a step that will update, refused before anything moves (the
+  // scaler, the counters); a skipped step reads none.
+  if (!stats.non_finite) kernels::check_adamw_hyperparams(hyperparams(options_, lr));
   if (before_update) before_update();
   if (scaler) scaler->update(stats.non_finite);
   StepResult r;

@@ -677,15 +677,14 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
                   "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
   wait_for_reduced_grads();
-  // The record of synced units ends with a step taken (or skipped); one that
-  // throws before updating (a veto of before_update, a bad lr) leaves the
-  // gradients to step on again or to discard.
-  auto taken = [&](const StepResult& r) {
+  // The record of synced units ends with a step taken or skipped, and with
+  // one that failed after it began updating; one that throws before (a veto
+  // of before_update, a bad lr) leaves the gradients to step on again or to
+  // discard.
+  auto end_record = [&] {
     synced_since_step_ = false;
     synced_.assign(synced_.size(), false);
-    return r;
   };
-  if (gather_after_update.empty()) return taken(optimizer().step(lr, scaler_.get(), before_update));
   // The last unit whose update the gather of unit u waits for: u, or an
   // owner of a parameter it uses. The optimizer updates the units in order.
   auto last_needed = [&](Unit u) {
@@ -695,11 +694,25 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
     return last;
   };
   std::size_t next = 0;
-  return taken(optimizer().step(lr, scaler_.get(), before_update, [&](std::size_t updated) {
-    for (; next < gather_after_update.size() && last_needed(gather_after_update[next]) <= updated;
-         ++next)
-      prefetch(gather_after_update[next]);
-  }));
+  bool updating = false;
+  try {
+    const StepResult r =
+        optimizer().step(lr, scaler_.get(), before_update, [&](std::size_t updated) {
+          updating = true;
+          for (; next < gather_after_update.size() &&
+                 last_needed(gather_after_update[next]) <= updated;
+               ++next)
+            prefetch(gather_after_update[next]);
+        });
+    end_record();
+    return r;
+  } catch (const TooManySkippedSteps&) {  // skipped: its counters moved
+    end_record();
+    throw;
+  } catch (...) {
+    if (updating) end_record();
+    throw;
+  }
 }
 
 void ZeroModule::expect_scopes_closed(const char* call) const {

@@ -400,6 +400,10 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
               continue;  // nothing to gather ahead
             TrainerConfig c = config;
             c.engine.zero.strategy = strategy;
+            // The group size is the given strategy's; the others read none.
+            if (strategy != ShardingStrategy::hybrid_shard &&
+                strategy != ShardingStrategy::layer_zero)
+              c.engine.zero.zero3_size = 0;
             c.engine.prefetch = prefetch;
             c.engine.checkpointing = parse_activation_checkpointing(ckpt);
             c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);

@@ -119,9 +119,10 @@ BOOST_AUTO_TEST_CASE(the_accepted_values_pass) {
     BOOST_CHECK_NO_THROW(tools::check_environment_variables());
     ::unsetenv(name);
   }
-  // A flight recorder directory not made yet is tried and taken away again:
-  // one that cannot be made is refused now, not when a collective failed.
-  BOOST_TEST(!std::filesystem::exists("not-made-yet"));
+  // A flight recorder directory not made yet is made at start: one that
+  // cannot be made is refused now, not when a collective failed.
+  BOOST_TEST(std::filesystem::is_directory("not-made-yet/job-1"));
+  std::filesystem::remove_all("not-made-yet");
   ::setenv("ZRT_FLIGHT_RECORDER_DIR", "/proc/zrt-not-here/job", 1);
   BOOST_CHECK_THROW(tools::check_environment_variables(), InvalidArgument);
   ::unsetenv("ZRT_FLIGHT_RECORDER_DIR");

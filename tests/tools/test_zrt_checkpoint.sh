@@ -263,7 +263,8 @@ for args, out in ((["export", d + "/ck", "--out", d + "/stopped.st"], d + "/stop
     p = subprocess.run([ckpt] + args, capture_output=True, text=True,
                        preexec_fn=lambda: os.kill(os.getpid(), signal.SIGINT))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    said = "stopped by SIGINT; --out " + out + " was not written"
+    said = "stopped by SIGINT; " + ("nothing was written to --out " if args[0] == "export"
+                                    else "no step was written into --out ") + out
     left = glob.glob(d + "/.stopped.st.zrt-partial-*") + glob.glob(out + "/step-*")
     if p.returncode != 130 or said not in p.stderr or os.path.isfile(out) or left:
         sys.exit(f"{args[0]}: exit {p.returncode}, left {left}: {p.stderr}")

@@ -105,7 +105,7 @@ expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
 out=$("$train" --lr 1e30 --steps 60 --max-skipped-steps 3 --metrics "$dir/nan.jsonl" 2>&1)
 rc=$?
 if shows_source "a loss that stays non-finite" "$out"; then failures=$((failures + 1))
-elif [ $rc -eq 1 ] && grep -qE "error: the run stopped at step [0-9]+ by --max-skipped-steps 3: 3 optimizer steps in a row were skipped.*; lower --lr$" <<<"$out" && [ "$(wc -l < "$dir/nan.jsonl")" -lt 10 ]; then
+elif [ $rc -eq 1 ] && grep -qE "error: the run stopped at step [0-9]+ of 60 by --max-skipped-steps 3: 3 optimizer steps in a row were skipped.*; lower --lr$" <<<"$out" && [ "$(wc -l < "$dir/nan.jsonl")" -lt 10 ]; then
   echo "ok   a loss that stays non-finite: $(grep -m1 error <<<"$out" | cut -c1-150)"
 else
   echo "FAIL a loss that stays non-finite: exit $rc, $(wc -l < "$dir/nan.jsonl") metrics lines: $out"; failures=$((failures + 1))

@@ -52,6 +52,11 @@ echo "ok   --plan --data: the host columns hold 4.0 MiB of tokens"
 "$train" "${run[@]}" --plan --fit 1GiB > "$dir/fit.out" 2>&1 || fail "--fit 1GiB: $(cat "$dir/fit.out")"
 grep -q -- "--strategy no-shard --prefetch 0 --activation-checkpointing none --offload-optimizer none" "$dir/fit.out" ||
   fail "--fit 1GiB does not list the cheapest setting: $(cat "$dir/fit.out")"
+# The sweep tries every strategy with the given hybrid group size kept for
+# hybrid alone (the others read none and refuse one).
+"$train" --model mlp --ranks 4 --strategy hybrid --zero3-size 2 --plan --fit 1GiB > "$dir/hfit.out" 2>&1 &&
+  grep -q -- "--strategy hybrid" "$dir/hfit.out" && grep -q -- "--strategy no-shard" "$dir/hfit.out" ||
+  fail "--fit with --strategy hybrid --zero3-size 2: $(cat "$dir/hfit.out")"
 "$train" "${run[@]}" --plan --fit 1MiB > "$dir/nofit.out" 2>&1; [ $? -eq 3 ] || fail "--fit 1MiB: not exit 3: $(cat "$dir/nofit.out")"
 grep -q "0 setting(s) fit" "$dir/nofit.out" || fail "--fit 1MiB: $(cat "$dir/nofit.out")"
 # SIGTERM ends a plan however long it would take (--plan installs no stop

@@ -119,7 +119,7 @@ void check_reshard_destination(const std::string& source, const std::string& out
   bool empty = true;
   for (const auto& e : fs::directory_iterator(out, ec))
     empty = empty && optim::is_checkpoint_temporary(e.path().filename().string());
-  if (empty) return;
+  if (empty && !ec) return;  // one that cannot be listed goes through every check below
   const fs::path target = fs::path(out) / optim::step_dir_name(reader.index().step);
   const auto never_replace = [&] {
     ZRT_CHECK_ARG(!fs::exists(target, ec), "--out ", out, " already holds ",
@@ -166,6 +166,7 @@ void check_reshard_destination(const std::string& source, const std::string& out
 // handling. The flag is the one process-wide variable of zrt-ckpt: a
 // signal handler can reach nothing else.
 std::atomic<int> stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler's flag must be lock-free");
 
 extern "C" void on_stop_signal(int sig) {
   if (stop_signal.exchange(sig) != 0) _exit(128 + sig);
@@ -266,8 +267,9 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const ckpt::Stopped& stop) {
-    std::fprintf(stderr, "zrt-ckpt: stopped by %s; --out %s was not written\n",
-                 stop.sig == SIGINT ? "SIGINT" : "SIGTERM", out.c_str());
+    std::fprintf(
+        stderr, "zrt-ckpt: stopped by %s; %s %s\n", stop.sig == SIGINT ? "SIGINT" : "SIGTERM",
+        *exp ? "nothing was written to --out" : "no step was written into --out", out.c_str());
     return 128 + stop.sig;
   } catch (const std::exception& e) {
     tools::report_error("zrt-ckpt", e);

@@ -26,7 +26,9 @@ namespace {
 const char* env(const char* name) { return std::getenv(name); }
 
 constexpr EnvVariable kVariables[] = {
-    {"ZRT_DEBUG", "0 or 1", "1: error messages also say where in zrt's source the check failed",
+    {"ZRT_DEBUG", "0 or 1",
+     "1: error messages also say where in zrt's source the check failed, and errors that "
+     "destructors meet while another error propagates are printed too",
      [] {
        const char* v = env("ZRT_DEBUG");
        ZRT_CHECK_ARG(!*v || !std::strcmp(v, "0") || !std::strcmp(v, "1"), "ZRT_DEBUG='", v,
@@ -44,25 +46,22 @@ constexpr EnvVariable kVariables[] = {
     {"ZRT_FLIGHT_RECORDER_ENTRIES", "a whole number from 1 to 1000000 (default 256)",
      "collectives each rank's flight recorder keeps",
      [] { (void)default_flight_recorder_entries(); }},
-    {"ZRT_FLIGHT_RECORDER_DIR", "a writable directory (made if missing)",
+    {"ZRT_FLIGHT_RECORDER_DIR", "a writable directory, made at start if missing",
      "where the flight records of a failed collective are written",
      [] {  // checked now: it is written only when a collective has failed
        namespace fs = std::filesystem;
        const char* v = env("ZRT_FLIGHT_RECORDER_DIR");
        std::error_code ec;
        if (!*v) return;
+       // Made now if missing (ranks racing to make it all succeed), so that
+       // one that cannot be made (/proc/x, a path under a file) is refused
+       // at start, not when a collective has failed.
        if (!fs::exists(v, ec)) {
-         // Made when the records are written: made now, and taken away
-         // again, to know it can be (/proc/x, a path under a file cannot).
-         fs::path first = fs::absolute(v, ec);
-         while (first.has_parent_path() && !fs::exists(first.parent_path(), ec))
-           first = first.parent_path();
          fs::create_directories(v, ec);
-         ZRT_CHECK_ARG(!ec, "ZRT_FLIGHT_RECORDER_DIR='", v,
+         std::error_code again;
+         ZRT_CHECK_ARG(!ec || fs::is_directory(v, again), "ZRT_FLIGHT_RECORDER_DIR='", v,
                        "' cannot be made (the flight records of a failed collective go there): ",
                        ec.message());
-         fs::remove_all(first, ec);
-         return;
        }
        ZRT_CHECK_ARG(std::filesystem::is_directory(v, ec), "ZRT_FLIGHT_RECORDER_DIR='", v,
                      "' is not a directory (the flight records of a failed collective go there)");

@@ -21,8 +21,9 @@ std::string error_text(const std::exception& e) {
   constexpr std::string_view prefix = "filesystem error: ";
   std::string op = what.starts_with(prefix) ? what.substr(prefix.size()) : what;
   if (const auto at = op.find(": " + reason); at != std::string::npos) op.resize(at);
-  const std::string path = fs_error->path1().string();
-  return (path.empty() ? "" : path + ": ") + op + " (" + reason + ")";
+  const std::string path = fs_error->path1().string(), to = fs_error->path2().string();
+  return (path.empty() ? "" : path + ": ") + op + (to.empty() ? "" : " to " + to) + " (" + reason +
+         ")";
 }
 
 void report_error(std::string_view program, const std::exception& e, std::string_view kind,

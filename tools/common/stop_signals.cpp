@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <initializer_list>
+
 namespace zrt::tools {
 
 void install_stop_handlers(void (*handler)(int)) {
@@ -9,8 +11,13 @@ void install_stop_handlers(void (*handler)(int)) {
   struct sigaction sa {};
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  for (const int sig : {SIGTERM, SIGINT}) {
+    // Ignored when started (a shell's background job): stays ignored, so a
+    // Ctrl-C meant for the foreground does not stop it.
+    struct sigaction was {};
+    sigaction(sig, nullptr, &was);
+    if (was.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+  }
   sigset_t stops;
   sigemptyset(&stops);
   sigaddset(&stops, SIGTERM);

@@ -5,9 +5,9 @@
 
 namespace zrt::tools {
 
-// Sends SIGTERM and SIGINT to `handler`, then unblocks them, so that one
-// sent while they were blocked (a launcher may start a program so) is
-// delivered now, to the handler. SIGXFSZ is ignored: past a file-size limit
+// Sends SIGTERM and SIGINT to `handler` (unless the program was started
+// with them ignored, as a shell's background job is), then unblocks them,
+// so that one sent while they were blocked is delivered now, to the handler. SIGXFSZ is ignored: past a file-size limit
 // (ulimit -f) a write fails with EFBIG and is reported, instead of the
 // signal killing the program without a word and leaving partial files.
 void install_stop_handlers(void (*handler)(int));

@@ -437,9 +437,10 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
       r = trainer.step();
     } catch (const optim::TooManySkippedSteps& e) {  // the same step on every rank
       // That step is reported by this message alone: it has no progress line.
-      ZRT_THROW(optim::TooManySkippedSteps, "the run stopped at step ", s,
-                " by --max-skipped-steps ", o.trainer.engine.zero.adamw.max_consecutive_skips, ": ",
-                e.what(), "; ", divergence_advice(o));
+      ZRT_THROW(optim::TooManySkippedSteps, "the run stopped at step ", s + 1, " of ",
+                o.trainer.steps, " by --max-skipped-steps ",
+                o.trainer.engine.zero.adamw.max_consecutive_skips, ": ", e.what(), "; ",
+                divergence_advice(o));
     }
     divergence.add(r.stats);
     if (lead)  // --on-inconsistency warn: the findings, the same on every rank
