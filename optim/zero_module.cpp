@@ -676,7 +676,7 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   ZRT_CHECK_STATE(synced_since_step_,
                   "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
-  wait_for_reduced_grads();
+  // ZeroAdamW::step waits for the reductions in flight itself.
   // The record of synced units ends with a step taken or skipped, and with
   // one that failed after it began updating; one that throws before (a veto
   // of before_update, a bad lr) leaves the gradients to step on again or to

@@ -105,6 +105,9 @@ expect_refused "rank 1's trace onto --data" "--trace \(rank 1's\) .*t.rank-1.jso
   "$train" "${tiny[@]}" --steps 2 --ranks 2 --trace "$io/t.json" --data "$io/t.rank-1.json"
 expect_refused "--save onto rank 1's trace" "--save and --trace \(rank 1's\) name the same file" "$io" \
   "$train" "${tiny[@]}" --steps 2 --ranks 2 --trace "$io/c.json" --save "$io/c.rank-1.json"
+ln -s "$io/l.rank-1.json" "$io/l.rank-0.json"
+expect_refused "rank 0's trace a link onto rank 1's" "--trace \(rank 0's\) and --trace \(rank 1's\) name the same file" \
+  "$io" "$train" "${tiny[@]}" --steps 2 --ranks 2 --trace "$io/l.json"
 # A resumed run rewrites its metrics through a temporary: never an existing
 # file such as a --data file named like one (Note [Partial files]).
 cp "$io/data.txt" "$io/m.tmp"

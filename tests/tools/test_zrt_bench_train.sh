@@ -195,7 +195,9 @@ done
 "$bench" train --preset tiny --steps 1 --cpu-streams some > /dev/null 2>&1 && fail "--cpu-streams some was accepted"
 "$bench" train --preset tiny --steps 0 --json > /dev/null 2>&1 && fail "--steps 0 was accepted"
 "$bench" train --model mlp --n-head 2 --steps 1 > /dev/null 2>&1 && fail "a gpt flag was accepted for mlp"
-"$bench" train --model mlp --seq-len 7 --steps 1 2>&1 | grep -q -- "--seq-len is a gpt flag" || fail "--seq-len was not refused for mlp"
+for t in 7 64; do  # 64: the default, given
+  "$bench" train --model mlp --seq-len $t --steps 1 2>&1 | grep -q -- "--seq-len is a gpt flag" || fail "--seq-len $t was not refused for mlp"
+done
 "$bench" train --preset tiny --steps 1 --device tpu > /dev/null 2>&1 && fail "--device tpu was accepted"
 "$bench" train --preset tiny --steps 1 --peak-gflops 100 --peak-tflops 0.1 > /dev/null 2>&1 &&
   fail "--peak-gflops with --peak-tflops was accepted"

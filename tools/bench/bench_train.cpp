@@ -177,13 +177,12 @@ Options parse(int argc, char** argv) {
   train::TrainOptions& t = o.train;
   model_zoo::TrainerConfig& c = t.trainer;
   c.batch_size = 8;
-  const std::int64_t default_seq_len = c.seq_len;  // an mlp reads none: one given is refused
   std::int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0;  // 0: the preset's
   std::string prefetch = std::to_string(c.engine.prefetch);
   std::string checkpointing = c.engine.checkpointing.str();
   std::string links, early_gathers = "on";
   double link_us = 0;
-  OptionParser(
+  OptionParser parser(
       "train",
       "usage: zrt-bench train [--device cpu|cuda] [--model gpt|mlp] [--preset P] [--n-layer L] "
       "[--n-head H]\n"
@@ -196,8 +195,8 @@ Options parse(int argc, char** argv) {
       "         [--rounds R] [--threads N] [--warmup K] [--steps N]\n"
       "         [--init-from W.safetensors] [--peak-gflops G | --peak-tflops T] [--save-init "
       "W.safetensors]\n"
-      "         [--save-data D.safetensors] [--json]")
-      .value("--device", t.device)
+      "         [--save-data D.safetensors] [--json]");
+  parser.value("--device", t.device)
       .value("--model", c.model.kind)
       .value("--preset", c.model.preset)
       .value("--n-layer", n_layer)
@@ -227,8 +226,8 @@ Options parse(int argc, char** argv) {
       .value("--peak-tflops", o.peak_tflops)
       .value("--save-init", o.save_init)
       .value("--save-data", o.save_data)
-      .flag("--json", o.json)
-      .parse(argc, argv);
+      .flag("--json", o.json);
+  parser.parse(argc, argv);
   ZRT_CHECK_ARG(t.device == "cpu" || t.device == "cuda", "train: --device is cpu or cuda, not '",
                 t.device, "'");
 #ifndef ZRT_WITH_CUDA
@@ -243,9 +242,10 @@ Options parse(int argc, char** argv) {
   ZRT_CHECK_ARG(c.model.kind == "gpt" || c.model.kind == "mlp",
                 "train: --model is gpt or mlp, not ", c.model.kind);
   ZRT_CHECK_ARG(
-      c.model.kind == "gpt" || (n_layer == 0 && n_head == 0 && n_embd == 0 && vocab_size == 0),
+      c.model.kind == "gpt" || !(parser.given("--n-layer") || parser.given("--n-head") ||
+                                 parser.given("--n-embd") || parser.given("--vocab-size")),
       "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
-  ZRT_CHECK_ARG(c.model.kind == "gpt" || c.seq_len == default_seq_len,
+  ZRT_CHECK_ARG(c.model.kind == "gpt" || !parser.given("--seq-len"),
                 "train: --seq-len is a gpt flag (an mlp's rows have no sequence)");
   ZRT_CHECK_ARG(n_layer >= 0 && n_head >= 0 && n_embd >= 0 && vocab_size >= 0,
                 "train: model sizes must be positive");

@@ -41,6 +41,8 @@ OptionParser& OptionParser::flag(std::string name, bool& target) {
   return *this;
 }
 
+bool OptionParser::given(const std::string& name) const { return app_->count(name) > 0; }
+
 OptionParser& OptionParser::runs(int& reps, bool& json) {
   reps_ = &reps;
   return value("--reps", reps).flag("--json", json);

@@ -43,6 +43,8 @@ class OptionParser {
   // object per row), which every timing suite takes.
   OptionParser& runs(int& reps, bool& json);
   void parse(int argc, char** argv);
+  // Whether the command line named option `name` (after parse).
+  bool given(const std::string& name) const;
 
  private:
   std::string who_;

@@ -151,8 +151,7 @@ std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int
 void truncate_metrics_at(const std::string& given, std::int64_t step) {
   std::error_code ec;
   if (!fs::is_regular_file(given, ec)) return;
-  const std::string path = output_file_target(given, "--metrics").string();  // a link stays a link
-  std::ifstream in(path);
+  std::ifstream in(given);
   std::ostringstream kept;
   std::string line;
   while (std::getline(in, line)) {
@@ -162,23 +161,8 @@ void truncate_metrics_at(const std::string& given, std::int64_t step) {
       continue;
     kept << line << '\n';
   }
-  const std::string tmp = create_partial_file(path, "--metrics");  // Note [Partial files]
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept.str();
-    out.flush();
-    if (!out.good()) {
-      out.close();
-      fs::remove(tmp, ec);
-      ZRT_THROW(ResourceError, "cannot rewrite the metrics file ", path, " (disk full?)");
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-  }
-  ZRT_CHECK_AS(ResourceError, !ec, "cannot rewrite the metrics file ", path, ": ", ec.message());
+  in.close();
+  write_whole_file(given, kept.str(), "--metrics");  // Note [Partial files]; a link stays a link
 }
 
 }  // namespace zrt::train

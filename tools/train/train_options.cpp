@@ -336,15 +336,18 @@ void check_outputs(const TrainOptions& o) {
   ZRT_CHECK_ARG(o.trace.empty() || world == 1 || !names_a_stream(o.trace), "--trace ", o.trace,
                 " is a stream, but each of several ranks writes a trace of its own (", o.trace,
                 ".rank-R); name a file");
-  // Two outputs on one file: one would overwrite the other. (The ranks'
-  // traces differ from one another by name; each is checked against the
-  // other flags' files.)
-  for (std::size_t a = 0; a < std::min<std::size_t>(2, outputs.size()); ++a)
+  // Two outputs on one file: one would overwrite the other. The ranks'
+  // traces differ by name but may be one file through a link.
+  for (std::size_t a = 0; a < outputs.size(); ++a)
     for (std::size_t b = a + 1; b < outputs.size(); ++b) {
       const std::string& x = *outputs[a].second;
       const std::string& y = *outputs[b].second;
-      if (x.empty() || y.empty() || names_a_stream(x)) continue;
-      ZRT_CHECK_ARG(resolved_path(x) != resolved_path(y), outputs[a].first, " and ",
+      if (x.empty() || y.empty() || names_a_stream(x) || names_a_stream(y)) continue;
+      // Through links, dangling ones too: a write creates a link's target.
+      auto target = [](const auto& out) {
+        return resolved_path(output_file_target(*out.second, out.first).string());
+      };
+      ZRT_CHECK_ARG(target(outputs[a]) != target(outputs[b]), outputs[a].first, " and ",
                     outputs[b].first, " name the same file ", x,
                     ": give each output a file of its own");
     }
