@@ -1,5 +1,6 @@
 #include "zrt/optim/loss_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "zrt/runtime/error.h"
@@ -24,6 +25,9 @@ DynamicLossScaler::DynamicLossScaler(LossScalerOptions options) : options_(optio
                 o.growth_interval, ")");
   ZRT_CHECK_ARG(o.hysteresis >= 1, "DynamicLossScaler: hysteresis must be >= 1 (got ", o.hysteresis,
                 ")");
+  ZRT_CHECK_ARG(std::isfinite(o.min_scale) && o.min_scale > 0 && o.min_scale <= o.init_scale,
+                "DynamicLossScaler: min_scale must be positive and at most init_scale ",
+                o.init_scale, " (got ", o.min_scale, ")");
   state_.scale = o.enabled ? o.init_scale : 1.0;
   state_.hysteresis_left = o.hysteresis;
 }
@@ -34,7 +38,8 @@ void DynamicLossScaler::update(bool found_non_finite) {
   if (found_non_finite) {
     state_.growth_tracker = 0;
     if (state_.hysteresis_left > 0) --state_.hysteresis_left;
-    if (state_.hysteresis_left == 0) state_.scale *= options_.backoff_factor;
+    if (state_.hysteresis_left == 0)
+      state_.scale = std::max(state_.scale * options_.backoff_factor, options_.min_scale);
     return;
   }
   state_.hysteresis_left = options_.hysteresis;
@@ -55,6 +60,7 @@ void DynamicLossScaler::load_state(const State& state) {
                 "DynamicLossScaler: loaded hysteresis_left ", state.hysteresis_left,
                 " outside [0, ", options_.hysteresis, "]");
   state_ = state;
+  state_.scale = std::max(state_.scale, options_.min_scale);  // Note [Loss scale updates]
   // Disabled, the scale stays 1 (an f16 run's state loaded by a bf16 one):
   // a step would otherwise divide the gradients by it.
   if (!options_.enabled) state_.scale = 1.0;

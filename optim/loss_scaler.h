@@ -9,7 +9,12 @@
 // held a NaN or Inf:
 //   overflow: the growth counter restarts; one unit of hysteresis is used up;
 //             when none is left, scale *= backoff_factor (and every further
-//             overflow in a row backs off again).
+//             overflow in a row backs off again), down to min_scale and no
+//             further: halved without end, the scale would reach 0 in f32
+//             after ~170 overflows, leaving a run (and its checkpoints) that
+//             no step can continue. 1 is DeepSpeed's and Megatron-LM's
+//             min_loss_scale; a scale loaded from below it (a checkpoint of a
+//             scaler without the floor) is raised to it.
 //   clean:    hysteresis is restored; after growth_interval clean steps in a
 //             row, scale *= growth_factor.
 // With hysteresis = 1 this is exactly GradScaler. bf16 and f32 have the range
@@ -28,7 +33,8 @@ struct LossScalerOptions {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   std::int64_t growth_interval = 2000;
-  int hysteresis = 1;  // overflows in a row tolerated before the first backoff
+  int hysteresis = 1;      // overflows in a row tolerated before the first backoff
+  double min_scale = 1.0;  // the backoff stops here
 };
 
 // Scaling on for f16 compute, off for bf16 and f32.

@@ -108,6 +108,10 @@ std::string resolve_checkpoint(const std::string& path,
   std::error_code ec;
   if (!fs::exists(path, ec)) ZRT_THROW(CheckpointError, path, ": no such checkpoint");
   if (fs::exists(fs::path(path) / kIndexFileName, ec)) return path;
+  // A root's `latest` file itself means the root.
+  if (const fs::path p(path); p.filename() == "latest" && fs::is_regular_file(p, ec))
+    return resolve_checkpoint(p.has_parent_path() ? p.parent_path().string() : ".",
+                              latest_index_xxh64);
   const fs::path latest = fs::path(path) / "latest";
   if (!fs::exists(latest, ec))
     ZRT_THROW(CheckpointError, path,
@@ -122,9 +126,12 @@ std::string resolve_checkpoint(const std::string& path,
       read_input_file(latest.string(), 4096, InputKind::checkpoint, "the checkpoint's `latest`"));
   std::string name, line;
   std::getline(in, name);
-  if (!parse_step_dir_name(name))
-    ZRT_THROW(CheckpointError, latest.string(), ": does not name a step directory (holds '", name,
+  if (!parse_step_dir_name(name)) {
+    std::string shown;  // a Windows line end's \r made visible
+    for (char c : name.substr(0, 80)) shown += c == '\r' ? std::string("\\r") : std::string(1, c);
+    ZRT_THROW(CheckpointError, latest.string(), ": does not name a step directory (holds '", shown,
               "')");
+  }
   // An older zrt (or a hand) writes the first line only; what follows must be the checksum line, nothing else.
   std::vector<std::string> more;
   while (std::getline(in, line))

@@ -41,7 +41,8 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name);
 // The complete steps under a checkpoint root, ascending (no `.tmp`).
 std::vector<std::int64_t> complete_steps(const std::string& root);
 // The step directory a path means: a step directory itself (it holds
-// index.json), or a root whose `latest` names one. CheckpointError otherwise,
+// index.json), a root whose `latest` names one, or that `latest` file
+// itself. CheckpointError otherwise,
 // naming what is missing or malformed. When resolved through `latest` and it
 // records the step's index checksum (its second line), that goes to
 // *latest_index_xxh64 (else nullopt).

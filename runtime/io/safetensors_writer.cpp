@@ -74,7 +74,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path,
   for (const auto& [key, e] : entries_) data_bytes_ = e.end;
   // Note [Partial files] (output_path.h): a fresh hidden temporary, renamed into place.
   target_ = output_file_target(path, "safetensors output");
-  tmp_ = create_partial_file(target_, path);
+  tmp_ = create_partial_file(target_, "safetensors output");
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd_ < 0) {
     const int err = errno;

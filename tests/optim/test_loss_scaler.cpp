@@ -59,6 +59,22 @@ BOOST_AUTO_TEST_CASE(hysteresis_tolerates_overflows_in_a_row) {
   BOOST_TEST(s.scale() == 512.0);
 }
 
+BOOST_AUTO_TEST_CASE(backs_off_to_min_scale_and_no_further) {
+  // Without the floor, 200 overflows in a row take 65536 to 0 in f32: no
+  // later step (or resume of its checkpoint) has a loss scale to train with.
+  DynamicLossScaler s;
+  for (int i = 0; i < 200; ++i) s.update(true);
+  BOOST_TEST(s.scale() == 1.0);
+  DynamicLossScaler t({.init_scale = 8, .min_scale = 0.25});
+  for (int i = 0; i < 10; ++i) t.update(true);
+  BOOST_TEST(t.scale() == 0.25);
+  // A checkpoint saved by a scaler without the floor resumes at it.
+  s.load_state({.scale = 7.006492321624085e-46, .growth_tracker = 0, .hysteresis_left = 1});
+  BOOST_TEST(s.scale() == 1.0);
+  BOOST_CHECK_THROW(DynamicLossScaler({.init_scale = 4, .min_scale = 8}), InvalidArgument);
+  BOOST_CHECK_THROW(DynamicLossScaler({.min_scale = 0}), InvalidArgument);
+}
+
 BOOST_AUTO_TEST_CASE(never_grows_into_infinity) {
   DynamicLossScaler s({.init_scale = 1e308, .growth_interval = 1});
   s.update(false);

@@ -199,5 +199,18 @@ if [ "$aside" = "step-000008 step-000010 " ] && [ "$kept" = "step-000010 step-00
   ok "resuming an abandoned step sets the directory's step of that number aside"
 else fail "resume of an abandoned step: kept '$kept', aside '$aside'"; fi
 
+# A rollback whose aside directory's name is taken (one to the same step in
+# the same second, a requeued job): it sets its steps aside in another.
+rr=$dir/rr
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$rr" --checkpoint-every 2 > /dev/null || fail "taken: first run"
+now=$(date +%s)
+for t in $(seq "$now" $((now + 60))); do mkdir -p "$rr/abandoned-from-2-$t/step-000004" && : > "$rr/abandoned-from-2-$t/step-000004/x"; done
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$rr" --checkpoint-every 2 --resume "$rr/step-000002" \
+  > "$dir/rr.txt" 2>&1 || fail "rollback into a taken aside name: $(cat "$dir/rr.txt")"
+moved=$(cd "$rr" && ls abandoned-from-2-*/step-000004/index.json 2>/dev/null | wc -l)
+[ "$moved" = 1 ] && [ -f "$rr/step-000004/index.json" ] &&
+  ok "a rollback whose aside name is taken sets its step aside in another" ||
+  fail "rollback into a taken aside name: $moved steps set aside"
+
 [ $failures -eq 0 ] && echo "all cases passed" || echo "$failures case(s) failed"
 exit $((failures > 0))

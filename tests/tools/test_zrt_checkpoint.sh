@@ -67,6 +67,15 @@ rm -rf "$dir/ck"
 run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/ck" --save "$dir/final.st" || fail "training for zrt-ckpt"
 "$ckpt" info "$dir/ck" | grep -q "step         20" && ok "info names the step" || fail "info"
 "$ckpt" verify "$dir/ck" > /dev/null && ok "verify passes" || fail "verify of an intact checkpoint"
+out=$("$ckpt" export "$dir/ck" --out "$dir/nodir/x.st" 2>&1)
+[ $? = 2 ] && grep -q -- "--out $dir/nodir/x.st: directory $dir/nodir does not exist" <<<"$out" &&
+  ok "export into a missing directory names --out (exit 2)" || fail "export into a missing directory: $out"
+# A directory's `latest` file names that directory (docs/checkpoints.md).
+"$ckpt" info "$dir/ck/latest" | grep -q "step         20" && ok "info of DIR/latest names the step" ||
+  fail "info of DIR/latest"
+run --steps 21 --batch-size 8 --seq-len 32 --ranks 2 --resume "$dir/ck/latest" &&
+  grep -q "resumed from $dir/ck at step 20" "$dir/out.txt" && ok "--resume DIR/latest resumes its step" ||
+  fail "--resume DIR/latest"
 "$ckpt" export "$dir/ck" --out "$dir/export.st" > /dev/null && cmp -s "$dir/export.st" "$dir/final.st" &&
   ok "export equals --save of the same step" || fail "export"
 if out=$("$python" "$here/load_export_torch.py" "$dir/export.st" 2>&1); then ok "PyTorch: $out"; else fail "PyTorch load: $out"; fi

@@ -288,7 +288,10 @@ expect_error "llm.c tokens beyond the vocabulary" "tokens up to 999" --data "$di
 expect_error "safetensors with overlapping tensors" "overlap" --init-from "$dir/overlap.safetensors"
 expect_error "safetensors with a hole" "hole" --init-from "$dir/hole.safetensors"
 expect_error "truncated safetensors" "outside the data section" --init-from "$dir/truncated.safetensors"
-expect_error "safetensors with a huge header" "header of 1099511627776 bytes" --init-from "$dir/huge-header.safetensors"
+expect_error "safetensors with a huge header" "not a safetensors file .*header length of 1099511627776 bytes" \
+  --init-from "$dir/huge-header.safetensors"
+printf '{"step": 1, "loss": 2.5}\n' > "$dir/text.json"
+expect_error "--init-from a text file" "text.json: not a safetensors file" --init-from "$dir/text.json"
 expect_error "--offload-optimizer disk onto a file" "disk:.*empty\.txt is not a directory" --offload-optimizer "disk:$dir/empty.txt"
 expect_error "safetensors with bad JSON" "safetensors header \(23 bytes\) is not valid JSON at its byte" --init-from "$dir/bad-json.safetensors"
 expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"

@@ -238,6 +238,14 @@ int main(int argc, char** argv) {
     if (*exp) {
       check_output_clear_of_inputs({"--out", out},
                                    ckpt::checkpoint_inputs(path));  // before any work
+      const std::filesystem::path parent = std::filesystem::path(out).has_parent_path()
+                                               ? std::filesystem::path(out).parent_path()
+                                               : ".";
+      if (!std::filesystem::is_directory(parent)) {  // a command-line error, exit 2
+        std::fprintf(stderr, "zrt-ckpt: error: --out %s: directory %s does not exist\n",
+                     out.c_str(), parent.c_str());
+        return 2;
+      }
       const std::size_t n =
           zrt::optim::export_params(path, out, ckpt::stop_if_signalled);  // a shard at a time
       std::printf("zrt-ckpt: wrote %zu parameters to %s\n", n, out.c_str());

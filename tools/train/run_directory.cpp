@@ -127,16 +127,20 @@ std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int
       keep = s;
   }
   if (newer.empty()) return newer;
-  // `latest` first: it must never name a step that is being moved.
+  // A directory of its own, made before anything moves: two rollbacks to
+  // the same step within a second (a requeued job) get two.
+  const std::string stem =
+      "abandoned-from-" + std::to_string(step) + "-" + std::to_string(unix_seconds());
+  fs::path aside = fs::path(dir) / stem;
+  for (int n = 2; !fs::create_directory(aside); ++n)
+    aside = fs::path(dir) / (stem + "-" + std::to_string(n));
+  // `latest` next: it must never name a step that is being moved.
   if (keep >= 0) {
     optim::publish_latest(dir, keep);
   } else {
     std::error_code ec;
     fs::remove(fs::path(dir) / "latest", ec);
   }
-  const fs::path aside = fs::path(dir) / ("abandoned-from-" + std::to_string(step) + "-" +
-                                          std::to_string(unix_seconds()));
-  fs::create_directories(aside);
   for (std::int64_t s : newer) {
     std::error_code ec;
     fs::rename(fs::path(dir) / optim::step_dir_name(s), aside / optim::step_dir_name(s), ec);

@@ -263,7 +263,8 @@ std::vector<NamedPath> resumed_checkpoint_inputs(const TrainOptions& o) {
   const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
   std::vector<NamedPath> inputs;
   if (fs::exists(fs::path(path) / "latest"))
-    inputs.push_back({"the `latest` of --resume", (fs::path(path) / "latest").string()});
+    inputs.push_back(
+        {"the `latest` file of the resumed directory", (fs::path(path) / "latest").string()});
   try {
     inputs.push_back({"the resumed checkpoint", optim::resolve_checkpoint(path)});
   } catch (const CheckpointError&) {
@@ -713,6 +714,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                   "--resume: the path is empty; give --resume no value to continue from "
                   "`latest` under --checkpoint-dir");
   }
+  // A checkpoint directory's `latest` file means that directory
+  // (docs/checkpoints.md): every check below then sees the directory.
+  if (const std::filesystem::path r(o.resume_from);
+      r.filename() == "latest" && std::filesystem::is_regular_file(r))
+    o.resume_from = r.has_parent_path() ? r.parent_path().string() : ".";
   o.flag_values = parsed_flag_values(app);
   o.as_given = {o.trainer.model.block_size.value_or(0), o.trainer.schedule.warmup_steps};
   check_model_flags(o.trainer.model);

@@ -165,8 +165,11 @@ BOOST_AUTO_TEST_CASE(resolve_names_what_is_missing) {
   fails(dir.path.string(), "not a checkpoint");
   std::ofstream(dir.path / "latest") << "garbage\n";
   fails(dir.path.string(), "does not name a step");
+  std::ofstream(dir.path / "latest") << "step-000004\r\n";  // a Windows line end, shown
+  fails(dir.path.string(), "holds 'step-000004\\r'");
   std::ofstream(dir.path / "latest") << "step-000004\n";
   fails(dir.path.string(), "has no index.json");
+  fails((dir.path / "latest").string(), "has no index.json");  // the `latest` file itself
   std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 12345\n";
   fails(dir.path.string(), "index-xxh64 <16 hex digits>");
   std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 0123456789abcdef\nmore\n";
