@@ -35,7 +35,7 @@ int env_int(const EnvLookup& env, const char* name, int fallback) {
   errno = 0;
   long x = std::strtol(v, &end, 10);
   ZRT_CHECK_ARG(errno == 0 && *end == '\0' && x >= 0 && x <= 1 << 24, "launch environment: ", name,
-                "='", v, "' is not a non-negative integer");
+                "='", v, "' is not a whole number from 0 to ", 1 << 24);
   return static_cast<int>(x);
 }
 
@@ -68,6 +68,16 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
     info.local_rank = env_int(env, l.local_rank, 0);
     info.local_size = env_int(env, l.local_size, 1);
     break;
+  }
+  // Half of torchrun's pair would train N separate one-rank runs in silence.
+  if (info.launcher == Launcher::single) {
+    const bool ranked = env_int(env, "RANK", 0) > 0, sized = env_int(env, "WORLD_SIZE", 1) > 1;
+    ZRT_CHECK_ARG(!(ranked || sized) || (env("RANK") && env("WORLD_SIZE")),
+                  "launch environment: ", ranked ? "RANK" : "WORLD_SIZE", "='",
+                  env(ranked ? "RANK" : "WORLD_SIZE"), "' is set but ",
+                  ranked ? "WORLD_SIZE" : "RANK",
+                  " is not: a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR and "
+                  "MASTER_PORT (unset RANK and WORLD_SIZE for one process)");
   }
   if (info.launcher == Launcher::torchrun) {
     if (const char* a = env("MASTER_ADDR")) info.master_addr = a;

@@ -279,6 +279,19 @@ for args, out in ((["export", d + "/ck", "--out", d + "/stopped.st"], d + "/stop
         sys.exit(f"{args[0]}: exit {p.returncode}, left {left}: {p.stderr}")
 PY
 ); then ok "SIGINT stops export and reshard, leaving nothing"; else fail "SIGINT during export/reshard: $out"; fi
+# A signal during the last step stops nothing: the run has finished and
+# writes --save (pending at start as above, it arrives in step 1 of 1).
+if out=$("$python" - "$train" "$dir" <<'PY' 2>&1
+import os, signal, subprocess, sys
+train, d = sys.argv[1], sys.argv[2]
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+p = subprocess.run([train, "--steps", "1", "--batch-size", "8", "--seq-len", "32", "--save", d + "/last.st"],
+                   capture_output=True, text=True, preexec_fn=lambda: os.kill(os.getpid(), signal.SIGTERM))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+if p.returncode != 0 or not os.path.isfile(d + "/last.st") or "was not written" in p.stdout:
+    sys.exit(f"exit {p.returncode}: {p.stdout} {p.stderr}")
+PY
+); then ok "a signal during the last step still writes --save"; else fail "signal during the last step: $out"; fi
 expect_quick_error "reshard to 100000 ranks" "--ranks: must be a whole number from 1 to 65536 \(got 100000\)" \
   "$ckpt" reshard "$dir/run-a" --ranks 100000 --out "$dir/many"
 mkfifo "$dir/fifo.st" && ln -s fifo.st "$dir/fifo-link.st"

@@ -459,7 +459,9 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     if (agreed.failed)
       ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics");
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
-    if (agreed.stop) return false;
+    // A stop asked for during the last step comes too late to stop anything:
+    // the run has finished and writes --save.
+    if (agreed.stop && trainer.next_step() < o.trainer.steps) return false;
   }
   divergence.check();  // the same steps on every rank: the same verdict
   return true;

@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "tests/runtime/comm/collective_checks.h"
 #include "zrt/runtime/comm/launched_world.h"
@@ -77,6 +79,18 @@ BOOST_AUTO_TEST_CASE(bad_values_are_named) {
                           return std::string(e.what()).find("RANK='x1'") != std::string::npos;
                         });
   BOOST_CHECK_THROW(detect_launch(fake({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), InvalidArgument);
+  // Half of torchrun's pair: refused, naming what is missing; a harmless
+  // RANK=0 or WORLD_SIZE=1 alone is one process.
+  for (const auto& [vars, says] :
+       std::vector<std::pair<std::map<std::string, std::string>, std::string>>{
+           {{{"RANK", "1"}}, "RANK='1' is set but WORLD_SIZE is not"},
+           {{{"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}}, "WORLD_SIZE='4' is set but RANK is not"}})
+    BOOST_CHECK_EXCEPTION(detect_launch(fake(vars)), InvalidArgument,
+                          [&](const InvalidArgument& e) {
+                            return std::string(e.what()).find(says) != std::string::npos;
+                          });
+  BOOST_TEST(detect_launch(fake({{"RANK", "0"}})).size == 1);
+  BOOST_TEST(detect_launch(fake({{"WORLD_SIZE", "1"}})).size == 1);
 }
 
 BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
