@@ -42,7 +42,8 @@ asan() {
   # test_install_consumer builds a program against the installed package,
   # which would need the sanitizer flags too.
   # Unit tests that start mpirun themselves are labelled `launcher`.
-  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit -LE launcher \
+  # Label `sources`: checks of the sources and scripts that run no zrt code.
+  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit -LE "launcher|sources" \
     -E test_install_consumer
   # The mpi suites (named *_npN) and the tests that start mpirun themselves.
   # Leaks are checked in the MPI backend's own suite, test_comm_mpi, with
@@ -64,12 +65,14 @@ tsan() {
                 test_background_checkpoint test_tied_across_units test_head_unit test_zero_module)
   configure_and_build "$build" thread -DZRT_MPI=OFF -- "${suites[@]}" zrt-train
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-  # Two sweeps that repeat, at TSan's tens-fold slowdown, thread interplay the
+  # Sweeps that repeat, at TSan's tens-fold slowdown, thread interplay the
   # rest covers: the gpt equivalence sweep (mlp's sweeps the same strategies,
   # world sizes and micro-batches; checkpoint cases and zrt-train run gpt on
-  # 2-4 ranks) and the 4-rank resume sweep (reshard_on_load saves and resumes
-  # across rank counts and strategies).
-  export BOOST_TEST_RUN_FILTERS='!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact'
+  # 2-4 ranks), the 4-rank resume sweep (reshard_on_load saves and resumes
+  # across rank counts and strategies), and the three quantized-collective
+  # sweeps (every strategy in two dtypes, three runs each: the collectives'
+  # threads are the unquantized ones'; zrt-train runs them once below).
+  export BOOST_TEST_RUN_FILTERS='!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats'
   local regex
   regex="^($(IFS='|'; echo "${suites[*]}"))\$"
   ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "$regex"
@@ -84,6 +87,9 @@ tsan() {
   done
   echo "zrt-train --ranks 4 under ThreadSanitizer"
   "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --micro-batches 2 --log-every 1
+  # ... with int8 gathers and int4 reductions, prefetching.
+  "$build/tools/train/zrt-train" --ranks 4 --steps 3 --batch-size 8 --log-every 1 --dtype bf16 \
+    --gather-dtype int8 --reduce-dtype int4 --prefetch 2 --strategy hybrid --zero3-size 2
   # ... with the compute asynchronous too, recomputed blocks, AdamW's
   # moments streamed from disk by I/O threads, a consistency check, and
   # checkpoints written in the background while the steps go on.

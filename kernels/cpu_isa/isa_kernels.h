@@ -14,7 +14,8 @@
 // arithmetic they share with the CUDA kernels (gelu_math.h), and they own no
 // threads: callers split the work (cpu_parallel.h) and pass the ranges.
 // ZRT_CPU_ISA=baseline|avx2|avx512 in the environment caps the choice (for
-// benchmarks and for testing every copy on one machine).
+// benchmarks and for testing every copy on one machine). The sanitizer builds
+// (tools/sanitize.sh) make the baseline copy alone: one source, checked once.
 #pragma once
 
 #include <cstdint>
