@@ -43,7 +43,7 @@ bool cpu_runs(CpuIsa isa) {
 #endif
 }
 
-const IsaKernels& copy_of(CpuIsa isa) {
+const IsaKernels& copy_of([[maybe_unused]] CpuIsa isa) {  // unread with one copy
 #ifdef ZRT_CPU_ISA_X86
   if (isa == CpuIsa::avx512) return avx512::kernels();
   if (isa == CpuIsa::avx2) return avx2::kernels();

@@ -15,6 +15,7 @@
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/input_file.h"
 #include "zrt/runtime/io/output_path.h"
+#include "zrt/runtime/io/path_overlap.h"
 
 namespace zrt::optim {
 
@@ -100,6 +101,17 @@ std::vector<std::int64_t> complete_steps(const std::string& root) {
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+std::optional<std::string> enclosing_checkpoint_step(const std::string& output) {
+  std::error_code ec;
+  for (fs::path p = fs::path(resolved_path(output)).parent_path(); !p.empty();
+       p = p.parent_path()) {
+    if (parse_step_dir_name(p.filename().string()) && fs::exists(p / kIndexFileName, ec))
+      return p.string();
+    if (p == p.root_path()) break;
+  }
+  return std::nullopt;
 }
 
 std::string resolve_checkpoint(const std::string& path,

@@ -48,6 +48,11 @@ std::vector<std::int64_t> complete_steps(const std::string& root);
 // *latest_index_xxh64 (else nullopt).
 std::string resolve_checkpoint(const std::string& path,
                                std::optional<std::string>* latest_index_xxh64 = nullptr);
+// The checkpoint step directory (step-N holding index.json) that `output`,
+// through links and `..`, would be written inside; nullopt when none. No
+// tool writes an output there: it would destroy that step, whichever step
+// the run reads.
+std::optional<std::string> enclosing_checkpoint_step(const std::string& output);
 // Points `latest` at step (atomically, Note [Atomic checkpoint steps]),
 // carrying the step's index checksum when its index.json.xxh64 has one.
 void publish_latest(const std::string& root, std::int64_t step);

@@ -10,7 +10,8 @@
 // link it writes through, Note [Outputs write through links, never over
 // devices]), and two existing names are also compared as files (hard links).
 // An input may be a directory (a checkpoint step): an output inside it is on
-// the input.
+// the input. The tools also keep outputs out of every other checkpoint step
+// (optim::enclosing_checkpoint_step): writing there destroys a step too.
 #pragma once
 
 #include <span>

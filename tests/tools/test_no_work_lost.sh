@@ -53,6 +53,11 @@ expect_refused "export --out onto a rank file" "checkpoint" "$ck" \
 expect_refused "export --out onto index.json" "checkpoint" "$ck" "$ckpt" export "$step" --out "$step/index.json"
 expect_refused "export --out onto latest" "latest" "$ck" "$ckpt" export "$ck" --out "$ck/latest"
 expect_refused "export --out through a link" "checkpoint" "$ck" "$ckpt" export "$ck" --out "$dir/link-to-rank-file"
+# ... nor into a step other than the one read.
+expect_refused "export --out into an older step" "inside checkpoint step .*step-000002" "$ck" \
+  "$ckpt" export "$ck" --out "$ck/step-000002/rank-00000.safetensors"
+expect_refused "--metrics into an older step, no --checkpoint-dir" "inside checkpoint step .*step-000002" "$ck" \
+  "$train" "${tiny[@]}" --steps 6 --resume "$step" --metrics "$ck/step-000002/index.json"
 "$ckpt" export "$ck" --out "$dir/export.safetensors" > /dev/null && ok "export elsewhere still works" ||
   fail "export elsewhere"
 

@@ -238,6 +238,9 @@ int main(int argc, char** argv) {
     if (*exp) {
       check_output_clear_of_inputs({"--out", out},
                                    ckpt::checkpoint_inputs(path));  // before any work
+      const auto step = optim::enclosing_checkpoint_step(out);
+      ZRT_CHECK_ARG(!step, "--out ", out, " is inside checkpoint step ", step.value_or(""),
+                    ": writing it would destroy that step");
       const std::filesystem::path parent = std::filesystem::path(out).has_parent_path()
                                                ? std::filesystem::path(out).parent_path()
                                                : ".";

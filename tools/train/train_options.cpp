@@ -326,6 +326,9 @@ void check_outputs(const TrainOptions& o) {
     ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
                   " is among the checkpoints of --checkpoint-dir ", o.checkpoint_dir,
                   ", which saving and pruning overwrite and remove");
+    const auto step = optim::enclosing_checkpoint_step(target.string());
+    ZRT_CHECK_ARG(!step, out_flag, " ", *out, " is inside checkpoint step ", step.value_or(""),
+                  ": writing it would destroy that step");
     const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(),
                   " does not exist");
