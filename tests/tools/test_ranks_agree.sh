@@ -54,6 +54,25 @@ expect_disagreement "different --data contents" "--data \\(contents\\): rank 0 h
 expect_disagreement "--save on one rank only" "--save \\(given\\): rank 0 has true; rank 1 has false" \
   --save "$dir/w.safetensors" --
 expect_disagreement "--checkpoint-dir on one rank only" "--checkpoint-dir \\(given\\): rank 0 has false; rank 1 has true" -- --checkpoint-dir "$dir/ck"
+expect_disagreement "--cpu-streams on one rank only" "--cpu-streams: rank 0 has \"\\(not given\\)\"; rank 1 has \"none\"" \
+  -- --cpu-streams none
+# Different --checkpoint-dir values (hosts without a shared filesystem):
+# refused before any step, not at the first save.
+if out=$("$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 \
+     --checkpoint-dir "$dir/cka" --metrics "$dir/mc.jsonl" : -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 \
+     --checkpoint-dir "$dir/ckb" --metrics "$dir/mc.jsonl" 2>&1); then
+  echo "FAIL different --checkpoint-dir: exit code 0"; failures=$((failures + 1))
+elif grep -q -- "--checkpoint-dir: rank 1 does not see the directory rank 0 writes into" <<<"$out" &&
+     [ ! -s "$dir/mc.jsonl" ]; then
+  echo "ok   different --checkpoint-dir is refused before any step"
+else echo "FAIL different --checkpoint-dir: $out"; failures=$((failures + 1)); fi
+# --metrics on rank 1 only: rank 0 writes the metrics, so none would be.
+if out=$("$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 \
+     : -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --metrics "$dir/m1.jsonl" 2>&1); then
+  echo "FAIL --metrics on rank 1 only: exit code 0"; failures=$((failures + 1))
+elif grep -q -- "--metrics (given): rank 0 has false; rank 1 has true" <<<"$out"; then
+  echo "ok   --metrics on rank 1 only is refused"
+else echo "FAIL --metrics on rank 1 only: $out"; failures=$((failures + 1)); fi
 # Every flag is compared, with no line per flag: one added since the list was written.
 expect_disagreement "--offload-grads on one rank only" "--offload-grads: rank 0 has true; rank 1 has false" \
   --offload-grads --

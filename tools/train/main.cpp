@@ -220,6 +220,25 @@ void check_flags_agree(Communicator& world, const TrainOptions& o) {
   check_ranks_agree(all);
 }
 
+// Every rank writes its files of a step into --checkpoint-dir and rank 0
+// publishes the step: all must see one directory (a filesystem they share).
+// Rank 0 holds the run lock; each rank reads the lock's note in its own
+// --checkpoint-dir. Caught here, not at the first save after the training.
+void check_checkpoint_dir_shared(Communicator& world, const std::string& dir) {
+  const std::string mine = run_lock_note(dir);
+  const auto all = world.all_gather_bytes(std::as_bytes(std::span(mine.data(), mine.size())));
+  const std::string lead(reinterpret_cast<const char*>(all[0].data()), all[0].size());
+  if (lead.empty()) return;  // a filesystem without locks: no note to compare
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    const std::string theirs(reinterpret_cast<const char*>(all[r].data()), all[r].size());
+    ZRT_CHECK_ARG(theirs == lead, "--checkpoint-dir: rank ", r,
+                  " does not see the directory rank 0 writes into (rank 0's holds its run lock, ",
+                  lead, "; rank ", r, "'s ",
+                  theirs.empty() ? std::string("holds no run lock") : "holds " + theirs,
+                  "): give every rank the same --checkpoint-dir, on a filesystem all ranks share");
+  }
+}
+
 // --resume: loads the checkpoint (collective) unless there is none yet;
 // returns whether it did. Newer steps of the directory are set aside.
 bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
@@ -510,6 +529,7 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   all_or_none(*world, [&] {
     if (lead && !o.checkpoint_dir.empty()) run_lock.emplace(o.checkpoint_dir);
   });
+  if (!o.checkpoint_dir.empty()) check_checkpoint_dir_shared(*world, o.checkpoint_dir);
   model_zoo::Trainer trainer = make_trainer(world, o, config);
   const bool resumed = resume_if_asked(*world, trainer, o, io);
   ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,

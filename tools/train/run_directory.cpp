@@ -73,9 +73,17 @@ RunLock::RunLock(const std::string& dir) {
   const std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() +
                          ", started at unix time " + std::to_string(unix_seconds()) + "\n";
   if (::ftruncate(fd_, 0) != 0 ||
-      ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+      ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()) ||
+      ::fsync(fd_) != 0) {  // flushed: another host's ranks read it (run_lock_note)
     // The lock holds without its note; a second run's message says less.
   }
+}
+
+std::string run_lock_note(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / kRunLockName);
+  std::string note;
+  std::getline(in, note);
+  return note;
 }
 
 RunLock::~RunLock() {

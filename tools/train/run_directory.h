@@ -46,6 +46,9 @@ class RunLock {
   int fd_ = -1;
 };
 
+// The first line of DIR's run lock (who holds it); empty when there is none.
+std::string run_lock_note(const std::string& dir);
+
 // Refuses (InvalidArgument) to start a run that would overwrite the steps
 // DIR holds, or set aside or prune another run's when --resume names a
 // checkpoint outside DIR (`resume_from`; empty: none) (Note [Resuming never

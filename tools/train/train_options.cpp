@@ -823,7 +823,8 @@ const char* const kPathFlags[] = {"--data",  "--init-from",      "--save",   "--
 
 std::string rank_agreement_json(const TrainOptions& o) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [flag, value] : o.flag_values) j[flag] = normalised_flag_value(value);
+  for (const auto& [flag, value] : o.flag_values)  // a default decided later is spelt ""
+    j[flag] = value.empty() ? nlohmann::json("(not given)") : normalised_flag_value(value);
   for (const char* flag : kPathFlags) j.erase(flag);
   std::string resumed_index;
   if (o.resume) try {
@@ -841,6 +842,7 @@ std::string rank_agreement_json(const TrainOptions& o) {
              o.trainer.engine.zero.offload_optimizer.str().substr(
                  0, o.trainer.engine.zero.offload_optimizer.str().find(':'))},
             {"--save (given)", !o.save.empty()},
+            {"--metrics (given)", !o.metrics.empty()},  // rank 0 writes it
             {"--checkpoint-dir (given)", !o.checkpoint_dir.empty()},
             {"--resume (given)", o.resume}});
   return j.dump();
