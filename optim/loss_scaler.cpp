@@ -52,13 +52,14 @@ void DynamicLossScaler::update(bool found_non_finite) {
 
 void DynamicLossScaler::load_state(const State& state) {
   ZRT_CHECK_ARG(std::isfinite(state.scale) && state.scale > 0,
-                "DynamicLossScaler: loaded scale must be positive (got ", state.scale, ")");
+                "the loss scaler state loaded (a checkpoint's): scale must be positive (got ",
+                state.scale, ")");
   ZRT_CHECK_ARG(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
-                "DynamicLossScaler: loaded growth_tracker ", state.growth_tracker, " outside [0, ",
-                options_.growth_interval, ")");
+                "the loss scaler state loaded (a checkpoint's): growth_tracker ",
+                state.growth_tracker, " is outside [0, ", options_.growth_interval, ")");
   ZRT_CHECK_ARG(state.hysteresis_left >= 0 && state.hysteresis_left <= options_.hysteresis,
-                "DynamicLossScaler: loaded hysteresis_left ", state.hysteresis_left,
-                " outside [0, ", options_.hysteresis, "]");
+                "the loss scaler state loaded (a checkpoint's): hysteresis_left ",
+                state.hysteresis_left, " is", " outside [0, ", options_.hysteresis, "]");
   state_ = state;
   state_.scale = std::max(state_.scale, options_.min_scale);  // Note [Loss scale updates]
   // Disabled, the scale stays 1 (an f16 run's state loaded by a bf16 one):

@@ -3,9 +3,11 @@
 #include "zrt/runtime/comm/communicator.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/error.h"
@@ -18,8 +20,12 @@ std::chrono::milliseconds default_comm_timeout() {
   char* end = nullptr;
   errno = 0;
   double seconds = std::strtod(env, &end);
-  ZRT_CHECK_ARG(errno == 0 && end != env && *end == '\0' && std::isfinite(seconds) && seconds > 0,
-                "ZRT_COMM_TIMEOUT_S='", env, "' is not a positive number of seconds");
+  // Decimal only: strtod would also take leading blanks and hexadecimal.
+  const bool decimal = (std::isdigit(static_cast<unsigned char>(env[0])) || env[0] == '.') &&
+                       std::strpbrk(env, "xXpP") == nullptr;
+  ZRT_CHECK_ARG(
+      decimal && errno == 0 && end != env && *end == '\0' && std::isfinite(seconds) && seconds > 0,
+      "ZRT_COMM_TIMEOUT_S='", env, "' is not a positive number of seconds");
   // A deadline is now + timeout on a nanosecond clock: far larger values
   // would overflow it into an immediate or negative timeout.
   constexpr double kMaxSeconds = 1e8;  // about three years

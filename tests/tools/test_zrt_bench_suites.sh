@@ -24,7 +24,10 @@ runs "ops, a model-zoo op" ops --device cpu --op residual --reps 1
 ZRT_CPU_THREADS=4 runs "ops on 4 threads" ops --device cpu --op flatten --reps 2
 runs "comm" comm --op all_reduce --size 4096 --ranks 2 --reps 1
 runs "optim" optim --params 20000 --handles 2 --device cpu --reps 1
-runs "ckpt" ckpt --params 20000 --ranks 2 --reps 1 --dir "$dir"
+mkdir "$dir/ck" && : > "$dir/ck/mine"
+runs "ckpt" ckpt --params 20000 --ranks 2 --reps 1 --dir "$dir/ck"
+[ "$(ls -A "$dir/ck")" = mine ] && echo "ok   ckpt --dir keeps the directory's own files, none of its own" ||
+  { echo "FAIL ckpt --dir left: $(ls -A "$dir/ck" | tr '\n' ' ')"; failures=$((failures + 1)); }
 runs "train" train --preset tiny --steps 1 --warmup 0 --batch-size 2 --seq-len 16
 runs "gemm" gemm --n-embd 32 --tokens 16 --vocab 64 --reps 1
 runs "attention" attention --device cpu --batch 1 --seq 16 --heads 2 --head-dim 8 --dtype f32 --reps 1

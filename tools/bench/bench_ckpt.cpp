@@ -2,7 +2,7 @@
 //                [--reps K] [--dir D] [--json]
 //
 // Saves and loads the checkpoint of a GPT of about N parameters (n_embd 512,
-// as many layers as N allows) trained one step on R local ranks (AdamW's
+// as many layers as N allows, at least one: 3.3 M) trained one step on R local ranks (AdamW's
 // moments in fp32 or bf16: Note [bf16 AdamW moments]), and
 // compares, in the same run and directory:
 //   save  vs writing the same bytes, one file per rank, with write + fsync;
@@ -165,8 +165,15 @@ int bench_ckpt(int argc, char** argv) {
       }
     }
   });
+  // What it wrote goes; a --dir given stays (it may hold other files).
   std::error_code ec;
-  if (o.dir.empty()) fs::remove_all(dir, ec);
+  if (o.dir.empty()) {
+    fs::remove_all(dir, ec);
+  } else {
+    fs::remove_all(dir / "ckpt", ec);
+    fs::remove_all(dir / "ckpt-async", ec);
+    for (int r = 0; r < o.ranks; ++r) fs::remove(dir / ("plain-" + std::to_string(r)), ec);
+  }
 
   const double gb = static_cast<double>(bytes) / 1e9;
   Table table({"what", "ms", "GB_s", "vs_plain"});
@@ -189,9 +196,10 @@ int bench_ckpt(int argc, char** argv) {
   if (!o.json)
     std::printf(
         "zrt-bench ckpt: GPT of %lld parameters (%d layers x %lld wide), %d rank(s), %s moments, "
-        "%.1f MB per checkpoint, median of %d, in %s\n",
+        "%.1f MB per checkpoint, median of %d, in %s%s\n",
         static_cast<long long>(numel), layers, static_cast<long long>(width), o.ranks,
-        o.state_dtype.c_str(), gb * 1e3, o.reps, dir.c_str());
+        o.state_dtype.c_str(), gb * 1e3, o.reps, dir.c_str(),
+        numel > 2 * o.params ? " (the smallest this suite builds: one layer)" : "");
   table.print(o.json);
   return 0;
 }

@@ -269,8 +269,10 @@ BOOST_AUTO_TEST_CASE(mismatched_collectives_are_named_on_every_rank) {
 BOOST_AUTO_TEST_CASE(default_timeout_reads_the_environment) {
   ::setenv("ZRT_COMM_TIMEOUT_S", "0.25", 1);
   BOOST_CHECK_EQUAL(default_comm_timeout().count(), 250);
-  ::setenv("ZRT_COMM_TIMEOUT_S", "soon", 1);
-  BOOST_CHECK_THROW(default_comm_timeout(), InvalidArgument);
+  for (const char* bad : {"soon", "0x10", " 5", "5 ", "1e-3x"}) {  // decimal only, no blanks
+    ::setenv("ZRT_COMM_TIMEOUT_S", bad, 1);
+    BOOST_CHECK_THROW(default_comm_timeout(), InvalidArgument);
+  }
   ::unsetenv("ZRT_COMM_TIMEOUT_S");
   BOOST_CHECK_EQUAL(default_comm_timeout().count(), 300000);
 }
