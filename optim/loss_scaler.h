@@ -17,7 +17,7 @@
 //             scaler without the floor) is raised to it.
 //   clean:    hysteresis is restored; after growth_interval clean steps in a
 //             row, scale *= growth_factor.
-// With hysteresis = 1 this is exactly GradScaler. bf16 and f32 have the range
+// With hysteresis = 1 this is GradScaler, but for the floor below. bf16 and f32 have the range
 // of f32 and need no scaling: a disabled scaler keeps scale 1.
 #pragma once
 

@@ -8,7 +8,7 @@
 #         what OpenMPI keeps allocated at exit is suppressed by library in
 #         tools/sanitizers/lsan.supp.
 #   tsan  ThreadSanitizer into build-tsan/ (ZRT_TSAN_BUILD_DIR), without MPI:
-#         the suites that run ranks as threads (local backend; two long
+#         the suites that run ranks as threads (local backend; five long
 #         sweeps left out) and zrt-train --ranks 4 (once with CPU streams,
 #         activation checkpointing and AdamW state on disk).
 #

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/comm/mpi_comm.h"
@@ -70,10 +71,15 @@ LaunchInfo detect_launch(const EnvLookup& lookup) {
     break;
   }
   // Half of torchrun's pair would train N separate one-rank runs in silence.
+  // (Both set is torchrun's launch, detected above; RANK=0 or WORLD_SIZE=1
+  // alone is one process.)
   if (info.launcher == Launcher::single) {
-    const bool ranked = env_int(env, "RANK", 0) > 0, sized = env_int(env, "WORLD_SIZE", 1) > 1;
-    ZRT_CHECK_ARG(!(ranked || sized) || (env("RANK") && env("WORLD_SIZE")),
-                  "launch environment: ", ranked ? "RANK" : "WORLD_SIZE", "='",
+    auto set_beyond = [&](const char* name, const char* one) {
+      const char* v = env(name);
+      return v != nullptr && *v != '\0' && std::strcmp(v, one) != 0;
+    };
+    const bool ranked = set_beyond("RANK", "0"), sized = set_beyond("WORLD_SIZE", "1");
+    ZRT_CHECK_ARG(!(ranked || sized), "launch environment: ", ranked ? "RANK" : "WORLD_SIZE", "='",
                   env(ranked ? "RANK" : "WORLD_SIZE"), "' is set but ",
                   ranked ? "WORLD_SIZE" : "RANK",
                   " is not: a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR and "

@@ -83,11 +83,14 @@ std::uint64_t header_length(const std::uint8_t* first8, std::uint64_t file_bytes
   std::uint64_t header_len = 0;
   std::memcpy(&header_len, first8, 8);
   if (header_len > kMaxHeaderBytes || header_len > file_bytes - 8)
-    ZRT_THROW(CheckpointError, source,
-              header_len > kMaxHeaderBytes ? ": not a safetensors file (its first 8 bytes give a "
-                                             "header length of "
-                                           : ": truncated safetensors file (a header of ",
-              header_len, " bytes, but only ", file_bytes - 8, " follow the length)");
+    ZRT_THROW(
+        CheckpointError, source,
+        header_len > kMaxHeaderBytes ? ": not a safetensors file (its first 8 bytes give a "
+                                       "header length of "
+                                     : ": truncated safetensors file (a header of ",
+        header_len,
+        header_len > kMaxHeaderBytes ? " bytes, above the format's limit)" : " bytes, but only ",
+        header_len > kMaxHeaderBytes ? "" : std::to_string(file_bytes - 8) + " follow the length)");
   return header_len;
 }
 

@@ -52,6 +52,7 @@ expect_refused "export --out onto a rank file" "checkpoint" "$ck" \
   "$ckpt" export "$ck" --out "$step/rank-00000.safetensors"
 expect_refused "export --out onto index.json" "checkpoint" "$ck" "$ckpt" export "$step" --out "$step/index.json"
 expect_refused "export --out onto latest" "latest" "$ck" "$ckpt" export "$ck" --out "$ck/latest"
+expect_refused "export of DIR/latest onto it" "latest" "$ck" "$ckpt" export "$ck/latest" --out "$ck/latest"
 expect_refused "export --out through a link" "checkpoint" "$ck" "$ckpt" export "$ck" --out "$dir/link-to-rank-file"
 # ... nor into a step other than the one read.
 expect_refused "export --out into an older step" "inside checkpoint step .*step-000002" "$ck" \

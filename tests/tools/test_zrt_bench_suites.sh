@@ -26,6 +26,12 @@ runs "comm" comm --op all_reduce --size 4096 --ranks 2 --reps 1
 runs "optim" optim --params 20000 --handles 2 --device cpu --reps 1
 mkdir "$dir/ck" && : > "$dir/ck/mine"
 runs "ckpt" ckpt --params 20000 --ranks 2 --reps 1 --dir "$dir/ck"
+mkdir -p "$dir/ck2/ckpt" && : > "$dir/ck2/ckpt/theirs"
+out=$(timeout 60 "$bench" ckpt --params 20000 --reps 1 --dir "$dir/ck2" 2>&1) &&
+  { echo "FAIL ckpt --dir holding ckpt/ was accepted"; failures=$((failures + 1)); }
+[ -f "$dir/ck2/ckpt/theirs" ] && grep -q "already holds ckpt/" <<<"$out" &&
+  echo "ok   ckpt --dir holding its own names is refused" ||
+  { echo "FAIL ckpt --dir holding ckpt/: $out"; failures=$((failures + 1)); }
 [ "$(ls -A "$dir/ck")" = mine ] && echo "ok   ckpt --dir keeps the directory's own files, none of its own" ||
   { echo "FAIL ckpt --dir left: $(ls -A "$dir/ck" | tr '\n' ' ')"; failures=$((failures + 1)); }
 runs "train" train --preset tiny --steps 1 --warmup 0 --batch-size 2 --seq-len 16

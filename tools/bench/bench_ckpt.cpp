@@ -90,6 +90,10 @@ int bench_ckpt(int argc, char** argv) {
   const fs::path dir =
       o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
                     : fs::path(o.dir);
+  // A --dir given keeps what it held: the suite's own names must be free.
+  for (const char* own : {"ckpt", "ckpt-async"})
+    ZRT_CHECK_ARG(o.dir.empty() || !fs::exists(dir / own), "ckpt: --dir ", o.dir, " already holds ",
+                  own, "/, which this suite writes and removes: give another --dir");
   fs::create_directories(dir);
   const std::int64_t width = 512;
   const int layers = static_cast<int>(std::max<std::int64_t>(1, o.params / (12 * width * width)));

@@ -230,6 +230,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return 2;
   }
+  // A checkpoint directory's `latest` file means that directory: every
+  // check below (its `latest` among the inputs) then sees the directory.
+  if (std::error_code ec; std::filesystem::path(path).filename() == "latest" &&
+                          std::filesystem::is_regular_file(path, ec))
+    path = std::filesystem::path(path).has_parent_path()
+               ? std::filesystem::path(path).parent_path().string()
+               : ".";
   try {
     tools::check_environment("zrt-ckpt");  // Note [Environment variables]
     if (*info) return ckpt::info(path);

@@ -44,7 +44,8 @@ using model_zoo::TrainerConfig;
 // the current step finishes, every rank learns of the request at the same
 // step (an all-gather of one byte per step, since a signal may reach ranks at
 // different moments or only some of them), a checkpoint is written when
-// --checkpoint-dir is set, and zrt-train exits 0. A second signal exits at
+// --checkpoint-dir is set, and zrt-train exits 0 (a stop asked for in the
+// last step comes too late: that run has finished and writes --save). A second signal exits at
 // once with 128 + the signal number. The counter is the one process-wide
 // variable of zrt-train: a signal handler can reach nothing else.
 std::atomic<int> stop_signals{0};

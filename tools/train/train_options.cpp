@@ -342,18 +342,18 @@ void check_outputs(const TrainOptions& o) {
                 ".rank-R); name a file");
   // Two outputs on one file: one would overwrite the other. The ranks'
   // traces differ by name but may be one file through a link.
+  // Each resolved once (one per rank's trace: a world of many ranks).
+  std::vector<std::string> targets;
+  for (const auto& [flag, out] : outputs)  // through links, dangling ones too
+    targets.push_back(out->empty() || names_a_stream(*out)
+                          ? std::string()
+                          : resolved_path(output_file_target(*out, flag).string()));
   for (std::size_t a = 0; a < outputs.size(); ++a)
     for (std::size_t b = a + 1; b < outputs.size(); ++b) {
       const std::string& x = *outputs[a].second;
-      const std::string& y = *outputs[b].second;
-      if (x.empty() || y.empty() || names_a_stream(x) || names_a_stream(y)) continue;
-      // Through links, dangling ones too: a write creates a link's target.
-      auto target = [](const auto& out) {
-        return resolved_path(output_file_target(*out.second, out.first).string());
-      };
-      ZRT_CHECK_ARG(target(outputs[a]) != target(outputs[b]), outputs[a].first, " and ",
-                    outputs[b].first, " name the same file ", x,
-                    ": give each output a file of its own");
+      if (targets[a].empty() || targets[b].empty()) continue;
+      ZRT_CHECK_ARG(targets[a] != targets[b], outputs[a].first, " and ", outputs[b].first,
+                    " name the same file ", x, ": give each output a file of its own");
     }
   // Steps written into the checkpoint being read would replace it.
   if (!o.checkpoint_dir.empty())
