@@ -103,15 +103,24 @@ std::vector<std::int64_t> complete_steps(const std::string& root) {
   return steps;
 }
 
-std::optional<std::string> enclosing_checkpoint_step(const std::string& output) {
+std::string checkpoint_root_of(const std::string& path) {
   std::error_code ec;
-  for (fs::path p = fs::path(resolved_path(output)).parent_path(); !p.empty();
-       p = p.parent_path()) {
-    if (parse_step_dir_name(p.filename().string()) && fs::exists(p / kIndexFileName, ec))
-      return p.string();
+  const fs::path p(path);
+  if (p.filename() != "latest" || !fs::is_regular_file(p, ec)) return path;
+  return p.has_parent_path() ? p.parent_path().string() : ".";
+}
+
+void check_output_outside_checkpoint_steps(const NamedPath& out) {
+  std::error_code ec;
+  // Through links, dangling ones too: a write lands on the link's target.
+  const fs::path target = resolved_path(output_file_target(out.path, out.what).string());
+  for (fs::path p = target.parent_path(); !p.empty(); p = p.parent_path()) {
+    ZRT_CHECK_ARG(
+        !parse_step_dir_name(p.filename().string()) || !fs::exists(p / kIndexFileName, ec),
+        out.what, " ", out.path, " is inside checkpoint step ", p.string(),
+        ": writing it would destroy that step");
     if (p == p.root_path()) break;
   }
-  return std::nullopt;
 }
 
 std::string resolve_checkpoint(const std::string& path,
@@ -120,10 +129,8 @@ std::string resolve_checkpoint(const std::string& path,
   std::error_code ec;
   if (!fs::exists(path, ec)) ZRT_THROW(CheckpointError, path, ": no such checkpoint");
   if (fs::exists(fs::path(path) / kIndexFileName, ec)) return path;
-  // A root's `latest` file itself means the root.
-  if (const fs::path p(path); p.filename() == "latest" && fs::is_regular_file(p, ec))
-    return resolve_checkpoint(p.has_parent_path() ? p.parent_path().string() : ".",
-                              latest_index_xxh64);
+  if (const std::string root = checkpoint_root_of(path); root != path)
+    return resolve_checkpoint(root, latest_index_xxh64);
   const fs::path latest = fs::path(path) / "latest";
   if (!fs::exists(latest, ec))
     ZRT_THROW(CheckpointError, path,

@@ -26,6 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include "zrt/runtime/io/path_overlap.h"
+
 namespace zrt::optim {
 
 // fsync of a file or a directory; CheckpointError naming the path.
@@ -48,11 +50,14 @@ std::vector<std::int64_t> complete_steps(const std::string& root);
 // *latest_index_xxh64 (else nullopt).
 std::string resolve_checkpoint(const std::string& path,
                                std::optional<std::string>* latest_index_xxh64 = nullptr);
-// The checkpoint step directory (step-N holding index.json) that `output`,
-// through links and `..`, would be written inside; nullopt when none. No
-// tool writes an output there: it would destroy that step, whichever step
-// the run reads.
-std::optional<std::string> enclosing_checkpoint_step(const std::string& output);
+// `path`, or the directory of `path` when it names a regular file `latest`
+// (a checkpoint root's `latest` means that root).
+std::string checkpoint_root_of(const std::string& path);
+// Throws InvalidArgument when output `out` (through links, dangling ones
+// too, and `..`) lies
+// inside a checkpoint step directory (step-N holding index.json): writing it
+// would destroy that step, whichever step the run reads.
+void check_output_outside_checkpoint_steps(const NamedPath& out);
 // Points `latest` at step (atomically, Note [Atomic checkpoint steps]),
 // carrying the step's index checksum when its index.json.xxh64 has one.
 void publish_latest(const std::string& root, std::int64_t step);

@@ -232,11 +232,7 @@ int main(int argc, char** argv) {
   }
   // A checkpoint directory's `latest` file means that directory: every
   // check below (its `latest` among the inputs) then sees the directory.
-  if (std::error_code ec; std::filesystem::path(path).filename() == "latest" &&
-                          std::filesystem::is_regular_file(path, ec))
-    path = std::filesystem::path(path).has_parent_path()
-               ? std::filesystem::path(path).parent_path().string()
-               : ".";
+  path = optim::checkpoint_root_of(path);
   try {
     tools::check_environment("zrt-ckpt");  // Note [Environment variables]
     if (*info) return ckpt::info(path);
@@ -245,9 +241,7 @@ int main(int argc, char** argv) {
     if (*exp) {
       check_output_clear_of_inputs({"--out", out},
                                    ckpt::checkpoint_inputs(path));  // before any work
-      const auto step = optim::enclosing_checkpoint_step(out);
-      ZRT_CHECK_ARG(!step, "--out ", out, " is inside checkpoint step ", step.value_or(""),
-                    ": writing it would destroy that step");
+      optim::check_output_outside_checkpoint_steps({"--out", out});
       const std::filesystem::path parent = std::filesystem::path(out).has_parent_path()
                                                ? std::filesystem::path(out).parent_path()
                                                : ".";

@@ -326,9 +326,7 @@ void check_outputs(const TrainOptions& o) {
     ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
                   " is among the checkpoints of --checkpoint-dir ", o.checkpoint_dir,
                   ", which saving and pruning overwrite and remove");
-    const auto step = optim::enclosing_checkpoint_step(target.string());
-    ZRT_CHECK_ARG(!step, out_flag, " ", *out, " is inside checkpoint step ", step.value_or(""),
-                  ": writing it would destroy that step");
+    optim::check_output_outside_checkpoint_steps({out_flag, *out});
     const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(),
                   " does not exist");
@@ -719,9 +717,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   }
   // A checkpoint directory's `latest` file means that directory
   // (docs/checkpoints.md): every check below then sees the directory.
-  if (const std::filesystem::path r(o.resume_from);
-      r.filename() == "latest" && std::filesystem::is_regular_file(r))
-    o.resume_from = r.has_parent_path() ? r.parent_path().string() : ".";
+  if (!o.resume_from.empty()) o.resume_from = optim::checkpoint_root_of(o.resume_from);
   o.flag_values = parsed_flag_values(app);
   o.as_given = {o.trainer.model.block_size.value_or(0), o.trainer.schedule.warmup_steps};
   check_model_flags(o.trainer.model);
