@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "zrt/runtime/error.h"
 
@@ -104,34 +105,62 @@ Tracer::Overlap Tracer::overlap(const std::string& category, const std::string& 
   return o;
 }
 
-std::string Tracer::json() const {
-  nlohmann::json events = nlohmann::json::array();
+std::vector<std::string> Tracer::metadata_lines() const {
   const char* tracks[] = {"compute", "communication"};
+  std::vector<std::string> lines;
   for (int t : {kComputeTrack, kCommTrack})
-    events.push_back({{"ph", "M"},
-                      {"name", "thread_name"},
+    lines.push_back(nlohmann::json{{"ph", "M"},
+                                   {"name", "thread_name"},
+                                   {"pid", rank_},
+                                   {"tid", t},
+                                   {"args", {{"name", tracks[t]}}}}
+                        .dump());
+  lines.push_back(nlohmann::json{{"ph", "M"},
+                                 {"name", "process_name"},
+                                 {"pid", rank_},
+                                 {"args", {{"name", "rank " + std::to_string(rank_)}}}}
+                      .dump());
+  return lines;
+}
+
+std::string Tracer::event_line(const Event& e) const {
+  nlohmann::json j = {{"ph", std::string(1, e.phase)},
+                      {"name", e.name},
+                      {"cat", e.category},
                       {"pid", rank_},
-                      {"tid", t},
-                      {"args", {{"name", tracks[t]}}}});
-  events.push_back({{"ph", "M"},
-                    {"name", "process_name"},
-                    {"pid", rank_},
-                    {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+                      {"tid", e.track},
+                      {"ts", e.ts_us},
+                      {"args", e.args}};
+  if (e.phase == 'X') j["dur"] = e.dur_us;
+  return j.dump();
+}
+
+std::string Tracer::json() const {
+  std::string events;
+  auto append = [&](const std::string& line) {
+    events += events.empty() ? "" : ",";
+    events += line;
+  };
+  for (const std::string& line : metadata_lines()) append(line);
   {
     std::lock_guard lock(mu_);
-    for (const Event& e : events_) {
-      nlohmann::json j = {{"ph", std::string(1, e.phase)},
-                          {"name", e.name},
-                          {"cat", e.category},
-                          {"pid", rank_},
-                          {"tid", e.track},
-                          {"ts", e.ts_us},
-                          {"args", e.args}};
-      if (e.phase == 'X') j["dur"] = e.dur_us;
-      events.push_back(std::move(j));
-    }
+    for (const Event& e : events_) append(event_line(e));
   }
-  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+  return R"({"traceEvents":[)" + events + R"(],"displayTimeUnit":"ms"})" + "\n";
+}
+
+std::vector<std::string> Tracer::take_event_lines() {
+  std::vector<Event> taken;
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    taken.swap(events_);
+    first = !std::exchange(metadata_taken_, true);
+  }
+  std::vector<std::string> lines;
+  if (first) lines = metadata_lines();
+  for (const Event& e : taken) lines.push_back(event_line(e));
+  return lines;
 }
 
 }  // namespace zrt

@@ -69,8 +69,13 @@ class Tracer {
   };
   Overlap overlap(const std::string& category, const std::string& with_category,
                   double since_us = 0) const;
-  // The JSON object {"traceEvents": [...]} (chrome://tracing, Perfetto).
+  // The JSON object {"traceEvents": [...]} (chrome://tracing, Perfetto) of
+  // the events held.
   std::string json() const;
+  // The events recorded since the last call, one JSON object each (the
+  // first call leads with the metadata naming the rank and its tracks), no
+  // longer held: a long run streams its trace instead of keeping it.
+  std::vector<std::string> take_event_lines();
   double now_us() const;
 
  private:
@@ -83,11 +88,14 @@ class Tracer {
     std::map<std::string, double> args;
   };
   void add(Event e);
+  std::vector<std::string> metadata_lines() const;
+  std::string event_line(const Event& e) const;
 
   int rank_;
   std::chrono::steady_clock::time_point t0_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
+  bool metadata_taken_ = false;
 };
 
 using TracerPtr = std::shared_ptr<Tracer>;

@@ -1,5 +1,6 @@
 // Tracer::overlap: the part of one category's time inside another's, the
 // figure zrt-bench train reports as the overlapped fraction of communication.
+// Tracer::take_event_lines: the streamed trace.
 #include <boost/test/unit_test.hpp>
 
 #include "zrt/runtime/error.h"
@@ -34,4 +35,24 @@ BOOST_AUTO_TEST_CASE(overlap_of_intervals) {
   BOOST_TEST(t.overlap("comm", "compute").busy_us == 27.0);
   BOOST_TEST(Tracer(1).overlap("comm", "compute").fraction() == 0.0);
   BOOST_CHECK_THROW(t.complete("x", "comm", Tracer::kCommTrack, 5, 4), zrt::InvalidArgument);
+}
+
+// Note [Streamed trace]: each take hands over the events since the last one,
+// once; the first leads with the metadata naming the rank and its tracks.
+BOOST_AUTO_TEST_CASE(taken_events_are_handed_over_once) {
+  Tracer t(3);
+  t.complete("forward a", "compute", Tracer::kComputeTrack, 0, 10);
+  const std::vector<std::string> first = t.take_event_lines();
+  BOOST_TEST_REQUIRE(first.size() == 4u);
+  BOOST_TEST(first[2].find("\"rank 3\"") != std::string::npos);
+  BOOST_TEST(first[3].find("\"forward a\"") != std::string::npos);
+  BOOST_TEST(first[3].find("\"pid\":3") != std::string::npos);
+  BOOST_TEST(t.num_events() == 0u);
+  t.complete("backward a", "compute", Tracer::kComputeTrack, 10, 20);
+  t.counter("memory", {{"allocated", 1}});
+  const std::vector<std::string> second = t.take_event_lines();
+  BOOST_TEST_REQUIRE(second.size() == 2u);
+  BOOST_TEST(second[0].find("\"backward a\"") != std::string::npos);
+  BOOST_TEST(second[1].find("\"ph\":\"C\"") != std::string::npos);
+  BOOST_TEST(t.take_event_lines().empty());
 }

@@ -145,7 +145,7 @@ expect_small_files_refused "a checkpoint" "$train" --steps 1 --checkpoint-dir "$
 expect_small_files_refused "export" "$ckpt" export "$ck" --out "$fsz/e.safetensors"
 expect_small_files_refused "reshard" "$ckpt" reshard "$ck" --ranks 2 --out "$fsz/re"
 expect_small_files_refused "--trace" "$train" --steps 1 --trace "$fsz/t.json"
-[ ! -e "$fsz/t.json" ] || fail "--trace under ulimit -f left $(wc -c < "$fsz/t.json") bytes in t.json"
+# (the trace is streamed, so the steps written before the limit stay: Note [Streamed trace])
 
 # A --data file changed under its path since the save: the resume says so.
 "$train" "${tiny[@]}" --steps 2 --data "$io/data.txt" --checkpoint-dir "$io/dck" > /dev/null || fail "data change: first run"

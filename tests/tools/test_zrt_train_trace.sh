@@ -14,7 +14,7 @@ trap 'rm -rf "$dir"' EXIT
 "$python" - "$dir/t.rank-0.json" "$dir/t.rank-1.json" "$dir/one.json" <<'PY' || exit 1
 import json, sys
 for rank, path in enumerate(sys.argv[1:]):
-    events = json.load(open(path))["traceEvents"]  # valid JSON or this raises
+    events = json.load(open(path))  # a whole JSON array or this raises (Note [Streamed trace])
     rank = rank % 2
     names = [e["name"] for e in events if e["ph"] == "X"]
     # One fp32 rank neither gathers nor reduce-scatters (Note [Unsharded
@@ -37,6 +37,32 @@ for rank, path in enumerate(sys.argv[1:]):
     print(f"ok   {path}: {len(events)} events")
 PY
 
+# The trace is streamed (Note [Streamed trace]): a run killed with SIGKILL
+# leaves its finished steps, one event a line, lacking only the closing "]";
+# a run refused before training writes none.
+"$train" --steps 100000 --metrics "$dir/k.jsonl" --trace "$dir/k.json" > /dev/null &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(wc -l < "$dir/k.jsonl" 2> /dev/null || echo 0)" -ge 3 ] && break
+  sleep 0.1
+done
+kill -KILL $pid
+wait $pid 2> /dev/null
+"$python" - "$dir/k.json" "$(wc -l < "$dir/k.jsonl")" <<'PY' || exit 1
+import json, sys
+text = open(sys.argv[1]).read()
+assert text.startswith("[") and not text.rstrip().endswith("]"), text[-200:]
+lines = text.splitlines()
+events = json.loads("\n".join(lines[:-1]) + "]")  # the last line may be cut
+steps = sum(e["name"] == "optimizer step" for e in events)
+assert steps >= min(3, int(sys.argv[2])), f"{steps} optimizer steps in the trace of a killed run"
+print(f"ok   a run killed with SIGKILL left a trace of {steps} steps")
+PY
+out=$("$train" --steps 2 --batch-size 7 --ranks 2 --trace "$dir/refused.json" 2>&1) && { echo "FAIL: --batch-size 7 on 2 ranks ran"; exit 1; }
+[ ! -e "$dir/refused.rank-0.json" ] && [ ! -e "$dir/refused.rank-1.json" ] ||
+  { echo "FAIL: a run refused before training wrote a trace: $(ls "$dir")"; exit 1; }
+echo "ok   a run refused before training writes no trace"
+
 # --gather-dtype int8: the parameter all-gathers of the same steps move >= 3.5x
 # fewer bytes than in fp32 and >= 1.75x fewer than in bf16, as the traced
 # collectives count them (Note [Quantized parameter gather]). GPT `small`:
@@ -51,7 +77,7 @@ done
 "$python" - "$dir" <<'PY' || exit 1
 import json, sys
 def gathered(name):
-    events = json.load(open(f"{sys.argv[1]}/g-{name}.rank-0.json"))["traceEvents"]
+    events = json.load(open(f"{sys.argv[1]}/g-{name}.rank-0.json"))
     return sum(e["args"]["bytes"] for e in events if e["name"].startswith("all_gather"))
 b = {n: gathered(n) for n in ["fp32-compute", "fp32-int8", "bf16-compute", "bf16-int8"]}
 assert b["fp32-int8"] == b["bf16-int8"], b  # int8 whatever the compute dtype
@@ -70,7 +96,7 @@ done
 "$python" - "$dir" <<'PY'
 import json, sys
 def moved(name, op):
-    events = json.load(open(f"{sys.argv[1]}/{name}.rank-0.json"))["traceEvents"]
+    events = json.load(open(f"{sys.argv[1]}/{name}.rank-0.json"))
     return sum(e["args"]["bytes"] for e in events if e["name"].startswith(op))
 f32, int8, int4 = (moved("g-fp32-compute", "reduce_scatter"), moved("r-int8", "all_to_all"),
                    moved("r-int4", "all_to_all"))

@@ -23,6 +23,7 @@
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
+#include "tools/train/trace_stream.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/trainer/trainer.h"
@@ -189,27 +190,6 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
             moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ",
             "or --device cuda");
 }
-
-// Writes the trace however the run ends (finished, stopped by a signal, failed).
-// A run that completes writes its trace with write(), whose failure fails
-// the run; one that throws writes what it has on the way out, best effort.
-struct TraceWriter {
-  const TracerPtr& tracer;
-  std::string path;
-  bool written = false;
-  void write() {
-    written = true;
-    if (tracer) write_whole_file(path, tracer->json(), "--trace");
-  }
-  ~TraceWriter() {
-    if (!tracer || written) return;
-    try {
-      write_whole_file(path, tracer->json(), "--trace");
-    } catch (const std::exception& e) {
-      tools::report_error("zrt-train", e);
-    }
-  }
-};
 
 // Every rank was given the same flags and data: else one error on every
 // rank naming the flags, before any step (different weights, or a hang).
@@ -448,7 +428,7 @@ class DivergenceWatch {
 
 // The steps from the trainer's next to --steps; false when a signal stopped them.
 bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
-                 Checkpointer& checkpoints, StepReporter& reporter) {
+                 Checkpointer& checkpoints, StepReporter& reporter, TraceStream& trace) {
   const bool lead = world.rank() == 0;
   DivergenceWatch divergence(o.trainer.steps, divergence_advice(o));
   for (std::int64_t s = trainer.next_step(); s < o.trainer.steps; ++s) {
@@ -478,6 +458,7 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     const StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed)
       ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics");
+    trace.flush();
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     // A stop asked for during the last step comes too late to stop anything:
     // the run has finished and writes --save.
@@ -521,8 +502,7 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   TrainerConfig config = trainer_config(o, local_rank);
   config.host_comm = host;  // a background save's agreements beside an NCCL world
   if (!o.trace.empty()) config.engine.zero.tracer = std::make_shared<Tracer>(world->rank());
-  TraceWriter trace_writer{config.engine.zero.tracer,
-                           trace_path(o.trace, world->rank(), world->size())};
+  TraceStream trace(config.engine.zero.tracer, trace_path(o.trace, world->rank(), world->size()));
   const bool lead = world->rank() == 0;
   check_flags_agree(*world, o);
   // One run per checkpoint directory (Note [Resuming never loses work]).
@@ -547,9 +527,10 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
                 dtype_flag(o.trainer.engine.zero.dtype), config.engine.zero.device.str().c_str(),
                 trainer.engine().handles().size());
   }
-  const bool completed = train_steps(*world, trainer, o, checkpoints, reporter);
+  all_or_none(*world, [&] { trace.begin(); });  // one rank's unwritable file stops every rank
+  const bool completed = train_steps(*world, trainer, o, checkpoints, reporter, trace);
   finish(*world, trainer, o, checkpoints, completed, io);
-  trace_writer.write();
+  trace.finish();
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+#include "tools/train/trace_stream.h"
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "tools/common/report_error.h"
+#include "zrt/runtime/error.h"
+#include "zrt/runtime/io/output_path.h"
+
+namespace zrt::train {
+
+TraceStream::TraceStream(TracerPtr tracer, std::string path)
+    : tracer_(std::move(tracer)), path_(std::move(path)) {}
+
+void TraceStream::begin() {
+  if (!tracer_) return;
+  // Through a link to its target, as every output (Note [Outputs write
+  // through links, never over devices]); a stream as it is.
+  const std::string file =
+      names_a_stream(path_) ? path_ : output_file_target(path_, "--trace").string();
+  errno = 0;
+  out_.open(file, std::ios::trunc | std::ios::binary);
+  ZRT_CHECK_AS(ResourceError, out_.is_open(), "--trace ", path_, ": cannot be written",
+               errno != 0 ? std::string(": ") + std::strerror(errno) : std::string());
+  append();
+}
+
+void TraceStream::flush() {
+  if (out_.is_open()) append();
+}
+
+void TraceStream::append() {
+  if (!error_.empty()) return;
+  errno = 0;
+  for (const std::string& line : tracer_->take_event_lines()) {
+    out_ << (first_ ? "[" : ",") << line << '\n';
+    first_ = false;
+  }
+  out_.flush();
+  if (!out_) note_failure();
+}
+
+void TraceStream::note_failure() {
+  error_ = "--trace " + path_ + ": writing failed: " + std::strerror(errno != 0 ? errno : EIO);
+}
+
+void TraceStream::finish() {
+  if (!out_.is_open() || finished_) return;
+  finished_ = true;
+  append();
+  if (error_.empty()) {
+    errno = 0;
+    out_ << (first_ ? "[" : "") << "]\n";
+    out_.close();
+    if (!out_) note_failure();
+  }
+  ZRT_CHECK_AS(ResourceError, error_.empty(), error_);
+}
+
+TraceStream::~TraceStream() {
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    tools::report_error("zrt-train", e);
+  }
+}
+
+}  // namespace zrt::train
