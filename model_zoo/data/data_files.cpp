@@ -1,6 +1,7 @@
 #include "zrt/model_zoo/data/data_files.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,16 +15,64 @@ namespace zrt::model_zoo {
 namespace {
 
 // Note [One rule for every file zrt reads] (runtime/io/input_file.h).
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  const std::string text =
-      read_input_file(path, kMaxDataFileBytes, InputKind::argument, "data file");
-  ZRT_CHECK_ARG(!text.empty(), "data file ", path, " is empty");
-  return {text.begin(), text.end()};
+struct DataFile {
+  explicit DataFile(const std::string& path)
+      : file(path, kMaxDataFileBytes, InputKind::argument, "data file") {
+    ZRT_CHECK_ARG(file.size() > 0, "data file ", path, " is empty");
+  }
+  InputFile file;
+};
+
+// Note [Data read in chunks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A token file is read a chunk at a time straight into its int32 tokens:
+// the host holds the tokens (4 bytes each, what the memory plan counts)
+// and one chunk, never the file's bytes beside them. The tokens' buffer is
+// the one large allocation, and its failure names the file.
+constexpr std::uint64_t kReadChunkBytes = std::uint64_t{1} << 20;
+
+Tensor token_buffer(const std::string& path, std::int64_t count) {
+  try {
+    return Tensor::empty({count}, DType::i32);
+  } catch (const OutOfMemory&) {
+    ZRT_THROW(ResourceError, "data file ", path, ": its ", count, " tokens take ",
+              count * static_cast<std::int64_t>(sizeof(std::int32_t)),
+              " bytes of host memory (4 a token), which could not be allocated");
+  }
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+// Bytes [offset, offset + count * width) of `f` as `count` little-endian
+// unsigned tokens of `width` bytes into `out`; returns the largest token.
+std::int32_t read_tokens(const InputFile& f, const std::string& path, std::uint64_t offset,
+                         std::int64_t count, int width, std::int32_t* out) {
+  std::vector<std::uint8_t> chunk(kReadChunkBytes);
+  std::int32_t max_token = 0;
+  const std::uint64_t total = static_cast<std::uint64_t>(count) * width;
+  for (std::uint64_t done = 0; done < total;) {
+    const std::uint64_t want = std::min<std::uint64_t>(kReadChunkBytes, total - done);
+    ZRT_CHECK_ARG(f.read_at(offset + done, chunk.data(), want) == want, "data file ", path,
+                  " shrank while it was read");
+    for (std::uint64_t i = 0; i < want; i += width) {
+      std::int32_t t = chunk[i];
+      if (width == 2) t |= std::int32_t{chunk[i + 1]} << 8;
+      *out++ = t;
+      max_token = std::max(max_token, t);
+    }
+    done += want;
+  }
+  return max_token;
 }
+
+// Whether `path` ends with `tail` (lower case), in any case: data.BIN is
+// an llm.c file as data.bin is.
+bool ends_with(const std::string& path, const std::string& tail) {
+  if (path.size() < tail.size()) return false;
+  return std::equal(
+      tail.begin(), tail.end(), path.end() - static_cast<std::ptrdiff_t>(tail.size()),
+      [](char t, char c) { return t == std::tolower(static_cast<unsigned char>(c)); });
+}
+
+constexpr std::int32_t kLlmcMagic = 20240520;
 
 constexpr std::size_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
 
@@ -31,13 +80,13 @@ constexpr std::size_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
 // first 12 bytes; InvalidArgument naming the file unless they agree.
 std::int64_t llmc_token_count(const std::uint8_t* header_bytes, std::size_t file_bytes,
                               const std::string& path) {
-  constexpr std::int32_t kMagic = 20240520, kVersion = 1;
+  constexpr std::int32_t kVersion = 1;
   ZRT_CHECK_ARG(file_bytes >= kLlmcHeaderBytes, "llm.c token file ", path,
                 " is truncated: ", file_bytes, " bytes, the header alone takes ", kLlmcHeaderBytes);
   std::int32_t header[3];
   std::memcpy(header, header_bytes, sizeof(header));
-  ZRT_CHECK_ARG(header[0] == kMagic, "llm.c token file ", path, " has magic ", header[0],
-                ", expected ", kMagic);
+  ZRT_CHECK_ARG(header[0] == kLlmcMagic, "llm.c token file ", path, " has magic ", header[0],
+                ", expected ", kLlmcMagic);
   ZRT_CHECK_ARG(header[1] == kVersion, "llm.c token file ", path, " has version ", header[1],
                 ", expected ", kVersion);
   const std::int64_t count = header[2];
@@ -65,31 +114,28 @@ void check_data_file(const std::string& path) {
 }
 
 Dataset load_text_tokens(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = read_bytes(path);
+  const DataFile data(path);
+  const InputFile& f = data.file;
+  const auto count = static_cast<std::int64_t>(f.size());
   Dataset d;
   d.kind = Dataset::Kind::tokens;
-  d.tokens = Tensor::empty({static_cast<std::int64_t>(bytes.size())}, DType::i32);
-  std::copy(bytes.begin(), bytes.end(), d.tokens.data<std::int32_t>());
-  d.vocab_size = 256;
+  d.tokens = token_buffer(path, count);
+  d.vocab_size = read_tokens(f, path, 0, count, 1, d.tokens.data<std::int32_t>()) + 1;
   d.source = path;
   return d;
 }
 
 Dataset load_llmc_tokens(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = read_bytes(path);
-  const std::int64_t count = llmc_token_count(bytes.data(), bytes.size(), path);
+  const DataFile data(path);
+  const InputFile& f = data.file;
+  std::uint8_t header[12] = {};
+  f.read_at(0, header, sizeof(header));
+  const std::int64_t count = llmc_token_count(header, f.size(), path);
   Dataset d;
   d.kind = Dataset::Kind::tokens;
-  d.tokens = Tensor::empty({count}, DType::i32);
-  std::int32_t* out = d.tokens.data<std::int32_t>();
-  std::int32_t max_token = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    std::uint16_t t;
-    std::memcpy(&t, bytes.data() + kLlmcHeaderBytes + 2 * i, 2);
-    out[i] = t;
-    max_token = std::max<std::int32_t>(max_token, t);
-  }
-  d.vocab_size = max_token + 1;
+  d.tokens = token_buffer(path, count);
+  d.vocab_size =
+      read_tokens(f, path, kLlmcHeaderBytes, count, 2, d.tokens.data<std::int32_t>()) + 1;
   d.source = path;
   return d;
 }
@@ -141,10 +187,40 @@ Dataset load_row_dataset(const std::string& path) {
   return d;
 }
 
+namespace {
+
+enum class DataFormat { text, llmc, rows };
+
+// Note [Data file formats]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// .safetensors is a rows file and .bin an llm.c token file, in any case;
+// any other file that begins with llm.c's magic (20240520, little-endian)
+// is an llm.c token file too: read as text, its header and 16-bit tokens
+// would train as bytes without a word. No UTF-8 text begins with those
+// bytes (0x38 0xDF 0x34 0x01: 0xDF must be followed by a continuation byte).
+// Everything else is text, a token a byte.
+DataFormat data_format(const std::string& path) {
+  if (ends_with(path, ".safetensors")) return DataFormat::rows;
+  if (ends_with(path, ".bin")) return DataFormat::llmc;
+  const DataFile data(path);
+  std::int32_t magic = 0;
+  if (data.file.read_at(0, &magic, sizeof(magic)) == sizeof(magic) && magic == kLlmcMagic)
+    return DataFormat::llmc;
+  return DataFormat::text;
+}
+
+}  // namespace
+
 Dataset load_dataset(const std::string& path) {
   check_data_file(path);
-  if (ends_with(path, ".bin")) return load_llmc_tokens(path);
-  if (ends_with(path, ".safetensors")) return load_row_dataset(path);
+  switch (data_format(path)) {
+    case DataFormat::llmc:
+      return load_llmc_tokens(path);
+    case DataFormat::rows:
+      return load_row_dataset(path);
+    case DataFormat::text:
+      break;
+  }
   return load_text_tokens(path);
 }
 
@@ -154,7 +230,8 @@ std::size_t data_file_memory_bytes(const std::string& path) {
   const std::size_t file_bytes = std::filesystem::file_size(path, ec);
   ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
   ZRT_CHECK_ARG(file_bytes > 0, "data file ", path, " is empty");
-  if (ends_with(path, ".safetensors")) {
+  const DataFormat format = data_format(path);
+  if (format == DataFormat::rows) {
     try {
       const SafetensorsReader reader(path);  // the header alone
       const auto& e = reader.entries();
@@ -167,7 +244,7 @@ std::size_t data_file_memory_bytes(const std::string& path) {
       ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());
     }
   }
-  if (!ends_with(path, ".bin")) return file_bytes * sizeof(std::int32_t);  // a token a byte
+  if (format == DataFormat::text) return file_bytes * sizeof(std::int32_t);  // a token a byte
   std::uint8_t header[12] = {};
   std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(header), sizeof(header));
   return static_cast<std::size_t>(llmc_token_count(header, file_bytes, path)) *

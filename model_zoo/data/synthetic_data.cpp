@@ -96,7 +96,10 @@ Dataset synthetic_text_dataset(std::uint64_t seed, std::size_t min_bytes) {
   d.tokens = Tensor::empty({static_cast<std::int64_t>(text.size())}, DType::i32);
   std::transform(text.begin(), text.end(), d.tokens.data<std::int32_t>(),
                  [](char c) { return static_cast<std::int32_t>(static_cast<unsigned char>(c)); });
-  d.vocab_size = 256;
+  // Its tokens are < vocab_size: the largest byte it holds, plus one.
+  d.vocab_size = *std::max_element(d.tokens.data<std::int32_t>(),
+                                   d.tokens.data<std::int32_t>() + d.tokens.numel()) +
+                 1;
   d.source = "synthetic text (seed " + std::to_string(seed) + ")";
   return d;
 }

@@ -57,18 +57,21 @@ InputFile::~InputFile() {
 
 std::string InputFile::read_all() const {
   std::string bytes(size_, '\0');
-  std::uint64_t done = 0;
-  while (done < size_) {
-    const ssize_t n = ::pread(fd_, bytes.data() + done, size_ - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) refuse(kind_, detail::concat(path_, ": read failed: ", std::strerror(errno)));
-    if (n == 0) {  // it shrank while being read
-      bytes.resize(done);
-      break;
-    }
-    done += static_cast<std::uint64_t>(n);
-  }
+  bytes.resize(read_at(0, bytes.data(), size_));  // it shrank while being read
   return bytes;
+}
+
+std::uint64_t InputFile::read_at(std::uint64_t offset, void* dst, std::uint64_t n) const {
+  char* out = static_cast<char*>(dst);
+  std::uint64_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) refuse(kind_, detail::concat(path_, ": read failed: ", std::strerror(errno)));
+    if (got == 0) break;  // the end of the file
+    done += static_cast<std::uint64_t>(got);
+  }
+  return done;
 }
 
 std::string read_input_file(const std::string& path, std::uint64_t max_bytes, InputKind kind,

@@ -41,6 +41,9 @@ class InputFile {
   std::uint64_t size() const { return size_; }
   // The whole file (it was checked to be at most max_bytes).
   std::string read_all() const;
+  // Up to `n` bytes from `offset` into `dst`; fewer only where the file ends
+  // (it may shrink while read). Throws (per `kind`) when the read fails.
+  std::uint64_t read_at(std::uint64_t offset, void* dst, std::uint64_t n) const;
 
  private:
   std::string path_;

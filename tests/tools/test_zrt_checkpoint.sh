@@ -80,6 +80,17 @@ run --steps 21 --batch-size 8 --seq-len 32 --ranks 2 --resume "$dir/ck/latest" &
   ok "export equals --save of the same step" || fail "export"
 if out=$("$python" "$here/load_export_torch.py" "$dir/export.st" 2>&1); then ok "PyTorch: $out"; else fail "PyTorch load: $out"; fi
 run --steps 2 --init-from "$dir/export.st" && ok "export loads with --init-from" || fail "--init-from export"
+# One command serves a job and its requeues: a resume reads no --init-from,
+# so a pretrained file moved or broken since the first start is no obstacle.
+cp "$dir/export.st" "$dir/pre.st"
+run --steps 2 --init-from "$dir/pre.st" --checkpoint-dir "$dir/ick" --resume || fail "--init-from, first start"
+printf 'not weights' > "$dir/pre.st"
+run --steps 3 --init-from "$dir/pre.st" --checkpoint-dir "$dir/ick" --resume &&
+  grep -q "init-from $dir/pre.st was not read" "$dir/out.txt" && ok "a resume reads no --init-from (broken since)" ||
+  fail "a resume read --init-from: $(tail -n1 "$dir/out.txt")"
+rm "$dir/pre.st"
+run --steps 4 --init-from "$dir/pre.st" --checkpoint-dir "$dir/ick" --resume &&
+  ok "a resume reads no --init-from (removed since)" || fail "a resume needs --init-from: $(tail -n1 "$dir/out.txt")"
 # A checkpoint of more ranks than the process may open files: verify, export
 # and resume keep a bounded number open (the reader used to hold every one).
 "$ckpt" reshard "$dir/ck" --ranks 100 --out "$dir/r100" > /dev/null || fail "reshard to 100 ranks"

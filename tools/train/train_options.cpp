@@ -637,7 +637,7 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
   if (!o.data.empty()) model_zoo::check_data_file(o.data);
   // A FIFO, a device or a directory fails now, by its flag (Note [One rule
   // for every file zrt reads]).
-  if (!o.trainer.init_from.empty())
+  if (!o.trainer.init_from.empty() && !resumes_a_checkpoint(o))
     InputFile(o.trainer.init_from, std::numeric_limits<std::uint64_t>::max(), InputKind::argument,
               "--init-from");
   check_outputs(o);

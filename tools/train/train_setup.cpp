@@ -19,8 +19,14 @@ namespace zrt::train {
 using model_zoo::Dataset;
 using model_zoo::TrainerConfig;
 
+bool resumes_a_checkpoint(const TrainOptions& o) {
+  return o.resume && (!o.resume_from.empty() ||
+                      std::filesystem::exists(std::filesystem::path(o.checkpoint_dir) / "latest"));
+}
+
 TrainerConfig trainer_config(const TrainOptions& o, int local_rank) {
   TrainerConfig c = o.trainer;
+  if (resumes_a_checkpoint(o)) c.init_from.clear();  // the checkpoint holds the weights
   c.engine.zero.device = o.device == "cuda"
                              ? Device::cuda(device_for_local_rank(local_rank, cuda_device_count()))
                              : Device::cpu();

@@ -16,6 +16,12 @@
 
 namespace zrt::train {
 
+// Whether the run continues a checkpoint: --resume PATH, or --resume with a
+// `latest` under --checkpoint-dir. Such a run reads no --init-from (the
+// checkpoint holds the weights): a requeued job whose pretrained file has
+// moved since its first start still resumes.
+bool resumes_a_checkpoint(const TrainOptions& o);
+
 // The trainer's options the flags ask for (TrainOptions::trainer), on the
 // device of a rank whose local rank (its GPU) is `local_rank`.
 model_zoo::TrainerConfig trainer_config(const TrainOptions& o, int local_rank);

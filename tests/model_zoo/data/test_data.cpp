@@ -1,9 +1,11 @@
 // Data sets and the data order: hand-worked sequence starts and rows for
 // several steps, ranks and micro-batches; file formats and their errors;
 // the generated data sets.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "tests/model_zoo/models/temp_dir.h"
 #include "tests/support/expect_throw.h"
@@ -139,6 +141,58 @@ BOOST_AUTO_TEST_CASE(llmc_token_files) {
   check_arg_error([&] { data_file_memory_bytes(dir.file("missing.txt")); }, "missing");
   std::ofstream(dir.file("tiny.bin"), std::ios::binary) << "abc";
   check_arg_error([&] { load_llmc_tokens(dir.file("tiny.bin")); }, "truncated");
+}
+
+// Note [Data read in chunks]: files larger than a read chunk (1 MiB) come
+// through whole, chunk boundaries and odd tails included.
+BOOST_AUTO_TEST_CASE(files_larger_than_a_chunk_read_whole) {
+  TempDir dir("data_chunks");
+  const std::uint64_t seed = std::random_device{}();
+  BOOST_TEST_MESSAGE("seed " << seed);
+  std::mt19937_64 gen(seed);
+  std::string text((std::size_t{1} << 21) + 3, '\0');
+  for (char& c : text) c = static_cast<char>(gen() % 200);
+  text[(std::size_t{1} << 20) + 1] = static_cast<char>(211);  // the largest, in the second chunk
+  std::ofstream(dir.file("big.txt"), std::ios::binary) << text;
+  const Dataset t = load_dataset(dir.file("big.txt"));
+  BOOST_TEST_REQUIRE(t.tokens.numel() == static_cast<std::int64_t>(text.size()));
+  const std::int32_t* got = t.tokens.data<std::int32_t>();
+  for (std::size_t i = 0; i < text.size(); ++i)
+    BOOST_TEST_REQUIRE(got[i] == static_cast<unsigned char>(text[i]));
+  BOOST_TEST(t.vocab_size == 212);
+
+  std::vector<std::uint16_t> tokens((std::size_t{1} << 19) + 7);
+  for (std::uint16_t& v : tokens) v = static_cast<std::uint16_t>(gen());
+  write_llmc(dir.file("big.bin"), 20240520, 1, static_cast<std::int32_t>(tokens.size()), tokens);
+  const Dataset l = load_dataset(dir.file("big.bin"));
+  BOOST_TEST_REQUIRE(l.tokens.numel() == static_cast<std::int64_t>(tokens.size()));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    BOOST_TEST_REQUIRE(l.tokens.data<std::int32_t>()[i] == tokens[i]);
+  BOOST_TEST(l.vocab_size == *std::max_element(tokens.begin(), tokens.end()) + 1);
+}
+
+// Note [Data file formats]: .BIN is .bin; llm.c's magic makes any other
+// name a token file too, so its header never trains as text.
+BOOST_AUTO_TEST_CASE(llmc_files_by_any_name) {
+  TempDir dir("data_names");
+  for (const char* name : {"t.BIN", "tokens.dat", "tokens"}) {
+    write_llmc(dir.file(name), 20240520, 1, 3, {9, 500, 2});
+    const Dataset d = load_dataset(dir.file(name));
+    BOOST_TEST(d.tokens.to_doubles() == std::vector<double>({9, 500, 2}),
+               boost::test_tools::per_element());
+    BOOST_TEST(data_file_memory_bytes(dir.file(name)) == d.nbytes());
+  }
+  write_llmc(dir.file("v2.dat"), 20240520, 2, 3, {9, 500, 2});
+  check_arg_error([&] { load_dataset(dir.file("v2.dat")); }, "version 2");
+  // Text whose bytes stay below 256 fits a model of as many tokens as it uses.
+  std::ofstream(dir.file("a.txt"), std::ios::binary) << std::string(40, 'a');
+  const Dataset a = load_dataset(dir.file("a.txt"));
+  BOOST_TEST(a.vocab_size == 'a' + 1);
+  ModelConfig gpt;
+  gpt.vocab_size = 'a' + 1;
+  BOOST_CHECK_NO_THROW(check_dataset_fits_model(a, gpt));
+  gpt.vocab_size = 'a';
+  check_arg_error([&] { check_dataset_fits_model(a, gpt); }, "tokens up to 97");
 }
 
 BOOST_AUTO_TEST_CASE(text_and_row_files) {
