@@ -9,8 +9,12 @@ void check_kind(const ModelConfig& c, const char* kind) {
   ZRT_CHECK_ARG(c.kind == kind, "model config: kind '", c.kind, "' is not '", kind, "'");
 }
 
+// Every dimension is an int32 (tokens are int32), so the products of two fit
+// in 64 bits and a padded vocabulary cannot overflow.
 void check_positive(const char* field, std::int64_t v) {
   ZRT_CHECK_ARG(v > 0, "model config: ", field, " must be positive, got ", v);
+  ZRT_CHECK_ARG(v <= std::int64_t{2147483647}, "model config: ", field, " ", v,
+                " is above 2147483647, the largest a dimension may be");
 }
 
 }  // namespace

@@ -38,6 +38,14 @@ runs "train" train --preset tiny --steps 1 --warmup 0 --batch-size 2 --seq-len 1
 runs "gemm" gemm --n-embd 32 --tokens 16 --vocab 64 --reps 1
 runs "attention" attention --device cpu --batch 1 --seq 16 --heads 2 --head-dim 8 --dtype f32 --reps 1
 runs "tensor" tensor --ops 1000 --reps 1
+# --device cuda where this build or machine cannot run it: named, no C++ class.
+for suite in optim ops attention; do
+  out=$(timeout 60 "$bench" $suite --device cuda --reps 1 2>&1); rc=$?
+  if { [ $rc -eq 2 ] && grep -q "usage error: $suite: --device cuda: this build of zrt has no CUDA support" <<<"$out"; } ||
+     { [ $rc -eq 1 ] && grep -q "$suite: --device cuda, but no such CUDA device is usable here" <<<"$out"; }; then
+    echo "ok   $suite --device cuda without a usable GPU: exit $rc"
+  else echo "FAIL $suite --device cuda without a usable GPU: exit $rc: $out"; failures=$((failures + 1)); fi
+done
 
 # fails NAME PATTERN ARGS...: zrt-bench ARGS exits non-zero with a message
 # matching PATTERN and no source location.

@@ -85,6 +85,8 @@ expect_error "prefetch of 1.5" "--prefetch: must be a whole number from 0 to 2 \
 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 expect_error "--ranks under mpirun" "launched by mpirun" --ranks 2
 expect_error "zero layers" "n-layer: must be positive" --n-layer 0
 expect_usage "width not divisible by heads" "--n-embd 1 is not divisible by --n-head 2" --n-embd 1
+expect_usage "a vocabulary past int32" "--vocab-size 9223372036854775807 is above 2147483647" --vocab-size 9223372036854775807
+expect_usage "a width past int32" "--n-embd 4294967296 is above 2147483647" --n-embd 4294967296 --n-head 1
 expect_error "steps not a number" "steps: must be a positive number" --steps x
 expect_error "negative learning rate" "lr: must not be negative" --lr -1
 expect_error "beta1 of 2" "beta1" --beta1 2
@@ -214,6 +216,11 @@ if grep -q "save /dev/stdout is a FIFO" <<<"$out" && ! grep -q "^step" <<<"$out"
 else echo "FAIL --save onto a pipe: $out"; failures=$((failures + 1)); fi
 expect_error "--trace to a stream from several ranks" "--trace /dev/stderr is a stream, but each of several ranks" \
   --ranks 2 --trace /dev/stderr
+# /dev/stdout redirected to a file is a regular file, yet T.rank-R would be made in /dev.
+out=$("$train" --steps 1 --ranks 2 --trace /dev/stdout 2>&1 > "$dir/stdout.txt")
+if [ $? -eq 2 ] && grep -q -- "--trace /dev/stdout is a stream, but each of several ranks" <<<"$out"; then
+  echo "ok   --trace /dev/stdout onto a file from several ranks"
+else echo "FAIL --trace /dev/stdout onto a file from several ranks: $out"; failures=$((failures + 1)); fi
 expect_usage "steps beyond 63 bits" "--steps: is out of range \(got 99999999999999999999" --steps 99999999999999999999
 # ... while a real-valued flag takes a whole number beyond 64 bits as the real it is.
 if out=$("$train" --steps 1 --lr 100000000000000000000 --min-lr 0 2>&1) && grep -q "lr 1.00e+20" <<<"$out"; then

@@ -32,7 +32,21 @@ template OptionParser& OptionParser::value(std::string, double&);
 
 OptionParser& OptionParser::value(std::string name, Device& target) {
   app_->add_option_function<std::string>(
-      name, [&target](const std::string& v) { target = Device::parse(v); }, "cpu, cuda or cuda:N");
+      name,
+      [&target, name, who = who_](const std::string& v) {
+        target = Device::parse(v);
+#ifndef ZRT_WITH_CUDA
+        if (target.is_cuda())  // a command line this build cannot run, not a failure
+          throw UsageError(who + ": " + name + " " + v +
+                               ": this build of zrt has no CUDA support (configure with "
+                               "-DZRT_CUDA=ON)",
+                           __FILE__, __LINE__);
+#endif
+        ZRT_CHECK_ARG(!target.is_cuda() || cuda_device_count() > target.index, who, ": ", name, " ",
+                      v, ", but no such CUDA device is usable here (", cuda_device_count(),
+                      " found)");
+      },
+      "cpu, cuda or cuda:N");
   return *this;
 }
 

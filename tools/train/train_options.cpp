@@ -334,8 +334,13 @@ void check_outputs(const TrainOptions& o) {
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
-  // Several ranks write T.rank-R: beside a stream, names in /dev.
-  ZRT_CHECK_ARG(o.trace.empty() || world == 1 || !names_a_stream(o.trace), "--trace ", o.trace,
+  // Several ranks write T.rank-R: beside a stream, names in /dev. So does
+  // /dev/stdout redirected to a file, a regular file by then.
+  const std::string spelt =
+      o.trace.empty() ? "" : fs::absolute(o.trace).lexically_normal().string();
+  const bool device_name = spelt.rfind("/dev/", 0) == 0 || spelt.rfind("/proc/", 0) == 0;
+  ZRT_CHECK_ARG(o.trace.empty() || world == 1 || (!names_a_stream(o.trace) && !device_name),
+                "--trace ", o.trace,
                 " is a stream, but each of several ranks writes a trace of its own (", o.trace,
                 ".rank-R); name a file");
   // Two outputs on one file: one would overwrite the other. The ranks'
