@@ -166,6 +166,16 @@ if grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: -
   ok "a resume for more steps names --steps alone; --warmup and --block-size stored as given"
 else fail "more steps: $(grep warning <<<"$out"), $(grep -E '"(block_size|warmup)"' "$index" | tr -d '\n')"; fi
 
+# A dimension spelt out at its preset's value is no difference (the
+# checkpoint stores 0 for "the preset's"); a longer --seq-len, which raises
+# the block size, names both flags in the error of the shapes that differ.
+out=$("$train" "${long[@]}" --steps 4 --resume --vocab-size 256 --block-size 80 2>&1)
+grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --steps" <<<"$out" &&
+  ok "preset values spelt out are no difference" || fail "preset values spelt out: $(grep warning <<<"$out")"
+out=$("$train" "${long[@]/80/96}" --steps 5 --resume 2>&1)
+grep -q "wpe.weight was saved as \[80, 16\] but the model has \[96, 16\] (these flags differ from the checkpoint's run: --block-size --seq-len)" <<<"$out" &&
+  ok "a longer --seq-len names --block-size in the shape error" || fail "longer --seq-len: $(tail -n1 <<<"$out")"
+
 # Two runs in one directory: the second names the first.
 "$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
 holder=$!

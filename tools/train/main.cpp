@@ -27,6 +27,7 @@
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/trainer/trainer.h"
+#include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/optim/optim_error.h"
@@ -234,7 +235,23 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
       std::printf("zrt-train: no checkpoint under %s yet: starting at step 0\n", path.c_str());
     return false;
   }
-  const std::string saved = trainer.resume(path);
+  std::string saved;
+  try {
+    saved = trainer.resume(path);
+  } catch (const CheckpointError& e) {
+    // A model of other dimensions fails on a parameter's shape: say which
+    // flags made it so (--seq-len raises --block-size, say).
+    std::string flags;
+    try {
+      for (const auto& f :
+           train::differing_run_flags(optim::CheckpointReader(path).index().run_json, o))
+        if (f != "--steps") flags += " " + f;
+    } catch (const std::exception&) {  // the checkpoint's own error says it all
+    }
+    if (flags.empty()) throw;
+    ZRT_THROW(CheckpointError, e.what(), " (these flags differ from the checkpoint's run:", flags,
+              ")");
+  }
   const auto step = static_cast<long long>(trainer.next_step());
   if (lead) {
     std::lock_guard lock(io);

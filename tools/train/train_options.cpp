@@ -871,10 +871,48 @@ void check_ranks_agree(const std::vector<std::string>& per_rank) {
                 problems);
 }
 
+namespace {
+
+// The model's dimensions that run flags (run_flags) give, resolved: a
+// dimension left at its preset's value is saved as 0 (or, for --hidden,
+// empty), and one spelt out at that value is the same model. Flags that
+// do not resolve (an older or foreign checkpoint) stay as they are.
+nlohmann::json resolved_dims(nlohmann::json flags) {
+  try {
+    model_zoo::ModelConfig c;
+    c.kind = flags.at("model").get<std::string>();
+    c.preset = flags.at("preset").get<std::string>();
+    auto dim = [&](const char* key, std::optional<std::int64_t>& field) {
+      if (flags.at(key).get<std::int64_t>() != 0) field = flags.at(key).get<std::int64_t>();
+    };
+    if (c.kind == "gpt") {
+      dim("n_layer", c.n_layer), dim("n_head", c.n_head), dim("n_embd", c.n_embd);
+      dim("vocab_size", c.vocab_size), dim("block_size", c.block_size);
+      const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(c);
+      flags.update(
+          {{"n_layer", d.n_layer},
+           {"n_head", d.n_head},
+           {"n_embd", d.n_embd},
+           {"vocab_size", d.vocab_size},
+           // raised to --seq-len, as raise_block_size_to_seq_len does
+           {"block_size", std::max(d.block_size, flags.at("seq_len").get<std::int64_t>())}});
+    } else if (c.kind == "mlp") {
+      const auto hidden = flags.at("hidden").get<std::vector<std::int64_t>>();
+      if (!hidden.empty()) c.hidden = hidden;
+      flags["hidden"] = model_zoo::resolve_mlp_dims(c).hidden;
+    }
+  } catch (const std::exception&) {  // as saved
+  }
+  return flags;
+}
+
+}  // namespace
+
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o) {
   std::vector<std::string> out;
-  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
-  const nlohmann::json ours = run_flags(o);
+  const nlohmann::json parsed = nlohmann::json::parse(saved_json, nullptr, false);
+  const nlohmann::json saved = parsed.is_object() ? resolved_dims(parsed) : parsed;
+  const nlohmann::json ours = resolved_dims(run_flags(o));
   for (const auto& [key, value] : ours.items())
     if (!saved.is_object() || (saved.contains(key) && saved[key] != value) ||
         (!saved.contains(key) && key != "data (contents)"))  // older checkpoints lack it
