@@ -38,6 +38,15 @@ runs "train" train --preset tiny --steps 1 --warmup 0 --batch-size 2 --seq-len 1
 runs "gemm" gemm --n-embd 32 --tokens 16 --vocab 64 --reps 1
 runs "attention" attention --device cpu --batch 1 --seq 16 --heads 2 --head-dim 8 --dtype f32 --reps 1
 runs "tensor" tensor --ops 1000 --reps 1
+# --help on stdout; a rate a row lacks is null in --json; --gemm names itself.
+"$bench" --help 2> /dev/null | grep -q "^suites:" && echo "ok   zrt-bench --help on stdout" ||
+  { echo "FAIL zrt-bench --help is not on stdout"; failures=$((failures + 1)); }
+out=$(timeout 60 "$bench" ckpt --params 20000 --reps 1 --json 2>&1)
+grep -q '"GB_s":null' <<<"$out" && ! grep -q '"GB_s":""' <<<"$out" && echo "ok   ckpt --json: no rate is null" ||
+  { echo "FAIL ckpt --json rows without a rate: $(grep -m1 GB_s <<<"$out")"; failures=$((failures + 1)); }
+out=$("$bench" gemm --gemm mkl 2>&1)
+grep -q "gemm: --gemm mkl is not one of eigen, openblas" <<<"$out" && ! grep -q ZRT_CPU_GEMM <<<"$out" &&
+  echo "ok   --gemm mkl names --gemm" || { echo "FAIL --gemm mkl: $out"; failures=$((failures + 1)); }
 # --device cuda where this build or machine cannot run it: named, no C++ class.
 for suite in optim ops attention; do
   out=$(timeout 60 "$bench" $suite --device cuda --reps 1 2>&1); rc=$?

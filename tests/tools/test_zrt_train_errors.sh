@@ -96,11 +96,12 @@ expect_usage "NaN learning rate" "--lr: must be finite \(got nan\)" --lr nan
 expect_usage "infinite learning rate" "--lr: must be finite \(got inf\)" --lr inf
 expect_usage "infinite minimum learning rate" "--min-lr: must be finite" --min-lr -inf
 expect_usage "NaN beta2" "beta2 must be in \[0, 1\) \(got nan\)" --beta2 nan
-expect_usage "beta1 of 1" "beta1 must be in \[0, 1\) \(got 1\)" --beta1 1
-expect_usage "infinite weight decay" "weight_decay must be finite" --weight-decay inf
+expect_usage "beta1 of 1" "error: --beta1 must be in \[0, 1\) \(got 1\)" --beta1 1
+expect_usage "--weight-decay -1 names its flag" "error: --weight-decay must be finite and >= 0 \(got -1\)" --weight-decay -1
+expect_usage "infinite weight decay" "--weight-decay must be finite" --weight-decay inf
 expect_usage "negative eps" "eps must be finite and > 0" --eps -1e-8
 expect_usage "zero eps" "eps must be finite and > 0" --eps 0
-expect_usage "NaN clip" "--clip.*max_grad_norm must be finite.*nan" --clip nan
+expect_usage "NaN clip" "--clip must be finite and >= 0 \(got nan\)" --clip nan
 expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
 # A run whose loss stays non-finite stops after --max-skipped-steps skips in
 # a row with exit code 1, instead of skipping every remaining step and exiting 0.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,13 @@ Tensor random_matrix(std::int64_t rows, std::int64_t cols, std::mt19937& gen) {
 
 // The backends --gemm names: one, every one this build has, or the default.
 std::vector<const kernels::CpuGemmBackend*> backends_to_time(const std::string& name) {
-  if (name != "all") return {&kernels::cpu_gemm_named(name.c_str())};
+  if (name != "all") try {
+      return {&kernels::cpu_gemm_named(name.c_str())};
+    } catch (const InvalidArgument& e) {  // it speaks of ZRT_CPU_GEMM, which reads it too
+      const std::string text =
+          std::regex_replace(e.what(), std::regex("^ZRT_CPU_GEMM='?([^':]*)'?"), "gemm: --gemm $1");
+      throw InvalidArgument(text, e.file(), e.line(), e.expr());
+    }
   std::vector<const kernels::CpuGemmBackend*> all;
   for (auto which : {kernels::CpuGemm::eigen, kernels::CpuGemm::openblas})
     if (const auto* b = kernels::cpu_gemm_for(which)) all.push_back(b);

@@ -121,8 +121,9 @@ int bench_optim(int argc, char** argv) {
   row("squared_norm + fused_adamw", passes_s);
   row("ZeroAdamW::step", step_s);
   if (!o.json)
-    std::printf("zrt-bench optim on %s: %lld parameters (padded) in %d handles, median of %d\n",
-                o.device.str().c_str(), (long long)total, o.handles, o.reps);
+    std::printf(
+        "zrt-bench optim on %s: %lld parameters (whole rows of 65) in %d handles, median of %d\n",
+        o.device.str().c_str(), (long long)total, o.handles, o.reps);
   table.print(o.json);
   return 0;
 }

@@ -128,7 +128,9 @@ void Table::print(bool json) const {
         const std::string& c = row[i];
         const bool numeric =
             !c.empty() && c.find_first_not_of("0123456789.-+eE") == std::string::npos;
-        if (numeric && c.find_first_of(".eE") == std::string::npos)
+        if (c.empty())  // no figure for this row: null, not a string
+          line[columns_[i]] = nullptr;
+        else if (numeric && c.find_first_of(".eE") == std::string::npos)
           line[columns_[i]] = std::stoll(c);
         else if (numeric)
           line[columns_[i]] = std::stod(c);

@@ -35,17 +35,17 @@ constexpr Suite kSuites[] = {
      "Tensor handle: sizeof, ns per copy/view vs a shared_ptr copy"},
 };
 
-void usage() {
-  std::fprintf(stderr,
-               "usage: zrt-bench SUITE [options]   (SUITE --help for its options)\nsuites:\n");
-  for (const auto& s : kSuites) std::fprintf(stderr, "  %-8s %s\n", s.name, s.help);
+// On stdout when asked for (--help), on stderr after a mistake.
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: zrt-bench SUITE [options]   (SUITE --help for its options)\nsuites:\n");
+  for (const auto& s : kSuites) std::fprintf(out, "  %-8s %s\n", s.name, s.help);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    usage();
+    usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   for (const auto& s : kSuites) {
@@ -64,6 +64,6 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr, "zrt-bench: unknown suite '%s'\n", argv[1]);
-  usage();
+  usage(stderr);
   return 2;
 }

@@ -609,13 +609,22 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
        {"--data", "--init-from", "--save", "--metrics", "--trace", "--checkpoint-dir"})
     ZRT_CHECK_ARG(!given(app, flag) || !app.get_option(flag)->as<std::string>().empty(), flag,
                   ": the path is empty; leave the flag out if it is not wanted");
+  // AdamW's rules in the flags' names: "AdamW max_grad_norm must be ..."
+  // becomes "--clip must be ...".
   try {
     optim::check_adamw_options(o.trainer.engine.zero.adamw);
   } catch (const InvalidArgument& e) {
-    ZRT_THROW(InvalidArgument,
-              "an optimizer flag (--beta1, --beta2, --eps, --weight-decay, --clip, "
-              "--max-skipped-steps) is out of range: ",
-              e.what());
+    static const std::pair<const char*, const char*> kFlags[] = {
+        {"^AdamW beta1\\b", "--beta1"},
+        {"^AdamW beta2\\b", "--beta2"},
+        {"^AdamW eps\\b", "--eps"},
+        {"^AdamW weight_decay\\b", "--weight-decay"},
+        {"^AdamW max_grad_norm\\b", "--clip"},
+        {"^AdamW max_consecutive_skips\\b", "--max-skipped-steps"}};
+    std::string text = e.what();
+    for (const auto& [pattern, flag] : kFlags)
+      text = std::regex_replace(text, std::regex(pattern), flag);
+    throw InvalidArgument(text, e.file(), e.line(), e.expr());
   }
   check_flag_combinations(app, o);
   ZRT_CHECK_ARG(o.fit.empty() || o.plan, "--fit ", o.fit, " is read by --plan only");
