@@ -65,6 +65,7 @@ std::map<std::string, std::string> match_keys(
 
   const std::string prefix = "transformer.";
   std::map<std::string, std::string> origin;  // fqn → key it came from
+  std::vector<std::string> skipped;           // Hugging Face's attention-mask buffers
   for (const auto& [key, t] : keys) {
     const std::string name = key.starts_with(prefix) ? key.substr(prefix.size()) : key;
     if (auto e = expected.find(name); e != expected.end()) {
@@ -85,7 +86,7 @@ std::map<std::string, std::string> match_keys(
                   " but is tied to ", s->second, " of shape ", shape_str(primary));
       if (tied_keys) (*tied_keys)[s->second].push_back(key);
     } else if (is_mask_buffer(name)) {
-      std::cerr << "zrt: " << source << ": skipping non-parameter key '" << key << "'\n";
+      skipped.push_back(key);
     } else {
       ZRT_THROW(CheckpointError, source, ": unexpected key '", key,
                 "' is not a parameter of the model");
@@ -96,6 +97,10 @@ std::map<std::string, std::string> match_keys(
       ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ", shape_str(shape),
                 ")");
   }
+  if (!skipped.empty())  // one line, not one a layer
+    std::cerr << "zrt: " << source << ": skipped " << skipped.size()
+              << " attention-mask buffer(s), not parameters ('" << skipped.front() << "'"
+              << (skipped.size() > 1 ? ", ..." : "") << ")\n";
   return origin;
 }
 
