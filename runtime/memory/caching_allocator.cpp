@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -169,13 +170,32 @@ struct CachingAllocator::State {
     }
   }
 
-  void synchronize_events() {
-    while (!pending.empty()) {
-      pending.front().event->synchronize();
-      Block* b = pending.front().block;
-      pending.pop_front();
-      event_done(b, false);  // flushing: the segment may go back to the source
+  // Note [No lock held while waiting]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Waits for the events of the blocks held so far, then frees those blocks,
+  // with the lock released while it waits: a CPU stream reaches an event
+  // only by running the work queued before it, and that work frees tensors
+  // (deallocate takes the lock), so waiting under the lock would wait for
+  // ever (an allocation over the cap under --cpu-streams all did). `lock`
+  // is held on entry and on return; blocks freed meanwhile by other threads
+  // wait for the next call.
+  void synchronize_events(std::unique_lock<std::mutex>& lock) {
+    std::deque<PendingEvent> waiting;
+    waiting.swap(pending);
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      for (PendingEvent& p : waiting) p.event->synchronize();
+    } catch (...) {
+      failure = std::current_exception();
     }
+    lock.lock();
+    if (failure) {  // the blocks stay held: nothing says their streams are done
+      for (PendingEvent& p : waiting) pending.push_back(std::move(p));
+      std::rethrow_exception(failure);
+    }
+    for (PendingEvent& p : waiting)
+      event_done(p.block, false);  // flushing: the segment may go back to the source
   }
 
   // --- raw memory ---------------------------------------------------------
@@ -263,9 +283,9 @@ CachingAllocator::CachingAllocator(RawMemorySourcePtr source, StreamEventSourceP
 }
 
 CachingAllocator::~CachingAllocator() {
-  std::lock_guard lock(state_->mu);
+  std::unique_lock lock(state_->mu);
   try {
-    state_->synchronize_events();
+    state_->synchronize_events(lock);
   } catch (const std::exception& e) {
     report_in_destructor("~CachingAllocator (waiting for held blocks)", e);
   }
@@ -283,7 +303,7 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
                 "CachingAllocator::allocate: memory on ", device().str(),
                 " requested on a stream of ", stream.device().str());
   State& s = *state_;
-  std::lock_guard lock(s.mu);
+  std::unique_lock lock(s.mu);
   s.process_events();
 
   const std::size_t size = block_size_for(nbytes);
@@ -294,9 +314,13 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
     b = s.try_new_segment(segment, small, stream);
     if (!b) {
       ++s.stats.num_oom_retries;
-      s.synchronize_events();
-      s.release_free_segments();
-      b = s.try_new_segment(segment, small, stream);
+      s.synchronize_events(lock);
+      // Other threads may have freed, or taken, blocks while it waited.
+      b = s.take_best_fit(small, stream, size);
+      if (!b) {
+        s.release_free_segments();
+        b = s.try_new_segment(segment, small, stream);
+      }
     }
     if (!b) s.throw_out_of_memory(nbytes, segment);
   }
@@ -371,8 +395,8 @@ MemoryStats CachingAllocator::stats() const {
 
 void CachingAllocator::empty_cache() {
   State& s = *state_;
-  std::lock_guard lock(s.mu);
-  s.synchronize_events();
+  std::unique_lock lock(s.mu);
+  s.synchronize_events(lock);
   s.release_free_segments();
 }
 

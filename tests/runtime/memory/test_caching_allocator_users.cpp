@@ -3,6 +3,10 @@
 // user-facing factories.
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <random>
 #include <thread>
 #include <vector>
@@ -10,6 +14,7 @@
 #include "tests/runtime/memory/fake_memory_sources.h"
 #include "zrt/runtime/device.h"
 #include "zrt/runtime/memory/caching_allocator.h"
+#include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
 
 using namespace zrt;
@@ -104,6 +109,46 @@ BOOST_AUTO_TEST_CASE(threads_share_one_allocator) {
   BOOST_TEST(s.num_frees == s.num_allocs);
   BOOST_TEST(s.allocated == 0u);
   BOOST_TEST(s.requested == 0u);
+}
+
+// Note [No lock held while waiting]: an allocation over the cap waits for
+// a block a CPU stream still uses while work queued before that use frees
+// another block of the same allocator. Waiting under the allocator's lock
+// hung for ever (--cpu-streams all under a tight --memory-limit); a hang
+// here fails after 30 s instead of stalling the suite.
+BOOST_AUTO_TEST_CASE(a_retry_over_the_cap_waits_without_the_lock) {
+  constexpr std::size_t MiB = 1 << 20;
+  std::promise<void> finished;
+  std::future<void> done = finished.get_future();
+  std::thread scenario([&] {
+    AllocatorPtr a = make_caching_allocator(Device::cpu(), {.memory_cap = 4 * MiB});
+    OwnedStream side(Device::cpu());
+    void* held = a->allocate(MiB, Stream{});  // two 2 MiB small segments fill the cap
+    void* freed_by_the_stream = a->allocate(MiB, Stream{});
+    void* kept[2] = {a->allocate(MiB, Stream{}), a->allocate(MiB, Stream{})};
+    BOOST_TEST(a->stats().reserved == 4 * MiB);
+    // The stream's queued work frees a block (as its kernels free tensors)
+    // before it reaches the use of `held` the allocator waits for.
+    run_on_cpu_stream(side, "free a block", [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      a->deallocate(freed_by_the_stream);
+    });
+    a->record_use(held, side);
+    a->deallocate(held);
+    void* p = a->allocate(MiB, Stream{});  // no room until the stream is done: the retry waits
+    BOOST_TEST(p != nullptr);
+    BOOST_TEST(a->stats().num_oom_retries == 1u);
+    BOOST_TEST(a->stats().reserved == 4 * MiB);
+    a->deallocate(p);
+    for (void* k : kept) a->deallocate(k);
+    finished.set_value();
+  });
+  if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    BOOST_ERROR("an allocation over the cap hung waiting for a CPU stream");
+    std::fflush(nullptr);
+    std::_Exit(1);  // the scenario's threads are stuck for good
+  }
+  scenario.join();
 }
 
 BOOST_AUTO_TEST_CASE(factories_give_each_caller_its_own_cache) {
