@@ -408,7 +408,7 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
             c.engine.checkpointing = parse_activation_checkpointing(ckpt);
             c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(offload);
             c.engine.zero.adamw.state_dtype = state;
-            const MemoryPlan plan = plan_memory(c, world_size, 2, data_bytes);
+            const MemoryPlan plan = plan_memory(c, world_size, kPlanSteps, data_bytes);
             const RankMemoryPlan& largest = plan.largest();
             std::size_t host = 0;
             for (const RankMemoryPlan& r : plan.ranks) host = std::max(host, r.host_peak);

@@ -52,7 +52,11 @@
 // GPT took minutes). The steps
 // run in the order training does, so lazily allocated state (fp32 gradients
 // on first use, the optimizer's first step) is in them; two steps reach the
-// steady state.
+// steady state of the peak, but the reserved segments can take longer: the
+// cache's free lists settle over a few steps, and a step as late as the
+// fifth may find no hole to fit a request and reserve another segment
+// (--fit had listed settings that ran out of memory there). A plan runs
+// kPlanSteps; the dry steps are cheap (no compute, no memory).
 //
 // Note [Host memory in the plan]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -155,6 +159,10 @@ struct MemoryPlan {
 // The largest world plan_memory runs: every rank is a thread of this process.
 inline constexpr int kMaxPlannedRanks = 64;
 
+// The dry steps of a plan (Note [Memory plan]: enough for the reserved
+// segments to settle).
+inline constexpr int kPlanSteps = 8;
+
 // Plans `config` on a world of `world_size` ranks (Note [Memory plan]),
 // with `steps` (>= 1) dry steps (Note [Dry runs]), each rank holding a data
 // set of `data_bytes` (Dataset::nbytes, data_file_memory_bytes) in host
@@ -163,7 +171,7 @@ inline constexpr int kMaxPlannedRanks = 64;
 // and 1 <= world_size <= kMaxPlannedRanks. A CUDA device is planned on CPU
 // streams of CUDA's shape. Allocates no memory for parameters, state or
 // activations, and computes nothing.
-MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps = 2,
+MemoryPlan plan_memory(const TrainerConfig& config, int world_size, int steps = kPlanSteps,
                        std::size_t data_bytes = 0);
 
 // One candidate of plan_fitting: what it changes and its plan's largest rank.

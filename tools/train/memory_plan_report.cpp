@@ -97,7 +97,8 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
   // Planned before anything is printed: a plan that fails prints its error alone.
   const std::size_t data = data_memory_bytes(o, config);
-  const model_zoo::MemoryPlan plan = model_zoo::plan_memory(config, world, 2, data);
+  const model_zoo::MemoryPlan plan =
+      model_zoo::plan_memory(config, world, model_zoo::kPlanSteps, data);
   std::fprintf(out,
                "zrt-train --plan: %s %s, %d rank(s), --strategy %s, --dtype %s, batch %lld%s, %d "
                "micro-batch(es), "
@@ -114,10 +115,11 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
                o.trainer.engine.zero.offload_optimizer.str().c_str(),
                o.device == "cpu" ? "" : " (a CUDA run, planned on CPU streams of its shape)");
   std::fprintf(out,
-               "two dry steps per rank: every allocation of the run, no memory behind it, nothing "
+               "%d dry steps per rank: every allocation of the run, no memory behind it, nothing "
                "computed; device columns at the largest step's peak, host columns: host memory "
                "outside the device's allocator, at its peak from construction on (with the data "
-               "set and --init-from's read buffers then held). MiB:\n");
+               "set and --init-from's read buffers then held). MiB:\n",
+               model_zoo::kPlanSteps);
   print_table(plan, out);
   // Note [Host memory in the plan]
   if (o.device == "cpu")
