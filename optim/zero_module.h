@@ -138,6 +138,10 @@ CpuStreams default_cpu_streams();
 // cap, as pinned host memory does on CUDA. The memory plan's dry runs are
 // never capped (they report what a run needs); plan_fitting compares their
 // reserved peak, the quantity the cap limits, with the budget.
+// zrt-train's --memory-limit on the cpu defaults --cpu-streams to none:
+// work queued on CPU streams holds its tensors until it runs, so a run
+// whose host is ahead of its streams holds more than the plan (up to about
+// twice its peak under all) and could fail under a limit the plan fits.
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   // hybrid / layer-zero group size (0: the world); other strategies take 0

@@ -168,6 +168,11 @@ expect_error "a model that cannot fit in memory" "cannot fit in memory: 15463432
 expect_error "a model that cannot fit even with its optimizer state on disk" \
   "cannot fit in memory: 154634321920 parameters need at least 1\.1 TiB .*fp32 weights and gradients of each" \
   --n-embd 16384 --n-head 16 --n-layer 48 --offload-optimizer "disk:$dir"
+# A replicated strategy holds a whole copy of the state on every rank:
+# GPT-2 124M on 64 local ranks needs 2 GiB of it sharded, 120 GiB replicated.
+expect_error "no-shard state replicated on 64 ranks" \
+  "need at least 1[0-9][0-9]\.[0-9] GiB .*a copy sharded over 1 rank\(s\) by --strategy no-shard.*Use --strategy full" \
+  --preset gpt2-124m --ranks 64 --batch-size 64 --strategy no-shard --steps 1
 # Environment values are checked, never overflowed or silently taken.
 ZRT_COMM_TIMEOUT_S=1e10 expect_error "a collective timeout past the clock" "ZRT_COMM_TIMEOUT_S='1e10' is above" --ranks 2
 ZRT_COMM_TIMEOUT_S=-5 expect_error "a negative collective timeout" "ZRT_COMM_TIMEOUT_S='-5' is not a positive" --ranks 2

@@ -181,3 +181,40 @@ rows = [json.loads(l) for l in open(f"{d}/bf_limited.jsonl")]
 assert len(rows) == 3 and all(math.isfinite(r["loss"]) and r["mem_peak"] <= limit for r in rows), rows
 PY
 echo "ok   --fit $limit --fit-host 30MiB: only bf16 optimizer state fits; ${fitting[*]} trains within the limit"
+
+# Note [One data set per process]: four local ranks share one copy of a
+# 16 MB text file's tokens (64 MB), where each had loaded its own.
+"$python" - "$train" "$dir" <<'PY' || fail "one data set per process"
+import os, random, resource, subprocess, sys
+train, d = sys.argv[1], sys.argv[2]
+rng = random.Random()
+with open(f"{d}/data.txt", "wb") as f:
+    f.write(bytes(rng.randrange(32, 127) for _ in range(1 << 16)) * 256)  # 16 MiB
+def max_rss(ranks):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run([train, "--data", f"{d}/data.txt", "--steps", "1", "--ranks", str(ranks), "--threads", "1"],
+                   check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return after * 1024, before
+one, _ = max_rss(1)
+four, seen = max_rss(4)
+assert seen * 1024 <= one, "the runs' peaks must be told apart"
+tokens = (16 << 20) * 4
+assert four < one + tokens // 2, f"4 ranks {four >> 20} MiB against 1 rank {one >> 20} MiB: more than one copy of the data"
+print(f"ok   one data set per process: max RSS {one >> 20} MiB with 1 rank, {four >> 20} MiB with 4")
+PY
+
+# Note [Memory limit]: under --memory-limit on the cpu the default streams
+# are none, so the settings --fit lists train under the limit with the
+# default flags (with the comm streams, the second and third of them
+# ran out of memory; and the plan's 2 dry steps missed a segment reserved at
+# the fifth).
+small=(--preset small --batch-size 4 --seq-len 64 --ranks 2 --threads 1)
+"$train" "${small[@]}" --plan --fit 12MiB --memory-limit 12MiB > "$dir/fit12.out" 2>&1 || fail "--fit 12MiB: $(cat "$dir/fit12.out")"
+grep -E "^ +[0-9.]+ +[0-9.]+ +--strategy" "$dir/fit12.out" | sed 's/^ *[0-9.]* *[0-9.]* *//; s|disk:DIR|disk:'"$dir"'|' > "$dir/fit12.txt"
+[ "$(wc -l < "$dir/fit12.txt")" -ge 4 ] || fail "--fit 12MiB lists too few settings: $(cat "$dir/fit12.out")"
+while read -r -a setting; do
+  "$train" "${small[@]}" "${setting[@]}" --memory-limit 12MiB --steps 8 > "$dir/fit12.run" 2>&1 ||
+    fail "${setting[*]} under --memory-limit 12MiB: $(tail -n1 "$dir/fit12.run")"
+done < <(sed -n '1,4p;$p' "$dir/fit12.txt")
+echo "ok   settings --fit 12MiB lists train under --memory-limit 12MiB with the default streams"

@@ -157,11 +157,13 @@ std::uint64_t available_memory() {
 // numbers (as the disk-space check does), instead of being killed without a
 // word. What is counted is a floor, never a guess that could refuse a run
 // that fits: per rank, the fp32 master weights and AdamW's m and v of its
-// share of the parameters (16 bytes each, sharded over the world: the fp32
-// master, its gradient shard, m and v; 12 with bf16 m and v,
+// share of the parameters (16 bytes each, sharded over the ranks that share
+// the optimizer state: the world, a hybrid zero3 group, or one rank for
+// no-shard; the fp32 master, its gradient shard, m and v; 12 with bf16 m and v,
 // --optimizer-state-dtype bf16; 8 when m and v are on disk,
 // --offload-optimizer disk:DIR), and the
-// largest unit gathered in fp32 with its fp32 gradient (8 bytes per element).
+// largest unit gathered in fp32 with its fp32 gradient (8 bytes per element);
+// and the data set, once per process (Note [One data set per process]).
 // Activations, buffers and the allocator's caching come on top.
 void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (o.device != "cpu") return;  // device memory is the allocator's to report
@@ -175,19 +177,33 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   const double moment_bytes =
       static_cast<double>(dtype_size(o.trainer.engine.zero.adamw.state_dtype));
   const double per_param = 8.0 + (moments_on_disk ? 0.0 : 2.0 * moment_bytes);
-  const double floor = static_cast<double>(here) *
-                       (per_param * static_cast<double>(params) / static_cast<double>(world) +
-                        8.0 * static_cast<double>(largest_unit));
+  // The ranks one copy of the optimizer state is sharded over.
+  std::uint64_t state_ranks = world;
+  const std::uint64_t zero3 = static_cast<std::uint64_t>(o.trainer.engine.zero.zero3_size);
+  if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::no_shard) state_ranks = 1;
+  if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::hybrid_shard && zero3 > 0)
+    state_ranks = zero3;
+  const double data = static_cast<double>(data_memory_bytes(o, trainer_config(o, 0)));
+  const double floor = static_cast<double>(here) * (per_param * static_cast<double>(params) /
+                                                        static_cast<double>(state_ranks) +
+                                                    8.0 * static_cast<double>(largest_unit)) +
+                       data;
   const std::uint64_t avail = available_memory();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ", params, " parameters need at least ",
             human_bytes(floor), " in this process (", here, " rank(s) of ", world,
             moments_on_disk ? ": fp32 weights and gradients of each rank's shard"
                             : ": fp32 weights, gradients and AdamW state of each rank's shard",
-            ", one unit gathered with its gradient; activations come on top), but ",
-            human_bytes(static_cast<double>(avail)),
-            " is available. Use more ranks (mpirun across machines), a smaller "
-            "model, ",
+            state_ranks == world ? ""
+                                 : " of a copy sharded over " + std::to_string(state_ranks) +
+                                       " rank(s) by --strategy " +
+                                       optim::strategy_name(o.trainer.engine.zero.strategy),
+            ", one unit gathered with its gradient",
+            data > 0 ? ", the data set's " + human_bytes(data) : std::string(),
+            "; activations come on top), but ", human_bytes(static_cast<double>(avail)),
+            " is available. Use ",
+            state_ranks < world ? "--strategy full (the state sharded over every rank), " : "",
+            "more ranks (mpirun across machines), a smaller model, ",
             moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ",
             "or --device cuda");
 }
@@ -515,7 +531,7 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
 
 // One rank's run: agree across ranks, set up, train, finish.
 void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int local_rank,
-         std::mutex& io) {
+         const model_zoo::Dataset* shared_data, std::mutex& io) {
   TrainerConfig config = trainer_config(o, local_rank);
   config.host_comm = host;  // a background save's agreements beside an NCCL world
   if (!o.trace.empty()) config.engine.zero.tracer = std::make_shared<Tracer>(world->rank());
@@ -528,7 +544,7 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
     if (lead && !o.checkpoint_dir.empty()) run_lock.emplace(o.checkpoint_dir);
   });
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir_shared(*world, o.checkpoint_dir);
-  model_zoo::Trainer trainer = make_trainer(world, o, config);
+  model_zoo::Trainer trainer = make_trainer(world, o, config, shared_data);
   const bool resumed = resume_if_asked(*world, trainer, o, io);
   ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,
                 " is below the step ", trainer.next_step(),
@@ -575,12 +591,15 @@ int main(int argc, char** argv) {
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
     train::check_free_space(train::planned_outputs(o, size));
+    // Note [One data set per process]: local ranks share one, read-only.
+    std::optional<model_zoo::Dataset> shared_data;
+    if (o.ranks > 0) shared_data = train::load_data(o, train::trainer_config(o, 0));
     train::run_ranks(
         o.ranks,
         [&](const CommPtr& world, int local_rank, const CommPtr& host) {
           train::forget_flight_record(o, world->rank());
           try {
-            train::run(world, host, o, local_rank, io);
+            train::run(world, host, o, local_rank, shared_data ? &*shared_data : nullptr, io);
           } catch (const CommError& e) {
             train::report_flight(*world, o, io);  // Note [Flight recorder]
             // A peer may be stopped or gone: finalising MPI would wait for it

@@ -484,7 +484,8 @@ void add_precision_flags(CLI::App& app, TrainOptions& o) {
          "--cpu-streams",
          [&zero](const std::string& v) { zero.cpu_streams = optim::parse_cpu_streams(v); },
          "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, "
-         "overlapping compute; the default, or ZRT_CPU_STREAMS), all (compute asynchronous too)")
+         "overlapping compute; the default, or ZRT_CPU_STREAMS; none with --memory-limit), all "
+         "(compute asynchronous too)")
       ->check(CLI::IsMember({"none", "comm", "all"}));
 }
 
@@ -572,6 +573,12 @@ void resolve_dependent_defaults(const CLI::App& app, TrainOptions& o) {
   if (!given(app, "--min-lr")) t.schedule.min_lr = t.schedule.max_lr / 10;
   if (!given(app, "--warmup")) t.schedule.warmup_steps = std::min(t.schedule.warmup_steps, t.steps);
   raise_block_size_to_seq_len(t);
+  // Note [Memory limit]: on the cpu, --cpu-streams none unless asked.
+  optim::ZeroModuleOptions& zero = t.engine.zero;
+  const char* env = std::getenv("ZRT_CPU_STREAMS");
+  if (o.device == "cpu" && zero.memory_limit > 0 && !zero.cpu_streams &&
+      (env == nullptr || *env == '\0'))
+    zero.cpu_streams = optim::CpuStreams::none;
 }
 
 // The model's rules (model_zoo::validate_model_config) in the flags' names:

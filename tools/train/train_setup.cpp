@@ -82,8 +82,9 @@ std::size_t data_memory_bytes(const TrainOptions& o, const TrainerConfig& c) {
   return o.data.empty() ? load_data(o, c).nbytes() : model_zoo::data_file_memory_bytes(o.data);
 }
 
-model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, TrainerConfig config) {
-  Dataset data = load_data(o, config);
+model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o, TrainerConfig config,
+                                const Dataset* shared) {
+  Dataset data = shared ? *shared : load_data(o, config);
   return model_zoo::Trainer(world, std::move(config), std::move(data));
 }
 

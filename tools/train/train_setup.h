@@ -46,11 +46,22 @@ model_zoo::Dataset load_data(const TrainOptions& o, const model_zoo::TrainerConf
 // and header alone (Note [Host memory in the plan]).
 std::size_t data_memory_bytes(const TrainOptions& o, const model_zoo::TrainerConfig& c);
 
+// Note [One data set per process]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The ranks of one process (--ranks N) share one data set, loaded once
+// before they start: a Trainer only reads its tokens or rows, so N copies
+// (4 bytes a token each) were N times the host memory and the loading time
+// for nothing. Ranks of an mpirun or srun launch are processes, each with
+// its own. The memory plan still shows the data set in every rank's host
+// column, as a rank of a launch holds it.
+//
 // The trainer of one rank: config (from trainer_config, possibly with more
-// set), --data or the embedded dataset, the --init-from weights or the
+// set), `shared` (the data set the ranks of this process share, read-only)
+// or else --data or the embedded dataset, the --init-from weights or the
 // model's seeded init. Collective over `world`.
 model_zoo::Trainer make_trainer(const CommPtr& world, const TrainOptions& o,
-                                model_zoo::TrainerConfig config);
+                                model_zoo::TrainerConfig config,
+                                const model_zoo::Dataset* shared = nullptr);
 
 // Runs fn(world, local_rank, host) on every rank of this process: `local_ranks`
 // ranks as threads (the local backend) when positive, else the launch world
