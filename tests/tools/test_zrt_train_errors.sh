@@ -60,6 +60,7 @@ expect_error "on-inconsistency without a check" "--on-inconsistency is read by -
 expect_error "fit without plan" "--fit 1GiB is read by --plan only" --fit 1GiB
 expect_error "fit-host without fit" "--fit-host 1GiB is read by --plan --fit only" --plan --fit-host 1GiB
 expect_error "a bad fit" "--fit: .abc. is not a byte count" --plan --fit abc
+expect_usage "a hexadecimal memory limit" "--memory-limit: .0x100. is not a byte count" --memory-limit 0x100
 expect_error "a bad fit-host" "--fit-host: '12parsecs': unknown unit 'parsecs'" --plan --fit 1GiB --fit-host 12parsecs
 expect_error "init file with missing keys" "h\.1\..*missing|missing.*h\.1\." --init-from "$dir/shallow.safetensors"
 expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safetensors"

@@ -69,6 +69,9 @@ std::size_t parse_byte_count(const std::string& text) {
   } catch (const std::exception&) {
     ZRT_THROW(InvalidArgument, "'", text, "' is not a byte count (e.g. 24GiB, 80GB, 2.5e10)");
   }
+  // Decimal only: stod would take 0x100 as 256.
+  ZRT_CHECK_ARG(text.substr(0, used).find_first_not_of("0123456789.eE+-") == std::string::npos, "'",
+                text, "' is not a byte count (e.g. 24GiB, 80GB, 2.5e10)");
   std::string unit = text.substr(used);
   unit.erase(0, unit.find_first_not_of(' '));
   const std::vector<std::pair<std::string, double>> units = {{"", 1},
@@ -85,7 +88,7 @@ std::size_t parse_byte_count(const std::string& text) {
     if (unit != name) continue;
     const double bytes = value * scale;
     ZRT_CHECK_ARG(std::isfinite(bytes) && bytes >= 1 && bytes < 1e18, "'", text,
-                  "' is not a usable memory size (1 byte to 1 EB)");
+                  "' is not a usable memory size (1 byte up to 1e18 bytes)");
     return static_cast<std::size_t>(bytes);
   }
   ZRT_THROW(InvalidArgument, "'", text, "': unknown unit '", unit,
