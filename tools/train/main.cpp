@@ -590,6 +590,7 @@ int main(int argc, char** argv) {
     tools::install_stop_handlers(train::on_stop_signal);
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
+    train::check_plan_fits_memory_limit(o);
     train::check_free_space(train::planned_outputs(o, size));
     // Note [One data set per process]: local ranks share one, read-only.
     std::optional<model_zoo::Dataset> shared_data;

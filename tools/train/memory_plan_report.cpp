@@ -124,6 +124,12 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
                "set and --init-from's read buffers then held). MiB:\n",
                model_zoo::kPlanSteps);
   print_table(plan, out);
+  if (const std::size_t limit = o.trainer.engine.zero.memory_limit;
+      limit > 0 && plan.largest().reserved_peak > limit)
+    std::fprintf(out,
+                 "the largest rank reserves %s MiB, above --memory-limit %s MiB: this run does not "
+                 "fit (--fit BYTES lists what does)\n",
+                 mib(plan.largest().reserved_peak).c_str(), mib(limit).c_str());
   // Note [Host memory in the plan]
   if (o.device == "cpu")
     std::fprintf(
@@ -161,6 +167,21 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   if (fits.empty())
     std::fprintf(out, "  none: use more ranks, a smaller batch or model, or more memory\n");
   return !fits.empty();
+}
+
+void check_plan_fits_memory_limit(const TrainOptions& o) {
+  const std::size_t limit = o.trainer.engine.zero.memory_limit;
+  const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
+  if (limit == 0 || world > model_zoo::kMaxPlannedRanks) return;
+  const model_zoo::TrainerConfig config = trainer_config(o, 0);
+  const model_zoo::MemoryPlan plan =
+      model_zoo::plan_memory(config, world, model_zoo::kPlanSteps, data_memory_bytes(o, config));
+  const std::size_t reserved = plan.largest().reserved_peak;
+  ZRT_CHECK_AS(ResourceError, reserved <= limit, "this run does not fit in --memory-limit ",
+               human_bytes(static_cast<double>(limit)), ": its plan reserves ",
+               human_bytes(static_cast<double>(reserved)), " on rank ", plan.largest().rank,
+               " (the same flags with --plan --fit ", human_bytes(static_cast<double>(limit)),
+               " list the strategies, recomputation and optimizer offload that fit)");
 }
 
 }  // namespace zrt::train
