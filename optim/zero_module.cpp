@@ -124,15 +124,17 @@ const char* cpu_streams_name(CpuStreams s) {
   return "?";
 }
 
-CpuStreams default_cpu_streams() {
+std::optional<CpuStreams> env_cpu_streams() {
   const char* env = std::getenv("ZRT_CPU_STREAMS");
-  if (env == nullptr || *env == '\0') return CpuStreams::comm;
+  if (env == nullptr || *env == '\0') return std::nullopt;
   try {
     return parse_cpu_streams(env);
   } catch (const InvalidArgument&) {
     ZRT_THROW(InvalidArgument, "ZRT_CPU_STREAMS='", env, "' is not one of none, comm, all");
   }
 }
+
+CpuStreams default_cpu_streams() { return env_cpu_streams().value_or(CpuStreams::comm); }
 
 CpuStreams parse_cpu_streams(const std::string& s) {
   for (CpuStreams c : {CpuStreams::none, CpuStreams::comm, CpuStreams::all})

@@ -124,6 +124,8 @@ const char* cpu_streams_name(CpuStreams s);
 CpuStreams parse_cpu_streams(const std::string& s);  // InvalidArgument naming the choices
 // ZRT_CPU_STREAMS when set (InvalidArgument unless none, comm or all), else comm.
 CpuStreams default_cpu_streams();
+// ZRT_CPU_STREAMS, when set (InvalidArgument naming it when not a choice).
+std::optional<CpuStreams> env_cpu_streams();
 
 // Note [Memory limit]
 // ~~~~~~~~~~~~~~~~~~~
@@ -138,10 +140,10 @@ CpuStreams default_cpu_streams();
 // cap, as pinned host memory does on CUDA. The memory plan's dry runs are
 // never capped (they report what a run needs); plan_fitting compares their
 // reserved peak, the quantity the cap limits, with the budget.
-// zrt-train's --memory-limit on the cpu defaults --cpu-streams to none:
+// On the cpu a run holds what its plan says only with CpuStreams::none:
 // work queued on CPU streams holds its tensors until it runs, so a run
-// whose host is ahead of its streams holds more than the plan (up to about
-// twice its peak under all) and could fail under a limit the plan fits.
+// whose host is ahead of its streams holds more (up to about twice the
+// plan's peak under all).
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   // hybrid / layer-zero group size (0: the world); other strategies take 0

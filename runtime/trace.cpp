@@ -135,20 +135,6 @@ std::string Tracer::event_line(const Event& e) const {
   return j.dump();
 }
 
-std::string Tracer::json() const {
-  std::string events;
-  auto append = [&](const std::string& line) {
-    events += events.empty() ? "" : ",";
-    events += line;
-  };
-  for (const std::string& line : metadata_lines()) append(line);
-  {
-    std::lock_guard lock(mu_);
-    for (const Event& e : events_) append(event_line(e));
-  }
-  return R"({"traceEvents":[)" + events + R"(],"displayTimeUnit":"ms"})" + "\n";
-}
-
 std::vector<std::string> Tracer::take_event_lines() {
   std::vector<Event> taken;
   bool first = false;

@@ -69,9 +69,6 @@ class Tracer {
   };
   Overlap overlap(const std::string& category, const std::string& with_category,
                   double since_us = 0) const;
-  // The JSON object {"traceEvents": [...]} (chrome://tracing, Perfetto) of
-  // the events held.
-  std::string json() const;
   // The events recorded since the last call, one JSON object each (the
   // first call leads with the metadata naming the rank and its tracks), no
   // longer held: a long run streams its trace instead of keeping it.

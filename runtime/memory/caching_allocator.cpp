@@ -65,7 +65,7 @@ struct BestFitOrder {
 constexpr unsigned char kPoisonByte = 0xFF;
 
 struct PendingEvent {
-  std::unique_ptr<StreamEvent> event;
+  std::shared_ptr<StreamEvent> event;  // shared: waited on outside the lock
   Block* block;
 };
 
@@ -157,13 +157,14 @@ struct CachingAllocator::State {
     if (--b->pending_events == 0) release_block(b, poison);
   }
 
-  // Frees the held blocks whose events have all completed.
-  void process_events() {
+  // Frees the held blocks whose events have all completed; `poison` as for
+  // release_block (a flush releases without poisoning).
+  void process_events(bool poison) {
     for (auto it = pending.begin(); it != pending.end();) {
       if (it->event->query()) {
         Block* b = it->block;
         it = pending.erase(it);
-        event_done(b, this->poison);
+        event_done(b, poison);
       } else {
         ++it;
       }
@@ -176,26 +177,25 @@ struct CachingAllocator::State {
   // with the lock released while it waits: a CPU stream reaches an event
   // only by running the work queued before it, and that work frees tensors
   // (deallocate takes the lock), so waiting under the lock would wait for
-  // ever (an allocation over the cap under --cpu-streams all did). `lock`
-  // is held on entry and on return; blocks freed meanwhile by other threads
-  // wait for the next call.
+  // ever (an allocation over the cap under --cpu-streams all did). The held
+  // blocks stay in `pending` meanwhile (the events are shared, and waited
+  // on as copies), so another thread's out-of-memory retry waits for them
+  // too instead of finding nothing to flush. `lock` is held on entry and on
+  // return.
   void synchronize_events(std::unique_lock<std::mutex>& lock) {
-    std::deque<PendingEvent> waiting;
-    waiting.swap(pending);
+    std::vector<std::shared_ptr<StreamEvent>> events;
+    events.reserve(pending.size());
+    for (const PendingEvent& p : pending) events.push_back(p.event);
     lock.unlock();
     std::exception_ptr failure;
     try {
-      for (PendingEvent& p : waiting) p.event->synchronize();
+      for (const auto& e : events) e->synchronize();
     } catch (...) {
       failure = std::current_exception();
     }
     lock.lock();
-    if (failure) {  // the blocks stay held: nothing says their streams are done
-      for (PendingEvent& p : waiting) pending.push_back(std::move(p));
-      std::rethrow_exception(failure);
-    }
-    for (PendingEvent& p : waiting)
-      event_done(p.block, false);  // flushing: the segment may go back to the source
+    if (failure) std::rethrow_exception(failure);
+    process_events(false);  // flushing: the segments may go back to the source
   }
 
   // --- raw memory ---------------------------------------------------------
@@ -304,7 +304,7 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
                 " requested on a stream of ", stream.device().str());
   State& s = *state_;
   std::unique_lock lock(s.mu);
-  s.process_events();
+  s.process_events(s.poison);
 
   const std::size_t size = block_size_for(nbytes);
   const bool small = is_small(size);

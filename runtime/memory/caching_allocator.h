@@ -12,8 +12,10 @@
 // the oldest segment, never by address, so the same requests give the same
 // blocks over any raw source), splitting off the rest when worth it; a freed block
 // merges with free neighbours of its segment. When the raw source fails or the
-// memory cap would be exceeded, the cache is flushed (empty_cache) and the
-// raw allocation retried once before OutOfMemory is thrown.
+// memory cap would be exceeded, the cache is flushed (held blocks' events
+// waited for with the lock released, Note [No lock held while waiting];
+// whole free segments returned), a free block looked for again and the raw
+// allocation retried once before OutOfMemory is thrown.
 //
 // Note [Explicit cross-stream lifetimes]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -223,6 +223,14 @@ if grep -q "save /dev/stdout is a FIFO" <<<"$out" && ! grep -q "^step" <<<"$out"
 else echo "FAIL --save onto a pipe: $out"; failures=$((failures + 1)); fi
 expect_error "--trace to a stream from several ranks" "--trace /dev/stderr is a stream, but each of several ranks" \
   --ranks 2 --trace /dev/stderr
+# /dev/shm is a directory of files like any other.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  shm=/dev/shm/zrt-test-trace-$$
+  if "$train" --steps 1 --ranks 2 --trace "$shm.json" > /dev/null 2>&1 && [ -s "$shm.rank-1.json" ]; then
+    echo "ok   --trace under /dev/shm from several ranks"
+  else echo "FAIL --trace under /dev/shm from several ranks"; failures=$((failures + 1)); fi
+  rm -f "$shm.rank-0.json" "$shm.rank-1.json"
+fi
 # /dev/stdout redirected to a file is a regular file, yet T.rank-R would be made in /dev.
 out=$("$train" --steps 1 --ranks 2 --trace /dev/stdout 2>&1 > "$dir/stdout.txt")
 if [ $? -eq 2 ] && grep -q -- "--trace /dev/stdout is a stream, but each of several ranks" <<<"$out"; then

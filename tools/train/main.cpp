@@ -16,6 +16,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
@@ -107,13 +109,18 @@ struct ModelSize {
 ModelSize model_size(const TrainOptions& o) {
   ModelSize size;
   const auto model = model_zoo::make_model(trainer_config(o, 0).model);
+  // Sums that saturate: an absurd model (dimensions near 2^31) has more
+  // elements than 64 bits count, and must read as too large, not wrap.
+  auto add = [](std::uint64_t a, std::uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+  };
   for (const model_zoo::UnitDef& u : model->units()) {
     std::uint64_t n = 0;
     for (const model_zoo::ParamDef& p : u.params) {
-      n += static_cast<std::uint64_t>(shape_numel(p.shape));
+      n = add(n, static_cast<std::uint64_t>(shape_numel(p.shape)));
       size.header += p.fqn().size() + 64;
     }
-    size.params += n;
+    size.params = add(size.params, n);
     size.largest_unit = std::max(size.largest_unit, n);
   }
   return size;
@@ -190,8 +197,10 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
                        data;
   const std::uint64_t avail = available_memory();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
-  ZRT_THROW(ResourceError, "the model cannot fit in memory: ", params, " parameters need at least ",
-            human_bytes(floor), " in this process (", here, " rank(s) of ", world,
+  ZRT_THROW(ResourceError, "the model cannot fit in memory: ",
+            params == UINT64_MAX ? std::string("more than 2^64") : std::to_string(params),
+            " parameters need at least ", human_bytes(floor), " in this process (", here,
+            " rank(s) of ", world,
             moments_on_disk ? ": fp32 weights and gradients of each rank's shard"
                             : ": fp32 weights, gradients and AdamW state of each rank's shard",
             state_ranks == world ? ""
@@ -244,9 +253,7 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
   if (!o.resume) return false;
   const bool lead = world.rank() == 0;
   const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
-  const bool fresh =
-      o.resume_from.empty() && !std::filesystem::exists(std::filesystem::path(path) / "latest");
-  if (fresh) {
+  if (!resumes_a_checkpoint(o)) {
     if (lead)
       std::printf("zrt-train: no checkpoint under %s yet: starting at step 0\n", path.c_str());
     return false;
@@ -256,14 +263,17 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
     saved = trainer.resume(path);
   } catch (const CheckpointError& e) {
     // A model of other dimensions fails on a parameter's shape: say which
-    // flags made it so (--seq-len raises --block-size, say).
+    // of the model's flags made it so (--seq-len raises --block-size, say).
+    static const std::set<std::string> kModelFlags = {"--model",      "--preset",  "--n-layer",
+                                                      "--n-head",     "--n-embd",  "--vocab-size",
+                                                      "--block-size", "--seq-len", "--hidden"};
     std::string flags;
-    try {
-      for (const auto& f :
-           train::differing_run_flags(optim::CheckpointReader(path).index().run_json, o))
-        if (f != "--steps") flags += " " + f;
-    } catch (const std::exception&) {  // the checkpoint's own error says it all
-    }
+    if (std::string_view(e.what()).find(" was saved as ") != std::string_view::npos) try {
+        for (const auto& f :
+             train::differing_run_flags(optim::CheckpointReader(path).index().run_json, o))
+          if (kModelFlags.count(f)) flags += " " + f;
+      } catch (const std::exception&) {  // the checkpoint's own error says it all
+      }
     if (flags.empty()) throw;
     ZRT_THROW(CheckpointError, e.what(), " (these flags differ from the checkpoint's run:", flags,
               ")");
@@ -480,6 +490,7 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
       for (const std::string& f : r.stats.inconsistencies)
         std::fprintf(stderr, "zrt-train: warning: step %lld: %s\n", static_cast<long long>(r.step),
                      f.c_str());
+    trace.flush();             // before its metrics line: a step with a line has its trace on disk
     std::string report_error;  // the lead's metrics write may fail: every rank must learn of it
     if (lead) {
       try {
@@ -491,7 +502,6 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     const StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed)
       ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics");
-    trace.flush();
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     // A stop asked for during the last step comes too late to stop anything:
     // the run has finished and writes --save.

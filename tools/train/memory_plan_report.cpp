@@ -1,5 +1,6 @@
 #include "tools/train/memory_plan_report.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -64,15 +65,16 @@ void print_table(const model_zoo::MemoryPlan& plan, std::FILE* out) {
 std::size_t parse_byte_count(const std::string& text) {
   std::size_t used = 0;
   double value = 0;
+  const std::string number = text.substr(std::min(text.size(), text.find_first_not_of(' ')));
   try {
-    value = std::stod(text, &used);
+    value = std::stod(number, &used);
   } catch (const std::exception&) {
     ZRT_THROW(InvalidArgument, "'", text, "' is not a byte count (e.g. 24GiB, 80GB, 2.5e10)");
   }
   // Decimal only: stod would take 0x100 as 256.
-  ZRT_CHECK_ARG(text.substr(0, used).find_first_not_of("0123456789.eE+-") == std::string::npos, "'",
-                text, "' is not a byte count (e.g. 24GiB, 80GB, 2.5e10)");
-  std::string unit = text.substr(used);
+  ZRT_CHECK_ARG(number.substr(0, used).find_first_not_of("0123456789.eE+-") == std::string::npos,
+                "'", text, "' is not a byte count (e.g. 24GiB, 80GB, 2.5e10)");
+  std::string unit = number.substr(used);
   unit.erase(0, unit.find_first_not_of(' '));
   const std::vector<std::pair<std::string, double>> units = {{"", 1},
                                                              {"B", 1},
@@ -177,10 +179,13 @@ void check_plan_fits_memory_limit(const TrainOptions& o) {
   const model_zoo::MemoryPlan plan =
       model_zoo::plan_memory(config, world, model_zoo::kPlanSteps, data_memory_bytes(o, config));
   const std::size_t reserved = plan.largest().reserved_peak;
+  // The budget spelt as it can be pasted: whole MiB, else bytes.
+  const std::string budget =
+      limit % (1 << 20) == 0 ? std::to_string(limit >> 20) + "MiB" : std::to_string(limit);
   ZRT_CHECK_AS(ResourceError, reserved <= limit, "this run does not fit in --memory-limit ",
                human_bytes(static_cast<double>(limit)), ": its plan reserves ",
                human_bytes(static_cast<double>(reserved)), " on rank ", plan.largest().rank,
-               " (the same flags with --plan --fit ", human_bytes(static_cast<double>(limit)),
+               " (the same flags with --plan --fit ", budget,
                " list the strategies, recomputation and optimizer offload that fit)");
 }
 

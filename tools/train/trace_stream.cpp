@@ -32,9 +32,11 @@ void TraceStream::flush() {
 }
 
 void TraceStream::append() {
+  // Taken even after a failed write, so the tracer never holds more than a step.
+  const std::vector<std::string> lines = tracer_->take_event_lines();
   if (!error_.empty()) return;
   errno = 0;
-  for (const std::string& line : tracer_->take_event_lines()) {
+  for (const std::string& line : lines) {
     out_ << (first_ ? "[" : ",") << line << '\n';
     first_ = false;
   }

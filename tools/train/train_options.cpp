@@ -334,15 +334,17 @@ void check_outputs(const TrainOptions& o) {
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
-  // Several ranks write T.rank-R: beside a stream, names in /dev. So does
-  // /dev/stdout redirected to a file, a regular file by then.
-  const std::string spelt =
-      o.trace.empty() ? "" : fs::absolute(o.trace).lexically_normal().string();
-  const bool device_name = spelt.rfind("/dev/", 0) == 0 || spelt.rfind("/proc/", 0) == 0;
-  ZRT_CHECK_ARG(o.trace.empty() || world == 1 || (!names_a_stream(o.trace) && !device_name),
+  // Several ranks write T.rank-R.json beside T: beside a stream, names in
+  // /dev. So does /dev/stdout redirected to a file, a regular file by then
+  // (/dev/shm, a directory of files, is fine).
+  const fs::path rank_dir =
+      o.trace.empty() ? fs::path() : fs::absolute(o.trace).lexically_normal().parent_path();
+  const bool device_dir =
+      rank_dir == "/dev" || rank_dir == "/dev/fd" || rank_dir.string().rfind("/proc/", 0) == 0;
+  ZRT_CHECK_ARG(o.trace.empty() || world == 1 || (!names_a_stream(o.trace) && !device_dir),
                 "--trace ", o.trace,
-                " is a stream, but each of several ranks writes a trace of its own (", o.trace,
-                ".rank-R); name a file");
+                " is a stream, but each of several ranks writes a trace of its own (",
+                trace_path(o.trace, 0, world), " for rank 0); name a file");
   // Two outputs on one file: one would overwrite the other. The ranks'
   // traces differ by name but may be one file through a link.
   // Each resolved once (one per rank's trace: a world of many ranks).
@@ -573,11 +575,12 @@ void resolve_dependent_defaults(const CLI::App& app, TrainOptions& o) {
   if (!given(app, "--min-lr")) t.schedule.min_lr = t.schedule.max_lr / 10;
   if (!given(app, "--warmup")) t.schedule.warmup_steps = std::min(t.schedule.warmup_steps, t.steps);
   raise_block_size_to_seq_len(t);
-  // Note [Memory limit]: on the cpu, --cpu-streams none unless asked.
+  // A CPU rank emulating a GPU of --memory-limit holds what its plan says
+  // only with --cpu-streams none (Note [Memory limit]), so a limit on the
+  // cpu makes none the default; --cpu-streams or ZRT_CPU_STREAMS still win
+  // (the plan's own check before training refuses what cannot fit).
   optim::ZeroModuleOptions& zero = t.engine.zero;
-  const char* env = std::getenv("ZRT_CPU_STREAMS");
-  if (o.device == "cpu" && zero.memory_limit > 0 && !zero.cpu_streams &&
-      (env == nullptr || *env == '\0'))
+  if (o.device == "cpu" && zero.memory_limit > 0 && !zero.cpu_streams && !optim::env_cpu_streams())
     zero.cpu_streams = optim::CpuStreams::none;
 }
 
@@ -850,18 +853,20 @@ std::string rank_agreement_json(const TrainOptions& o) {
     } catch (const CheckpointError&) {
       resumed_index = "";  // a fresh start; every rank must start fresh
     }
-  j.update({{"--data (contents)", data_identity(o.data)},
-            {"--init-from (contents)",
-             o.trainer.init_from.empty() ? "none" : data_identity(o.trainer.init_from)},
-            {"--resume (checkpoint index)",
-             resumed_index.empty() ? "none" : data_identity(resumed_index)},
-            {"--offload-optimizer (kind)",
-             o.trainer.engine.zero.offload_optimizer.str().substr(
-                 0, o.trainer.engine.zero.offload_optimizer.str().find(':'))},
-            {"--save (given)", !o.save.empty()},
-            {"--metrics (given)", !o.metrics.empty()},  // rank 0 writes it
-            {"--checkpoint-dir (given)", !o.checkpoint_dir.empty()},
-            {"--resume (given)", o.resume}});
+  j.update(
+      {{"--data (contents)", data_identity(o.data)},
+       {"--init-from (contents)", o.trainer.init_from.empty() ? "none"
+                                  : resumes_a_checkpoint(o)   ? "not read (a checkpoint is resumed)"
+                                                              : data_identity(o.trainer.init_from)},
+       {"--resume (checkpoint index)",
+        resumed_index.empty() ? "none" : data_identity(resumed_index)},
+       {"--offload-optimizer (kind)",
+        o.trainer.engine.zero.offload_optimizer.str().substr(
+            0, o.trainer.engine.zero.offload_optimizer.str().find(':'))},
+       {"--save (given)", !o.save.empty()},
+       {"--metrics (given)", !o.metrics.empty()},  // rank 0 writes it
+       {"--checkpoint-dir (given)", !o.checkpoint_dir.empty()},
+       {"--resume (given)", o.resume}});
   return j.dump();
 }
 

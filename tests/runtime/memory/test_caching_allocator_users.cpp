@@ -128,9 +128,10 @@ BOOST_AUTO_TEST_CASE(a_retry_over_the_cap_waits_without_the_lock) {
     void* kept[2] = {a->allocate(MiB, Stream{}), a->allocate(MiB, Stream{})};
     BOOST_TEST(a->stats().reserved == 4 * MiB);
     // The stream's queued work frees a block (as its kernels free tensors)
-    // before it reaches the use of `held` the allocator waits for.
+    // before it reaches the use of `held` the allocator waits for, once the
+    // allocation below is waiting (stats() takes the lock too).
     run_on_cpu_stream(side, "free a block", [&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      while (a->stats().num_oom_retries == 0) std::this_thread::yield();
       a->deallocate(freed_by_the_stream);
     });
     a->record_use(held, side);
