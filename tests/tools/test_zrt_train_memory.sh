@@ -86,6 +86,12 @@ mkdir "$dir/scratch"
 "$train" --ranks 2 --threads 1 --n-layer 4 --batch-size 16 --steps 3 --offload-optimizer host \
   --metrics "$dir/host.jsonl" > "$dir/host.out" 2>&1 || fail "--offload-optimizer host: $(cat "$dir/host.out")"
 grep -q "saves no memory on --device cpu" "$dir/host.out" || fail "host on cpu says nothing: $(cat "$dir/host.out")"
+# --offload-grads acts between micro-batches: alone in a step it says so.
+out=$("$train" --plan --offload-grads 2>&1) || fail "--plan --offload-grads: $out"
+grep -q "with --micro-batches 1 there are none to keep" <<<"$out" || fail "--offload-grads on 1 micro-batch says nothing: $out"
+out=$("$train" --plan --offload-grads --micro-batches 2 2>&1) || fail "--plan --offload-grads --micro-batches 2: $out"
+grep -q "none to keep" <<<"$out" && fail "--offload-grads on 2 micro-batches: $out"
+echo "ok   --offload-grads on one micro-batch says it changes nothing"
 "$python" - "$dir" <<'PY' || fail "offload metrics"
 import json, sys
 none, disk, host = ([json.loads(l) for l in open(f"{sys.argv[1]}/{m}.jsonl")] for m in ("none", "disk", "host"))

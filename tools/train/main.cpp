@@ -35,7 +35,6 @@
 #include "zrt/optim/optim_error.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/mpi_comm.h"
-#include "zrt/runtime/io/output_path.h"
 
 namespace zrt::train {
 namespace {
