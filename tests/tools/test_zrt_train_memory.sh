@@ -92,6 +92,13 @@ grep -q "with --micro-batches 1 there are none to keep" <<<"$out" || fail "--off
 out=$("$train" --plan --offload-grads --micro-batches 2 2>&1) || fail "--plan --offload-grads --micro-batches 2: $out"
 grep -q "none to keep" <<<"$out" && fail "--offload-grads on 2 micro-batches: $out"
 echo "ok   --offload-grads on one micro-batch says it changes nothing"
+# The plan's header names every setting that moves memory.
+out=$("$train" --plan --optimizer-state-dtype bf16 --offload-grads --micro-batches 2 --gather-dtype int8 \
+  --reduce-dtype bf16 --memory-limit 1GiB 2>&1) || fail "--plan with memory settings: $out"
+for want in "--optimizer-state-dtype bf16" "--offload-grads" "--gather-dtype int8" "--reduce-dtype bf16" "--memory-limit 1024.0MiB"; do
+  head -1 <<<"$out" | grep -q -- "$want" || fail "the plan's header lacks $want: $(head -1 <<<"$out")"
+done
+echo "ok   the plan's header names the memory settings"
 "$python" - "$dir" <<'PY' || fail "offload metrics"
 import json, sys
 none, disk, host = ([json.loads(l) for l in open(f"{sys.argv[1]}/{m}.jsonl")] for m in ("none", "disk", "host"))

@@ -97,6 +97,31 @@ std::size_t parse_byte_count(const std::string& text) {
             "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
 }
 
+namespace {
+// The flag of `value` in a choice's table of (flag value, value).
+template <typename T>
+std::string flag_value(const std::vector<std::pair<std::string, T>>& table, T value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+// The settings that move memory, beyond the header's fixed ones, where they
+// differ from their defaults: ", --flag value" each.
+std::string memory_settings(const TrainOptions& o) {
+  const optim::ZeroModuleOptions& z = o.trainer.engine.zero;
+  std::string out;
+  if (z.adamw.state_dtype != DType::f32) out += ", --optimizer-state-dtype bf16";
+  if (z.grad_reduce.offload) out += ", --offload-grads";
+  if (z.gather.dtype != optim::GatherDType::compute)
+    out += ", --gather-dtype " + flag_value(gather_dtype_flags(), z.gather.dtype);
+  if (z.grad_reduce.dtype != optim::ReduceDType::f32)
+    out += ", --reduce-dtype " + flag_value(reduce_dtype_flags(), z.grad_reduce.dtype);
+  if (z.memory_limit > 0) out += ", --memory-limit " + mib(z.memory_limit) + "MiB";
+  return out;
+}
+}  // namespace
+
 bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
@@ -107,7 +132,7 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   std::fprintf(out,
                "zrt-train --plan: %s %s, %d rank(s), --strategy %s, --dtype %s, batch %lld%s, %d "
                "micro-batch(es), "
-               "--prefetch %d, --activation-checkpointing %s, --offload-optimizer %s%s\n",
+               "--prefetch %d, --activation-checkpointing %s, --offload-optimizer %s%s%s\n",
                o.trainer.model.kind.c_str(), o.trainer.model.preset.c_str(), world,
                optim::strategy_name(o.trainer.engine.zero.strategy),
                dtype_flag(o.trainer.engine.zero.dtype),
@@ -117,7 +142,7 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
                    : "",
                o.trainer.micro_batches, o.trainer.engine.prefetch,
                o.trainer.engine.checkpointing.str().c_str(),
-               o.trainer.engine.zero.offload_optimizer.str().c_str(),
+               o.trainer.engine.zero.offload_optimizer.str().c_str(), memory_settings(o).c_str(),
                o.device == "cpu" ? "" : " (a CUDA run, planned on CPU streams of its shape)");
   std::fprintf(out,
                "%d dry steps per rank: every allocation of the run, no memory behind it, nothing "
