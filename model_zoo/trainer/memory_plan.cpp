@@ -413,10 +413,12 @@ std::vector<FittingCandidate> plan_fitting(const TrainerConfig& config, int worl
             std::size_t host = 0;
             for (const RankMemoryPlan& r : plan.ranks) host = std::max(host, r.host_peak);
             if (largest.reserved_peak > budget_bytes || host > host_budget_bytes) continue;
-            std::string settings = std::string("--strategy ") + optim::strategy_name(strategy) +
-                                   " --prefetch " + std::to_string(prefetch) +
-                                   " --activation-checkpointing " + ckpt + " --offload-optimizer " +
-                                   (offload.starts_with("disk:") ? "disk:DIR" : offload);
+            std::string settings = std::string("--strategy ") + optim::strategy_name(strategy);
+            if (c.engine.zero.zero3_size > 0)
+              settings += " --zero3-size " + std::to_string(c.engine.zero.zero3_size);
+            settings += " --prefetch " + std::to_string(prefetch) + " --activation-checkpointing " +
+                        ckpt + " --offload-optimizer " +
+                        (offload.starts_with("disk:") ? "disk:DIR" : offload);
             if (state == DType::bf16) settings += " --optimizer-state-dtype bf16";
             fits.push_back({settings, c, largest, host});
           }

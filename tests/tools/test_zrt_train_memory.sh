@@ -95,7 +95,7 @@ echo "ok   --offload-grads on one micro-batch says it changes nothing"
 # The plan's header names every setting that moves memory.
 out=$("$train" --plan --optimizer-state-dtype bf16 --offload-grads --micro-batches 2 --gather-dtype int8 \
   --reduce-dtype bf16 --memory-limit 1GiB 2>&1) || fail "--plan with memory settings: $out"
-for want in "--optimizer-state-dtype bf16" "--offload-grads" "--gather-dtype int8" "--reduce-dtype bf16" "--memory-limit 1024.0MiB"; do
+for want in "--optimizer-state-dtype bf16" "--offload-grads" "--gather-dtype int8" "--reduce-dtype bf16" "--memory-limit 1024MiB"; do
   head -1 <<<"$out" | grep -q -- "$want" || fail "the plan's header lacks $want: $(head -1 <<<"$out")"
 done
 echo "ok   the plan's header names the memory settings"

@@ -22,6 +22,7 @@
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
 #include "tools/common/stop_signals.h"
+#include "tools/train/divergence_watch.h"
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
@@ -422,16 +423,6 @@ class StepReporter {
   double elapsed_ = 0;
 };
 
-// Note [A diverged run fails]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// --max-skipped-steps stops a run whose gradients stay non-finite, but only
-// after that many skips in a row: a short fp16 run at a wild --lr can skip
-// most of its steps, end on NaN losses and look like a success. So a run
-// that completes is also judged by how it ended: a non-finite final loss,
-// or its last K steps all skipped (K = min(50, a fifth of --steps); none
-// for a run under 5 steps, whose first fp16 steps may skip while the loss
-// scale settles), ends it with an error and exit status 1 before the final
-// save (the periodic checkpoints before it stay).
 // What a diverged run's message advises: bf16 only where fp16 overflowed;
 // and what of the run is not written.
 std::string divergence_advice(const TrainOptions& o) {
@@ -439,34 +430,6 @@ std::string divergence_advice(const TrainOptions& o) {
          (o.trainer.engine.zero.dtype == DType::f16 ? " or use --dtype bf16" : "") +
          (o.save.empty() ? "" : "; --save " + o.save + " was not written");
 }
-
-class DivergenceWatch {
- public:
-  DivergenceWatch(std::int64_t steps, std::string advice)
-      : window_(std::min<std::int64_t>(50, steps / 5)), advice_(std::move(advice)) {}
-  void add(const model_zoo::StepStats& s) {
-    trailing_skips_ = s.skipped ? trailing_skips_ + 1 : 0;
-    last_loss_ = s.loss;
-    ++seen_;
-  }
-  void check() const {
-    if (seen_ == 0) return;
-    ZRT_CHECK_AS(optim::TooManySkippedSteps, std::isfinite(last_loss_),
-                 "the run diverged: the final loss is ", last_loss_, " (", trailing_skips_,
-                 " steps in a row skipped for non-finite gradients at the end); ", advice_);
-    ZRT_CHECK_AS(optim::TooManySkippedSteps, window_ == 0 || trailing_skips_ < window_,
-                 "the run diverged: its last ", trailing_skips_,
-                 " steps were all skipped for non-finite gradients (final loss ", last_loss_, "); ",
-                 advice_);
-  }
-
- private:
-  std::int64_t window_;
-  std::string advice_;
-  std::int64_t trailing_skips_ = 0;
-  std::int64_t seen_ = 0;
-  double last_loss_ = 0;
-};
 
 // The steps from the trainer's next to --steps; false when a signal stopped them.
 bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,

@@ -98,6 +98,11 @@ std::size_t parse_byte_count(const std::string& text) {
 }
 
 namespace {
+// A byte count spelt as it can be pasted into a flag: whole MiB, else bytes.
+std::string pasteable_bytes(std::size_t bytes) {
+  return bytes % (1 << 20) == 0 ? std::to_string(bytes >> 20) + "MiB" : std::to_string(bytes);
+}
+
 // The flag of `value` in a choice's table of (flag value, value).
 template <typename T>
 std::string flag_value(const std::vector<std::pair<std::string, T>>& table, T value) {
@@ -117,7 +122,7 @@ std::string memory_settings(const TrainOptions& o) {
     out += ", --gather-dtype " + flag_value(gather_dtype_flags(), z.gather.dtype);
   if (z.grad_reduce.dtype != optim::ReduceDType::f32)
     out += ", --reduce-dtype " + flag_value(reduce_dtype_flags(), z.grad_reduce.dtype);
-  if (z.memory_limit > 0) out += ", --memory-limit " + mib(z.memory_limit) + "MiB";
+  if (z.memory_limit > 0) out += ", --memory-limit " + pasteable_bytes(z.memory_limit);
   return out;
 }
 }  // namespace
@@ -184,7 +189,8 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
       "\n--fit %s (%s)%s: %zu setting(s) fit, cheapest first (no offload, then host, then disk; "
       "then less recomputation, then less communication; bf16 optimizer state only where no "
       "fp32 state fits); the largest rank's reserved peak and the most host memory a rank "
-      "holds, MiB:\n",
+      "holds, MiB; each line's settings replace the command's --strategy, --zero3-size, "
+      "--prefetch, --activation-checkpointing, --offload-optimizer and --optimizer-state-dtype:\n",
       o.fit.c_str(), human_bytes(static_cast<double>(budget)).c_str(), host_fit.c_str(),
       fits.size());
   std::fprintf(out, "  %10s %10s  %s\n", "reserved", "host", "settings");
@@ -204,9 +210,7 @@ void check_plan_fits_memory_limit(const TrainOptions& o) {
   const model_zoo::MemoryPlan plan =
       model_zoo::plan_memory(config, world, model_zoo::kPlanSteps, data_memory_bytes(o, config));
   const std::size_t reserved = plan.largest().reserved_peak;
-  // The budget spelt as it can be pasted: whole MiB, else bytes.
-  const std::string budget =
-      limit % (1 << 20) == 0 ? std::to_string(limit >> 20) + "MiB" : std::to_string(limit);
+  const std::string budget = pasteable_bytes(limit);
   ZRT_CHECK_AS(ResourceError, reserved <= limit, "this run does not fit in --memory-limit ",
                human_bytes(static_cast<double>(limit)), ": its plan reserves ",
                human_bytes(static_cast<double>(reserved)), " on rank ", plan.largest().rank,
