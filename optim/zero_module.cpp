@@ -83,7 +83,20 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
     scaler_ = std::make_unique<DynamicLossScaler>(loss_scaler_options_for(options_.dtype));
 }
 
+// Note [A scope outlives no module]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A scope closes against its module (reshard, reduce): a module destroyed
+// while one is open would leave it pointing at freed memory, as a class
+// that declares its open scope before its module does on destruction. The
+// module reports the units whose scopes are open as it goes, and a scope
+// watches the module's lifetime: closed or destroyed after it, it touches
+// nothing (close() throws InvalidState saying so, the destructor reports it).
 ZeroModule::~ZeroModule() {
+  try {
+    expect_scopes_closed("~ZeroModule");
+  } catch (const std::exception& e) {
+    report_in_destructor("ZeroModule", e);
+  }
   try {
     synchronize();  // queued work still reads the memory the members below free
   } catch (const std::exception& e) {
@@ -354,12 +367,15 @@ FlatParamHandle& ZeroModule::handle(Unit unit) const {
 }
 
 ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync, Stream stream)
-    : module_(module),
+    : module_alive_(module->alive_),
+      module_(module),
       unit_(unit),
       handle_(&module->handle(unit)),
       backward_(backward),
       sync_(sync),
-      stream_(stream) {
+      stream_(stream),
+      what_(std::string("the ") + (backward ? "backward" : "forward") + " scope of unit '" +
+            handle_->name() + "'") {
   ZRT_CHECK_ARG(stream_.is_cpu() || stream_.device() == module_->options().device,
                 "ZeroModule: the ", backward_ ? "backward" : "forward", " scope of unit '",
                 handle_->name(), "' was given a stream on ", stream_.device().str(),
@@ -415,13 +431,15 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
 }
 
 ZeroModule::Scope::Scope(Scope&& o) noexcept
-    : module_(o.module_),
+    : module_alive_(std::move(o.module_alive_)),
+      module_(o.module_),
       unit_(o.unit_),
       handle_(o.handle_),
       backward_(o.backward_),
       sync_(o.sync_),
       stream_(o.stream_),
-      opened_owners_(std::move(o.opened_owners_)) {
+      opened_owners_(std::move(o.opened_owners_)),
+      what_(std::move(o.what_)) {
   o.handle_ = nullptr;
 }
 
@@ -449,6 +467,9 @@ void ZeroModule::Scope::close() {
   if (!handle_) return;
   FlatParamHandle* h = handle_;
   handle_ = nullptr;  // closed, whatever happens below
+  ZRT_CHECK_STATE(!module_alive_.expired(), "ZeroModule: ", what_,
+                  " was closed after its module was destroyed; close every scope before "
+                  "destroying the module");
   FlightRecorder::Caller caller(
       *module_->world_->flight_recorder(),
       std::string(backward_ ? "the end of backward('" : "the end of forward('") + h->name() + "')");
@@ -563,12 +584,16 @@ std::size_t scope_param_index(const FlatParamHandle* h, const std::string& name)
 
 Tensor ZeroModule::Scope::param(const std::string& name) const {
   ZRT_CHECK_STATE(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  ZRT_CHECK_STATE(!module_alive_.expired(), "ZeroModule: parameter '", name, "' of ", what_,
+                  ", whose module was destroyed");
   return module_->param_views(unit_, name).param;
 }
 
 Tensor ZeroModule::Scope::grad(const std::string& name) const {
   ZRT_CHECK_STATE(backward_, "ZeroModule: grad('", name, "') outside a backward scope");
   ZRT_CHECK_STATE(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  ZRT_CHECK_STATE(!module_alive_.expired(), "ZeroModule: gradient '", name, "' of ", what_,
+                  ", whose module was destroyed");
   return module_->param_views(unit_, name).grad;
 }
 
@@ -742,6 +767,7 @@ std::map<std::string, Tensor> ZeroModule::full_params() {
   ZRT_CHECK_ARG(!options_.dry_run,
                 "ZeroModule::full_params: a dry run holds no values (Note [Dry runs])");
   // Names the call in a mismatch with another rank's (Note [Collective contract]).
+  expect_scopes_closed("full_params");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "full_params()");
   std::map<std::string, Tensor> out;
   for (auto& h : handles_) {
@@ -765,6 +791,7 @@ Tensor ZeroModule::full_param(const std::string& name) {
   const auto at = find_param(name);
   ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
                 "' (names are full_params()'s: \"unit.name\" or the module path's)");
+  expect_scopes_closed("full_param");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "full_param('" + name + "')");
   return handles_[at->unit]->summon_full_params()[at->index].to(Device::cpu());
 }

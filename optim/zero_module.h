@@ -231,12 +231,16 @@ class ZeroModule {
     Scope(ZeroModule* module, Unit unit, bool backward, bool sync, Stream stream);
     // The caller's stream waits for the module's work on the views.
     void serve_caller() const;
+    // Expired once the module is destroyed: a scope left open then touches
+    // nothing of it (Note [A scope outlives no module]).
+    std::weak_ptr<const bool> module_alive_;
     ZeroModule* module_;
     Unit unit_;
     FlatParamHandle* handle_;
     bool backward_, sync_;
     Stream stream_;                    // the caller's (Note [The stream a scope serves])
     std::vector<Unit> opened_owners_;  // owners of tied parameters this scope unsharded
+    std::string what_;                 // "the forward scope of unit 'name'", for messages
   };
   // `stream`: where the caller runs its kernels on the scope's views; the
   // default is the calling thread's (Note [The stream a scope serves]).
@@ -392,6 +396,8 @@ class ZeroModule {
       unsynced_;              // per unit: backward scopes since its last sync that only accumulated
   std::vector<bool> synced_;  // per unit: a backward scope of it synced since the last step
   std::vector<int> tie_grads_;  // per unit: tie gradients added to it since its last sync
+  // Held by the module alone; its scopes watch it (Note [A scope outlives no module]).
+  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
 };
 
 }  // namespace zrt::optim

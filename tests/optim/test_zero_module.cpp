@@ -425,6 +425,10 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
     auto scope = module.backward(unit);
     expect([&] { module.discard_gradients(); },
            "ZeroModule::discard_gradients: unit 'fc' has a backward scope open");
+    expect([&] { module.full_params(); },
+           "ZeroModule::full_params: unit 'fc' has a backward scope open");
+    expect([&] { module.full_param("fc.weight"); },
+           "ZeroModule::full_param: unit 'fc' has a backward scope open");
   }
   test::TempDir scratch;
   expect([&] { optim::save_checkpoint(module, 1, optim::checkpoint_into(scratch.str(), -3)); },
@@ -451,6 +455,38 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");
   expect([&] { dry.full_param("fc.weight"); }, "a dry run holds no values");
+}
+
+// Note [A scope outlives no module]: a class whose open scope is destroyed
+// after its module (declared first) touches no freed memory (the ASan stage
+// checks); the scope's close and views say what happened.
+BOOST_AUTO_TEST_CASE(a_scope_left_open_outlives_its_module_safely) {
+  const CommPtr world = make_local_world(1).front();
+  std::mt19937 rng(test::test_seed("zero_module/a_scope_left_open_outlives_its_module_safely"));
+  for (bool backward : {false, true}) {
+    std::optional<optim::ZeroModule::Scope> scope;
+    {
+      optim::ZeroModule module(world);
+      const auto unit = module.add_unit("fc", unit_params(rng));
+      scope.emplace(backward ? module.backward(unit) : module.forward(unit));
+    }
+    const std::string what =
+        backward ? "the backward scope of unit 'fc'" : "the forward scope of unit 'fc'";
+    test::expect_throw<InvalidState>([&] { scope->param("weight"); },
+                                     "'weight' of " + what + ", whose module was destroyed");
+    test::expect_throw<InvalidState>([&] { scope->close(); },
+                                     what + " was closed after its module was destroyed");
+    scope->close();  // closed now: nothing more to do
+    scope.reset();
+  }
+  {  // closed by its destructor: reported, not thrown
+    std::optional<optim::ZeroModule::Scope> scope;
+    {
+      optim::ZeroModule module(world);
+      scope.emplace(module.forward(module.add_unit("fc", unit_params(rng))));
+    }
+    scope.reset();
+  }
 }
 
 // A unit name or a full parameter name given twice is refused, naming it:

@@ -49,8 +49,11 @@ BOOST_AUTO_TEST_CASE(one_or_two_skips_at_the_end_of_a_short_run_are_no_divergenc
 
 BOOST_AUTO_TEST_CASE(a_run_ending_in_its_window_of_skips_diverged) {
   expect_throw<optim::TooManySkippedSteps>([] { judge(8, {5, 6, 7}); }, "its last 3 steps");
-  expect_throw<optim::TooManySkippedSteps>([] { judge(30, {0, 24, 25, 26, 27, 28, 29}); },
-                                           "its last 6 steps");
+  expect_throw<optim::TooManySkippedSteps>(
+      [] {
+        judge(30, {0, 24, 25, 26, 27, 28, 29});
+      },
+      "its last 6 steps");
   judge(30, {25, 26, 27, 28, 29});  // 5 < 6
 }
 
