@@ -94,6 +94,20 @@ elseif(rc EQUAL 0 OR NOT err MATCHES "zrt was built without CUDA")
   message(FATAL_ERROR "find_package(zrt COMPONENTS cuda) of a build without CUDA:\n${out}\n${err}")
 endif()
 
+# find_package(zrt) leaves the consumer's module path as it was: zrt's Find
+# modules would otherwise answer the consumer's own find_package calls.
+file(WRITE ${WORK}/module_path/CMakeLists.txt [=[
+cmake_minimum_required(VERSION 3.25)
+project(zrt_module_path LANGUAGES CXX)
+set(CMAKE_MODULE_PATH /the/consumers/modules)
+find_package(zrt 0.1 REQUIRED)
+if(NOT CMAKE_MODULE_PATH STREQUAL "/the/consumers/modules")
+  message(FATAL_ERROR "find_package(zrt) changed CMAKE_MODULE_PATH to ${CMAKE_MODULE_PATH}")
+endif()
+]=])
+run("find_package(zrt) keeping the module path" ${CMAKE_COMMAND} -S ${WORK}/module_path
+    -B ${WORK}/module_path/build -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK}/prefix)
+
 file(READ ${WORK}/build/CMakeCache.txt cache)
 if(cache MATCHES "CMAKE_C_COMPILER:")
   message(FATAL_ERROR "find_package(zrt) enabled the C language in the consumer's project")
