@@ -175,24 +175,29 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-// A small command line: a scalar, a list, a flag, or one required command.
+// A small command line: a scalar, a list, a path, a rate, a flag, or one
+// required command.
 struct ToyCli {
   CLI::App app{"toy"};
   int steps = 0;
   std::vector<int> hidden;
+  std::string out;
+  double lr = 0;
   bool on = false;
   explicit ToyCli(bool command = false) {
     app.add_option("--steps", steps);
     app.add_option("--hidden", hidden)->delimiter(',');
+    app.add_option("--out", out);
+    app.add_option("--lr", lr);
     app.add_flag("--on", on);
     if (command) app.add_subcommand("run", "run it");
     if (command) app.require_subcommand(1);
   }
-  // What a user of `toy ARGS` reads: the check of repeats, then the parse.
+  // What a user of `toy ARGS` reads: the check of the command line, then the parse.
   std::string error(std::vector<const char*> args) {
     args.insert(args.begin(), "toy");
     try {
-      tools::check_flags_given_once(app, static_cast<int>(args.size()), args.data());
+      tools::check_command_line(app, static_cast<int>(args.size()), args.data());
       app.parse(static_cast<int>(args.size()), const_cast<char**>(args.data()));
     } catch (const CLI::ParseError& e) {
       return tools::parse_error_text(app, e);
@@ -216,6 +221,21 @@ BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
       {{"--bogus", "3", "--on"}, "unknown flag --bogus"},
       {{"--steps", "3", "4"},
        "unexpected value '4' (a flag takes one value, a command the arguments --help lists)"},
+      // A flag as another flag's value: CLI11 would take it as the value.
+      {{"--out", "--steps", "2"},
+       "--out needs a value, but the next argument is the flag --steps (a value that begins "
+       "with -- goes as --out=VALUE)"},
+      {{"--out", "--on"},
+       "--out needs a value, but the next argument is the flag --on (a value that begins with "
+       "-- goes as --out=VALUE)"},
+      {{"--out", "--lr=3"},
+       "--out needs a value, but the next argument is the flag --lr (a value that begins with "
+       "-- goes as --out=VALUE)"},
+      // Numbers CLI11 reads in another base.
+      {{"--steps", "010"}, "--steps: 010 has a leading zero; write the number in decimal"},
+      {{"--steps=0x10"}, "--steps: 0x10 has a base prefix; write the number in decimal"},
+      {{"--hidden", "64,0b11"}, "--hidden: 0b11 has a base prefix; write the number in decimal"},
+      {{"--lr", "0x1p-3"}, "--lr: 0x1p-3 has a base prefix; write the number in decimal"},
   };
   for (const auto& [args, expected] : cases) {
     ToyCli cli;
@@ -233,4 +253,13 @@ BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
   ToyCli fine;  // a list in one value, a repeated value that is no flag
   BOOST_TEST(fine.error({"--hidden", "64,32", "--steps", "2"}).empty());
   BOOST_TEST((fine.hidden == std::vector<int>{64, 32}));
+  ToyCli values;  // zeros and values that begin with -- but name no flag
+  BOOST_TEST(
+      values.error({"--steps", "0", "--lr", "0.01", "--out=--steps", "--hidden", "0"}).empty());
+  BOOST_TEST(values.out == "--steps");
+  BOOST_TEST(values.lr == 0.01);
+  ToyCli dashes;
+  BOOST_TEST(dashes.error({"--out", "--results", "--steps", "-3"}).empty());
+  BOOST_TEST(dashes.out == "--results");
+  BOOST_TEST(dashes.steps == -3);
 }

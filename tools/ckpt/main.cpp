@@ -223,6 +223,13 @@ int main(int argc, char** argv) {
                  "already there is "
                  "still never replaced)");
   try {
+    tools::check_command_line(app, argc, argv);
+  } catch (const UserError& e) {
+    tools::report_error("zrt-ckpt", e);
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return 2;
+  }
+  try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help

@@ -1,5 +1,6 @@
 #include "tools/common/cli_rules.h"
 
+#include <cctype>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -92,17 +93,54 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   return text;
 }
 
-void check_flags_given_once(const CLI::App& app, int argc, const char* const* argv) {
+namespace {
+
+// A number's text as CLI11 would misread it: a base prefix (0x, 0b, 0o) or,
+// for a whole number, a leading zero (octal). Empty: plain decimal.
+std::string misread_number(const std::string& text, bool whole) {
+  std::string digits = text;
+  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.erase(0, 1);
+  if (digits.size() < 2 || digits[0] != '0') return {};
+  const char next = static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
+  if (next == 'x' || next == 'b' || next == 'o') return "has a base prefix";
+  if (whole && std::isdigit(static_cast<unsigned char>(next))) return "has a leading zero";
+  return {};
+}
+
+}  // namespace
+
+void check_command_line(const CLI::App& app, int argc, const char* const* argv) {
   std::map<std::string, int> seen;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (!arg.starts_with("--")) continue;
-    const std::string name = arg.substr(0, arg.find('='));
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
     if (app.get_option_no_throw(name) != nullptr)
       ZRT_CHECK_ARG(++seen[name] == 1, name, " is given more than once; give it once",
                     find_option(app, name)->get_expected_max() > 1
                         ? " (a list goes in one value, comma-separated)"
                         : std::string());
+    const CLI::Option* o = find_option(app, name);
+    if (o == nullptr || o->get_expected_min() < 1) continue;
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];  // this flag's value, not a flag of its own
+      const std::string next = value.substr(0, value.find('='));
+      ZRT_CHECK_ARG(!(next.starts_with("--") && find_option(app, next) != nullptr), name,
+                    " needs a value, but the next argument is the flag ", next,
+                    " (a value that begins with -- goes as ", name, "=VALUE)");
+    }
+    const std::string type = o->get_type_name();
+    const bool whole = type.starts_with("INT") || type.starts_with("UINT");
+    if (!whole && !type.starts_with("FLOAT")) continue;
+    std::istringstream items(value);  // a list's items are comma-separated
+    for (std::string item; std::getline(items, item, ',');) {
+      const std::string why = misread_number(item, whole);
+      ZRT_CHECK_ARG(why.empty(), name, ": ", item, " ", why, "; write the number in decimal");
+    }
   }
 }
 

@@ -18,9 +18,13 @@ CLI::Validator whole_number(long long lo, long long hi = std::numeric_limits<lon
 // number", "--out needs a value". A message of another kind comes back as is.
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e);
 
-// Throws InvalidArgument naming the first flag of `app` (not of its
-// subcommands) that argv gives twice: CLI11 joins a list flag's repeats
-// (`--hidden 64 --hidden 32` would be 64,32) and names no flag otherwise.
-void check_flags_given_once(const CLI::App& app, int argc, const char* const* argv);
+// Throws InvalidArgument naming the first flag of `app` that argv misuses in
+// a way CLI11 would take silently: a flag given twice (CLI11 joins a list
+// flag's repeats, `--hidden 64 --hidden 32` would be 64,32, and names no
+// flag otherwise); a flag of `app` or its subcommands given as the value of
+// one that needs a value (`--checkpoint-dir --steps` made a directory named
+// --steps); a number with a base prefix or a whole number with a leading
+// zero (CLI11 read `--steps 010` as 8 and `--steps 0x10` as 16).
+void check_command_line(const CLI::App& app, int argc, const char* const* argv);
 
 }  // namespace zrt::tools

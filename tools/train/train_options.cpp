@@ -715,7 +715,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
                      "continue from a checkpoint: a step directory, or (no value) `latest` under "
                      "--checkpoint-dir, starting fresh if there is none yet")
           ->expected(0, 1);
-  tools::check_flags_given_once(app, argc, argv);
+  tools::check_command_line(app, argc, argv);
   // --hidden is checked whole: CLI11 splits it first, dropping an empty
   // width ("64,,64" trained 64,64), and a lone "," took the next flag.
   static const std::regex kWidths("[0-9]+(,[0-9]+)*");
