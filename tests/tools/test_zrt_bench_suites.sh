@@ -76,6 +76,28 @@ fails "a comm --op" "zrt-bench comm: error: --op 'gather' is not one of all_gath
 fails "an unknown suite" "unknown suite 'kernel'" kernel
 ZRT_TF32=junk fails "ZRT_TF32 of junk" "zrt-bench tensor: error: ZRT_TF32='junk' is not one of 0, 1" tensor
 ZRT_SIMPLE_KERNELS=junk fails "ZRT_SIMPLE_KERNELS of junk" "ZRT_SIMPLE_KERNELS='junk': 'junk' is not a kernel" tensor
+# Values the suites took and then measured nothing, or failed in other words.
+fails "comm of less than an element a rank" "--size 4 is less than one fp32 element a rank \(8 bytes on 2 ranks\)" comm --op all_reduce --size 4 --ranks 2
+fails "comm on too many ranks" "--ranks must be from 1 to 1024 \(got 100000\)" comm --op all_reduce --size 64 --ranks 100000
+fails "optim of no weight row" "--params 64 over --handles 1 leaves fewer than 65 a handle" optim --params 64 --handles 1
+fails "ckpt larger than memory" "ckpt: --params 10000000000000 needs about .* of memory, but .* is available" ckpt --params 10000000000000
+fails "ckpt into a missing --dir" "ckpt: --dir $dir/none/x is not an existing directory" ckpt --params 20000 --dir "$dir/none/x"
+[ ! -e "$dir/none" ] && echo "ok   ckpt made no missing --dir" || { echo "FAIL ckpt made $dir/none"; failures=$((failures + 1)); }
+fails "attention of an integer dtype" "attention: --dtype i32 is not one of bf16, f16, f32, f64" attention --dtype i32
+fails "gemm --isa foo" "gemm: --isa is baseline, avx2 or avx512, not 'foo'" gemm --isa foo
+fails "gemm on too many threads" "gemm: --threads 100000 is more than 1024" gemm --threads 100000
+fails "train --cpu-streams gpu" "train: --cpu-streams is none, comm or all, not 'gpu'" train --cpu-streams gpu
+fails "train --n-layer 0" "train: --n-layer must be positive \(got 0\)" train --n-layer 0
+fails "a flag as a value" "--dir needs a value, but the next argument is the flag --reps" ckpt --dir --reps 1
+# --json is JSON lines only; a suite's --help goes to stdout; figures keep their digits.
+out=$(timeout 60 "$bench" tensor --ops 1000 --reps 1 --json 2>&1)
+python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' <<<"$out" && echo "ok   tensor --json is JSON lines" ||
+  { echo "FAIL tensor --json: $out"; failures=$((failures + 1)); }
+"$bench" comm --help 2> /dev/null | grep -q "usage: zrt-bench comm" && echo "ok   comm --help on stdout" ||
+  { echo "FAIL comm --help is not on stdout"; failures=$((failures + 1)); }
+out=$(timeout 60 "$bench" attention --device cpu --batch 1 --seq 16 --heads 2 --head-dim 8 --dtype f32 --reps 1 --json 2>&1)
+grep -q '"TFLOP_s":0[,}]' <<<"$out" && { echo "FAIL attention TFLOP_s rounds to 0: $out"; failures=$((failures + 1)); } ||
+  echo "ok   attention TFLOP_s keeps its digits"
 
 echo "$failures failed"
 [ $failures -eq 0 ]

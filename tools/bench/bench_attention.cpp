@@ -50,8 +50,8 @@ Options parse(int argc, char** argv) {
       .parse(argc, argv);
   ZRT_CHECK_ARG(o.batch > 0 && o.seq > 0 && o.heads > 0 && o.head_dim > 0,
                 "attention: --batch, --seq, --heads and --head-dim must be positive");
-  ZRT_CHECK_ARG(parse_dtype(o.dtype).has_value(), "attention: --dtype ", o.dtype,
-                " is not one of bf16, f16, f32, f64");
+  ZRT_CHECK_ARG(o.dtype == "bf16" || o.dtype == "f16" || o.dtype == "f32" || o.dtype == "f64",
+                "attention: --dtype ", o.dtype, " is not one of bf16, f16, f32, f64");
   return o;
 }
 
@@ -91,7 +91,7 @@ int bench_attention(int argc, char** argv) {
       o.device, st, o.reps);
   const double qk_flop = 2.0 * double(b * h) * double(s) * double(s) * double(o.head_dim);
   table.add({"Q·Kᵀ batched GEMM (baseline)", "", "", Table::num(qk_s * 1e3),
-             Table::num(qk_flop / qk_s / 1e12, 1), Table::num(1.0, 2),
+             Table::num(qk_flop / qk_s / 1e12), Table::num(1.0, 2),
              Table::num(double(scores.nbytes()) / (1 << 20), 1)});
   scores = Tensor();
 
@@ -117,7 +117,7 @@ int bench_attention(int argc, char** argv) {
     q.forced = p;
     const std::size_t ws = kernels::choose_attention_path(q).workspace_bytes;
     table.add({kernels::attention_path_name(p), Table::num(fwd * 1e3), Table::num(bwd * 1e3),
-               Table::num((fwd + bwd) * 1e3), Table::num(3.5 * fwd_flop / (fwd + bwd) / 1e12, 1),
+               Table::num((fwd + bwd) * 1e3), Table::num(3.5 * fwd_flop / (fwd + bwd) / 1e12),
                Table::num((fwd + bwd) / qk_s, 2), Table::num(double(ws) / (1 << 20), 1)});
   }
   if (!o.json)

@@ -24,6 +24,7 @@
 
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
+#include "tools/train/train_setup.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/optim/checkpoint/background_checkpoint.h"
@@ -94,7 +95,32 @@ int bench_ckpt(int argc, char** argv) {
   for (const char* own : {"ckpt", "ckpt-async"})
     ZRT_CHECK_ARG(o.dir.empty() || !fs::exists(dir / own), "ckpt: --dir ", o.dir, " already holds ",
                   own, "/, which this suite writes and removes: give another --dir");
+  ZRT_CHECK_ARG(o.dir.empty() || fs::is_directory(dir), "ckpt: --dir ", o.dir,
+                " is not an existing directory");
+  // The host holds about 32 bytes a parameter: the weights, their fp32
+  // master and gradient, AdamW's moments and a background save's copy.
+  const std::uint64_t avail = train::available_memory();
+  ZRT_CHECK_ARG(avail == 0 || static_cast<double>(o.params) * 32 <= static_cast<double>(avail),
+                "ckpt: --params ", o.params, " needs about ",
+                train::human_bytes(static_cast<double>(o.params) * 32), " of memory, but ",
+                train::human_bytes(static_cast<double>(avail)), " is available");
   fs::create_directories(dir);
+  // What it writes goes however the suite ends; a --dir given stays (it may
+  // hold other files).
+  struct Cleanup {
+    const Options& o;
+    const fs::path& dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (o.dir.empty()) {
+        fs::remove_all(dir, ec);
+        return;
+      }
+      fs::remove_all(dir / "ckpt", ec);
+      fs::remove_all(dir / "ckpt-async", ec);
+      for (int r = 0; r < o.ranks; ++r) fs::remove(dir / ("plain-" + std::to_string(r)), ec);
+    }
+  } cleanup{o, dir};
   const std::int64_t width = 512;
   const int layers = static_cast<int>(std::max<std::int64_t>(1, o.params / (12 * width * width)));
 
@@ -169,15 +195,6 @@ int bench_ckpt(int argc, char** argv) {
       }
     }
   });
-  // What it wrote goes; a --dir given stays (it may hold other files).
-  std::error_code ec;
-  if (o.dir.empty()) {
-    fs::remove_all(dir, ec);
-  } else {
-    fs::remove_all(dir / "ckpt", ec);
-    fs::remove_all(dir / "ckpt-async", ec);
-    for (int r = 0; r < o.ranks; ++r) fs::remove(dir / ("plain-" + std::to_string(r)), ec);
-  }
 
   const double gb = static_cast<double>(bytes) / 1e9;
   Table table({"what", "ms", "GB_s", "vs_plain"});

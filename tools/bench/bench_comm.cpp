@@ -19,6 +19,7 @@
 
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
+#include "tools/train/train_options.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/comm/mpi_comm.h"
@@ -40,8 +41,8 @@ struct Options {
   bool json = false;
 };
 
-void usage() {
-  std::fprintf(stderr,
+void usage(std::FILE* out) {
+  std::fprintf(out,
                "usage: zrt-bench comm --op all_gather|reduce_scatter|all_reduce --size BYTES\n"
                "                      [--ranks N (local threads)] [--backend local|mpi]\n"
                "                      [--reps R] [--json]\n");
@@ -60,7 +61,8 @@ Options parse(int argc, char** argv) {
                 o.op, "' is not one of all_gather, reduce_scatter, all_reduce");
   ZRT_CHECK_ARG(o.backend == "local" || o.backend == "mpi", "--backend '", o.backend,
                 "' is not one of local, mpi");
-  ZRT_CHECK_ARG(o.ranks >= 1, "--ranks must be at least 1 (got ", o.ranks, ")");
+  ZRT_CHECK_ARG(o.ranks >= 1 && o.ranks <= train::kMaxLocalRanks, "--ranks must be from 1 to ",
+                train::kMaxLocalRanks, " (got ", o.ranks, ")");
   ZRT_CHECK_ARG(o.bytes >= 0, "--size must not be negative (got ", o.bytes, ")");
   return o;
 }
@@ -164,7 +166,7 @@ Timing time_mpi(const Options& o, std::int64_t chunk_numel, const CommPtr& world
 int bench_comm(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      usage();
+      usage(stdout);
       return 0;
     }
   Options o = parse(argc, argv);
@@ -175,6 +177,8 @@ int bench_comm(int argc, char** argv) {
     n = world->size();
   }
   const std::int64_t chunk_numel = o.bytes / static_cast<std::int64_t>(sizeof(float)) / n;
+  ZRT_CHECK_ARG(chunk_numel > 0, "--size ", o.bytes, " is less than one fp32 element a rank (",
+                sizeof(float) * static_cast<std::size_t>(n), " bytes on ", n, " ranks)");
   const double bytes = static_cast<double>(chunk_numel * n * sizeof(float));
   Timing t;
   if (o.backend == "local") {

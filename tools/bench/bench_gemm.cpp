@@ -51,6 +51,10 @@ Options parse(int argc, char** argv) {
       .parse(argc, argv);
   ZRT_CHECK_ARG(o.n_embd > 0 && o.tokens > 0 && o.vocab > 0 && o.threads > 0,
                 "gemm: --n-embd, --tokens, --vocab and --threads must be positive");
+  ZRT_CHECK_ARG(o.threads <= kernels::kMaxCpuThreads, "gemm: --threads ", o.threads,
+                " is more than ", kernels::kMaxCpuThreads);
+  ZRT_CHECK_ARG(o.isa.empty() || o.isa == "baseline" || o.isa == "avx2" || o.isa == "avx512",
+                "gemm: --isa is baseline, avx2 or avx512, not '", o.isa, "'");
   return o;
 }
 
@@ -122,7 +126,7 @@ int bench_gemm(int argc, char** argv) {
     flops_all += flops;
     for (std::size_t i = 0; i < backends.size(); ++i) {
       const double s = median_seconds(
-          [&] { kernels::gemm_with(*backends[i], a, g.trans_a, b, g.trans_b, out); }, 1, o.reps);
+          [&] { kernels::gemm_with(*backends[i], a, g.trans_a, b, g.trans_b, out); }, 2, o.reps);
       seconds_all[i] += s;
       table.add({g.name, backends[i]->name, std::to_string(g.m), std::to_string(g.n),
                  std::to_string(g.k), Table::num(s * 1e3), Table::num(flops / s / 1e9),

@@ -42,8 +42,10 @@ Options parse(int argc, char** argv) {
       .value("--device", o.device)
       .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.params >= 64 * o.handles && o.handles > 0,
-                "optim: need --handles > 0 and at least 64 params per handle");
+  // A handle's unit is whole rows of a [rows, 64] weight and its 1-element bias.
+  ZRT_CHECK_ARG(o.handles > 0, "--handles must be positive (got ", o.handles, ")");
+  ZRT_CHECK_ARG(o.params / o.handles >= 65, "--params ", o.params, " over --handles ", o.handles,
+                " leaves fewer than 65 a handle, one row of 64 weights and a bias");
   return o;
 }
 

@@ -53,7 +53,7 @@ int bench_tensor(int argc, char** argv) {
         [&] {
           for (std::int64_t i = 0; i < o.ops; ++i) op(i);
         },
-        1, o.reps);
+        2, o.reps);
     return s / static_cast<double>(o.ops) * 1e9;
   };
   const double baseline = per_op_ns([&](std::int64_t) {
@@ -87,8 +87,9 @@ int bench_tensor(int argc, char** argv) {
        })},
   };
 
-  std::printf("sizeof(Tensor) = %zu bytes; baseline: copying a shared_ptr<Storage>, %.1f ns\n",
-              sizeof(Tensor), baseline);
+  if (!o.json)
+    std::printf("sizeof(Tensor) = %zu bytes; baseline: copying a shared_ptr<Storage>, %.1f ns\n",
+                sizeof(Tensor), baseline);
   Table table({"op", "ns", "vs_shared_ptr_copy"});
   table.add({"shared_ptr copy", Table::num(baseline, 1), Table::num(1.0, 2)});
   for (const auto& c : cases)

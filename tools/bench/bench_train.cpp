@@ -247,13 +247,13 @@ Options parse(int argc, char** argv) {
       "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
   ZRT_CHECK_ARG(c.model.kind == "gpt" || !parser.given("--seq-len"),
                 "train: --seq-len is a gpt flag (an mlp's rows have no sequence)");
-  ZRT_CHECK_ARG(n_layer >= 0 && n_head >= 0 && n_embd >= 0 && vocab_size >= 0,
-                "train: model sizes must be positive");
-  for (auto [field, v] : {std::pair{&c.model.n_layer, n_layer},
-                          {&c.model.n_head, n_head},
-                          {&c.model.n_embd, n_embd},
-                          {&c.model.vocab_size, vocab_size}})
+  for (auto [flag, field, v] : {std::tuple{"--n-layer", &c.model.n_layer, n_layer},
+                                {"--n-head", &c.model.n_head, n_head},
+                                {"--n-embd", &c.model.n_embd, n_embd},
+                                {"--vocab-size", &c.model.vocab_size, vocab_size}}) {
+    ZRT_CHECK_ARG(!parser.given(flag) || v > 0, "train: ", flag, " must be positive (got ", v, ")");
     if (v > 0) *field = v;
+  }
   ZRT_CHECK_ARG(c.batch_size > 0 && c.seq_len > 0 && o.steps > 0 && o.rounds > 0,
                 "train: --batch-size, --seq-len, --steps and --rounds must be positive");
   o.prefetch = parse_prefetch_list(prefetch);
@@ -270,11 +270,15 @@ Options parse(int argc, char** argv) {
   // InvalidArgument naming the value or the directory.
   c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
   train::check_offload_dir(c.engine.zero.offload_optimizer);
-  if (!o.cpu_streams.empty())  // InvalidArgument naming it
-    c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
+  ZRT_CHECK_ARG(o.cpu_streams.empty() || o.cpu_streams == "none" || o.cpu_streams == "comm" ||
+                    o.cpu_streams == "all",
+                "train: --cpu-streams is none, comm or all, not '", o.cpu_streams, "'");
+  if (!o.cpu_streams.empty()) c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
   ZRT_CHECK_ARG(
       o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
       "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
+  ZRT_CHECK_ARG(o.threads <= kernels::kMaxCpuThreads, "train: --threads ", o.threads,
+                " is more than ", kernels::kMaxCpuThreads);
   ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0,
                 "train: give --peak-gflops or --peak-tflops, not both");
   if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;

@@ -63,6 +63,7 @@ OptionParser& OptionParser::runs(int& reps, bool& json) {
 }
 
 void OptionParser::parse(int argc, char** argv) {
+  tools::check_command_line(*app_, argc, argv);
   try {
     app_->parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -78,7 +79,9 @@ void OptionParser::parse(int argc, char** argv) {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const std::size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid]
+                           : (v[mid - 1] + v[mid]) / 2;  // an even count: the middle two's mean
 }
 
 double median_seconds(const std::function<void()>& fn, int warmup, int reps,

@@ -52,7 +52,8 @@ class OptionParser {
   const int* reps_ = nullptr;
 };
 
-// The middle value (the upper one of an even count); v must not be empty.
+// The middle value (the mean of the middle two of an even count); v must not
+// be empty.
 double median(std::vector<double> v);
 
 // Runs `fn` `warmup` times, then `reps` times, calling `sync` (e.g. a device

@@ -107,20 +107,28 @@ FmaLoopRun run_fma_loop(int threads, double seconds) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto iters = std::max<std::int64_t>(
       calib, static_cast<std::int64_t>(calib * seconds / std::max(calib_s, 1e-6)));
-  std::barrier start(threads + 1);
+  std::barrier start(threads);
   std::vector<float> results(static_cast<std::size_t>(threads));
+  // Each thread clocks its own loop: a clock started by the releasing
+  // thread would miss the loops run while that thread waits to be scheduled.
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> begins(static_cast<std::size_t>(threads)),
+      ends(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       start.arrive_and_wait();
-      results[static_cast<std::size_t>(t)] = loop.run(iters);
+      const auto i = static_cast<std::size_t>(t);
+      begins[i] = Clock::now();
+      results[i] = loop.run(iters);
+      ends[i] = Clock::now();
     });
-  start.arrive_and_wait();
-  t0 = std::chrono::steady_clock::now();
   for (auto& t : pool) t.join();
   for (float v : results) sink = sink + v;
   FmaLoopRun r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = std::chrono::duration<double>(*std::max_element(ends.begin(), ends.end()) -
+                                            *std::min_element(begins.begin(), begins.end()))
+                  .count();
   r.flops = flops_per_iter * static_cast<double>(iters) * threads;
   return r;
 }

@@ -138,28 +138,6 @@ std::vector<PlannedOutput> planned_outputs(const TrainOptions& o, const ModelSiz
   return out;
 }
 
-// Bytes this machine can still give the process: MemAvailable, capped by a
-// cgroup v2 memory.max; 0 where unknown.
-std::uint64_t available_memory() {
-  std::uint64_t avail = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    std::uint64_t kib = 0;
-    meminfo >> kib;
-    if (key == "MemAvailable:") avail = kib * 1024;
-    meminfo.ignore(64, '\n');
-  }
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  std::string limit;
-  if (cgroup >> limit && limit != "max") {
-    try {
-      avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, std::stoull(limit));
-    } catch (const std::exception&) {
-    }
-  }
-  return avail;
-}
-
 // A model that cannot fit is refused before anything is allocated, with the
 // numbers (as the disk-space check does), instead of being killed without a
 // word. What is counted is a floor, never a guess that could refuse a run

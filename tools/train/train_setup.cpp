@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
@@ -116,6 +117,26 @@ std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
   return buf;
+}
+
+std::uint64_t available_memory() {
+  std::uint64_t avail = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") avail = kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && limit != "max") {
+    try {
+      avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, std::stoull(limit));
+    } catch (const std::exception&) {
+    }
+  }
+  return avail;
 }
 
 std::int64_t resident_bytes() {
