@@ -116,6 +116,28 @@ if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" veri
   ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt"), --save not written and said so"
 else fail "SIGTERM: rc $rc: $(cat "$dir/sig.txt")"; fi
 
+# 4b. SIGHUP (a closed terminal) stops as SIGTERM does; so does a reader of
+# the output that went away: the job's `| tee` stopped with it (its next
+# progress line would have killed the run with SIGPIPE, no checkpoint).
+rm -rf "$dir/hup"
+"$train" --steps 100000 --checkpoint-dir "$dir/hup" --log-every 100000 > "$dir/hup.txt" 2>&1 &
+pid=$!
+sleep 1.5
+kill -HUP "$pid"
+wait "$pid"; rc=$?
+if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/hup.txt" && "$ckpt" verify "$dir/hup" > /dev/null; then
+  ok "SIGHUP: exit 0, $(grep -o 'saved checkpoint.*' "$dir/hup.txt")"
+else fail "SIGHUP: rc $rc: $(cat "$dir/hup.txt")"; fi
+rm -rf "$dir/pipe"
+mkfifo "$dir/pipe.fifo"
+"$train" --steps 100000 --checkpoint-dir "$dir/pipe" --log-every 1 > "$dir/pipe.fifo" 2> "$dir/pipe.err" &
+pid=$!
+head -n 3 "$dir/pipe.fifo" > /dev/null  # reads three lines, then the reader is gone
+wait "$pid"; rc=$?
+if [ $rc -eq 0 ] && grep -q "the output's reader is gone" "$dir/pipe.err" && "$ckpt" verify "$dir/pipe" > /dev/null; then
+  ok "the output's reader gone: exit 0 with a checkpoint"
+else fail "the output's reader gone: rc $rc: $(cat "$dir/pipe.err"; ls "$dir/pipe")"; fi
+
 # 5. Random SIGKILLs during saves never leave a bad `latest`, also while they are written in the background.
 "$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" 20 && ok "20 kill trials" || fail "kill trials"
 "$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" 20 --checkpoint-async && ok "20 kill trials, saves in the background" ||

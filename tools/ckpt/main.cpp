@@ -158,7 +158,7 @@ void check_reshard_destination(const std::string& source, const std::string& out
 
 // Note [zrt-ckpt stops on a signal]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// SIGINT (Ctrl-C) or SIGTERM during export or reshard stops it before the
+// SIGINT (Ctrl-C), SIGTERM or SIGHUP during export or reshard stops it before the
 // next shard: what it wrote is removed (no hidden partial file or
 // step-N.tmp the size of the model stays behind, and a retry needs no
 // cleaning) and zrt-ckpt exits 128 + the signal number, saying so. A second
@@ -286,9 +286,12 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const ckpt::Stopped& stop) {
-    std::fprintf(
-        stderr, "zrt-ckpt: stopped by %s; %s %s\n", stop.sig == SIGINT ? "SIGINT" : "SIGTERM",
-        *exp ? "nothing was written to --out" : "no step was written into --out", out.c_str());
+    std::fprintf(stderr, "zrt-ckpt: stopped by %s; %s %s\n",
+                 stop.sig == SIGINT   ? "SIGINT"
+                 : stop.sig == SIGHUP ? "SIGHUP"
+                                      : "SIGTERM",
+                 *exp ? "nothing was written to --out" : "no step was written into --out",
+                 out.c_str());
     return 128 + stop.sig;
   } catch (const std::exception& e) {
     tools::report_error("zrt-ckpt", e);

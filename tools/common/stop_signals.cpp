@@ -6,12 +6,20 @@
 
 namespace zrt::tools {
 
-void install_stop_handlers(void (*handler)(int)) {
+void install_stop_handlers(void (*handler)(int), void (*broken_pipe)(int)) {
   ::signal(SIGXFSZ, SIG_IGN);
+  if (broken_pipe == nullptr) {
+    ::signal(SIGPIPE, SIG_IGN);
+  } else {
+    struct sigaction pipe {};
+    pipe.sa_handler = broken_pipe;
+    sigemptyset(&pipe.sa_mask);
+    sigaction(SIGPIPE, &pipe, nullptr);
+  }
   struct sigaction sa {};
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  for (const int sig : {SIGTERM, SIGINT}) {
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
     // Ignored when started (a shell's background job): stays ignored, so a
     // Ctrl-C meant for the foreground does not stop it.
     struct sigaction was {};
@@ -22,6 +30,8 @@ void install_stop_handlers(void (*handler)(int)) {
   sigemptyset(&stops);
   sigaddset(&stops, SIGTERM);
   sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGHUP);
+  sigaddset(&stops, SIGPIPE);
   sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 

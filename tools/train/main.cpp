@@ -44,7 +44,8 @@ using model_zoo::TrainerConfig;
 
 // Note [Stopping on a signal]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// SIGTERM (Slurm preemption, `kill`) and SIGINT (Ctrl-C) ask the run to stop:
+// SIGTERM (Slurm preemption, `kill`), SIGINT (Ctrl-C) and SIGHUP (the
+// terminal or ssh session closed) ask the run to stop:
 // the current step finishes, every rank learns of the request at the same
 // step (an all-gather of one byte per step, since a signal may reach ranks at
 // different moments or only some of them), a checkpoint is written when
@@ -58,6 +59,17 @@ extern "C" void on_stop_signal(int sig) {
   if (stop_signals.fetch_add(1) >= 1) _exit(128 + sig);
   const char msg[] =
       "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
+  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+// A write to a pipe whose reader is gone (the output went through `| tee`,
+// stopped with the job, or `| head`): a stop request as a first signal's,
+// never a second one, as every later line to the pipe raises it again. It
+// used to end the run at once, losing every step since the last checkpoint.
+extern "C" void on_broken_pipe(int) {
+  int none = 0;
+  if (!stop_signals.compare_exchange_strong(none, 1)) return;
+  const char msg[] = "\nzrt-train: the output's reader is gone; stopping after this step\n";
   [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
 }
 
@@ -537,7 +549,7 @@ int main(int argc, char** argv) {
       if (detect_launch().rank != 0) return 0;
       return train::print_memory_plan(o, stdout) ? 0 : 3;
     }
-    tools::install_stop_handlers(train::on_stop_signal);
+    tools::install_stop_handlers(train::on_stop_signal, train::on_broken_pipe);
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
     train::check_plan_fits_memory_limit(o);
