@@ -105,6 +105,10 @@ expect_refused "--save and --trace on one file" "--save and --trace name the sam
   "$train" "${tiny[@]}" --steps 2 --save "$io/out" --trace "$io/out"
 expect_refused "--metrics and --trace on one file" "--metrics and --trace name the same file" "$io" \
   "$train" "${tiny[@]}" --steps 2 --metrics "$io/out" --trace "$io/out"
+: > "$io/m.json" && ln "$io/m.json" "$io/hard.json"
+expect_refused "--metrics and --trace on hard links of one file" \
+  "--metrics and --trace name the same file .*m.json \(.*hard.json is a hard link of it\)" "$io" \
+  "$train" "${tiny[@]}" --steps 2 --metrics "$io/m.json" --trace "$io/hard.json"
 # Several ranks write T.rank-R.json each: every one is checked as an output.
 cp "$io/data.txt" "$io/t.rank-1.json"
 expect_refused "rank 1's trace onto --data" "--trace \(rank 1's\) .*t.rank-1.json is the --data file" "$io" \

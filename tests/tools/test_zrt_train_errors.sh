@@ -88,6 +88,9 @@ expect_error "zero layers" "n-layer: must be positive" --n-layer 0
 expect_usage "width not divisible by heads" "--n-embd 1 is not divisible by --n-head 2" --n-embd 1
 expect_usage "a vocabulary past int32" "--vocab-size 9223372036854775807 is above 2147483647" --vocab-size 9223372036854775807
 expect_usage "a width past int32" "--n-embd 4294967296 is above 2147483647" --n-embd 4294967296 --n-head 1
+expect_usage "a batch past int32" "--batch-size: must be a whole number from 1 to 2147483647" --batch-size 9223372036854775807
+expect_usage "a sequence past int32" "--seq-len: must be a whole number from 1 to 2147483647" --seq-len 3000000000
+expect_usage "an int flag past its type" "--log-every: 3000000000 is out of range for a whole number" --log-every 3000000000
 expect_error "steps not a number" "steps: must be a positive number" --steps x
 expect_error "negative learning rate" "lr: must not be negative" --lr -1
 expect_error "beta1 of 2" "beta1" --beta1 2
@@ -103,7 +106,7 @@ expect_usage "infinite weight decay" "--weight-decay must be finite" --weight-de
 expect_usage "negative eps" "eps must be finite and > 0" --eps -1e-8
 expect_usage "zero eps" "eps must be finite and > 0" --eps 0
 expect_usage "NaN clip" "--clip must be finite and >= 0 \(got nan\)" --clip nan
-expect_usage "NaN batch size" "--batch-size: must be finite" --batch-size nan
+expect_usage "NaN batch size" "--batch-size: must be a whole number from 1 to 2147483647 \(got nan\)" --batch-size nan
 # A run whose loss stays non-finite stops after --max-skipped-steps skips in
 # a row with exit code 1, instead of skipping every remaining step and exiting 0.
 out=$("$train" --lr 1e30 --steps 60 --max-skipped-steps 3 --metrics "$dir/nan.jsonl" 2>&1)
@@ -259,7 +262,7 @@ expect_usage "a fraction for a whole number" "--n-head: 1.5 is not a whole numbe
 expect_usage "two values for one flag" "unexpected value '2' \(a flag takes one value" --n-layer 1 2
 expect_usage "empty --resume" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume ""
 expect_usage "empty --resume=" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume=
-expect_error "zero batch" "batch-size: must be positive" --batch-size 0
+expect_error "zero batch" "batch-size: must be a whole number from 1 to 2147483647 \(got 0\)" --batch-size 0
 expect_error "unknown strategy" "strategy" --strategy zero4
 expect_error "unknown device" "device" --device tpu
 expect_error "unknown activation" "activation" --model mlp --activation tanh
@@ -281,6 +284,8 @@ expect_error_raw() {  # like expect_error, with the caller's own output flags
 expect_error_raw "--save onto --data" "save .* is the --data file" --data "$dir/data.txt" --save "$dir/data.txt"
 expect_error_raw "--metrics onto --data" "metrics .* is the --data file" --data "$dir/data.txt" --metrics "$dir/data.txt"
 expect_error_raw "--save into a missing directory" "directory .*no-dir does not exist" --save "$dir/no-dir/w.safetensors"
+: > "$dir/a-file"
+expect_error_raw "--save under a file" "a-file is not a directory" --save "$dir/a-file/w.safetensors"
 expect_error_raw "--save onto a directory" "is a directory" --save "$dir"
 expect_error_raw "--metrics on a full disk" "writing the metrics file /dev/full failed" --metrics /dev/full
 # --save is renamed into place: never over a device, FIFO or socket, and

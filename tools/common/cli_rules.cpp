@@ -73,8 +73,12 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   if (std::regex_match(text, m,
                        std::regex("The following arguments? (?:was|were) not expected: (.*)")))
     return unexpected_args(m[1]);
-  if (std::regex_match(text, m, std::regex("Could not convert: (\\S+) = (.*)")))
-    return std::string(m[1]) + ": " + std::string(m[2]) + " is not " + what_it_takes(app, m[1]);
+  if (std::regex_match(text, m, std::regex("Could not convert: (\\S+) = (.*)"))) {
+    const std::string value = m[2];
+    if (std::regex_match(value, std::regex("[+-]?[0-9]+")))  // digits beyond the flag's type
+      return std::string(m[1]) + ": " + value + " is out of range for " + what_it_takes(app, m[1]);
+    return std::string(m[1]) + ": " + value + " is not " + what_it_takes(app, m[1]);
+  }
   if (std::regex_match(text, m, std::regex("(\\S+): At Most \\d+ required but received \\d+")))
     return std::string(m[1]) + " is given more than once; give it once";
   if (std::regex_match(text, m, std::regex("(\\S+): \\d+ required \\S+ missing")))

@@ -333,8 +333,9 @@ void check_outputs(const TrainOptions& o) {
                   ", which saving and pruning overwrite and remove");
     optim::check_output_outside_checkpoint_steps({out_flag, *out});
     const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-    ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": directory ", parent.string(),
-                  " does not exist");
+    ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": ",
+                  fs::exists(parent) ? parent.string() + " is not a directory"
+                                     : "directory " + parent.string() + " does not exist");
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
@@ -362,8 +363,13 @@ void check_outputs(const TrainOptions& o) {
     for (std::size_t b = a + 1; b < outputs.size(); ++b) {
       const std::string& x = *outputs[a].second;
       if (targets[a].empty() || targets[b].empty()) continue;
-      ZRT_CHECK_ARG(targets[a] != targets[b], outputs[a].first, " and ", outputs[b].first,
-                    " name the same file ", x, ": give each output a file of its own");
+      std::error_code ec;  // hard links of one file: two names, one inode
+      const bool linked = fs::exists(targets[a], ec) && fs::exists(targets[b], ec) &&
+                          fs::equivalent(targets[a], targets[b], ec);
+      ZRT_CHECK_ARG(targets[a] != targets[b] && !linked, outputs[a].first, " and ",
+                    outputs[b].first, " name the same file ", x,
+                    linked ? " (" + *outputs[b].second + " is a hard link of it)" : std::string(),
+                    ": give each output a file of its own");
     }
   // Steps written into the checkpoint being read would replace it.
   if (!o.checkpoint_dir.empty())
@@ -429,11 +435,13 @@ void add_schedule_flags(CLI::App& app, TrainOptions& o) {
                  "and y [N] i64; "
                  "not given: the embedded default dataset");
   app.add_option("--steps", t.steps, "optimizer steps")->check(kPositive);
+  // A batch and a sequence are dimensions of tensors: int32, as the model's are.
   app.add_option("--batch-size", t.batch_size, "global sequences (gpt) or rows (mlp) per step")
-      ->check(kPositive);
+      ->check(tools::whole_number(1, 2147483647));
   app.add_option("--micro-batches", t.micro_batches, "micro-batches per rank per step")
-      ->check(kPositive);
-  app.add_option("--seq-len", t.seq_len, "gpt: tokens per sequence")->check(kPositive);
+      ->check(tools::whole_number(1, 2147483647));
+  app.add_option("--seq-len", t.seq_len, "gpt: tokens per sequence")
+      ->check(tools::whole_number(1, 2147483647));
   app.add_option("--lr", t.schedule.max_lr, "peak learning rate")->check(kNonNegativeReal);
   app.add_option("--min-lr", t.schedule.min_lr,
                  "learning rate at the end of the cosine decay (default: --lr / 10)")
