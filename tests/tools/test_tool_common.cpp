@@ -137,6 +137,13 @@ BOOST_AUTO_TEST_CASE(filesystem_errors_name_the_path_first) {
   BOOST_TEST(tools::error_text(std::runtime_error("plain")) == "plain");
 }
 
+// A host allocation the system refused reads as that, not as a C++ class.
+BOOST_AUTO_TEST_CASE(a_refused_allocation_reads_as_out_of_host_memory) {
+  const std::string text = tools::error_text(std::bad_alloc());
+  BOOST_TEST(text.starts_with("out of host memory: the system refused an allocation"), text);
+  BOOST_TEST(has(text, "ulimit -v"), text);
+}
+
 BOOST_AUTO_TEST_CASE(an_unknown_zrt_variable_is_named_in_a_warning) {
   ::setenv("ZRT_SIMPEL_KERNELS", "all", 1);
   ::setenv("ZRTX_OTHER", "1", 1);  // not zrt's prefix

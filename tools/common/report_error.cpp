@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <string>
 
 #include "zrt/runtime/error.h"
@@ -15,6 +16,12 @@ bool debug_enabled() {
 }
 
 std::string error_text(const std::exception& e) {
+  // An allocation the system refused outside zrt's allocators (which name
+  // their bytes): a host allocation of the C++ library.
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return "out of host memory: the system refused an allocation (std::bad_alloc); free memory, "
+           "raise the process's limit (ulimit -v), run fewer ranks in this process or a "
+           "smaller model";
   const auto* fs_error = dynamic_cast<const std::filesystem::filesystem_error*>(&e);
   if (!fs_error) return e.what();
   const std::string what = e.what(), reason = fs_error->code().message();
