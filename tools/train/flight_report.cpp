@@ -62,20 +62,25 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
     const std::string path = recorder->write(dir);
     if (world.rank() != 0) return;
     const std::string report = flight_report(dir, world.size(), std::chrono::seconds(5));
-    {
-      std::lock_guard lock(io);
-      std::fprintf(stderr, "zrt-train: flight recorder (rank files in %s): %s\n", dir.c_str(),
-                   report.c_str());
-    }
-    if (dir == process_flight_dir()) {
-      // This process's own directory: every rank wrote before the report read it.
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
+    // This process's own directory goes once its ranks have ended
+    // (remove_process_flight_dir): the report names no files there.
+    const std::string where =
+        dir == process_flight_dir() ? std::string() : " (rank files in " + dir + ")";
+    std::lock_guard lock(io);
+    std::fprintf(stderr, "zrt-train: flight recorder%s: %s\n", where.c_str(), report.c_str());
   } catch (const std::exception& e) {
     std::lock_guard lock(io);
     std::fprintf(stderr, "zrt-train: flight recorder: rank %d could not write its record: %s\n",
                  world.rank(), tools::error_text(e).c_str());
+  }
+}
+
+void remove_process_flight_dir(const TrainOptions& o) noexcept {
+  try {
+    if (flight_record_dir(o) != process_flight_dir()) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(process_flight_dir(), ignored);
+  } catch (const std::exception&) {
   }
 }
 

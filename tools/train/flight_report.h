@@ -26,4 +26,9 @@ void forget_flight_record(const TrainOptions& o, int rank) noexcept;
 // to stderr. Never throws: the failure being reported comes first.
 void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io) noexcept;
 
+// Removes this process's own rank-file directory (local ranks with no other
+// directory named) once every rank of the process has ended: a rank that
+// reports after rank 0's wait would otherwise leave it behind.
+void remove_process_flight_dir(const TrainOptions& o) noexcept;
+
 }  // namespace zrt::train

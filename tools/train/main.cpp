@@ -557,6 +557,10 @@ int main(int argc, char** argv) {
     // Note [One data set per process]: local ranks share one, read-only.
     std::optional<model_zoo::Dataset> shared_data;
     if (o.ranks > 0) shared_data = train::load_data(o, train::trainer_config(o, 0));
+    struct FlightDirCleanup {  // after the ranks, however they end
+      const train::TrainOptions& options;
+      ~FlightDirCleanup() { train::remove_process_flight_dir(options); }
+    } flight_dir_cleanup{o};
     train::run_ranks(
         o.ranks,
         [&](const CommPtr& world, int local_rank, const CommPtr& host) {
