@@ -99,6 +99,15 @@ for want in "--optimizer-state-dtype bf16" "--offload-grads" "--gather-dtype int
   head -1 <<<"$out" | grep -q -- "$want" || fail "the plan's header lacks $want: $(head -1 <<<"$out")"
 done
 echo "ok   the plan's header names the memory settings"
+# --fit's lines paste: a hybrid line names its group size, the others none.
+out=$("$train" --plan --fit 40MiB --ranks 4 --strategy hybrid --zero3-size 2 2>&1) || fail "--fit with hybrid: $out"
+grep -q -- "--strategy hybrid --zero3-size 2 --prefetch" <<<"$out" || fail "--fit's hybrid lines lack --zero3-size: $out"
+grep -q -- "--strategy full --zero3-size" <<<"$out" && fail "--fit's full lines name --zero3-size: $out"
+grep -q "replace the command's --strategy, --zero3-size" <<<"$out" || fail "--fit does not say what its lines replace: $out"
+line=$(grep -m1 -o -- "--strategy hybrid --zero3-size 2 --prefetch .*" <<<"$out")
+# shellcheck disable=SC2086
+"$train" --plan --ranks 4 $line > /dev/null 2>&1 || fail "a pasted --fit line is refused: $line"
+echo "ok   --fit lines name --zero3-size where the strategy reads it, and paste"
 "$python" - "$dir" <<'PY' || fail "offload metrics"
 import json, sys
 none, disk, host = ([json.loads(l) for l in open(f"{sys.argv[1]}/{m}.jsonl")] for m in ("none", "disk", "host"))
