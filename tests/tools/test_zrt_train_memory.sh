@@ -108,6 +108,15 @@ line=$(grep -m1 -o -- "--strategy hybrid --zero3-size 2 --prefetch .*" <<<"$out"
 # shellcheck disable=SC2086
 "$train" --plan --ranks 4 $line > /dev/null 2>&1 || fail "a pasted --fit line is refused: $line"
 echo "ok   --fit lines name --zero3-size where the strategy reads it, and paste"
+# The header says what a preset became; into one file with stderr it comes
+# before a later error (stdout is line-buffered).
+"$train" --dtype fp16 --lr 5 --steps 30 --n-layer 3 --n-embd 48 --n-head 3 > "$dir/order.txt" 2>&1 &&
+  fail "a diverging run succeeded: $(cat "$dir/order.txt")"
+header=$(grep -n "^zrt-train: gpt/tiny (3 layers, 48 wide, 3 heads, vocab 256), 1 rank(s)" "$dir/order.txt" | cut -d: -f1)
+error=$(grep -n "^zrt-train: error: the run diverged" "$dir/order.txt" | cut -d: -f1)
+[ -n "$header" ] && [ -n "$error" ] && [ "$header" -lt "$error" ] ||
+  fail "the header (line ${header:-none}) before the error (line ${error:-none}): $(cat "$dir/order.txt")"
+echo "ok   the header names the dimensions and comes before a later error"
 "$python" - "$dir" <<'PY' || fail "offload metrics"
 import json, sys
 none, disk, host = ([json.loads(l) for l in open(f"{sys.argv[1]}/{m}.jsonl")] for m in ("none", "disk", "host"))

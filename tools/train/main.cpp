@@ -29,6 +29,7 @@
 #include "tools/train/trace_stream.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
+#include "zrt/model_zoo/models/model_config.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
@@ -516,9 +517,16 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   StepReporter reporter(o, lead, resumed, trainer.next_step(), io);
   if (lead) {
     std::lock_guard lock(io);
-    std::printf("zrt-train: %s/%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n",
-                o.trainer.model.kind.c_str(), o.trainer.model.preset.c_str(), world->size(),
-                optim::strategy_name(o.trainer.engine.zero.strategy),
+    // A preset whose dimensions flags changed says what it became.
+    std::string dims;
+    if (o.trainer.model.kind == "gpt") {
+      const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(config.model);
+      dims = " (" + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_embd) + " wide, " +
+             std::to_string(d.n_head) + " heads, vocab " + std::to_string(d.vocab_size) + ")";
+    }
+    std::printf("zrt-train: %s/%s%s, %d rank(s), strategy %s, dtype %s, device %s, %zu units\n",
+                o.trainer.model.kind.c_str(), o.trainer.model.preset.c_str(), dims.c_str(),
+                world->size(), optim::strategy_name(o.trainer.engine.zero.strategy),
                 dtype_flag(o.trainer.engine.zero.dtype), config.engine.zero.device.str().c_str(),
                 trainer.engine().handles().size());
   }
@@ -533,6 +541,9 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
 
 int main(int argc, char** argv) {
   using namespace zrt;
+  // A line at a time into a file or pipe too: a log of stdout and stderr
+  // together keeps their order (the header before a later error).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   train::TrainOptions o;
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
