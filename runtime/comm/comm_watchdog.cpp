@@ -85,7 +85,8 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
       deadline = now + limit;
     } else if (now >= deadline) {
       fail(what, detail::concat(what, " timed out after ", limit.count(),
-                                " ms without a collective finishing"));
+                                " ms without a collective finishing (ZRT_COMM_TIMEOUT_S sets "
+                                "the limit)"));
     }
     if (done_blocks) continue;
     if (now < spin_until) {

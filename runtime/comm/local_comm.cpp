@@ -121,7 +121,8 @@ class LocalGroup {
       for (std::size_t r = 0; r < present_.size(); ++r)
         if (!present_[r]) missing += detail::concat(missing.empty() ? "" : ", ", r);
       broken_ = detail::concat(where(), ": timed out after ", timeout.count(),
-                               " ms waiting for rank(s) [", missing, "] (local backend)");
+                               " ms waiting for rank(s) [", missing,
+                               "] (local backend; ZRT_COMM_TIMEOUT_S sets the limit)");
       cv_.notify_all();
       throw CommError(broken_, __FILE__, __LINE__);
     }

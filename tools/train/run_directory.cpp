@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,17 @@ std::int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// "2026-11-27 14:20:01 UTC": when a run took its directory, for people.
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  char text[32] = {};
+  if (::gmtime_r(&now, &utc) == nullptr ||
+      std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc) == 0)
+    return "at unix time " + std::to_string(unix_seconds());
+  return text;
 }
 
 std::string list_steps(const std::vector<std::int64_t>& steps) {
@@ -70,8 +82,8 @@ RunLock::RunLock(const std::string& dir) {
               holder.empty() ? std::string("its holder wrote nothing yet") : holder,
               "): two runs in one checkpoint directory would overwrite each other's steps");
   }
-  const std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() +
-                         ", started at unix time " + std::to_string(unix_seconds()) + "\n";
+  const std::string me =
+      "pid " + std::to_string(::getpid()) + " on " + host_name() + ", started " + utc_now() + "\n";
   if (::ftruncate(fd_, 0) != 0 ||
       ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()) ||
       ::fsync(fd_) != 0) {  // flushed: another host's ranks read it (run_lock_note)
