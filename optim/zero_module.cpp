@@ -88,7 +88,7 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
 // A scope closes against its module (reshard, reduce): a module destroyed
 // while one is open would leave it pointing at freed memory, as a class
 // that declares its open scope before its module does on destruction. The
-// module reports the units whose scopes are open as it goes, and a scope
+// module reports a unit whose scope is open as it goes, and a scope
 // watches the module's lifetime: closed or destroyed after it, it touches
 // nothing (close() throws InvalidState saying so, the destructor reports it).
 ZeroModule::~ZeroModule() {
@@ -791,7 +791,9 @@ Tensor ZeroModule::full_param(const std::string& name) {
   const auto at = find_param(name);
   ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
                 "' (names are full_params()'s: \"unit.name\" or the module path's)");
-  expect_scopes_closed("full_param");
+  ZRT_CHECK_STATE(handles_[at->unit]->state() == HandleState::idle,
+                  "ZeroModule::full_param: unit '", handles_[at->unit]->name(),
+                  "' has a scope open; close it first");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "full_param('" + name + "')");
   return handles_[at->unit]->summon_full_params()[at->index].to(Device::cpu());
 }

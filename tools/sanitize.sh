@@ -76,7 +76,7 @@ tsan() {
   # sweeps (every strategy in two dtypes, three runs each: the collectives'
   # threads are the unquantized ones'; zrt-train runs them once below), and
   # the early gathers with the moments on disk (zrt-train runs them below
-  # with every CPU stream).
+  # with --cpu-streams all).
   export BOOST_TEST_RUN_FILTERS='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number:!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats'
   local regex
   regex="^($(IFS='|'; echo "${suites[*]}"))\$"

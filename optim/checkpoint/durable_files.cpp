@@ -114,6 +114,14 @@ void check_output_outside_checkpoint_steps(const NamedPath& out) {
   std::error_code ec;
   // Through links, dangling ones too: a write lands on the link's target.
   const fs::path target = resolved_path(output_file_target(out.path, out.what).string());
+  // A checkpoint root's own files: `latest`, and the run's lock and
+  // temporaries (.zrt-*), which a running zrt-train holds.
+  const std::string name = target.filename().string();
+  ZRT_CHECK_ARG(!(fs::exists(target.parent_path() / "latest", ec) &&
+                  (name == "latest" || name.starts_with(".zrt-"))),
+                out.what, " ", out.path, " is the checkpoint directory ",
+                target.parent_path().string(), "'s own ", name,
+                " file: writing it would break that directory's runs");
   for (fs::path p = target.parent_path(); !p.empty(); p = p.parent_path()) {
     ZRT_CHECK_ARG(
         !parse_step_dir_name(p.filename().string()) || !fs::exists(p / kIndexFileName, ec),

@@ -56,7 +56,8 @@ std::string checkpoint_root_of(const std::string& path);
 // Throws InvalidArgument when output `out` (through links, dangling ones
 // too, and `..`) lies
 // inside a checkpoint step directory (step-N holding index.json): writing it
-// would destroy that step, whichever step the run reads.
+// would destroy that step, whichever step the run reads; or is a checkpoint
+// root's own `latest` or .zrt-* file (a run's lock).
 void check_output_outside_checkpoint_steps(const NamedPath& out);
 // Points `latest` at step (atomically, Note [Atomic checkpoint steps]),
 // carrying the step's index checksum when its index.json.xxh64 has one.

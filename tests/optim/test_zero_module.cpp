@@ -428,7 +428,7 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
     expect([&] { module.full_params(); },
            "ZeroModule::full_params: unit 'fc' has a backward scope open");
     expect([&] { module.full_param("fc.weight"); },
-           "ZeroModule::full_param: unit 'fc' has a backward scope open");
+           "ZeroModule::full_param: unit 'fc' has a scope open");
   }
   test::TempDir scratch;
   expect([&] { optim::save_checkpoint(module, 1, optim::checkpoint_into(scratch.str(), -3)); },

@@ -265,6 +265,10 @@ BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
       values.error({"--steps", "0", "--lr", "0.01", "--out=--steps", "--hidden", "0"}).empty());
   BOOST_TEST(values.out == "--steps");
   BOOST_TEST(values.lr == 0.01);
+  for (const char* rate : {"0.5", "0e0", "-0.1", "00.5", "10"}) {  // decimal reals stay valid
+    ToyCli reals;
+    BOOST_TEST(reals.error({"--lr", rate}).empty(), rate);
+  }
   ToyCli dashes;
   BOOST_TEST(dashes.error({"--out", "--results", "--steps", "-3"}).empty());
   BOOST_TEST(dashes.out == "--results");

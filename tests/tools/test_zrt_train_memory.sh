@@ -91,6 +91,8 @@ out=$("$train" --plan --offload-grads 2>&1) || fail "--plan --offload-grads: $ou
 grep -q "with --micro-batches 1 there are none to keep" <<<"$out" || fail "--offload-grads on 1 micro-batch says nothing: $out"
 out=$("$train" --plan --offload-grads --micro-batches 2 2>&1) || fail "--plan --offload-grads --micro-batches 2: $out"
 grep -q "none to keep" <<<"$out" && fail "--offload-grads on 2 micro-batches: $out"
+out=$("$train" --plan --offload-grads --head-unit 2>&1) || fail "--plan --offload-grads --head-unit: $out"
+grep -q "none to keep" <<<"$out" && fail "--offload-grads with a tie across units: $out"
 echo "ok   --offload-grads on one micro-batch says it changes nothing"
 # The plan's header names every setting that moves memory.
 out=$("$train" --plan --optimizer-state-dtype bf16 --offload-grads --micro-batches 2 --gather-dtype int8 \

@@ -95,6 +95,11 @@ int bench_ckpt(int argc, char** argv) {
   for (const char* own : {"ckpt", "ckpt-async"})
     ZRT_CHECK_ARG(o.dir.empty() || !fs::exists(dir / own), "ckpt: --dir ", o.dir, " already holds ",
                   own, "/, which this suite writes and removes: give another --dir");
+  for (int r = 0; r < o.ranks && !o.dir.empty(); ++r)
+    ZRT_CHECK_ARG(!fs::exists(dir / ("plain-" + std::to_string(r))), "ckpt: --dir ", o.dir,
+                  " already holds plain-", r,
+                  ", which this suite writes and removes: give another "
+                  "--dir");
   ZRT_CHECK_ARG(o.dir.empty() || fs::is_directory(dir), "ckpt: --dir ", o.dir,
                 " is not an existing directory");
   // The host holds about 32 bytes a parameter: the weights, their fp32

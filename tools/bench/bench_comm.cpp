@@ -61,8 +61,8 @@ Options parse(int argc, char** argv) {
                 o.op, "' is not one of all_gather, reduce_scatter, all_reduce");
   ZRT_CHECK_ARG(o.backend == "local" || o.backend == "mpi", "--backend '", o.backend,
                 "' is not one of local, mpi");
-  ZRT_CHECK_ARG(o.ranks >= 1 && o.ranks <= train::kMaxLocalRanks, "--ranks must be from 1 to ",
-                train::kMaxLocalRanks, " (got ", o.ranks, ")");
+  ZRT_CHECK_ARG(o.backend == "mpi" || (o.ranks >= 1 && o.ranks <= train::kMaxLocalRanks),
+                "--ranks must be from 1 to ", train::kMaxLocalRanks, " (got ", o.ranks, ")");
   ZRT_CHECK_ARG(o.bytes >= 0, "--size must not be negative (got ", o.bytes, ")");
   return o;
 }

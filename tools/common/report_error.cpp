@@ -18,7 +18,8 @@ bool debug_enabled() {
 std::string error_text(const std::exception& e) {
   // An allocation the system refused outside zrt's allocators (which name
   // their bytes): a host allocation of the C++ library.
-  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr &&
+      dynamic_cast<const std::bad_array_new_length*>(&e) == nullptr)  // that: a bad size
     return "out of host memory: the system refused an allocation (std::bad_alloc); free memory, "
            "raise the process's limit (ulimit -v), run fewer ranks in this process or a "
            "smaller model";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -52,26 +53,36 @@ using model_zoo::TrainerConfig;
 // different moments or only some of them), a checkpoint is written when
 // --checkpoint-dir is set, and zrt-train exits 0 (a stop asked for in the
 // last step comes too late: that run has finished and writes --save). A second signal exits at
-// once with 128 + the signal number. The counter is the one process-wide
-// variable of zrt-train: a signal handler can reach nothing else.
+// once with 128 + the signal number. A write to a closed pipe or socket
+// (SIGPIPE: the output went through `| tee`, stopped with the job, or
+// `| head`) asks for the stop too, but is no signal of the user's: it never
+// makes a later SIGTERM the second one, and each later line raises it again.
+// It used to end the run at once, losing every step since the last
+// checkpoint. These two flags are the process-wide variables of zrt-train:
+// a signal handler can reach nothing else.
 std::atomic<int> stop_signals{0};
+std::atomic<bool> output_closed{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "the handlers' flags must be lock-free");
 
 extern "C" void on_stop_signal(int sig) {
+  const int saved_errno = errno;  // the write below must not change the interrupted code's
   if (stop_signals.fetch_add(1) >= 1) _exit(128 + sig);
   const char msg[] =
       "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
   [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  errno = saved_errno;
 }
 
-// A write to a pipe whose reader is gone (the output went through `| tee`,
-// stopped with the job, or `| head`): a stop request as a first signal's,
-// never a second one, as every later line to the pipe raises it again. It
-// used to end the run at once, losing every step since the last checkpoint.
 extern "C" void on_broken_pipe(int) {
-  int none = 0;
-  if (!stop_signals.compare_exchange_strong(none, 1)) return;
-  const char msg[] = "\nzrt-train: the output's reader is gone; stopping after this step\n";
-  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  const int saved_errno = errno;
+  if (!output_closed.exchange(true)) {
+    const char msg[] =
+        "\nzrt-train: a write to a closed pipe (the output's reader is gone); stopping after this "
+        "step\n";
+    [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  }
+  errno = saved_errno;
 }
 
 // What every rank learns after a step (collective, one exchange per step):
@@ -103,7 +114,8 @@ void all_or_none(Communicator& world, const std::function<void()>& fn) {
 }
 
 StepAgreement agree_after_step(Communicator& world, bool failed_here) {
-  const std::byte mine[2] = {std::byte(stop_signals.load() > 0), std::byte(failed_here)};
+  const std::byte mine[2] = {std::byte(stop_signals.load() > 0 || output_closed.load()),
+                             std::byte(failed_here)};
   StepAgreement out;
   for (const auto& b : world.all_gather_bytes(std::span<const std::byte>(mine, 2))) {
     out.stop = out.stop || (b.size() == 2 && b[0] != std::byte{0});

@@ -248,8 +248,10 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     std::cerr << "zrt-train: note: --offload-optimizer host saves no memory on --device cpu "
                  "without --memory-limit (host memory is the device's): the same numbers, the "
                  "state outside the caching allocator (mem_peak)\n";
-  // Gradients are offloaded only between the micro-batches of a step.
-  if (o.trainer.engine.zero.grad_reduce.offload && o.trainer.micro_batches == 1)
+  // Gradients are offloaded only between the micro-batches of a step, and
+  // (--head-unit) a tie's gradient between its user's and owner's backward.
+  if (o.trainer.engine.zero.grad_reduce.offload && o.trainer.micro_batches == 1 &&
+      !o.trainer.model.head_unit)
     std::cerr << "zrt-train: note: --offload-grads keeps gradients in host memory between "
                  "micro-batches: with --micro-batches 1 there are none to keep, and it changes "
                  "nothing\n";
