@@ -186,6 +186,8 @@ expect_error() {
   shows_source "$name" "$out" && { failures=$((failures + 1)); return; }
   ok "$name: $(grep -m1 -i error <<<"$out")"
 }
+expect_error "export onto the directory's run lock" "--out .*/ck/.zrt-run.lock is the checkpoint directory .*'s own .zrt-run.lock file" \
+  "$ckpt" export "$dir/ck" --out "$dir/ck/.zrt-run.lock"
 expect_error "--checkpoint-every without a directory" "checkpoint-dir" "$train" --checkpoint-every 5
 expect_error "--keep-last without a directory" "checkpoint-dir" "$train" --keep-last 2
 expect_error "--resume without a path or directory" "checkpoint-dir" "$train" --resume
