@@ -70,6 +70,13 @@ run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/ck" --save "$dir/final.st" |
 out=$("$ckpt" export "$dir/ck" --out "$dir/nodir/x.st" 2>&1)
 [ $? = 2 ] && grep -q -- "--out $dir/nodir/x.st: directory $dir/nodir does not exist" <<<"$out" &&
   ok "export into a missing directory names --out (exit 2)" || fail "export into a missing directory: $out"
+# Empty paths (an unset variable) and a bad ZRT_* value: command-line faults, exit 2.
+out=$("$ckpt" export "$dir/ck" --out "" 2>&1)
+[ $? = 2 ] && grep -q -- "--out is empty" <<<"$out" && ok "export --out \"\" (exit 2)" || fail "export --out \"\": $out"
+out=$("$ckpt" info "" 2>&1)
+[ $? = 2 ] && grep -q "the checkpoint path is empty" <<<"$out" && ok "info \"\" (exit 2)" || fail "info \"\": $out"
+out=$(ZRT_COMM_TIMEOUT_S=soon "$ckpt" info "$dir/ck" 2>&1)
+[ $? = 2 ] && grep -q "ZRT_COMM_TIMEOUT_S" <<<"$out" && ok "a bad ZRT_* value (exit 2)" || fail "a bad ZRT_* value: $out"
 # A directory's `latest` file names that directory (docs/checkpoints.md).
 "$ckpt" info "$dir/ck/latest" | grep -q "step         20" && ok "info of DIR/latest names the step" ||
   fail "info of DIR/latest"

@@ -61,7 +61,8 @@ int info(const std::string& path) {
   return 0;
 }
 
-int verify(const std::string& path) {
+// Every tensor of the step's rank files against its checksum, and no stray file.
+int verify_step(const std::string& path) {
   optim::CheckpointReader reader(path);
   const std::uint64_t bytes = reader.verify_all();
   // A file the index does not list (a rank file of another world size, a
@@ -80,6 +81,21 @@ int verify(const std::string& path) {
               reader.step_dir().c_str(), reader.index().world_size,
               static_cast<double>(bytes) / 1e6);
   return 0;
+}
+
+int verify(const std::string& path) {
+  const std::string step = optim::resolve_checkpoint(path);  // the step `latest` names now
+  try {
+    return verify_step(path);
+  } catch (const std::exception&) {
+    // A run pruning its old steps (--keep-last) may remove the step while it
+    // is read: say so, not what the missing file made fail.
+    std::error_code ec;
+    ZRT_CHECK_AS(CheckpointError, std::filesystem::exists(step, ec), step,
+                 " was removed while it was verified (a run pruning its old steps, --keep-last); "
+                 "verify again to check the newest");
+    throw;
+  }
 }
 
 // The files a command reads from `path` (a step directory, or a root whose
@@ -237,11 +253,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return 2;
   }
+  // The command line's own faults, and the environment, as zrt-train: exit 2.
+  try {
+    ZRT_CHECK_ARG(!path.empty(), "the checkpoint path is empty (an unset shell variable?)");
+    ZRT_CHECK_ARG(!(*exp || *resh) || !out.empty(), "--out is empty (an unset shell variable?)");
+    tools::check_environment("zrt-ckpt");  // Note [Environment variables]
+  } catch (const UserError& e) {
+    tools::report_error("zrt-ckpt", e);
+    return 2;
+  }
   // A checkpoint directory's `latest` file means that directory: every
   // check below (its `latest` among the inputs) then sees the directory.
   path = optim::checkpoint_root_of(path);
   try {
-    tools::check_environment("zrt-ckpt");  // Note [Environment variables]
     if (*info) return ckpt::info(path);
     if (*verify) return ckpt::verify(path);
     tools::install_stop_handlers(ckpt::on_stop_signal);
