@@ -84,21 +84,28 @@ double median(std::vector<double> v) {
                            : (v[mid - 1] + v[mid]) / 2;  // an even count: the middle two's mean
 }
 
+std::vector<double> interleaved_median_seconds(const std::vector<std::function<void()>>& fns,
+                                               int warmup, int reps,
+                                               const std::function<void()>& sync) {
+  auto run = [&](const std::function<void()>& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    if (sync) sync();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& fn : fns) run(fn);
+  std::vector<std::vector<double>> times(fns.size());
+  for (int i = 0; i < std::max(reps, 1); ++i)
+    for (std::size_t f = 0; f < fns.size(); ++f) times[f].push_back(run(fns[f]));
+  std::vector<double> medians;
+  for (auto& t : times) medians.push_back(median(std::move(t)));
+  return medians;
+}
+
 double median_seconds(const std::function<void()>& fn, int warmup, int reps,
                       const std::function<void()>& sync) {
-  for (int i = 0; i < warmup; ++i) {
-    fn();
-    if (sync) sync();
-  }
-  std::vector<double> times;
-  times.reserve(static_cast<std::size_t>(std::max(reps, 1)));
-  for (int i = 0; i < std::max(reps, 1); ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    if (sync) sync();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return median(std::move(times));
+  return interleaved_median_seconds({fn}, warmup, reps, sync).front();
 }
 
 double median_stream_seconds(const std::function<void()>& fn, Device device, Stream stream,

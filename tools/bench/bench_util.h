@@ -61,6 +61,12 @@ double median(std::vector<double> v);
 // wall-clock seconds of the timed runs.
 double median_seconds(const std::function<void()>& fn, int warmup, int reps,
                       const std::function<void()>& sync = {});
+// The same for several functions run in turn, round by round (a, b, a, b,
+// ...): a subject and its baseline meet the same load on a shared machine,
+// so their ratio holds where their times do not. One median per function.
+std::vector<double> interleaved_median_seconds(const std::vector<std::function<void()>>& fns,
+                                               int warmup, int reps,
+                                               const std::function<void()>& sync = {});
 
 // The median seconds of `fn`, issued to `stream` on `device`, after two
 // warm-up runs: CUDA events around each run on the GPU, wall clock on the
