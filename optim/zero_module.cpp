@@ -168,6 +168,16 @@ CpuStreams parse_cpu_streams(const std::string& s) {
 // step is skipped). Values drawn where the shards live (Note [Sharded
 // initialisation]), values on a device and a dry run's stand-ins are not
 // read: nothing there to compare on the host.
+namespace {
+// A digest of a tensor's values as a unit was given them (0: none read, a
+// CPU tensor with memory only, as check_initial_values reads; a model's
+// stand-in has none).
+std::uint64_t values_digest(const Tensor& t) {
+  if (!t.device().is_cpu() || t.numel() == 0 || t.is_freed()) return 0;
+  return XXH64(t.data_ptr(), t.nbytes(), 0) | 1;  // never 0
+}
+}  // namespace
+
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps) {
   struct Summary {
     std::uint64_t layout = 0;  // names and shapes: FlatParamHandle names a difference there
@@ -249,6 +259,17 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
           seen.fqn, "' of unit '", handles_[seen.at.unit]->name(),
           "': a parameter tied "
           "across units must be the same tensor (storage, offset, dtype and shape)");
+      // One buffer passed again after its values changed is a new
+      // parameter's values, not the first one's: a tie would drop them.
+      // (Read only where the owner's values were: a model's stand-in has
+      // none; 0 where the memory has gone since.)
+      const std::uint64_t now = seen.digest == 0 ? 0 : values_digest(p.tensor);
+      ZRT_CHECK_ARG(now == 0 || now == seen.digest, "ZeroModule::add_unit('", name,
+                    "'): parameter '", p.fqn(), "' is the buffer of parameter '", seen.fqn,
+                    "' of unit '", handles_[seen.at.unit]->name(),
+                    "', so it would be tied to it, but its values changed since: pass a tensor "
+                    "of its own (a copy) for a parameter of its own, or the buffer unchanged for "
+                    "a tie");
       tied = &seen;
       break;
     }
@@ -271,6 +292,22 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
                 "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");
+  // Each parameter's values as given, before the handle claims memory that
+  // an fp32 tensor shares with its "copy": a later tie must still hold them.
+  // A second name of one tensor has the first's (and may be the stand-in of
+  // a parameter drawn in its shards, with no memory behind it).
+  std::vector<std::uint64_t> own_digests;
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    const NamedParam& p = own[i];
+    const auto first = std::find_if(
+        own.begin(), own.begin() + static_cast<std::ptrdiff_t>(i), [&](const NamedParam& q) {
+          return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset();
+        });
+    own_digests.push_back(first != own.begin() + static_cast<std::ptrdiff_t>(i)
+                              ? own_digests[static_cast<std::size_t>(first - own.begin())]
+                          : p.init || options_.dry_run ? 0
+                                                       : values_digest(p.tensor));
+  }
   // Fresh fp32 copies: a handle claims its parameters' memory, and several
   // ranks of one process may share the initial values. One copy per distinct
   // tensor, so names tied to one tensor stay one parameter.
@@ -335,8 +372,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   tie_grads_.push_back(0);
   unit_names_.insert(name);
   param_names_.insert(names.begin(), names.end());
-  for (const auto& p : own)
-    if (p.tensor.numel() > 0) {
+  for (std::size_t i = 0; i < own.size(); ++i)
+    if (const NamedParam& p = own[i]; p.tensor.numel() > 0) {
       const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
       seen_by_storage_[p.tensor.storage_ptr().get()].push_back(seen_params_.size());
       seen_params_.push_back({p.tensor.storage_ptr(),
@@ -345,7 +382,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                               p.tensor.dtype(),
                               p.tensor.shape(),
                               p.fqn(),
-                              {unit, h.index_of(p.fqn())}});
+                              {unit, h.index_of(p.fqn())},
+                              own_digests[i]});
     }
   for (TiedParam& t : ties) {
     const ParamSpec& spec = handles_[t.owner.unit]->layout().params()[t.owner.index];

@@ -200,8 +200,9 @@ class ZeroModule {
   // gradient. A tensor given to an earlier unit, while it lives, is that
   // unit's parameter used here (Note [Parameters tied across units]); a
   // tensor that only overlaps an earlier one is refused with
-  // InvalidArgument naming both parameters (so do not reuse one buffer for
-  // different initial values of two units).
+  // InvalidArgument naming both parameters, and so is the same tensor whose
+  // values changed since the earlier unit took it (one buffer reused for
+  // two units' initial values: on the CPU, where the values are read).
   Unit add_unit(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& params);
   // The same with each parameter's module path and name given (a model whose
   // names are not "unit.name"); tied names again share a tensor.
@@ -357,6 +358,7 @@ class ZeroModule {
     Shape shape;
     std::string fqn;
     ParamLocation at;
+    std::uint64_t digest;  // of its values when added (0: none read); a tie must still hold them
   };
   std::vector<SeenParam> seen_params_;
   // seen_params_'s indices by storage, in order: a unit's tie lookup reads

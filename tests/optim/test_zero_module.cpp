@@ -549,6 +549,26 @@ BOOST_AUTO_TEST_CASE(a_tie_across_units_stays_one_parameter) {
   });
 }
 
+// One buffer reused for a later unit's values after the first took it is no
+// tie: refused, naming both parameters, instead of the later values dropped.
+BOOST_AUTO_TEST_CASE(a_buffer_changed_since_its_unit_is_no_tie) {
+  const CommPtr world = make_local_world(1).front();
+  std::mt19937 rng(test::test_seed("zero_module/a_buffer_changed_since_its_unit_is_no_tie"));
+  optim::ZeroModule module(world);
+  Tensor buffer = Tensor::full({3, 5}, 1.0, DType::f32);
+  module.add_unit("a", {{"w", buffer}});
+  buffer.fill_(2.0);  // the next unit's values, in the same buffer
+  auto b = unit_params(rng);
+  b.push_back({"w", buffer});
+  test::expect_throw<InvalidArgument>(
+      [&] { module.add_unit("b", b); },
+      "ZeroModule::add_unit('b'): parameter 'b.w' is the buffer of parameter 'a.w' of unit 'a', "
+      "so it would be tied to it, but its values changed since");
+  buffer.fill_(1.0);  // unchanged again: the tie it means
+  module.add_unit("c", {{"own", Tensor::full({2}, 0.5, DType::f32)}, {"w", buffer}});
+  BOOST_TEST(module.find_param("c.w")->unit == 0u);
+}
+
 // ZeroModuleOptions::host_allocator must be host memory (Note [Host memory in the plan]).
 BOOST_AUTO_TEST_CASE(a_host_allocator_of_a_device_is_refused) {
   struct DeviceMemory final : Allocator {
