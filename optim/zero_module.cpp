@@ -170,20 +170,24 @@ CpuStreams parse_cpu_streams(const std::string& s) {
 // read: nothing there to compare on the host.
 namespace {
 // A digest of a tensor's values as a unit was given them (0: none read, a
-// CPU tensor with memory only, as check_initial_values reads; a model's
-// stand-in has none).
+// CPU tensor with memory only). Callers read only what check_initial_values
+// reads: a model's stand-in (init, or a dry run) has a fake address and no
+// memory behind it, which this cannot tell.
 std::uint64_t values_digest(const Tensor& t) {
   if (!t.device().is_cpu() || t.numel() == 0 || t.is_freed()) return 0;
   return XXH64(t.data_ptr(), t.nbytes(), 0) | 1;  // never 0
 }
 }  // namespace
 
-void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps) {
+void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps,
+                                      const std::string& changed_tie) {
   struct Summary {
     std::uint64_t layout = 0;  // names and shapes: FlatParamHandle names a difference there
     std::uint64_t digest = 0;
     std::int64_t non_finite = -1;  // index into ps, -1: none
+    std::int64_t changed_tie = 0;  // 1: this rank's `changed_tie` says what
   } mine;
+  mine.changed_tie = changed_tie.empty() ? 0 : 1;
   for (std::size_t i = 0; i < ps.size(); ++i) {
     const NamedParam& p = ps[i];
     const std::string id = p.fqn() + shape_str(p.tensor.shape()) + ";";
@@ -205,6 +209,14 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
   std::vector<Summary> ranks(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) std::memcpy(&ranks[r], all[r].data(), sizeof mine);
+  // Every rank refuses a changed tie that one rank found (each rank has its
+  // own buffers): none is left waiting in the next collective.
+  if (!changed_tie.empty()) ZRT_THROW(InvalidArgument, changed_tie);
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    ZRT_CHECK_ARG(ranks[r].changed_tie == 0, "ZeroModule::add_unit('", unit, "'): on rank ", r,
+                  " a parameter is the buffer of an earlier unit's parameter whose values "
+                  "changed since it was added (rank ",
+                  r, "'s error names them)");
   for (const Summary& r : ranks)
     if (r.layout != mine.layout) return;  // the handle's own check names the difference
   for (std::size_t r = 0; r < ranks.size(); ++r)
@@ -239,6 +251,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   // it (two masters, two gradients). Memory that only overlaps one is refused.
   std::vector<TiedParam> ties;
   std::vector<NamedParam> own;
+  std::string changed_tie;  // the first tie whose buffer changed since its owner took it
   for (const auto& p : params) {
     const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
     const std::size_t end = begin + p.tensor.nbytes();
@@ -263,13 +276,15 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       // parameter's values, not the first one's: a tie would drop them.
       // (Read only where the owner's values were: a model's stand-in has
       // none; 0 where the memory has gone since.)
+      // Refused with the initial values' check, on every rank together.
       const std::uint64_t now = seen.digest == 0 ? 0 : values_digest(p.tensor);
-      ZRT_CHECK_ARG(now == 0 || now == seen.digest, "ZeroModule::add_unit('", name,
-                    "'): parameter '", p.fqn(), "' is the buffer of parameter '", seen.fqn,
-                    "' of unit '", handles_[seen.at.unit]->name(),
-                    "', so it would be tied to it, but its values changed since: pass a tensor "
-                    "of its own (a copy) for a parameter of its own, or the buffer unchanged for "
-                    "a tie");
+      if (now != 0 && now != seen.digest && changed_tie.empty())
+        changed_tie = detail::concat(
+            "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(),
+            "' is the buffer of parameter '", seen.fqn, "' of unit '",
+            handles_[seen.at.unit]->name(),
+            "', so it would be tied to it, but its values changed since: pass a tensor of its "
+            "own (a copy) for a parameter of its own, or the buffer unchanged for a tie");
       tied = &seen;
       break;
     }
@@ -292,8 +307,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
                 "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");
-  // Each parameter's values as given, before the handle claims memory that
-  // an fp32 tensor shares with its "copy": a later tie must still hold them.
+  // Each parameter's values as given: a later tie must still hold them.
   // A second name of one tensor has the first's (and may be the stand-in of
   // a parameter drawn in its shards, with no memory behind it).
   std::vector<std::uint64_t> own_digests;
@@ -330,7 +344,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     }
     owned.push_back({p.module_path, p.name, same->second, p.pad_rows, p.init});
   }
-  check_initial_values(name, owned);
+  check_initial_values(name, owned, changed_tie);
   FlatParamOptions o;
   o.name = name;
   o.param_dtype = options_.dtype;

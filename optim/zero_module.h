@@ -369,9 +369,12 @@ class ZeroModule {
   // Every unit's name and every parameter's full name so far (tied names
   // too): a second of either would make find_param and full_params pick one.
   std::unordered_set<std::string> unit_names_, param_names_;
-  // Collective: InvalidArgument on every rank when a value is not finite or
-  // the ranks' values differ (Note [Initial values agree across ranks]).
-  void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params);
+  // Collective: InvalidArgument on every rank when a value is not finite, the
+  // ranks' values differ (Note [Initial values agree across ranks]), or a
+  // rank found a tie whose buffer changed (`changed_tie`, its message; empty:
+  // none).
+  void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params,
+                            const std::string& changed_tie);
   // InvalidState naming `call` and the first unit with a scope open.
   void expect_scopes_closed(const char* call) const;
   struct Tie {  // Note [Parameters tied across units]

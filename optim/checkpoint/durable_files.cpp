@@ -117,8 +117,9 @@ void check_output_outside_checkpoint_steps(const NamedPath& out) {
   // A checkpoint root's own files: `latest`, and the run's lock and
   // temporaries (.zrt-*), which a running zrt-train holds.
   const std::string name = target.filename().string();
-  ZRT_CHECK_ARG(!(fs::exists(target.parent_path() / "latest", ec) &&
-                  (name == "latest" || name.starts_with(".zrt-"))),
+  ZRT_CHECK_ARG(!((fs::exists(target.parent_path() / "latest", ec) &&
+                   (name == "latest" || name.starts_with(".zrt-"))) ||
+                  (name.starts_with(".zrt-") && fs::exists(target, ec))),
                 out.what, " ", out.path, " is the checkpoint directory ",
                 target.parent_path().string(), "'s own ", name,
                 " file: writing it would break that directory's runs");

@@ -567,6 +567,25 @@ BOOST_AUTO_TEST_CASE(a_buffer_changed_since_its_unit_is_no_tie) {
   buffer.fill_(1.0);  // unchanged again: the tie it means
   module.add_unit("c", {{"own", Tensor::full({2}, 0.5, DType::f32)}, {"w", buffer}});
   BOOST_TEST(module.find_param("c.w")->unit == 0u);
+  // Found on one rank of two (each has its own buffer): both refuse it.
+  std::vector<std::string> errors(2);
+  run_local_ranks(2, [&](const CommPtr& comm) {
+    optim::ZeroModule m(comm);
+    Tensor mine = Tensor::full({3, 5}, 1.0, DType::f32);
+    m.add_unit("a", {{"w", mine}});
+    if (comm->rank() == 1) mine.fill_(2.0);
+    try {
+      m.add_unit("b", {{"own", Tensor::full({2}, 0.5, DType::f32)}, {"w", mine}});
+    } catch (const InvalidArgument& e) {
+      errors[static_cast<std::size_t>(comm->rank())] = e.what();
+    }
+  });
+  BOOST_TEST(errors[0].find("on rank 1 a parameter is the buffer of an earlier unit's") !=
+                 std::string::npos,
+             errors[0]);
+  BOOST_TEST(
+      errors[1].find("parameter 'b.w' is the buffer of parameter 'a.w'") != std::string::npos,
+      errors[1]);
 }
 
 // ZeroModuleOptions::host_allocator must be host memory (Note [Host memory in the plan]).

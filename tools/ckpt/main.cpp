@@ -90,8 +90,8 @@ int verify(const std::string& path) {
   } catch (const std::exception&) {
     // A run pruning its old steps (--keep-last) may remove the step while it
     // is read: say so, not what the missing file made fail.
-    std::error_code ec;
-    ZRT_CHECK_AS(CheckpointError, std::filesystem::exists(step, ec), step,
+    std::error_code ec;  // gone for sure: exists() said no without failing itself
+    ZRT_CHECK_AS(CheckpointError, std::filesystem::exists(step, ec) || ec, step,
                  " was removed while it was verified (a run pruning its old steps, --keep-last); "
                  "verify again to check the newest");
     throw;
