@@ -161,8 +161,9 @@ CpuStreams parse_cpu_streams(const std::string& s) {
 // only its shards of them: values that differ (each rank seeding its
 // generator by rank) would train a mix of the ranks' models, the same on
 // no rank, with nothing said. add_unit therefore gathers from every rank a
-// digest of the values it was given (xxHash64 of the fp32 copies in
-// order) and the first parameter that is not finite, and every rank ends
+// digest of the values it was given (xxHash64 of each parameter's values as
+// given, the digests a later tie checks, in order) and the first parameter
+// that is not finite, and every rank ends
 // in the same error when a digest differs or a value is NaN or infinite
 // (which would otherwise stay in the weights: its gradient is finite, so no
 // step is skipped). Values drawn where the shards live (Note [Sharded
@@ -180,6 +181,7 @@ std::uint64_t values_digest(const Tensor& t) {
 }  // namespace
 
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps,
+                                      const std::vector<std::uint64_t>& digests,
                                       const std::string& changed_tie) {
   struct Summary {
     std::uint64_t layout = 0;  // names and shapes: FlatParamHandle names a difference there
@@ -201,7 +203,7 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
           return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset();
         });
     if (second_name) continue;
-    mine.digest = XXH64(p.tensor.data_ptr(), p.tensor.nbytes(), mine.digest);
+    mine.digest = XXH64(&digests[i], sizeof digests[i], mine.digest);
     if (mine.non_finite < 0 && kernels::has_non_finite(p.tensor))
       mine.non_finite = static_cast<std::int64_t>(i);
   }
@@ -307,9 +309,10 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
                 "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");
-  // Each parameter's values as given: a later tie must still hold them.
-  // A second name of one tensor has the first's (and may be the stand-in of
-  // a parameter drawn in its shards, with no memory behind it).
+  // Each parameter's values as given: a later tie must still hold them, and
+  // every rank must have given the same (check_initial_values). A second
+  // name of one tensor has the first's (and may be the stand-in of a
+  // parameter drawn in its shards, with no memory behind it).
   std::vector<std::uint64_t> own_digests;
   for (std::size_t i = 0; i < own.size(); ++i) {
     const NamedParam& p = own[i];
@@ -344,7 +347,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     }
     owned.push_back({p.module_path, p.name, same->second, p.pad_rows, p.init});
   }
-  check_initial_values(name, owned, changed_tie);
+  check_initial_values(name, owned, own_digests, changed_tie);
   FlatParamOptions o;
   o.name = name;
   o.param_dtype = options_.dtype;

@@ -372,8 +372,9 @@ class ZeroModule {
   // Collective: InvalidArgument on every rank when a value is not finite, the
   // ranks' values differ (Note [Initial values agree across ranks]), or a
   // rank found a tie whose buffer changed (`changed_tie`, its message; empty:
-  // none).
+  // none). `digests`: each of `params`' values as given (values_digest).
   void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params,
+                            const std::vector<std::uint64_t>& digests,
                             const std::string& changed_tie);
   // InvalidState naming `call` and the first unit with a scope open.
   void expect_scopes_closed(const char* call) const;
