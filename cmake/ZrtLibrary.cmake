@@ -18,34 +18,52 @@ endforeach()
 # zrt_build_flags: libraries and programs; zrt_test_flags: the test
 # programs, which take AddressSanitizer without UBSan (UBSan would double
 # the compile time of Boost.Test's macros; it still checks every zrt library
-# and program the suites run).
-add_library(zrt_build_flags INTERFACE)
-target_compile_options(zrt_build_flags INTERFACE
+# and program the suites run). Both share zrt_warning_flags; the sanitizer
+# options are each target's own, so no later -fsanitize= turns back on what
+# a test's earlier -fno-sanitize= turned off.
+add_library(zrt_warning_flags INTERFACE)
+target_compile_options(zrt_warning_flags INTERFACE
   "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wunused-parameter>")
 # g++ 12 at -O3 reports overlapping memcpy inside std::string's own
 # concatenation (GCC bug 105329), a false positive that -Werror would stop on.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-  target_compile_options(zrt_build_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict>")
+  target_compile_options(zrt_warning_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict>")
 endif()
 if(ZRT_WERROR)
-  target_compile_options(zrt_build_flags INTERFACE
+  target_compile_options(zrt_warning_flags INTERFACE
     "$<$<COMPILE_LANGUAGE:CXX>:-Werror>" "$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>")
 endif()
-if(ZRT_SANITIZE)
-  target_compile_options(zrt_build_flags INTERFACE
-    "$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${ZRT_SANITIZE};-fno-omit-frame-pointer>")
-  if(ZRT_SANITIZE MATCHES "undefined")
-    target_compile_options(zrt_build_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=undefined>")
+
+# zrt_sanitizer_flags(TARGET COMPILED): TARGET's sources compile with the
+# sanitizers COMPILED and link with all of ZRT_SANITIZE (the runtimes the
+# libraries it links need).
+function(zrt_sanitizer_flags target compiled)
+  if(NOT ZRT_SANITIZE)
+    return()
   endif()
-  target_link_options(zrt_build_flags INTERFACE "-fsanitize=${ZRT_SANITIZE}")
-endif()
+  if(compiled)
+    target_compile_options(${target} INTERFACE
+      "$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${compiled};-fno-omit-frame-pointer>")
+  endif()
+  if(compiled MATCHES "undefined")
+    target_compile_options(${target} INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=undefined>")
+  endif()
+  target_link_options(${target} INTERFACE "-fsanitize=${ZRT_SANITIZE}")
+endfunction()
+
+add_library(zrt_build_flags INTERFACE)
+target_link_libraries(zrt_build_flags INTERFACE zrt_warning_flags)
+zrt_sanitizer_flags(zrt_build_flags "${ZRT_SANITIZE}")
+
 add_library(zrt_test_flags INTERFACE)
-target_link_libraries(zrt_test_flags INTERFACE zrt_build_flags)
+target_link_libraries(zrt_test_flags INTERFACE zrt_warning_flags)
+string(REPLACE "," ";" test_sanitizers "${ZRT_SANITIZE}")
+list(REMOVE_ITEM test_sanitizers undefined)
+list(JOIN test_sanitizers "," test_sanitizers)
+zrt_sanitizer_flags(zrt_test_flags "${test_sanitizers}")
 # Test helpers are spelled from the source root ("tests/...", "tools/...").
 target_include_directories(zrt_test_flags INTERFACE ${PROJECT_SOURCE_DIR})
-if(ZRT_SANITIZE MATCHES "undefined")
-  target_compile_options(zrt_test_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize=undefined>")
-endif()
+target_compile_definitions(zrt_test_flags INTERFACE ZRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 # Under AddressSanitizer the test programs' own code compiles at -Og: 40%
 # less time than -O1 with the instrumentation (-O0 saves little more and
 # runs the suites' own loops twice as slow); -Og hides no report.

@@ -46,8 +46,16 @@ asan() {
   # The sweep of early gathers with AdamW's moments on disk is left out: its
   # disk buffers are test_optimizer_offload's, its gathers the in-memory
   # sweep's, and it would take a tenth of the stage.
-  ASAN_OPTIONS=detect_leaks=1 BOOST_TEST_RUN_FILTERS='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number' \
-    ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit -LE "launcher|sources" -E test_install_consumer
+  local on_disk='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number'
+  ASAN_OPTIONS=detect_leaks=1 BOOST_TEST_RUN_FILTERS=$on_disk \
+    ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit -LE "launcher|sources" \
+    -E "^(test_install_consumer|test_engine_equivalence_async)\$"
+  # The equivalences with the compute on a CPU stream of its own (it keeps
+  # both cores busy alone) without the three quantized-collective sweeps:
+  # their buffers are the run above's, their waits the unquantized ones'.
+  ASAN_OPTIONS=detect_leaks=1 \
+    BOOST_TEST_RUN_FILTERS="$on_disk:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats" \
+    ctest --test-dir "$build" --output-on-failure -R "^test_engine_equivalence_async\$"
   # The mpi suites (named *_npN) and the tests that start mpirun themselves.
   # Leaks are checked in the MPI backend's own suite, test_comm_mpi, with
   # allocation stacks unwound fully (slow): the fast unwinder stops inside

@@ -47,6 +47,9 @@ grep -q '"GB_s":null' <<<"$out" && ! grep -q '"GB_s":""' <<<"$out" && echo "ok  
 out=$("$bench" gemm --gemm mkl 2>&1)
 grep -q "gemm: --gemm mkl is not one of eigen, openblas" <<<"$out" && ! grep -q ZRT_CPU_GEMM <<<"$out" &&
   echo "ok   --gemm mkl names --gemm" || { echo "FAIL --gemm mkl: $out"; failures=$((failures + 1)); }
+out=$("$bench" gemm --gemm x:y 2>&1)
+grep -q "gemm: --gemm x:y is not one of" <<<"$out" &&
+  echo "ok   --gemm x:y is quoted whole" || { echo "FAIL --gemm x:y: $out"; failures=$((failures + 1)); }
 # --device cuda where this build or machine cannot run it: named, no C++ class.
 for suite in optim ops attention; do
   out=$(timeout 60 "$bench" $suite --device cuda --reps 1 2>&1); rc=$?

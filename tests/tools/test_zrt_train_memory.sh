@@ -53,10 +53,19 @@ echo "ok   --plan --data: the host columns hold 4.0 MiB of tokens"
 grep -q -- "--strategy no-shard --prefetch 0 --activation-checkpointing none --offload-optimizer none" "$dir/fit.out" ||
   fail "--fit 1GiB does not list the cheapest setting: $(cat "$dir/fit.out")"
 # The sweep tries every strategy with the given hybrid group size kept for
-# hybrid alone (the others read none and refuse one).
+# hybrid alone (the others read none and refuse one); its lines paste: a
+# hybrid line names its group size, the others none.
 "$train" --model mlp --ranks 4 --strategy hybrid --zero3-size 2 --plan --fit 1GiB > "$dir/hfit.out" 2>&1 &&
   grep -q -- "--strategy hybrid" "$dir/hfit.out" && grep -q -- "--strategy no-shard" "$dir/hfit.out" ||
   fail "--fit with --strategy hybrid --zero3-size 2: $(cat "$dir/hfit.out")"
+out=$(cat "$dir/hfit.out")
+grep -q -- "--strategy hybrid --zero3-size 2 --prefetch" <<<"$out" || fail "--fit's hybrid lines lack --zero3-size: $out"
+grep -q -- "--strategy full --zero3-size" <<<"$out" && fail "--fit's full lines name --zero3-size: $out"
+grep -q "replace the command's --strategy, --zero3-size" <<<"$out" || fail "--fit does not say what its lines replace: $out"
+line=$(grep -m1 -o -- "--strategy hybrid --zero3-size 2 --prefetch .*" <<<"$out")
+# shellcheck disable=SC2086
+"$train" --model mlp --plan --ranks 4 $line > /dev/null 2>&1 || fail "a pasted --fit line is refused: $line"
+echo "ok   --fit lines name --zero3-size where the strategy reads it, and paste"
 "$train" "${run[@]}" --plan --fit 1MiB > "$dir/nofit.out" 2>&1; [ $? -eq 3 ] || fail "--fit 1MiB: not exit 3: $(cat "$dir/nofit.out")"
 grep -q "0 setting(s) fit" "$dir/nofit.out" || fail "--fit 1MiB: $(cat "$dir/nofit.out")"
 # SIGTERM ends a plan however long it would take (--plan installs no stop
@@ -101,18 +110,9 @@ for want in "--optimizer-state-dtype bf16" "--offload-grads" "--gather-dtype int
   head -1 <<<"$out" | grep -q -- "$want" || fail "the plan's header lacks $want: $(head -1 <<<"$out")"
 done
 echo "ok   the plan's header names the memory settings"
-# --fit's lines paste: a hybrid line names its group size, the others none.
-out=$("$train" --plan --fit 40MiB --ranks 4 --strategy hybrid --zero3-size 2 2>&1) || fail "--fit with hybrid: $out"
-grep -q -- "--strategy hybrid --zero3-size 2 --prefetch" <<<"$out" || fail "--fit's hybrid lines lack --zero3-size: $out"
-grep -q -- "--strategy full --zero3-size" <<<"$out" && fail "--fit's full lines name --zero3-size: $out"
-grep -q "replace the command's --strategy, --zero3-size" <<<"$out" || fail "--fit does not say what its lines replace: $out"
-line=$(grep -m1 -o -- "--strategy hybrid --zero3-size 2 --prefetch .*" <<<"$out")
-# shellcheck disable=SC2086
-"$train" --plan --ranks 4 $line > /dev/null 2>&1 || fail "a pasted --fit line is refused: $line"
-echo "ok   --fit lines name --zero3-size where the strategy reads it, and paste"
 # The header says what a preset became; into one file with stderr it comes
 # before a later error (stdout is line-buffered).
-"$train" --dtype fp16 --lr 5 --steps 30 --n-layer 3 --n-embd 48 --n-head 3 > "$dir/order.txt" 2>&1 &&
+"$train" --dtype fp16 --lr 5 --steps 10 --n-layer 3 --n-embd 48 --n-head 3 --batch-size 2 --seq-len 16 > "$dir/order.txt" 2>&1 &&
   fail "a diverging run succeeded: $(cat "$dir/order.txt")"
 header=$(grep -n "^zrt-train: gpt/tiny (3 layers, 48 wide, 3 heads, vocab 256), 1 rank(s)" "$dir/order.txt" | cut -d: -f1)
 error=$(grep -n "^zrt-train: error: the run diverged" "$dir/order.txt" | cut -d: -f1)

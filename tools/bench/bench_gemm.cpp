@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -70,8 +69,16 @@ std::vector<const kernels::CpuGemmBackend*> backends_to_time(const std::string& 
   if (name != "all") try {
       return {&kernels::cpu_gemm_named(name.c_str())};
     } catch (const InvalidArgument& e) {  // it speaks of ZRT_CPU_GEMM, which reads it too
-      const std::string text =
-          std::regex_replace(e.what(), std::regex("^ZRT_CPU_GEMM='?([^':]*)'?"), "gemm: --gemm $1");
+      // "ZRT_CPU_GEMM='x': ..." or "ZRT_CPU_GEMM=x: ..." becomes "gemm: --gemm x: ...".
+      std::string text = e.what();
+      const std::string prefix = "ZRT_CPU_GEMM=";
+      if (text.starts_with(prefix)) {
+        const bool quoted = text.size() > prefix.size() && text[prefix.size()] == '\'';
+        const size_t start = prefix.size() + (quoted ? 1 : 0);
+        const size_t end = std::min(text.find(quoted ? '\'' : ':', start), text.size());
+        const size_t rest = std::min(end + (quoted ? 1 : 0), text.size());
+        text = "gemm: --gemm " + text.substr(start, end - start) + text.substr(rest);
+      }
       throw InvalidArgument(text, e.file(), e.line(), e.expr());
     }
   std::vector<const kernels::CpuGemmBackend*> all;

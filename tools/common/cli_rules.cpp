@@ -1,10 +1,14 @@
 #include "tools/common/cli_rules.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
-#include <regex>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "zrt/runtime/error.h"
 
@@ -67,22 +71,69 @@ std::string unexpected_args(const std::string& list) {
 
 }  // namespace
 
+namespace {
+
+// Plain string matching of CLI11's messages (std::regex would add 20 s to
+// this file's compile under the sanitizers).
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool is_whole_number(std::string_view s) {
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
+  return all_digits(s);
+}
+
+// "NAME: REST" with NAME free of spaces: REST, and NAME in `name`.
+std::optional<std::string_view> after_flag_name(std::string_view text, std::string& name) {
+  const size_t colon = text.find(": ");
+  if (colon == std::string_view::npos || colon == 0 ||
+      text.substr(0, colon).find(' ') != std::string_view::npos)
+    return std::nullopt;
+  name = std::string(text.substr(0, colon));
+  return text.substr(colon + 2);
+}
+
+// The words of `text` split at single spaces.
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find(' ', start), text.size());
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   const std::string text = e.what();
-  std::smatch m;
-  if (std::regex_match(text, m,
-                       std::regex("The following arguments? (?:was|were) not expected: (.*)")))
-    return unexpected_args(m[1]);
-  if (std::regex_match(text, m, std::regex("Could not convert: (\\S+) = (.*)"))) {
-    const std::string value = m[2];
-    if (std::regex_match(value, std::regex("[+-]?[0-9]+")))  // digits beyond the flag's type
-      return std::string(m[1]) + ": " + value + " is out of range for " + what_it_takes(app, m[1]);
-    return std::string(m[1]) + ": " + value + " is not " + what_it_takes(app, m[1]);
+  for (const char* prefix :
+       {"The following argument was not expected: ", "The following arguments were not expected: "})
+    if (text.starts_with(prefix)) return unexpected_args(text.substr(std::strlen(prefix)));
+  if (const std::string prefix = "Could not convert: "; text.starts_with(prefix)) {
+    const size_t equals = text.find(" = ", prefix.size());
+    const std::string name = text.substr(prefix.size(), equals - prefix.size());
+    if (equals != std::string::npos && !name.empty() && name.find(' ') == std::string::npos) {
+      const std::string value = text.substr(equals + 3);
+      if (is_whole_number(value))  // digits beyond the flag's type
+        return name + ": " + value + " is out of range for " + what_it_takes(app, name);
+      return name + ": " + value + " is not " + what_it_takes(app, name);
+    }
   }
-  if (std::regex_match(text, m, std::regex("(\\S+): At Most \\d+ required but received \\d+")))
-    return std::string(m[1]) + " is given more than once; give it once";
-  if (std::regex_match(text, m, std::regex("(\\S+): \\d+ required \\S+ missing")))
-    return std::string(m[1]) + " needs " + what_it_takes(app, m[1]);
+  std::string name;
+  if (const auto rest = after_flag_name(text, name)) {
+    const std::vector<std::string_view> w = words(*rest);
+    // "NAME: At Most N required but received M"
+    if (w.size() == 7 && w[0] == "At" && w[1] == "Most" && all_digits(w[2]) && w[3] == "required" &&
+        w[4] == "but" && w[5] == "received" && all_digits(w[6]))
+      return name + " is given more than once; give it once";
+    // "NAME: N required TYPE missing"
+    if (w.size() == 4 && all_digits(w[0]) && w[1] == "required" && !w[2].empty() &&
+        w[3] == "missing")
+      return name + " needs " + what_it_takes(app, name);
+  }
   if (text == "A subcommand is required") {
     std::string names;
     for (const CLI::App* sub : app.get_subcommands({}))

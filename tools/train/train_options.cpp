@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -16,8 +17,8 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string_view>
+#include <tuple>
 
 #include "tools/common/cli_rules.h"
 #include "tools/train/run_directory.h"
@@ -41,6 +42,51 @@ const char* dtype_flag(DType t) {
 }
 
 namespace {
+
+// Plain string matching (std::regex would add 20 s to this file's compile
+// under the sanitizers).
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// A whole number as strtoll reads it with base 0: [+-]digits or [+-]0x hex.
+bool is_whole_or_hex(std::string_view v) {
+  if (!v.empty() && (v[0] == '+' || v[0] == '-')) v.remove_prefix(1);
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X'))
+    return std::all_of(v.begin() + 2, v.end(),
+                       [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return !v.empty() && std::all_of(v.begin(), v.end(), is_digit);
+}
+
+// Whole numbers separated by single commas: "64" or "64,32".
+bool is_width_list(std::string_view v) {
+  for (size_t start = 0;;) {
+    const size_t comma = std::min(v.find(',', start), v.size());
+    if (comma == start || !std::all_of(v.begin() + start, v.begin() + comma, is_digit))
+      return false;
+    if (comma == v.size()) return true;
+    start = comma + 1;
+  }
+}
+
+bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `text` with each whole-word `word` (at the start only, if `at_start`)
+// spelled `name`: a config field's name become its flag's.
+std::string rename_word(std::string text, std::string_view word, std::string_view name,
+                        bool at_start) {
+  for (size_t at = text.find(word); at != std::string::npos && (at == 0 || !at_start);
+       at = text.find(word, at)) {
+    const size_t end = at + word.size();
+    if ((at == 0 || !is_word_char(text[at - 1])) &&
+        (end == text.size() || !is_word_char(text[end]))) {
+      text.replace(at, word.size(), name);
+      at += name.size();
+    } else {
+      at = end;
+    }
+    if (at_start) break;
+  }
+  return text;
+}
 
 // A checkpoint directory that cannot be written fails now, not after training.
 void check_checkpoint_dir(const std::string& dir) {
@@ -71,8 +117,7 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
         if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
         // A whole number outside 64 bits would saturate in a 64-bit flag
         // (parsed as strtoll does, so hexadecimal too).
-        static const std::regex kWhole("[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)");
-        if (integer_flag && std::regex_match(v, kWhole)) {
+        if (integer_flag && is_whole_or_hex(v)) {
           errno = 0;
           (void)std::strtoll(v.c_str(), nullptr, 0);
           if (errno == ERANGE)
@@ -608,20 +653,21 @@ void check_model_flags(const model_zoo::ModelConfig& m) {
   } catch (const InvalidArgument& e) {
     std::string text = e.what();
     if (text.starts_with("model config: ")) text.erase(0, 14);
-    // (pattern, replacement) in the message's words.
-    static const std::pair<const char*, const char*> kFlags[] = {
-        {"\\bn_layer\\b", "--n-layer"},
-        {"\\bn_head\\b", "--n-head"},
-        {"\\bn_embd\\b", "--n-embd"},
-        {"\\bvocab_size\\b", "--vocab-size"},
-        {"\\bblock_size\\b", "--block-size"},
-        {"\\bvocab_align\\b", "--vocab-align"},
-        {"\\bhidden width\\b", "--hidden width"},
-        {"^activation\\b", "--activation"},
-        {"^a head unit\\b", "--head-unit: a head unit"},
-        {"^unknown (gpt|mlp) preset", "--preset: unknown $1 preset"}};
-    for (const auto& [pattern, flag] : kFlags)
-      text = std::regex_replace(text, std::regex(pattern), flag);
+    // (word, flag, at the start only) in the message's words.
+    static const std::tuple<const char*, const char*, bool> kFlags[] = {
+        {"n_layer", "--n-layer", false},
+        {"n_head", "--n-head", false},
+        {"n_embd", "--n-embd", false},
+        {"vocab_size", "--vocab-size", false},
+        {"block_size", "--block-size", false},
+        {"vocab_align", "--vocab-align", false},
+        {"hidden width", "--hidden width", false},
+        {"activation", "--activation", true},
+        {"a head unit", "--head-unit: a head unit", true},
+        {"unknown gpt preset", "--preset: unknown gpt preset", true},
+        {"unknown mlp preset", "--preset: unknown mlp preset", true}};
+    for (const auto& [word, flag, at_start] : kFlags)
+      text = rename_word(text, word, flag, at_start);
     throw InvalidArgument(text, e.file(), e.line(), e.expr());  // ZRT_DEBUG: the model's check
   }
 }
@@ -640,15 +686,14 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
     optim::check_adamw_options(o.trainer.engine.zero.adamw);
   } catch (const InvalidArgument& e) {
     static const std::pair<const char*, const char*> kFlags[] = {
-        {"^AdamW beta1\\b", "--beta1"},
-        {"^AdamW beta2\\b", "--beta2"},
-        {"^AdamW eps\\b", "--eps"},
-        {"^AdamW weight_decay\\b", "--weight-decay"},
-        {"^AdamW max_grad_norm\\b", "--clip"},
-        {"^AdamW max_consecutive_skips\\b", "--max-skipped-steps"}};
+        {"AdamW beta1", "--beta1"},
+        {"AdamW beta2", "--beta2"},
+        {"AdamW eps", "--eps"},
+        {"AdamW weight_decay", "--weight-decay"},
+        {"AdamW max_grad_norm", "--clip"},
+        {"AdamW max_consecutive_skips", "--max-skipped-steps"}};
     std::string text = e.what();
-    for (const auto& [pattern, flag] : kFlags)
-      text = std::regex_replace(text, std::regex(pattern), flag);
+    for (const auto& [word, flag] : kFlags) text = rename_word(text, word, flag, true);
     throw InvalidArgument(text, e.file(), e.line(), e.expr());
   }
   check_flag_combinations(app, o);
@@ -728,13 +773,12 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   tools::check_command_line(app, argc, argv);
   // --hidden is checked whole: CLI11 splits it first, dropping an empty
   // width ("64,,64" trained 64,64), and a lone "," took the next flag.
-  static const std::regex kWidths("[0-9]+(,[0-9]+)*");
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const std::string value = arg.starts_with("--hidden=")        ? std::string(arg.substr(9))
                               : arg == "--hidden" && i + 1 < argc ? argv[i + 1]
                                                                   : std::string("64");
-    ZRT_CHECK_ARG(std::regex_match(value, kWidths), "--hidden: '", value,
+    ZRT_CHECK_ARG(is_width_list(value), "--hidden: '", value,
                   "' is not whole numbers separated by commas, e.g. 64,64");
   }
   try {
