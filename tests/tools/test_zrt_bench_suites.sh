@@ -87,9 +87,9 @@ fails "ckpt larger than memory" "ckpt: --params 10000000000000 needs about .* of
 fails "ckpt into a missing --dir" "ckpt: --dir $dir/none/x is not an existing directory" ckpt --params 20000 --dir "$dir/none/x"
 [ ! -e "$dir/none" ] && echo "ok   ckpt made no missing --dir" || { echo "FAIL ckpt made $dir/none"; failures=$((failures + 1)); }
 fails "attention of an integer dtype" "attention: --dtype i32 is not one of bf16, f16, f32, f64" attention --dtype i32
-fails "gemm --isa foo" "gemm: --isa is baseline, avx2 or avx512, not 'foo'" gemm --isa foo
+fails "gemm --isa foo" "gemm: --isa foo is not one of baseline, avx2, avx512" gemm --isa foo
 fails "gemm on too many threads" "gemm: --threads 100000 is more than 1024" gemm --threads 100000
-fails "train --cpu-streams gpu" "train: --cpu-streams is none, comm or all, not 'gpu'" train --cpu-streams gpu
+fails "train --cpu-streams gpu" "train: --cpu-streams 'gpu' is not one of none, comm, all" train --cpu-streams gpu
 fails "train --n-layer 0" "train: --n-layer must be positive \(got 0\)" train --n-layer 0
 fails "a flag as a value" "--dir needs a value, but the next argument is the flag --reps" ckpt --dir --reps 1
 # --json is JSON lines only; a suite's --help goes to stdout; figures keep their digits.

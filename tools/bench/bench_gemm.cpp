@@ -28,6 +28,22 @@
 namespace zrt::bench {
 namespace {
 
+// `e`, a refusal of environment variable `var`'s value ("VAR='x': ..." or
+// "VAR=x: ..."), as one of flag `flag`, which sets it: "FLAG x: ...".
+[[noreturn]] void rethrow_as_flag(const InvalidArgument& e, const std::string& var,
+                                  const std::string& flag) {
+  std::string text = e.what();
+  const std::string prefix = var + "=";
+  if (text.starts_with(prefix)) {
+    const bool quoted = text.size() > prefix.size() && text[prefix.size()] == '\'';
+    const size_t start = prefix.size() + (quoted ? 1 : 0);
+    const size_t end = std::min(text.find(quoted ? '\'' : ':', start), text.size());
+    const size_t rest = std::min(end + (quoted ? 1 : 0), text.size());
+    text = flag + " " + text.substr(start, end - start) + text.substr(rest);
+  }
+  throw InvalidArgument(text, e.file(), e.line(), e.expr());
+}
+
 struct Options {
   std::int64_t n_embd = 768, tokens = 256, vocab = 50257;
   int threads = 1, reps = 5;
@@ -52,8 +68,11 @@ Options parse(int argc, char** argv) {
                 "gemm: --n-embd, --tokens, --vocab and --threads must be positive");
   ZRT_CHECK_ARG(o.threads <= kernels::kMaxCpuThreads, "gemm: --threads ", o.threads,
                 " is more than ", kernels::kMaxCpuThreads);
-  ZRT_CHECK_ARG(o.isa.empty() || o.isa == "baseline" || o.isa == "avx2" || o.isa == "avx512",
-                "gemm: --isa is baseline, avx2 or avx512, not '", o.isa, "'");
+  if (!o.isa.empty()) try {  // the names ZRT_CPU_ISA takes, which --isa sets
+      (void)kernels::isa_kernels_capped(o.isa.c_str());
+    } catch (const InvalidArgument& e) {
+      rethrow_as_flag(e, "ZRT_CPU_ISA", "gemm: --isa");
+    }
   return o;
 }
 
@@ -69,17 +88,7 @@ std::vector<const kernels::CpuGemmBackend*> backends_to_time(const std::string& 
   if (name != "all") try {
       return {&kernels::cpu_gemm_named(name.c_str())};
     } catch (const InvalidArgument& e) {  // it speaks of ZRT_CPU_GEMM, which reads it too
-      // "ZRT_CPU_GEMM='x': ..." or "ZRT_CPU_GEMM=x: ..." becomes "gemm: --gemm x: ...".
-      std::string text = e.what();
-      const std::string prefix = "ZRT_CPU_GEMM=";
-      if (text.starts_with(prefix)) {
-        const bool quoted = text.size() > prefix.size() && text[prefix.size()] == '\'';
-        const size_t start = prefix.size() + (quoted ? 1 : 0);
-        const size_t end = std::min(text.find(quoted ? '\'' : ':', start), text.size());
-        const size_t rest = std::min(end + (quoted ? 1 : 0), text.size());
-        text = "gemm: --gemm " + text.substr(start, end - start) + text.substr(rest);
-      }
-      throw InvalidArgument(text, e.file(), e.line(), e.expr());
+      rethrow_as_flag(e, "ZRT_CPU_GEMM", "gemm: --gemm");
     }
   std::vector<const kernels::CpuGemmBackend*> all;
   for (auto which : {kernels::CpuGemm::eigen, kernels::CpuGemm::openblas})

@@ -270,10 +270,13 @@ Options parse(int argc, char** argv) {
   // InvalidArgument naming the value or the directory.
   c.engine.zero.offload_optimizer = optim::parse_optimizer_offload(o.offload_optimizer);
   train::check_offload_dir(c.engine.zero.offload_optimizer);
-  ZRT_CHECK_ARG(o.cpu_streams.empty() || o.cpu_streams == "none" || o.cpu_streams == "comm" ||
-                    o.cpu_streams == "all",
-                "train: --cpu-streams is none, comm or all, not '", o.cpu_streams, "'");
-  if (!o.cpu_streams.empty()) c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
+  if (!o.cpu_streams.empty()) try {
+      c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
+    } catch (const InvalidArgument& e) {  // "CPU streams 'x' is not one of ..."
+      throw InvalidArgument(
+          "train: --cpu-streams" + std::string(e.what()).substr(std::strlen("CPU streams")),
+          e.file(), e.line(), e.expr());
+    }
   ZRT_CHECK_ARG(
       o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
       "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
