@@ -64,12 +64,6 @@ zrt_sanitizer_flags(zrt_test_flags "${test_sanitizers}")
 # Test helpers are spelled from the source root ("tests/...", "tools/...").
 target_include_directories(zrt_test_flags INTERFACE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zrt_test_flags INTERFACE ZRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-# Under AddressSanitizer the test programs' own code compiles at -Og: 40%
-# less time than -O1 with the instrumentation (-O0 saves little more and
-# runs the suites' own loops twice as slow); -Og hides no report.
-if(ZRT_SANITIZE MATCHES "address")
-  target_compile_options(zrt_test_flags INTERFACE "$<$<COMPILE_LANGUAGE:CXX>:-Og>")
-endif()
 
 # zrt_program(TARGET): a program of zrt's own (tools/, benchmarks).
 function(zrt_program target)

@@ -183,6 +183,8 @@ std::uint64_t values_digest(const Tensor& t) {
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps,
                                       const std::vector<std::uint64_t>& digests,
                                       const std::string& changed_tie) {
+  ZRT_CHECK_STATE(digests.size() == ps.size(), "check_initial_values: ", digests.size(),
+                  " digests for ", ps.size(), " parameters");
   struct Summary {
     std::uint64_t layout = 0;  // names and shapes: FlatParamHandle names a difference there
     std::uint64_t digest = 0;
@@ -230,8 +232,8 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
                   ": initial values must be finite");
   for (std::size_t r = 1; r < ranks.size(); ++r)
     ZRT_CHECK_ARG(ranks[r].digest == ranks[0].digest, "ZeroModule::add_unit('", unit, "'): rank ",
-                  r, " passed other initial values than rank 0 (every rank must ",
-                  "pass the same values: seed each rank's generator alike)");
+                  r, " passed other initial values than rank 0, or them in another dtype (every ",
+                  "rank must pass the same values: seed each rank's generator alike)");
 }
 
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
@@ -316,9 +318,11 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   std::vector<std::uint64_t> own_digests;
   for (std::size_t i = 0; i < own.size(); ++i) {
     const NamedParam& p = own[i];
+    // (The tensor itself, as the copies below tell it: not a view of part of it.)
     const auto first = std::find_if(
         own.begin(), own.begin() + static_cast<std::ptrdiff_t>(i), [&](const NamedParam& q) {
-          return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset();
+          return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset() &&
+                 q.tensor.shape() == p.tensor.shape() && q.tensor.dtype() == p.tensor.dtype();
         });
     own_digests.push_back(first != own.begin() + static_cast<std::ptrdiff_t>(i)
                               ? own_digests[static_cast<std::size_t>(first - own.begin())]

@@ -403,6 +403,20 @@ BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
     ZRT_EXPECT(message.find("differs across the zero1 group") != std::string::npos, "rank ",
                world->rank(), ": '", message, "'");
   });
+  // A view of a tensor's first values given before the tensor itself is a
+  // parameter of its own, not a second name of the tensor: values that
+  // differ past the view are another model.
+  run_local_ranks(2, [&](const CommPtr& world) {
+    std::vector<double> w = base;
+    if (world->rank() == 1) w[6] += 1e-6;
+    const Tensor whole = Tensor::from_doubles(w, DType::f32);
+    optim::ZeroModule module(world);
+    test::expect_throw<InvalidArgument>(
+        [&] {
+          module.add_unit("fc", {{"head", whole.narrow(0, 2)}, {"w", whole}});
+        },
+        "rank 1 passed other initial values than rank 0");
+  });
   run_local_ranks(3, [&](const CommPtr& world) {  // equal values pass
     optim::ZeroModule module(world);
     module.add_unit("fc", {{"w", Tensor::from_doubles(base, DType::f32)}});

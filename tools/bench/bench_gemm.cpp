@@ -37,7 +37,8 @@ namespace {
   if (text.starts_with(prefix)) {
     const bool quoted = text.size() > prefix.size() && text[prefix.size()] == '\'';
     const size_t start = prefix.size() + (quoted ? 1 : 0);
-    const size_t end = std::min(text.find(quoted ? '\'' : ':', start), text.size());
+    const size_t end =
+        std::min(quoted ? text.find("' ", start) : text.find(':', start), text.size());
     const size_t rest = std::min(end + (quoted ? 1 : 0), text.size());
     text = flag + " " + text.substr(start, end - start) + text.substr(rest);
   }

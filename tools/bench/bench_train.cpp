@@ -273,9 +273,9 @@ Options parse(int argc, char** argv) {
   if (!o.cpu_streams.empty()) try {
       c.engine.zero.cpu_streams = optim::parse_cpu_streams(o.cpu_streams);
     } catch (const InvalidArgument& e) {  // "CPU streams 'x' is not one of ..."
-      throw InvalidArgument(
-          "train: --cpu-streams" + std::string(e.what()).substr(std::strlen("CPU streams")),
-          e.file(), e.line(), e.expr());
+      std::string text = e.what();
+      if (text.starts_with("CPU streams ")) text.erase(0, std::strlen("CPU streams "));
+      throw InvalidArgument("train: --cpu-streams " + text, e.file(), e.line(), e.expr());
     }
   ZRT_CHECK_ARG(
       o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
