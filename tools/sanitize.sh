@@ -46,18 +46,20 @@ asan() {
   # which would need the sanitizer flags too.
   # Unit tests that start mpirun themselves are labelled `launcher`.
   # Label `sources`: checks of the sources and scripts that run no zrt code.
+  # zrt-bench's suites time the library calls the suites make.
   # The sweep of early gathers with AdamW's moments on disk is left out: its
   # disk buffers are test_optimizer_offload's, its gathers the in-memory
   # sweep's, and it would take a tenth of the stage.
   local on_disk='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number'
   ASAN_OPTIONS=detect_leaks=1 BOOST_TEST_RUN_FILTERS=$on_disk \
     ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit -LE "launcher|sources" \
-    -E "^(test_install_consumer|test_engine_equivalence_async)\$"
+    -E "^(test_install_consumer|test_engine_equivalence_async|test_zrt_bench_train|test_zrt_bench_suites)\$"
   # The equivalences with the compute on a CPU stream of its own (it keeps
-  # both cores busy alone) without the three quantized-collective sweeps:
-  # their buffers are the run above's, their waits the unquantized ones'.
+  # both cores busy alone) without the sweeps whose buffers the run above
+  # checked and whose waits are the other cases': the three quantized
+  # collectives and the early gathers.
   ASAN_OPTIONS=detect_leaks=1 \
-    BOOST_TEST_RUN_FILTERS="$on_disk:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats" \
+    BOOST_TEST_RUN_FILTERS="$on_disk:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats:!engine_equivalence/gathering_after_the_update_changes_no_number" \
     ctest --test-dir "$build" --output-on-failure -R "^test_engine_equivalence_async\$"
   # The mpi suites (named *_npN) and the tests that start mpirun themselves.
   # Leaks are checked in the MPI backend's own suite, test_comm_mpi, with
@@ -66,9 +68,11 @@ asan() {
   # code that the unit suites already check for leaks in one process.
   ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 ctest --test-dir "$build" --output-on-failure -j "$jobs" \
     -R "^test_comm_mpi_np"
+  # In one run, so the launcher tests' waits overlap the mpi suites' work.
+  # test_ranks_agree compares zrt-train's numbers across launchers: the mpi
+  # suites run its code.
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$build" --output-on-failure -j "$jobs" \
-    -R "_np[0-9]+\$|^test_rank_killed\$" -E "^test_comm_mpi_np"
-  ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$build" --output-on-failure -j "$jobs" -L launcher
+    -L "mpi|launcher" -LE soak -E "^(test_comm_mpi_np[0-9]+|test_ranks_agree)\$"
 }
 
 tsan() {
@@ -89,8 +93,10 @@ tsan() {
   # sweeps (every strategy in two dtypes, three runs each: the collectives'
   # threads are the unquantized ones'; zrt-train runs them once below), and
   # the early gathers with the moments on disk (zrt-train runs them below
-  # with --cpu-streams all).
-  export BOOST_TEST_RUN_FILTERS='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number:!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats'
+  # with --cpu-streams all); and the memory plan's checks against many real
+  # steps (the allocator's threads are test_caching_allocator_users', and
+  # zrt-train --plan --ranks 4 below plans on four threads).
+  export BOOST_TEST_RUN_FILTERS='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number:!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact:!memory_plan/the_reserved_peak_covers_the_steps_after_the_plan:!memory_plan/steady_steps_make_no_raw_allocation:!memory_plan/plans_every_step_of_every_rank_within_five_percent:!engine_equivalence/int8_parameter_gather_trains_close_and_repeats:!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats:!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats'
   local regex
   regex="^($(IFS='|'; echo "${suites[*]}"))\$"
   ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "$regex"
