@@ -64,6 +64,9 @@ zrt_sanitizer_flags(zrt_test_flags "${test_sanitizers}")
 # Test helpers are spelled from the source root ("tests/...", "tools/...").
 target_include_directories(zrt_test_flags INTERFACE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zrt_test_flags INTERFACE ZRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# A Release build compiles the test programs at -O1 (Note [Test compile time]
+# in tests/CMakeLists.txt); later on the command line, it wins over -O3.
+target_compile_options(zrt_test_flags INTERFACE "$<$<AND:$<CONFIG:Release>,$<COMPILE_LANGUAGE:CXX>>:-O1>")
 
 # zrt_program(TARGET): a program of zrt's own (tools/, benchmarks).
 function(zrt_program target)

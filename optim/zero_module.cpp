@@ -178,6 +178,13 @@ std::uint64_t values_digest(const Tensor& t) {
   if (!t.device().is_cpu() || t.numel() == 0 || t.is_freed()) return 0;
   return XXH64(t.data_ptr(), t.nbytes(), 0) | 1;  // never 0
 }
+
+// Two names of one tensor: the same memory, offset, shape and dtype. A view
+// of part of a tensor is a parameter of its own, with values of its own.
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.shares_storage(b) && a.offset() == b.offset() && a.shape() == b.shape() &&
+         a.dtype() == b.dtype();
+}
 }  // namespace
 
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps,
@@ -200,10 +207,9 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
       continue;
     // A second name of one tensor (tied in the unit) has the first's values,
     // and may be the stand-in of a parameter drawn in its shards.
-    const bool second_name = std::any_of(
-        ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(i), [&](const NamedParam& q) {
-          return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset();
-        });
+    const bool second_name =
+        std::any_of(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(i),
+                    [&](const NamedParam& q) { return same_tensor(q.tensor, p.tensor); });
     if (second_name) continue;
     mine.digest = XXH64(&digests[i], sizeof digests[i], mine.digest);
     if (mine.non_finite < 0 && kernels::has_non_finite(p.tensor))
@@ -318,12 +324,9 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   std::vector<std::uint64_t> own_digests;
   for (std::size_t i = 0; i < own.size(); ++i) {
     const NamedParam& p = own[i];
-    // (The tensor itself, as the copies below tell it: not a view of part of it.)
-    const auto first = std::find_if(
-        own.begin(), own.begin() + static_cast<std::ptrdiff_t>(i), [&](const NamedParam& q) {
-          return q.tensor.shares_storage(p.tensor) && q.tensor.offset() == p.tensor.offset() &&
-                 q.tensor.shape() == p.tensor.shape() && q.tensor.dtype() == p.tensor.dtype();
-        });
+    const auto first =
+        std::find_if(own.begin(), own.begin() + static_cast<std::ptrdiff_t>(i),
+                     [&](const NamedParam& q) { return same_tensor(q.tensor, p.tensor); });
     own_digests.push_back(first != own.begin() + static_cast<std::ptrdiff_t>(i)
                               ? own_digests[static_cast<std::size_t>(first - own.begin())]
                           : p.init || options_.dry_run ? 0
@@ -335,10 +338,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   std::vector<std::pair<const Tensor*, Tensor>> copies;  // source, its copy
   std::vector<NamedParam> owned;
   for (const auto& p : own) {
-    auto same = std::find_if(copies.begin(), copies.end(), [&](const auto& c) {
-      return c.first->shares_storage(p.tensor) && c.first->offset() == p.tensor.offset() &&
-             c.first->shape() == p.tensor.shape();
-    });
+    auto same = std::find_if(copies.begin(), copies.end(),
+                             [&](const auto& c) { return same_tensor(*c.first, p.tensor); });
     if (same == copies.end()) {
       // A dry run reads no value: an unbacked stand-in of the copy (Note [Dry runs]).
       // A parameter drawn in its shards has no value to copy: its own

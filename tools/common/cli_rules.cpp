@@ -69,19 +69,10 @@ std::string unexpected_args(const std::string& list) {
              : values + "' (a flag takes one value, a command the arguments --help lists)";
 }
 
-}  // namespace
-
-namespace {
-
 // Plain string matching of CLI11's messages (std::regex would add 20 s to
 // this file's compile under the sanitizers).
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-bool is_whole_number(std::string_view s) {
-  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
-  return all_digits(s);
 }
 
 // "NAME: REST" with NAME free of spaces: REST, and NAME in `name`.
@@ -105,7 +96,24 @@ std::vector<std::string_view> words(std::string_view text) {
   return out;
 }
 
+// A number's text as CLI11 would misread it: a base prefix (0x, 0b, 0o) or,
+// for a whole number, a leading zero (octal). Empty: plain decimal.
+std::string misread_number(const std::string& text, bool whole) {
+  std::string digits = text;
+  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.erase(0, 1);
+  if (digits.size() < 2 || digits[0] != '0') return {};
+  const char next = static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
+  if (next == 'x' || next == 'b' || next == 'o') return "has a base prefix";
+  if (whole && std::isdigit(static_cast<unsigned char>(next))) return "has a leading zero";
+  return {};
+}
+
 }  // namespace
+
+bool is_whole_number(std::string_view s) {
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
+  return all_digits(s);
+}
 
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   const std::string text = e.what();
@@ -147,22 +155,6 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   }
   return text;
 }
-
-namespace {
-
-// A number's text as CLI11 would misread it: a base prefix (0x, 0b, 0o) or,
-// for a whole number, a leading zero (octal). Empty: plain decimal.
-std::string misread_number(const std::string& text, bool whole) {
-  std::string digits = text;
-  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.erase(0, 1);
-  if (digits.size() < 2 || digits[0] != '0') return {};
-  const char next = static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
-  if (next == 'x' || next == 'b' || next == 'o') return "has a base prefix";
-  if (whole && std::isdigit(static_cast<unsigned char>(next))) return "has a leading zero";
-  return {};
-}
-
-}  // namespace
 
 void check_command_line(const CLI::App& app, int argc, const char* const* argv) {
   std::map<std::string, int> seen;

@@ -6,12 +6,16 @@
 #include <CLI/CLI.hpp>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace zrt::tools {
 
 // A whole number from `lo` to `hi`: "--flag: must be a whole number from 0 to
 // 2 (got 5)", or "... at least 1 (got 0)" without an upper bound.
 CLI::Validator whole_number(long long lo, long long hi = std::numeric_limits<long long>::max());
+
+// Digits after an optional sign: "12", "-3", "+0" (no base prefix, no point).
+bool is_whole_number(std::string_view s);
 
 // CLI11's message for a bad command line, in the user's words: "unknown flag
 // --x", "--steps is given more than once", "--n-layer: 1.5 is not a whole

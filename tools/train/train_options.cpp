@@ -47,15 +47,6 @@ namespace {
 // under the sanitizers).
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-// A whole number as strtoll reads it with base 0: [+-]digits or [+-]0x hex.
-bool is_whole_or_hex(std::string_view v) {
-  if (!v.empty() && (v[0] == '+' || v[0] == '-')) v.remove_prefix(1);
-  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X'))
-    return std::all_of(v.begin() + 2, v.end(),
-                       [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
-  return !v.empty() && std::all_of(v.begin(), v.end(), is_digit);
-}
-
 // Whole numbers separated by single commas: "64" or "64,32".
 bool is_width_list(std::string_view v) {
   for (size_t start = 0;;) {
@@ -116,10 +107,10 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
         }
         if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
         // A whole number outside 64 bits would saturate in a 64-bit flag
-        // (parsed as strtoll does, so hexadecimal too).
-        if (integer_flag && is_whole_or_hex(v)) {
+        // (decimal: check_command_line refused base prefixes before).
+        if (integer_flag && tools::is_whole_number(v)) {
           errno = 0;
-          (void)std::strtoll(v.c_str(), nullptr, 0);
+          (void)std::strtoll(v.c_str(), nullptr, 10);
           if (errno == ERANGE)
             return std::string("is out of range (got ") + v + "; -2^63 to 2^63 - 1)";
         }
