@@ -19,6 +19,7 @@ else
     -prune -o -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print |
     sed 's|^\./||' | sort)
 fi
+[ ${#files[@]} -gt 0 ] || { echo "format: no C++ or CUDA source here"; exit 0; }
 if [ "${1:-}" = --check ]; then
   # One clang-format for all files (one per file took 30 s): it names each
   # line that would change; any other failure is its own.

@@ -100,9 +100,10 @@ tsan() {
   # - the three quantized-collective sweeps (every strategy in two dtypes,
   #   three runs each: the collectives' threads are the unquantized ones';
   #   zrt-train runs them once below);
-  # - the early gathers on 1-3 ranks (the 4-rank case runs every strategy
-  #   and variant with the most threads) and with the moments on disk
-  #   (zrt-train runs them below with --cpu-streams all);
+  # - the early gathers on 1-3 ranks (the 4-rank case, which runs, sweeps
+  #   every strategy and variant with the most threads and checks that the
+  #   engine gathers early) and with the moments on disk (zrt-train runs
+  #   them below with --cpu-streams all);
   # - the memory plan's checks against many real steps (the allocator's
   #   threads are test_caching_allocator_users', and zrt-train --plan
   #   --ranks 4 below plans on four threads).

@@ -247,6 +247,9 @@ BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
       {{"--steps=0x10"}, "--steps: 0x10 has a base prefix; write the number in decimal"},
       {{"--hidden", "64,0b11"}, "--hidden: 0b11 has a base prefix; write the number in decimal"},
       {{"--lr", "0x1p-3"}, "--lr: 0x1p-3 has a base prefix; write the number in decimal"},
+      // ... past leading white space, which CLI11 skips too.
+      {{"--steps", " 010"}, "--steps:  010 has a leading zero; write the number in decimal"},
+      {{"--steps", "\t0x10"}, "--steps: \t0x10 has a base prefix; write the number in decimal"},
   };
   for (const auto& [args, expected] : cases) {
     ToyCli cli;

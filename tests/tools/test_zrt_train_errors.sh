@@ -240,6 +240,7 @@ if [ $? -eq 2 ] && grep -q -- "--trace /dev/stdout is a stream, but each of seve
   echo "ok   --trace /dev/stdout onto a file from several ranks"
 else echo "FAIL --trace /dev/stdout onto a file from several ranks: $out"; failures=$((failures + 1)); fi
 expect_usage "steps beyond 63 bits" "--steps: is out of range \(got 99999999999999999999" --steps 99999999999999999999
+expect_usage "steps beyond 63 bits after a space" "--steps: is out of range \(got  99999999999999999999" --steps " 99999999999999999999"
 # ... while a real-valued flag takes a whole number beyond 64 bits as the real it is.
 if out=$("$train" --steps 1 --lr 100000000000000000000 --min-lr 0 2>&1) && grep -q "lr 1.00e+20" <<<"$out"; then
   echo "ok   --lr of 21 digits is a learning rate"

@@ -14,7 +14,8 @@ namespace zrt::tools {
 // 2 (got 5)", or "... at least 1 (got 0)" without an upper bound.
 CLI::Validator whole_number(long long lo, long long hi = std::numeric_limits<long long>::max());
 
-// Digits after an optional sign: "12", "-3", "+0" (no base prefix, no point).
+// Digits after an optional sign, past leading white space as strtoll reads
+// them: "12", "-3", " +0" (no base prefix, no point).
 bool is_whole_number(std::string_view s);
 
 // CLI11's message for a bad command line, in the user's words: "unknown flag
