@@ -96,7 +96,9 @@ tsan() {
   #   sizes and micro-batches; checkpoint cases and zrt-train run gpt on 2-4
   #   ranks);
   # - the 4-rank resume sweep (reshard_on_load saves and resumes across rank
-  #   counts and strategies);
+  #   counts and strategies), and the resumes of bf16 AdamW state and of
+  #   f16's loss scaler (what they save is in another dtype; their saves,
+  #   loads and disk moments are the other resume cases');
   # - the three quantized-collective sweeps (every strategy in two dtypes,
   #   three runs each: the collectives' threads are the unquantized ones';
   #   zrt-train runs them once below);
@@ -108,6 +110,8 @@ tsan() {
   #   threads are test_caching_allocator_users', and zrt-train --plan
   #   --ranks 4 below plans on four threads).
   local sweeps='!engine_equivalence/gpt_matches_one_rank:!checkpoint/resume_is_bit_exact'
+  sweeps+=':!checkpoint/bf16_optimizer_state_resumes_into_either_state_dtype'
+  sweeps+=':!checkpoint/resume_keeps_the_loss_scaler'
   sweeps+=':!engine_equivalence/int8_parameter_gather_trains_close_and_repeats'
   sweeps+=':!engine_equivalence/int8_gradient_reduction_trains_close_and_repeats'
   sweeps+=':!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats'
