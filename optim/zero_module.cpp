@@ -178,13 +178,6 @@ std::uint64_t values_digest(const Tensor& t) {
   if (!t.device().is_cpu() || t.numel() == 0 || t.is_freed()) return 0;
   return XXH64(t.data_ptr(), t.nbytes(), 0) | 1;  // never 0
 }
-
-// Two names of one tensor: the same memory, offset, shape and dtype. A view
-// of part of a tensor is a parameter of its own, with values of its own.
-bool same_tensor(const Tensor& a, const Tensor& b) {
-  return a.shares_storage(b) && a.offset() == b.offset() && a.shape() == b.shape() &&
-         a.dtype() == b.dtype();
-}
 }  // namespace
 
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps,

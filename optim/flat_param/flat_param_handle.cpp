@@ -53,13 +53,12 @@ const char* gather_dtype_name(GatherDType t) {
   return "?";
 }
 
-namespace {
-
-// Tied parameters are the same elements: same storage, offset, dtype, shape.
 bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.shares_storage(b) && a.offset() == b.offset() && a.dtype() == b.dtype() &&
          a.shape() == b.shape();
 }
+
+namespace {
 
 void check_params(const std::vector<NamedParam>& params) {
   ZRT_CHECK_ARG(!params.empty(), "cannot build a flat parameter from an empty parameter list");

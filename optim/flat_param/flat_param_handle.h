@@ -190,6 +190,10 @@ struct NamedParam {
   std::string fqn() const { return module_path.empty() ? name : module_path + "." + name; }
 };
 
+// Two names of one tensor (a tie): the same memory, offset, shape and dtype.
+// A view of part of a tensor is a parameter of its own, with values of its own.
+bool same_tensor(const Tensor& a, const Tensor& b);
+
 // What a gradient reduce-scatter moves: the fp32 gradient cast to f32, bf16
 // or f16, or quantized to int8 or int4 (Note [Quantized gradient reduce-scatter]).
 enum class ReduceDType : std::uint8_t { f32, bf16, f16, int8, int4 };

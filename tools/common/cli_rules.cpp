@@ -69,10 +69,13 @@ std::string unexpected_args(const std::string& list) {
              : values + "' (a flag takes one value, a command the arguments --help lists)";
 }
 
-// What strtoll, and so CLI11, reads of a number: past leading white space.
-std::string_view without_leading_space(std::string_view s) {
+// A number's text past what strtoll, and so CLI11, skips: leading white
+// space, then a sign.
+std::string_view unsigned_part(std::string_view s) {
   const size_t first = s.find_first_not_of(" \t\n\v\f\r");
-  return first == std::string_view::npos ? std::string_view() : s.substr(first);
+  s = first == std::string_view::npos ? std::string_view() : s.substr(first);
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
+  return s;
 }
 
 // Plain string matching of CLI11's messages (std::regex would add 20 s to
@@ -105,8 +108,7 @@ std::vector<std::string_view> words(std::string_view text) {
 // A number's text as CLI11 would misread it: a base prefix (0x, 0b, 0o) or,
 // for a whole number, a leading zero (octal). Empty: plain decimal.
 std::string misread_number(const std::string& text, bool whole) {
-  std::string digits(without_leading_space(text));
-  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.erase(0, 1);
+  const std::string_view digits = unsigned_part(text);
   if (digits.size() < 2 || digits[0] != '0') return {};
   const char next = static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
   if (next == 'x' || next == 'b' || next == 'o') return "has a base prefix";
@@ -116,11 +118,7 @@ std::string misread_number(const std::string& text, bool whole) {
 
 }  // namespace
 
-bool is_whole_number(std::string_view s) {
-  s = without_leading_space(s);
-  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
-  return all_digits(s);
-}
+bool is_whole_number(std::string_view s) { return all_digits(unsigned_part(s)); }
 
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   const std::string text = e.what();
