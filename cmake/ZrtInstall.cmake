@@ -7,8 +7,9 @@ include(CMakePackageConfigHelpers)
 
 # Note [Package of a CUDA build]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# zrt's libraries are shared by default, with CUDA's runtime, cuBLAS(Lt),
-# NCCL, MPI, OpenBLAS, xxHash and nlohmann_json linked PRIVATE and the
+# zrt's libraries are shared by default, with CUDA's runtime, NCCL, MPI,
+# OpenBLAS, xxHash and nlohmann_json linked PRIVATE (cuBLAS(Lt) not linked
+# at all: Note [cuBLAS loaded on first use]) and the
 # ZRT_WITH_* definitions private too (zrt_private_dependency): no installed
 # header needs them (tools/check_layout.py checks that CUDA's headers sit in
 # #ifdef ZRT_WITH_CUDA sections), so the package of a CUDA build asks a
@@ -19,8 +20,8 @@ include(CMakePackageConfigHelpers)
 # find_package(zrt COMPONENTS cuda) finds CUDAToolkit and defines zrt::cuda
 # (ZRT_WITH_CUDA and CUDA::cudart); it fails for a build without CUDA.
 # Shared rather than components alone: a static libzrt_kernels.a holds
-# undefined cuBLAS symbols whatever the consumer calls, so only a shared
-# library can keep them off the consumer's link line. A static build
+# undefined CUDA runtime symbols whatever the consumer calls, so only a
+# shared library can keep them off the consumer's link line. A static build
 # (BUILD_SHARED_LIBS=OFF) still works, and its package finds every
 # dependency again, as its consumers must link them. The build tree's tests
 # and tools see the private dependencies through the libraries

@@ -64,7 +64,8 @@ class UserError : public Error {
 ZRT_DEFINE_ERROR(InvalidArgument, UserError)  // the caller passed something wrong
 ZRT_DEFINE_ERROR(CommError, UserError)        // a collective failed or timed out
 ZRT_DEFINE_ERROR(CheckpointError, UserError)  // reading or writing a checkpoint failed
-ZRT_DEFINE_ERROR(ResourceError, UserError)    // the system refused a thread, memory or disk space
+ZRT_DEFINE_ERROR(ResourceError,
+                 UserError)  // the system lacks a thread, memory, disk space or a library
 ZRT_DEFINE_ERROR(ConsistencyError,
                  UserError)  // ranks that must hold equal data do not (Note [Consistency check])
 ZRT_DEFINE_ERROR(NcclError, CommError)

@@ -22,7 +22,7 @@ void launch_batched_gemm(DType ab, DType c_dtype, const BatchedGemm& g, const vo
                 "batched_gemm: dims ", g.m, "x", g.n, "x", g.k, " (batch ", batch,
                 ") exceed cuBLAS's 32-bit sizes");
   cublasHandle_t h = cublas_handle(device);
-  ZRT_CUBLAS_CHECK(cublasSetStream(h, stream));
+  ZRT_CUBLAS_CHECK(cublas().set_stream(h, stream));
   // Row-major c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ: swap the
   // operands and keep each op (as launch_gemm); the leading dims are the
   // stored rows' strides.
@@ -52,7 +52,7 @@ void launch_batched_gemm(DType ab, DType c_dtype, const BatchedGemm& g, const vo
     const char* pb =
         g.k ? static_cast<const char*>(b) + i * g.b.outer * std::int64_t(ab_bytes) : nullptr;
     auto* pc = static_cast<char*>(c) + i * g.c.outer * std::int64_t(c_bytes);
-    ZRT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    ZRT_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(
         h, op_b, op_a, int(g.n), int(g.m), int(g.k), alpha, pb, t_ab, ldb, g.b.inner, pa, t_ab, lda,
         g.a.inner, beta, pc, t_c, ldc, g.c.inner, int(batch), compute, CUBLAS_GEMM_DEFAULT));
   }

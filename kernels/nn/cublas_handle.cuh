@@ -2,10 +2,9 @@
 // the cuBLAS launchers (gemm.cu, batched_gemm.cu). .cu only.
 #pragma once
 
-#include <cublas_v2.h>
-
 #include <unordered_map>
 
+#include "zrt/kernels/nn/cublas_library.cuh"
 #include "zrt/runtime/cuda_check.h"
 #include "zrt/runtime/dtype.h"
 #include "zrt/runtime/error.h"
@@ -14,7 +13,7 @@
   do {                                                                                             \
     cublasStatus_t zrt_cublas_status_ = (expr);                                                    \
     ZRT_CHECK_AS(::zrt::CublasError, zrt_cublas_status_ == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", \
-                 cublasGetStatusName(zrt_cublas_status_));                                         \
+                 ::zrt::kernels::cuda::cublas().status_name(zrt_cublas_status_));                  \
   } while (0)
 
 namespace zrt::kernels::cuda {
@@ -28,14 +27,14 @@ inline cublasHandle_t cublas_handle(int device) {
   struct HandleCache {
     std::unordered_map<int, cublasHandle_t> handles;
     ~HandleCache() {
-      for (auto& [dev, h] : handles) cublasDestroy(h);
+      for (auto& [dev, h] : handles) cublas().destroy(h);
     }
   };
   thread_local HandleCache cache;
   auto it = cache.handles.find(device);
   if (it != cache.handles.end()) return it->second;
   cublasHandle_t h = nullptr;
-  ZRT_CUBLAS_CHECK(cublasCreate(&h));
+  ZRT_CUBLAS_CHECK(cublas().create(&h));
   cache.handles.emplace(device, h);
   return h;
 }

@@ -1,5 +1,3 @@
-#include <cublasLt.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -13,11 +11,11 @@
 namespace zrt::kernels::cuda {
 namespace {
 
-#define ZRT_CUBLASLT_CHECK(expr)                                                               \
-  do {                                                                                         \
-    cublasStatus_t zrt_cublaslt_status_ = (expr);                                              \
-    ZRT_CHECK_AS(::zrt::CublasError, zrt_cublaslt_status_ == CUBLAS_STATUS_SUCCESS,            \
-                 "cuBLASLt error ", cublasGetStatusName(zrt_cublaslt_status_), " in ", #expr); \
+#define ZRT_CUBLASLT_CHECK(expr)                                                                \
+  do {                                                                                          \
+    cublasStatus_t zrt_cublaslt_status_ = (expr);                                               \
+    ZRT_CHECK_AS(::zrt::CublasError, zrt_cublaslt_status_ == CUBLAS_STATUS_SUCCESS,             \
+                 "cuBLASLt error ", cublas().status_name(zrt_cublaslt_status_), " in ", #expr); \
   } while (0)
 
 // cuBLASLt's epilogue GEMMs take the 32- and 16-bit floats.
@@ -69,18 +67,18 @@ struct LtCache {
   LtCache& operator=(const LtCache&) = delete;
   ~LtCache() {
     for (auto& [key, p] : plans) {
-      if (p.d) cublasLtMatrixLayoutDestroy(p.d);
-      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-      if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+      if (p.d) cublas().lt_matrix_layout_destroy(p.d);
+      if (p.b) cublas().lt_matrix_layout_destroy(p.b);
+      if (p.a) cublas().lt_matrix_layout_destroy(p.a);
+      if (p.desc) cublas().lt_matmul_desc_destroy(p.desc);
     }
-    for (auto& [dev, h] : handles) cublasLtDestroy(h);
+    for (auto& [dev, h] : handles) cublas().lt_destroy(h);
   }
   cublasLtHandle_t handle(int device) {
     auto it = handles.find(device);
     if (it != handles.end()) return it->second;
     cublasLtHandle_t h = nullptr;
-    ZRT_CUBLASLT_CHECK(cublasLtCreate(&h));
+    ZRT_CUBLASLT_CHECK(cublas().lt_create(&h));
     handles.emplace(device, h);
     return h;
   }
@@ -88,7 +86,7 @@ struct LtCache {
 
 template <class V>
 void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const V& value) {
-  ZRT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+  ZRT_CUBLASLT_CHECK(cublas().lt_matmul_desc_set_attribute(desc, attr, &value, sizeof(value)));
 }
 
 // Row-major y = x·op(w) is column-major yᵀ[n, m] = op(w)ᵀ · xᵀ: A is w
@@ -101,7 +99,7 @@ void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, std::size_t workspac
                  static_cast<std::uint64_t>(key.k)};
   const cublasComputeType_t compute =
       key.tf32 && key.dtype == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  ZRT_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+  ZRT_CUBLASLT_CHECK(cublas().lt_matmul_desc_create(&p.desc, compute, CUDA_R_32F));
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, key.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
@@ -117,28 +115,29 @@ void build(Plan& p, cublasLtHandle_t h, const PlanKey& key, std::size_t workspac
   }
   const std::int64_t lda = static_cast<std::int64_t>(key.trans_w ? k : n);
   ZRT_CUBLASLT_CHECK(
-      cublasLtMatrixLayoutCreate(&p.a, t, key.trans_w ? k : n, key.trans_w ? n : k, lda));
-  ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, k, m, static_cast<std::int64_t>(k)));
-  ZRT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p.d, t, n, m, static_cast<std::int64_t>(n)));
+      cublas().lt_matrix_layout_create(&p.a, t, key.trans_w ? k : n, key.trans_w ? n : k, lda));
+  ZRT_CUBLASLT_CHECK(cublas().lt_matrix_layout_create(&p.b, t, k, m, static_cast<std::int64_t>(k)));
+  ZRT_CUBLASLT_CHECK(cublas().lt_matrix_layout_create(&p.d, t, n, m, static_cast<std::int64_t>(n)));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  ZRT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  ZRT_CUBLASLT_CHECK(cublas().lt_matmul_preference_create(&pref));
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   const std::uint64_t ws = workspace_bytes;
-  status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                sizeof(ws));
+  status = cublas().lt_matmul_preference_set_attribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   for (const auto attr :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulPreferenceSetAttribute(pref, attr, &key.align, sizeof(key.align));
+      status =
+          cublas().lt_matmul_preference_set_attribute(pref, attr, &key.align, sizeof(key.align));
   }
   if (status == CUBLAS_STATUS_SUCCESS)
-    status =
-        cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
-  cublasLtMatmulPreferenceDestroy(pref);
+    status = cublas().lt_matmul_algo_get_heuristic(h, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result,
+                                                   &count);
+  cublas().lt_matmul_preference_destroy(pref);
   // No algorithm for this shape (NOT_SUPPORTED, or none returned): the simple path.
   if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
     ZRT_CUBLASLT_CHECK(status);
@@ -172,8 +171,8 @@ bool launch_gemm_bias(DType dtype, bool trans_w, std::int64_t m, std::int64_t n,
   if (pre)
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(pre));
   const float alpha = 1.0f, beta = 0.0f;
-  ZRT_CUBLASLT_CHECK(cublasLtMatmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d,
-                                    &p.algo, workspace, workspace_bytes, stream));
+  ZRT_CUBLASLT_CHECK(cublas().lt_matmul(h, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d,
+                                        &p.algo, workspace, workspace_bytes, stream));
   return true;
 }
 
