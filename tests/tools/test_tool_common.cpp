@@ -201,7 +201,7 @@ struct ToyCli {
     app.add_option("--out", out);
     app.add_option("--lr", lr);
     app.add_flag("--on", on);
-    if (command) app.add_subcommand("run", "run it");
+    if (command) app.add_subcommand("run", "run it")->add_option("file", out)->required();
     if (command) app.require_subcommand(1);
   }
   // What a user of `toy ARGS` reads: the check of the command line, then the parse.
@@ -259,7 +259,11 @@ BOOST_AUTO_TEST_CASE(command_line_errors_name_the_flag_in_the_users_words) {
   for (const auto& [args, expected] : std::vector<std::pair<std::vector<const char*>, std::string>>{
            {{}, "no command given (one of: run)"},
            {{"walk"}, "unknown command 'walk' (one of: run)"},
-           {{"--x"}, "unknown flag --x before a command (one of: run)"}}) {
+           {{"--x"}, "unknown flag --x before a command (one of: run)"},
+           {{"run"}, "file is required"},
+           // An unknown flag is named before a missing argument.
+           {{"run", "--x"}, "unknown flag --x"},
+           {{"run", "--x", "-y"}, "unknown flag --x, -y"}}) {
     ToyCli cli(true);
     const std::string got = cli.error(args);
     BOOST_TEST(got == expected, "toy " << args.size() << " args: got '" << got << "'");

@@ -158,6 +158,14 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
                                      : "unknown command '" + first + "'") +
            " (one of: " + names + ")";
   }
+  // CLI11 checks required arguments before it refuses extras: `verify --x`
+  // would say "checkpoint is required" and never name --x.
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    std::string flags;
+    for (const std::string& arg : app.remaining(true))
+      if (arg.starts_with("-")) flags += (flags.empty() ? "" : " ") + arg;
+    if (!flags.empty()) return unexpected_args(flags);
+  }
   return text;
 }
 

@@ -20,7 +20,8 @@ bool is_whole_number(std::string_view s);
 
 // CLI11's message for a bad command line, in the user's words: "unknown flag
 // --x", "--steps is given more than once", "--n-layer: 1.5 is not a whole
-// number", "--out needs a value". A message of another kind comes back as is.
+// number", "--out needs a value"; an unknown flag before a missing required
+// argument. A message of another kind comes back as is.
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e);
 
 // Throws InvalidArgument naming the first flag of `app` that argv misuses in
