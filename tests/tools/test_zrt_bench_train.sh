@@ -23,6 +23,8 @@
 # here) exits 77 saying so, for a single run and for --compare.
 # --offload-optimizer disk:DIR with --gather-after-update on,off gives the
 # same losses and leaves DIR empty; a missing DIR and an unknown place are refused.
+# --save-data onto the --init-from file, and --save-init and --save-data on
+# one file, are refused before anything is written.
 # usage: test_zrt_bench_train.sh ZRT-BENCH PYTHON TORCH_GPT_PY
 set -u
 bench=$1 python=$2 torch_gpt=$3
@@ -203,6 +205,23 @@ done
   fail "--peak-gflops with --peak-tflops was accepted"
 "$bench" train --preset tiny --steps 1 --peak-tflops -1 > /dev/null 2>&1 && fail "--peak-tflops -1 was accepted"
 echo "ok   bad values refused"
+
+# Outputs never land on an input (Note [No output onto an input]): refused
+# before anything is written, the input unchanged.
+work=$(mktemp -d)
+"$bench" train --preset tiny --steps 1 --warmup 0 --save-init "$work/w.safetensors" > /dev/null ||
+  fail "--save-init failed"
+sum=$(cksum < "$work/w.safetensors")
+out=$("$bench" train --preset tiny --steps 1 --warmup 0 --init-from "$work/w.safetensors" \
+  --save-data "$work/w.safetensors" 2>&1) && fail "--save-data onto --init-from was accepted"
+case $out in *"--save-data"*"is the --init-from file"*) ;; *) fail "--save-data onto --init-from: $out" ;; esac
+[ "$(cksum < "$work/w.safetensors")" = "$sum" ] || fail "--save-data overwrote the --init-from file"
+out=$("$bench" train --preset tiny --steps 1 --warmup 0 --save-init "$work/s.st" \
+  --save-data "$work/./s.st" 2>&1) && fail "--save-init and --save-data on one file was accepted"
+case $out in *"name the same file"*) ;; *) fail "one file for two outputs: $out" ;; esac
+[ ! -e "$work/s.st" ] || fail "a refused run wrote $work/s.st"
+rm -rf "$work"
+echo "ok   outputs onto inputs refused"
 
 out=$("$bench" train --preset tiny --steps 1 --warmup 0 --device cuda --json 2>&1)
 rc=$?

@@ -72,10 +72,12 @@
 #include "tools/bench/suites.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
+#include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/full_param_file.h"
 #include "zrt/runtime/comm/comm_traffic.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/link_model.h"
+#include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/phase_timer.h"
 
@@ -303,6 +305,18 @@ Options parse(int argc, char** argv) {
                 "drop --ranks");
   ZRT_CHECK_ARG(t.ranks <= train::kMaxLocalRanks, "train: --ranks ", t.ranks, " is more than ",
                 train::kMaxLocalRanks);
+  // Note [No output onto an input]: checked before anything is written.
+  const NamedPath outputs[] = {{"--save-init", o.save_init}, {"--save-data", o.save_data}};
+  const NamedPath inputs[] = {{"the --init-from file", c.init_from}};
+  for (const NamedPath& out : outputs) {
+    if (out.path.empty()) continue;
+    check_output_clear_of_inputs(out, inputs);
+    optim::check_output_outside_checkpoint_steps(out);
+  }
+  ZRT_CHECK_ARG(o.save_init.empty() || o.save_data.empty() ||
+                    resolved_path(o.save_init) != resolved_path(o.save_data),
+                "--save-init and --save-data name the same file ", o.save_init,
+                ": give each output a file of its own");
   c.steps = o.warmup + o.steps;
   c.schedule.warmup_steps = std::min(c.schedule.warmup_steps, c.steps);  // zrt-train's default
   train::raise_block_size_to_seq_len(c);
