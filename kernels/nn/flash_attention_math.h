@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -304,7 +305,7 @@ struct FlashRowStats {
 // A forward lane: its output accumulators and row statistics.
 template <int HD>
 struct FlashForwardLane {
-  float o[HD / 8][4];
+  float o[std::size_t{HD / 8}][4];  // HD / 8 n-tiles of 8 columns
   FlashRowStats st;
 };
 
@@ -569,12 +570,12 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
 
 template <int HD>
 struct FlashKeyLane {
-  float dk[HD / 8][4], dv[HD / 8][4];
+  float dk[std::size_t{HD / 8}][4], dv[std::size_t{HD / 8}][4];
 };
 
 template <int HD>
 struct FlashQueryLane {
-  float dq[HD / 8][4];
+  float dq[std::size_t{HD / 8}][4];
 };
 
 // The backward's tiles: the block's own rows (K and V, or Q and dO) and the
