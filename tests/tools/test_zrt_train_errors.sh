@@ -261,6 +261,13 @@ expect_usage "a lone comma for --hidden" "--hidden: ',' is not whole numbers" --
 expect_usage "a million layers" "--n-layer: must be a whole number from 1 to 65536 \(got 100000000\)" --n-layer 100000000
 expect_usage "a fraction for a whole number" "--n-head: 1.5 is not a whole number" --n-head 1.5
 expect_usage "two values for one flag" "unexpected value '2' \(a flag takes one value" --n-layer 1 2
+# A `latest` in --checkpoint-dir that is no checkpoint's: refused before
+# training, the user's file unchanged.
+mkdir -p "$dir/notes-ck" "$dir/latest-dir-ck/latest" && echo notes > "$dir/notes-ck/latest"
+expect_usage "a user's file named latest" "--checkpoint-dir .*notes-ck/latest that names no checkpoint step" --checkpoint-dir "$dir/notes-ck"
+[ "$(cat "$dir/notes-ck/latest")" = notes ] || { echo "FAIL: the user's latest was overwritten"; failures=$((failures + 1)); }
+expect_usage "a directory named latest" "--checkpoint-dir .* holds a directory .*latest-dir-ck/latest" --checkpoint-dir "$dir/latest-dir-ck"
+[ -z "$(ls "$dir/latest-dir-ck" | grep -v latest)" ] || { echo "FAIL: a step was written beside latest/"; failures=$((failures + 1)); }
 expect_usage "empty --resume" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume ""
 expect_usage "empty --resume=" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume=
 expect_error "zero batch" "batch-size: must be a whole number from 1 to 2147483647 \(got 0\)" --batch-size 0
@@ -357,6 +364,14 @@ if "$train" --n-layer 1 --steps 1 --init-from "$dir/tied-equal.safetensors" > /d
 else echo "FAIL an lm_head equal to wte: $("$train" --n-layer 1 --steps 1 --init-from "$dir/tied-equal.safetensors" 2>&1)"; failures=$((failures + 1)); fi
 expect_error "an lm_head other than wte" "'lm_head.weight' differs from 'wte.weight' at flat index [0-9]+ \\(0.5 vs" \
   --init-from "$dir/tied-other.safetensors" --n-layer 1
+
+# --plan writes no output and makes no directory, and says so.
+out=$("$train" --plan --save "$dir/plan.st" --checkpoint-dir "$dir/plan-ck" 2>&1) ||
+  { echo "FAIL --plan with outputs: $out"; failures=$((failures + 1)); }
+grep -q -- "note: --plan trains nothing and writes nothing: --save, --checkpoint-dir ignored" <<<"$out" ||
+  { echo "FAIL --plan did not name the outputs it ignores: $out"; failures=$((failures + 1)); }
+[ ! -e "$dir/plan.st" ] && [ ! -e "$dir/plan-ck" ] ||
+  { echo "FAIL --plan wrote an output or made --checkpoint-dir"; failures=$((failures + 1)); }
 
 # --check-consistency: agreeing ranks train on without a word.
 out=$("$train" --ranks 3 --threads 1 --strategy no-shard --dtype bf16 --batch-size 6 --steps 2 --check-consistency 1 2>&1) ||

@@ -79,10 +79,27 @@ std::string rename_word(std::string text, std::string_view word, std::string_vie
   return text;
 }
 
-// A checkpoint directory that cannot be written fails now, not after training.
-void check_checkpoint_dir(const std::string& dir) {
+// A checkpoint directory that cannot be written fails now, not after training
+// (`create`: made if missing; --plan makes nothing). Its `latest`, which
+// every save rewrites, must be a checkpoint's: a user's file of that name
+// would be overwritten, a directory would fail the first save.
+void check_checkpoint_dir(const std::string& dir, bool create) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  const fs::path latest = fs::path(dir) / "latest";
+  if (fs::is_directory(latest, ec))
+    ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds a directory ", latest.string(),
+              ", where each save records the newest step: rename it or name another directory");
+  if (fs::exists(latest, ec)) {
+    std::ifstream in(latest);
+    std::string first;
+    std::getline(in, first);
+    ZRT_CHECK_ARG(optim::parse_step_dir_name(first).has_value(), "--checkpoint-dir ", dir,
+                  " holds a file ", latest.string(),
+                  " that names no checkpoint step: each save would overwrite it; rename it or "
+                  "name another directory");
+  }
+  if (!create) return;
   fs::create_directories(dir, ec);
   ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir,
                 " cannot be created: ", ec ? ec.message() : "it exists and is not a directory");
@@ -291,6 +308,20 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     std::cerr << "zrt-train: note: --offload-grads keeps gradients in host memory between "
                  "micro-batches: with --micro-batches 1 there are none to keep, and it changes "
                  "nothing\n";
+  if (o.tf32 && o.device == "cpu")
+    std::cerr << "zrt-train: note: --tf32 changes nothing on --device cpu (its fp32 GEMMs are "
+                 "fp32)\n";
+  if (o.plan) {  // --plan trains nothing, so writes nothing
+    std::string unwritten;
+    for (const auto& [flag, value] : {std::pair{"--save", &o.save},
+                                      {"--metrics", &o.metrics},
+                                      {"--trace", &o.trace},
+                                      {"--checkpoint-dir", &o.checkpoint_dir}})
+      if (!value->empty()) unwritten += (unwritten.empty() ? "" : ", ") + std::string(flag);
+    if (!unwritten.empty())
+      std::cerr << "zrt-train: note: --plan trains nothing and writes nothing: " << unwritten
+                << " ignored\n";
+  }
   if (o.trainer.schedule.max_lr > 1.0)
     std::cerr << "zrt-train: warning: --lr " << o.trainer.schedule.max_lr
               << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
@@ -717,7 +748,7 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
               "--init-from");
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {
-    check_checkpoint_dir(o.checkpoint_dir);
+    check_checkpoint_dir(o.checkpoint_dir, !o.plan);
     check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, o.resume_from);
   }
   ZRT_CHECK_ARG(o.trainer.init_from.empty() || o.resume_from.empty(), "--init-from ",
