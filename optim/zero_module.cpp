@@ -307,6 +307,12 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                                        : "already a parameter's name in an earlier unit",
                   "; every parameter needs a full name of its own");
   ZRT_CHECK_ARG(!params.empty(), "ZeroModule::add_unit('", name, "'): no parameters");
+  // Trained in fp32 whatever their dtype: an integer buffer would silently
+  // become a trained float.
+  for (const auto& p : params)
+    ZRT_CHECK_ARG(is_floating(p.tensor.dtype()), "ZeroModule::add_unit('", name, "'): parameter '",
+                  p.fqn(), "' is ", dtype_name(p.tensor.dtype()),
+                  ": parameters are floating point (keep integer buffers out of the units)");
   ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
                 "'): every parameter is tied to an earlier "
                 "unit's; a unit needs one of its own (put its modules in the owner's unit)");
@@ -383,6 +389,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   };
   h.grad(0).storage().set_freed_note(grad_note);
   unsynced_.push_back(0);
+  failed_.push_back(false);
   synced_.push_back(false);
   tie_grads_.push_back(0);
   unit_names_.insert(name);
@@ -428,7 +435,8 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       sync_(sync),
       stream_(stream),
       what_(std::string("the ") + (backward ? "backward" : "forward") + " scope of unit '" +
-            handle_->name() + "'") {
+            handle_->name() + "'"),
+      uncaught_at_open_(std::uncaught_exceptions()) {
   ZRT_CHECK_ARG(stream_.is_cpu() || stream_.device() == module_->options().device,
                 "ZeroModule: the ", backward_ ? "backward" : "forward", " scope of unit '",
                 handle_->name(), "' was given a stream on ", stream_.device().str(),
@@ -492,7 +500,8 @@ ZeroModule::Scope::Scope(Scope&& o) noexcept
       sync_(o.sync_),
       stream_(o.stream_),
       opened_owners_(std::move(o.opened_owners_)),
-      what_(std::move(o.what_)) {
+      what_(std::move(o.what_)),
+      uncaught_at_open_(o.uncaught_at_open_) {
   o.handle_ = nullptr;
 }
 
@@ -509,6 +518,10 @@ void ZeroModule::Scope::serve_caller() const {
 
 ZeroModule::Scope::~Scope() {
   if (!handle_) return;
+  // Ended by an exception in the caller's backward: its gradient is partial
+  // (Note [A failed backward skips the step]).
+  if (backward_ && std::uncaught_exceptions() > uncaught_at_open_ && !module_alive_.expired())
+    module_->failed_[unit_] = true;
   try {
     close();
   } catch (const std::exception& e) {
@@ -549,7 +562,12 @@ void ZeroModule::Scope::close() {
     attempt([&] { h->post_forward(); });
   } else {
     attempt([&] {
-      h->post_backward(sync_);
+      try {
+        h->post_backward(sync_);
+      } catch (...) {
+        module_->failed_[unit_] = true;  // Note [A failed backward skips the step]
+        throw;
+      }
       if (sync_) {
         module_->synced_since_step_ = true;
         module_->synced_[unit_] = true;
@@ -703,6 +721,27 @@ ZeroAdamW& ZeroModule::optimizer() {
 // nothing said. So step() needs at least one sync since the last step, and
 // no unit whose latest backward scopes only accumulated. The counts are the
 // same on every rank (scopes are collective), so every rank throws alike.
+// A unit with no synced backward since the last step (a layer the step's
+// forward skipped, a frozen branch) steps on a zero gradient, as torch's
+// AdamW after zero_grad(set_to_none=False): its gradient shard still holds
+// the last reduce-scatter's values (or a skipped step's non-finite ones),
+// which the step would otherwise apply again with nothing said.
+// Note [A failed backward skips the step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A backward scope that ends by an exception (the caller's, while it
+// unwinds) or whose close fails (an out-of-memory error in its reduction)
+// leaves a partial gradient: its reduction still runs in the first case, so
+// the ranks stay in step, and may have half run in the second. Stepping on
+// it would apply part of a micro-batch with nothing said; refusing on that
+// rank alone would leave the others waiting in the step's collectives. So
+// the unit is marked failed, and the next step() fills its gradient shard
+// with NaN before the statistics: the agreed non-finite flag (Note [One
+// optimizer step]) skips the step on every rank, updating nothing, and the
+// skip is counted and reported as an overflow's is. discard_gradients()
+// drops the mark with the gradients, for a caller that retries (a smaller
+// micro-batch after an out-of-memory error). The handle returns to idle
+// when its post_backward fails, its compute-dtype gradient freed, so the
+// module stays usable.
 // Note [Gathers after the update]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The next step starts by gathering its first units: the first stage's
@@ -756,6 +795,12 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   ZRT_CHECK_STATE(synced_since_step_,
                   "ZeroModule::step: no backward scope synced gradients since the last step; "
                   "step() would apply weight decay alone");
+  // Note [ZeroModule steps on synced gradients]: no stale gradient stepped on.
+  for (Unit u = 0; u < handles_.size(); ++u)
+    if (!synced_[u]) handles_[u]->zero_grad();
+  // Note [A failed backward skips the step].
+  for (Unit u = 0; u < handles_.size(); ++u)
+    if (failed_[u]) handles_[u]->poison_grad();
   // ZeroAdamW::step waits for the reductions in flight itself.
   // The record of synced units ends with a step taken or skipped, and with
   // one that failed after it began updating; one that throws before (a veto
@@ -764,6 +809,7 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   auto end_record = [&] {
     synced_since_step_ = false;
     synced_.assign(synced_.size(), false);
+    failed_.assign(failed_.size(), false);
   };
   // The last unit whose update the gather of unit u waits for: u, or an
   // owner of a parameter it uses. The optimizer updates the units in order.
@@ -812,6 +858,7 @@ void ZeroModule::discard_gradients() {
   for (auto& h : handles_) h->zero_grad();
   synced_since_step_ = false;
   synced_.assign(synced_.size(), false);
+  failed_.assign(failed_.size(), false);
   unsynced_.assign(unsynced_.size(), 0);
   tie_grads_.assign(tie_grads_.size(), 0);
 }

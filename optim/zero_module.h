@@ -242,6 +242,7 @@ class ZeroModule {
     Stream stream_;                    // the caller's (Note [The stream a scope serves])
     std::vector<Unit> opened_owners_;  // owners of tied parameters this scope unsharded
     std::string what_;                 // "the forward scope of unit 'name'", for messages
+    int uncaught_at_open_;             // std::uncaught_exceptions() when it opened
   };
   // `stream`: where the caller runs its kernels on the scope's views; the
   // default is the calling thread's (Note [The stream a scope serves]).
@@ -259,7 +260,8 @@ class ZeroModule {
   // that no later sync reduced: the step would apply weight decay alone;
   // the same when a unit holds gradients of its parameters used by later
   // units (Note [Parameters tied across units]) that no sync of its own
-  // reduced. In f16 the gradients carry loss_scale(), which the step takes out.
+  // reduced. A unit with no synced backward since the last step steps on a
+  // zero gradient. In f16 the gradients carry loss_scale(), which the step takes out.
   // `before_update`, when given, runs once the gradient statistics are read
   // and before anything is updated (ZeroAdamW::step); what it throws ends
   // the step with nothing changed: the synced gradients stay, for another
@@ -401,6 +403,9 @@ class ZeroModule {
   std::vector<int>
       unsynced_;              // per unit: backward scopes since its last sync that only accumulated
   std::vector<bool> synced_;  // per unit: a backward scope of it synced since the last step
+  // Per unit: a backward scope of it failed or ended by an exception since
+  // the last step (Note [A failed backward skips the step]).
+  std::vector<bool> failed_;
   std::vector<int> tie_grads_;  // per unit: tie gradients added to it since its last sync
   // Held by the module alone; its scopes watch it (Note [A scope outlives no module]).
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -413,6 +414,11 @@ Tensor FlatParamHandle::grad(std::size_t i) const {
       .set_name(p.fqn + ".grad");
 }
 
+FlightRecorder::Subject FlatParamHandle::gathers_subject() const {
+  // The groups are splits of one world, which share its recorder.
+  return FlightRecorder::Subject(*groups_.zero1->flight_recorder(), options_.name);
+}
+
 void FlatParamHandle::unshard() {
   const bool allocated = !full_param_.is_freed();
   if (allocated && unsharded_current_) return;  // kept from forward (SHARD_GRAD_OP) or prefetched
@@ -422,6 +428,7 @@ void FlatParamHandle::unshard() {
     return;
   }
   if (!allocated) alloc_storage(full_param_);
+  const FlightRecorder::Subject subject = gathers_subject();
   const Stream comm = comm_stream();
   if (comm != options_.stream) {  // Note [Unshard on the communication stream]
     full_param_.storage().record_use(comm);
@@ -528,6 +535,7 @@ void FlatParamHandle::reduce_grads() {
   const bool replicas = groups_.replica && groups_.replica->size() > 1;
   const bool communicates = !grad_is_master_ || replicas;
   const Stream comm = comm_stream();
+  const FlightRecorder::Subject subject = gathers_subject();
   if (communicates) {
     if (comm != options_.stream) {  // Note [Unshard on the communication stream]
       (grad_is_master_ ? zero1_grad_ : full_prec_grad_).storage().record_use(comm);
@@ -585,12 +593,21 @@ void FlatParamHandle::reduce_scatter_quantized(Stream comm) {
 void FlatParamHandle::post_backward(bool sync_grads) {
   expect_state(HandleState::backward_pre, "post_backward");
   state_ = HandleState::backward_post;
-  accumulate_runtime_grad();
-  reshard(options_.reshard_after_backward);
-  if (sync_grads) {
-    reduce_grads();
-  } else if (options_.grad_reduce.offload) {
-    offload_grad();
+  try {
+    accumulate_runtime_grad();
+    reshard(options_.reshard_after_backward);
+    if (sync_grads) {
+      reduce_grads();
+    } else if (options_.grad_reduce.offload) {
+      offload_grad();
+    }
+  } catch (...) {
+    // Idle again, the gradient partial (Note [A failed backward skips the
+    // step] in zero_module.cpp): the next backward starts from a fresh
+    // compute-dtype gradient, not this one.
+    free_storage(full_grad_);
+    state_ = HandleState::idle;
+    throw;
   }
   state_ = HandleState::idle;
 }
@@ -609,6 +626,13 @@ void FlatParamHandle::zero_grad() {
   grad_offloaded_ = false;
   kernels::zero(zero1_grad_, options_.stream);
   // The host copy follows in stream order, behind any copy still in flight into it.
+  if (options_.master_on_host) host_zero1_grad_.copy_async_(zero1_grad_, options_.stream);
+}
+
+void FlatParamHandle::poison_grad() {
+  expect_state(HandleState::idle, "poison_grad");
+  wait_for_reduced_grads();  // a reduction in flight would overwrite it
+  kernels::fill(zero1_grad_, std::numeric_limits<double>::quiet_NaN(), options_.stream);
   if (options_.master_on_host) host_zero1_grad_.copy_async_(zero1_grad_, options_.stream);
 }
 
@@ -643,6 +667,7 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
 std::vector<Tensor> FlatParamHandle::summon_full_params() {
   expect_state(HandleState::idle, "summon_full_params");
   state_ = HandleState::summon_full_params;
+  const FlightRecorder::Subject subject = gathers_subject();
   std::vector<Tensor> out;
   try {
     Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false);
@@ -665,6 +690,7 @@ std::vector<Tensor> FlatParamHandle::summon_full_params() {
 void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_t budget) {
   expect_state(HandleState::idle, "gather_full_params");
   state_ = HandleState::summon_full_params;
+  const FlightRecorder::Subject subject = gathers_subject();
   try {
     const std::int64_t n1 = zero1_shard_.numel();
     const int z = groups_.zero1->size();

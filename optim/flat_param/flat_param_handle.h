@@ -328,6 +328,10 @@ class FlatParamHandle {
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
   void zero_grad();
+  // Fills the zero1 gradient shard with NaN, after the reductions in flight:
+  // the next step's statistics find it non-finite (Note [A failed backward
+  // skips the step] in zero_module.cpp).
+  void poison_grad();
   // Adds `grad` (parameter i's padded shape or numel; f32, bf16 or f16, on the
   // device) into the fp32 unsharded gradient, allocating it (zeroed, or
   // reloaded when offloaded) if this step has none yet: a use of the
@@ -377,6 +381,8 @@ class FlatParamHandle {
   Tensor quantized_master_on_device(Stream stream);
   // `host` (pinned) copied up into a new device buffer in `stream`'s order.
   Tensor upload(const Tensor& host, Stream stream);
+  // Names this flat parameter in its collectives' contracts while it lives.
+  FlightRecorder::Subject gathers_subject() const;
   // unshard()'s all-gather in int8 (Note [Quantized parameter gather]).
   void gather_quantized(Stream comm);
   // Before the host writes the master or its staging beside a CUDA device:

@@ -69,6 +69,7 @@ bool contracts_agree(const CollectiveContract& a, const CollectiveContract& b) {
   if (a.op != b.op || a.seq != b.seq) return false;
   if (!moves_tensors(a.op)) return true;  // all_gather_bytes: each rank's own length
   if (a.dtype != b.dtype || a.numel != b.numel) return false;
+  if (a.subject_id != 0 && b.subject_id != 0 && a.subject_id != b.subject_id) return false;
   if (reduces(a.op) && a.reduce != b.reduce) return false;
   return a.op != CollectiveOp::broadcast || a.root == b.root;
 }
@@ -81,6 +82,8 @@ std::string describe_contract(const CollectiveContract& c) {
   if (moves_tensors(c.op))
     os << " of " << c.numel << " " << dtype_name(c.dtype) << " values ("
        << c.numel * static_cast<std::int64_t>(dtype_size(c.dtype)) << " bytes)";
+  if (c.subject_id != 0)
+    os << " of '" << std::string(c.subject, strnlen(c.subject, sizeof c.subject)) << "'";
   const std::string caller = caller_of(c);
   if (!caller.empty()) os << " in " << caller;
   return os.str();

@@ -44,13 +44,19 @@ struct CollectiveContract {
   ReduceOp reduce = ReduceOp::sum;  // all_reduce, reduce_scatter
   // The caller's label (FlightRecorder::Caller), cut to fit; NUL-terminated.
   char caller[kCallerChars] = {};
+  // What a tensor collective moves where its caller names it (a flat
+  // parameter, FlightRecorder::Subject): ranks that move different ones
+  // disagree even at equal sizes. subject_id 0: unnamed, agrees with any.
+  static constexpr std::size_t kSubjectChars = 32;
+  std::uint64_t subject_id = 0;      // a hash of the whole name
+  char subject[kSubjectChars] = {};  // the name, cut to fit; NUL-terminated
 };
 static_assert(std::is_trivially_copyable_v<CollectiveContract>);
-static_assert(sizeof(CollectiveContract) == 88);  // what Note [Entry barrier] says it costs
+static_assert(sizeof(CollectiveContract) == 128);  // what Note [Entry barrier] says it costs
 
 // Whether two ranks' collectives may run together: the same op and sequence
 // number, and what that op must agree on (dtype and count for tensors, the
-// reduce op, the root).
+// subject where both name one, the reduce op, the root).
 bool contracts_agree(const CollectiveContract& a, const CollectiveContract& b);
 
 // "all_gather of 4 f32 values (16 bytes) in full_param('fc1.weight')".

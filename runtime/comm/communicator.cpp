@@ -242,6 +242,7 @@ void Communicator::check_not_aborted(const char* op) const {
 CollectiveContract Communicator::numbered(CollectiveContract c, std::uint64_t seq) const {
   c.seq = seq;
   flight_->copy_caller(c.caller);
+  flight_->copy_subject(c.subject_id, c.subject);
   return c;
 }
 

@@ -12,7 +12,11 @@
 // sequence number, the dtype and element count each rank passes, the reduce
 // op, the root; all_gather_bytes' lengths may differ, split's colors and
 // keys do) with the caller's label from the flight recorder
-// (FlightRecorder::Caller, e.g. "full_param('fc1.weight')"), the ranks
+// (FlightRecorder::Caller, e.g. "full_param('fc1.weight')") and what the
+// collective moves where the caller names it (FlightRecorder::Subject: a flat
+// parameter's gathers and reductions name it, so two units of one size that
+// the ranks gather in different orders disagree instead of exchanging each
+// other's shards), the ranks
 // exchange them, and on a mismatch every rank throws the same CommError
 // naming what each rank issued, rather than MPI matching the calls by order
 // into MPI_ERR_TRUNCATE or wrong data:

@@ -104,6 +104,28 @@ FlightRecorder::Caller::~Caller() {
   recorder_.caller_ = std::move(previous_);
 }
 
+FlightRecorder::Subject::Subject(FlightRecorder& recorder, std::string name) : recorder_(recorder) {
+  std::lock_guard lock(recorder_.mutex_);
+  previous_ = std::exchange(recorder_.subject_, std::move(name));
+}
+
+FlightRecorder::Subject::~Subject() {
+  std::lock_guard lock(recorder_.mutex_);
+  recorder_.subject_ = std::move(previous_);
+}
+
+void FlightRecorder::copy_subject(std::uint64_t& id, std::span<char> name) const {
+  std::lock_guard lock(mutex_);
+  id = 0;
+  if (subject_.empty()) return;
+  id = 14695981039346656037ull;  // FNV-1a: a name's hash, never 0 in practice
+  for (unsigned char ch : subject_) id = (id ^ ch) * 1099511628211ull;
+  if (id == 0) id = 1;
+  const std::size_t n = std::min(subject_.size(), name.size() - 1);
+  std::copy_n(subject_.data(), n, name.data());
+  name[n] = '\0';
+}
+
 std::string FlightRecorder::caller() const {
   std::lock_guard lock(mutex_);
   return caller_;

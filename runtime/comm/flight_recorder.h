@@ -81,6 +81,24 @@ class FlightRecorder {
   // The label into `out` (cut to fit, NUL-terminated), without allocating.
   void copy_caller(std::span<char> out) const;
 
+  // Names what the tensor collectives issued while it lives move (a flat
+  // parameter's name): ranks that gather or reduce different ones of equal
+  // size then disagree (Note [Collective contract]) instead of exchanging
+  // each other's data. Nested: the innermost names it.
+  class Subject {
+   public:
+    Subject(FlightRecorder& recorder, std::string name);
+    ~Subject();
+    Subject(const Subject&) = delete;
+    Subject& operator=(const Subject&) = delete;
+
+   private:
+    FlightRecorder& recorder_;
+    std::string previous_;
+  };
+  // The subject's hash (0: none) and name (cut to fit, NUL-terminated).
+  void copy_subject(std::uint64_t& id, std::span<char> name) const;
+
   // A new entry, issued now; its id for the calls below.
   std::uint64_t issued(const char* op, const std::string& group, std::uint64_t seq,
                        std::uint64_t bytes);
@@ -107,6 +125,7 @@ class FlightRecorder {
   std::uint64_t first_id_ = 0;  // id of ring_.front()
   std::uint64_t ended_ = 0;
   std::string caller_;
+  std::string subject_;
 };
 
 // "0-2, 5" from sorted ranks.

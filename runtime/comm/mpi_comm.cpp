@@ -174,7 +174,7 @@ MPI_Datatype mpi_type(DType t) {
 // Every collective waits with a deadline, so a missing rank is a CommError,
 // not a hang, and every collective first checks that all ranks issued the
 // same one (Note [Collective contract]). Both come from one entry step: an
-// MPI_Iallgather of each rank's CollectiveContract (88 bytes, the same size
+// MPI_Iallgather of each rank's CollectiveContract (128 bytes, the same size
 // whatever the collective, so ranks in different collectives still meet
 // there), polled against the timeout; then each rank compares them and, on
 // a mismatch, throws the same CommError before any data moves (MPI would

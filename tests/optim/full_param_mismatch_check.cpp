@@ -31,6 +31,9 @@ void check_full_param_mismatch_is_named(const CommPtr& world, std::uint64_t seed
   optim::ZeroModule module(world);
   module.add_unit("fc0", params("fc0", 3, cols));
   module.add_unit("fc1", params("fc1", 5, cols + 2));
+  // Two units of one shape: gathers of equal size, told apart by name.
+  module.add_unit("fc2", params("fc2", 3, cols));
+  module.add_unit("fc3", params("fc3", 3, cols));
   try {
     if (world->rank() == 0)
       module.full_param("fc1.weight");
@@ -45,6 +48,16 @@ void check_full_param_mismatch_is_named(const CommPtr& world, std::uint64_t seed
                    m.find(" issued all_gather of ") != std::string::npos &&
                    m.find(" in full_params()") != std::string::npos,
                "rank ", world->rank(), ": the error does not name both calls: ", m);
+  }
+  try {
+    module.full_param(world->rank() == 0 ? "fc2.weight" : "fc3.weight");
+    ZRT_EXPECT(false, "rank ", world->rank(), ": gathers of two units of one size returned");
+  } catch (const CommError& e) {
+    const std::string m = e.what();
+    ZRT_EXPECT(m.find("does not match across ranks") != std::string::npos &&
+                   m.find(" of 'fc2' in full_param('fc2.weight')") != std::string::npos &&
+                   m.find(" of 'fc3' in full_param('fc3.weight')") != std::string::npos,
+               "rank ", world->rank(), ": the error does not name both units: ", m);
   }
   // Nothing moved: the module goes on and gives the values it was built from.
   const auto after = module.full_params();

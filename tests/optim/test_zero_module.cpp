@@ -111,9 +111,104 @@ BOOST_AUTO_TEST_CASE(step_needs_synced_gradients) {
   });
 }
 
+// A unit whose backward a step skips steps on a zero gradient, never on
+// the gradient an earlier step reduced into its shard (Note [ZeroModule
+// steps on synced gradients]).
+BOOST_AUTO_TEST_CASE(a_unit_without_backward_steps_on_a_zero_gradient) {
+  const auto seed = test::test_seed("zero_module/a_unit_without_backward_steps_on_a_zero_gradient");
+  run_local_ranks(2, [&](const CommPtr& world) {
+    std::mt19937 rng(seed);
+    optim::ZeroModule module(world);
+    const auto a = module.add_unit("a", unit_params(rng));
+    const auto b = module.add_unit("b", unit_params(rng));
+    std::normal_distribution<double> normal;
+    auto fill = [&](optim::ZeroModule::Scope& scope) {
+      for (const char* name : {"weight", "bias"}) {
+        Tensor g = scope.grad(name);
+        for (std::int64_t i = 0; i < g.numel(); ++i)
+          g.data<float>()[i] = static_cast<float>(1 + normal(rng) * 0.1);
+      }
+    };
+    for (auto u : {b, a}) {
+      auto scope = module.backward(u);
+      fill(scope);
+    }
+    ZRT_EXPECT(module.step(1e-3).grad_norm > 1, "the first step's gradients are ones");
+    {
+      auto scope = module.backward(b);  // b's gradient is zero; a has no backward
+    }
+    const auto r = module.step(1e-3);
+    ZRT_EXPECT(r.grad_norm == 0, "step 2's only gradient is b's zero, but its norm is ",
+               r.grad_norm, " (a's step-1 gradient applied again)");
+  });
+}
+
 // The optimizer stepped directly (then discard_gradients, as the header
 // says) reads the gradients once their reduction on the communication
 // stream is done: the norm it reports is the reduced gradients' norm.
+// A backward scope ended by an exception on one rank: its partial gradient
+// is still reduced (the ranks stay in step), and the next step is skipped on
+// every rank, nothing updated; the step after it trains (Note [A failed
+// backward skips the step]).
+BOOST_AUTO_TEST_CASE(a_backward_ended_by_an_exception_skips_the_step_everywhere) {
+  const auto seed =
+      test::test_seed("zero_module/a_backward_ended_by_an_exception_skips_the_step_everywhere");
+  run_local_ranks(2, [&](const CommPtr& world) {
+    std::mt19937 rng(seed);
+    optim::ZeroModule module(world);
+    const auto unit = module.add_unit("fc", unit_params(rng));
+    const Tensor before = module.full_param("fc.weight").clone();
+    try {
+      auto scope = module.backward(unit);
+      scope.grad("weight").fill_(0.5);  // part of the backward
+      if (world->rank() == 0) throw std::runtime_error("the caller's layer failed");
+    } catch (const std::runtime_error&) {
+    }
+    const auto skipped = module.step(1e-2);
+    ZRT_EXPECT(skipped.skipped, "rank ", world->rank(),
+               ": the step on a partial gradient was taken");
+    ZRT_EXPECT(module.full_param("fc.weight").to_doubles() == before.to_doubles(), "rank ",
+               world->rank(), ": a skipped step changed the weights");
+    {
+      auto scope = module.backward(unit);
+      scope.grad("weight").fill_(0.5);
+    }
+    ZRT_EXPECT(!module.step(1e-2).skipped, "rank ", world->rank(), ": the next step was skipped");
+    ZRT_EXPECT(module.full_param("fc.weight").to_doubles() != before.to_doubles(), "rank ",
+               world->rank(), ": the next step changed nothing");
+  });
+}
+
+// Out of memory while a backward scope closes: the module stays usable,
+// discard_gradients() clears it, and a retry trains.
+BOOST_AUTO_TEST_CASE(a_failed_backward_close_leaves_the_module_usable) {
+  const CommPtr world = make_local_world(1).front();
+  optim::ZeroModuleOptions o;
+  o.dtype = DType::bf16;
+  o.memory_limit = std::size_t{16} << 20;
+  o.cpu_streams = optim::CpuStreams::none;
+  optim::ZeroModule module(world, o);
+  const auto unit = module.add_unit("big", {{"w", Tensor::zeros({1 << 20}, DType::f32)}});
+  bool failed = false;
+  try {
+    auto scope = module.backward(unit);
+    scope.grad("w").fill_(1.0);
+    scope.close();  // the fp32 gradient does not fit
+  } catch (const OutOfMemory&) {
+    failed = true;
+  }
+  BOOST_TEST_REQUIRE(failed, "the close fit in memory: the test needs a smaller limit");
+  BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
+  module.discard_gradients();
+  // The same unit again, half the size would fit: here, the module accepts
+  // the retry's scope and refuses nothing but what memory refuses.
+  try {
+    auto scope = module.backward(unit);
+  } catch (const OutOfMemory&) {
+  }
+  BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
+}
+
 BOOST_AUTO_TEST_CASE(the_optimizer_stepped_directly_reads_reduced_gradients) {
   const auto seed = test::test_seed("zero_module/the_optimizer_stepped_directly");
   run_local_ranks(2, [&](const CommPtr& world) {
@@ -537,6 +632,11 @@ BOOST_AUTO_TEST_CASE(names_are_given_once) {
         module.add_unit("e", {{"f", value()}, {"f", value()}});
       },
       "parameter name 'e.f' is given twice in this unit");
+  refused(  // an integer buffer would be trained as floats
+      [&] {
+        module.add_unit("ids", {{"w", value()}, {"pos", Tensor::from_doubles({1, 2}, DType::i64)}});
+      },
+      "parameter 'ids.pos' is i64: parameters are floating point");
   module.add_unit("a.b2", {{"c", value()}});  // refused units left nothing behind
   BOOST_TEST(module.full_params().size() == 2u);
 }
