@@ -17,6 +17,14 @@ void check_positive(const char* field, std::int64_t v) {
                 " is above 2147483647, the largest a dimension may be");
 }
 
+// A model past 2^48 parameters (about 281 trillion) is a typo, and its
+// tensors' element counts could overflow 64 bits: refused by its sizes.
+void check_parameter_count(long double params, const char* fields) {
+  constexpr long double kMost = 281474976710656.0L;  // 2^48
+  ZRT_CHECK_ARG(params <= kMost, "model config: ", fields, " make about ",
+                static_cast<double>(params), " parameters, more than 2^48 (about 2.8e14)");
+}
+
 }  // namespace
 
 GptDims resolve_gpt_dims(const ModelConfig& c) {
@@ -46,6 +54,11 @@ GptDims resolve_gpt_dims(const ModelConfig& c) {
   d.padded_vocab_size = (d.vocab_size + c.vocab_align - 1) / c.vocab_align * c.vocab_align;
   ZRT_CHECK_ARG(d.n_embd % d.n_head == 0, "model config: n_embd ", d.n_embd,
                 " is not divisible by n_head ", d.n_head);
+  // Counted in long double: the sizes' products may overflow 64 bits.
+  const long double width = static_cast<long double>(d.n_embd);
+  check_parameter_count(12.0L * static_cast<long double>(d.n_layer) * width * width +
+                            static_cast<long double>(d.padded_vocab_size + d.block_size) * width,
+                        "n_layer, n_embd, vocab_size and block_size");
   return d;
 }
 
@@ -65,6 +78,13 @@ MlpDims resolve_mlp_dims(const ModelConfig& c) {
   check_positive("n_classes", d.n_classes);
   ZRT_CHECK_ARG(d.activation == "gelu" || d.activation == "relu", "model config: activation '",
                 d.activation, "' is not gelu or relu");
+  long double params = 0, in = static_cast<long double>(d.d_in);
+  for (std::int64_t h : d.hidden) {
+    params += (in + 1) * static_cast<long double>(h);
+    in = static_cast<long double>(h);
+  }
+  params += (in + 1) * static_cast<long double>(d.n_classes);
+  check_parameter_count(params, "d_in, hidden width and n_classes");
   return d;
 }
 

@@ -214,9 +214,11 @@ void validate_state(const CheckpointIndex& x, const Header& hd, const std::strin
            f16 ? "is null, but f16 training scales the loss"
                : "is set, but only f16 training scales the loss");
   if (!s.loss_scaler) return;
-  if (!std::isfinite(s.loss_scaler->scale) || s.loss_scaler->scale <= 0)
+  // The scale multiplies an fp32 loss: past fp32's range it is inf there.
+  if (!std::isfinite(s.loss_scaler->scale) || s.loss_scaler->scale <= 0 ||
+      s.loss_scaler->scale > std::numeric_limits<float>::max())
     refuse(source, "state.loss_scaler.scale", "is ", s.loss_scaler->scale,
-           ", must be finite and > 0");
+           ", must be > 0 and finite in fp32 (at most ", std::numeric_limits<float>::max(), ")");
   if (s.loss_scaler->growth_tracker < 0)
     refuse(source, "state.loss_scaler.growth_tracker", "is ", s.loss_scaler->growth_tracker,
            ", must be >= 0");

@@ -106,6 +106,17 @@ expect_usage "infinite weight decay" "--weight-decay must be finite" --weight-de
 expect_usage "negative eps" "eps must be finite and > 0" --eps -1e-8
 expect_usage "zero eps" "eps must be finite and > 0" --eps 0
 expect_usage "NaN clip" "--clip must be finite and >= 0 \(got nan\)" --clip nan
+expect_usage "an lr past a double's range" "--lr: out of range \(got 1e400; a number is at most about 1.8e308\)" --lr 1e400
+expect_usage "a model past 2^48 parameters" "--n-layer, --n-embd, --vocab-size and --block-size make about .* parameters, more than 2\^48" --n-embd 2147483647 --n-head 1
+"$train" --steps 1 --lr 1e-310 > /dev/null 2>&1 || { echo "FAIL a subnormal --lr 1e-310 was refused"; failures=$((failures + 1)); }
+# A weight decay that wipes the weights out: warned, and a divergence names it.
+out=$("$train" --steps 5 --weight-decay 1e308 --max-skipped-steps 0 2>&1)
+if grep -q "warning: --weight-decay 1e+308 at --lr 0.003 takes .* of each matrix off it every step" <<<"$out" &&
+   grep -q "error: the run diverged.*; lower --weight-decay or --lr" <<<"$out"; then
+  echo "ok   a weight decay past lr x decay 0.1 is warned of and named"
+else
+  echo "FAIL huge weight decay: $out"; failures=$((failures + 1))
+fi
 expect_usage "NaN batch size" "--batch-size: must be a whole number from 1 to 2147483647 \(got nan\)" --batch-size nan
 # A run whose loss stays non-finite stops after --max-skipped-steps skips in
 # a row with exit code 1, instead of skipping every remaining step and exiting 0.

@@ -429,7 +429,9 @@ class StepReporter {
 // What a diverged run's message advises: bf16 only where fp16 overflowed;
 // and what of the run is not written.
 std::string divergence_advice(const TrainOptions& o) {
-  return std::string("lower --lr") +
+  const bool decay =
+      weight_decay_too_large(o.trainer.schedule.max_lr, o.trainer.engine.zero.adamw.weight_decay);
+  return std::string(decay ? "lower --weight-decay or --lr" : "lower --lr") +
          (o.trainer.engine.zero.dtype == DType::f16 ? " or use --dtype bf16" : "") +
          (o.save.empty() ? "" : "; --save " + o.save + " was not written");
 }

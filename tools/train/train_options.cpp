@@ -83,14 +83,17 @@ std::string rename_word(std::string text, std::string_view word, std::string_vie
 // (`create`: made if missing; --plan makes nothing). Its `latest`, which
 // every save rewrites, must be a checkpoint's: a user's file of that name
 // would be overwritten, a directory would fail the first save.
-void check_checkpoint_dir(const std::string& dir, bool create) {
+// (--resume reads it, and names what is wrong with it.)
+void check_checkpoint_dir(const std::string& dir, bool create, bool resume) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path latest = fs::path(dir) / "latest";
-  if (fs::is_directory(latest, ec))
-    ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds a directory ", latest.string(),
+  if (!resume && fs::exists(latest, ec) && !fs::is_regular_file(latest, ec))
+    ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds ",
+              fs::is_directory(latest, ec) ? "a directory " : "something other than a file ",
+              latest.string(),
               ", where each save records the newest step: rename it or name another directory");
-  if (fs::exists(latest, ec)) {
+  if (!resume && fs::exists(latest, ec)) {
     std::ifstream in(latest);
     std::string first;
     std::getline(in, first);
@@ -116,12 +119,15 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
                            bool integer_flag = true) {
   return CLI::Validator(
       [ok, rule, noun, integer_flag](std::string& v) {
-        double x = 0;
-        try {
-          x = std::stod(v);
-        } catch (const std::exception&) {
-          return std::string("must be ") + noun + " (got " + v + ")";
-        }
+        const char* begin = v.c_str();
+        char* end = nullptr;
+        errno = 0;
+        const double x = std::strtod(begin, &end);
+        if (end == begin) return std::string("must be ") + noun + " (got " + v + ")";
+        // Past a double's range; a value below it (1e-400) reads as 0 or
+        // subnormal, and the rule judges that.
+        if (errno == ERANGE && std::isinf(x))
+          return std::string("out of range (got ") + v + "; a number is at most about 1.8e308)";
         if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
         // A whole number outside 64 bits would saturate in a 64-bit flag
         // (decimal: check_command_line refused base prefixes before).
@@ -322,6 +328,12 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
       std::cerr << "zrt-train: note: --plan trains nothing and writes nothing: " << unwritten
                 << " ignored\n";
   }
+  const double lr = o.trainer.schedule.max_lr, wd = o.trainer.engine.zero.adamw.weight_decay;
+  if (weight_decay_too_large(lr, wd))
+    std::cerr << "zrt-train: warning: --weight-decay " << wd << " at --lr " << lr << " takes "
+              << lr * wd
+              << " of each matrix off it every step (AdamW's decoupled decay, lr x weight decay; "
+                 "1 or more flips its sign): typical weight decays are 0.01..0.1\n";
   if (o.trainer.schedule.max_lr > 1.0)
     std::cerr << "zrt-train: warning: --lr " << o.trainer.schedule.max_lr
               << " is far above a useful AdamW learning rate (1e-4..1e-2)\n";
@@ -748,7 +760,7 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
               "--init-from");
   check_outputs(o);
   if (!o.checkpoint_dir.empty()) {
-    check_checkpoint_dir(o.checkpoint_dir, !o.plan);
+    check_checkpoint_dir(o.checkpoint_dir, !o.plan, o.resume);
     check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, o.resume_from);
   }
   ZRT_CHECK_ARG(o.trainer.init_from.empty() || o.resume_from.empty(), "--init-from ",

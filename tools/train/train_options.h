@@ -120,6 +120,12 @@ std::string trace_path(const std::string& path, int rank, int size);
 
 // More local ranks than this in one process is a mistake, not a request.
 inline constexpr int kMaxLocalRanks = 1024;
+// Whether zrt-train warns of --weight-decay, and its divergence message names
+// it: above 1 (typical: 0.01..0.1) and taking a tenth or more of every matrix
+// away each step (lr x weight decay; a huge --lr is warned of by itself).
+inline bool weight_decay_too_large(double lr, double weight_decay) {
+  return weight_decay > 1 && lr * weight_decay >= 0.1;
+}
 
 // Parses argv; returns false (after printing help) when the program should
 // exit 0 without training, throws InvalidArgument naming a bad flag value.

@@ -454,10 +454,13 @@ std::vector<Lie> lies() {
        {"state.loss_scaler is"}},
       {"a zero loss scale",
        [](json& x) { return set_loss_scale(x, 0.0); },
-       {"state.loss_scaler.scale is 0, must be finite and > 0"}},
+       {"state.loss_scaler.scale is 0, must be > 0 and finite in fp32"}},
       {"a negative loss scale",
        [](json& x) { return set_loss_scale(x, -2.0); },
        {"state.loss_scaler.scale is -2"}},
+      {"a loss scale past fp32's range",  // finite as a double, inf on the fp32 loss
+       [](json& x) { return set_loss_scale(x, 1e300); },
+       {"state.loss_scaler.scale is 1e+300, must be > 0 and finite in fp32"}},
   };
 }
 
