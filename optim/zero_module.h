@@ -216,8 +216,12 @@ class ZeroModule {
     ~Scope();
     // A name tied to an earlier unit's parameter gives the owner's unsharded
     // parameter, and a gradient of its own (Note [Parameters tied across units]).
-    // Read-only: where the unsharded parameter is the master's own memory (one
-    // rank, fp32) a write would stick, elsewhere it is lost at the reshard.
+    // Read-only, and not checked: a write sticks in the master where the
+    // unsharded parameter is its memory (fp32 over one rank, or no-shard),
+    // carries into the same step's backward where the gather is kept
+    // (grad-op, or a gather the forward leaves), and is lost at a reshard
+    // elsewhere; a write on some ranks only makes the replicas differ (which
+    // --check-consistency finds).
     Tensor param(const std::string& name) const;  // compute dtype, original shape
     Tensor grad(const std::string& name) const;   // backward scopes only: accumulate here
     // The stream the views are ready on, to pass to the layers and kernels
