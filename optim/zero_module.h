@@ -269,7 +269,10 @@ class ZeroModule {
   // `before_update`, when given, runs once the gradient statistics are read
   // and before anything is updated (ZeroAdamW::step); what it throws ends
   // the step with nothing changed: the synced gradients stay, for another
-  // step() or discard_gradients(), as after a refused lr. The units of `gather_after_update` are
+  // step() or discard_gradients(), as after a refused lr. It must decide
+  // alike on every rank, from values the ranks agree on (the engine
+  // all-gathers its token-id flags first): a veto on some ranks only leaves
+  // the others' shards updated, a model of two steps. The units of `gather_after_update` are
   // prefetched for the next step as soon as their update is issued (Note
   // [Gathers after the update]).
   StepResult step(double lr, const std::function<void()>& before_update = {},
