@@ -183,6 +183,11 @@ expect_error "a model that cannot fit in memory" "cannot fit in memory: 15463432
 expect_error "a model that cannot fit even with its optimizer state on disk" \
   "cannot fit in memory: 154634321920 parameters need at least 1\.1 TiB .*fp32 weights and gradients of each" \
   --n-embd 16384 --n-head 16 --n-layer 48 --offload-optimizer "disk:$dir"
+# ... nor a micro-batch whose logits alone cannot fit (2^31 sequences of one
+# token over 256 tokens in fp32: 2 TiB), which was killed by the kernel.
+expect_error "a micro-batch whose logits cannot fit" \
+  "cannot fit in memory: .*one micro-batch's logits \(2\.0 TiB a rank\).*a smaller --batch-size or more --micro-batches" \
+  --batch-size 2147483647 --seq-len 1
 # A replicated strategy holds a whole copy of the state on every rank:
 # GPT-2 124M on 64 local ranks needs 2 GiB of it sharded, 120 GiB replicated.
 expect_error "no-shard state replicated on 64 ranks" \

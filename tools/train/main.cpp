@@ -173,8 +173,10 @@ std::vector<PlannedOutput> planned_outputs(const TrainOptions& o, const ModelSiz
 // --optimizer-state-dtype bf16; 8 when m and v are on disk,
 // --offload-optimizer disk:DIR), and the
 // largest unit gathered in fp32 with its fp32 gradient (8 bytes per element);
-// and the data set, once per process (Note [One data set per process]).
-// Activations, buffers and the allocator's caching come on top.
+// a gpt's logits of one micro-batch (B/(W·M) × T × the padded vocabulary,
+// in the compute dtype), which the loss holds whole; and the data set, once
+// per process (Note [One data set per process]). Other activations, buffers
+// and the allocator's caching come on top.
 void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (o.device != "cpu") return;  // device memory is the allocator's to report
   const LaunchInfo launch = detect_launch();
@@ -193,11 +195,21 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::no_shard) state_ranks = 1;
   if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::hybrid_shard && zero3 > 0)
     state_ranks = zero3;
-  const double data = static_cast<double>(data_memory_bytes(o, trainer_config(o, 0)));
-  const double floor = static_cast<double>(here) * (per_param * static_cast<double>(params) /
-                                                        static_cast<double>(state_ranks) +
-                                                    8.0 * static_cast<double>(largest_unit)) +
-                       data;
+  const model_zoo::TrainerConfig config = trainer_config(o, 0);
+  const double data = static_cast<double>(data_memory_bytes(o, config));
+  double logits = 0;
+  if (config.model.kind == "gpt") {
+    const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(config.model);
+    logits = static_cast<double>(config.batch_size) /
+             (static_cast<double>(world) * static_cast<double>(config.micro_batches)) *
+             static_cast<double>(config.seq_len) * static_cast<double>(d.padded_vocab_size) *
+             static_cast<double>(dtype_size(o.trainer.engine.zero.dtype));
+  }
+  const double floor =
+      static_cast<double>(here) *
+          (per_param * static_cast<double>(params) / static_cast<double>(state_ranks) +
+           8.0 * static_cast<double>(largest_unit) + logits) +
+      data;
   const std::uint64_t avail = available_memory();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ",
@@ -211,9 +223,14 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
                                        " rank(s) by --strategy " +
                                        optim::strategy_name(o.trainer.engine.zero.strategy),
             ", one unit gathered with its gradient",
+            logits > 0 ? ", one micro-batch's logits (" + human_bytes(logits) + " a rank)"
+                       : std::string(),
             data > 0 ? ", the data set's " + human_bytes(data) : std::string(),
-            "; activations come on top), but ", human_bytes(static_cast<double>(avail)),
+            "; other activations come on top), but ", human_bytes(static_cast<double>(avail)),
             " is available. Use ",
+            logits * static_cast<double>(here) >= floor / 2
+                ? "a smaller --batch-size or more --micro-batches, "
+                : "",
             state_ranks < world ? "--strategy full (the state sharded over every rank), " : "",
             "more ranks (mpirun across machines), a smaller model, ",
             moments_on_disk ? "" : "--offload-optimizer disk:DIR (AdamW's state in files), ",
