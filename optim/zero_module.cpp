@@ -468,12 +468,17 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       handle_->pre_forward();
     serve_caller();
   } catch (...) {
-    // Undo what opened; the first failure is the one to report. A forward
-    // scope whose gather was issued reshards (a failed wait here means a
-    // broken group, which the run does not survive anyway).
-    if (!backward_ && handle_->state() == HandleState::forward) {
+    // Undo what opened; the first failure is the one to report. A scope
+    // whose gather was issued reshards (a failed wait here means a broken
+    // group, which the run does not survive anyway); a backward one goes
+    // back to idle, never run.
+    const HandleState opened = handle_->state();
+    if (opened == HandleState::forward || opened == HandleState::backward_pre) {
       try {
-        handle_->post_forward();
+        if (opened == HandleState::forward)
+          handle_->post_forward();
+        else
+          handle_->cancel_backward();
       } catch (const std::exception& e) {
         report_in_destructor("ZeroModule scope", e);
       }

@@ -629,6 +629,13 @@ void FlatParamHandle::zero_grad() {
   if (options_.master_on_host) host_zero1_grad_.copy_async_(zero1_grad_, options_.stream);
 }
 
+void FlatParamHandle::cancel_backward() {
+  expect_state(HandleState::backward_pre, "cancel_backward");
+  free_storage(full_grad_);  // pre_backward's zeros: every earlier sum is in full_prec_grad_
+  state_ = HandleState::idle;
+  reshard(options_.reshard_after_backward);
+}
+
 void FlatParamHandle::poison_grad() {
   expect_state(HandleState::idle, "poison_grad");
   wait_for_reduced_grads();  // a reduction in flight would overwrite it

@@ -328,6 +328,9 @@ class FlatParamHandle {
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).
   void zero_grad();
+  // Undoes pre_backward for a backward that never ran (its scope failed to
+  // open): idle again, the fresh compute-dtype gradient dropped, resharded.
+  void cancel_backward();
   // Fills the zero1 gradient shard with NaN, after the reductions in flight:
   // the next step's statistics find it non-finite (Note [A failed backward
   // skips the step] in zero_module.cpp).

@@ -19,6 +19,7 @@
 #include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/memory/caching_allocator.h"
+#include "zrt/runtime/stream.h"
 
 using namespace zrt;
 
@@ -206,6 +207,29 @@ BOOST_AUTO_TEST_CASE(a_failed_backward_close_leaves_the_module_usable) {
     auto scope = module.backward(unit);
   } catch (const OutOfMemory&) {
   }
+  BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
+}
+
+// A backward scope that fails to open after its unit's pre_backward (here
+// the wait for a failed compute stream) leaves the unit idle, not in
+// BACKWARD_PRE, where every later call would blame a scope still open.
+BOOST_AUTO_TEST_CASE(a_backward_scope_that_fails_to_open_leaves_its_unit_idle) {
+  const CommPtr world = make_local_world(1).front();
+  optim::ZeroModuleOptions o;
+  o.cpu_streams = optim::CpuStreams::all;  // the compute stream is a thread of its own
+  optim::ZeroModule module(world, o);
+  std::mt19937 rng(
+      test::test_seed("zero_module/a_backward_scope_that_fails_to_open_leaves_its_unit_idle"));
+  const auto unit = module.add_unit("fc", unit_params(rng));
+  run_on_cpu_stream(module.stream(), "a failing kernel",
+                    [] { throw std::runtime_error("the kernel failed"); });
+  bool failed = false;
+  try {
+    auto scope = module.backward(unit);  // for the calling thread: waits for the stream
+  } catch (const std::exception&) {
+    failed = true;
+  }
+  BOOST_TEST_REQUIRE(failed, "the scope opened on a failed stream");
   BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
 }
 
