@@ -376,11 +376,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       of_unit;
   // A tied parameter is also used in the scopes of its users' units.
   auto set_param_note = [&](Unit owner) {
-    std::string users;
-    for (const Tie& t : ties_)
-      if (t.param.owner.unit == owner &&
-          users.find("'" + handles_[t.param.user]->name() + "'") == std::string::npos)
-        users += (users.empty() ? "" : ", ") + ("'" + handles_[t.param.user]->name() + "'");
+    const std::string users = tie_users(owner);
     handles_[owner]->param(0).storage().set_freed_note(
         "has no memory outside its unit's scope: call the layer inside m.forward(unit) or "
         "m.backward(unit) of unit '" +
@@ -451,10 +447,12 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       std::string(backward_ ? "backward('" : "forward('") + handle_->name() + "')");
   // Checked before the owners are touched: a second scope of an open unit
   // must not undo the first one's tie gradients below.
-  ZRT_CHECK_STATE(handle_->state() == HandleState::idle, "ZeroModule: a ",
-                  backward_ ? "backward" : "forward", " scope of unit '", handle_->name(),
-                  "' opened in state ", handle_state_name(handle_->state()),
-                  " (a scope of it is open)");
+  ZRT_CHECK_STATE(
+      handle_->state() == HandleState::idle, "ZeroModule: a ", backward_ ? "backward" : "forward",
+      " scope of unit '", handle_->name(), "' opened while a scope of it is open",
+      module_->tie_users(unit_).empty() ? std::string()
+                                        : " (its own, or one of a unit that uses its parameters: " +
+                                              module_->tie_users(unit_) + ")");
   // A second sync would replace the gradient the first one reduced.
   ZRT_CHECK_STATE(!backward_ || !module_->synced_[unit_], "ZeroModule: unit '", handle_->name(),
                   "' already synced its gradient this step; a second backward(unit, true) would "
@@ -846,15 +844,31 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   }
 }
 
+std::string ZeroModule::tie_users(Unit owner) const {
+  std::string users;
+  for (const Tie& t : ties_)
+    if (t.param.owner.unit == owner &&
+        users.find("'" + handles_[t.param.user]->name() + "'") == std::string::npos)
+      users += (users.empty() ? "" : ", ") + ("'" + handles_[t.param.user]->name() + "'");
+  return users;
+}
+
 void ZeroModule::expect_scopes_closed(const char* call) const {
-  for (const auto& h : handles_)
+  for (Unit u = 0; u < handles_.size(); ++u) {
+    const FlatParamHandle& h = *handles_[u];
+    // A user's scope gathers its owner too (Note [Parameters tied across units]).
+    const std::string users = tie_users(u);
     ZRT_CHECK_STATE(
-        h->state() == HandleState::idle, "ZeroModule::", call, ": unit '", h->name(), "' has ",
-        h->state() == HandleState::forward ? "a forward"
-        : h->state() == HandleState::backward_pre || h->state() == HandleState::backward_post
+        h.state() == HandleState::idle, "ZeroModule::", call, ": unit '", h.name(), "' has ",
+        h.state() == HandleState::forward ? "a forward"
+        : h.state() == HandleState::backward_pre || h.state() == HandleState::backward_post
             ? "a backward"
             : "an operation",
-        " scope open; close every scope first");
+        " scope open",
+        users.empty() ? std::string()
+                      : " (its own, or one of a unit that uses its parameters: " + users + ")",
+        "; close every scope first");
+  }
 }
 
 void ZeroModule::discard_gradients() {

@@ -399,6 +399,8 @@ class ZeroModule {
   void open_ties(Unit user, bool backward, std::vector<Unit>* opened);
   // A user's backward scope ends: its tie gradients go to their owners.
   void add_tie_grads(Unit user);
+  // "'head', 'lm'": the units that use parameters of `owner`; empty: none.
+  std::string tie_users(Unit owner) const;
   AllocatorPtr
       dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
   const AllocatorPtr& dry_host_allocator() const { return dry_host_memory_; }

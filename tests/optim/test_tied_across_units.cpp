@@ -355,6 +355,16 @@ BOOST_AUTO_TEST_CASE(the_owner_reduces_after_its_users) {
         const std::string nested = invalid_state_message([&] { module.backward(head); });
         ZRT_EXPECT(nested.find("a scope of it is open") != std::string::npos,
                    "a nested scope of one unit: '", nested, "'");
+        // The owner is open for its user's scope: the messages say whose.
+        const std::string owner = invalid_state_message([&] { module.forward(embed); });
+        ZRT_EXPECT(owner.find("scope of unit 'embed' opened while a scope of it is open (its "
+                              "own, or one of a unit that uses its parameters: 'head')") !=
+                       std::string::npos,
+                   "the owner's scope inside its user's: '", owner, "'");
+        const std::string step = invalid_state_message([&] { module.step(kLr); });
+        ZRT_EXPECT(step.find("unit 'embed' has a forward scope open (its own, or one of a unit "
+                             "that uses its parameters: 'head')") != std::string::npos,
+                   "a step inside a user's scope: '", step, "'");
         module.synchronize();
         outer.grad("weight").data<float>()[0] +=
             1.0f;  // the outer scope's tie gradient is still there
