@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "zrt/runtime/error.h"
 
@@ -15,8 +16,10 @@ LossScalerOptions loss_scaler_options_for(DType param_dtype) {
 
 DynamicLossScaler::DynamicLossScaler(LossScalerOptions options) : options_(options) {
   const auto& o = options_;
-  ZRT_CHECK_ARG(std::isfinite(o.init_scale) && o.init_scale > 0,
-                "DynamicLossScaler: init_scale must be positive (got ", o.init_scale, ")");
+  // The loss is scaled in fp32: a scale past its range is inf there.
+  ZRT_CHECK_ARG(o.init_scale > 0 && o.init_scale <= std::numeric_limits<float>::max(),
+                "DynamicLossScaler: init_scale must be positive and finite in fp32 (got ",
+                o.init_scale, ")");
   ZRT_CHECK_ARG(std::isfinite(o.growth_factor) && o.growth_factor > 1,
                 "DynamicLossScaler: growth_factor must be > 1 (got ", o.growth_factor, ")");
   ZRT_CHECK_ARG(o.backoff_factor > 0 && o.backoff_factor < 1,
@@ -46,7 +49,8 @@ void DynamicLossScaler::update(bool found_non_finite) {
   if (++state_.growth_tracker == options_.growth_interval) {
     state_.growth_tracker = 0;
     const double grown = state_.scale * options_.growth_factor;
-    if (std::isfinite(grown)) state_.scale = grown;  // GradScaler: never grow into Inf
+    // GradScaler: never grow into Inf, here in the fp32 the loss is scaled in.
+    if (grown <= std::numeric_limits<float>::max()) state_.scale = grown;
   }
 }
 

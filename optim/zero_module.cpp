@@ -558,7 +558,15 @@ void ZeroModule::Scope::close() {
       done.record(stream_);
       done.wait(module_->stream());
     });
-  if (backward_) attempt([&] { module_->add_tie_grads(unit_); });
+  if (backward_)
+    attempt([&] {
+      try {
+        module_->add_tie_grads(unit_);
+      } catch (...) {  // a tie gradient lost: Note [A failed backward skips the step]
+        module_->failed_[unit_] = true;
+        throw;
+      }
+    });
   for (Unit o : opened_owners_) attempt([&] { module_->handle(o).post_forward(); });
   opened_owners_.clear();
   if (!backward_) {
@@ -800,7 +808,10 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
                   "step() would apply weight decay alone");
   // Note [ZeroModule steps on synced gradients]: no stale gradient stepped on.
   for (Unit u = 0; u < handles_.size(); ++u)
-    if (!synced_[u]) handles_[u]->zero_grad();
+    if (!synced_[u]) {
+      handles_[u]->wait_for_reduced_grads();  // one a failed close issued may be in flight
+      handles_[u]->zero_grad();
+    }
   // Note [A failed backward skips the step].
   for (Unit u = 0; u < handles_.size(); ++u)
     if (failed_[u]) handles_[u]->poison_grad();

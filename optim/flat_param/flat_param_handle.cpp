@@ -604,8 +604,10 @@ void FlatParamHandle::post_backward(bool sync_grads) {
   } catch (...) {
     // Idle again, the gradient partial (Note [A failed backward skips the
     // step] in zero_module.cpp): the next backward starts from a fresh
-    // compute-dtype gradient, not this one.
+    // compute-dtype gradient, not this one. What reduction it issued is
+    // waited for before the gradient is poisoned or zeroed.
     free_storage(full_grad_);
+    if (comm_stream() != options_.stream) reduced_.record(comm_stream());
     state_ = HandleState::idle;
     throw;
   }

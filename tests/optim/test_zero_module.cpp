@@ -144,9 +144,6 @@ BOOST_AUTO_TEST_CASE(a_unit_without_backward_steps_on_a_zero_gradient) {
   });
 }
 
-// The optimizer stepped directly (then discard_gradients, as the header
-// says) reads the gradients once their reduction on the communication
-// stream is done: the norm it reports is the reduced gradients' norm.
 // A backward scope ended by an exception on one rank: its partial gradient
 // is still reduced (the ranks stay in step), and the next step is skipped on
 // every rank, nothing updated; the step after it trains (Note [A failed
@@ -180,8 +177,8 @@ BOOST_AUTO_TEST_CASE(a_backward_ended_by_an_exception_skips_the_step_everywhere)
   });
 }
 
-// Out of memory while a backward scope closes: the module stays usable,
-// discard_gradients() clears it, and a retry trains.
+// Out of memory while a backward scope closes: the unit is idle again,
+// discard_gradients() works, and a retry meets only the memory limit.
 BOOST_AUTO_TEST_CASE(a_failed_backward_close_leaves_the_module_usable) {
   const CommPtr world = make_local_world(1).front();
   optim::ZeroModuleOptions o;
@@ -201,12 +198,16 @@ BOOST_AUTO_TEST_CASE(a_failed_backward_close_leaves_the_module_usable) {
   BOOST_TEST_REQUIRE(failed, "the close fit in memory: the test needs a smaller limit");
   BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
   module.discard_gradients();
-  // The same unit again, half the size would fit: here, the module accepts
-  // the retry's scope and refuses nothing but what memory refuses.
+  // A retry opens (no scope is said to be open) and fails as memory
+  // refuses it, once more leaving the unit idle.
+  bool retry_failed = false;
   try {
     auto scope = module.backward(unit);
+    scope.close();
   } catch (const OutOfMemory&) {
+    retry_failed = true;
   }
+  BOOST_TEST(retry_failed);
   BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
 }
 
@@ -233,6 +234,9 @@ BOOST_AUTO_TEST_CASE(a_backward_scope_that_fails_to_open_leaves_its_unit_idle) {
   BOOST_TEST((module.handle(unit).state() == optim::HandleState::idle));
 }
 
+// The optimizer stepped directly (then discard_gradients, as the header
+// says) reads the gradients once their reduction on the communication
+// stream is done: the norm it reports is the reduced gradients' norm.
 BOOST_AUTO_TEST_CASE(the_optimizer_stepped_directly_reads_reduced_gradients) {
   const auto seed = test::test_seed("zero_module/the_optimizer_stepped_directly");
   run_local_ranks(2, [&](const CommPtr& world) {
