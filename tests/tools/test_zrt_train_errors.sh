@@ -106,7 +106,8 @@ expect_usage "infinite weight decay" "--weight-decay must be finite" --weight-de
 expect_usage "negative eps" "eps must be finite and > 0" --eps -1e-8
 expect_usage "zero eps" "eps must be finite and > 0" --eps 0
 expect_usage "NaN clip" "--clip must be finite and >= 0 \(got nan\)" --clip nan
-expect_usage "an lr past a double's range" "--lr: out of range \(got 1e400; a number is at most about 1.8e308\)" --lr 1e400
+expect_usage "an lr past a double's range" "--lr: out of range \(got 1e400; a number's magnitude is at most about 1.8e308\)" --lr 1e400
+expect_usage "an lr below a double's range" "--lr: out of range \(got 1e-400; a nonzero number's magnitude is at least" --lr 1e-400
 expect_usage "a model past 2^48 parameters" "--n-layer, --n-embd, --vocab-size and --block-size make about .* parameters, more than 2\^48" --n-embd 2147483647 --n-head 1
 "$train" --steps 1 --lr 1e-310 > /dev/null 2>&1 || { echo "FAIL a subnormal --lr 1e-310 was refused"; failures=$((failures + 1)); }
 # A weight decay that wipes the weights out: warned, and a divergence names it.
@@ -283,6 +284,11 @@ mkdir -p "$dir/notes-ck" "$dir/latest-dir-ck/latest" && echo notes > "$dir/notes
 expect_usage "a user's file named latest" "--checkpoint-dir .*notes-ck/latest that names no checkpoint step" --checkpoint-dir "$dir/notes-ck"
 [ "$(cat "$dir/notes-ck/latest")" = notes ] || { echo "FAIL: the user's latest was overwritten"; failures=$((failures + 1)); }
 expect_usage "a directory named latest" "--checkpoint-dir .* holds a directory .*latest-dir-ck/latest" --checkpoint-dir "$dir/latest-dir-ck"
+# ... also when --resume reads another directory (DIR's latest is then only written).
+"$train" --steps 1 --checkpoint-dir "$dir/other-ck" > /dev/null || { echo "FAIL: other-ck"; failures=$((failures + 1)); }
+expect_usage "a user's latest beside --resume of another directory" "notes-ck/latest that names no checkpoint step" \
+  --checkpoint-dir "$dir/notes-ck" --resume "$dir/other-ck" --steps 3
+[ "$(cat "$dir/notes-ck/latest")" = notes ] || { echo "FAIL: the user's latest was overwritten on resume"; failures=$((failures + 1)); }
 [ -z "$(ls "$dir/latest-dir-ck" | grep -v latest)" ] || { echo "FAIL: a step was written beside latest/"; failures=$((failures + 1)); }
 expect_usage "empty --resume" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume ""
 expect_usage "empty --resume=" "--resume: the path is empty" --checkpoint-dir "$dir/ck" --resume=
@@ -382,7 +388,8 @@ expect_error "an lm_head other than wte" "'lm_head.weight' differs from 'wte.wei
   --init-from "$dir/tied-other.safetensors" --n-layer 1
 
 # --plan writes no output and makes no directory, and says so.
-out=$("$train" --plan --save "$dir/plan.st" --checkpoint-dir "$dir/plan-ck" 2>&1) ||
+out=$("$train" --plan --save "$dir/plan.st" --checkpoint-dir "$dir/plan-ck" 2>&1 &&
+  "$train" --plan --checkpoint-dir "$dir/notes-ck" 2>&1) ||
   { echo "FAIL --plan with outputs: $out"; failures=$((failures + 1)); }
 grep -q -- "note: --plan trains nothing and writes nothing: --save, --checkpoint-dir ignored" <<<"$out" ||
   { echo "FAIL --plan did not name the outputs it ignores: $out"; failures=$((failures + 1)); }

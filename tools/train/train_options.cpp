@@ -80,11 +80,10 @@ std::string rename_word(std::string text, std::string_view word, std::string_vie
 }
 
 // A checkpoint directory that cannot be written fails now, not after training
-// (`create`: made if missing; --plan makes nothing). Its `latest`, which
-// every save rewrites, must be a checkpoint's: a user's file of that name
-// would be overwritten, a directory would fail the first save.
-// (--resume reads it, and names what is wrong with it.)
-void check_checkpoint_dir(const std::string& dir, bool create, bool resume) {
+// (made if missing). Its `latest`, which every save rewrites, must be a
+// checkpoint's: a user's file of that name would be overwritten, a directory
+// would fail the first save (unless `resume` reads it, which names those).
+void check_checkpoint_dir(const std::string& dir, bool resume) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path latest = fs::path(dir) / "latest";
@@ -102,7 +101,6 @@ void check_checkpoint_dir(const std::string& dir, bool create, bool resume) {
                   " that names no checkpoint step: each save would overwrite it; rename it or "
                   "name another directory");
   }
-  if (!create) return;
   fs::create_directories(dir, ec);
   ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir,
                 " cannot be created: ", ec ? ec.message() : "it exists and is not a directory");
@@ -124,10 +122,14 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
         errno = 0;
         const double x = std::strtod(begin, &end);
         if (end == begin) return std::string("must be ") + noun + " (got " + v + ")";
-        // Past a double's range; a value below it (1e-400) reads as 0 or
-        // subnormal, and the rule judges that.
+        // Past a double's range either way (1e400, 1e-400); a subnormal
+        // (1e-310) is a number, and the rule judges it.
         if (errno == ERANGE && std::isinf(x))
-          return std::string("out of range (got ") + v + "; a number is at most about 1.8e308)";
+          return std::string("out of range (got ") + v +
+                 "; a number's magnitude is at most about 1.8e308)";
+        if (errno == ERANGE && x == 0)
+          return std::string("out of range (got ") + v +
+                 "; a nonzero number's magnitude is at least about 4.9e-324)";
         if (!std::isfinite(x)) return std::string("must be finite (got ") + v + ")";
         // A whole number outside 64 bits would saturate in a 64-bit flag
         // (decimal: check_command_line refused base prefixes before).
@@ -759,8 +761,9 @@ void check_parsed_options(const CLI::App& app, TrainOptions& o) {
     InputFile(o.trainer.init_from, std::numeric_limits<std::uint64_t>::max(), InputKind::argument,
               "--init-from");
   check_outputs(o);
-  if (!o.checkpoint_dir.empty()) {
-    check_checkpoint_dir(o.checkpoint_dir, !o.plan, o.resume);
+  if (!o.checkpoint_dir.empty() && !o.plan) {  // --plan writes no checkpoint
+    // --resume alone reads DIR's latest, and names what is wrong with it.
+    check_checkpoint_dir(o.checkpoint_dir, o.resume && o.resume_from.empty());
     check_continues_checkpoint_dir(o.checkpoint_dir, o.resume, o.resume_from);
   }
   ZRT_CHECK_ARG(o.trainer.init_from.empty() || o.resume_from.empty(), "--init-from ",
