@@ -551,6 +551,18 @@ void ZeroModule::Scope::close() {
       if (!failure) failure = std::current_exception();
     }
   };
+  // A part whose failure leaves this unit's gradient incomplete marks the
+  // unit: Note [A failed backward skips the step].
+  auto attempt_or_mark_failed = [&](auto&& part) {
+    attempt([&] {
+      try {
+        part();
+      } catch (...) {
+        module_->failed_[unit_] = true;
+        throw;
+      }
+    });
+  };
   // The module's reshard and reduction come after the caller's work.
   if (stream_ != module_->stream())
     attempt([&] {
@@ -558,27 +570,14 @@ void ZeroModule::Scope::close() {
       done.record(stream_);
       done.wait(module_->stream());
     });
-  if (backward_)
-    attempt([&] {
-      try {
-        module_->add_tie_grads(unit_);
-      } catch (...) {  // a tie gradient lost: Note [A failed backward skips the step]
-        module_->failed_[unit_] = true;
-        throw;
-      }
-    });
+  if (backward_) attempt_or_mark_failed([&] { module_->add_tie_grads(unit_); });
   for (Unit o : opened_owners_) attempt([&] { module_->handle(o).post_forward(); });
   opened_owners_.clear();
   if (!backward_) {
     attempt([&] { h->post_forward(); });
   } else {
-    attempt([&] {
-      try {
-        h->post_backward(sync_);
-      } catch (...) {
-        module_->failed_[unit_] = true;  // Note [A failed backward skips the step]
-        throw;
-      }
+    attempt_or_mark_failed([&] {
+      h->post_backward(sync_);
       if (sync_) {
         module_->synced_since_step_ = true;
         module_->synced_[unit_] = true;

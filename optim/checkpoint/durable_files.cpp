@@ -89,7 +89,11 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name) {
   if (digits.size() > 18 ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
-  return std::stoll(std::string(digits));
+  // Only the name step_dir_name writes: a copy named step-4 is the user's,
+  // and would be looked for as step-000004.
+  const std::int64_t step = std::stoll(std::string(digits));
+  if (step_dir_name(step) != name) return std::nullopt;
+  return step;
 }
 
 std::vector<std::int64_t> complete_steps(const std::string& root) {

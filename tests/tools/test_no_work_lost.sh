@@ -232,5 +232,35 @@ moved=$(cd "$rr" && ls abandoned-from-2-*/step-000004/index.json 2>/dev/null | w
   ok "a rollback whose aside name is taken sets its step aside in another" ||
   fail "rollback into a taken aside name: $moved steps set aside"
 
+# A resume refused for its --steps sets nothing aside; one that trains nothing
+# abandons nothing.
+st=$dir/st
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$st" --checkpoint-every 2 > /dev/null || fail "steps: first run"
+expect_refused "--steps below the resumed step" "--steps 1 is below the step 2" "$st" \
+  "$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$st" --resume "$st/step-000002"
+before=$(digest "$st")
+"$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$st" --resume "$st/step-000002" > /dev/null 2>&1 &&
+  [ "$(digest "$st")" = "$before" ] && ok "a resume that trains nothing sets no step aside" ||
+  fail "a resume with nothing to train changed $st: $(ls "$st")"
+
+# The user's files named as a run names its own: refused, not overwritten.
+sq=$dir/squat
+mkdir "$sq"
+"$train" "${tiny[@]}" --steps 1 --save "$dir/w.safetensors" > /dev/null || fail "squat: --save"
+cp "$dir/w.safetensors" "$sq/step-000001"
+expect_refused "a weights file named like a step, read by --init-from" "step-000001, which is not a checkpoint step" "$sq" \
+  "$train" "${tiny[@]}" --steps 1 --init-from "$sq/step-000001" --checkpoint-dir "$sq"
+rm "$sq/step-000001"
+echo precious > "$sq/.zrt-run.lock"
+expect_refused "a user's file named as the run lock" "not a zrt-train run lock" "$sq" \
+  "$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$sq"
+[ "$(cat "$sq/.zrt-run.lock")" = precious ] || fail "the user's .zrt-run.lock was overwritten"
+# A copy of a step under another name (step-4) is the user's: not a step to
+# prune or set aside.
+cp -r "$st/step-000004" "$st/step-4"
+"$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$st" --checkpoint-every 1 --keep-last 1 --resume \
+  > "$dir/st.txt" 2>&1 && [ -f "$st/step-4/index.json" ] && [ "$(cd "$st" && ls -d step-0*)" = step-000006 ] &&
+  ok "a step copied as step-4 is left alone by --keep-last" || fail "step-4 beside --keep-last: $(tail -n2 "$dir/st.txt")"
+
 [ $failures -eq 0 ] && echo "all cases passed" || echo "$failures case(s) failed"
 exit $((failures > 0))

@@ -311,7 +311,14 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
       std::fprintf(stderr, "zrt-train: warning: these flags differ from the checkpoint's run:%s\n",
                    flags.c_str());
   }
-  if (o.checkpoint_dir.empty()) return true;
+  // Refused before any step is set aside: a failed resume changes nothing
+  // (Note [Resuming never loses work]).
+  ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,
+                " is below the step ", trainer.next_step(),
+                " the checkpoint was saved at: there is nothing to train ",
+                "(raise --steps to continue)");
+  // A run that trains nothing abandons no trajectory.
+  if (o.checkpoint_dir.empty() || trainer.next_step() == o.trainer.steps) return true;
   all_or_none(world, [&] {
     if (!lead) return;
     // A step of this number resumed from elsewhere: the directory's own is
@@ -540,10 +547,6 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir_shared(*world, o.checkpoint_dir);
   model_zoo::Trainer trainer = make_trainer(world, o, config, shared_data);
   const bool resumed = resume_if_asked(*world, trainer, o, io);
-  ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,
-                " is below the step ", trainer.next_step(),
-                " the checkpoint was saved at: there is nothing to train ",
-                "(raise --steps to continue)");
   Checkpointer checkpoints(trainer, o, lead, io);
   StepReporter reporter(o, lead, resumed, trainer.next_step(), io);
   if (lead) {

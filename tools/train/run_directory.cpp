@@ -98,6 +98,13 @@ std::string run_lock_note(const std::string& dir) {
   return note;
 }
 
+bool is_run_lock_note(std::string_view line) {
+  constexpr std::string_view pid = "pid ";
+  if (!line.starts_with(pid)) return false;
+  const std::size_t end = line.find_first_not_of("0123456789", pid.size());
+  return end > pid.size() && end != std::string_view::npos && line.substr(end).starts_with(" on ");
+}
+
 RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }

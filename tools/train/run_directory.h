@@ -20,6 +20,12 @@
 //   DIR/abandoned-from-S-<unix time>/: they stay on disk, but `latest`,
 //   pruning (--keep-last) and the new run's saves of the same step numbers no
 //   longer see them.
+//   A resume refused (--steps below its step) or with nothing to train sets
+//   nothing aside.
+// - Only the names a run writes are its own: step-NNNNNN as step_dir_name
+//   spells it (a copy named step-4 is the user's, never pruned or moved)
+//   and .zrt-run.lock holding a lock's note. A user's file of either name
+//   (weights copied as step-000001) makes the run refuse to start.
 // - The metrics file of a resumed run keeps the lines of steps before S and
 //   appends from S on, so every step appears once, in order, as the run that
 //   produced the final weights computed it.
@@ -27,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zrt::train {
@@ -48,6 +55,8 @@ class RunLock {
 
 // The first line of DIR's run lock (who holds it); empty when there is none.
 std::string run_lock_note(const std::string& dir);
+// Whether `line` is a note RunLock writes ("pid N on HOST, started ...").
+bool is_run_lock_note(std::string_view line);
 
 // Refuses (InvalidArgument) to start a run that would overwrite the steps
 // DIR holds, or set aside or prune another run's when --resume names a

@@ -101,6 +101,27 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
                   " that names no checkpoint step: each save would overwrite it; rename it or "
                   "name another directory");
   }
+  // Names a run writes there: a user's file of such a name (a copy of a
+  // weights file named step-000001, say) would be destroyed by the save of
+  // that step, or by the run's lock (Note [Resuming never loses work]).
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::error_code kind;
+    const std::string name = e.path().filename().string();
+    if (optim::parse_step_dir_name(name) && !e.is_directory(kind))
+      ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds ", e.path().string(),
+                ", which is not a checkpoint step but is named like one: the save of that step "
+                "would destroy it; rename it or name another directory");
+    if (name == train::kRunLockName) {
+      std::ifstream in(e.path());
+      std::string first;
+      std::getline(in, first);
+      ZRT_CHECK_ARG(e.is_regular_file(kind) && (first.empty() || train::is_run_lock_note(first)),
+                    "--checkpoint-dir ", dir, " holds ", e.path().string(),
+                    ", which is not a zrt-train run lock: the run would overwrite it; rename it "
+                    "or name another directory");
+    }
+  }
+  ec.clear();
   fs::create_directories(dir, ec);
   ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir,
                 " cannot be created: ", ec ? ec.message() : "it exists and is not a directory");

@@ -71,7 +71,10 @@ BOOST_AUTO_TEST_CASE(step_names) {
   BOOST_CHECK_EQUAL(step_dir_name(120), "step-000120");
   BOOST_CHECK_EQUAL(step_dir_name(12345678), "step-12345678");
   BOOST_CHECK(parse_step_dir_name("step-000120") == std::optional<std::int64_t>(120));
-  for (const char* bad : {"step-", "step-12a", "step-000120.tmp", "latest", "xstep-1"})
+  BOOST_CHECK(parse_step_dir_name("step-12345678") == std::optional<std::int64_t>(12345678));
+  // Only the names step_dir_name writes: a user's copy step-4 is not step 4.
+  for (const char* bad : {"step-", "step-12a", "step-000120.tmp", "latest", "xstep-1", "step-4",
+                          "step-0120", "step-0000120", "step-+00120", "step-012345678"})
     BOOST_CHECK_MESSAGE(!parse_step_dir_name(bad), bad);
 }
 
