@@ -2,16 +2,19 @@
 // [User errors and internal errors]) and the check of the ZRT_* environment
 // (Note [Environment variables]).
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "tools/common/cli_rules.h"
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
+#include "tools/common/stop_signals.h"
 #include "zrt/runtime/error.h"
 
 using namespace zrt;
@@ -51,6 +54,20 @@ E raised(const char* msg) {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(tool_common)
+
+// A launcher's copy of a stop signal (timeout, mpirun: to the process and
+// its group) is not the user's second, which exits at once.
+BOOST_AUTO_TEST_CASE(a_copy_of_a_stop_signal_is_not_a_second_one) {
+  using Kind = tools::StopSignalTimes::Kind;
+  tools::StopSignalTimes times;
+  BOOST_TEST(!times.requested());
+  BOOST_TEST((times.take() == Kind::first));
+  BOOST_TEST(times.requested());
+  BOOST_TEST((times.take() == Kind::copy));
+  std::this_thread::sleep_for(std::chrono::nanoseconds(tools::StopSignalTimes::kCopyWindowNs) +
+                              std::chrono::milliseconds(20));
+  BOOST_TEST((times.take() == Kind::second));
+}
 
 BOOST_AUTO_TEST_CASE(a_user_error_shows_its_location_under_zrt_debug_only) {
   const auto e = raised<InvalidArgument>("--steps must be positive");

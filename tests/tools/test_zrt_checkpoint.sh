@@ -127,6 +127,21 @@ if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" veri
   ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt"), --save not written and said so"
 else fail "SIGTERM: rc $rc: $(cat "$dir/sig.txt")"; fi
 
+# 4a. One signal sent twice, as a launcher sends it to the process and then
+# to its group (timeout, mpirun), is one stop: the checkpoint is written.
+rm -rf "$dir/copy"
+"$train" --n-layer 4 --n-embd 384 --n-head 4 --batch-size 32 --seq-len 128 --steps 100000 \
+  --checkpoint-dir "$dir/copy" --log-every 100000 > "$dir/copy.txt" 2>&1 &
+pid=$!
+sleep 1.5
+kill -TERM "$pid"
+sleep 0.05
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/copy.txt" && "$ckpt" verify "$dir/copy" > /dev/null; then
+  ok "a signal sent twice 50 ms apart: exit 0, $(grep -o 'saved checkpoint.*' "$dir/copy.txt")"
+else fail "a signal sent twice: rc $rc: $(cat "$dir/copy.txt")"; fi
+
 # 4b. SIGHUP (a closed terminal) stops as SIGTERM does; so does a reader of
 # the output that went away: the job's `| tee` stopped with it (its next
 # progress line would have killed the run with SIGPIPE, no checkpoint).

@@ -178,14 +178,18 @@ void check_reshard_destination(const std::string& source, const std::string& out
 // next shard: what it wrote is removed (no hidden partial file or
 // step-N.tmp the size of the model stays behind, and a retry needs no
 // cleaning) and zrt-ckpt exits 128 + the signal number, saying so. A second
-// signal exits at once. info and verify write nothing and keep the default
-// handling. The flag is the one process-wide variable of zrt-ckpt: a
+// signal exits at once (a copy of the first within half a second is not
+// one: StopSignalTimes). info and verify write nothing and keep the default
+// handling. The flags are the process-wide variables of zrt-ckpt: a
 // signal handler can reach nothing else.
 std::atomic<int> stop_signal{0};
+tools::StopSignalTimes stop_signal_times;
 static_assert(std::atomic<int>::is_always_lock_free, "the handler's flag must be lock-free");
 
 extern "C" void on_stop_signal(int sig) {
-  if (stop_signal.exchange(sig) != 0) _exit(128 + sig);
+  const auto kind = stop_signal_times.take();
+  if (kind == tools::StopSignalTimes::Kind::second) _exit(128 + sig);
+  if (kind == tools::StopSignalTimes::Kind::first) stop_signal.store(sig);
 }
 
 // Thrown between shards once a stop signal came; no std::exception, so no

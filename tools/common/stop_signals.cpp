@@ -1,10 +1,21 @@
 #include "tools/common/stop_signals.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include <initializer_list>
 
 namespace zrt::tools {
+
+StopSignalTimes::Kind StopSignalTimes::take() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const std::int64_t ns = std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec + 1;  // never 0
+  std::int64_t first = 0;
+  // Two handlers at once (copies on two threads): one is the first.
+  if (first_ns_.compare_exchange_strong(first, ns)) return Kind::first;
+  return ns - first >= kCopyWindowNs ? Kind::second : Kind::copy;
+}
 
 void install_stop_handlers(void (*handler)(int), void (*broken_pipe)(int)) {
   ::signal(SIGXFSZ, SIG_IGN);

@@ -53,21 +53,23 @@ using model_zoo::TrainerConfig;
 // different moments or only some of them), a checkpoint is written when
 // --checkpoint-dir is set, and zrt-train exits 0 (a stop asked for in the
 // last step comes too late: that run has finished and writes --save). A second signal exits at
-// once with 128 + the signal number. A write to a closed pipe or socket
+// once with 128 + the signal number; one within half a second of the first is
+// its copy (a launcher signals the process and its group: StopSignalTimes). A write to a closed pipe or socket
 // (SIGPIPE: the output went through `| tee`, stopped with the job, or
 // `| head`) asks for the stop too, but is no signal of the user's: it never
 // makes a later SIGTERM the second one, and each later line raises it again.
 // It used to end the run at once, losing every step since the last
 // checkpoint. These two flags are the process-wide variables of zrt-train:
 // a signal handler can reach nothing else.
-std::atomic<int> stop_signals{0};
+tools::StopSignalTimes stop_signals;
 std::atomic<bool> output_closed{false};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
-              "the handlers' flags must be lock-free");
+static_assert(std::atomic<bool>::is_always_lock_free, "the handlers' flags must be lock-free");
 
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;  // the write below must not change the interrupted code's
-  if (stop_signals.fetch_add(1) >= 1) _exit(128 + sig);
+  const auto kind = stop_signals.take();
+  if (kind == tools::StopSignalTimes::Kind::second) _exit(128 + sig);
+  if (kind == tools::StopSignalTimes::Kind::copy) return;
   const char msg[] =
       "\nzrt-train: stop requested; finishing the current step (signal again to exit at once)\n";
   [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -114,7 +116,7 @@ void all_or_none(Communicator& world, const std::function<void()>& fn) {
 }
 
 StepAgreement agree_after_step(Communicator& world, bool failed_here) {
-  const std::byte mine[2] = {std::byte(stop_signals.load() > 0 || output_closed.load()),
+  const std::byte mine[2] = {std::byte(stop_signals.requested() || output_closed.load()),
                              std::byte(failed_here)};
   StepAgreement out;
   for (const auto& b : world.all_gather_bytes(std::span<const std::byte>(mine, 2))) {
