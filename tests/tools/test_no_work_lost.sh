@@ -165,16 +165,19 @@ long=(--n-layer 1 --n-embd 16 --n-head 2 --seq-len 80 --batch-size 4 --checkpoin
 "$train" "${long[@]}" --steps 2 > /dev/null || fail "more steps: first run"
 out=$("$train" "${long[@]}" --steps 3 --resume 2>&1)
 index=$io/sck/step-000002/index.json
-if grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --steps" <<<"$out" &&
+# The warmup it ran, 5 cut to --steps 2, is stored too: this run's, cut to 3,
+# is another, and the warning names the flag that keeps it.
+if grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --steps 2 -> 3" <<<"$out" &&
+   grep -q "warmed the learning rate up over 2 step(s), this run over 3 .*give --warmup 2 to keep" <<<"$out" &&
    grep -q '"block_size": 0,' "$index" && grep -q '"warmup": 5,' "$index"; then
-  ok "a resume for more steps names --steps alone; --warmup and --block-size stored as given"
+  ok "a resume for more steps names --steps alone and the warmup it changes; --warmup and --block-size stored as given"
 else fail "more steps: $(grep warning <<<"$out"), $(grep -E '"(block_size|warmup)"' "$index" | tr -d '\n')"; fi
 
 # A dimension spelt out at its preset's value is no difference (the
 # checkpoint stores 0 for "the preset's"); a longer --seq-len, which raises
 # the block size, names both flags in the error of the shapes that differ.
 out=$("$train" "${long[@]}" --steps 4 --resume --vocab-size 256 --block-size 80 2>&1)
-grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --steps" <<<"$out" &&
+grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --steps 3 -> 4" <<<"$out" &&
   ok "preset values spelt out are no difference" || fail "preset values spelt out: $(grep warning <<<"$out")"
 out=$("$train" "${long[@]/80/96}" --steps 5 --resume 2>&1)
 grep -q "wpe.weight was saved as \[80, 16\] but the model has \[96, 16\] (these flags differ from the checkpoint's run: --block-size --seq-len)" <<<"$out" &&

@@ -307,11 +307,23 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
     if (!o.trainer.init_from.empty())
       std::printf("zrt-train: --init-from %s was not read: the checkpoint's weights were resumed\n",
                   o.trainer.init_from.c_str());
-    std::string flags;
-    for (const auto& f : train::differing_run_flags(saved, o)) flags += " " + f;
-    if (!flags.empty())
+    std::vector<std::string> changes;
+    const auto flags = train::differing_run_flags(saved, o, &changes);
+    std::string text;
+    for (const auto& c : changes) text += (text.empty() ? " " : ", ") + c;
+    if (!text.empty())
       std::fprintf(stderr, "zrt-train: warning: these flags differ from the checkpoint's run:%s\n",
-                   flags.c_str());
+                   text.c_str());
+    // Where the data of the coming steps starts moves with both (Note [Data order]).
+    if (std::count(flags.begin(), flags.end(), "--batch-size") ||
+        std::count(flags.begin(), flags.end(), "--seq-len"))
+      std::fprintf(stderr,
+                   "zrt-train: warning: the data of step %lld is read where --batch-size and "
+                   "--seq-len place it now: sequences the checkpoint's run had not reached yet "
+                   "may be skipped, or ones it trained on read again\n",
+                   step);
+    if (const std::string note = train::warmup_change_note(saved, o); !note.empty())
+      std::fprintf(stderr, "zrt-train: warning: %s\n", note.c_str());
   }
   // Refused before any step is set aside: a failed resume changes nothing
   // (Note [Resuming never loses work]).

@@ -921,6 +921,8 @@ std::string data_identity(const std::string& path) {
   return std::to_string(size) + " bytes, head hash " + std::to_string(h);
 }
 
+constexpr const char* kWarmupAsRun = "warmup (as run)";
+
 nlohmann::json run_flags(const TrainOptions& o) {
   const model_zoo::ModelConfig& m = o.trainer.model;
   return {{"model", o.trainer.model.kind},
@@ -939,6 +941,9 @@ nlohmann::json run_flags(const TrainOptions& o) {
           {"lr", o.trainer.schedule.max_lr},
           {"min_lr", o.trainer.schedule.min_lr},
           {"warmup", o.as_given ? o.as_given->warmup : o.trainer.schedule.warmup_steps},
+          // The warmup the schedule ran: --warmup's default is cut to --steps
+          // (warmup_change_note).
+          {kWarmupAsRun, o.trainer.schedule.warmup_steps},
           {"weight_decay", o.trainer.engine.zero.adamw.weight_decay},
           {"clip", o.trainer.engine.zero.adamw.max_grad_norm},
           {"beta1", o.trainer.engine.zero.adamw.beta1},
@@ -1046,19 +1051,40 @@ nlohmann::json resolved_dims(nlohmann::json flags) {
 
 }  // namespace
 
-std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o) {
+std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o,
+                                             std::vector<std::string>* values) {
   std::vector<std::string> out;
   const nlohmann::json parsed = nlohmann::json::parse(saved_json, nullptr, false);
   const nlohmann::json saved = parsed.is_object() ? resolved_dims(parsed) : parsed;
   const nlohmann::json ours = resolved_dims(run_flags(o));
-  for (const auto& [key, value] : ours.items())
-    if (!saved.is_object() || (saved.contains(key) && saved[key] != value) ||
-        (!saved.contains(key) && key != "data (contents)"))  // older checkpoints lack it
-      out.push_back("--" + key);
-  for (std::string& f : out)
-    for (char& c : f)
-      if (c == '_') c = '-';
+  for (const auto& [key, value] : ours.items()) {
+    if (key == kWarmupAsRun) continue;  // warmup_change_note
+    const bool known = saved.is_object() && saved.contains(key);
+    if (known ? saved[key] == value : key == "data (contents)")  // older checkpoints lack it
+      continue;
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    out.push_back(flag);
+    if (values)
+      values->push_back(!known || key == "data (contents)"
+                            ? flag
+                            : flag + " " + saved[key].dump() + " -> " + value.dump());
+  }
   return out;
+}
+
+std::string warmup_change_note(const std::string& saved_json, const TrainOptions& o) {
+  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
+  const std::int64_t now = o.trainer.schedule.warmup_steps;
+  if (!saved.is_object() || !saved.contains(kWarmupAsRun) ||
+      !saved[kWarmupAsRun].is_number_integer() || saved[kWarmupAsRun].get<std::int64_t>() == now)
+    return "";
+  const std::int64_t then = saved[kWarmupAsRun].get<std::int64_t>();
+  return "the checkpoint's run warmed the learning rate up over " + std::to_string(then) +
+         " step(s), this run over " + std::to_string(now) +
+         " (--warmup's default is cut to --steps): the learning rate of the coming steps is not "
+         "the one the checkpoint's run would have used; give --warmup " +
+         std::to_string(then) + " to keep its warmup";
 }
 
 }  // namespace zrt::train

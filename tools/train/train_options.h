@@ -98,8 +98,14 @@ std::string rank_agreement_json(const TrainOptions& o);
 // InvalidArgument naming each flag the ranks disagree on and which ranks
 // differ from rank 0; the same verdict on every rank.
 void check_ranks_agree(const std::vector<std::string>& per_rank);
-// Names of the run-defining flags whose values differ from a checkpoint's.
-std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o);
+// Names of the run-defining flags whose values differ from a checkpoint's;
+// with `values`, each also as "--flag SAVED -> NOW" for people.
+std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o,
+                                             std::vector<std::string>* values = nullptr);
+// When the warmup the schedule runs differs from the one the checkpoint's
+// run used (its --warmup default cut to another --steps): what that
+// changes, and the flag that keeps it; empty otherwise.
+std::string warmup_change_note(const std::string& saved_json, const TrainOptions& o);
 
 // An output whose size is known before training.
 struct PlannedOutput {
