@@ -210,6 +210,15 @@ else fail "rollback: kept '$kept', aside '$aside', latest $(head -n1 "$rb/latest
 steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/rb.jsonl")
 [ "$steps" = "0 1 2 3 4 5 6 7 8 9" ] && ok "the resumed metrics file holds each step once" ||
   fail "resumed metrics steps: $steps"
+# A last line torn by the stop (no newline) goes too, so the file stays JSON lines.
+tm=$dir/tm
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$tm" --checkpoint-every 2 --metrics "$dir/tm.jsonl" > /dev/null ||
+  fail "torn metrics: first run"
+head -c -40 "$dir/tm.jsonl" > "$dir/tm.cut" && cp "$dir/tm.cut" "$dir/tm.jsonl"
+"$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$tm" --resume --metrics "$dir/tm.jsonl" > /dev/null ||
+  fail "torn metrics: resumed run"
+steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/tm.jsonl" 2>&1)
+[ "$steps" = "0 1 2 4 5" ] && ok "a torn last metrics line (step 3) is dropped at resume" || fail "torn metrics line: $steps"
 
 # Resuming step 8 of the abandoned trajectory: the directory's own step 8
 # (of the other trajectory) is set aside too, with its 10, so that the steps

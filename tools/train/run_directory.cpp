@@ -187,6 +187,8 @@ void truncate_metrics_at(const std::string& given, std::int64_t step) {
   std::string line;
   while (std::getline(in, line)) {
     const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // A last line cut short (no newline, no JSON): a write the stop tore.
+    if (in.eof() && row.is_discarded()) continue;
     if (row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
         row["step"].get<std::int64_t>() >= step)
       continue;

@@ -74,7 +74,8 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume,
 std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step,
                                                 bool including_step = false);
 
-// Drops the lines of a JSON-lines metrics file whose "step" is >= `step`
+// Drops the lines of a JSON-lines metrics file whose "step" is >= `step`,
+// and a torn last line (no newline, not JSON),
 // (atomically: a temporary file renamed over it). A file that does not exist
 // or is not a regular file is left alone.
 void truncate_metrics_at(const std::string& path, std::int64_t step);
