@@ -189,6 +189,11 @@ expect_error "a model that cannot fit even with its optimizer state on disk" \
 expect_error "a micro-batch whose logits cannot fit" \
   "cannot fit in memory: .*one micro-batch's logits \(2\.0 TiB a rank\).*a smaller --batch-size or more --micro-batches" \
   --batch-size 2147483647 --seq-len 1
+# ... nor a --seq-len that raised the block size, and so the position
+# embedding, past what fits: the advice names --seq-len.
+expect_error "a --seq-len whose position embedding cannot fit" \
+  "cannot fit in memory: .*Use a smaller --seq-len \(it raised --block-size to 2000000000" \
+  --seq-len 2000000000 --batch-size 1
 # A replicated strategy holds a whole copy of the state on every rank:
 # GPT-2 124M on 64 local ranks needs 2 GiB of it sharded, 120 GiB replicated.
 expect_error "no-shard state replicated on 64 ranks" \

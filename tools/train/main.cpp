@@ -200,8 +200,16 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
   const double data = static_cast<double>(data_memory_bytes(o, config));
   double logits = 0;
+  std::string seq_len_advice;  // the position embedding grown to --seq-len is most of the model
   if (config.model.kind == "gpt") {
     const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(config.model);
+    const double positions = static_cast<double>(d.block_size) * static_cast<double>(d.n_embd);
+    if (d.block_size == config.seq_len && (!o.as_given || o.as_given->block_size == 0) &&
+        positions >= static_cast<double>(params) / 2)
+      seq_len_advice = "a smaller --seq-len (it raised --block-size to " +
+                       std::to_string(d.block_size) + ": the position embedding's " +
+                       std::to_string(d.block_size) + " x " + std::to_string(d.n_embd) +
+                       " parameters are most of the model), ";
     logits = static_cast<double>(config.batch_size) /
              (static_cast<double>(world) * static_cast<double>(config.micro_batches)) *
              static_cast<double>(config.seq_len) * static_cast<double>(d.padded_vocab_size) *
@@ -229,7 +237,7 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
                        : std::string(),
             data > 0 ? ", the data set's " + human_bytes(data) : std::string(),
             "; other activations come on top), but ", human_bytes(static_cast<double>(avail)),
-            " is available. Use ",
+            " is available. Use ", seq_len_advice,
             logits * static_cast<double>(here) >= floor / 2
                 ? "a smaller --batch-size or more --micro-batches, "
                 : "",
