@@ -86,7 +86,11 @@ std::int64_t llmc_token_count(const std::uint8_t* header_bytes, std::size_t file
   std::int32_t header[3];
   std::memcpy(header, header_bytes, sizeof(header));
   ZRT_CHECK_ARG(header[0] == kLlmcMagic, "llm.c token file ", path, " has magic ", header[0],
-                ", expected ", kLlmcMagic);
+                ", expected ", kLlmcMagic,
+                ": a .bin file is read as llm.c's tokens, uint16 after a 1024-byte header "
+                "whose first int32 is that magic; a headerless uint16 file (nanoGPT's "
+                "train.bin) needs that header written before its tokens, and text needs "
+                "another name than .bin");
   ZRT_CHECK_ARG(header[1] == kVersion, "llm.c token file ", path, " has version ", header[1],
                 ", expected ", kVersion);
   const std::int64_t count = header[2];
