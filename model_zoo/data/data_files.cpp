@@ -146,6 +146,20 @@ Dataset load_llmc_tokens(const std::string& path) {
 
 namespace {
 
+// A rows file holds 'x' and 'y', and nothing else: a tensor beside them (a
+// mask, sample weights) would be ignored without a word.
+template <class TensorsByName>
+void check_row_tensor_names(const std::string& path, const TensorsByName& tensors) {
+  ZRT_CHECK_ARG(tensors.count("x") && tensors.count("y"), "data file ", path,
+                " must hold tensors 'x' and 'y'");
+  std::string others;
+  for (const auto& named : tensors)
+    if (named.first != "x" && named.first != "y")
+      others += (others.empty() ? "'" : ", '") + named.first + "'";
+  ZRT_CHECK_ARG(others.empty(), "data file ", path, " holds tensors zrt does not read (", others,
+                "): a rows file holds 'x' and 'y' only");
+}
+
 // What a rows file's 'x' and 'y' must be, from their dtypes and shapes
 // (the header holds them: a plan checks without reading the rows).
 void check_rows(const std::string& path, DType x_dtype, const Shape& x_shape, DType y_dtype,
@@ -167,9 +181,8 @@ Dataset load_row_dataset(const std::string& path) {
   } catch (const CheckpointError& e) {
     ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());
   }
+  check_row_tensor_names(path, f.tensors);
   auto x = f.tensors.find("x"), y = f.tensors.find("y");
-  ZRT_CHECK_ARG(x != f.tensors.end() && y != f.tensors.end(), "data file ", path,
-                " must hold tensors 'x' and 'y'");
   check_rows(path, x->second.dtype(), x->second.shape(), y->second.dtype(), y->second.shape());
   Dataset d;
   d.kind = Dataset::Kind::rows;
@@ -239,9 +252,8 @@ std::size_t data_file_memory_bytes(const std::string& path) {
     try {
       const SafetensorsReader reader(path);  // the header alone
       const auto& e = reader.entries();
+      check_row_tensor_names(path, e);
       auto x = e.find("x"), y = e.find("y");
-      ZRT_CHECK_ARG(x != e.end() && y != e.end(), "data file ", path,
-                    " must hold tensors 'x' and 'y'");
       check_rows(path, x->second.dtype, x->second.shape, y->second.dtype, y->second.shape);
       return (x->second.end - x->second.begin) + (y->second.end - y->second.begin);
     } catch (const CheckpointError& e) {

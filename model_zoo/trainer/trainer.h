@@ -80,6 +80,7 @@ class Trainer {
   std::string resume(const std::string& path);
   TrainingEngine& engine() { return *engine_; }
   const TrainerConfig& config() const { return config_; }
+  const Dataset& data() const { return data_; }
 
  private:
   CommPtr world_;

@@ -237,6 +237,13 @@ expect_error "data from a FIFO" "data.fifo is a FIFO" --data "$dir/data.fifo"
 expect_error "data from /dev/zero" "/dev/zero is a character device" --data /dev/zero
 mkdir -p "$dir/data-dir"
 expect_error "data from a directory" "data-dir is a directory" --data "$dir/data-dir"
+# Data smaller than one step's batch trains, and says that each step reads
+# some of it twice.
+printf 'a few words of text, %.0s' $(seq 5) > "$dir/few.txt"
+out=$("$train" --data "$dir/few.txt" --seq-len 16 --batch-size 8 --steps 1 2>&1)
+if grep -q "warning: the data set ($dir/few.txt) holds 105 tokens, fewer than one step reads (--batch-size 8 x --seq-len 16): every step reads some of them more than once" <<<"$out"; then
+  echo "ok   data smaller than a step's batch is named"
+else echo "FAIL data smaller than a step's batch: $out"; failures=$((failures + 1)); fi
 expect_error "mlp rows from a FIFO" "data.fifo.safetensors is a FIFO" --model mlp --data "$dir/data.fifo.safetensors"
 expect_usage "negative seed" "--seed: must be a whole number from 0 to 2\^64 - 1 \(got -1\)" --seed -1
 expect_usage "seed beyond 64 bits" "--seed: is above 2\^64 - 1" --seed 18446744073709551616

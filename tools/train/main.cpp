@@ -585,6 +585,21 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
                 world->size(), optim::strategy_name(o.trainer.engine.zero.strategy),
                 dtype_flag(o.trainer.engine.zero.dtype), config.engine.zero.device.str().c_str(),
                 trainer.engine().handles().size());
+    // A step's batch larger than the data set reads some of it twice (Note
+    // [Data order]): legal, but rarely what was meant.
+    const model_zoo::Dataset& data = trainer.data();
+    const bool rows = data.kind == model_zoo::Dataset::Kind::rows;
+    const std::int64_t step_needs = rows ? config.batch_size : config.batch_size * config.seq_len;
+    if (data.size() < step_needs) {
+      const std::string reads =
+          "--batch-size " + std::to_string(config.batch_size) +
+          (rows ? std::string() : " x --seq-len " + std::to_string(config.seq_len));
+      std::fprintf(stderr,
+                   "zrt-train: warning: the data set (%s) holds %lld %s, fewer than one step "
+                   "reads (%s): every step reads some of them more than once\n",
+                   o.data.empty() ? "embedded" : o.data.c_str(),
+                   static_cast<long long>(data.size()), rows ? "rows" : "tokens", reads.c_str());
+    }
   }
   all_or_none(*world, [&] { trace.begin(); });  // one rank's unwritable file stops every rank
   const bool completed = train_steps(*world, trainer, o, checkpoints, reporter, trace);

@@ -240,6 +240,11 @@ BOOST_AUTO_TEST_CASE(text_and_row_files) {
   write_safetensors(dir.file("none.safetensors"), {{"x", c.x}});
   check_arg_error([&] { load_row_dataset(dir.file("none.safetensors")); }, "'x' and 'y'");
   check_arg_error([&] { data_file_memory_bytes(dir.file("none.safetensors")); }, "'x' and 'y'");
+  write_safetensors(dir.file("extra.safetensors"), {{"x", c.x}, {"y", c.y}, {"mask", c.y}});
+  check_arg_error([&] { load_row_dataset(dir.file("extra.safetensors")); },
+                  "tensors zrt does not read ('mask')");
+  check_arg_error([&] { data_file_memory_bytes(dir.file("extra.safetensors")); },
+                  "tensors zrt does not read ('mask')");
 }
 
 BOOST_AUTO_TEST_CASE(generated_data_sets) {
