@@ -157,6 +157,13 @@ printf 'other words now, in a file that keeps its name but not its text. %.0s' $
 out=$("$train" "${tiny[@]}" --steps 3 --data "$io/data.txt" --checkpoint-dir "$io/dck" --resume 2>&1)
 grep -q "warning: these flags differ from the checkpoint's run: --data (contents)" <<<"$out" &&
   ok "a resume names a --data file changed since the save" || fail "data changed under its path: $out"
+# ... past its first MiB, at the same size.
+python3 -c "import sys; open(sys.argv[1], 'w').write('some words of a long text. ' * 80000)" "$io/big.txt"
+"$train" "${tiny[@]}" --steps 2 --data "$io/big.txt" --checkpoint-dir "$io/bck" > /dev/null || fail "big data: first run"
+python3 -c "import sys; t = open(sys.argv[1]).read(); open(sys.argv[1], 'w').write(t[:1500000] + 'S' + t[1500001:])" "$io/big.txt"
+out=$("$train" "${tiny[@]}" --steps 3 --data "$io/big.txt" --checkpoint-dir "$io/bck" --resume 2>&1)
+grep -q "warning: these flags differ from the checkpoint's run: --data (contents)" <<<"$out" &&
+  ok "a resume names a --data file changed past its first MiB" || fail "data changed past its first MiB: $out"
 
 # A run resumed for more steps differs in --steps alone: its checkpoint keeps
 # --warmup and --block-size as given (5, and 0 for the preset's), not as

@@ -905,23 +905,46 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
 
 namespace {
 
-// Size and FNV-1a hash of the first MiB: the same file on every host, cheaply.
+constexpr const char* kWarmupAsRun = "warmup (as run)";
+constexpr const char* kSampledHash = ", sampled hash ";
+
+std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::streamsize n) {
+  for (std::streamsize i = 0; i < n; ++i)
+    h = (h ^ static_cast<unsigned char>(bytes[i])) * 1099511628211ull;
+  return h;
+}
+
+// Size, FNV-1a hash of the first MiB and of 64 blocks of 64 KiB spread over
+// the rest up to its end: the same file on every host, and the same file
+// as at a save, cheaply (an edit past the first MiB changed nothing of the
+// hash of the first alone).
 std::string data_identity(const std::string& path) {
   if (path.empty()) return "embedded";
   if (!std::filesystem::is_regular_file(path)) return "not a regular file";  // never open a FIFO
   std::ifstream in(path, std::ios::binary);
   std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
   if (!in || ec) return "unreadable";
-  std::vector<char> head(std::size_t{1} << 20);
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::streamsize i = 0; i < in.gcount(); ++i)
-    h = (h ^ static_cast<unsigned char>(head[i])) * 1099511628211ull;
-  return std::to_string(size) + " bytes, head hash " + std::to_string(h);
+  constexpr std::uint64_t kHead = std::uint64_t{1} << 20, kBlock = std::uint64_t{1} << 16;
+  constexpr std::uint64_t kSamples = 64, kFnvOffset = 14695981039346656037ull;
+  std::vector<char> buf(kHead);
+  in.read(buf.data(), static_cast<std::streamsize>(kHead));
+  std::string id = std::to_string(size) + " bytes, head hash " +
+                   std::to_string(fnv1a(kFnvOffset, buf.data(), in.gcount()));
+  if (size <= kHead) return id;
+  std::uint64_t sampled = kFnvOffset;
+  const std::uint64_t rest = size - kHead;
+  for (std::uint64_t i = 0; i < kSamples; ++i) {
+    const std::uint64_t at = kHead + (rest > kBlock ? (rest - kBlock) * i / (kSamples - 1) : 0);
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(buf.data(), static_cast<std::streamsize>(std::min(kBlock, size - at)));
+    sampled = fnv1a(sampled, buf.data(), in.gcount());
+  }
+  // Checkpoints before the sampled hash stored the rest: a resume compares
+  // that prefix (differing_run_flags).
+  return id + kSampledHash + std::to_string(sampled);
 }
-
-constexpr const char* kWarmupAsRun = "warmup (as run)";
 
 nlohmann::json run_flags(const TrainOptions& o) {
   const model_zoo::ModelConfig& m = o.trainer.model;
@@ -1061,6 +1084,10 @@ std::vector<std::string> differing_run_flags(const std::string& saved_json, cons
     if (key == kWarmupAsRun) continue;  // warmup_change_note
     const bool known = saved.is_object() && saved.contains(key);
     if (known ? saved[key] == value : key == "data (contents)")  // older checkpoints lack it
+      continue;
+    // Older checkpoints' data identity stops before the sampled hash.
+    if (known && key == "data (contents)" && saved[key].is_string() && value.is_string() &&
+        value.get<std::string>().starts_with(saved[key].get<std::string>() + kSampledHash))
       continue;
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
