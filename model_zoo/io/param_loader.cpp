@@ -18,14 +18,21 @@ bool is_mask_buffer(const std::string& name) {
 }
 
 // Training from a NaN or Inf can only produce skipped steps: refuse it here.
-// `first`: the flat index of f32's first element in the tensor.
-void check_finite(const Tensor& f32, const std::string& key, std::int64_t first,
+// `raw`: the same elements as the file holds them (f32 itself, or f64 whose
+// finite value past fp32's range became inf); `first`: the flat index of
+// their first element in the tensor.
+void check_finite(const Tensor& f32, const Tensor& raw, const std::string& key, std::int64_t first,
                   const std::string& source) {
   const float* p = f32.data<float>();
-  for (std::int64_t i = 0; i < f32.numel(); ++i)
-    if (!std::isfinite(p[i]))
-      ZRT_THROW(CheckpointError, source, ": '", key, "' holds ", p[i], " at flat index ", first + i,
-                ": initial weights must be finite");
+  for (std::int64_t i = 0; i < f32.numel(); ++i) {
+    if (std::isfinite(p[i])) continue;
+    if (raw.dtype() == DType::f64 && std::isfinite(raw.data<double>()[i]))
+      ZRT_THROW(CheckpointError, source, ": '", key, "' holds ", raw.data<double>()[i],
+                " at flat index ", first + i,
+                ", past fp32's range (about 3.4e38): the model's fp32 weights would hold inf");
+    ZRT_THROW(CheckpointError, source, ": '", key, "' holds ", p[i], " at flat index ", first + i,
+              ": initial weights must be finite");
+  }
 }
 
 // A tied name's values in the file must be its primary's: the model holds
@@ -116,7 +123,7 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
   for (const auto& [fqn, key] : match_keys(units, keys, source, &tied_keys)) {
     const Tensor& t = tensors.at(key);
     out[fqn] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
-    check_finite(out[fqn], key, 0, source);
+    check_finite(out[fqn], t, key, 0, source);
     for (const std::string& second : tied_keys[fqn])
       check_same_as_primary(tensors.at(second).to(DType::f32), out[fqn], second, key, 0, source);
   }
@@ -153,7 +160,7 @@ void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64
   if (stream.discards()) return;  // a dry run: the buffers, no values (Note [Dry runs])
   reader_->read_elements(key, first, dst.numel(), raw.data_ptr());
   if (dtype != DType::f32) f32.copy_(raw);
-  check_finite(f32, key, first, reader_->path());
+  check_finite(f32, raw, key, first, reader_->path());
   for (auto& [second, values] : tied) {
     reader_->read_elements(second, first, dst.numel(), values.data_ptr());
     if (values.dtype() != DType::f32) tied_f32.copy_(values);

@@ -378,6 +378,27 @@ struct.pack_into("<f", data, 8 + n + begin + 4 * 3, float("nan"))
 open(sys.argv[2], "wb").write(data)
 PY
 expect_error "NaN in the initial weights" "ln_f.weight' holds nan at flat index 3" --init-from "$dir/nan.safetensors" --n-layer 1
+# An f64 weight past fp32's range is named as what the file holds, not as inf.
+python3 - "$dir/shallow.safetensors" "$dir/huge.safetensors" <<'PY' || { echo "FAIL: cannot write f64 weights"; exit 1; }
+import array, json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+out, blobs, at = {}, [], 0
+for name, e in sorted((k, v) for k, v in header.items() if k != "__metadata__"):
+    b, end = e["data_offsets"]
+    raw, dtype = data[8 + n + b:8 + n + end], "F32"
+    if name == "ln_f.weight":
+        a = array.array("d", array.array("f", raw))
+        a[2] = 1e300
+        raw, dtype = a.tobytes(), "F64"
+    out[name] = {"dtype": dtype, "shape": e["shape"], "data_offsets": [at, at + len(raw)]}
+    blobs.append(raw)
+    at += len(raw)
+h = json.dumps(out).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+expect_error "an f64 weight past fp32's range" "ln_f.weight' holds 1e\+300 at flat index 2, past fp32's range" --init-from "$dir/huge.safetensors" --n-layer 1
 # lm_head.weight, tied to wte.weight in the model, loads when it equals wte and is refused when
 # it differs (an untied head would be dropped).
 python3 - "$dir/shallow.safetensors" "$dir" <<'PY' || { echo "FAIL: cannot add an lm_head"; exit 1; }
