@@ -127,33 +127,32 @@ if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/sig.txt" && "$ckpt" veri
   ok "SIGTERM: exit 0, $(grep -o 'saved checkpoint.*' "$dir/sig.txt"), --save not written and said so"
 else fail "SIGTERM: rc $rc: $(cat "$dir/sig.txt")"; fi
 
+# stops_cleanly NAME SIGNALS ARGS...: zrt-train ARGS, sent SIGNALS 50 ms
+# apart once it runs, exits 0 saying so, with a checkpoint that verifies.
+stops_cleanly() {
+  local name=$1 signals=$2 sig rc
+  shift 2
+  rm -rf "${dir:?}/$name"
+  "$train" "$@" --steps 100000 --checkpoint-dir "$dir/$name" --log-every 100000 > "$dir/$name.txt" 2>&1 &
+  local pid=$!
+  sleep 1.5
+  for sig in $signals; do kill -"$sig" "$pid"; sleep 0.05; done
+  wait "$pid"; rc=$?
+  [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/$name.txt" && "$ckpt" verify "$dir/$name" > /dev/null
+}
+
 # 4a. One signal sent twice, as a launcher sends it to the process and then
 # to its group (timeout, mpirun), is one stop: the checkpoint is written.
-rm -rf "$dir/copy"
-"$train" --n-layer 4 --n-embd 384 --n-head 4 --batch-size 32 --seq-len 128 --steps 100000 \
-  --checkpoint-dir "$dir/copy" --log-every 100000 > "$dir/copy.txt" 2>&1 &
-pid=$!
-sleep 1.5
-kill -TERM "$pid"
-sleep 0.05
-kill -TERM "$pid"
-wait "$pid"; rc=$?
-if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/copy.txt" && "$ckpt" verify "$dir/copy" > /dev/null; then
+# Steps of about a second, so that the copy lands inside one.
+if stops_cleanly copy "TERM TERM" --n-layer 2 --n-embd 384 --n-head 4 --batch-size 32 --seq-len 128; then
   ok "a signal sent twice 50 ms apart: exit 0, $(grep -o 'saved checkpoint.*' "$dir/copy.txt")"
-else fail "a signal sent twice: rc $rc: $(cat "$dir/copy.txt")"; fi
+else fail "a signal sent twice: $(cat "$dir/copy.txt")"; fi
 
 # 4b. SIGHUP (a closed terminal) stops as SIGTERM does; so does a reader of
 # the output that went away: the job's `| tee` stopped with it (its next
 # progress line would have killed the run with SIGPIPE, no checkpoint).
-rm -rf "$dir/hup"
-"$train" --steps 100000 --checkpoint-dir "$dir/hup" --log-every 100000 > "$dir/hup.txt" 2>&1 &
-pid=$!
-sleep 1.5
-kill -HUP "$pid"
-wait "$pid"; rc=$?
-if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/hup.txt" && "$ckpt" verify "$dir/hup" > /dev/null; then
-  ok "SIGHUP: exit 0, $(grep -o 'saved checkpoint.*' "$dir/hup.txt")"
-else fail "SIGHUP: rc $rc: $(cat "$dir/hup.txt")"; fi
+if stops_cleanly hup HUP; then ok "SIGHUP: exit 0, $(grep -o 'saved checkpoint.*' "$dir/hup.txt")"
+else fail "SIGHUP: $(cat "$dir/hup.txt")"; fi
 rm -rf "$dir/pipe"
 mkfifo "$dir/pipe.fifo"
 "$train" --steps 100000 --checkpoint-dir "$dir/pipe" --log-every 1 > "$dir/pipe.fifo" 2> "$dir/pipe.err" &
