@@ -254,12 +254,15 @@ moved=$(cd "$rr" && ls abandoned-from-2-*/step-000004/index.json 2>/dev/null | w
 # A resume refused for its --steps sets nothing aside; one that trains nothing
 # abandons nothing.
 st=$dir/st
-"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$st" --checkpoint-every 2 > /dev/null || fail "steps: first run"
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$st" --checkpoint-every 2 --metrics "$dir/st.jsonl" > /dev/null ||
+  fail "steps: first run"
 expect_refused "--steps below the resumed step" "--steps 1 is below the step 2" "$st" \
   "$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$st" --resume "$st/step-000002"
 before=$(digest "$st")
-"$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$st" --resume "$st/step-000002" > /dev/null 2>&1 &&
-  [ "$(digest "$st")" = "$before" ] && ok "a resume that trains nothing sets no step aside" ||
+lines=$(wc -l < "$dir/st.jsonl")
+"$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$st" --resume "$st/step-000002" --metrics "$dir/st.jsonl" > /dev/null 2>&1 &&
+  [ "$(digest "$st")" = "$before" ] && [ "$(wc -l < "$dir/st.jsonl")" = "$lines" ] &&
+  ok "a resume that trains nothing sets no step aside and keeps the metrics" ||
   fail "a resume with nothing to train changed $st: $(ls "$st")"
 
 # The user's files named as a run names its own: refused, not overwritten.
@@ -274,6 +277,11 @@ echo precious > "$sq/.zrt-run.lock"
 expect_refused "a user's file named as the run lock" "not a zrt-train run lock" "$sq" \
   "$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$sq"
 [ "$(cat "$sq/.zrt-run.lock")" = precious ] || fail "the user's .zrt-run.lock was overwritten"
+rm "$sq/.zrt-run.lock"
+mkfifo "$sq/.zrt-run.lock"
+expect_refused "a FIFO named as the run lock, not opened" "not a zrt-train run lock" "$sq" \
+  timeout 60 "$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$sq"
+rm "$sq/.zrt-run.lock"
 # A copy of a step under another name (step-4) is the user's: not a step to
 # prune or set aside.
 cp -r "$st/step-000004" "$st/step-4"

@@ -330,7 +330,8 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
                    "--seq-len place it now: sequences the checkpoint's run had not reached yet "
                    "may be skipped, or ones it trained on read again\n",
                    step);
-    if (const std::string note = train::warmup_change_note(saved, o); !note.empty())
+    if (const std::string note = train::warmup_change_note(saved, o);
+        !note.empty() && !std::count(flags.begin(), flags.end(), "--warmup"))
       std::fprintf(stderr, "zrt-train: warning: %s\n", note.c_str());
   }
   // Refused before any step is set aside: a failed resume changes nothing
@@ -414,6 +415,8 @@ class StepReporter {
       : o_(o), tty_(lead && rewrites_progress_line()), first_(first), io_(io) {
     if (!lead || o.metrics.empty()) return;
     // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
+    // A resume that trains nothing (first == --steps) keeps the file as it is.
+    if (resumed && first == o.trainer.steps) return;
     if (resumed) truncate_metrics_at(o.metrics, first);
     metrics_.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
     ZRT_CHECK_ARG(metrics_.good(), "cannot write metrics file '", o.metrics, "'");
@@ -589,7 +592,9 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
     // [Data order]): legal, but rarely what was meant.
     const model_zoo::Dataset& data = trainer.data();
     const bool rows = data.kind == model_zoo::Dataset::Kind::rows;
-    const std::int64_t step_needs = rows ? config.batch_size : config.batch_size * config.seq_len;
+    // Tokens: a step's sequences start below len - T - 1 (Note [Data order]).
+    const std::int64_t step_needs =
+        rows ? config.batch_size : config.batch_size * config.seq_len + 2;
     if (data.size() < step_needs) {
       const std::string reads =
           "--batch-size " + std::to_string(config.batch_size) +

@@ -112,11 +112,14 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
                 ", which is not a checkpoint step but is named like one: the save of that step "
                 "would destroy it; rename it or name another directory");
     if (name == train::kRunLockName) {
-      std::ifstream in(e.path());
       std::string first;
-      std::getline(in, first);
-      ZRT_CHECK_ARG(e.is_regular_file(kind) && (first.empty() || train::is_run_lock_note(first)),
-                    "--checkpoint-dir ", dir, " holds ", e.path().string(),
+      const bool file = e.is_regular_file(kind);  // never open a FIFO
+      if (file) {
+        std::ifstream in(e.path());
+        std::getline(in, first);
+      }
+      ZRT_CHECK_ARG(file && (first.empty() || train::is_run_lock_note(first)), "--checkpoint-dir ",
+                    dir, " holds ", e.path().string(),
                     ", which is not a zrt-train run lock: the run would overwrite it; rename it "
                     "or name another directory");
     }
