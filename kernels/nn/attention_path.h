@@ -31,7 +31,8 @@ namespace zrt::kernels {
 // choose_attention_path picks one: on the CPU cpu_blocked; on CUDA simple
 // when ZRT_SIMPLE_KERNELS names attention, else gemm when one pair's
 // workspace fits the budget (kAttentionWorkspaceBudget, 256 MiB: at T = 1024
-// and 12 heads of bf16, 8 batch elements in two rounds), else tiled.
+// and 12 heads of bf16, 3 batch elements a round, 216 MiB: 8 take three
+// rounds), else tiled.
 // ZRT_ATTENTION_PATH=gemm|flash|tiled|simple (read once per process; tests use
 // ScopedAttentionPath, a thread-local override) forces a path where that
 // path exists: gemm on either device, tiled and simple on CUDA, flash on

@@ -11,7 +11,8 @@
 // devices]), and two existing names are also compared as files (hard links).
 // An input may be a directory (a checkpoint step): an output inside it is on
 // the input. The tools also keep outputs out of every other checkpoint step
-// (optim::enclosing_checkpoint_step): writing there destroys a step too.
+// (optim::check_output_outside_checkpoint_steps): writing there destroys a
+// step too.
 #pragma once
 
 #include <span>
