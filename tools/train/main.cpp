@@ -27,6 +27,7 @@
 #include "tools/train/flight_report.h"
 #include "tools/train/memory_plan_report.h"
 #include "tools/train/run_directory.h"
+#include "tools/train/run_flags.h"
 #include "tools/train/trace_stream.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
@@ -204,8 +205,13 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (config.model.kind == "gpt") {
     const model_zoo::GptDims d = model_zoo::resolve_gpt_dims(config.model);
     const double positions = static_cast<double>(d.block_size) * static_cast<double>(d.n_embd);
-    if (d.block_size == config.seq_len && (!o.as_given || o.as_given->block_size == 0) &&
-        positions >= static_cast<double>(params) / 2)
+    // Raised: not given, and the model's own block size (a preset's, a
+    // loaded config's) is shorter than --seq-len.
+    model_zoo::ModelConfig own = config.model;
+    if (!o.as_given || o.as_given->block_size == 0) own.block_size.reset();
+    const bool raised =
+        !own.block_size && model_zoo::resolve_gpt_dims(own).block_size < config.seq_len;
+    if (raised && positions >= static_cast<double>(params) / 2)
       seq_len_advice = "a smaller --seq-len (it raised --block-size to " +
                        std::to_string(d.block_size) + ": the position embedding's " +
                        std::to_string(d.block_size) + " x " + std::to_string(d.n_embd) +
