@@ -321,9 +321,14 @@ class FlatParamHandle {
   void wait_for_reduced_grads() const {
     if (comm_stream() != options_.stream) reduced_.wait(options_.stream);
   }
+  // An unsharded parameter kept past its scopes (NO_SHARD's) that is not
+  // the master's own memory holds the values before the update: it is
+  // freed, so that a view read before the next unshard is refused, never
+  // stale (Note [Freed storage]).
   void mark_params_updated() {
     needs_param_sync_ = true;
     unsharded_current_ = false;
+    if (!unsharded_is_master_) free_storage(full_param_);
   }
   bool needs_param_sync() const { return needs_param_sync_; }
   // Clears accumulated gradients (fp32 unsharded, offloaded copy, zero1 grad).

@@ -597,6 +597,47 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
   expect([&] { dry.full_param("fc.weight"); }, "a dry run holds no values");
 }
 
+// A layer bound to param_views and read outside its unit's scopes is
+// refused or reads the current parameters, never those before a step: a
+// strategy that keeps the unsharded parameter past its scopes (no-shard)
+// in a 16-bit dtype held the values before the update until the next scope.
+BOOST_AUTO_TEST_CASE(a_view_read_after_a_step_is_never_stale) {
+  const auto seed = test::test_seed("zero_module/a_view_read_after_a_step_is_never_stale");
+  using optim::ShardingStrategy;
+  for (const ShardingStrategy strategy :
+       {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op, ShardingStrategy::no_shard,
+        ShardingStrategy::hybrid_shard, ShardingStrategy::layer_zero})
+    for (const DType dtype : {DType::f32, DType::bf16, DType::f16})
+      run_local_ranks(2, [&](const CommPtr& world) {
+        std::mt19937 rng(seed);  // the same initial values on every rank
+        optim::ZeroModule module(world, {.strategy = strategy, .dtype = dtype});
+        const auto unit = module.add_unit("fc", unit_params(rng));
+        const Tensor view = module.param_views(unit, "weight").param;
+        // What the view reads, or nothing where it is refused.
+        auto read = [&]() -> std::optional<std::vector<double>> {
+          try {
+            return view.to_doubles();
+          } catch (const InvalidState&) {
+            return std::nullopt;
+          }
+        };
+        for (int step = 0; step < 2; ++step) {
+          { auto scope = module.forward(unit); }
+          {
+            auto scope = module.backward(unit);
+            scope.grad("weight").fill_(0.5);
+            scope.grad("bias").fill_(-0.25);
+          }
+          module.step(0.1);
+          const std::optional<std::vector<double>> seen = read();
+          const std::vector<double> now = module.full_param("fc.weight").to(dtype).to_doubles();
+          ZRT_EXPECT(!seen || *seen == now, "strategy ", optim::strategy_name(strategy), ", ",
+                     dtype_name(dtype), ", step ", step,
+                     ": the view outside its scope reads the weights before the step");
+        }
+      });
+}
+
 // Note [A scope outlives no module]: a class whose open scope is destroyed
 // after its module (declared first) touches no freed memory (the ASan stage
 // checks); the scope's close and views say what happened.
