@@ -91,6 +91,12 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
 // module reports a unit whose scope is open as it goes, and a scope
 // watches the module's lifetime: closed or destroyed after it, it touches
 // nothing (close() throws InvalidState saying so, the destructor reports it).
+// A tensor the caller kept from a scope or param_views shares the memory of
+// its unit's unsharded parameter or gradient; released after the module, it
+// would return that memory through streams the module owned. The handles
+// free both as they are destroyed (after the module's streams are synchronized
+// and before they go): a kept view then has no memory, its reads are
+// refused, and letting it go touches nothing.
 ZeroModule::~ZeroModule() {
   try {
     expect_scopes_closed("~ZeroModule");
@@ -244,8 +250,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
 
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                                       const std::vector<NamedParam>& params) {
-  ZRT_CHECK_STATE(!optimizer_, "ZeroModule::add_unit('", name,
-                  "'): units must be added before the first step");
+  ZRT_CHECK_CALL(!optimizer_, "ZeroModule::add_unit('", name,
+                 "'): units must be added before the first step");
   const Unit unit = handles_.size();
   ZRT_CHECK_ARG(!unit_names_.count(name), "ZeroModule::add_unit('", name,
                 "'): a unit of that name was added before; units need names of their own");
@@ -447,17 +453,17 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       std::string(backward_ ? "backward('" : "forward('") + handle_->name() + "')");
   // Checked before the owners are touched: a second scope of an open unit
   // must not undo the first one's tie gradients below.
-  ZRT_CHECK_STATE(
+  ZRT_CHECK_CALL(
       handle_->state() == HandleState::idle, "ZeroModule: a ", backward_ ? "backward" : "forward",
       " scope of unit '", handle_->name(), "' opened while a scope of it is open",
       module_->tie_users(unit_).empty() ? std::string()
                                         : " (its own, or one of a unit that uses its parameters: " +
                                               module_->tie_users(unit_) + ")");
   // A second sync would replace the gradient the first one reduced.
-  ZRT_CHECK_STATE(!backward_ || !module_->synced_[unit_], "ZeroModule: unit '", handle_->name(),
-                  "' already synced its gradient this step; a second backward(unit, true) would "
-                  "replace it: pass sync=false to every backward of the unit in a step but the "
-                  "last");
+  ZRT_CHECK_CALL(!backward_ || !module_->synced_[unit_], "ZeroModule: unit '", handle_->name(),
+                 "' already synced its gradient this step; a second backward(unit, true) would "
+                 "replace it: pass sync=false to every backward of the unit in a step but the "
+                 "last");
   try {
     module_->open_ties(unit_, backward_, &opened_owners_);
     if (backward_)
@@ -536,9 +542,9 @@ void ZeroModule::Scope::close() {
   if (!handle_) return;
   FlatParamHandle* h = handle_;
   handle_ = nullptr;  // closed, whatever happens below
-  ZRT_CHECK_STATE(!module_alive_.expired(), "ZeroModule: ", what_,
-                  " was closed after its module was destroyed; close every scope before "
-                  "destroying the module");
+  ZRT_CHECK_CALL(!module_alive_.expired(), "ZeroModule: ", what_,
+                 " was closed after its module was destroyed; close every scope before "
+                 "destroying the module");
   FlightRecorder::Caller caller(
       *module_->world_->flight_recorder(),
       std::string(backward_ ? "the end of backward('" : "the end of forward('") + h->name() + "')");
@@ -603,19 +609,19 @@ void ZeroModule::open_ties(Unit user, bool backward, std::vector<Unit>* opened) 
     if (t.param.user != user) continue;
     const Unit owner = t.param.owner.unit;
     // The owner's sync has reduced its gradient: this one would miss the step.
-    ZRT_CHECK_STATE(!backward || !synced_[owner], "ZeroModule: the backward scope of unit '",
-                    handle(user).name(), "' uses parameter '",
-                    handle(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn, "') of unit '",
-                    handle(owner).name(),
-                    "', whose backward already synced this step; run "
-                    "the owner's backward after its users' (Note [Parameters tied across units])");
+    ZRT_CHECK_CALL(!backward || !synced_[owner], "ZeroModule: the backward scope of unit '",
+                   handle(user).name(), "' uses parameter '",
+                   handle(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn, "') of unit '",
+                   handle(owner).name(),
+                   "', whose backward already synced this step; run "
+                   "the owner's backward after its users' (Note [Parameters tied across units])");
     if (std::find(opened->begin(), opened->end(), owner) != opened->end()) continue;
     FlatParamHandle& h = handle(owner);
     if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre)
       continue;  // in its own scope
-    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(),
-                    "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
-                    "', which is in state ", handle_state_name(h.state()));
+    ZRT_CHECK_CALL(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(),
+                   "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
+                   "', which is in state ", handle_state_name(h.state()));
     h.pre_forward();
     opened->push_back(owner);
   }
@@ -633,12 +639,12 @@ void ZeroModule::add_tie_grads(Unit user) {
     if (t.param.user != user || t.grad.is_freed()) continue;
     const Unit owner = t.param.owner.unit;
     try {
-      ZRT_CHECK_STATE(!synced_[owner], "ZeroModule: the backward scope of unit '",
-                      handle(user).name(), "' ends after unit '", handle(owner).name(),
-                      "' synced the gradient of its parameter '",
-                      handle(owner).fqn(t.param.owner.index), "' (used as '", t.param.fqn,
-                      "') this step; run the owner's backward after its users' "
-                      "(Note [Parameters tied across units])");
+      ZRT_CHECK_CALL(!synced_[owner], "ZeroModule: the backward scope of unit '",
+                     handle(user).name(), "' ends after unit '", handle(owner).name(),
+                     "' synced the gradient of its parameter '",
+                     handle(owner).fqn(t.param.owner.index), "' (used as '", t.param.fqn,
+                     "') this step; run the owner's backward after its users' "
+                     "(Note [Parameters tied across units])");
       handle(owner).add_to_grad(t.param.owner.index, t.grad);
       ++tie_grads_[owner];
     } catch (...) {
@@ -653,7 +659,7 @@ namespace {
 
 // "weight" in unit "fc1" is "fc1.weight"; a full name works too.
 std::size_t scope_param_index(const FlatParamHandle* h, const std::string& name) {
-  ZRT_CHECK_STATE(h != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  ZRT_CHECK_CALL(h != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
   auto i = h->find(h->name() + "." + name);
   if (!i) i = h->find(name);
   ZRT_CHECK_ARG(i.has_value(), "ZeroModule: unit '", h->name(), "' has no parameter '", name,
@@ -664,17 +670,17 @@ std::size_t scope_param_index(const FlatParamHandle* h, const std::string& name)
 }  // namespace
 
 Tensor ZeroModule::Scope::param(const std::string& name) const {
-  ZRT_CHECK_STATE(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
-  ZRT_CHECK_STATE(!module_alive_.expired(), "ZeroModule: parameter '", name, "' of ", what_,
-                  ", whose module was destroyed");
+  ZRT_CHECK_CALL(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  ZRT_CHECK_CALL(!module_alive_.expired(), "ZeroModule: parameter '", name, "' of ", what_,
+                 ", whose module was destroyed");
   return module_->param_views(unit_, name).param;
 }
 
 Tensor ZeroModule::Scope::grad(const std::string& name) const {
-  ZRT_CHECK_STATE(backward_, "ZeroModule: grad('", name, "') outside a backward scope");
-  ZRT_CHECK_STATE(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
-  ZRT_CHECK_STATE(!module_alive_.expired(), "ZeroModule: gradient '", name, "' of ", what_,
-                  ", whose module was destroyed");
+  ZRT_CHECK_CALL(backward_, "ZeroModule: grad('", name, "') outside a backward scope");
+  ZRT_CHECK_CALL(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
+  ZRT_CHECK_CALL(!module_alive_.expired(), "ZeroModule: gradient '", name, "' of ", what_,
+                 ", whose module was destroyed");
   return module_->param_views(unit_, name).grad;
 }
 
@@ -714,7 +720,7 @@ void ZeroModule::wait_for_reduced_grads() {
 
 ZeroAdamW& ZeroModule::optimizer() {
   if (!optimizer_) {
-    ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule: no units were added");
+    ZRT_CHECK_CALL(!handles_.empty(), "ZeroModule: no units were added");
     std::vector<FlatParamHandle*> raw;
     for (auto& h : handles_) raw.push_back(h.get());
     optimizer_ = std::make_unique<ZeroAdamW>(raw, options_.adamw, options_.offload_optimizer);
@@ -788,23 +794,23 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   for (Unit u : gather_after_update)
     ZRT_CHECK_ARG(u < handles_.size(), "ZeroModule::step: unit ", u,
                   " to gather after the update is not one of the ", handles_.size(), " units");
-  ZRT_CHECK_STATE(!handles_.empty(), "ZeroModule::step: no units were added");
+  ZRT_CHECK_CALL(!handles_.empty(), "ZeroModule::step: no units were added");
   expect_scopes_closed("step");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "step()");
   for (Unit u = 0; u < handles_.size(); ++u)
-    ZRT_CHECK_STATE(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
-                    unsynced_[u],
-                    " backward scope(s) with sync=false after its last sync; the last "
-                    "micro-batch's backward must sync (backward(unit, true)) before step()");
+    ZRT_CHECK_CALL(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
+                   unsynced_[u],
+                   " backward scope(s) with sync=false after its last sync; the last "
+                   "micro-batch's backward must sync (backward(unit, true)) before step()");
   for (Unit u = 0; u < handles_.size(); ++u)
-    ZRT_CHECK_STATE(tie_grads_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' holds ",
-                    tie_grads_[u],
-                    " gradient(s) of its parameters used by later units that no backward(unit, "
-                    "true) of its own "
-                    "reduced (Note [Parameters tied across units])");
-  ZRT_CHECK_STATE(synced_since_step_,
-                  "ZeroModule::step: no backward scope synced gradients since the last step; "
-                  "step() would apply weight decay alone");
+    ZRT_CHECK_CALL(tie_grads_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' holds ",
+                   tie_grads_[u],
+                   " gradient(s) of its parameters used by later units that no backward(unit, "
+                   "true) of its own "
+                   "reduced (Note [Parameters tied across units])");
+  ZRT_CHECK_CALL(synced_since_step_,
+                 "ZeroModule::step: no backward scope synced gradients since the last step; "
+                 "step() would apply weight decay alone");
   // Note [ZeroModule steps on synced gradients]: no stale gradient stepped on.
   for (Unit u = 0; u < handles_.size(); ++u)
     if (!synced_[u]) {
@@ -868,7 +874,7 @@ void ZeroModule::expect_scopes_closed(const char* call) const {
     const FlatParamHandle& h = *handles_[u];
     // A user's scope gathers its owner too (Note [Parameters tied across units]).
     const std::string users = tie_users(u);
-    ZRT_CHECK_STATE(
+    ZRT_CHECK_CALL(
         h.state() == HandleState::idle, "ZeroModule::", call, ": unit '", h.name(), "' has ",
         h.state() == HandleState::forward ? "a forward"
         : h.state() == HandleState::backward_pre || h.state() == HandleState::backward_post
@@ -920,9 +926,8 @@ Tensor ZeroModule::full_param(const std::string& name) {
   const auto at = find_param(name);
   ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
                 "' (names are full_params()'s: \"unit.name\" or the module path's)");
-  ZRT_CHECK_STATE(handles_[at->unit]->state() == HandleState::idle,
-                  "ZeroModule::full_param: unit '", handles_[at->unit]->name(),
-                  "' has a scope open; close it first");
+  ZRT_CHECK_CALL(handles_[at->unit]->state() == HandleState::idle, "ZeroModule::full_param: unit '",
+                 handles_[at->unit]->name(), "' has a scope open; close it first");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "full_param('" + name + "')");
   return handles_[at->unit]->summon_full_params()[at->index].to(Device::cpu());
 }

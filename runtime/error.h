@@ -29,6 +29,10 @@ namespace zrt {
 // copy): its message ends with " [check `expr` failed at file:line]", which
 // is what a bug report needs. The choice is made by the type, once, in
 // throw_error: a check says what went wrong, and its type says for whom.
+// One exception: a call out of order that the caller makes and can mend (a
+// step with no backward, a scope inside another, a view read outside its
+// scope) is an InvalidState written in the caller's terms, ZRT_CHECK_CALL
+// and ZRT_THROW_CALL: its message keeps the location out too.
 class Error : public std::runtime_error {
  public:
   Error(std::string what, const char* file = "", int line = 0, const char* expr = "")
@@ -108,9 +112,9 @@ std::string location_suffix(const char* expr, const char* file, int line);
 
 // Throws E with `msg`; an internal error's message ends with the location
 // (Note [User errors and internal errors]).
-template <class E>
+template <class E, bool kLocated = !std::is_base_of_v<UserError, E>>
 [[noreturn]] void throw_error(const char* expr, const char* file, int line, std::string msg) {
-  if constexpr (!std::is_base_of_v<UserError, E>) msg += location_suffix(expr, file, line);
+  if constexpr (kLocated) msg += location_suffix(expr, file, line);
   throw E(std::move(msg), file, line, expr);
 }
 
@@ -132,6 +136,18 @@ void report_in_destructor(const char* where, const std::exception& e) noexcept;
       ::zrt::detail::throw_error<ErrorType>(#cond, __FILE__, __LINE__,           \
                                             ::zrt::detail::concat(__VA_ARGS__)); \
   } while (0)
+
+// A call out of order, said in the caller's terms (Note [User errors and
+// internal errors]): InvalidState without the location in its message.
+#define ZRT_CHECK_CALL(cond, ...)                                                                 \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]]                                                                     \
+      ::zrt::detail::throw_error<::zrt::InvalidState, false>(#cond, __FILE__, __LINE__,           \
+                                                             ::zrt::detail::concat(__VA_ARGS__)); \
+  } while (0)
+#define ZRT_THROW_CALL(...)                                                      \
+  ::zrt::detail::throw_error<::zrt::InvalidState, false>("", __FILE__, __LINE__, \
+                                                         ::zrt::detail::concat(__VA_ARGS__))
 
 #define ZRT_CHECK_ARG(cond, ...) ZRT_CHECK_AS(::zrt::InvalidArgument, cond, __VA_ARGS__)
 #define ZRT_CHECK_STATE(cond, ...) ZRT_CHECK_AS(::zrt::InvalidState, cond, __VA_ARGS__)

@@ -268,6 +268,11 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
 FlatParamHandle::~FlatParamHandle() {
   for (const auto& weak : claimed_)
     if (auto storage = weak.lock()) storage->release_claims(this);
+  // Views of the unsharded parameter and gradient may outlive the handle
+  // (a tensor the caller kept from a scope): their memory goes back now,
+  // while the streams it was used on exist (Note [A scope outlives no module]).
+  free_storage(full_param_);
+  free_storage(full_grad_);
 }
 
 Tensor FlatParamHandle::new_buffer(std::int64_t numel, DType dtype, bool freed,

@@ -668,6 +668,25 @@ BOOST_AUTO_TEST_CASE(a_scope_left_open_outlives_its_module_safely) {
     }
     scope.reset();
   }
+  // A view kept from a scope, on ranks whose module owns its streams: read
+  // after the module, refused; let go, it touches none of the module's
+  // streams (it hung, or failed under ASan, returning its memory through them).
+  const auto seed = test::test_seed("zero_module/a_view_kept_past_its_module");
+  for (bool backward : {false, true})
+    run_local_ranks(2, [&](const CommPtr& ranks) {
+      std::mt19937 rank_rng(seed);
+      std::optional<optim::ZeroModule::Scope> scope;
+      Tensor kept;
+      {
+        optim::ZeroModule module(ranks, {.cpu_streams = optim::CpuStreams::all});
+        scope.emplace(backward ? module.backward(module.add_unit("fc", unit_params(rank_rng)))
+                               : module.forward(module.add_unit("fc", unit_params(rank_rng))));
+        kept = backward ? scope->grad("weight") : scope->param("weight");
+      }
+      expect_invalid_state([&] { kept.to_doubles(); }, "a view read after its module");
+      kept = Tensor();
+      scope.reset();
+    });
 }
 
 // A unit name or a full parameter name given twice is refused, naming it:

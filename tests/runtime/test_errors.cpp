@@ -40,6 +40,25 @@ BOOST_AUTO_TEST_CASE(user_error_keeps_its_location_out_of_the_message) {
   }
 }
 
+// A call out of order is the caller's to mend: an InvalidState in its
+// terms, the location kept in the object only.
+BOOST_AUTO_TEST_CASE(a_call_out_of_order_keeps_its_location_out_of_the_message) {
+  const bool stepped = true;
+  try {
+    ZRT_CHECK_CALL(!stepped, "step() twice with no backward in between");
+    BOOST_FAIL("no throw");
+  } catch (const InvalidState& e) {
+    BOOST_TEST(std::string(e.what()) == "step() twice with no backward in between");
+    BOOST_TEST(has(e.where(), "check `!stepped` failed at "));
+  }
+  try {
+    ZRT_THROW_CALL("a view read outside its scope");
+  } catch (const InvalidState& e) {
+    BOOST_TEST(std::string(e.what()) == "a view read outside its scope");
+    BOOST_TEST(has(e.where(), "test_errors.cpp:" + std::to_string(e.line())));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(internal_error_names_its_location_in_the_message) {
   const bool open = true;
   try {

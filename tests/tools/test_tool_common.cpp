@@ -69,16 +69,26 @@ BOOST_AUTO_TEST_CASE(a_copy_of_a_stop_signal_is_not_a_second_one) {
   BOOST_TEST((times.take() == Kind::second));
 }
 
+// A call out of order (ZRT_CHECK_CALL) reads as a user error does.
 BOOST_AUTO_TEST_CASE(a_user_error_shows_its_location_under_zrt_debug_only) {
-  const auto e = raised<InvalidArgument>("--steps must be positive");
-  for (const char* debug : {static_cast<const char*>(nullptr), "0"})
-    BOOST_TEST(reported(e, debug) == "zrt-x: error: --steps must be positive\n");
-  const std::string out = reported(e, "1");
-  BOOST_TEST(has(out,
-                 "zrt-x: error: --steps must be positive\nzrt-x: debug: check `1 + 1 == 3` "
-                 "failed at "),
-             out);
-  BOOST_TEST(has(out, "test_tool_common.cpp:"), out);
+  InvalidState out_of_order("");
+  try {
+    ZRT_CHECK_CALL(1 + 1 == 3, "--steps must be positive");
+  } catch (const InvalidState& e) {
+    out_of_order = e;
+  }
+  const InvalidArgument user = raised<InvalidArgument>("--steps must be positive");
+  for (const Error* e :
+       {static_cast<const Error*>(&user), static_cast<const Error*>(&out_of_order)}) {
+    for (const char* debug : {static_cast<const char*>(nullptr), "0"})
+      BOOST_TEST(reported(*e, debug) == "zrt-x: error: --steps must be positive\n");
+    const std::string out = reported(*e, "1");
+    BOOST_TEST(has(out,
+                   "zrt-x: error: --steps must be positive\nzrt-x: debug: check `1 + 1 == 3` "
+                   "failed at "),
+               out);
+    BOOST_TEST(has(out, "test_tool_common.cpp:"), out);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_internal_error_shows_its_location_always_and_once) {

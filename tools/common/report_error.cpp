@@ -37,9 +37,12 @@ std::string error_text(const std::exception& e) {
 void report_error(std::string_view program, const std::exception& e, std::string_view kind,
                   std::FILE* out) {
   std::string text = std::string(program) + ": " + std::string(kind) + ": " + error_text(e) + "\n";
-  const auto* user = dynamic_cast<const UserError*>(&e);
-  if (user && debug_enabled() && !user->where().empty())
-    text += std::string(program) + ": debug: " + user->where() + "\n";
+  // A message without its location (a user error, a call out of order)
+  // gets it under ZRT_DEBUG=1.
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error && debug_enabled() && !error->where().empty() &&
+      std::string_view(error->what()).find(error->where()) == std::string_view::npos)
+    text += std::string(program) + ": debug: " + error->where() + "\n";
   std::fputs(text.c_str(), out);  // one write: ranks of one process do not interleave
 }
 
