@@ -41,6 +41,9 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 " with strategy ", strategy_name(options_.strategy), ", whose zero3 group is ",
                 options_.strategy == ShardingStrategy::no_shard ? "each rank alone" : "the world",
                 " (", fixed_size, "): give 0, or choose hybrid or layer-zero for groups of ", z);
+  ZRT_CHECK_ARG(fixed_zero3 || z == 0 || world_size % z == 0, "ZeroModule: zero3_size ", z,
+                " does not divide the world's ", world_size, " ranks (strategy ",
+                strategy_name(options_.strategy), ")");
   ZRT_CHECK_ARG(
       !options_.cpu_streams || std::string_view(cpu_streams_name(*options_.cpu_streams)) != "?",
       "ZeroModule: CPU streams code ", static_cast<int>(*options_.cpu_streams),

@@ -26,6 +26,16 @@ namespace zrt {
 
 namespace {
 
+// Whether a world's collective timeout is the environment's default (what
+// a timeout message then names), or one its creator gave.
+bool limit_from_environment(std::chrono::milliseconds timeout) noexcept {
+  try {
+    return timeout == default_comm_timeout();
+  } catch (...) {  // ZRT_COMM_TIMEOUT_S changed to nonsense since
+    return false;
+  }
+}
+
 // What a rank posts at a collective's first barrier; the others read it
 // until the collective's last barrier.
 struct Post {
@@ -121,8 +131,11 @@ class LocalGroup {
       for (std::size_t r = 0; r < present_.size(); ++r)
         if (!present_[r]) missing += detail::concat(missing.empty() ? "" : ", ", r);
       broken_ = detail::concat(where(), ": timed out after ", timeout.count(),
-                               " ms waiting for rank(s) [", missing,
-                               "] (local backend; ZRT_COMM_TIMEOUT_S sets the limit)");
+                               " ms waiting for rank(s) [", missing, "] (local backend; ",
+                               limit_from_environment(timeout)
+                                   ? "ZRT_COMM_TIMEOUT_S sets the limit)"
+                                   : "the limit is the timeout given to run_local_ranks or "
+                                     "make_local_world)");
       cv_.notify_all();
       throw CommError(broken_, __FILE__, __LINE__);
     }

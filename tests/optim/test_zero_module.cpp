@@ -591,6 +591,13 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
       },
       "zero3_size 2 with strategy no-shard, whose zero3 group is each rank alone (1)");
   optim::ZeroModule(world, {.strategy = optim::ShardingStrategy::full_shard, .zero3_size = 1});
+  // ... and one that does not divide the world, before any collective.
+  expect(
+      [&] {
+        optim::ZeroModule(make_local_world(3).front(),
+                          {.strategy = optim::ShardingStrategy::hybrid_shard, .zero3_size = 2});
+      },
+      "ZeroModule: zero3_size 2 does not divide the world's 3 ranks (strategy hybrid)");
   optim::ZeroModule dry(world, {.dry_run = true});
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");
