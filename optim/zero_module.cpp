@@ -97,9 +97,9 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
 // A tensor the caller kept from a scope or param_views shares the memory of
 // its unit's unsharded parameter or gradient; released after the module, it
 // would return that memory through streams the module owned. The handles
-// free both as they are destroyed (after the module's streams are synchronized
-// and before they go): a kept view then has no memory, its reads are
-// refused, and letting it go touches nothing.
+// free both as they are destroyed, and the module its tie gradients (after
+// its streams are synchronized and before they go): a kept view then has no
+// memory, its reads are refused, and letting it go touches nothing.
 ZeroModule::~ZeroModule() {
   try {
     expect_scopes_closed("~ZeroModule");
@@ -111,6 +111,7 @@ ZeroModule::~ZeroModule() {
   } catch (const std::exception& e) {
     report_in_destructor("ZeroModule", e);
   }
+  for (const Tie& tie : ties_) free_storage(tie.grad);  // a view of one may be kept too
 }
 
 void ZeroModule::synchronize() const {
@@ -622,9 +623,9 @@ void ZeroModule::open_ties(Unit user, bool backward, std::vector<Unit>* opened) 
     FlatParamHandle& h = handle(owner);
     if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre)
       continue;  // in its own scope
-    ZRT_CHECK_CALL(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(),
-                   "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
-                   "', which is in state ", handle_state_name(h.state()));
+    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(),
+                    "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
+                    "', which is in state ", handle_state_name(h.state()));
     h.pre_forward();
     opened->push_back(owner);
   }

@@ -68,6 +68,7 @@ class Storage {
   // view's name: "has freed storage", or what the owner set, saying where
   // the memory exists (Note [Freed storage]). Set before the storage is shared.
   const std::string& freed_note() const { return freed_note_; }
+  bool has_freed_note() const { return freed_note_ != kDefaultFreedNote; }
   void set_freed_note(std::string note) { freed_note_ = std::move(note); }
 
   // Records that bytes [offset, offset+nbytes) hold parameter `param` of flat
@@ -84,7 +85,8 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   std::shared_ptr<Storage> lender_;  // set while the memory is borrowed
-  std::string freed_note_ = "has freed storage";
+  static constexpr const char* kDefaultFreedNote = "has freed storage";
+  std::string freed_note_ = kDefaultFreedNote;
 
   struct Claim {
     std::size_t begin, end;

@@ -125,7 +125,7 @@ Tensor& Tensor::set_name(std::string name) {
 }
 
 Storage& Tensor::storage() const {
-  ZRT_CHECK_CALL(storage_ != nullptr, "tensor ", str(), " has no storage (a default tensor)");
+  ZRT_CHECK_STATE(storage_ != nullptr, "tensor ", str(), " has no storage (a default tensor)");
   return *storage_;
 }
 
@@ -243,7 +243,10 @@ Tensor Tensor::narrow(std::int64_t start, std::int64_t length) const {
 void* Tensor::data_ptr() const {
   if (is_freed()) {
     if (numel_ == 0) return nullptr;
-    ZRT_THROW_CALL("data access to ", freed_str());
+    // Memory its owner freed and said where it lives (a ZeroModule view
+    // outside its scope) is the caller's to mend; any other is zrt's bug.
+    if (storage_ && storage_->has_freed_note()) ZRT_THROW_CALL("data access to ", freed_str());
+    ZRT_THROW(InvalidState, "data access to ", freed_str());
   }
   std::size_t end = static_cast<std::size_t>(offset_ + numel_) * itemsize();
   ZRT_CHECK_STATE(end <= storage_->nbytes(), "tensor ", str(), " needs ", end,

@@ -33,7 +33,7 @@ scratch_on_tmpfs() {
   [ -z "${TMPDIR:-}" ] && [ -d "$shm" ] && [ -w "$shm" ] || return 0
   [ "$(stat -f -c %T "$shm")" = tmpfs ] || return 0
   [ "$(df -P -k "$shm" | awk 'NR == 2 { print $4 }')" -ge $((4 * 1024 * 1024)) ] || return 0
-  TMPDIR=$(mktemp -d "$shm/zrt-sanitize.XXXXXX")
+  TMPDIR=$(mktemp -d "$shm/zrt-sanitize.XXXXXX") || return 0
   export TMPDIR
   trap 'rm -rf "$TMPDIR"' EXIT
   echo "tools/sanitize.sh: scratch files in $TMPDIR"

@@ -350,6 +350,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, std::strin
   ZRT_CHECK_STATE(child != nullptr, "split on group ", name_, ": the ", backend_name(),
                   " backend returned no group");
   child->set_timeout(timeout_);
+  child->timeout_from_environment_ = timeout_from_environment_;
   child->set_tracer(tracer_);
   child->set_phase_timer(phase_timer_);
   child->flight_ = flight_;  // one ring per rank

@@ -80,7 +80,13 @@ class Communicator {
   // Collectives issued so far (the last one's sequence number).
   std::uint64_t sequence_number() const { return seq_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  void set_timeout(std::chrono::milliseconds t) {
+    timeout_ = t;
+    timeout_from_environment_ = false;
+  }
+  // Whether the timeout is ZRT_COMM_TIMEOUT_S's default, read at creation
+  // (what a timeout message names), not one set on the group or its parent.
+  bool timeout_from_environment() const { return timeout_from_environment_; }
   // Records every collective of this group (and of groups split from it
   // afterwards) on the tracer's communication track; null: none.
   void set_tracer(TracerPtr tracer) { tracer_ = std::move(tracer); }
@@ -222,6 +228,7 @@ class Communicator {
   CollectiveContract running_contract_;  // the same
   Event queued_{Device::cpu()};          // recorded after each collective queued on a CPU stream
   std::chrono::milliseconds timeout_;
+  bool timeout_from_environment_ = true;
   TracerPtr tracer_;
   PhaseTimerPtr phase_timer_;
   std::shared_ptr<FlightRecorder> flight_;

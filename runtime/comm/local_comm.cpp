@@ -26,16 +26,6 @@ namespace zrt {
 
 namespace {
 
-// Whether a world's collective timeout is the environment's default (what
-// a timeout message then names), or one its creator gave.
-bool limit_from_environment(std::chrono::milliseconds timeout) noexcept {
-  try {
-    return timeout == default_comm_timeout();
-  } catch (...) {  // ZRT_COMM_TIMEOUT_S changed to nonsense since
-    return false;
-  }
-}
-
 // What a rank posts at a collective's first barrier; the others read it
 // until the collective's last barrier.
 struct Post {
@@ -108,8 +98,8 @@ class LocalGroup {
   // others. Throws CommError (prefixed by where()) on timeout or when the
   // group is broken.
   template <class Where>
-  void arrive(int rank, std::chrono::milliseconds timeout, const Where& where,
-              const std::function<void()>& on_last = {}) {
+  void arrive(int rank, std::chrono::milliseconds timeout, bool timeout_from_environment,
+              const Where& where, const std::function<void()>& on_last = {}) {
     std::unique_lock lock(mu_);
     if (!broken_.empty()) ZRT_THROW(CommError, where(), ": the group failed earlier: ", broken_);
     const std::uint64_t gen = generation_;
@@ -132,10 +122,10 @@ class LocalGroup {
         if (!present_[r]) missing += detail::concat(missing.empty() ? "" : ", ", r);
       broken_ = detail::concat(where(), ": timed out after ", timeout.count(),
                                " ms waiting for rank(s) [", missing, "] (local backend; ",
-                               limit_from_environment(timeout)
+                               timeout_from_environment
                                    ? "ZRT_COMM_TIMEOUT_S sets the limit)"
-                                   : "the limit is the timeout given to run_local_ranks or "
-                                     "make_local_world)");
+                                   : "the limit is the one the group was given: run_local_ranks, "
+                                     "make_local_world or set_timeout)");
       cv_.notify_all();
       throw CommError(broken_, __FILE__, __LINE__);
     }
@@ -343,7 +333,7 @@ class LocalCommunicator final : public Communicator {
     const char* op = p.op;
     group_->post(rank()) = p;
     group_->arrive(
-        rank(), timeout(), [&] { return where(op); },
+        rank(), timeout(), timeout_from_environment(), [&] { return where(op); },
         [&] {
           group_->disagreement = find_disagreement();
           if (group_->disagreement.empty() && on_last) on_last();
@@ -372,7 +362,7 @@ class LocalCommunicator final : public Communicator {
 
   // The barrier after which no rank reads another's posted buffers.
   void depart(const char* op) {
-    group_->arrive(rank(), timeout(), [&] { return where(op); });
+    group_->arrive(rank(), timeout(), timeout_from_environment(), [&] { return where(op); });
   }
 
   // dst = reduction over ranks of (posted src + byte_offset), `count` elements.
@@ -596,7 +586,8 @@ std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout,
   comms.reserve(n);
   for (int r = 0; r < n; ++r) {
     comms.push_back(std::make_shared<LocalCommunicator>(r, n, "world", group));
-    comms.back()->set_timeout(timeout);
+    // The environment's default stays named as such in timeout messages.
+    if (timeout != default_comm_timeout()) comms.back()->set_timeout(timeout);
     comms.back()->set_link_model(link);
   }
   return comms;
