@@ -42,14 +42,19 @@ scratch_on_tmpfs
 
 # configure_and_build DIR SANITIZERS OPT [CMAKE_ARGS...] -- TARGETS...
 # OPT: the optimisation level of all but the kernels' CPU twins, which keep
-# -O1 (ZRT_KERNEL_OPT); -g1: line tables for the reports.
+# -O1 (ZRT_KERNEL_OPT); -g1: line tables for the reports. Unity builds: each
+# target's sources compiled a batch at a time, their headers parsed once per
+# batch (the ASan build took 470 s instead of 620, TSan's 196 instead of
+# about 290, on two cores); the README's build, CI's first stage, compiles
+# file by file, so each source still proves it includes what it uses. Two
+# files of one target must not define one name in an anonymous namespace.
 configure_and_build() {
   local dir=$1 sanitizers=$2 opt=$3 args=()
   shift 3
   while [ "$1" != -- ]; do args+=("$1"); shift; done
   shift
   cmake -S . -B "$dir" -G Ninja -DZRT_CUDA=OFF -DZRT_SANITIZE="$sanitizers" -DCMAKE_BUILD_TYPE=None \
-    -DCMAKE_CXX_FLAGS="$opt -g1" "${args[@]}" > /dev/null
+    -DCMAKE_CXX_FLAGS="$opt -g1" -DCMAKE_UNITY_BUILD=ON "${args[@]}" > /dev/null
   cmake --build "$dir" -j "$jobs" --target "$@"
 }
 

@@ -28,7 +28,7 @@ namespace {
 using kernels::acc_dtype;
 
 const std::vector<DType> kNnFloats = {DType::f32, DType::bf16};
-const std::vector<OpDims> kLengths = {{1}, {7}, {8}, {1031}, {65537}};
+const std::vector<OpDims> kNnLengths = {{1}, {7}, {8}, {1031}, {65537}};
 
 double bytes(double elements, DType t) { return elements * double(dtype_size(t)); }
 
@@ -43,7 +43,7 @@ OpRegistration elementwise(std::string name, std::function<void(OpRun&, const Op
                            double moved) {
   return {
       .name = std::move(name),
-      .dims = kLengths,
+      .dims = kNnLengths,
       .dtypes = kNnFloats,
       .make_inputs =
           [](const OpDims& d, DType t, std::mt19937_64& g) {

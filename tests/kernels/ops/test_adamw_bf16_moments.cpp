@@ -20,7 +20,7 @@ using kernels::ElementRange;
 
 namespace {
 
-constexpr double kRtol = 4e-6;
+constexpr double kParamRtol = 4e-6;
 const AdamWHyperparams kHp{
     .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
 
@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_CASE(each_moment_is_the_keyed_rounding_of_the_float64_reference)
                            {.grad_scale = 0.5, .param_out = std::nullopt, .rounding = rounding});
       BOOST_TEST_CONTEXT("n=" << n << " grad " << dtype_name(gt)) {
         // The update used m and v before their rounding.
-        check_close(p.to_doubles(), ref.p, kRtol, "param");
+        check_close(p.to_doubles(), ref.p, kParamRtol, "param");
         const std::vector<double> gm = m.to_doubles(), gv = v.to_doubles();
         std::int64_t decided = 0;
         for (std::int64_t i = 0; i < n; ++i) {
