@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -12,9 +13,45 @@
 #include "zrt/kernels/ops/norm.h"
 #include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
+#include "zrt/runtime/comm/rank_agreement.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
+
+namespace {
+
+// The options every rank's module must share (Note [Ranks agree on their
+// settings]), with the zero3 group's size resolved. A rank's device index,
+// disk directory, streams, memory limit, allocators and tracer are its own.
+Settings options_every_rank_shares(const ZeroModuleOptions& o, int zero3_size) {
+  auto exact = [](double x) {  // the shortest text that reads back as x
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
+  };
+  auto boolean = [](bool b) { return std::string(b ? "true" : "false"); };
+  const std::string offload = o.offload_optimizer.str();
+  const AdamWOptions& a = o.adamw;
+  return {{"strategy", strategy_name(o.strategy)},
+          {"zero3_size", std::to_string(zero3_size)},
+          {"dtype", dtype_name(o.dtype)},
+          {"grad_reduce.dtype", reduce_dtype_name(o.grad_reduce.dtype)},
+          {"grad_reduce.op", reduce_op_name(o.grad_reduce.op)},
+          {"grad_reduce.offload", boolean(o.grad_reduce.offload)},
+          {"gather.dtype", gather_dtype_name(o.gather.dtype)},
+          {"device", o.device.is_cuda() ? "cuda" : "cpu"},
+          {"adamw.beta1", exact(a.beta1)},
+          {"adamw.beta2", exact(a.beta2)},
+          {"adamw.eps", exact(a.eps)},
+          {"adamw.weight_decay", exact(a.weight_decay)},
+          {"adamw.max_grad_norm", exact(a.max_grad_norm)},
+          {"adamw.max_consecutive_skips", std::to_string(a.max_consecutive_skips)},
+          {"adamw.state_dtype", dtype_name(a.state_dtype)},
+          {"adamw.rounding_seed", std::to_string(a.rounding_seed)},
+          {"offload_optimizer", offload.substr(0, offload.find(':'))},
+          {"dry_run", boolean(o.dry_run)}};
+}
+
+}  // namespace
 
 ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
@@ -50,6 +87,17 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
       " is none of none, comm, all");
   ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(),
                 "ZeroModule: a dry run runs on cpu, not ", options_.device.str());
+  // Before the first split, which another strategy would make otherwise.
+  std::string differ;
+  for (const std::string& line :
+       differing_settings(*world_, options_every_rank_shares(options_, fixed_zero3 ? fixed_size
+                                                                       : z > 0     ? z
+                                                                                   : world_size)))
+    differ += "\n  " + line;
+  ZRT_CHECK_ARG(differ.empty(),
+                "ZeroModule: the ranks were given different options; every rank must construct "
+                "its ZeroModule with the same:",
+                differ);
   set_current_device(options_.device);
   allocator_ = options_.allocator ? options_.allocator
                : options_.dry_run

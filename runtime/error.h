@@ -32,7 +32,8 @@ namespace zrt {
 // One exception: a call out of order that the caller makes and can mend (a
 // step with no backward, a scope inside another, a view read outside its
 // scope) is an InvalidState written in the caller's terms, ZRT_CHECK_CALL
-// and ZRT_THROW_CALL: its message keeps the location out too.
+// and ZRT_THROW_CALL: its message keeps the location out too (throw_error's
+// Said::to_caller; every check macro is the one body, ZRT_CHECK_SAID).
 class Error : public std::runtime_error {
  public:
   Error(std::string what, const char* file = "", int line = 0, const char* expr = "")
@@ -110,11 +111,17 @@ std::string concat(Args&&... args) {
 // " [check `expr` failed at file:line]" or " [at file:line]".
 std::string location_suffix(const char* expr, const char* file, int line);
 
-// Throws E with `msg`; an internal error's message ends with the location
-// (Note [User errors and internal errors]).
-template <class E, bool kLocated = !std::is_base_of_v<UserError, E>>
+// Whose terms a message is in (Note [User errors and internal errors]):
+// by_kind: an internal error's message ends with the location, a user
+// error's does not; to_caller: a call out of order, said in the caller's
+// terms, never does. The location is kept in where() either way.
+enum class Said { by_kind, to_caller };
+
+// Throws E with `msg`, located as `said` says.
+template <class E, Said said = Said::by_kind>
 [[noreturn]] void throw_error(const char* expr, const char* file, int line, std::string msg) {
-  if constexpr (kLocated) msg += location_suffix(expr, file, line);
+  if constexpr (said == Said::by_kind && !std::is_base_of_v<UserError, E>)
+    msg += location_suffix(expr, file, line);
   throw E(std::move(msg), file, line, expr);
 }
 
@@ -130,24 +137,22 @@ void report_in_destructor(const char* where, const std::exception& e) noexcept;
 // The one generic check: throws ErrorType with a message built from the
 // remaining arguments (streamed together), recording the expression, file and
 // line (in the message too for an internal error).
-#define ZRT_CHECK_AS(ErrorType, cond, ...)                                       \
-  do {                                                                           \
-    if (!(cond)) [[unlikely]]                                                    \
-      ::zrt::detail::throw_error<ErrorType>(#cond, __FILE__, __LINE__,           \
-                                            ::zrt::detail::concat(__VA_ARGS__)); \
-  } while (0)
+#define ZRT_CHECK_AS(ErrorType, cond, ...) ZRT_CHECK_SAID(ErrorType, by_kind, cond, __VA_ARGS__)
 
 // A call out of order, said in the caller's terms (Note [User errors and
 // internal errors]): InvalidState without the location in its message.
-#define ZRT_CHECK_CALL(cond, ...)                                                                 \
-  do {                                                                                            \
-    if (!(cond)) [[unlikely]]                                                                     \
-      ::zrt::detail::throw_error<::zrt::InvalidState, false>(#cond, __FILE__, __LINE__,           \
-                                                             ::zrt::detail::concat(__VA_ARGS__)); \
+#define ZRT_CHECK_CALL(cond, ...) ZRT_CHECK_SAID(::zrt::InvalidState, to_caller, cond, __VA_ARGS__)
+#define ZRT_THROW_CALL(...)                                                        \
+  ::zrt::detail::throw_error<::zrt::InvalidState, ::zrt::detail::Said::to_caller>( \
+      "", __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__))
+
+// Both checks' body; `said`: a detail::Said.
+#define ZRT_CHECK_SAID(ErrorType, said, cond, ...)                        \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
+      ::zrt::detail::throw_error<ErrorType, ::zrt::detail::Said::said>(   \
+          #cond, __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__)); \
   } while (0)
-#define ZRT_THROW_CALL(...)                                                      \
-  ::zrt::detail::throw_error<::zrt::InvalidState, false>("", __FILE__, __LINE__, \
-                                                         ::zrt::detail::concat(__VA_ARGS__))
 
 #define ZRT_CHECK_ARG(cond, ...) ZRT_CHECK_AS(::zrt::InvalidArgument, cond, __VA_ARGS__)
 #define ZRT_CHECK_STATE(cond, ...) ZRT_CHECK_AS(::zrt::InvalidState, cond, __VA_ARGS__)

@@ -6,7 +6,6 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <sstream>
 
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
@@ -15,6 +14,7 @@
 #include "zrt/kernels/ops/quantize.h"
 #include "zrt/kernels/ops/quantize_math.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
+#include "zrt/runtime/comm/rank_agreement.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
@@ -78,27 +78,27 @@ void check_params(const std::vector<NamedParam>& params) {
   }
 }
 
-std::string fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, const ZeroGroups& g,
-                        const std::vector<SharedParamSpec>& shared) {
-  std::ostringstream os;
-  os << "flat parameter '" << o.name << "' param_dtype=" << dtype_name(o.param_dtype)
-     << " reduce_dtype=" << reduce_dtype_name(o.grad_reduce.dtype)
-     << " gather_dtype=" << gather_dtype_name(o.gather.dtype) << " zero1=" << g.zero1->size()
-     << " zero3=" << g.zero3->size() << " replica=" << (g.replica ? g.replica->size() : 0)
-     << " params=" << l.num_params() << " numel_padded=" << l.numel_padded() << "\n";
-  for (const auto& p : l.params())
-    os << "parameter '" << p.fqn << "' " << shape_str(p.shape) << " pad_rows=" << p.pad_rows
-       << "\n";
-  for (const auto& s : shared)
-    os << "tied '" << s.fqn << "' -> '" << l.params()[s.prim_index].fqn << "'\n";
-  return os.str();
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream is(s);
-  for (std::string line; std::getline(is, line);) out.push_back(line);
-  return out;
+// What the ranks of a zero1 group must agree on (Note [Ranks agree on their settings]).
+Settings fingerprint(const FlatParamOptions& o, const FlatParamLayout& l, const ZeroGroups& g,
+                     const std::vector<SharedParamSpec>& shared) {
+  Settings s = {{"param_dtype", dtype_name(o.param_dtype)},
+                {"reduce_dtype", reduce_dtype_name(o.grad_reduce.dtype)},
+                {"gather_dtype", gather_dtype_name(o.gather.dtype)},
+                {"zero1 group size", std::to_string(g.zero1->size())},
+                {"zero3 group size", std::to_string(g.zero3->size())},
+                {"replica group size", std::to_string(g.replica ? g.replica->size() : 0)},
+                {"parameters", std::to_string(l.num_params())},
+                {"padded elements", std::to_string(l.numel_padded())}};
+  for (std::size_t i = 0; i < l.num_params(); ++i) {
+    const auto& p = l.params()[i];
+    s.emplace_back(detail::concat("parameter ", i),
+                   detail::concat("'", p.fqn, "' ", shape_str(p.shape), " pad_rows=", p.pad_rows));
+  }
+  for (std::size_t i = 0; i < shared.size(); ++i)
+    s.emplace_back(
+        detail::concat("tie ", i),
+        detail::concat("'", shared[i].fqn, "' -> '", l.params()[shared[i].prim_index].fqn, "'"));
+  return s;
 }
 
 // The block grid of the handle's quantized collectives, 0 without one (Note
@@ -344,30 +344,12 @@ void FlatParamHandle::wait_for_uploads() const {
 }
 
 void FlatParamHandle::validate_across_ranks() const {
-  const std::string mine = fingerprint(options_, layout_, groups_, shared_);
-  auto all = groups_.zero1->all_gather_bytes(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(mine.data()), mine.size()));
-  std::vector<std::vector<std::string>> lines;
-  for (const auto& bytes : all)
-    lines.push_back(
-        split_lines(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
-  // The first entry on which any rank differs from rank 0, named identically on every rank.
-  std::size_t longest = 0;
-  for (const auto& l : lines) longest = std::max(longest, l.size());
-  for (std::size_t k = 0; k < longest; ++k) {
-    auto entry = [&](std::size_t r) {
-      return k < lines[r].size() ? lines[r][k] : std::string("<nothing>");
-    };
-    std::vector<int> differ;
-    for (std::size_t r = 1; r < lines.size(); ++r)
-      if (entry(r) != entry(0)) differ.push_back(static_cast<int>(r));
-    if (differ.empty()) continue;
-    std::ostringstream msg;
-    msg << "flat parameter '" << options_.name << "' differs across the zero1 group ("
-        << groups_.zero1->name() << "): rank 0 has " << entry(0);
-    for (int r : differ) msg << "; rank " << r << " has " << entry(static_cast<std::size_t>(r));
-    ZRT_THROW(InvalidArgument, msg.str());
-  }
+  // The first setting on which any rank differs, named identically on every rank.
+  const auto differ =
+      differing_settings(*groups_.zero1, fingerprint(options_, layout_, groups_, shared_));
+  ZRT_CHECK_ARG(differ.empty(), "flat parameter '", options_.name,
+                "' differs across the zero1 group (", groups_.zero1->name(),
+                "): ", differ.empty() ? "" : differ.front());
 }
 
 std::optional<std::size_t> FlatParamHandle::find(const std::string& name) const {

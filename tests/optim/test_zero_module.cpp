@@ -549,6 +549,53 @@ BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
   });
 }
 
+// Note [Ranks agree on their settings]: a rank given another strategy,
+// dtype, AdamW setting or optimizer offload than the others is named, with
+// its value, by every rank as the modules are built (another strategy would
+// otherwise split other groups: a collective mismatch naming no option).
+BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
+  struct Case {
+    std::function<void(optim::ZeroModuleOptions&)> change;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& o) {
+         o.strategy = optim::ShardingStrategy::hybrid_shard;
+         o.zero3_size = 1;
+       },
+       "strategy: rank 0 has full; rank 2 has hybrid"},
+      {[](auto& o) { o.dtype = DType::bf16; }, "dtype: rank 0 has f32; rank 2 has bf16"},
+      {[](auto& o) { o.adamw.beta2 = 0.95; }, "adamw.beta2: rank 0 has 0.999; rank 2 has 0.95"},
+      {[](auto& o) { o.adamw.state_dtype = DType::bf16; },
+       "adamw.state_dtype: rank 0 has f32; rank 2 has bf16"},
+      {[](auto& o) { o.offload_optimizer = optim::parse_optimizer_offload("host"); },
+       "offload_optimizer: rank 0 has none; rank 2 has host"}};
+  for (const Case& c : cases)
+    run_local_ranks(3, [&](const CommPtr& world) {
+      optim::ZeroModuleOptions options;
+      if (world->rank() == 2) c.change(options);
+      std::string message;  // checked with ZRT_EXPECT: Boost.Test's checks are not for rank threads
+      try {
+        optim::ZeroModule module(world, options);
+      } catch (const InvalidArgument& e) {
+        message = e.what();
+      }
+      ZRT_EXPECT(message.find("the ranks were given different options") != std::string::npos &&
+                     message.find(c.expected) != std::string::npos,
+                 "rank ", world->rank(), ": '", message, "' does not name ", c.expected);
+    });
+  // A rank's own disk directory, memory limit and CPU streams may differ.
+  test::TempDir scratch;
+  run_local_ranks(2, [&](const CommPtr& world) {
+    optim::ZeroModuleOptions options;
+    options.offload_optimizer = optim::parse_optimizer_offload("disk:" + scratch.str() + "/r" +
+                                                               std::to_string(world->rank()));
+    options.memory_limit = world->rank() == 0 ? 0 : std::size_t{1} << 30;
+    options.cpu_streams = world->rank() == 0 ? optim::CpuStreams::none : optim::CpuStreams::all;
+    optim::ZeroModule module(world, options);
+  });
+}
+
 // Misuse of the module names the call the caller made and what to do, not
 // an inner object's state or a library's parse error.
 BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {

@@ -9,6 +9,7 @@
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/models/model_config.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/runtime/comm/rank_agreement.h"
 #include "zrt/runtime/error.h"
 
 namespace zrt::train {
@@ -140,21 +141,15 @@ std::string rank_agreement_json(const TrainOptions& o) {
 }
 
 void check_ranks_agree(const std::vector<std::string>& per_rank) {
-  std::vector<nlohmann::json> ranks;
-  for (const std::string& text : per_rank)
-    ranks.push_back(nlohmann::json::parse(text, nullptr, false));
-  if (ranks.empty() || !ranks[0].is_object()) return;
-  std::string problems;
-  for (const auto& [key, value] : ranks[0].items()) {
-    std::string differ;
-    for (std::size_t r = 1; r < ranks.size(); ++r) {
-      const bool has = ranks[r].is_object() && ranks[r].contains(key);
-      if (!has || ranks[r][key] != value)
-        differ += detail::concat("; rank ", r, " has ", has ? ranks[r][key].dump() : "nothing");
-    }
-    if (!differ.empty())
-      problems += detail::concat("\n  ", key, ": rank 0 has ", value.dump(), differ);
+  std::vector<Settings> ranks;
+  for (const std::string& text : per_rank) {
+    Settings& flags = ranks.emplace_back();
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object())
+      for (const auto& [key, value] : j.items()) flags.emplace_back(key, value.dump());
   }
+  std::string problems;
+  for (const std::string& line : differing_settings(ranks)) problems += "\n  " + line;
   ZRT_CHECK_ARG(problems.empty(),
                 "the ranks were started with different flags or inputs; every rank of a run must "
                 "be given the same:",
