@@ -69,9 +69,14 @@ asan() {
   # Unit tests that start mpirun themselves are labelled `launcher`.
   # Label `sources`: checks of the sources and scripts that run no zrt code.
   # zrt-bench's suites time the library calls the suites make (it is not
-  # built). Two engine sweeps are left out: early gathers with AdamW's
-  # moments on disk (its disk buffers are test_optimizer_offload's, its
-  # gathers the in-memory sweep's; a tenth of the stage) and the three
+  # built). test_zrt_train_memory's dozen zrt-train runs (87 s of the run)
+  # weigh the peaks they measure against the plan: the engine, plan and
+  # offload code that test_memory_plan, test_activation_checkpointing and
+  # test_optimizer_offload run in-process, and zrt-train's own, which the
+  # other zrt-train suites run. Two engine sweeps are left out: early
+  # gathers with AdamW's moments on disk (its disk buffers are
+  # test_optimizer_offload's, its gathers the in-memory sweep's; a tenth of
+  # the stage) and the three
   # quantized collectives' (their buffers are test_flat_param_handle's
   # quantized_* cases', every strategy in int8 and int4).
   local sweeps='!engine_equivalence/gathering_after_the_update_with_moments_on_disk_changes_no_number'
@@ -80,7 +85,7 @@ asan() {
   sweeps+=':!engine_equivalence/int4_gradient_reduction_trains_close_and_repeats'
   ASAN_OPTIONS=detect_leaks=1 BOOST_TEST_RUN_FILTERS=$sweeps \
     ctest --test-dir "$build" --output-on-failure -j "$jobs" -L unit -LE "launcher|sources" \
-    -E "^(test_install_consumer|test_engine_equivalence_async|test_zrt_bench_train|test_zrt_bench_suites)\$"
+    -E "^(test_install_consumer|test_engine_equivalence_async|test_zrt_bench_(train|suites)|test_zrt_train_memory)\$"
   # The equivalences with the compute on a CPU stream of its own (it keeps
   # both cores busy alone) without the early gathers too, whose buffers the
   # run above checked and whose waits are the other cases'.
