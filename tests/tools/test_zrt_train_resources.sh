@@ -6,11 +6,12 @@
 #   timeout);
 # - disk space: --save and --checkpoint-dir on a filesystem with less free
 #   space than they need are refused before training, naming the path and
-#   the bytes needed and available, and nothing is written.
+#   the bytes needed and available, and nothing is written; a path on a
+#   filesystem that stores no files (/proc) is refused as such.
 # The thread limit is RLIMIT_NPROC (`ulimit -u`), which binds only non-root
 # users: as root the run is made as `nobody` (setpriv). Small filesystems are
 # tmpfs mounts in a private mount namespace (unshare -m), which needs root.
-# A part whose limit cannot be set is skipped; exit 77 when both are.
+# A part whose limit cannot be set is skipped; exit 77 when nothing ran.
 # usage: test_zrt_train_resources.sh PATH/TO/zrt-train
 set -u
 train=$(realpath "$1")
@@ -58,6 +59,15 @@ else
 fi
 
 # --- disk space --------------------------------------------------------------
+# A virtual filesystem stores no files: said so, not as a lack of space.
+out=$("$train" --steps 1 --save /proc/zrt-w.safetensors 2>&1); rc=$?
+if [ $rc -eq 1 ] && grep -q -- "--save /proc/zrt-w.safetensors: /proc is on a virtual filesystem that stores no files" <<<"$out" &&
+  ! shows_source "--save under /proc" "$out"; then
+  echo "ok   --save under /proc: $(grep -m1 error <<<"$out")"
+  ran=1
+else
+  fail "--save under /proc: exit code $rc: $out"
+fi
 space_cases() {  # inside a private mount namespace: the mounts end with it
   for kib in 64 256 512; do
     mkdir "$dir/fs$kib" && mount -t tmpfs -o "size=${kib}k" tmpfs "$dir/fs$kib" || return 2

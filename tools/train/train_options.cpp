@@ -883,6 +883,11 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
       names +=
           detail::concat(names.empty() ? "" : " and ", out->flag, " ", out->path,
                          use.outputs.size() > 1 ? detail::concat(" (", out->bytes, " bytes)") : "");
+    // A filesystem of no capacity stores no files at all (/proc, /sys): no
+    // amount of free space would do.
+    ZRT_CHECK_ARG(space.capacity > 0, names, ": ", use.dir.string(),
+                  " is on a virtual filesystem that stores no files (as /proc and /sys are); "
+                  "give a path on a disk");
     ZRT_THROW(ResourceError, "not enough free disk space: ", names,
               use.outputs.size() > 1 ? " together need " : " needs ", use.bytes,
               " bytes, but the filesystem of ", use.dir.string(), " has ", space.available,
