@@ -21,9 +21,15 @@ namespace zrt::optim {
 namespace {
 
 // The options every rank's module must share (Note [Ranks agree on their
-// settings]), with the zero3 group's size resolved. A rank's device index,
-// disk directory, streams, memory limit, allocators and tracer are its own.
-Settings options_every_rank_shares(const ZeroModuleOptions& o, int zero3_size) {
+// settings]). A rank's device index, disk directory, streams, memory limit,
+// allocators and tracer are its own. Read before the options are checked:
+// a value out of range is compared as its name ("?") or number.
+Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
+  // The zero3 group's size: zero3_size, or for 0 the strategy's own group.
+  const bool fixed =
+      o.strategy != ShardingStrategy::hybrid_shard && o.strategy != ShardingStrategy::layer_zero;
+  const int own = o.strategy == ShardingStrategy::no_shard ? 1 : world_size;
+  const int zero3_group = o.zero3_size != 0 ? o.zero3_size : fixed ? own : world_size;
   auto exact = [](double x) {  // the shortest text that reads back as x
     char text[32];
     return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
@@ -32,7 +38,7 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int zero3_size) {
   const std::string offload = o.offload_optimizer.str();
   const AdamWOptions& a = o.adamw;
   return {{"strategy", strategy_name(o.strategy)},
-          {"zero3_size", std::to_string(zero3_size)},
+          {"zero3 group size", std::to_string(zero3_group)},
           {"dtype", dtype_name(o.dtype)},
           {"grad_reduce.dtype", reduce_dtype_name(o.grad_reduce.dtype)},
           {"grad_reduce.op", reduce_op_name(o.grad_reduce.op)},
@@ -56,6 +62,14 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int zero3_size) {
 ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
   ZRT_CHECK_ARG(world_ != nullptr, "ZeroModule needs a world communicator");
+  // First (Note [Ranks agree on their settings]): the checks below then see
+  // one set of options on every rank, and no split is made with another.
+  const auto differ =
+      differing_settings(*world_, options_every_rank_shares(options_, world_->size()));
+  ZRT_CHECK_ARG(differ.empty(),
+                "ZeroModule: the ranks were given different options; every rank must construct "
+                "its ZeroModule with the same:",
+                indented_lines(differ));
   ZRT_CHECK_ARG(is_compute_float(options_.dtype),
                 "ZeroModule: compute dtype must be f32, bf16 or f16, not ",
                 dtype_name(options_.dtype));
@@ -87,17 +101,6 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
       " is none of none, comm, all");
   ZRT_CHECK_ARG(!options_.dry_run || options_.device.is_cpu(),
                 "ZeroModule: a dry run runs on cpu, not ", options_.device.str());
-  // Before the first split, which another strategy would make otherwise.
-  std::string differ;
-  for (const std::string& line :
-       differing_settings(*world_, options_every_rank_shares(options_, fixed_zero3 ? fixed_size
-                                                                       : z > 0     ? z
-                                                                                   : world_size)))
-    differ += "\n  " + line;
-  ZRT_CHECK_ARG(differ.empty(),
-                "ZeroModule: the ranks were given different options; every rank must construct "
-                "its ZeroModule with the same:",
-                differ);
   set_current_device(options_.device);
   allocator_ = options_.allocator ? options_.allocator
                : options_.dry_run
@@ -278,8 +281,20 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
                   " a parameter is the buffer of an earlier unit's parameter whose values "
                   "changed since it was added (rank ",
                   r, "'s error names them)");
-  for (const Summary& r : ranks)
-    if (r.layout != mine.layout) return;  // the handle's own check names the difference
+  // Other names or shapes on some rank: named over the world, since the
+  // handle compares only within its zero1 group (a rank alone under
+  // no-shard, one replica under hybrid), where the element counts may agree.
+  if (std::any_of(ranks.begin(), ranks.end(),
+                  [&](const Summary& r) { return r.layout != ranks[0].layout; })) {
+    Settings layout;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      layout.emplace_back(detail::concat("parameter ", i),
+                          detail::concat("'", ps[i].fqn(), "' ", shape_str(ps[i].tensor.shape())));
+    ZRT_THROW(InvalidArgument, "ZeroModule::add_unit('", unit,
+              "'): the ranks passed other parameters (every rank adds the same units in the same "
+              "order, with the same names and shapes):",
+              indented_lines(differing_settings(*world_, layout)));
+  }
   for (std::size_t r = 0; r < ranks.size(); ++r)
     ZRT_CHECK_ARG(ranks[r].non_finite<0, "ZeroModule::add_unit('", unit, "'): parameter '",
                                       ps[static_cast<std::size_t>(ranks[r].non_finite)].fqn(),

@@ -137,21 +137,24 @@ void report_in_destructor(const char* where, const std::exception& e) noexcept;
 // The one generic check: throws ErrorType with a message built from the
 // remaining arguments (streamed together), recording the expression, file and
 // line (in the message too for an internal error).
-#define ZRT_CHECK_AS(ErrorType, cond, ...) ZRT_CHECK_SAID(ErrorType, by_kind, cond, __VA_ARGS__)
+#define ZRT_CHECK_AS(ErrorType, cond, ...) \
+  ZRT_CHECK_SAID(ErrorType, by_kind, cond, #cond, __VA_ARGS__)
 
 // A call out of order, said in the caller's terms (Note [User errors and
 // internal errors]): InvalidState without the location in its message.
-#define ZRT_CHECK_CALL(cond, ...) ZRT_CHECK_SAID(::zrt::InvalidState, to_caller, cond, __VA_ARGS__)
+#define ZRT_CHECK_CALL(cond, ...) \
+  ZRT_CHECK_SAID(::zrt::InvalidState, to_caller, cond, #cond, __VA_ARGS__)
 #define ZRT_THROW_CALL(...)                                                        \
   ::zrt::detail::throw_error<::zrt::InvalidState, ::zrt::detail::Said::to_caller>( \
       "", __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__))
 
-// Both checks' body; `said`: a detail::Said.
-#define ZRT_CHECK_SAID(ErrorType, said, cond, ...)                        \
-  do {                                                                    \
-    if (!(cond)) [[unlikely]]                                             \
-      ::zrt::detail::throw_error<ErrorType, ::zrt::detail::Said::said>(   \
-          #cond, __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__)); \
+// Both checks' body; `said`: a detail::Said; `text`: the condition as the
+// check was written (stringified there, before any macro in it expands).
+#define ZRT_CHECK_SAID(ErrorType, said, cond, text, ...)                 \
+  do {                                                                   \
+    if (!(cond)) [[unlikely]]                                            \
+      ::zrt::detail::throw_error<ErrorType, ::zrt::detail::Said::said>(  \
+          text, __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #define ZRT_CHECK_ARG(cond, ...) ZRT_CHECK_AS(::zrt::InvalidArgument, cond, __VA_ARGS__)

@@ -70,10 +70,11 @@ asan() {
   # Label `sources`: checks of the sources and scripts that run no zrt code.
   # zrt-bench's suites time the library calls the suites make (it is not
   # built). test_zrt_train_memory's dozen zrt-train runs (87 s of the run)
-  # weigh the peaks they measure against the plan: the engine, plan and
-  # offload code that test_memory_plan, test_activation_checkpointing and
-  # test_optimizer_offload run in-process, and zrt-train's own, which the
-  # other zrt-train suites run. Two engine sweeps are left out: early
+  # weigh the peaks they measure against the plan: the engine, plan, --fit
+  # sweep and offload code that test_memory_plan,
+  # test_activation_checkpointing and test_optimizer_offload run in-process;
+  # of zrt-train's own code it alone runs the printing of the plan and of
+  # the settings that fit. Two engine sweeps are left out: early
   # gathers with AdamW's moments on disk (its disk buffers are
   # test_optimizer_offload's, its gathers the in-memory sweep's; a tenth of
   # the stage) and the three

@@ -344,12 +344,11 @@ void FlatParamHandle::wait_for_uploads() const {
 }
 
 void FlatParamHandle::validate_across_ranks() const {
-  // The first setting on which any rank differs, named identically on every rank.
   const auto differ =
       differing_settings(*groups_.zero1, fingerprint(options_, layout_, groups_, shared_));
   ZRT_CHECK_ARG(differ.empty(), "flat parameter '", options_.name,
                 "' differs across the zero1 group (", groups_.zero1->name(),
-                "): ", differ.empty() ? "" : differ.front());
+                "):", indented_lines(differ));
 }
 
 std::optional<std::size_t> FlatParamHandle::find(const std::string& name) const {

@@ -512,20 +512,46 @@ BOOST_AUTO_TEST_CASE(initial_values_agree_across_ranks) {
                       "rank 2 passed other initial values than rank 0");
   error_on_every_rank([&](int r, int i) { return r == 1 && i == 3 ? std::nan("") : base[i]; },
                       "parameter 'fc.w' holds NaN or infinite values on rank 1");
-  run_local_ranks(2, [&](const CommPtr& world) {  // other parameters: the layout's message
-    optim::ZeroModule module(world);
-    std::vector<std::pair<std::string, Tensor>> ps = {
-        {"w", Tensor::from_doubles(base, DType::f32)}};
-    if (world->rank() == 1) ps.push_back({"b", Tensor::from_doubles({std::nan("")}, DType::f32)});
-    std::string message;
-    try {
-      module.add_unit("fc", ps);
-    } catch (const InvalidArgument& e) {
-      message = e.what();
-    }
-    ZRT_EXPECT(message.find("differs across the zero1 group") != std::string::npos, "rank ",
-               world->rank(), ": '", message, "'");
-  });
+  // Other parameters: named over the world in every strategy, also where
+  // the ranks share no zero1 group (no-shard; hybrid's replicas) and the
+  // element counts agree (two units of one shape added in another order).
+  for (auto strategy : {optim::ShardingStrategy::full_shard, optim::ShardingStrategy::no_shard,
+                        optim::ShardingStrategy::hybrid_shard}) {
+    const std::string name = optim::strategy_name(strategy);
+    const int zero3_size = strategy == optim::ShardingStrategy::hybrid_shard ? 1 : 0;
+    run_local_ranks(2, [&](const CommPtr& world) {
+      optim::ZeroModule module(world, {.strategy = strategy, .zero3_size = zero3_size});
+      std::vector<std::pair<std::string, Tensor>> ps = {
+          {"w", Tensor::from_doubles(base, DType::f32)}};
+      if (world->rank() == 1) ps.push_back({"b", Tensor::from_doubles({std::nan("")}, DType::f32)});
+      std::string message;
+      try {
+        module.add_unit("fc", ps);
+      } catch (const InvalidArgument& e) {
+        message = e.what();
+      }
+      ZRT_EXPECT(message.find("the ranks passed other parameters") != std::string::npos &&
+                     message.find("parameter 1: rank 0 has nothing; rank 1 has 'fc.b' [1]") !=
+                         std::string::npos,
+                 name, " rank ", world->rank(), ": '", message, "'");
+    });
+    run_local_ranks(2, [&](const CommPtr& world) {
+      optim::ZeroModule module(world, {.strategy = strategy, .zero3_size = zero3_size});
+      const std::vector<std::string> order = world->rank() == 0
+                                                 ? std::vector<std::string>{"a", "b"}
+                                                 : std::vector<std::string>{"b", "a"};
+      std::string message;
+      try {
+        for (const std::string& unit : order)
+          module.add_unit(unit, {{"w", Tensor::from_doubles(base, DType::f32)}});
+      } catch (const InvalidArgument& e) {
+        message = e.what();
+      }
+      ZRT_EXPECT(message.find("parameter 0: rank 0 has 'a.w' [7]; rank 1 has 'b.w' [7]") !=
+                     std::string::npos,
+                 name, " rank ", world->rank(), ": '", message, "'");
+    });
+  }
   // A view of a tensor's first values given before the tensor itself is a
   // parameter of its own, not a second name of the tensor: values that
   // differ past the view are another model.
@@ -638,13 +664,18 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
       },
       "zero3_size 2 with strategy no-shard, whose zero3 group is each rank alone (1)");
   optim::ZeroModule(world, {.strategy = optim::ShardingStrategy::full_shard, .zero3_size = 1});
-  // ... and one that does not divide the world, before any collective.
-  expect(
-      [&] {
-        optim::ZeroModule(make_local_world(3).front(),
-                          {.strategy = optim::ShardingStrategy::hybrid_shard, .zero3_size = 2});
-      },
-      "ZeroModule: zero3_size 2 does not divide the world's 3 ranks (strategy hybrid)");
+  // ... and one that does not divide the world, on every rank.
+  run_local_ranks(3, [&](const CommPtr& w) {
+    std::string message;  // checked with ZRT_EXPECT: Boost.Test's checks are not for rank threads
+    try {
+      optim::ZeroModule(w, {.strategy = optim::ShardingStrategy::hybrid_shard, .zero3_size = 2});
+    } catch (const InvalidArgument& e) {
+      message = e.what();
+    }
+    ZRT_EXPECT(message.find("ZeroModule: zero3_size 2 does not divide the world's 3 ranks "
+                            "(strategy hybrid)") != std::string::npos,
+               "rank ", w->rank(), ": '", message, "'");
+  });
   optim::ZeroModule dry(world, {.dry_run = true});
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");

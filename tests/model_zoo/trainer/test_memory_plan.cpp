@@ -494,6 +494,48 @@ BOOST_AUTO_TEST_CASE(a_cuda_plan_counts_the_attention_workspace) {
 // to reserve their last segment; a plan of kPlanSteps holds what 12 real
 // steps reserve (two dry steps planned 22 MiB here where the run reserved
 // 24 MiB from its fifth step, and --fit listed settings that then ran out).
+// Note [Settings that fit]: every setting listed fits the budget, in the
+// note's order (no offload before disk); a budget between the settings'
+// peaks lists some and not others; fp32 state is listed while any fits, bf16
+// state only when none does; a budget under everything lists nothing.
+BOOST_AUTO_TEST_CASE(fitting_lists_what_fits_in_cost_order) {
+  TempDir scratch;
+  TrainerConfig c = base_config("gpt");
+  c.model.n_embd = 256;  // 1.6 M parameters: the settings' peaks differ by megabytes
+  c.model.n_head = 4;
+  using Kind = optim::OptimizerOffload::Kind;
+  auto offload = [](const FittingCandidate& f) {
+    return f.config.engine.zero.offload_optimizer.kind;
+  };
+  auto bf16_state = [](const FittingCandidate& f) {
+    return f.config.engine.zero.adamw.state_dtype == DType::bf16;
+  };
+  const auto all = plan_fitting(c, 2, std::numeric_limits<std::size_t>::max(), scratch.str());
+  BOOST_TEST_REQUIRE(all.size() > 2u);
+  std::size_t least = std::numeric_limits<std::size_t>::max(), most = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    BOOST_TEST(!bf16_state(all[i]), all[i].settings);
+    BOOST_TEST((offload(all[i]) != Kind::host),
+               all[i].settings << ": on cpu the host is the device");
+    if (i > 0) BOOST_TEST((offload(all[i - 1]) == Kind::none || offload(all[i]) == Kind::disk));
+    least = std::min(least, all[i].largest.reserved_peak);
+    most = std::max(most, all[i].largest.reserved_peak);
+  }
+  BOOST_TEST(all.front().settings.find("--offload-optimizer none") != std::string::npos,
+             all.front().settings);
+  BOOST_TEST_REQUIRE(least < most);
+  const std::size_t budget = least + (most - least) / 2;
+  const auto some = plan_fitting(c, 2, budget, scratch.str());
+  BOOST_TEST(!some.empty());
+  BOOST_TEST(some.size() < all.size());
+  for (const FittingCandidate& f : some) BOOST_TEST(f.largest.reserved_peak <= budget, f.settings);
+  for (const FittingCandidate& f : plan_fitting(c, 2, least - 1, scratch.str())) {
+    BOOST_TEST(bf16_state(f), f.settings << " fits under every fp32 setting's peak");
+    BOOST_TEST(f.largest.reserved_peak <= least - 1, f.settings);
+  }
+  BOOST_TEST(plan_fitting(c, 2, 1, scratch.str()).empty());
+}
+
 BOOST_AUTO_TEST_CASE(the_reserved_peak_covers_the_steps_after_the_plan) {
   TrainerConfig c = base_config("gpt");
   c.model.preset = "small";

@@ -29,6 +29,15 @@ BOOST_AUTO_TEST_CASE(names_each_differing_setting_and_rank) {
   BOOST_TEST(lines[2] == "extra: rank 0 has nothing; rank 3 has 1");
 }
 
+BOOST_AUTO_TEST_CASE(a_long_list_is_cut_with_a_count) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 10; ++i) lines.push_back("l" + std::to_string(i));
+  BOOST_TEST(indented_lines({}) == "");
+  BOOST_TEST(indented_lines({"a", "b"}) == "\n  a\n  b");
+  BOOST_TEST(indented_lines(lines, 8) ==
+             "\n  l0\n  l1\n  l2\n  l3\n  l4\n  l5\n  l6\n  l7\n  (and 2 more)");
+}
+
 BOOST_AUTO_TEST_CASE(every_rank_gets_the_same_lines) {
   std::mt19937_64 rng(test::test_seed("every_rank_gets_the_same_lines"));
   for (int n : {1, 2, 3, 4}) {
