@@ -89,6 +89,14 @@ fails "ckpt into a missing --dir" "ckpt: --dir $dir/none/x is not an existing di
 fails "attention of an integer dtype" "attention: --dtype i32 is not one of bf16, f16, f32, f64" attention --dtype i32
 fails "gemm --isa foo" "gemm: --isa foo is not one of baseline, avx2, avx512" gemm --isa foo
 fails "gemm on too many threads" "gemm: --threads 100000 is more than 1024" gemm --threads 100000
+fails "gemm --gemm mkl" "gemm: --gemm mkl is not one of eigen, openblas, all" gemm --gemm mkl
+# More local ranks than any suite runs: refused before a thread starts (the
+# memory of 3000 ranks ran the machine out).
+fails "ckpt on too many ranks" "ckpt: --ranks 3000 is more than 1024 local ranks" ckpt --ranks 3000
+# A 64-bit count past its range is refused, not read as the largest value
+# (--ops 10^20 ran without end).
+fails "tensor --ops past 64 bits" "--ops: 99999999999999999999 is out of range for a whole number" tensor --ops 99999999999999999999
+fails "ckpt --params past 64 bits" "--params: -99999999999999999999 is out of range" ckpt --params -99999999999999999999
 fails "train --cpu-streams gpu" "train: --cpu-streams 'gpu' is not one of none, comm, all" train --cpu-streams gpu
 fails "train --n-layer 0" "train: --n-layer must be positive \(got 0\)" train --n-layer 0
 fails "a flag as a value" "--dir needs a value, but the next argument is the flag --reps" ckpt --dir --reps 1

@@ -86,6 +86,8 @@ int bench_ckpt(int argc, char** argv) {
       .runs(o.reps, o.json)
       .parse(argc, argv);
   ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0, "ckpt: --params and --ranks must be positive");
+  ZRT_CHECK_ARG(o.ranks <= train::kMaxLocalRanks, "ckpt: --ranks ", o.ranks, " is more than ",
+                train::kMaxLocalRanks, " local ranks");
   ZRT_CHECK_ARG(o.state_dtype == "fp32" || o.state_dtype == "bf16",
                 "ckpt: --optimizer-state-dtype is fp32 or bf16, not '", o.state_dtype, "'");
   const fs::path dir =

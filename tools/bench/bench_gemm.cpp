@@ -89,6 +89,11 @@ std::vector<const kernels::CpuGemmBackend*> backends_to_time(const std::string& 
   if (name != "all") try {
       return {&kernels::cpu_gemm_named(name.c_str())};
     } catch (const InvalidArgument& e) {  // it speaks of ZRT_CPU_GEMM, which reads it too
+      // ... whose names do not include --gemm's own `all`.
+      const std::string names = "is not one of eigen, openblas";
+      if (const std::string text = e.what(); text.find(names) != std::string::npos)
+        rethrow_as_flag(InvalidArgument(text.substr(0, text.find(names)) + names + ", all"),
+                        "ZRT_CPU_GEMM", "gemm: --gemm");
       rethrow_as_flag(e, "ZRT_CPU_GEMM", "gemm: --gemm");
     }
   std::vector<const kernels::CpuGemmBackend*> all;

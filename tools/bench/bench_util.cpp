@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
+#include <type_traits>
 
 #include "tools/common/cli_rules.h"
 #include "zrt/runtime/error.h"
@@ -22,7 +24,21 @@ OptionParser::~OptionParser() = default;
 
 template <class T>
 OptionParser& OptionParser::value(std::string name, T& target) {
-  app_->add_option(name, target)->capture_default_str();
+  CLI::Option* option = app_->add_option(name, target)->capture_default_str();
+  // CLI11 reads a 64-bit number past the type's range as its largest value
+  // (an --ops of 10^20 ran without end); an int's range it refuses itself.
+  if constexpr (std::is_same_v<T, std::int64_t>)
+    option->check(CLI::Validator(
+        [](std::string& v) {
+          if (!tools::is_whole_number(v)) return std::string();  // CLI11 names the rest
+          try {
+            (void)std::stoll(v);
+            return std::string();
+          } catch (const std::out_of_range&) {
+            return v + " is out of range for a whole number";
+          }
+        },
+        "INT"));
   return *this;
 }
 template OptionParser& OptionParser::value(std::string, std::string&);
