@@ -151,7 +151,9 @@ namespace {
 template <class TensorsByName>
 void check_row_tensor_names(const std::string& path, const TensorsByName& tensors) {
   ZRT_CHECK_ARG(tensors.count("x") && tensors.count("y"), "data file ", path,
-                " must hold tensors 'x' and 'y'");
+                " must hold tensors 'x' and 'y': a .safetensors data file is an mlp's feature "
+                "rows (a gpt trains on a text file or llm.c's .bin tokens; weights go to "
+                "--init-from)");
   std::string others;
   for (const auto& named : tensors)
     if (named.first != "x" && named.first != "y")

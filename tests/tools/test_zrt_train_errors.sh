@@ -46,6 +46,9 @@ printf 'tiny' > "$dir/short.txt"
 
 expect_usage "missing data file" "no-such-file" --data "$dir/no-such-file.txt"
 expect_error "empty data file" "empty" --data "$dir/empty.txt"
+# A weights file given as a gpt's data names what a .safetensors data file is.
+expect_error "weights as gpt data" "must hold tensors 'x' and 'y': a .safetensors data file is an mlp's feature rows \(a gpt trains on a text file" \
+  --data "$dir/wide.safetensors"
 expect_error "seq-len longer than the data" "seq|short|long" --data "$dir/short.txt" --seq-len 64
 expect_error "batch not divisible" "divisible|divide" --ranks 2 --batch-size 3
 expect_error "micro-batches not dividing" "divisible|divide" --batch-size 6 --micro-batches 4

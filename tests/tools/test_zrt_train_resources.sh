@@ -6,7 +6,8 @@
 #   timeout);
 # - disk space: --save and --checkpoint-dir on a filesystem with less free
 #   space than they need are refused before training, naming the path and
-#   the bytes needed and available, and nothing is written; a path on a
+#   the bytes needed and available, and nothing is written; a full one is
+#   said to be full; a path on a
 #   filesystem that stores no files (/proc) is refused as such.
 # The thread limit is RLIMIT_NPROC (`ulimit -u`), which binds only non-root
 # users: as root the run is made as `nobody` (setpriv). Small filesystems are
@@ -59,14 +60,23 @@ else
 fi
 
 # --- disk space --------------------------------------------------------------
-# A virtual filesystem stores no files: said so, not as a lack of space.
+# A virtual filesystem stores no files: said so as the flags are read (a
+# usage error, exit code 2), not as a lack of space.
 out=$("$train" --steps 1 --save /proc/zrt-w.safetensors 2>&1); rc=$?
-if [ $rc -eq 1 ] && grep -q -- "--save /proc/zrt-w.safetensors: /proc is on a virtual filesystem that stores no files" <<<"$out" &&
+if [ $rc -eq 2 ] && grep -q -- "--save /proc/zrt-w.safetensors: /proc is on a virtual filesystem that stores no files" <<<"$out" &&
   ! shows_source "--save under /proc" "$out"; then
   echo "ok   --save under /proc: $(grep -m1 error <<<"$out")"
   ran=1
 else
   fail "--save under /proc: exit code $rc: $out"
+fi
+# ... and a trace there, before the run rather than after it.
+out=$(timeout 60 "$train" --steps 200 --ranks 2 --trace /sys/zrt-t.json 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--trace (rank 0's) /sys/zrt-t.rank-0.json: /sys is on a virtual filesystem" <<<"$out" &&
+  ! grep -q "^step" <<<"$out"; then
+  echo "ok   --trace under /sys: $(grep -m1 error <<<"$out")"
+else
+  fail "--trace under /sys: exit code $rc: $out"
 fi
 space_cases() {  # inside a private mount namespace: the mounts end with it
   for kib in 64 256 512; do
@@ -96,6 +106,16 @@ space_cases() {  # inside a private mount namespace: the mounts end with it
     "--save $dir/fs512/w.safetensors \([0-9]+ bytes\) and --checkpoint-dir $dir/fs512/ck \([0-9]+ bytes\) together need [0-9]+ bytes" \
     --save "$dir/fs512/w.safetensors" --checkpoint-dir "$dir/fs512/ck"
   rmdir "$dir/fs512/ck"
+  # A full filesystem is said to be full, not unwritable.
+  mkdir "$dir/full" && mount -t tmpfs -o size=64k tmpfs "$dir/full" || return 2
+  head -c 1M /dev/zero > "$dir/full/filler" 2> /dev/null
+  local full
+  full=$("$train" --steps 2 --checkpoint-dir "$dir/full/ck" 2>&1)
+  if grep -q -- "not enough free disk space: --checkpoint-dir $dir/full/ck: its filesystem has no room for a file" <<<"$full"; then
+    echo "ok   --checkpoint-dir on a full filesystem: $(grep -m1 error <<<"$full")"
+  else
+    fail "--checkpoint-dir on a full filesystem: $full"
+  fi
   # Where it fits, it runs, and the estimate is close to what is written.
   local out needed written
   out=$("$train" --steps 1 --save "$dir/fs256/w.safetensors" 2>&1) || fail "--save on 256 KiB: $out"

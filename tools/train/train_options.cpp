@@ -1,6 +1,7 @@
 #include "tools/train/train_options.h"
 #include "tools/train/memory_plan_report.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -126,11 +128,23 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
   fs::create_directories(dir, ec);
   ZRT_CHECK_ARG(!ec && fs::is_directory(dir), "--checkpoint-dir ", dir,
                 " cannot be created: ", ec ? ec.message() : "it exists and is not a directory");
+  // A file written there, and why not: a full disk is not a permission.
   const fs::path probe = fs::path(dir) / (".zrt-write-probe-" + std::to_string(::getpid()));
-  std::ofstream(probe) << "probe";
-  const bool writable = fs::file_size(probe, ec) == 5 && !ec;
-  fs::remove(probe, ec);
-  ZRT_CHECK_ARG(writable, "--checkpoint-dir ", dir, " is not writable");
+  int error = 0;
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = errno;
+  } else {
+    errno = 0;
+    if (::write(fd, "probe", 5) != 5) error = errno != 0 ? errno : ENOSPC;  // short: full
+    ::close(fd);
+    fs::remove(probe, ec);
+  }
+  if (error == ENOSPC || error == EDQUOT)
+    ZRT_THROW(ResourceError, "not enough free disk space: --checkpoint-dir ", dir,
+              ": its filesystem has no room for a file (", std::strerror(error), ")");
+  ZRT_CHECK_ARG(error == 0, "--checkpoint-dir ", dir, " is not writable (", std::strerror(error),
+                ")");
 }
 
 // Validators whose messages name the rule, not a floating-point range. NaN
@@ -384,6 +398,20 @@ bool in_checkpoint_entries(const std::string& file, const std::string& checkpoin
 
 }  // namespace
 
+namespace {
+
+// A filesystem of no capacity stores no files at all (/proc, /sys): a
+// write there fails, after the run for a trace or the weights.
+void refuse_virtual_filesystem(const std::string& what, const std::filesystem::path& dir) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  ZRT_CHECK_ARG(ec || space.capacity > 0, what, ": ", dir.string(),
+                " is on a virtual filesystem that stores no files (as /proc and /sys are); "
+                "give a path on a disk");
+}
+
+}  // namespace
+
 std::string trace_path(const std::string& path, int rank, int size) {
   if (size == 1) return path;
   const std::filesystem::path p(path);
@@ -429,6 +457,7 @@ void check_outputs(const TrainOptions& o) {
                                      : "directory " + parent.string() + " does not exist");
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
                   parent.string(), " is not writable");
+    refuse_virtual_filesystem(detail::concat(out_flag, " ", *out), parent);
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
   // Several ranks write T.rank-R.json beside T: beside a stream, names in
@@ -883,11 +912,7 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
       names +=
           detail::concat(names.empty() ? "" : " and ", out->flag, " ", out->path,
                          use.outputs.size() > 1 ? detail::concat(" (", out->bytes, " bytes)") : "");
-    // A filesystem of no capacity stores no files at all (/proc, /sys): no
-    // amount of free space would do.
-    ZRT_CHECK_ARG(space.capacity > 0, names, ": ", use.dir.string(),
-                  " is on a virtual filesystem that stores no files (as /proc and /sys are); "
-                  "give a path on a disk");
+    refuse_virtual_filesystem(names, use.dir);  // no amount of free space would do
     ZRT_THROW(ResourceError, "not enough free disk space: ", names,
               use.outputs.size() > 1 ? " together need " : " needs ", use.bytes,
               " bytes, but the filesystem of ", use.dir.string(), " has ", space.available,
