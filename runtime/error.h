@@ -157,7 +157,9 @@ void report_in_destructor(const char* where, const std::exception& e) noexcept;
           text, __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__)); \
   } while (0)
 
-#define ZRT_CHECK_ARG(cond, ...) ZRT_CHECK_AS(::zrt::InvalidArgument, cond, __VA_ARGS__)
-#define ZRT_CHECK_STATE(cond, ...) ZRT_CHECK_AS(::zrt::InvalidState, cond, __VA_ARGS__)
+#define ZRT_CHECK_ARG(cond, ...) \
+  ZRT_CHECK_SAID(::zrt::InvalidArgument, by_kind, cond, #cond, __VA_ARGS__)
+#define ZRT_CHECK_STATE(cond, ...) \
+  ZRT_CHECK_SAID(::zrt::InvalidState, by_kind, cond, #cond, __VA_ARGS__)
 #define ZRT_THROW(ErrorType, ...) \
   ::zrt::detail::throw_error<ErrorType>("", __FILE__, __LINE__, ::zrt::detail::concat(__VA_ARGS__))

@@ -595,7 +595,10 @@ BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
       {[](auto& o) { o.adamw.state_dtype = DType::bf16; },
        "adamw.state_dtype: rank 0 has f32; rank 2 has bf16"},
       {[](auto& o) { o.offload_optimizer = optim::parse_optimizer_offload("host"); },
-       "offload_optimizer: rank 0 has none; rank 2 has host"}};
+       "offload_optimizer: rank 0 has none; rank 2 has host"},
+      // Other and invalid on one rank: named by every rank, before that
+      // rank's own check would fail it alone.
+      {[](auto& o) { o.dtype = DType::i32; }, "dtype: rank 0 has f32; rank 2 has i32"}};
   for (const Case& c : cases)
     run_local_ranks(3, [&](const CommPtr& world) {
       optim::ZeroModuleOptions options;

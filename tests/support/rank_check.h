@@ -14,4 +14,5 @@ class CheckFailed : public Error {
 
 }  // namespace zrt::testing
 
-#define ZRT_EXPECT(cond, ...) ZRT_CHECK_AS(::zrt::testing::CheckFailed, cond, __VA_ARGS__)
+#define ZRT_EXPECT(cond, ...) \
+  ZRT_CHECK_SAID(::zrt::testing::CheckFailed, by_kind, cond, #cond, __VA_ARGS__)

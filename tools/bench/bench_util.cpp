@@ -38,7 +38,7 @@ OptionParser& OptionParser::value(std::string name, T& target) {
             return v + " is out of range for a whole number";
           }
         },
-        "INT"));
+        ""));  // CLI11 prints the type already
   return *this;
 }
 template OptionParser& OptionParser::value(std::string, std::string&);

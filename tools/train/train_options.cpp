@@ -2,7 +2,9 @@
 #include "tools/train/memory_plan_report.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -137,7 +139,7 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
   } else {
     errno = 0;
     if (::write(fd, "probe", 5) != 5) error = errno != 0 ? errno : ENOSPC;  // short: full
-    ::close(fd);
+    if (::close(fd) != 0 && error == 0) error = errno;  // NFS may tell only here
     fs::remove(probe, ec);
   }
   if (error == ENOSPC || error == EDQUOT)
@@ -400,14 +402,20 @@ bool in_checkpoint_entries(const std::string& file, const std::string& checkpoin
 
 namespace {
 
-// A filesystem of no capacity stores no files at all (/proc, /sys): a
-// write there fails, after the run for a trace or the weights.
+// The kernel's own filesystems store no files (/proc, /sys and their
+// like): a write there fails, after the run for a trace or the weights.
+// Known by their type: a capacity of 0 is also a ramfs's, or a FUSE
+// filesystem's that does not say, which do hold files.
 void refuse_virtual_filesystem(const std::string& what, const std::filesystem::path& dir) {
-  std::error_code ec;
-  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
-  ZRT_CHECK_ARG(ec || space.capacity > 0, what, ": ", dir.string(),
-                " is on a virtual filesystem that stores no files (as /proc and /sys are); "
-                "give a path on a disk");
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) != 0) return;  // the write itself will tell
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  for (unsigned long kernel_own :
+       {PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC,
+        TRACEFS_MAGIC, SECURITYFS_MAGIC})
+    ZRT_CHECK_ARG(type != kernel_own, what, ": ", dir.string(),
+                  " is on a virtual filesystem that stores no files (as /proc and /sys are); "
+                  "give a path on a disk");
 }
 
 }  // namespace
@@ -455,9 +463,9 @@ void check_outputs(const TrainOptions& o) {
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": ",
                   fs::exists(parent) ? parent.string() + " is not a directory"
                                      : "directory " + parent.string() + " does not exist");
+    refuse_virtual_filesystem(detail::concat(out_flag, " ", *out), parent);
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
                   parent.string(), " is not writable");
-    refuse_virtual_filesystem(detail::concat(out_flag, " ", *out), parent);
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
   // Several ranks write T.rank-R.json beside T: beside a stream, names in
