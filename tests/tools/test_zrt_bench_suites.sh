@@ -45,16 +45,16 @@ out=$(timeout 60 "$bench" ckpt --params 20000 --reps 1 --json 2>&1)
 grep -q '"GB_s":null' <<<"$out" && ! grep -q '"GB_s":""' <<<"$out" && echo "ok   ckpt --json: no rate is null" ||
   { echo "FAIL ckpt --json rows without a rate: $(grep -m1 GB_s <<<"$out")"; failures=$((failures + 1)); }
 out=$("$bench" gemm --gemm mkl 2>&1)
-grep -q "gemm: --gemm mkl is not one of eigen, openblas" <<<"$out" && ! grep -q ZRT_CPU_GEMM <<<"$out" &&
+grep -q "zrt-bench gemm: error: --gemm mkl is not one of eigen, openblas" <<<"$out" && ! grep -q ZRT_CPU_GEMM <<<"$out" &&
   echo "ok   --gemm mkl names --gemm" || { echo "FAIL --gemm mkl: $out"; failures=$((failures + 1)); }
 out=$("$bench" gemm --gemm x:y 2>&1)
-grep -q "gemm: --gemm x:y is not one of" <<<"$out" &&
+grep -q "zrt-bench gemm: error: --gemm x:y is not one of" <<<"$out" &&
   echo "ok   --gemm x:y is quoted whole" || { echo "FAIL --gemm x:y: $out"; failures=$((failures + 1)); }
 # --device cuda where this build or machine cannot run it: named, no C++ class.
 for suite in optim ops attention; do
   out=$(timeout 60 "$bench" $suite --device cuda --reps 1 2>&1); rc=$?
-  if { [ $rc -eq 2 ] && grep -q "usage error: $suite: --device cuda: this build of zrt has no CUDA support" <<<"$out"; } ||
-     { [ $rc -eq 1 ] && grep -q "$suite: --device cuda, but no such CUDA device is usable here" <<<"$out"; }; then
+  if { [ $rc -eq 2 ] && grep -q "zrt-bench $suite: usage error: --device cuda: this build of zrt has no CUDA support" <<<"$out"; } ||
+     { [ $rc -eq 1 ] && grep -q "zrt-bench $suite: error: --device cuda, but no such CUDA device is usable here" <<<"$out"; }; then
     echo "ok   $suite --device cuda without a usable GPU: exit $rc"
   else echo "FAIL $suite --device cuda without a usable GPU: exit $rc: $out"; failures=$((failures + 1)); fi
 done
@@ -83,23 +83,25 @@ ZRT_SIMPLE_KERNELS=junk fails "ZRT_SIMPLE_KERNELS of junk" "ZRT_SIMPLE_KERNELS='
 fails "comm of less than an element a rank" "--size 4 is less than one fp32 element a rank \(8 bytes on 2 ranks\)" comm --op all_reduce --size 4 --ranks 2
 fails "comm on too many ranks" "--ranks must be from 1 to 1024 \(got 100000\)" comm --op all_reduce --size 64 --ranks 100000
 fails "optim of no weight row" "--params 64 over --handles 1 leaves fewer than 65 a handle" optim --params 64 --handles 1
-fails "ckpt larger than memory" "ckpt: --params 10000000000000 needs about .* of memory, but .* is available" ckpt --params 10000000000000
-fails "ckpt into a missing --dir" "ckpt: --dir $dir/none/x is not an existing directory" ckpt --params 20000 --dir "$dir/none/x"
+fails "ckpt larger than memory" "zrt-bench ckpt: error: --params 10000000000000 needs about .* of memory, but .* is available" ckpt --params 10000000000000
+fails "ckpt into a missing --dir" "zrt-bench ckpt: error: --dir $dir/none/x is not an existing directory" ckpt --params 20000 --dir "$dir/none/x"
 [ ! -e "$dir/none" ] && echo "ok   ckpt made no missing --dir" || { echo "FAIL ckpt made $dir/none"; failures=$((failures + 1)); }
-fails "attention of an integer dtype" "attention: --dtype i32 is not one of bf16, f16, f32, f64" attention --dtype i32
-fails "gemm --isa foo" "gemm: --isa foo is not one of baseline, avx2, avx512" gemm --isa foo
-fails "gemm on too many threads" "gemm: --threads 100000 is more than 1024" gemm --threads 100000
-fails "gemm --gemm mkl" "gemm: --gemm mkl is not one of eigen, openblas, all" gemm --gemm mkl
+fails "attention of an integer dtype" "zrt-bench attention: error: --dtype i32 is not one of bf16, f16, f32, f64" attention --dtype i32
+fails "gemm --isa foo" "zrt-bench gemm: error: --isa foo is not one of baseline, avx2, avx512" gemm --isa foo
+fails "gemm on too many threads" "zrt-bench gemm: error: --threads 100000 is more than 1024" gemm --threads 100000
+fails "gemm --gemm mkl" "zrt-bench gemm: error: --gemm mkl is not one of eigen, openblas, all" gemm --gemm mkl
 # More local ranks than any suite runs: refused before a thread starts (the
 # memory of 3000 ranks ran the machine out).
-fails "ckpt on too many ranks" "ckpt: --ranks 3000 is more than 1024 local ranks" ckpt --ranks 3000
+fails "ckpt on too many ranks" "zrt-bench ckpt: error: --ranks 3000 is more than 1024 local ranks" ckpt --ranks 3000
 # A 64-bit count past its range is refused, not read as the largest value
 # (--ops 10^20 ran without end).
 fails "tensor --ops past 64 bits" "--ops: 99999999999999999999 is out of range for a whole number" tensor --ops 99999999999999999999
 fails "ckpt --params past 64 bits" "--params: -99999999999999999999 is out of range" ckpt --params -99999999999999999999
-fails "train --cpu-streams gpu" "train: --cpu-streams 'gpu' is not one of none, comm, all" train --cpu-streams gpu
-fails "train --n-layer 0" "train: --n-layer must be positive \(got 0\)" train --n-layer 0
+fails "train --cpu-streams gpu" "zrt-bench train: error: --cpu-streams 'gpu' is not one of none, comm, all" train --cpu-streams gpu
+fails "train --n-layer 0" "zrt-bench train: error: --n-layer must be positive \(got 0\)" train --n-layer 0
 fails "a flag as a value" "--dir needs a value, but the next argument is the flag --reps" ckpt --dir --reps 1
+fails "ckpt --dir of an unset variable" "zrt-bench ckpt: error: --dir: the value is empty" ckpt --params 20000 --dir ""
+fails "ckpt --dir under /proc" "zrt-bench ckpt: error: --dir: /proc/sys is on a virtual filesystem" ckpt --params 20000 --dir /proc/sys
 # --json is JSON lines only; a suite's --help goes to stdout; figures keep their digits.
 out=$(timeout 60 "$bench" tensor --ops 1000 --reps 1 --json 2>&1)
 python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' <<<"$out" && echo "ok   tensor --json is JSON lines" ||

@@ -74,6 +74,11 @@ run "${common[@]}" --ranks 2 --checkpoint-dir "$dir/ck" --save "$dir/final.st" |
 out=$("$ckpt" export "$dir/ck" --out "$dir/nodir/x.st" 2>&1)
 [ $? = 2 ] && grep -q -- "--out $dir/nodir/x.st: directory $dir/nodir does not exist" <<<"$out" &&
   ok "export into a missing directory names --out (exit 2)" || fail "export into a missing directory: $out"
+for sub in "export $dir/ck --out /proc/zrt-x.st" "reshard $dir/ck --ranks 2 --out /sys/zrt-ck"; do
+  out=$("$ckpt" $sub 2>&1)
+  [ $? = 2 ] && grep -q -- "--out: /[a-z]*/zrt-[a-z.]* is on a virtual filesystem that stores no files" <<<"$out" &&
+    ok "${sub%% *} --out on a kernel filesystem (exit 2)" || fail "${sub%% *} --out on a kernel filesystem: $out"
+done
 # Empty paths (an unset variable) and a bad ZRT_* value: command-line faults, exit 2.
 out=$("$ckpt" export "$dir/ck" --out "" 2>&1)
 [ $? = 2 ] && grep -q -- "--out is empty" <<<"$out" && ok "export --out \"\" (exit 2)" || fail "export --out \"\": $out"

@@ -365,6 +365,20 @@ expect_error "safetensors with a huge header" "not a safetensors file .*header l
 printf '{"step": 1, "loss": 2.5}\n' > "$dir/text.json"
 expect_error "--init-from a text file" "text.json: not a safetensors file" --init-from "$dir/text.json"
 expect_error "--offload-optimizer disk onto a file" "disk:.*empty\.txt is not a directory" --offload-optimizer "disk:$dir/empty.txt"
+# The kernel's own filesystems store no files: named as such, before anything
+# is made there (a directory made under a cgroup hierarchy is a control group).
+expect_usage "--offload-optimizer disk under /proc" "--offload-optimizer disk:/proc: /proc is on a virtual filesystem that stores no files" \
+  --offload-optimizer disk:/proc
+expect_usage "--checkpoint-dir under /sys" "--checkpoint-dir: /sys/zrt-ck/a is on a virtual filesystem that stores no files" \
+  --checkpoint-dir /sys/zrt-ck/a
+cgroup=$(awk '$3 ~ /^cgroup2?$/ {print $2; exit}' /proc/mounts)
+if [ -n "$cgroup" ] && [ -w "$cgroup" ]; then
+  expect_usage "--checkpoint-dir under a cgroup hierarchy" "--checkpoint-dir: $cgroup/zrt-ck-$$ is on a virtual filesystem" \
+    --checkpoint-dir "$cgroup/zrt-ck-$$"
+  [ -e "$cgroup/zrt-ck-$$" ] && { rmdir "$cgroup/zrt-ck-$$"; echo "FAIL --checkpoint-dir made a control group"; failures=$((failures + 1)); }
+else
+  echo "skip --checkpoint-dir under a cgroup hierarchy: none writable here"
+fi
 expect_error "safetensors with bad JSON" "safetensors header \(23 bytes\) is not valid JSON at its byte" --init-from "$dir/bad-json.safetensors"
 expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"
 expect_error "NaN feature in MLP rows" "nan-rows.safetensors: feature 5 of row 1 is nan" --model mlp --data "$dir/nan-rows.safetensors"

@@ -49,9 +49,9 @@ Options parse(int argc, char** argv) {
       .runs(o.reps, o.json)
       .parse(argc, argv);
   ZRT_CHECK_ARG(o.batch > 0 && o.seq > 0 && o.heads > 0 && o.head_dim > 0,
-                "attention: --batch, --seq, --heads and --head-dim must be positive");
+                "--batch, --seq, --heads and --head-dim must be positive");
   ZRT_CHECK_ARG(o.dtype == "bf16" || o.dtype == "f16" || o.dtype == "f32" || o.dtype == "f64",
-                "attention: --dtype ", o.dtype, " is not one of bf16, f16, f32, f64");
+                "--dtype ", o.dtype, " is not one of bf16, f16, f32, f64");
   return o;
 }
 

@@ -24,6 +24,7 @@
 
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
+#include "tools/common/kernel_filesystem.h"
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
@@ -61,11 +62,11 @@ double seconds_of(const F& fn) {
 void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
   const int fd = write ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
                        : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ZRT_CHECK_ARG(fd >= 0, "ckpt: cannot open ", path);
+  ZRT_CHECK_ARG(fd >= 0, "cannot open ", path);
   for (std::size_t done = 0; done < bytes.size();) {
     const ssize_t n = write ? ::write(fd, bytes.data() + done, bytes.size() - done)
                             : ::read(fd, bytes.data() + done, bytes.size() - done);
-    ZRT_CHECK_ARG(n > 0, "ckpt: ", write ? "write to " : "read of ", path, " failed");
+    ZRT_CHECK_ARG(n > 0, "", write ? "write to " : "read of ", path, " failed");
     done += static_cast<std::size_t>(n);
   }
   if (write) ::fsync(fd);
@@ -85,30 +86,31 @@ int bench_ckpt(int argc, char** argv) {
       .value("--dir", o.dir)
       .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0, "ckpt: --params and --ranks must be positive");
-  ZRT_CHECK_ARG(o.ranks <= train::kMaxLocalRanks, "ckpt: --ranks ", o.ranks, " is more than ",
+  ZRT_CHECK_ARG(o.params > 0 && o.ranks > 0, "--params and --ranks must be positive");
+  ZRT_CHECK_ARG(o.ranks <= train::kMaxLocalRanks, "--ranks ", o.ranks, " is more than ",
                 train::kMaxLocalRanks, " local ranks");
   ZRT_CHECK_ARG(o.state_dtype == "fp32" || o.state_dtype == "bf16",
-                "ckpt: --optimizer-state-dtype is fp32 or bf16, not '", o.state_dtype, "'");
+                "--optimizer-state-dtype is fp32 or bf16, not '", o.state_dtype, "'");
   const fs::path dir =
       o.dir.empty() ? fs::temp_directory_path() / ("zrt-bench-ckpt-" + std::to_string(::getpid()))
                     : fs::path(o.dir);
   // A --dir given keeps what it held: the suite's own names must be free.
   for (const char* own : {"ckpt", "ckpt-async"})
-    ZRT_CHECK_ARG(o.dir.empty() || !fs::exists(dir / own), "ckpt: --dir ", o.dir, " already holds ",
-                  own, "/, which this suite writes and removes: give another --dir");
+    ZRT_CHECK_ARG(o.dir.empty() || !fs::exists(dir / own), "--dir ", o.dir, " already holds ", own,
+                  "/, which this suite writes and removes: give another --dir");
   for (int r = 0; r < o.ranks && !o.dir.empty(); ++r)
-    ZRT_CHECK_ARG(!fs::exists(dir / ("plain-" + std::to_string(r))), "ckpt: --dir ", o.dir,
+    ZRT_CHECK_ARG(!fs::exists(dir / ("plain-" + std::to_string(r))), "--dir ", o.dir,
                   " already holds plain-", r,
                   ", which this suite writes and removes: give another "
                   "--dir");
-  ZRT_CHECK_ARG(o.dir.empty() || fs::is_directory(dir), "ckpt: --dir ", o.dir,
+  ZRT_CHECK_ARG(o.dir.empty() || fs::is_directory(dir), "--dir ", o.dir,
                 " is not an existing directory");
+  if (!o.dir.empty()) tools::refuse_kernel_filesystem("--dir", dir);
   // The host holds about 32 bytes a parameter: the weights, their fp32
   // master and gradient, AdamW's moments and a background save's copy.
   const std::uint64_t avail = train::available_memory();
   ZRT_CHECK_ARG(avail == 0 || static_cast<double>(o.params) * 32 <= static_cast<double>(avail),
-                "ckpt: --params ", o.params, " needs about ",
+                "--params ", o.params, " needs about ",
                 train::human_bytes(static_cast<double>(o.params) * 32), " of memory, but ",
                 train::human_bytes(static_cast<double>(avail)), " is available");
   fs::create_directories(dir);

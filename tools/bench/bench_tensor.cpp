@@ -30,7 +30,7 @@ Options parse(int argc, char** argv) {
       .value("--ops", o.ops)
       .runs(o.reps, o.json)
       .parse(argc, argv);
-  ZRT_CHECK_ARG(o.ops > 0, "tensor: --ops must be positive");
+  ZRT_CHECK_ARG(o.ops > 0, "--ops must be positive");
   return o;
 }
 

@@ -94,7 +94,7 @@ T flag_value(const std::vector<std::pair<std::string, T>>& table, const char* fl
     if (n == name) return value;
     names += (names.empty() ? "" : ", ") + n;
   }
-  ZRT_THROW(InvalidArgument, "train: ", flag, " is one of ", names, ", not ", name);
+  ZRT_THROW(InvalidArgument, "", flag, " is one of ", names, ", not ", name);
 }
 
 struct Options {
@@ -139,11 +139,11 @@ std::vector<LinkModel> parse_link_list(const std::string& list, double latency_u
     char* end = nullptr;
     const double gbps = std::strtod(item.c_str(), &end);
     ZRT_CHECK_ARG(!item.empty() && *end == '\0' && gbps > 0,
-                  "train: --link-gbps takes 'none' or bandwidths in Gb/s above 0 separated by "
+                  "--link-gbps takes 'none' or bandwidths in Gb/s above 0 separated by "
                   "commas, not '",
                   list, "'");
     out.push_back({.gbps = gbps, .latency_us = latency_us});
-    check_link_model(out.back(), "train: --link-gbps", "train: --link-us");
+    check_link_model(out.back(), "--link-gbps", "--link-us");
   }
   return out;
 }
@@ -153,7 +153,7 @@ std::vector<int> parse_prefetch_list(const std::string& list) {
   std::vector<int> out;
   for (const std::string& item : split_commas(list)) {
     ZRT_CHECK_ARG(item.size() == 1 && item[0] >= '0' && item[0] <= '2',
-                  "train: --prefetch takes depths 0, 1 or 2 separated by commas, not '", list, "'");
+                  "--prefetch takes depths 0, 1 or 2 separated by commas, not '", list, "'");
     out.push_back(item[0] - '0');
   }
   return out;
@@ -167,7 +167,7 @@ std::vector<std::string> parse_checkpointing_list(const std::string& list) {
       out.push_back(model_zoo::parse_activation_checkpointing(item).str());
     } catch (const InvalidArgument& e) {
       ZRT_THROW(InvalidArgument,
-                "train: --activation-checkpointing takes modes separated by commas, not '", list,
+                "--activation-checkpointing takes modes separated by commas, not '", list,
                 "': ", e.what());
     }
   }
@@ -230,40 +230,40 @@ Options parse(int argc, char** argv) {
       .value("--save-data", o.save_data)
       .flag("--json", o.json);
   parser.parse(argc, argv);
-  ZRT_CHECK_ARG(t.device == "cpu" || t.device == "cuda", "train: --device is cpu or cuda, not '",
-                t.device, "'");
+  ZRT_CHECK_ARG(t.device == "cpu" || t.device == "cuda", "--device is cpu or cuda, not '", t.device,
+                "'");
 #ifndef ZRT_WITH_CUDA
   if (t.device == "cuda")
     throw UsageError(
-        "train: --device cuda: this build of zrt has no CUDA support (configure with "
+        "--device cuda: this build of zrt has no CUDA support (configure with "
         "-DZRT_CUDA=ON)",
         __FILE__, __LINE__);
 #endif
   ZRT_CHECK_ARG(t.device == "cpu" || cuda_device_count() > 0,
-                "train: --device cuda, but no CUDA device is usable here");
-  ZRT_CHECK_ARG(c.model.kind == "gpt" || c.model.kind == "mlp",
-                "train: --model is gpt or mlp, not ", c.model.kind);
+                "--device cuda, but no CUDA device is usable here");
+  ZRT_CHECK_ARG(c.model.kind == "gpt" || c.model.kind == "mlp", "--model is gpt or mlp, not ",
+                c.model.kind);
   ZRT_CHECK_ARG(
       c.model.kind == "gpt" || !(parser.given("--n-layer") || parser.given("--n-head") ||
                                  parser.given("--n-embd") || parser.given("--vocab-size")),
-      "train: --n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
+      "--n-layer, --n-head, --n-embd and --vocab-size are gpt flags");
   ZRT_CHECK_ARG(c.model.kind == "gpt" || !parser.given("--seq-len"),
-                "train: --seq-len is a gpt flag (an mlp's rows have no sequence)");
+                "--seq-len is a gpt flag (an mlp's rows have no sequence)");
   for (auto [flag, field, v] : {std::tuple{"--n-layer", &c.model.n_layer, n_layer},
                                 {"--n-head", &c.model.n_head, n_head},
                                 {"--n-embd", &c.model.n_embd, n_embd},
                                 {"--vocab-size", &c.model.vocab_size, vocab_size}}) {
-    ZRT_CHECK_ARG(!parser.given(flag) || v > 0, "train: ", flag, " must be positive (got ", v, ")");
+    ZRT_CHECK_ARG(!parser.given(flag) || v > 0, "", flag, " must be positive (got ", v, ")");
     if (v > 0) *field = v;
   }
   ZRT_CHECK_ARG(c.batch_size > 0 && c.seq_len > 0 && o.steps > 0 && o.rounds > 0,
-                "train: --batch-size, --seq-len, --steps and --rounds must be positive");
+                "--batch-size, --seq-len, --steps and --rounds must be positive");
   o.prefetch = parse_prefetch_list(prefetch);
   o.checkpointing = parse_checkpointing_list(checkpointing);
-  check_link_model({.latency_us = link_us}, "train: --link-gbps", "train: --link-us");
+  check_link_model({.latency_us = link_us}, "--link-gbps", "--link-us");
   for (const std::string& item : split_commas(early_gathers)) {
     ZRT_CHECK_ARG(item == "on" || item == "off",
-                  "train: --gather-after-update takes on and off separated by commas, not '",
+                  "--gather-after-update takes on and off separated by commas, not '",
                   early_gathers, "'");
     o.early_gathers.push_back(item == "on");
   }
@@ -277,19 +277,19 @@ Options parse(int argc, char** argv) {
     } catch (const InvalidArgument& e) {  // "CPU streams 'x' is not one of ..."
       std::string text = e.what();
       if (text.starts_with("CPU streams ")) text.erase(0, std::strlen("CPU streams "));
-      throw InvalidArgument("train: --cpu-streams " + text, e.file(), e.line(), e.expr());
+      throw InvalidArgument("--cpu-streams " + text, e.file(), e.line(), e.expr());
     }
   ZRT_CHECK_ARG(
       o.warmup >= 0 && o.threads >= 0 && t.ranks >= 0 && o.peak_gflops >= 0 && o.peak_tflops >= 0,
-      "train: --warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
-  ZRT_CHECK_ARG(o.threads <= kernels::kMaxCpuThreads, "train: --threads ", o.threads,
-                " is more than ", kernels::kMaxCpuThreads);
+      "--warmup, --threads, --ranks, --peak-gflops and --peak-tflops must not be negative");
+  ZRT_CHECK_ARG(o.threads <= kernels::kMaxCpuThreads, "--threads ", o.threads, " is more than ",
+                kernels::kMaxCpuThreads);
   ZRT_CHECK_ARG(o.peak_gflops == 0 || o.peak_tflops == 0,
-                "train: give --peak-gflops or --peak-tflops, not both");
+                "give --peak-gflops or --peak-tflops, not both");
   if (o.peak_tflops > 0) o.peak_gflops = o.peak_tflops * 1e3;
   const auto dtype = std::find_if(std::begin(train::kDTypeFlags), std::end(train::kDTypeFlags),
                                   [&](const train::DTypeFlag& f) { return f.name == o.dtype; });
-  ZRT_CHECK_ARG(dtype != std::end(train::kDTypeFlags), "train: --dtype is fp32, bf16 or fp16, not ",
+  ZRT_CHECK_ARG(dtype != std::end(train::kDTypeFlags), "--dtype is fp32, bf16 or fp16, not ",
                 o.dtype);
   c.engine.zero.dtype = dtype->dtype;
   c.engine.zero.grad_reduce.dtype =
@@ -297,13 +297,13 @@ Options parse(int argc, char** argv) {
   c.engine.zero.gather.dtype =
       flag_value(train::gather_dtype_flags(), "--gather-dtype", o.gather_dtype);
   const auto strategy = optim::parse_strategy(o.strategy);
-  ZRT_CHECK_ARG(strategy.has_value(), "train: unknown --strategy ", o.strategy,
+  ZRT_CHECK_ARG(strategy.has_value(), "unknown --strategy ", o.strategy,
                 " (full, grad-op, no-shard, hybrid, layer-zero)");
   c.engine.zero.strategy = *strategy;
   ZRT_CHECK_ARG(t.ranks == 0 || detect_launch().launcher == Launcher::single,
-                "train: --ranks starts local ranks, but this process was started by a launcher: "
+                "--ranks starts local ranks, but this process was started by a launcher: "
                 "drop --ranks");
-  ZRT_CHECK_ARG(t.ranks <= train::kMaxLocalRanks, "train: --ranks ", t.ranks, " is more than ",
+  ZRT_CHECK_ARG(t.ranks <= train::kMaxLocalRanks, "--ranks ", t.ranks, " is more than ",
                 train::kMaxLocalRanks);
   // Note [No output onto an input]: checked before anything is written.
   const NamedPath outputs[] = {{"--save-init", o.save_init}, {"--save-data", o.save_data}};
@@ -442,8 +442,7 @@ void device_synchronize([[maybe_unused]] const std::string& device) {
 #ifdef ZRT_WITH_CUDA
   if (device == "cuda") {
     const cudaError_t st = cudaDeviceSynchronize();
-    ZRT_CHECK_AS(CudaError, st == cudaSuccess,
-                 "train: cudaDeviceSynchronize: ", cudaGetErrorString(st));
+    ZRT_CHECK_AS(CudaError, st == cudaSuccess, "cudaDeviceSynchronize: ", cudaGetErrorString(st));
   }
 #endif
 }
@@ -588,7 +587,7 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
     if (!o.save_data.empty() && lead) {
       model_zoo::Dataset data = train::load_data(o.train, trainer.config());
       ZRT_CHECK_ARG(data.kind == model_zoo::Dataset::Kind::tokens,
-                    "train: --save-data writes token data (gpt)");
+                    "--save-data writes token data (gpt)");
       zrt::write_safetensors(o.save_data, {{"tokens", data.tokens}});
     }
   }

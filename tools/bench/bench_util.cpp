@@ -39,6 +39,14 @@ OptionParser& OptionParser::value(std::string name, T& target) {
           }
         },
         ""));  // CLI11 prints the type already
+  // `--dir ""` (an unset shell variable) would read as the option not given.
+  if constexpr (std::is_same_v<T, std::string>)
+    option->check(CLI::Validator(
+        [](std::string& v) {
+          return v.empty() ? std::string("the value is empty (an unset shell variable?)")
+                           : std::string();
+        },
+        ""));
   return *this;
 }
 template OptionParser& OptionParser::value(std::string, std::string&);
@@ -49,18 +57,17 @@ template OptionParser& OptionParser::value(std::string, double&);
 OptionParser& OptionParser::value(std::string name, Device& target) {
   app_->add_option_function<std::string>(
       name,
-      [&target, name, who = who_](const std::string& v) {
+      [&target, name](const std::string& v) {
         target = Device::parse(v);
 #ifndef ZRT_WITH_CUDA
         if (target.is_cuda())  // a command line this build cannot run, not a failure
-          throw UsageError(who + ": " + name + " " + v +
+          throw UsageError(name + " " + v +
                                ": this build of zrt has no CUDA support (configure with "
                                "-DZRT_CUDA=ON)",
                            __FILE__, __LINE__);
 #endif
-        ZRT_CHECK_ARG(!target.is_cuda() || cuda_device_count() > target.index, who, ": ", name, " ",
-                      v, ", but no such CUDA device is usable here (", cuda_device_count(),
-                      " found)");
+        ZRT_CHECK_ARG(!target.is_cuda() || cuda_device_count() > target.index, name, " ", v,
+                      ", but no such CUDA device is usable here (", cuda_device_count(), " found)");
       },
       "cpu, cuda or cuda:N");
   return *this;

@@ -148,12 +148,11 @@ void check_ranks_agree(const std::vector<std::string>& per_rank) {
     if (j.is_object())
       for (const auto& [key, value] : j.items()) flags.emplace_back(key, value.dump());
   }
-  std::string problems;
-  for (const std::string& line : differing_settings(ranks)) problems += "\n  " + line;
-  ZRT_CHECK_ARG(problems.empty(),
+  const std::vector<std::string> differing = differing_settings(ranks);
+  ZRT_CHECK_ARG(differing.empty(),
                 "the ranks were started with different flags or inputs; every rank of a run must "
                 "be given the same:",
-                problems);
+                indented_lines(differing, differing.size()));  // every flag to mend
 }
 
 namespace {

@@ -2,9 +2,7 @@
 #include "tools/train/memory_plan_report.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -23,6 +21,7 @@
 #include <tuple>
 
 #include "tools/common/cli_rules.h"
+#include "tools/common/kernel_filesystem.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -87,6 +86,7 @@ std::string rename_word(std::string text, std::string_view word, std::string_vie
 // would fail the first save (unless `resume` reads it, which names those).
 void check_checkpoint_dir(const std::string& dir, bool resume) {
   namespace fs = std::filesystem;
+  tools::refuse_kernel_filesystem("--checkpoint-dir", dir);  // before a directory is made there
   std::error_code ec;
   const fs::path latest = fs::path(dir) / "latest";
   if (!resume && fs::exists(latest, ec) && !fs::is_regular_file(latest, ec))
@@ -400,26 +400,6 @@ bool in_checkpoint_entries(const std::string& file, const std::string& checkpoin
 
 }  // namespace
 
-namespace {
-
-// The kernel's own filesystems store no files (/proc, /sys and their
-// like): a write there fails, after the run for a trace or the weights.
-// Known by their type: a capacity of 0 is also a ramfs's, or a FUSE
-// filesystem's that does not say, which do hold files.
-void refuse_virtual_filesystem(const std::string& what, const std::filesystem::path& dir) {
-  struct statfs fs {};
-  if (::statfs(dir.c_str(), &fs) != 0) return;  // the write itself will tell
-  const auto type = static_cast<unsigned long>(fs.f_type);
-  for (unsigned long kernel_own :
-       {PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC,
-        TRACEFS_MAGIC, SECURITYFS_MAGIC})
-    ZRT_CHECK_ARG(type != kernel_own, what, ": ", dir.string(),
-                  " is on a virtual filesystem that stores no files (as /proc and /sys are); "
-                  "give a path on a disk");
-}
-
-}  // namespace
-
 std::string trace_path(const std::string& path, int rank, int size) {
   if (size == 1) return path;
   const std::filesystem::path p(path);
@@ -463,7 +443,7 @@ void check_outputs(const TrainOptions& o) {
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": ",
                   fs::exists(parent) ? parent.string() + " is not a directory"
                                      : "directory " + parent.string() + " does not exist");
-    refuse_virtual_filesystem(detail::concat(out_flag, " ", *out), parent);
+    tools::refuse_kernel_filesystem(detail::concat(out_flag, " ", *out), parent);
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
@@ -506,10 +486,6 @@ void check_outputs(const TrainOptions& o) {
                     "--checkpoint-dir ", o.checkpoint_dir, " is inside ", in.what, " ", in.path,
                     ": saving would write into it");
 }
-
-}  // namespace
-
-namespace {
 
 // A model dimension the preset has unless the flag overrides it.
 CLI::Option* add_override(CLI::App& app, const std::string& flag,
@@ -920,7 +896,6 @@ void check_free_space(const std::vector<PlannedOutput>& outputs) {
       names +=
           detail::concat(names.empty() ? "" : " and ", out->flag, " ", out->path,
                          use.outputs.size() > 1 ? detail::concat(" (", out->bytes, " bytes)") : "");
-    refuse_virtual_filesystem(names, use.dir);  // no amount of free space would do
     ZRT_THROW(ResourceError, "not enough free disk space: ", names,
               use.outputs.size() > 1 ? " together need " : " needs ", use.bytes,
               " bytes, but the filesystem of ", use.dir.string(), " has ", space.available,

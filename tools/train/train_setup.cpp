@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "tools/common/kernel_filesystem.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
@@ -57,6 +58,7 @@ void check_offload_dir(const optim::OptimizerOffload& offload) {
   if (offload.kind != optim::OptimizerOffload::Kind::disk) return;
   namespace fs = std::filesystem;
   std::error_code ec;
+  tools::refuse_kernel_filesystem("--offload-optimizer " + offload.str(), offload.dir);
   ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", offload.str(), ": ",
                 fs::exists(offload.dir, ec) ? offload.dir + " is not a directory"
                                             : "directory " + offload.dir + " does not exist");
