@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tools/common/kernel_filesystem.h"
 #include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -46,27 +47,28 @@ constexpr EnvVariable kVariables[] = {
     {"ZRT_FLIGHT_RECORDER_ENTRIES", "a whole number from 1 to 1000000 (default 256)",
      "collectives each rank's flight recorder keeps",
      [] { (void)default_flight_recorder_entries(); }},
-    {"ZRT_FLIGHT_RECORDER_DIR", "a writable directory, made at start if missing",
+    {"ZRT_FLIGHT_RECORDER_DIR", "a writable directory, or a path where one can be made",
      "where the flight records of a failed collective are written",
-     [] {  // checked now: it is written only when a collective has failed
+     [] {  // checked now: it is written (and made) only when a collective has failed
        namespace fs = std::filesystem;
        const char* v = env("ZRT_FLIGHT_RECORDER_DIR");
-       std::error_code ec;
        if (!*v) return;
-       // Made now if missing (ranks racing to make it all succeed), so that
-       // one that cannot be made (/proc/x, a path under a file) is refused
-       // at start, not when a collective has failed.
-       if (!fs::exists(v, ec)) {
-         fs::create_directories(v, ec);
-         std::error_code again;
-         ZRT_CHECK_ARG(!ec || fs::is_directory(v, again), "ZRT_FLIGHT_RECORDER_DIR='", v,
-                       "' cannot be made (the flight records of a failed collective go there): ",
-                       ec.message());
+       // Nothing is made here (zrt-ckpt and zrt-bench write no records):
+       // what exists of the path must let the rest be made and written.
+       const fs::path existing = nearest_existing(v);
+       const std::string name = detail::concat("ZRT_FLIGHT_RECORDER_DIR='", v, "'");
+       std::error_code ec;
+       if (fs::exists(v, ec)) {
+         ZRT_CHECK_ARG(fs::is_directory(v, ec), name,
+                       " is not a directory (the flight records of a failed collective go there)");
+         ZRT_CHECK_ARG(::access(v, W_OK) == 0, name, " is a directory this process cannot write");
+       } else {
+         ZRT_CHECK_ARG(fs::is_directory(existing, ec), name, " cannot be made: ", existing.string(),
+                       " is not a directory");
+         ZRT_CHECK_ARG(::access(existing.c_str(), W_OK) == 0, name,
+                       " cannot be made: this process cannot write in ", existing.string());
        }
-       ZRT_CHECK_ARG(std::filesystem::is_directory(v, ec), "ZRT_FLIGHT_RECORDER_DIR='", v,
-                     "' is not a directory (the flight records of a failed collective go there)");
-       ZRT_CHECK_ARG(::access(v, W_OK) == 0, "ZRT_FLIGHT_RECORDER_DIR='", v,
-                     "' is a directory this process cannot write");
+       refuse_kernel_filesystem(name, v);
      }},
     {"ZRT_POISON_MEMORY", "0 or 1", "1: fill every new allocation with 0xFF bytes (NaN)",
      [] { (void)env_poison_memory(); }},

@@ -10,13 +10,17 @@
 
 namespace zrt::tools {
 
-void refuse_kernel_filesystem(std::string_view what, const std::filesystem::path& path) {
+std::filesystem::path nearest_existing(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path existing = fs::absolute(path, ec).lexically_normal();
-  if (ec) return;
   while (!fs::exists(existing, ec) && existing.has_relative_path())
     existing = existing.parent_path();
+  return existing;
+}
+
+void refuse_kernel_filesystem(std::string_view what, const std::filesystem::path& path) {
+  const std::filesystem::path existing = nearest_existing(path);
   struct statfs info {};
   if (::statfs(existing.c_str(), &info) != 0) return;
   const auto type = static_cast<unsigned long>(info.f_type);

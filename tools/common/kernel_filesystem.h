@@ -9,6 +9,10 @@
 
 namespace zrt::tools {
 
+// `path` made absolute, or the nearest of its parents that exists: where
+// the rest of it would be made.
+std::filesystem::path nearest_existing(const std::filesystem::path& path);
+
 // Throws InvalidArgument "WHAT: PATH is on a virtual filesystem that stores
 // no files ..." when `path`, or the nearest of its parents that exists (where
 // it would be made), is on one. Known by the filesystem's type: a capacity
