@@ -189,6 +189,13 @@ grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: --st
 out=$("$train" "${long[@]/80/96}" --steps 5 --resume 2>&1)
 grep -q "wpe.weight was saved as \[80, 16\] but the model has \[96, 16\] (these flags differ from the checkpoint's run: --block-size --seq-len)" <<<"$out" &&
   ok "a longer --seq-len names --block-size in the shape error" || fail "longer --seq-len: $(tail -n1 <<<"$out")"
+# A parameter missing on either side names the model flags too, --model alone when it differs.
+expect_refused "a resume with more layers names --n-layer" \
+  "has no parameter h\.1\..* \(these flags differ from the checkpoint's run: --n-layer\)$" "$ck" \
+  "$train" --n-layer 2 --n-embd 16 --n-head 2 --seq-len 16 --batch-size 4 --steps 6 --checkpoint-dir "$ck" --resume
+expect_refused "a resume as another model names --model" \
+  "\(these flags differ from the checkpoint's run: --model\)$" "$ck" \
+  "$train" --model mlp --steps 6 --checkpoint-dir "$ck" --resume
 
 # Two runs in one directory: the second names the first.
 "$train" "${tiny[@]}" --steps 100000 --log-every 100000 --checkpoint-dir "$dir/busy" > /dev/null 2>&1 &
@@ -258,6 +265,9 @@ st=$dir/st
   fail "steps: first run"
 expect_refused "--steps below the resumed step" "--steps 1 is below the step 2" "$st" \
   "$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$st" --resume "$st/step-000002"
+out=$("$train" "${tiny[@]}" --steps 1 --checkpoint-dir "$st" --resume "$st/step-000002" 2>&1)
+grep -qE "resumed from|warning" <<<"$out" && fail "--steps below the resumed step still said: $out" ||
+  ok "--steps below the resumed step says nothing of a resume before its error"
 before=$(digest "$st")
 lines=$(wc -l < "$dir/st.jsonl")
 "$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$st" --resume "$st/step-000002" --metrics "$dir/st.jsonl" > /dev/null 2>&1 &&

@@ -303,17 +303,30 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
     static const std::set<std::string> kModelFlags = {"--model",      "--preset",  "--n-layer",
                                                       "--n-head",     "--n-embd",  "--vocab-size",
                                                       "--block-size", "--seq-len", "--hidden"};
+    // A parameter missing on either side (--n-layer, --model) is "saved
+    // from another model?": the flags say which.
+    const std::string_view guess = " (saved from another model?)";
+    std::string text = e.what();
+    if (text.ends_with(guess)) text.resize(text.size() - guess.size());
     std::string flags;
-    if (std::string_view(e.what()).find(" was saved as ") != std::string_view::npos) try {
+    if (text.size() < std::string_view(e.what()).size() ||
+        text.find(" was saved as ") != std::string::npos)
+      try {
         for (const auto& f :
              train::differing_run_flags(optim::CheckpointReader(path).index().run_json, o))
           if (kModelFlags.count(f)) flags += " " + f;
+        if (flags.find(" --model") != std::string::npos) flags = " --model";  // the rest follow
       } catch (const std::exception&) {  // the checkpoint's own error says it all
       }
     if (flags.empty()) throw;
-    ZRT_THROW(CheckpointError, e.what(), " (these flags differ from the checkpoint's run:", flags,
-              ")");
+    ZRT_THROW(CheckpointError, text, " (these flags differ from the checkpoint's run:", flags, ")");
   }
+  // Refused before anything is said or set aside: a failed resume changes
+  // nothing (Note [Resuming never loses work]).
+  ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,
+                " is below the step ", trainer.next_step(),
+                " the checkpoint was saved at: there is nothing to train ",
+                "(raise --steps to continue)");
   const auto step = static_cast<long long>(trainer.next_step());
   if (lead) {
     std::lock_guard lock(io);
@@ -340,12 +353,6 @@ bool resume_if_asked(Communicator& world, model_zoo::Trainer& trainer, const Tra
         !note.empty() && !std::count(flags.begin(), flags.end(), "--warmup"))
       std::fprintf(stderr, "zrt-train: warning: %s\n", note.c_str());
   }
-  // Refused before any step is set aside: a failed resume changes nothing
-  // (Note [Resuming never loses work]).
-  ZRT_CHECK_ARG(trainer.next_step() <= o.trainer.steps, "--steps ", o.trainer.steps,
-                " is below the step ", trainer.next_step(),
-                " the checkpoint was saved at: there is nothing to train ",
-                "(raise --steps to continue)");
   // A run that trains nothing abandons no trajectory.
   if (o.checkpoint_dir.empty() || trainer.next_step() == o.trainer.steps) return true;
   all_or_none(world, [&] {
