@@ -229,7 +229,11 @@ CpuStreams parse_cpu_streams(const std::string& s) {
 // (which would otherwise stay in the weights: its gradient is finite, so no
 // step is skipped). Values drawn where the shards live (Note [Sharded
 // initialisation]), values on a device and a dry run's stand-ins are not
-// read: nothing there to compare on the host.
+// read: nothing there to compare on the host. A unit one rank refuses on
+// its own (a repeated name, an integer buffer, a tie that overlaps or whose
+// values changed) is refused in the same collective, by every rank, in that
+// rank's words: under MPI or NCCL a rank that threw alone would leave the
+// others waiting there for the timeout.
 namespace {
 // A digest of a tensor's values as a unit was given them (0: none read, a
 // CPU tensor with memory only). Callers read only what check_initial_values
@@ -243,16 +247,16 @@ std::uint64_t values_digest(const Tensor& t) {
 
 void ZeroModule::check_initial_values(const std::string& unit, const std::vector<NamedParam>& ps,
                                       const std::vector<std::uint64_t>& digests,
-                                      const std::string& changed_tie) {
+                                      const std::string& refusal) {
   ZRT_CHECK_STATE(digests.size() == ps.size(), "check_initial_values: ", digests.size(),
                   " digests for ", ps.size(), " parameters");
   struct Summary {
     std::uint64_t layout = 0;  // names and shapes: FlatParamHandle names a difference there
     std::uint64_t digest = 0;
     std::int64_t non_finite = -1;  // index into ps, -1: none
-    std::int64_t changed_tie = 0;  // 1: this rank's `changed_tie` says what
+    std::int64_t refused = 0;      // 1: this rank's `refusal` says why
   } mine;
-  mine.changed_tie = changed_tie.empty() ? 0 : 1;
+  mine.refused = refusal.empty() ? 0 : 1;
   for (std::size_t i = 0; i < ps.size(); ++i) {
     const NamedParam& p = ps[i];
     const std::string id = p.fqn() + shape_str(p.tensor.shape()) + ";";
@@ -273,14 +277,17 @@ void ZeroModule::check_initial_values(const std::string& unit, const std::vector
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
   std::vector<Summary> ranks(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) std::memcpy(&ranks[r], all[r].data(), sizeof mine);
-  // Every rank refuses a changed tie that one rank found (each rank has its
-  // own buffers): none is left waiting in the next collective.
-  if (!changed_tie.empty()) ZRT_THROW(InvalidArgument, changed_tie);
-  for (std::size_t r = 0; r < ranks.size(); ++r)
-    ZRT_CHECK_ARG(ranks[r].changed_tie == 0, "ZeroModule::add_unit('", unit, "'): on rank ", r,
-                  " a parameter is the buffer of an earlier unit's parameter whose values "
-                  "changed since it was added (rank ",
-                  r, "'s error names them)");
+  // Every rank refuses the unit one rank refused, with its words (each
+  // rank has its own tensors): none is left waiting in a later collective.
+  if (std::any_of(ranks.begin(), ranks.end(), [](const Summary& r) { return r.refused != 0; })) {
+    const auto said = world_->all_gather_bytes(std::span<const std::byte>(
+        reinterpret_cast<const std::byte*>(refusal.data()), refusal.size()));
+    for (std::size_t r = 0; r < said.size(); ++r)
+      if (!said[r].empty())
+        ZRT_THROW(InvalidArgument, "ZeroModule::add_unit('", unit,
+                  "'): ", said.size() > 1 ? detail::concat("on rank ", r, ", ") : std::string(),
+                  std::string_view(reinterpret_cast<const char*>(said[r].data()), said[r].size()));
+  }
   // Other names or shapes on some rank: named over the world, since the
   // handle compares only within its zero1 group (a rank alone under
   // no-shard, one replica under hybrid), where the element counts may agree.
@@ -320,14 +327,20 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   ZRT_CHECK_CALL(!optimizer_, "ZeroModule::add_unit('", name,
                  "'): units must be added before the first step");
   const Unit unit = handles_.size();
-  ZRT_CHECK_ARG(!unit_names_.count(name), "ZeroModule::add_unit('", name,
-                "'): a unit of that name was added before; units need names of their own");
+  // This rank's first reason to refuse the unit, said on every rank with the
+  // initial values' check: a rank that threw alone here would leave the
+  // others waiting in that collective.
+  std::string refusal;
+  const auto refuse_unless = [&](bool fine, const auto&... why) {
+    if (!fine && refusal.empty()) refusal = detail::concat(why...);
+  };
+  refuse_unless(!unit_names_.count(name),
+                "a unit of that name was added before; units need names of their own");
   // A tensor of an earlier unit here is that unit's parameter used again
   // (Note [Parameters tied across units]): copying it would silently untie
   // it (two masters, two gradients). Memory that only overlaps one is refused.
   std::vector<TiedParam> ties;
   std::vector<NamedParam> own;
-  std::string changed_tie;  // the first tie whose buffer changed since its owner took it
   for (const auto& p : params) {
     const std::size_t begin = static_cast<std::size_t>(p.tensor.offset()) * p.tensor.itemsize();
     const std::size_t end = begin + p.tensor.nbytes();
@@ -340,27 +353,24 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       const auto storage = seen.storage.lock();
       if (!storage || storage != p.tensor.storage_ptr() || end <= seen.begin || seen.end <= begin)
         continue;
-      ZRT_CHECK_ARG(
+      refuse_unless(
           seen.begin == begin && seen.dtype == p.tensor.dtype() && seen.shape == p.tensor.shape(),
-          "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(),
-          "' shares part of its memory with "
-          "parameter '",
-          seen.fqn, "' of unit '", handles_[seen.at.unit]->name(),
-          "': a parameter tied "
-          "across units must be the same tensor (storage, offset, dtype and shape)");
+          "parameter '", p.fqn(), "' shares part of its memory with parameter '", seen.fqn,
+          "' of unit '", handles_[seen.at.unit]->name(),
+          "': a parameter tied across units must be the same tensor (storage, offset, dtype and "
+          "shape)");
       // One buffer passed again after its values changed is a new
       // parameter's values, not the first one's: a tie would drop them.
       // (Read only where the owner's values were: a model's stand-in has
       // none; 0 where the memory has gone since.)
       // Refused with the initial values' check, on every rank together.
       const std::uint64_t now = seen.digest == 0 ? 0 : values_digest(p.tensor);
-      if (now != 0 && now != seen.digest && changed_tie.empty())
-        changed_tie = detail::concat(
-            "ZeroModule::add_unit('", name, "'): parameter '", p.fqn(),
-            "' is the buffer of parameter '", seen.fqn, "' of unit '",
-            handles_[seen.at.unit]->name(),
-            "', so it would be tied to it, but its values changed since: pass a tensor of its "
-            "own (a copy) for a parameter of its own, or the buffer unchanged for a tie");
+      refuse_unless(now == 0 || now == seen.digest, "parameter '", p.fqn(),
+                    "' is the buffer of parameter '", seen.fqn, "' of unit '",
+                    handles_[seen.at.unit]->name(),
+                    "', so it would be tied to it, but its values changed since: pass a tensor of "
+                    "its own (a copy) for a parameter of its own, or the buffer unchanged for a "
+                    "tie");
       tied = &seen;
       break;
     }
@@ -373,22 +383,23 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   // Full names are the module's keys (find_param, full_params, checkpoints):
   // "a" + "b.c" and "a.b" + "c" are one name.
   std::unordered_set<std::string> names;
-  for (const auto& p : params)
-    ZRT_CHECK_ARG(!param_names_.count(p.fqn()) && names.insert(p.fqn()).second,
-                  "ZeroModule::add_unit('", name, "'): parameter name '", p.fqn(), "' is ",
-                  names.count(p.fqn()) ? "given twice in this unit"
-                                       : "already a parameter's name in an earlier unit",
-                  "; every parameter needs a full name of its own");
-  ZRT_CHECK_ARG(!params.empty(), "ZeroModule::add_unit('", name, "'): no parameters");
+  for (const auto& p : params) {
+    const bool earlier = param_names_.count(p.fqn()) > 0;
+    refuse_unless(
+        !earlier && names.insert(p.fqn()).second, "parameter name '", p.fqn(), "' is ",
+        earlier ? "already a parameter's name in an earlier unit" : "given twice in this unit",
+        "; every parameter needs a full name of its own");
+  }
+  refuse_unless(!params.empty(), "no parameters");
   // Trained in fp32 whatever their dtype: an integer buffer would silently
   // become a trained float.
   for (const auto& p : params)
-    ZRT_CHECK_ARG(is_floating(p.tensor.dtype()), "ZeroModule::add_unit('", name, "'): parameter '",
-                  p.fqn(), "' is ", dtype_name(p.tensor.dtype()),
+    refuse_unless(is_floating(p.tensor.dtype()), "parameter '", p.fqn(), "' is ",
+                  dtype_name(p.tensor.dtype()),
                   ": parameters are floating point (keep integer buffers out of the units)");
-  ZRT_CHECK_ARG(!own.empty(), "ZeroModule::add_unit('", name,
-                "'): every parameter is tied to an earlier "
-                "unit's; a unit needs one of its own (put its modules in the owner's unit)");
+  refuse_unless(!own.empty(),
+                "every parameter is tied to an earlier unit's; "
+                "a unit needs one of its own (put its modules in the owner's unit)");
   // Each parameter's values as given: a later tie must still hold them, and
   // every rank must have given the same (check_initial_values). A second
   // name of one tensor has the first's (and may be the stand-in of a
@@ -424,7 +435,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
     }
     owned.push_back({p.module_path, p.name, same->second, p.pad_rows, p.init});
   }
-  check_initial_values(name, owned, own_digests, changed_tie);
+  check_initial_values(name, owned, own_digests, refusal);
   FlatParamOptions o;
   o.name = name;
   o.param_dtype = options_.dtype;

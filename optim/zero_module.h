@@ -380,11 +380,11 @@ class ZeroModule {
   std::unordered_set<std::string> unit_names_, param_names_;
   // Collective: InvalidArgument on every rank when a value is not finite, the
   // ranks' values differ (Note [Initial values agree across ranks]), or a
-  // rank found a tie whose buffer changed (`changed_tie`, its message; empty:
-  // none). `digests`: each of `params`' values as given (values_digest).
+  // rank refused the unit itself (`refusal`, its message: a repeated name, a
+  // changed tie; empty: none), in that rank's words.
+  // `digests`: each of `params`' values as given (values_digest).
   void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params,
-                            const std::vector<std::uint64_t>& digests,
-                            const std::string& changed_tie);
+                            const std::vector<std::uint64_t>& digests, const std::string& refusal);
   // InvalidState naming `call` and the first unit with a scope open.
   void expect_scopes_closed(const char* call) const;
   struct Tie {  // Note [Parameters tied across units]

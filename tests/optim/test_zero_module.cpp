@@ -873,12 +873,57 @@ BOOST_AUTO_TEST_CASE(a_buffer_changed_since_its_unit_is_no_tie) {
       errors[static_cast<std::size_t>(comm->rank())] = e.what();
     }
   });
-  BOOST_TEST(errors[0].find("on rank 1 a parameter is the buffer of an earlier unit's") !=
-                 std::string::npos,
-             errors[0]);
-  BOOST_TEST(
-      errors[1].find("parameter 'b.w' is the buffer of parameter 'a.w'") != std::string::npos,
-      errors[1]);
+  for (const std::string& error : errors)
+    BOOST_TEST(error.find("add_unit('b'): on rank 1, parameter 'b.w' is the buffer of parameter "
+                          "'a.w'") != std::string::npos,
+               error);
+}
+
+// A unit one rank alone refuses (a repeated name, an integer buffer, a
+// partial tie) is refused by every rank in that rank's words: with MPI or
+// NCCL the others would otherwise wait in add_unit's collective for the
+// timeout (a short one here, so that a rank left waiting fails the test).
+BOOST_AUTO_TEST_CASE(a_unit_one_rank_refuses_is_refused_by_every_rank) {
+  struct Case {
+    std::function<std::vector<std::pair<std::string, Tensor>>(Tensor&)> rank2_params;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](Tensor& w) {
+         return std::vector<std::pair<std::string, Tensor>>{{"w", w.clone()}, {"w", w.clone()}};
+       },
+       "on rank 2, parameter name 'b.w' is given twice in this unit"},
+      {[](Tensor& w) {
+         return std::vector<std::pair<std::string, Tensor>>{
+             {"w", w.clone()}, {"steps", Tensor::full({2}, 3.0, DType::i32)}};
+       },
+       "on rank 2, parameter 'b.steps' is i32: parameters are floating point"},
+      {[](Tensor& w) {
+         return std::vector<std::pair<std::string, Tensor>>{{"w", w.narrow(1, 2)}};
+       },
+       "on rank 2, parameter 'b.w' shares part of its memory with parameter 'a.w'"}};
+  for (const Case& c : cases) {
+    std::vector<std::string> errors(3);
+    run_local_ranks(
+        3,
+        [&](const CommPtr& world) {
+          optim::ZeroModule module(world);
+          Tensor a = Tensor::full({3, 5}, 0.25, DType::f32);
+          module.add_unit("a", {{"w", a}});
+          try {
+            if (world->rank() == 2)
+              module.add_unit("b", c.rank2_params(a));
+            else
+              module.add_unit("b", {{"w", Tensor::full({3, 5}, 0.5, DType::f32)}});
+          } catch (const Error& e) {
+            errors[static_cast<std::size_t>(world->rank())] = e.what();
+          }
+        },
+        std::chrono::seconds(5));
+    for (const std::string& error : errors)
+      BOOST_TEST(error.find("ZeroModule::add_unit('b'): " + c.expected) != std::string::npos,
+                 error);
+  }
 }
 
 // ZeroModuleOptions::host_allocator must be host memory (Note [Host memory in the plan]).
