@@ -115,6 +115,7 @@ void check_data_file(const std::string& path) {
   ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
   ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size,
                 " bytes, above the ", kMaxDataFileBytes, " zrt reads into memory");
+  (void)InputFile(path, kMaxDataFileBytes, InputKind::argument, "data file");  // and the rest
 }
 
 Dataset load_text_tokens(const std::string& path) {

@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 
 namespace zrt {
 
@@ -42,6 +44,16 @@ InputFile::InputFile(const std::string& path, std::uint64_t max_bytes, InputKind
     fd_ = -1;
     refuse(kind, detail::concat(what, " ", path, " is ", type, ", not a regular file"));
   }
+  // The kernel's files report a size that is not their contents (0 for
+  // /proc/cpuinfo): "empty" or "truncated" would misname them.
+  struct statfs fs {};
+  if (::fstatfs(fd_, &fs) == 0)
+    if (const char* kernel = kernel_filesystem_name(static_cast<unsigned long>(fs.f_type))) {
+      ::close(fd_);
+      fd_ = -1;
+      refuse(kind, detail::concat(what, " ", path, " is a file of the kernel (on ", kernel,
+                                  "), not a file on a disk: copy it to one first"));
+    }
   size_ = static_cast<std::uint64_t>(st.st_size);
   if (size_ > max_bytes) {
     ::close(fd_);

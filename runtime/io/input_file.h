@@ -8,7 +8,8 @@
 // waiting for a writer that never comes; then fstat on the open file, and
 // anything that is not a regular file (a FIFO, a device such as /dev/zero,
 // a directory, a socket) is refused with an error naming the file and what
-// it is; then its size is bounded by what its format allows, so a huge file
+// it is, and so is a file of the kernel's (/proc, /sys), whose reported
+// size is not its contents; then its size is bounded by what its format allows, so a huge file
 // is refused before it is read instead of running memory out. Links are
 // followed: the rule applies to what they name. Missing files are the
 // caller's to name (each knows what a missing file means for it).

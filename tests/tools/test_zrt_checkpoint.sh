@@ -222,7 +222,7 @@ expect_error "--checkpoint-every without a directory" "checkpoint-dir" "$train" 
 expect_error "--keep-last without a directory" "checkpoint-dir" "$train" --keep-last 2
 expect_error "--resume without a path or directory" "checkpoint-dir" "$train" --resume
 expect_error "--resume of a missing step" "step-000999.*no such checkpoint" "$train" --resume "$dir/ck/step-000999"
-expect_error "--resume into another model" "another model" "$train" --model mlp --resume "$dir/ck"
+expect_error "--resume into another model" "has no parameter layers\.0\.weight \(these flags differ from the checkpoint's run: --model\)" "$train" --model mlp --resume "$dir/ck"
 expect_error "--resume into another width" "wte.weight was saved as \\[256, 32\\] but the model has \\[256, 64\\]" "$train" --n-embd 64 --checkpoint-dir "$dir/ck" --resume
 run --steps 2 --batch-size 8 --seq-len 32 --seed 5 --checkpoint-dir "$dir/other-run" || fail "another run"
 expect_error "--resume another run into a directory holding steps" "holds steps 20 of another run" \

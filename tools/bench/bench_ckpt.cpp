@@ -24,13 +24,13 @@
 
 #include "tools/bench/bench_util.h"
 #include "tools/bench/suites.h"
-#include "tools/common/kernel_filesystem.h"
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 
 namespace zrt::bench {
 namespace {
@@ -105,7 +105,7 @@ int bench_ckpt(int argc, char** argv) {
                   "--dir");
   ZRT_CHECK_ARG(o.dir.empty() || fs::is_directory(dir), "--dir ", o.dir,
                 " is not an existing directory");
-  if (!o.dir.empty()) tools::refuse_kernel_filesystem("--dir", dir);
+  if (!o.dir.empty()) refuse_kernel_filesystem("--dir", dir);
   // The host holds about 32 bytes a parameter: the weights, their fp32
   // master and gradient, AdamW's moments and a background save's copy.
   const std::uint64_t avail = train::available_memory();

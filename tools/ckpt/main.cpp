@@ -13,13 +13,13 @@
 
 #include "tools/common/cli_rules.h"
 #include "tools/common/environment.h"
-#include "tools/common/kernel_filesystem.h"
 #include "tools/common/report_error.h"
 #include "tools/common/stop_signals.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/optim/checkpoint/offline_tools.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 #include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
 
@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
   try {
     ZRT_CHECK_ARG(!path.empty(), "the checkpoint path is empty (an unset shell variable?)");
     ZRT_CHECK_ARG(!(*exp || *resh) || !out.empty(), "--out is empty (an unset shell variable?)");
-    if (*exp || *resh) tools::refuse_kernel_filesystem("--out", out);
+    if (*exp || *resh) refuse_kernel_filesystem("--out", out);
     tools::check_environment("zrt-ckpt");  // Note [Environment variables]
   } catch (const UserError& e) {
     tools::report_error("zrt-ckpt", e);

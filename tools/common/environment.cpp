@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "tools/common/kernel_filesystem.h"
 #include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/kernels/cpu_isa/isa_kernels.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -19,6 +18,7 @@
 #include "zrt/runtime/comm/flight_recorder.h"
 #include "zrt/runtime/comm/link_model.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::tools {

@@ -21,7 +21,6 @@
 #include <tuple>
 
 #include "tools/common/cli_rules.h"
-#include "tools/common/kernel_filesystem.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -31,6 +30,7 @@
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/input_file.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
 
@@ -86,7 +86,7 @@ std::string rename_word(std::string text, std::string_view word, std::string_vie
 // would fail the first save (unless `resume` reads it, which names those).
 void check_checkpoint_dir(const std::string& dir, bool resume) {
   namespace fs = std::filesystem;
-  tools::refuse_kernel_filesystem("--checkpoint-dir", dir);  // before a directory is made there
+  refuse_kernel_filesystem("--checkpoint-dir", dir);  // before a directory is made there
   std::error_code ec;
   const fs::path latest = fs::path(dir) / "latest";
   if (!resume && fs::exists(latest, ec) && !fs::is_regular_file(latest, ec))
@@ -443,7 +443,7 @@ void check_outputs(const TrainOptions& o) {
     ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": ",
                   fs::exists(parent) ? parent.string() + " is not a directory"
                                      : "directory " + parent.string() + " does not exist");
-    tools::refuse_kernel_filesystem(detail::concat(out_flag, " ", *out), parent);
+    refuse_kernel_filesystem(detail::concat(out_flag, " ", *out), parent);
     ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
                   parent.string(), " is not writable");
     ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");

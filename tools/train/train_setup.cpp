@@ -7,7 +7,6 @@
 #include <fstream>
 #include <string>
 
-#include "tools/common/kernel_filesystem.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
@@ -15,6 +14,7 @@
 #include "zrt/optim/flat_param/sharding_strategy.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/local_comm.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 
 namespace zrt::train {
 
@@ -58,7 +58,7 @@ void check_offload_dir(const optim::OptimizerOffload& offload) {
   if (offload.kind != optim::OptimizerOffload::Kind::disk) return;
   namespace fs = std::filesystem;
   std::error_code ec;
-  tools::refuse_kernel_filesystem("--offload-optimizer " + offload.str(), offload.dir);
+  refuse_kernel_filesystem("--offload-optimizer " + offload.str(), offload.dir);
   ZRT_CHECK_ARG(fs::is_directory(offload.dir, ec), "--offload-optimizer ", offload.str(), ": ",
                 fs::exists(offload.dir, ec) ? offload.dir + " is not a directory"
                                             : "directory " + offload.dir + " does not exist");
