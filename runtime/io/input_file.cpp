@@ -16,8 +16,8 @@ namespace zrt {
 namespace {
 
 [[noreturn]] void refuse(InputKind kind, const std::string& message) {
-  if (kind == InputKind::checkpoint) throw CheckpointError(message);
-  throw InvalidArgument(message);
+  if (kind == InputKind::checkpoint) ZRT_THROW(CheckpointError, message);
+  ZRT_THROW(InvalidArgument, message);
 }
 
 const char* kind_of_file(mode_t mode) {

@@ -167,6 +167,18 @@ wait "$pid"; rc=$?
 if [ $rc -eq 0 ] && grep -q "the output's reader is gone" "$dir/pipe.err" && "$ckpt" verify "$dir/pipe" > /dev/null; then
   ok "the output's reader gone: exit 0 with a checkpoint"
 else fail "the output's reader gone: rc $rc: $(cat "$dir/pipe.err"; ls "$dir/pipe")"; fi
+# ... and so does the reader of --trace or --metrics on a stream: the
+# failed write is the stop's, not the run's failure.
+for flag in --trace --metrics; do
+  rm -rf "$dir/pipe"
+  "$train" --steps 100000 --checkpoint-dir "$dir/pipe" --log-every 100000 "$flag" /dev/stdout > "$dir/pipe.fifo" 2> "$dir/pipe.err" &
+  pid=$!
+  head -n 3 "$dir/pipe.fifo" > /dev/null
+  wait "$pid"; rc=$?
+  if [ $rc -eq 0 ] && grep -q "the output's reader is gone" "$dir/pipe.err" && "$ckpt" verify "$dir/pipe" > /dev/null; then
+    ok "$flag /dev/stdout's reader gone: exit 0 with a checkpoint"
+  else fail "$flag /dev/stdout's reader gone: rc $rc: $(cat "$dir/pipe.err"; ls "$dir/pipe")"; fi
+done
 
 # 5. Random SIGKILLs during saves never leave a bad `latest`, also while they are written in the background.
 "$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" "$kills" && ok "$kills kill trials" || fail "kill trials"

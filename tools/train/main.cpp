@@ -437,7 +437,7 @@ class StepReporter {
   void report(const model_zoo::StepReport& r, std::int64_t s) {
     elapsed_ += r.seconds;
     const double per_s = static_cast<double>(r.stats.tokens) / std::max(r.seconds, 1e-9);
-    if (metrics_.is_open()) write_metrics(r, per_s);
+    if (metrics_.is_open() && !metrics_reader_gone_) write_metrics(r, per_s);
     const bool last = s + 1 == o_.trainer.steps;
     // The run's first step (of a resumed run too), every --log-every, the last.
     if (!tty_ && !last && s != first_ && r.step % o_.log_every != 0) return;
@@ -475,8 +475,13 @@ class StepReporter {
                                          {"comm_sent", r.traffic.total().sent},
                                          {"comm_received", r.traffic.total().received},
                                          {"comm_sent_by_kind", sent_by_kind}};
+    errno = 0;
     metrics_ << line.dump() << "\n";
     metrics_.flush();
+    // A stream whose reader went away (`| head`) has asked for the stop
+    // (SIGPIPE, on_broken_pipe), as a closed stdout does: not a failure.
+    metrics_reader_gone_ = !metrics_.good() && errno == EPIPE;
+    if (metrics_reader_gone_) return;
     ZRT_CHECK_AS(ResourceError, metrics_.good(), "writing the metrics file ", o_.metrics,
                  " failed (disk full?)");
   }
@@ -485,6 +490,7 @@ class StepReporter {
   std::int64_t first_;
   std::mutex& io_;
   std::ofstream metrics_;
+  bool metrics_reader_gone_ = false;
   double elapsed_ = 0;
 };
 

@@ -34,7 +34,7 @@ void TraceStream::flush() {
 void TraceStream::append() {
   // Taken even after a failed write, so the tracer never holds more than a step.
   const std::vector<std::string> lines = tracer_->take_event_lines();
-  if (!error_.empty()) return;
+  if (!error_.empty() || reader_gone_) return;
   errno = 0;
   for (const std::string& line : lines) {
     out_ << (first_ ? "[" : ",") << line << '\n';
@@ -45,6 +45,12 @@ void TraceStream::append() {
 }
 
 void TraceStream::note_failure() {
+  // A stream whose reader went away (`| head`) asks for the run to stop
+  // (SIGPIPE) and is written no more: not a failed run.
+  if (errno == EPIPE) {
+    reader_gone_ = true;
+    return;
+  }
   error_ = "--trace " + path_ + ": writing failed: " + std::strerror(errno != 0 ? errno : EIO);
 }
 
@@ -52,7 +58,7 @@ void TraceStream::finish() {
   if (!out_.is_open() || finished_) return;
   finished_ = true;
   append();
-  if (error_.empty()) {
+  if (error_.empty() && !reader_gone_) {
     errno = 0;
     out_ << (first_ ? "[" : "") << "]\n";
     out_.close();

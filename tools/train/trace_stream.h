@@ -13,7 +13,8 @@
 // place (a link through to its target, a stream directly), like --metrics.
 // A write that fails (disk full) stops the writing and fails the run once
 // it has finished, after its checkpoints and --save: the trace is no reason
-// to lose the training.
+// to lose the training. A stream whose reader went away (`| head`) stops
+// the writing too, and the run as a closed stdout does (SIGPIPE), exit 0.
 #pragma once
 
 #include <fstream>
@@ -49,7 +50,8 @@ class TraceStream {
   std::ofstream out_;
   bool first_ = true;
   bool finished_ = false;
-  std::string error_;  // the first failed write; nothing is written after it
+  std::string error_;         // the first failed write; nothing is written after it
+  bool reader_gone_ = false;  // a stream's reader went away: nothing more is written
 };
 
 }  // namespace zrt::train

@@ -656,9 +656,10 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--log-every", o.log_every, "print a line every N steps")->check(kPositive);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "save checkpoints under DIR/step-NNNNNN (at the end, every --checkpoint-every "
-                 "steps, on SIGTERM/SIGINT)");
-  app.add_option("--checkpoint-every", o.checkpoint_every,
-                 "save a checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT)")
+                 "steps, on SIGTERM/SIGINT/SIGHUP)");
+  app.add_option(
+         "--checkpoint-every", o.checkpoint_every,
+         "save a checkpoint every N steps (0: only at the end and on SIGTERM/SIGINT/SIGHUP)")
       ->check(kNonNegative);
   app.add_option("--keep-last", o.keep_last, "keep only the newest K checkpoints (0: all)")
       ->check(kNonNegative);
