@@ -11,6 +11,8 @@
 namespace zrt {
 
 const char* kernel_filesystem_name(unsigned long type) {
+  // Not in every <linux/magic.h>.
+  constexpr unsigned long kConfigfsMagic = 0x62656570, kMqueueMagic = 0x19800202;
   switch (type) {
     case PROC_SUPER_MAGIC:
       return "proc";
@@ -26,6 +28,24 @@ const char* kernel_filesystem_name(unsigned long type) {
       return "tracefs";
     case SECURITYFS_MAGIC:
       return "securityfs";
+    case SELINUX_MAGIC:
+      return "selinuxfs";
+    case SMACK_MAGIC:
+      return "smackfs";
+    case kConfigfsMagic:
+      return "configfs";  // a directory made there is a config item
+    case EFIVARFS_MAGIC:
+      return "efivarfs";  // a file made there is an EFI variable
+    case BPF_FS_MAGIC:
+      return "bpf";
+    case PSTOREFS_MAGIC:
+      return "pstore";
+    case BINFMTFS_MAGIC:
+      return "binfmt_misc";
+    case NSFS_MAGIC:
+      return "nsfs";
+    case kMqueueMagic:
+      return "mqueue";
     default:
       return nullptr;
   }
@@ -33,8 +53,11 @@ const char* kernel_filesystem_name(unsigned long type) {
 
 std::filesystem::path nearest_existing(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
+  // Links resolved before `..`, as the kernel walks a path: `link/..` is
+  // the parent of the link's target, not the directory holding the link.
   std::error_code ec;
-  fs::path existing = fs::absolute(path, ec).lexically_normal();
+  fs::path existing = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) existing = fs::absolute(path, ec);
   while (!fs::exists(existing, ec) && existing.has_relative_path())
     existing = existing.parent_path();
   return existing;

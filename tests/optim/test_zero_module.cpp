@@ -879,16 +879,26 @@ BOOST_AUTO_TEST_CASE(a_buffer_changed_since_its_unit_is_no_tie) {
                error);
 }
 
-// A unit one rank alone refuses (a repeated name, an integer buffer, a
-// partial tie) is refused by every rank in that rank's words: with MPI or
+// A unit one rank alone refuses (a repeated unit or parameter name, an
+// integer buffer, a partial tie, only ties) is refused by every rank in that rank's words: with MPI or
 // NCCL the others would otherwise wait in add_unit's collective for the
 // timeout (a short one here, so that a rank left waiting fails the test).
 BOOST_AUTO_TEST_CASE(a_unit_one_rank_refuses_is_refused_by_every_rank) {
   struct Case {
     std::function<std::vector<std::pair<std::string, Tensor>>(Tensor&)> rank2_params;
     std::string expected;
+    std::string rank2_unit = "b";
   };
   const std::vector<Case> cases = {
+      {[](Tensor&) {
+         return std::vector<std::pair<std::string, Tensor>>{
+             {"v", Tensor::full({3, 5}, 0.5, DType::f32)}};
+       },
+       "on rank 2, a unit of that name was added before", "a"},
+      {[](Tensor& w) {
+         return std::vector<std::pair<std::string, Tensor>>{{"w", w}};
+       },
+       "on rank 2, every parameter is tied to an earlier unit's"},
       {[](Tensor& w) {
          return std::vector<std::pair<std::string, Tensor>>{{"w", w.clone()}, {"w", w.clone()}};
        },
@@ -912,7 +922,7 @@ BOOST_AUTO_TEST_CASE(a_unit_one_rank_refuses_is_refused_by_every_rank) {
           module.add_unit("a", {{"w", a}});
           try {
             if (world->rank() == 2)
-              module.add_unit("b", c.rank2_params(a));
+              module.add_unit(c.rank2_unit, c.rank2_params(a));
             else
               module.add_unit("b", {{"w", Tensor::full({3, 5}, 0.5, DType::f32)}});
           } catch (const Error& e) {
@@ -920,9 +930,11 @@ BOOST_AUTO_TEST_CASE(a_unit_one_rank_refuses_is_refused_by_every_rank) {
           }
         },
         std::chrono::seconds(5));
-    for (const std::string& error : errors)
-      BOOST_TEST(error.find("ZeroModule::add_unit('b'): " + c.expected) != std::string::npos,
-                 error);
+    for (std::size_t r = 0; r < errors.size(); ++r)
+      BOOST_TEST(
+          errors[r].find(detail::concat("ZeroModule::add_unit('", r == 2 ? c.rank2_unit : "b",
+                                        "'): ", c.expected)) != std::string::npos,
+          errors[r]);
   }
 }
 

@@ -155,11 +155,18 @@ BOOST_AUTO_TEST_CASE(the_accepted_values_pass) {
 // ... but one that could not be made is refused now, not when a collective
 // has failed.
 BOOST_AUTO_TEST_CASE(a_flight_recorder_dir_that_cannot_be_made_is_refused) {
+  namespace fs = std::filesystem;
   const std::string file = "zrt-test-flight-file." + std::to_string(::getpid());
   std::ofstream(file) << "x";
+  // Links are followed before `..`, as the kernel does: proc-link/.. is /proc.
+  const std::string proc_link = file + ".proc", dangling = file + ".dangling";
+  fs::create_directory_symlink("/proc/self", proc_link);
+  fs::create_directory_symlink(file + ".nowhere", dangling);
   for (auto [value, says] :
        {std::pair<std::string, std::string>{"/proc/zrt-not-here/job", "virtual filesystem"},
         {"/sys/zrt-not-here", "virtual filesystem"},
+        {proc_link + "/../zrt-x", "virtual filesystem"},
+        {dangling, "is a link to " + file + ".nowhere, which does not exist"},
         {file + "/job",
          "cannot be made: " + std::filesystem::absolute(file).string() + " is not a directory"},
         {file, "is not a directory"}}) {
@@ -173,8 +180,16 @@ BOOST_AUTO_TEST_CASE(a_flight_recorder_dir_that_cannot_be_made_is_refused) {
       BOOST_TEST(has(w, says), w);
     }
   }
+  // ... and a `..` past a link into a real directory is that directory.
+  fs::create_directories(file + ".a/b/c");
+  fs::create_directories("proc");  // ./proc, a directory on this disk
+  fs::create_directory_symlink(fs::absolute(file + ".a/b/c"), file + ".d");
+  ::setenv("ZRT_FLIGHT_RECORDER_DIR", (file + ".d/../../../proc/job").c_str(), 1);
+  BOOST_CHECK_NO_THROW(tools::check_environment_variables());
   ::unsetenv("ZRT_FLIGHT_RECORDER_DIR");
-  std::filesystem::remove(file);
+  for (const std::string& made : {file, proc_link, dangling, file + ".a", file + ".d"})
+    fs::remove_all(made);
+  fs::remove("proc");
 }
 
 // The C++ library's filesystem errors read as the path, then what failed.

@@ -243,7 +243,7 @@ expect_error "data from a directory" "data-dir is a directory" --data "$dir/data
 # ... or a file of the kernel's, whose reported size is not its contents
 # (/proc/cpuinfo says 0 bytes: it read as "empty", an --init-from as "truncated").
 expect_usage "data from /proc" "data file /proc/cpuinfo is a file of the kernel \(on proc\), not a file on a disk" --data /proc/cpuinfo
-expect_error "--init-from /proc" "--init-from /proc/self/status is a file of the kernel \(on proc\)" --init-from /proc/self/status
+expect_usage "--init-from /proc" "--init-from /proc/self/status is a file of the kernel \(on proc\)" --init-from /proc/self/status
 # Data smaller than one step's batch trains, and says that each step reads
 # some of it twice.
 printf 'a few words of text, %.0s' $(seq 5) > "$dir/few.txt"

@@ -55,9 +55,13 @@ constexpr EnvVariable kVariables[] = {
        if (!*v) return;
        // Nothing is made here (zrt-ckpt and zrt-bench write no records):
        // what exists of the path must let the rest be made and written.
-       const fs::path existing = nearest_existing(v);
        const std::string name = detail::concat("ZRT_FLIGHT_RECORDER_DIR='", v, "'");
+       refuse_kernel_filesystem(name, v);  // before "cannot write": the reason, not its effect
        std::error_code ec;
+       ZRT_CHECK_ARG(fs::exists(v, ec) || !fs::is_symlink(fs::symlink_status(v, ec)), name,
+                     " is a link to ", fs::read_symlink(v, ec).string(),
+                     ", which does not exist: a directory cannot be made there");
+       const fs::path existing = nearest_existing(v);
        if (fs::exists(v, ec)) {
          ZRT_CHECK_ARG(fs::is_directory(v, ec), name,
                        " is not a directory (the flight records of a failed collective go there)");
@@ -68,7 +72,6 @@ constexpr EnvVariable kVariables[] = {
          ZRT_CHECK_ARG(::access(existing.c_str(), W_OK) == 0, name,
                        " cannot be made: this process cannot write in ", existing.string());
        }
-       refuse_kernel_filesystem(name, v);
      }},
     {"ZRT_POISON_MEMORY", "0 or 1", "1: fill every new allocation with 0xFF bytes (NaN)",
      [] { (void)env_poison_memory(); }},
