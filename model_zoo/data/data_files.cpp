@@ -103,19 +103,9 @@ std::int64_t llmc_token_count(const std::uint8_t* header_bytes, std::size_t file
 
 }  // namespace
 
-// A data file is a regular file (through links) of a bounded size, checked
-// before reading: a FIFO would block, /dev/zero would read until memory runs
-// out, and a directory would fail with no name attached.
-void check_data_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  ZRT_CHECK_ARG(status.type() == std::filesystem::file_type::regular, "data file ", path, " is ",
-                file_type_name(status.type()), "; --data must name a regular file");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
-  ZRT_CHECK_ARG(size <= kMaxDataFileBytes, "data file ", path, " holds ", size,
-                " bytes, above the ", kMaxDataFileBytes, " zrt reads into memory");
-  (void)InputFile(path, kMaxDataFileBytes, InputKind::argument, "data file");  // and the rest
+// Note [One rule for every file zrt reads]: checked before reading.
+std::uint64_t check_data_file(const std::string& path) {
+  return InputFile(path, kMaxDataFileBytes, InputKind::argument, "data file").size();
 }
 
 Dataset load_text_tokens(const std::string& path) {
@@ -245,10 +235,7 @@ Dataset load_dataset(const std::string& path) {
 }
 
 std::size_t data_file_memory_bytes(const std::string& path) {
-  check_data_file(path);
-  std::error_code ec;
-  const std::size_t file_bytes = std::filesystem::file_size(path, ec);
-  ZRT_CHECK_ARG(!ec, "data file ", path, ": cannot read its size: ", ec.message());
+  const std::uint64_t file_bytes = check_data_file(path);
   ZRT_CHECK_ARG(file_bytes > 0, "data file ", path, " is empty");
   const DataFormat format = data_format(path);
   if (format == DataFormat::rows) {

@@ -26,10 +26,11 @@ Dataset load_row_dataset(const std::string& path);
 // 4 bytes per token in memory, an llm.c file 2).
 inline constexpr std::uintmax_t kMaxDataFileBytes = std::uintmax_t{1} << 31;
 
-// Throws InvalidArgument unless `path` names a regular file (through links)
-// of at most kMaxDataFileBytes: a FIFO would block a reader, /dev/zero fill
-// memory, a directory fail without its name.
-void check_data_file(const std::string& path);
+// The size of data file `path`; throws InvalidArgument unless it is a
+// regular file (through links) on a disk of at most kMaxDataFileBytes (Note
+// [One rule for every file zrt reads]): a FIFO would block a reader,
+// /dev/zero fill memory, a directory fail without its name.
+std::uint64_t check_data_file(const std::string& path);
 
 // Note [Data file formats]: .bin (or llm.c's magic) → llm.c tokens,
 // .safetensors → rows, anything else → text bytes. The path must name a regular file (through links) of at most

@@ -66,7 +66,7 @@ void plain_io(const std::string& path, std::vector<char>& bytes, bool write) {
   for (std::size_t done = 0; done < bytes.size();) {
     const ssize_t n = write ? ::write(fd, bytes.data() + done, bytes.size() - done)
                             : ::read(fd, bytes.data() + done, bytes.size() - done);
-    ZRT_CHECK_ARG(n > 0, "", write ? "write to " : "read of ", path, " failed");
+    ZRT_CHECK_ARG(n > 0, write ? "write to " : "read of ", path, " failed");
     done += static_cast<std::size_t>(n);
   }
   if (write) ::fsync(fd);

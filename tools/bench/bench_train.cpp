@@ -95,7 +95,7 @@ T flag_value(const std::vector<std::pair<std::string, T>>& table, const char* fl
     if (n == name) return value;
     names += (names.empty() ? "" : ", ") + n;
   }
-  ZRT_THROW(InvalidArgument, "", flag, " is one of ", names, ", not ", name);
+  ZRT_THROW(InvalidArgument, flag, " is one of ", names, ", not ", name);
 }
 
 struct Options {
@@ -254,7 +254,7 @@ Options parse(int argc, char** argv) {
                                 {"--n-head", &c.model.n_head, n_head},
                                 {"--n-embd", &c.model.n_embd, n_embd},
                                 {"--vocab-size", &c.model.vocab_size, vocab_size}}) {
-    ZRT_CHECK_ARG(!parser.given(flag) || v > 0, "", flag, " must be positive (got ", v, ")");
+    ZRT_CHECK_ARG(!parser.given(flag) || v > 0, flag, " must be positive (got ", v, ")");
     if (v > 0) *field = v;
   }
   ZRT_CHECK_ARG(c.batch_size > 0 && c.seq_len > 0 && o.steps > 0 && o.rounds > 0,
