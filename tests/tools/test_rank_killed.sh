@@ -23,13 +23,15 @@ run_case() {
   ZRT_COMM_TIMEOUT_S=$timeout_s "$mpiexec" --oversubscribe --allow-run-as-root -np "$ranks" \
     "$train" --steps 1000000 --log-every 1000000 > "$dir/out.txt" 2>&1 &
   local launcher=$!
-  # Wait until the ranks train, then signal one of them.
-  for _ in $(seq 100); do
+  # Wait until the ranks train (the first step's line: a rank stopped in
+  # MPI_Init, before zrt's timeouts exist, would hang its peers there), then
+  # signal one of them.
+  for _ in $(seq 300); do
     victims=$(pgrep -f -- "$train --steps 1000000" | grep -v "^$launcher\$" || true)
-    [ "$(wc -w <<<"$victims")" -ge "$ranks" ] && break
+    [ "$(wc -w <<<"$victims")" -ge "$ranks" ] && grep -q '^step' "$dir/out.txt" && break
     sleep 0.1
   done
-  sleep 1
+  sleep 0.5
   victim=$(awk '{print $NF}' <<<"$(echo $victims)")
   [ -n "$victim" ] || { echo "FAIL: no rank process found"; exit 1; }
   victim_rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
