@@ -44,21 +44,37 @@ void gemm(const GemmCall<T>& g) {
     c.noalias() += g.alpha * a * b;
 }
 
-// One (batch, head) pair's q, k, v, out (and their gradients) as strided
-// [T, head_dim] views into the [B, T, 3C] and [B, T, C] buffers.
+// c = alpha * op(a) · op(b) + beta * c through gemm(): every product of the
+// attention below is one of its calls, so a copy instantiates Eigen's
+// product kernels once per transpose pair (the attention's own product
+// expressions were over half of this file's compile time).
+template <class T>
+void product(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+             const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+             std::int64_t ldc) {
+  gemm<T>({trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+}
+
+// One (batch, head) pair's rows in the [B, T, 3C] and [B, T, C] buffers:
+// row t of q at q + t * ld3 (k and v C and 2C further), of out at
+// o + t * ld1.
 template <class T>
 struct Head {
   Head(const AttentionDims& d, std::int64_t pair, const T* qkv, const T* out)
-      : q(qkv + offset(d, pair, 3), d.seq, d.head_dim, Eigen::OuterStride<>(3 * d.channels)),
-        k(q.data() + d.channels, d.seq, d.head_dim, Eigen::OuterStride<>(3 * d.channels)),
-        v(k.data() + d.channels, d.seq, d.head_dim, Eigen::OuterStride<>(3 * d.channels)),
-        o(out + offset(d, pair, 1), d.seq, d.head_dim, Eigen::OuterStride<>(d.channels)) {}
+      : ld3(3 * d.channels),
+        ld1(d.channels),
+        dim(d.head_dim),
+        q(qkv + offset(d, pair, 3)),
+        k(q + d.channels),
+        v(k + d.channels),
+        o(out + offset(d, pair, 1)) {}
   // Element offset of the pair's first row in a [B, T, width * C] buffer.
   static std::int64_t offset(const AttentionDims& d, std::int64_t pair, std::int64_t width) {
     const std::int64_t b = pair / d.heads, h = pair % d.heads;
     return b * d.seq * width * d.channels + h * d.head_dim;
   }
-  ConstView<T> q, k, v, o;
+  std::int64_t ld3, ld1, dim;
+  const T *q, *k, *v, *o;
 };
 
 template <class T>
@@ -66,17 +82,20 @@ T attention_scale(const AttentionDims& d) {
   return T(1) / std::sqrt(T(d.head_dim));
 }
 
-// Scores of query rows [i0, i0 + rows) against keys [0, i0 + rows): s = scale
-// q kᵀ, then each row's softmax over its causal keys t2 <= t (zero beyond),
-// from the row's own max (forward) or its saved lse (backward).
-template <class T, class Scores>
-void causal_probabilities(const Head<T>& head, T scale, std::int64_t i0, std::int64_t rows,
-                          Scores&& p, T* lse, const T* saved_lse) {
+// Scores of query rows [i0, i0 + rows) against keys [0, i0 + rows) into p
+// (rows of length ldp): s = scale q kᵀ, then each row's softmax over its
+// causal keys t2 <= t (zero beyond), from the row's own max (forward) or its
+// saved lse (backward).
+template <class T>
+void causal_probabilities(const Head<T>& head, T scale, std::int64_t i0, std::int64_t rows, T* p,
+                          std::int64_t ldp, T* lse, const T* saved_lse) {
   const std::int64_t keys = i0 + rows;
-  p.noalias() = scale * head.q.middleRows(i0, rows) * head.k.topRows(keys).transpose();
+  product<T>(false, true, rows, keys, head.dim, scale, head.q + i0 * head.ld3, head.ld3, head.k,
+             head.ld3, T(0), p, ldp);
+  View<T> probs(p, rows, keys, Eigen::OuterStride<>(ldp));
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t causal = i0 + r + 1;
-    auto row = p.row(r).head(causal).array();
+    auto row = probs.row(r).head(causal).array();
     if (saved_lse) {
       row = (row - saved_lse[i0 + r]).exp();
     } else {
@@ -86,7 +105,7 @@ void causal_probabilities(const Head<T>& head, T scale, std::int64_t i0, std::in
       row *= T(1) / l;
       lse[i0 + r] = m + std::log(l);
     }
-    p.row(r).tail(keys - causal).setZero();
+    probs.row(r).tail(keys - causal).setZero();
   }
 }
 
@@ -105,15 +124,15 @@ void attention_forward(const AttentionCall<T>& call) {
   const AttentionDims& d = call.dims;
   const T scale = attention_scale<T>(d);
   RowMat<T> scores(std::min(kAttentionQueryBlock, d.seq), d.seq);
+  T* p = scores.data();
   for (std::int64_t pair = call.pair_begin; pair < call.pair_end; ++pair) {
     const Head<T> head(d, pair, call.qkv, call.out);
-    View<T> out(call.out + Head<T>::offset(d, pair, 1), d.seq, d.head_dim,
-                Eigen::OuterStride<>(d.channels));
+    T* out = call.out + Head<T>::offset(d, pair, 1);
     for (std::int64_t i0 = 0; i0 < d.seq; i0 += kAttentionQueryBlock) {
       const std::int64_t rows = std::min(kAttentionQueryBlock, d.seq - i0), keys = i0 + rows;
-      auto p = scores.topLeftCorner(rows, keys);
-      causal_probabilities<T>(head, scale, i0, rows, p, call.lse + pair * d.seq, nullptr);
-      out.middleRows(i0, rows).noalias() = p * head.v.topRows(keys);
+      causal_probabilities<T>(head, scale, i0, rows, p, d.seq, call.lse + pair * d.seq, nullptr);
+      product<T>(false, false, rows, d.head_dim, keys, T(1), p, d.seq, head.v, head.ld3, T(0),
+                 out + i0 * head.ld1, head.ld1);
     }
   }
 }
@@ -124,32 +143,36 @@ void attention_backward(const AttentionCall<T>& call) {
   const T scale = attention_scale<T>(d);
   const std::int64_t block = std::min(kAttentionQueryBlock, d.seq);
   RowMat<T> probs(block, d.seq), dscores(block, d.seq);
+  T *p = probs.data(), *ds = dscores.data();
   for (std::int64_t pair = call.pair_begin; pair < call.pair_end; ++pair) {
     const Head<T> head(d, pair, call.qkv, call.out);
-    const std::int64_t grad_offset = Head<T>::offset(d, pair, 3);
-    const Eigen::OuterStride<> s3(3 * d.channels);
-    View<T> dq(call.dqkv + grad_offset, d.seq, d.head_dim, s3);
-    View<T> dk(dq.data() + d.channels, d.seq, d.head_dim, s3);
-    View<T> dv(dk.data() + d.channels, d.seq, d.head_dim, s3);
-    ConstView<T> dout(call.dout + Head<T>::offset(d, pair, 1), d.seq, d.head_dim,
-                      Eigen::OuterStride<>(d.channels));
-    dk.setZero();
-    dv.setZero();
+    const std::int64_t ld3 = head.ld3, ld1 = head.ld1, hd = d.head_dim;
+    T* dq = call.dqkv + Head<T>::offset(d, pair, 3);
+    T *dk = dq + d.channels, *dv = dk + d.channels;
+    const T* dout = call.dout + Head<T>::offset(d, pair, 1);
+    for (std::int64_t t = 0; t < d.seq; ++t) {
+      std::fill(dk + t * ld3, dk + t * ld3 + hd, T(0));
+      std::fill(dv + t * ld3, dv + t * ld3 + hd, T(0));
+    }
     for (std::int64_t i0 = 0; i0 < d.seq; i0 += kAttentionQueryBlock) {
       const std::int64_t rows = std::min(kAttentionQueryBlock, d.seq - i0), keys = i0 + rows;
-      auto p = probs.topLeftCorner(rows, keys);
-      auto ds = dscores.topLeftCorner(rows, keys);
-      causal_probabilities<T>(head, scale, i0, rows, p, nullptr, call.lse + pair * d.seq);
-      const auto dout_rows = dout.middleRows(i0, rows);
+      causal_probabilities<T>(head, scale, i0, rows, p, d.seq, nullptr, call.lse + pair * d.seq);
+      const T* dout_rows = dout + i0 * ld1;
       // dp = dout vᵀ, then ds = p ∘ (dp - D) row by row.
-      ds.noalias() = dout_rows * head.v.topRows(keys).transpose();
+      product<T>(false, true, rows, keys, hd, T(1), dout_rows, ld1, head.v, ld3, T(0), ds, d.seq);
+      const ConstView<T> dout_v(dout_rows, rows, hd, Eigen::OuterStride<>(ld1));
+      const ConstView<T> out_v(head.o + i0 * ld1, rows, hd, Eigen::OuterStride<>(ld1));
+      View<T> ds_v(ds, rows, keys, Eigen::OuterStride<>(d.seq));
+      const View<T> p_v(p, rows, keys, Eigen::OuterStride<>(d.seq));
       for (std::int64_t r = 0; r < rows; ++r) {
-        const T big_d = dout_rows.row(r).dot(head.o.row(i0 + r));
-        ds.row(r).array() = p.row(r).array() * (ds.row(r).array() - big_d);
+        const T big_d = dout_v.row(r).dot(out_v.row(r));
+        ds_v.row(r).array() = p_v.row(r).array() * (ds_v.row(r).array() - big_d);
       }
-      dq.middleRows(i0, rows).noalias() = scale * ds * head.k.topRows(keys);
-      dk.topRows(keys).noalias() += scale * ds.transpose() * head.q.middleRows(i0, rows);
-      dv.topRows(keys).noalias() += p.transpose() * dout_rows;
+      product<T>(false, false, rows, hd, keys, scale, ds, d.seq, head.k, ld3, T(0), dq + i0 * ld3,
+                 ld3);
+      product<T>(true, false, keys, hd, rows, scale, ds, d.seq, head.q + i0 * ld3, ld3, T(1), dk,
+                 ld3);
+      product<T>(true, false, keys, hd, rows, T(1), p, d.seq, dout_rows, ld1, T(1), dv, ld3);
     }
   }
 }
