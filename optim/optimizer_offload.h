@@ -18,6 +18,12 @@ struct OptimizerOffload {
   std::string str() const;
 };
 
+// InvalidArgument, naming the setting, for an offload a module cannot run:
+// a kind no enumerator has, a dir beside a kind that reads none, a disk
+// chunk of no elements, and (unless `dry_run`: nothing is written) a dir
+// that is not a writable directory.
+void check_optimizer_offload(const OptimizerOffload& offload, bool dry_run);
+
 // Parses "none", "host" or "disk:DIR" (DIR not empty); InvalidArgument names a bad value.
 OptimizerOffload parse_optimizer_offload(const std::string& text);
 

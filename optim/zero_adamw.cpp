@@ -135,9 +135,8 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
   // lr is checked by fused_adamw before it writes anything; a skipped step
   // reads no lr.
   for (const ShardState& s : handles_)
-    ZRT_CHECK_STATE(s.handle->state() == HandleState::idle, "ZeroAdamW::step: handle ",
-                    s.handle->name(), " is in state ", handle_state_name(s.handle->state()),
-                    ", expected idle");
+    ZRT_CHECK_CALL(s.handle->state() == HandleState::idle, "ZeroAdamW::step: unit '",
+                   s.handle->name(), "' has a scope open; close every scope first");
 
   // The reductions in flight on a communication stream write the gradients
   // read below (a caller may step the optimizer without ZeroModule::step).

@@ -14,6 +14,7 @@
 #include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/comm/rank_agreement.h"
+#include "zrt/runtime/io/scratch_file.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
@@ -24,6 +25,20 @@ namespace {
 // settings]). A rank's device index, disk directory, streams, memory limit,
 // allocators and tracer are its own. Read before the options are checked:
 // a value out of range is compared as its name ("?") or number.
+// Each rank's disk offload directory is its own; whether it can hold the
+// moments is agreed with the options, so that a rank whose directory
+// cannot is refused by every rank, not alone (the others would wait for it
+// in the module's next collective): "usable", else why not.
+std::string offload_dir_check(const ZeroModuleOptions& o) {
+  if (o.offload_optimizer.kind != OptimizerOffload::Kind::disk || o.dry_run) return "usable";
+  try {
+    check_scratch_dir(o.offload_optimizer.dir);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "usable";
+}
+
 Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
   // The zero3 group's size: zero3_size, or for 0 the strategy's own group.
   const bool fixed =
@@ -54,6 +69,7 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
           {"adamw.state_dtype", dtype_name(a.state_dtype)},
           {"adamw.rounding_seed", std::to_string(a.rounding_seed)},
           {"offload_optimizer", offload.substr(0, offload.find(':'))},
+          {"offload_optimizer.dir", offload_dir_check(o)},
           {"dry_run", boolean(o.dry_run)}};
 }
 
@@ -80,8 +96,12 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   ZRT_CHECK_ARG(std::string_view(strategy_name(options_.strategy)) != "?",
                 "ZeroModule: sharding strategy code ", static_cast<int>(options_.strategy),
                 " is none of full, grad-op, no-shard, hybrid, layer-zero");
-  ZRT_CHECK_ARG(options_.offload_optimizer.str() != "?", "ZeroModule: optimizer offload code ",
-                static_cast<int>(options_.offload_optimizer.kind), " is none of none, host, disk");
+  // The optimizer is made at the first step; its settings are checked now.
+  check_adamw_options(options_.adamw);
+  check_optimizer_offload(options_.offload_optimizer, options_.dry_run);
+  ZRT_CHECK_ARG(std::string_view(gather_dtype_name(options_.gather.dtype)) != "?",
+                "ZeroModule: parameter gather dtype code ", static_cast<int>(options_.gather.dtype),
+                " is none of compute, int8");
   // A group size the strategy does not read would be silently ignored
   // (a zero3_size meant for hybrid, with the strategy left at full).
   const int world_size = world_->size(), z = options_.zero3_size;
@@ -334,8 +354,13 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   const auto refuse_unless = [&](bool fine, const auto&... why) {
     if (!fine && refusal.empty()) refusal = detail::concat(why...);
   };
+  // A checkpoint names every unit and parameter (its index refuses an empty name).
+  refuse_unless(!name.empty(), "a unit needs a name: checkpoints and messages go by it");
   refuse_unless(!unit_names_.count(name),
                 "a unit of that name was added before; units need names of their own");
+  for (const auto& p : params)
+    refuse_unless(!p.name.empty(), "a parameter of ", p.tensor.str(),
+                  " has an empty name: checkpoints and messages go by it");
   // A tensor of an earlier unit here is that unit's parameter used again
   // (Note [Parameters tied across units]): copying it would silently untie
   // it (two masters, two gradients). Memory that only overlaps one is refused.
@@ -867,8 +892,25 @@ ZeroAdamW& ZeroModule::optimizer() {
 // gathered once for nothing. A checkpoint loaded between steps synchronizes the
 // module before it overwrites the masters and marks them updated, so a
 // gathered unit is gathered again.
+// Note [No step inside a step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// step() hands control back to the caller once, in before_update, after the
+// gradient statistics are read and before any update. A step() made there
+// updated twice from one gradient, a discard_gradients() there zeroed the
+// gradients the outer step then counted as a step, and a load_checkpoint()
+// there got the outer step's update applied on top of what it loaded: all
+// with nothing said. So these refuse while a step runs (stepping()); what
+// only reads (full_params(), save_checkpoint()) stays allowed.
 StepResult ZeroModule::step(double lr, const std::function<void()>& before_update,
                             std::span<const Unit> gather_after_update) {
+  ZRT_CHECK_CALL(!stepping_,
+                 "ZeroModule::step: called while a step() runs (from its before_update); a step "
+                 "inside a step would update twice from one gradient");
+  struct Stepping {
+    bool& flag;
+    explicit Stepping(bool& f) : flag(f) { flag = true; }
+    ~Stepping() { flag = false; }
+  } stepping(stepping_);
   for (Unit u : gather_after_update)
     ZRT_CHECK_ARG(u < handles_.size(), "ZeroModule::step: unit ", u,
                   " to gather after the update is not one of the ", handles_.size(), " units");
@@ -966,6 +1008,10 @@ void ZeroModule::expect_scopes_closed(const char* call) const {
 }
 
 void ZeroModule::discard_gradients() {
+  // Note [No step inside a step].
+  ZRT_CHECK_CALL(!stepping_,
+                 "ZeroModule::discard_gradients: called while a step() runs (from its "
+                 "before_update); to withhold that step's update, throw from before_update");
   expect_scopes_closed("discard_gradients");
   wait_for_reduced_grads();  // the reductions in flight write the shards zeroed here
   for (auto& h : handles_) h->zero_grad();

@@ -344,6 +344,10 @@ class ZeroModule {
   // (step() does this first; call it before to see the wait apart).
   void wait_for_reduced_grads();
   MemoryStats memory_stats() const { return allocator_->stats(); }
+  // True while step() runs, its before_update included: step(),
+  // discard_gradients() and load_checkpoint() refuse to run then (Note
+  // [No step inside a step]).
+  bool stepping() const { return stepping_; }
   // The optimizer over every unit (made on first use; no unit can be added after).
   // Step through step(), which also ends the module's step (its record of
   // which units synced); after an optimizer().step() of its own, a caller
@@ -409,6 +413,7 @@ class ZeroModule {
   std::unique_ptr<ZeroAdamW> optimizer_;
   std::unique_ptr<DynamicLossScaler> scaler_;  // f16 only
   bool synced_since_step_ = false;             // a backward scope synced since the last step
+  bool stepping_ = false;                      // step() runs (Note [No step inside a step])
   std::vector<int>
       unsynced_;              // per unit: backward scopes since its last sync that only accumulated
   std::vector<bool> synced_;  // per unit: a backward scope of it synced since the last step

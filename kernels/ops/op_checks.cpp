@@ -12,7 +12,12 @@ Device check_operands(const char* op, TensorRefs tensors, Stream stream) {
     ZRT_CHECK_ARG(t.device() == device, op, ": operands on different devices: ", first.str(),
                   " and ", t.str());
     // An empty tensor reads and writes nothing: it may have no storage.
-    ZRT_CHECK_STATE(t.numel() == 0 || !t.is_freed(), op, ": ", t.freed_str());
+    // Memory its owner freed and said where it lives (a ZeroModule view
+    // outside its scope) is the caller's to mend, as in Tensor::data_ptr.
+    if (t.numel() != 0 && t.is_freed()) {
+      if (t.storage().has_freed_note()) ZRT_THROW_CALL(op, ": ", t.freed_str());
+      ZRT_THROW(InvalidState, op, ": ", t.freed_str());
+    }
     t.data_ptr();  // throws InvalidState naming the tensor if its storage is too small
   }
   if (device.is_cpu()) {

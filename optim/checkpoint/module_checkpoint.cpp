@@ -68,11 +68,14 @@ std::string save_checkpoint(ZeroModule& module, std::int64_t next_step,
 TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::string* run_json) {
   Communicator& world = *module.world();
   FlightRecorder::Caller caller(*world.flight_recorder(), "load_checkpoint()");
+  // Note [No step inside a step].
+  ZRT_CHECK_CALL(!module.stepping(),
+                 "load_checkpoint: called while a step() runs (from its before_update); the "
+                 "step would apply its update on top of the loaded state: load between steps");
   const auto& handles = module.handles();
   for (const auto& h : handles)
-    ZRT_CHECK_STATE(h->state() == HandleState::idle, "load_checkpoint: unit '", h->name(),
-                    "' has a scope open (state ", handle_state_name(h->state()),
-                    "); load between steps, with every scope closed");
+    ZRT_CHECK_CALL(h->state() == HandleState::idle, "load_checkpoint: unit '", h->name(),
+                   "' has a scope open; load between steps, with every scope closed");
   // staged[k][kind]: this rank's new zero1 shard state, host fp32.
   std::vector<std::vector<Tensor>> staged(handles.size());
   TrainingState state;

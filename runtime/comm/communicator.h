@@ -62,6 +62,7 @@
 #include "zrt/runtime/comm/comm_traffic.h"
 #include "zrt/runtime/comm/flight_recorder.h"
 #include "zrt/runtime/comm/link_model.h"
+#include "zrt/runtime/error.h"
 #include "zrt/runtime/phase_timer.h"
 #include "zrt/runtime/stream.h"
 #include "zrt/runtime/tensor.h"
@@ -81,6 +82,8 @@ class Communicator {
   std::uint64_t sequence_number() const { return seq_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) {
+    ZRT_CHECK_ARG(t.count() > 0, "Communicator::set_timeout: the timeout of group ", name_,
+                  " must be positive, got ", t.count(), " ms");
     timeout_ = t;
     timeout_from_environment_ = false;
   }

@@ -580,6 +580,9 @@ namespace {
 std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout,
                                  std::shared_ptr<LocalGroup>& group) {
   ZRT_CHECK_ARG(n >= 1, "make_local_world: the world needs at least one rank, got ", n);
+  ZRT_CHECK_ARG(timeout.count() > 0,
+                "make_local_world: the collective timeout must be positive, got ", timeout.count(),
+                " ms");
   group = LocalGroup::create(n, std::make_shared<LocalFamily>());
   const LinkModel link = link_model_from_env();  // Note [Link model]
   std::vector<CommPtr> comms;

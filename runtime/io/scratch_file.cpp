@@ -11,14 +11,19 @@
 
 namespace zrt {
 
+void check_scratch_dir(const std::string& dir) {
+  std::error_code ec;
+  ZRT_CHECK_ARG(!dir.empty(), "no scratch directory given (an empty path)");
+  ZRT_CHECK_ARG(std::filesystem::is_directory(dir, ec), "scratch directory ", dir,
+                " does not exist or is not a directory");
+  ZRT_CHECK_ARG(::access(dir.c_str(), W_OK) == 0, "scratch directory ", dir, " is not writable");
+}
+
 ScratchFile::ScratchFile(const std::string& dir, const std::string& stem, std::uint64_t bytes)
     : bytes_(bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  ZRT_CHECK_ARG(!dir.empty(), "no scratch directory given (an empty path)");
-  ZRT_CHECK_ARG(fs::is_directory(dir, ec), "scratch directory ", dir,
-                " does not exist or is not a directory");
-  ZRT_CHECK_ARG(::access(dir.c_str(), W_OK) == 0, "scratch directory ", dir, " is not writable");
+  check_scratch_dir(dir);
   // A name another process (or rank) holds this instant gets a number.
   for (int attempt = 0; fd_ < 0; ++attempt) {
     path_ = (fs::path(dir) / (stem + "." + std::to_string(::getpid()) +

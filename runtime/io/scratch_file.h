@@ -21,6 +21,11 @@
 
 namespace zrt {
 
+// InvalidArgument unless `dir` is a directory this process can write: the
+// check of ScratchFile's constructor, for a caller that checks its settings
+// before it makes the file.
+void check_scratch_dir(const std::string& dir);
+
 class ScratchFile {
  public:
   // A file of `bytes` bytes in directory `dir` (which must exist), named

@@ -217,7 +217,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_and_states_are_named) {
                "a step refused for its lr was counted");
     ZRT_EXPECT(throws([&] { opt.step(std::nan("")); }, "lr must be"), "NaN lr");
     a.pre_forward();
-    ZRT_EXPECT(throws([&] { opt.step(1e-3); }, "expected idle"), "step during forward");
+    ZRT_EXPECT(throws([&] { opt.step(1e-3); }, "has a scope open; close every scope first"),
+               "step during forward");
     a.post_forward();
     ZRT_EXPECT(throws([&] { opt.exp_avg(1, 0); }, "out of range"), "handle index");
     ZRT_EXPECT(throws([&] { opt.exp_avg(0, 9); }, "out of range"), "param index");

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <random>
@@ -484,6 +485,55 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_load_drops_the_gradients_before_it) {
   });
 }
 
+// Note [No step inside a step]: step(), discard_gradients() and
+// load_checkpoint() called from a step's before_update are refused, on
+// every rank, and the outer step changes nothing (a veto); the next step
+// applies the one gradient once.
+BOOST_AUTO_TEST_CASE(no_step_inside_a_step) {
+  const auto seed = test::test_seed("zero_module/no_step_inside_a_step");
+  test::TempDir scratch;
+  run_local_ranks(2, [&](const CommPtr& world) {
+    std::mt19937 rng(seed);
+    optim::ZeroModule module(world);
+    const auto unit = module.add_unit("fc", unit_params(rng));
+    const std::string dir =
+        optim::save_checkpoint(module, 0, optim::checkpoint_into(scratch.str() + "/ck"));
+    {
+      auto scope = module.backward(unit);
+      scope.grad("weight").fill_(1);
+      scope.grad("bias").fill_(1);
+    }
+    const auto before = module.full_param("fc.weight").to_doubles();
+    const std::vector<std::pair<const char*, std::function<void()>>> inner = {
+        {"step", [&] { module.step(1e-3); }},
+        {"discard_gradients", [&] { module.discard_gradients(); }},
+        {"load_checkpoint", [&] { optim::load_checkpoint(module, dir); }}};
+    for (const auto& [name, call] : inner) {
+      std::string message;
+      try {
+        module.step(1e-3, call);
+      } catch (const InvalidState& e) {
+        message = e.what();
+      }
+      ZRT_EXPECT(message.find("called while a step() runs") != std::string::npos, name,
+                 " inside before_update: '", message, "'");
+      ZRT_EXPECT(!module.stepping(), "still stepping after ", name);
+      ZRT_EXPECT(module.full_param("fc.weight").to_doubles() == before, name,
+                 " inside before_update changed the weights");
+    }
+    const auto result = module.step(1e-3);
+    ZRT_EXPECT(result.step == 1, "the optimizer counts ", result.step, " steps, expected 1");
+    // AdamW's first step on a gradient of ones moves each weight by lr, and
+    // weight decay (1e-2) by lr * 1e-2 * w: two steps would move it twice.
+    const auto after = module.full_param("fc.weight").to_doubles();
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      const double expected = 1e-3 + 1e-5 * before[i];
+      ZRT_EXPECT(std::abs(before[i] - after[i] - expected) <= 1e-6, "element ", i, " moved ",
+                 before[i] - after[i], ", expected one step: ", expected);
+    }
+  });
+}
+
 // Note [Initial values agree across ranks]: values seeded by rank, or a NaN
 // on one rank, end add_unit in the same error on every rank (no hang, no
 // mix of the ranks' models).
@@ -615,6 +665,7 @@ BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
     });
   // A rank's own disk directory, memory limit and CPU streams may differ.
   test::TempDir scratch;
+  for (const char* r : {"/r0", "/r1"}) std::filesystem::create_directory(scratch.str() + r);
   run_local_ranks(2, [&](const CommPtr& world) {
     optim::ZeroModuleOptions options;
     options.offload_optimizer = optim::parse_optimizer_offload("disk:" + scratch.str() + "/r" +
@@ -622,6 +673,23 @@ BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
     options.memory_limit = world->rank() == 0 ? 0 : std::size_t{1} << 30;
     options.cpu_streams = world->rank() == 0 ? optim::CpuStreams::none : optim::CpuStreams::all;
     optim::ZeroModule module(world, options);
+  });
+  // ... but a directory that cannot hold the moments on one rank is named
+  // by every rank (the others would wait for it in the next collective).
+  run_local_ranks(3, [&](const CommPtr& world) {
+    optim::ZeroModuleOptions options;
+    options.offload_optimizer = optim::parse_optimizer_offload(
+        "disk:" + scratch.str() + (world->rank() == 1 ? "/gone" : "/r0"));
+    std::string message;
+    try {
+      optim::ZeroModule module(world, options);
+    } catch (const InvalidArgument& e) {
+      message = e.what();
+    }
+    ZRT_EXPECT(message.find("offload_optimizer.dir: rank 0 has usable; rank 1 has scratch "
+                            "directory " +
+                            scratch.str() + "/gone does not exist") != std::string::npos,
+               "rank ", world->rank(), ": '", message, "'");
   });
 }
 
@@ -645,6 +713,27 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
            "ZeroModule::full_params: unit 'fc' has a backward scope open");
     expect([&] { module.full_param("fc.weight"); },
            "ZeroModule::full_param: unit 'fc' has a scope open");
+  }
+  // A caller's mistake is said without zrt's check and source place.
+  auto said_to_caller = [](auto&& call, const std::string& part) {
+    try {
+      call();
+      BOOST_ERROR("accepted; expected an error naming " << part);
+    } catch (const InvalidState& e) {
+      const std::string m = e.what();
+      BOOST_TEST((m.find(part) != std::string::npos && m.find("[check") == std::string::npos &&
+                  m.find(".cpp") == std::string::npos),
+                 m);
+    }
+  };
+  {
+    const auto weight = module.param_views(unit, "weight").param;
+    const Tensor x = Tensor::zeros({2, 5}, DType::f32), y = Tensor::zeros({2, 3}, DType::f32);
+    said_to_caller([&] { kernels::gemm(x, false, weight, true, y); },
+                   "gemm: fc.weight[3, 5] f32 cpu has no memory outside its unit's scope");
+    auto scope = module.forward(unit);
+    said_to_caller([&] { module.optimizer().step(1e-3); },
+                   "ZeroAdamW::step: unit 'fc' has a scope open");
   }
   test::TempDir scratch;
   expect([&] { optim::save_checkpoint(module, 1, optim::checkpoint_into(scratch.str(), -3)); },
@@ -679,6 +768,35 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
                             "(strategy hybrid)") != std::string::npos,
                "rank ", w->rank(), ": '", message, "'");
   });
+  // The optimizer's settings are refused when the module is made, not at
+  // its first step.
+  expect([&] { optim::ZeroModule(world, {.adamw = {.beta1 = 1.0}}); }, "AdamW beta1 must be in");
+  expect([&] { optim::ZeroModule(world, {.adamw = {.max_grad_norm = -1}}); },
+         "AdamW max_grad_norm must be finite and >= 0");
+  using Offload = optim::OptimizerOffload;
+  expect([&] { optim::ZeroModule(world, {.offload_optimizer = {.kind = Offload::Kind::disk}}); },
+         "no scratch directory given");
+  expect(
+      [&] {
+        optim::ZeroModule(world, {.offload_optimizer = {.kind = Offload::Kind::disk,
+                                                        .dir = scratch.str() + "/none"}});
+      },
+      "does not exist or is not a directory");
+  expect(
+      [&] {
+        optim::ZeroModule(
+            world, {.offload_optimizer = {.kind = Offload::Kind::host, .dir = scratch.str()}});
+      },
+      "optimizer offload host writes no files");
+  expect(
+      [&] {
+        optim::ZeroModule(
+            world, {.offload_optimizer = {
+                        .kind = Offload::Kind::disk, .dir = scratch.str(), .chunk_elements = 0}});
+      },
+      "chunk of 0 elements");
+  expect([&] { optim::ZeroModule(world, {.gather = {.dtype = optim::GatherDType(77)}}); },
+         "parameter gather dtype code 77 is none of compute, int8");
   optim::ZeroModule dry(world, {.dry_run = true});
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");
@@ -813,6 +931,9 @@ BOOST_AUTO_TEST_CASE(names_are_given_once) {
         module.add_unit("ids", {{"w", value()}, {"pos", Tensor::from_doubles({1, 2}, DType::i64)}});
       },
       "parameter 'ids.pos' is i64: parameters are floating point");
+  // A checkpoint could not name them.
+  refused([&] { module.add_unit("", {{"w", value()}}); }, "a unit needs a name");
+  refused([&] { module.add_unit("g", {{"", value()}}); }, "has an empty name");
   module.add_unit("a.b2", {{"c", value()}});  // refused units left nothing behind
   BOOST_TEST(module.full_params().size() == 2u);
 }

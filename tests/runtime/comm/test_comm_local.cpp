@@ -293,6 +293,25 @@ BOOST_AUTO_TEST_CASE(default_timeout_reads_the_environment) {
   BOOST_CHECK_EQUAL(default_comm_timeout().count(), 300000);
 }
 
+// A timeout given in code is refused as ZRT_COMM_TIMEOUT_S's is when it is
+// not positive: every collective would fail at once, blaming the ranks.
+BOOST_AUTO_TEST_CASE(a_timeout_that_is_not_positive_is_refused) {
+  using std::chrono::milliseconds;
+  for (const auto bad : {milliseconds(0), milliseconds(-5)}) {
+    test::expect_throw<InvalidArgument>(
+        [&] { make_local_world(2, bad); },
+        "the collective timeout must be positive, got " + std::to_string(bad.count()) + " ms");
+    test::expect_throw<InvalidArgument>(
+        [&] {
+          run_local_ranks(
+              2, [](const CommPtr&) {}, bad);
+        },
+        "the collective timeout must be positive");
+    test::expect_throw<InvalidArgument>([&] { make_local_world(1)[0]->set_timeout(bad); },
+                                        "the timeout of group world must be positive");
+  }
+}
+
 // Note [Device reductions in batches]: the launches cover the inputs once,
 // in rank order, each reading at most max_inputs buffers (dst included).
 BOOST_AUTO_TEST_CASE(device_reduce_batches_keep_rank_order) {
