@@ -345,7 +345,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
 ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                                       const std::vector<NamedParam>& params) {
   ZRT_CHECK_CALL(!optimizer_, "ZeroModule::add_unit('", name,
-                 "'): units must be added before the first step");
+                 "'): units must be added before the optimizer is made (by the first step(), "
+                 "save_checkpoint, load_checkpoint or optimizer())");
   const Unit unit = handles_.size();
   // This rank's first reason to refuse the unit, said on every rank with the
   // initial values' check: a rank that threw alone here would leave the
@@ -566,7 +567,8 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
   ZRT_CHECK_CALL(!backward_ || !module_->synced_[unit_], "ZeroModule: unit '", handle_->name(),
                  "' already synced its gradient this step; a second backward(unit, true) would "
                  "replace it: pass sync=false to every backward of the unit in a step but the "
-                 "last");
+                 "last (after an optimizer().step() of your own, call discard_gradients() "
+                 "first)");
   try {
     module_->open_ties(unit_, backward_, &opened_owners_);
     if (backward_)

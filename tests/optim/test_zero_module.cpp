@@ -797,6 +797,10 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
       "chunk of 0 elements");
   expect([&] { optim::ZeroModule(world, {.gather = {.dtype = optim::GatherDType(77)}}); },
          "parameter gather dtype code 77 is none of compute, int8");
+  // The optimizer made by optimizer() above: the message names what made it.
+  expect([&] { module.add_unit("late", unit_params(rng)); },
+         "units must be added before the optimizer is made (by the first step(), "
+         "save_checkpoint, load_checkpoint or optimizer())");
   optim::ZeroModule dry(world, {.dry_run = true});
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");
