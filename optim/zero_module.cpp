@@ -21,24 +21,23 @@ namespace zrt::optim {
 
 namespace {
 
-// The options every rank's module must share (Note [Ranks agree on their
-// settings]). A rank's device index, disk directory, streams, memory limit,
-// allocators and tracer are its own. Read before the options are checked:
-// a value out of range is compared as its name ("?") or number.
-// Each rank's disk offload directory is its own; whether it can hold the
-// moments is agreed with the options, so that a rank whose directory
-// cannot is refused by every rank, not alone (the others would wait for it
-// in the module's next collective): "usable", else why not.
-std::string offload_dir_check(const ZeroModuleOptions& o) {
-  if (o.offload_optimizer.kind != OptimizerOffload::Kind::disk || o.dry_run) return "usable";
+// Each rank's offload settings are its own (its disk directory may differ);
+// whether they can hold the moments is agreed with the options, so that a
+// rank that cannot is refused by every rank, not alone (the others would
+// wait for it in the module's next collective): "usable", else why not.
+std::string offload_refusal(const ZeroModuleOptions& o) {
   try {
-    check_scratch_dir(o.offload_optimizer.dir);
+    check_optimizer_offload(o.offload_optimizer, o.dry_run);
   } catch (const InvalidArgument& e) {
     return e.what();
   }
   return "usable";
 }
 
+// The options every rank's module must share (Note [Ranks agree on their
+// settings]). A rank's device index, disk directory, streams, memory limit,
+// allocators and tracer are its own. Read before the options are checked:
+// a value out of range is compared as its name ("?") or number.
 Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
   // The zero3 group's size: zero3_size, or for 0 the strategy's own group.
   const bool fixed =
@@ -69,7 +68,8 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
           {"adamw.state_dtype", dtype_name(a.state_dtype)},
           {"adamw.rounding_seed", std::to_string(a.rounding_seed)},
           {"offload_optimizer", offload.substr(0, offload.find(':'))},
-          {"offload_optimizer.dir", offload_dir_check(o)},
+          {"offload_optimizer.dir", offload_refusal(o)},
+          {"adamw.decays", o.adamw.decays ? "set" : "empty"},
           {"dry_run", boolean(o.dry_run)}};
 }
 
@@ -80,8 +80,8 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   ZRT_CHECK_ARG(world_ != nullptr, "ZeroModule needs a world communicator");
   // First (Note [Ranks agree on their settings]): the checks below then see
   // one set of options on every rank, and no split is made with another.
-  const auto differ =
-      differing_settings(*world_, options_every_rank_shares(options_, world_->size()));
+  const Settings mine = options_every_rank_shares(options_, world_->size());
+  const auto differ = differing_settings(*world_, mine);
   ZRT_CHECK_ARG(differ.empty(),
                 "ZeroModule: the ranks were given different options; every rank must construct "
                 "its ZeroModule with the same:",
@@ -98,7 +98,10 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 " is none of full, grad-op, no-shard, hybrid, layer-zero");
   // The optimizer is made at the first step; its settings are checked now.
   check_adamw_options(options_.adamw);
-  check_optimizer_offload(options_.offload_optimizer, options_.dry_run);
+  // The offload's check as agreed above (made once: a directory changed
+  // since would otherwise fail one rank alone).
+  for (const auto& [key, value] : mine)
+    ZRT_CHECK_ARG(key != "offload_optimizer.dir" || value == "usable", "ZeroModule: ", value);
   ZRT_CHECK_ARG(std::string_view(gather_dtype_name(options_.gather.dtype)) != "?",
                 "ZeroModule: parameter gather dtype code ", static_cast<int>(options_.gather.dtype),
                 " is none of compute, int8");

@@ -691,6 +691,21 @@ BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
                             scratch.str() + "/gone does not exist") != std::string::npos,
                "rank ", world->rank(), ": '", message, "'");
   });
+  // ... and so is a directory beside a host offload on one rank.
+  run_local_ranks(2, [&](const CommPtr& world) {
+    optim::ZeroModuleOptions options;
+    options.offload_optimizer = {.kind = optim::OptimizerOffload::Kind::host,
+                                 .dir = world->rank() == 1 ? scratch.str() : ""};
+    std::string message;
+    try {
+      optim::ZeroModule module(world, options);
+    } catch (const InvalidArgument& e) {
+      message = e.what();
+    }
+    ZRT_EXPECT(
+        message.find("rank 1 has optimizer offload host writes no files") != std::string::npos,
+        "rank ", world->rank(), ": '", message, "'");
+  });
 }
 
 // Misuse of the module names the call the caller made and what to do, not
