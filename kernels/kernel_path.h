@@ -35,7 +35,8 @@ namespace zrt::kernels {
 //                  against ones, the GEMM accumulating onto it, then the
 //                  GELU kernel).
 // The CPU twins are unaffected. The variable is read once per process (a
-// read-only cached parse); an unknown name is ignored. Tests compare both
+// read-only cached parse); an unknown name is an InvalidArgument naming the
+// accepted ones (zrt's programs check it at start). Tests compare both
 // versions in one process through ScopedSimpleKernels, a thread-local
 // override for the calling thread, which is the one that launches.
 enum class FastKernel : unsigned {

@@ -33,7 +33,7 @@ namespace zrt::kernels {
 // workspace fits the budget (kAttentionWorkspaceBudget, 256 MiB: at T = 1024
 // and 12 heads of bf16, 3 batch elements a round, 216 MiB: 8 take three
 // rounds), else tiled.
-// ZRT_ATTENTION_PATH=gemm|flash|tiled|simple (read once per process; tests use
+// ZRT_ATTENTION_PATH=gemm|flash|tiled|simple|cpu_blocked (read once per process; tests use
 // ScopedAttentionPath, a thread-local override) forces a path where that
 // path exists: gemm on either device, tiled and simple on CUDA, flash on
 // CUDA for the dtypes and head dims it has kernels for; elsewhere it
