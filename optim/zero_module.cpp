@@ -14,7 +14,6 @@
 #include "zrt/optim/flat_param/sharding_groups.h"
 #include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/comm/rank_agreement.h"
-#include "zrt/runtime/io/scratch_file.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::optim {
