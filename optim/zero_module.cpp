@@ -37,7 +37,8 @@ std::string offload_refusal(const ZeroModuleOptions& o) {
 // settings]). A rank's device index, disk directory, streams, memory limit,
 // allocators and tracer are its own. Read before the options are checked:
 // a value out of range is compared as its name ("?") or number.
-Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
+Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
+                                   const std::string& offload_check) {
   // The zero3 group's size: zero3_size, or for 0 the strategy's own group.
   const bool fixed =
       o.strategy != ShardingStrategy::hybrid_shard && o.strategy != ShardingStrategy::layer_zero;
@@ -67,7 +68,7 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size) {
           {"adamw.state_dtype", dtype_name(a.state_dtype)},
           {"adamw.rounding_seed", std::to_string(a.rounding_seed)},
           {"offload_optimizer", offload.substr(0, offload.find(':'))},
-          {"offload_optimizer.dir", offload_refusal(o)},
+          {"offload_optimizer.dir", offload_check},
           {"adamw.decays", o.adamw.decays ? "set" : "empty"},
           {"dry_run", boolean(o.dry_run)}};
 }
@@ -79,8 +80,9 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   ZRT_CHECK_ARG(world_ != nullptr, "ZeroModule needs a world communicator");
   // First (Note [Ranks agree on their settings]): the checks below then see
   // one set of options on every rank, and no split is made with another.
-  const Settings mine = options_every_rank_shares(options_, world_->size());
-  const auto differ = differing_settings(*world_, mine);
+  const std::string offload_check = offload_refusal(options_);
+  const auto differ = differing_settings(
+      *world_, options_every_rank_shares(options_, world_->size(), offload_check));
   ZRT_CHECK_ARG(differ.empty(),
                 "ZeroModule: the ranks were given different options; every rank must construct "
                 "its ZeroModule with the same:",
@@ -99,8 +101,7 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   check_adamw_options(options_.adamw);
   // The offload's check as agreed above (made once: a directory changed
   // since would otherwise fail one rank alone).
-  for (const auto& [key, value] : mine)
-    ZRT_CHECK_ARG(key != "offload_optimizer.dir" || value == "usable", "ZeroModule: ", value);
+  ZRT_CHECK_ARG(offload_check == "usable", "ZeroModule: ", offload_check);
   ZRT_CHECK_ARG(std::string_view(gather_dtype_name(options_.gather.dtype)) != "?",
                 "ZeroModule: parameter gather dtype code ", static_cast<int>(options_.gather.dtype),
                 " is none of compute, int8");
