@@ -350,7 +350,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   ZRT_CHECK_CALL(!optimizer_, "ZeroModule::add_unit('", name,
                  "'): units must be added before the optimizer is made (by the first step(), "
                  "save_checkpoint, load_checkpoint or optimizer())");
-  const Unit unit = handles_.size();
+  const std::size_t index = handles_.size();
+  const Unit unit = unit_at(index);
   // This rank's first reason to refuse the unit, said on every rank with the
   // initial values' check: a rank that threw alone here would leave the
   // others waiting in that collective.
@@ -385,7 +386,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       refuse_unless(
           seen.begin == begin && seen.dtype == p.tensor.dtype() && seen.shape == p.tensor.shape(),
           "parameter '", p.fqn(), "' shares part of its memory with parameter '", seen.fqn,
-          "' of unit '", handles_[seen.at.unit]->name(),
+          "' of unit '", handles_[seen.at.unit.index()]->name(),
           "': a parameter tied across units must be the same tensor (storage, offset, dtype and "
           "shape)");
       // One buffer passed again after its values changed is a new
@@ -396,7 +397,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       const std::uint64_t now = seen.digest == 0 ? 0 : values_digest(p.tensor);
       refuse_unless(now == 0 || now == seen.digest, "parameter '", p.fqn(),
                     "' is the buffer of parameter '", seen.fqn, "' of unit '",
-                    handles_[seen.at.unit]->name(),
+                    handles_[seen.at.unit.index()]->name(),
                     "', so it would be tied to it, but its values changed since: pass a tensor of "
                     "its own (a copy) for a parameter of its own, or the buffer unchanged for a "
                     "tie");
@@ -488,7 +489,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
       "m.backward(unit)" +
       of_unit;
   // A tied parameter is also used in the scopes of its users' units.
-  auto set_param_note = [&](Unit owner) {
+  auto set_param_note = [&](std::size_t owner) {
     const std::string users = tie_users(owner);
     handles_[owner]->param(0).storage().set_freed_note(
         "has no memory outside its unit's scope: call the layer inside m.forward(unit) or "
@@ -517,29 +518,49 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
                               own_digests[i]});
     }
   for (TiedParam& t : ties) {
-    const ParamSpec& spec = handles_[t.owner.unit]->layout().params()[t.owner.index];
+    const ParamSpec& spec = handles_[t.owner.unit.index()]->layout().params()[t.owner.index];
     Tensor grad = Tensor::from_storage(std::make_shared<Storage>(0, allocator_, stream()),
                                        spec.padded_shape(), options_.dtype, 0, t.fqn + ".grad");
     grad.storage().set_freed_note(grad_note);
     ties_.push_back({std::move(t), std::move(grad)});
   }
-  set_param_note(unit);
+  set_param_note(index);
   for (const Tie& t : ties_)
-    if (t.param.user == unit) set_param_note(t.param.owner.unit);
+    if (t.param.user == unit) set_param_note(t.param.owner.unit.index());
   return unit;
 }
 
-FlatParamHandle& ZeroModule::handle(Unit unit) const {
-  ZRT_CHECK_ARG(unit < handles_.size(), "ZeroModule: no unit ", unit, " (", handles_.size(),
-                " units)");
-  return *handles_[unit];
+namespace {
+
+// Two weak pointers of one control block (both empty: alike too).
+bool same_owner(const std::weak_ptr<const bool>& a, const std::weak_ptr<const bool>& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
 }
 
-ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync, Stream stream)
+}  // namespace
+
+bool ZeroModule::Unit::operator==(const Unit& o) const {
+  return index_ == o.index_ && same_owner(module_, o.module_);
+}
+
+std::size_t ZeroModule::index_of(const Unit& unit, const char* call) const {
+  ZRT_CHECK_ARG(same_owner(unit.module_, alive_), "ZeroModule::", call, ": ",
+                same_owner(unit.module_, {}) ? "a default-made ZeroModule::Unit"
+                                             : "a unit made by another ZeroModule's add_unit",
+                " was given; a module takes only the units its own add_unit returned");
+  ZRT_CHECK_STATE(unit.index_ < handles_.size(), "ZeroModule: no unit ", unit.index_, " (",
+                  handles_.size(), " units)");
+  return unit.index_;
+}
+
+FlatParamHandle& ZeroModule::handle(Unit unit) const { return *handles_[index_of(unit, "handle")]; }
+
+ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bool sync,
+                         Stream stream)
     : module_alive_(module->alive_),
       module_(module),
       unit_(unit),
-      handle_(&module->handle(unit)),
+      handle_(module->handles_[unit].get()),
       backward_(backward),
       sync_(sync),
       stream_(stream),
@@ -596,10 +617,10 @@ ZeroModule::Scope::Scope(ZeroModule* module, Unit unit, bool backward, bool sync
       }
     }
     for (Tie& t : module_->ties_)
-      if (t.param.user == unit_ && !t.grad.is_freed()) free_storage(t.grad);
-    for (Unit o : opened_owners_) {
+      if (t.param.user.index() == unit_ && !t.grad.is_freed()) free_storage(t.grad);
+    for (std::size_t o : opened_owners_) {
       try {
-        module_->handle(o).post_forward();
+        module_->handles_[o]->post_forward();
       } catch (const std::exception& e) {
         report_in_destructor("ZeroModule scope", e);
       }
@@ -685,7 +706,7 @@ void ZeroModule::Scope::close() {
       done.wait(module_->stream());
     });
   if (backward_) attempt_or_mark_failed([&] { module_->add_tie_grads(unit_); });
-  for (Unit o : opened_owners_) attempt([&] { module_->handle(o).post_forward(); });
+  for (std::size_t o : opened_owners_) attempt([&] { module_->handles_[o]->post_forward(); });
   opened_owners_.clear();
   if (!backward_) {
     attempt([&] { h->post_forward(); });
@@ -705,29 +726,29 @@ void ZeroModule::Scope::close() {
   if (failure) std::rethrow_exception(failure);
 }
 
-const ZeroModule::Tie* ZeroModule::find_tie(Unit user, const std::string& name) const {
-  const std::string full = handle(user).name() + "." + name;
+const ZeroModule::Tie* ZeroModule::find_tie(std::size_t user, const std::string& name) const {
+  const std::string full = handles_[user]->name() + "." + name;
   for (const Tie& t : ties_)
-    if (t.param.user == user && (t.param.fqn == full || t.param.fqn == name)) return &t;
+    if (t.param.user.index() == user && (t.param.fqn == full || t.param.fqn == name)) return &t;
   return nullptr;
 }
 
-void ZeroModule::open_ties(Unit user, bool backward, std::vector<Unit>* opened) {
+void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened) {
   for (const Tie& t : ties_) {
-    if (t.param.user != user) continue;
-    const Unit owner = t.param.owner.unit;
+    if (t.param.user.index() != user) continue;
+    const std::size_t owner = t.param.owner.unit.index();
     // The owner's sync has reduced its gradient: this one would miss the step.
     ZRT_CHECK_CALL(!backward || !synced_[owner], "ZeroModule: the backward scope of unit '",
-                   handle(user).name(), "' uses parameter '",
-                   handle(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn, "') of unit '",
-                   handle(owner).name(),
+                   handle_at(user).name(), "' uses parameter '",
+                   handle_at(owner).fqn(t.param.owner.index), "' (as '", t.param.fqn,
+                   "') of unit '", handle_at(owner).name(),
                    "', whose backward already synced this step; run "
                    "the owner's backward after its users' (Note [Parameters tied across units])");
     if (std::find(opened->begin(), opened->end(), owner) != opened->end()) continue;
-    FlatParamHandle& h = handle(owner);
+    FlatParamHandle& h = handle_at(owner);
     if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre)
       continue;  // in its own scope
-    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle(user).name(),
+    ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle_at(user).name(),
                     "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
                     "', which is in state ", handle_state_name(h.state()));
     h.pre_forward();
@@ -735,25 +756,25 @@ void ZeroModule::open_ties(Unit user, bool backward, std::vector<Unit>* opened) 
   }
   if (!backward) return;
   for (Tie& t : ties_)
-    if (t.param.user == user) {
+    if (t.param.user.index() == user) {
       alloc_storage(t.grad);
       kernels::zero(t.grad, stream());
     }
 }
 
-void ZeroModule::add_tie_grads(Unit user) {
+void ZeroModule::add_tie_grads(std::size_t user) {
   std::exception_ptr failure;
   for (Tie& t : ties_) {
-    if (t.param.user != user || t.grad.is_freed()) continue;
-    const Unit owner = t.param.owner.unit;
+    if (t.param.user.index() != user || t.grad.is_freed()) continue;
+    const std::size_t owner = t.param.owner.unit.index();
     try {
       ZRT_CHECK_CALL(!synced_[owner], "ZeroModule: the backward scope of unit '",
-                     handle(user).name(), "' ends after unit '", handle(owner).name(),
+                     handle_at(user).name(), "' ends after unit '", handle_at(owner).name(),
                      "' synced the gradient of its parameter '",
-                     handle(owner).fqn(t.param.owner.index), "' (used as '", t.param.fqn,
+                     handle_at(owner).fqn(t.param.owner.index), "' (used as '", t.param.fqn,
                      "') this step; run the owner's backward after its users' "
                      "(Note [Parameters tied across units])");
-      handle(owner).add_to_grad(t.param.owner.index, t.grad);
+      handle_at(owner).add_to_grad(t.param.owner.index, t.grad);
       ++tie_grads_[owner];
     } catch (...) {
       if (!failure) failure = std::current_exception();
@@ -781,7 +802,7 @@ Tensor ZeroModule::Scope::param(const std::string& name) const {
   ZRT_CHECK_CALL(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
   ZRT_CHECK_CALL(!module_alive_.expired(), "ZeroModule: parameter '", name, "' of ", what_,
                  ", whose module was destroyed");
-  return module_->param_views(unit_, name).param;
+  return module_->param_views_at(unit_, name).param;
 }
 
 Tensor ZeroModule::Scope::grad(const std::string& name) const {
@@ -789,15 +810,19 @@ Tensor ZeroModule::Scope::grad(const std::string& name) const {
   ZRT_CHECK_CALL(handle_ != nullptr, "ZeroModule: parameter '", name, "' of a closed scope");
   ZRT_CHECK_CALL(!module_alive_.expired(), "ZeroModule: gradient '", name, "' of ", what_,
                  ", whose module was destroyed");
-  return module_->param_views(unit_, name).grad;
+  return module_->param_views_at(unit_, name).grad;
 }
 
 ZeroModule::ParamViews ZeroModule::param_views(Unit unit, const std::string& name) const {
-  const FlatParamHandle& h = handle(unit);
+  return param_views_at(index_of(unit, "param_views"), name);
+}
+
+ZeroModule::ParamViews ZeroModule::param_views_at(std::size_t unit, const std::string& name) const {
+  const FlatParamHandle& h = handle_at(unit);
   if (!h.find(h.name() + "." + name) &&
       !h.find(name))  // the unit's own names first, as scopes always did
     if (const Tie* t = find_tie(unit, name))
-      return {handle(t->param.owner.unit).param(t->param.owner.index), t->grad};
+      return {handle_at(t->param.owner.unit.index()).param(t->param.owner.index), t->grad};
   const std::size_t i = scope_param_index(&h, name);
   return {h.param(i), h.grad(i)};
 }
@@ -809,17 +834,19 @@ std::vector<ZeroModule::TiedParam> ZeroModule::tied_params() const {
 }
 
 ZeroModule::Scope ZeroModule::forward(Unit unit, Stream stream) {
-  return Scope(this, unit, false, false, stream);
+  return Scope(this, index_of(unit, "forward"), false, false, stream);
 }
 ZeroModule::Scope ZeroModule::backward(Unit unit, bool sync, Stream stream) {
-  return Scope(this, unit, true, sync, stream);
+  return Scope(this, index_of(unit, "backward"), true, sync, stream);
 }
-void ZeroModule::prefetch(Unit unit) {
+void ZeroModule::prefetch(Unit unit) { prefetch_at(index_of(unit, "prefetch")); }
+
+void ZeroModule::prefetch_at(std::size_t unit) {
   FlightRecorder::Caller caller(*world_->flight_recorder(),
-                                "prefetch('" + handle(unit).name() + "')");
-  handle(unit).unshard();
+                                "prefetch('" + handle_at(unit).name() + "')");
+  handle_at(unit).unshard();
   for (const Tie& t : ties_)
-    if (t.param.user == unit) handle(t.param.owner.unit).unshard();
+    if (t.param.user.index() == unit) handle_at(t.param.owner.unit.index()).unshard();
 }
 
 void ZeroModule::wait_for_reduced_grads() {
@@ -916,18 +943,17 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
     explicit Stepping(bool& f) : flag(f) { flag = true; }
     ~Stepping() { flag = false; }
   } stepping(stepping_);
-  for (Unit u : gather_after_update)
-    ZRT_CHECK_ARG(u < handles_.size(), "ZeroModule::step: unit ", u,
-                  " to gather after the update is not one of the ", handles_.size(), " units");
+  std::vector<std::size_t> gather_next;
+  for (const Unit& u : gather_after_update) gather_next.push_back(index_of(u, "step"));
   ZRT_CHECK_CALL(!handles_.empty(), "ZeroModule::step: no units were added");
   expect_scopes_closed("step");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "step()");
-  for (Unit u = 0; u < handles_.size(); ++u)
+  for (std::size_t u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_CALL(unsynced_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' has ",
                    unsynced_[u],
                    " backward scope(s) with sync=false after its last sync; the last "
                    "micro-batch's backward must sync (backward(unit, true)) before step()");
-  for (Unit u = 0; u < handles_.size(); ++u)
+  for (std::size_t u = 0; u < handles_.size(); ++u)
     ZRT_CHECK_CALL(tie_grads_[u] == 0, "ZeroModule::step: unit '", handles_[u]->name(), "' holds ",
                    tie_grads_[u],
                    " gradient(s) of its parameters used by later units that no backward(unit, "
@@ -937,13 +963,13 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
                  "ZeroModule::step: no backward scope synced gradients since the last step; "
                  "step() would apply weight decay alone");
   // Note [ZeroModule steps on synced gradients]: no stale gradient stepped on.
-  for (Unit u = 0; u < handles_.size(); ++u)
+  for (std::size_t u = 0; u < handles_.size(); ++u)
     if (!synced_[u]) {
       handles_[u]->wait_for_reduced_grads();  // one a failed close issued may be in flight
       handles_[u]->zero_grad();
     }
   // Note [A failed backward skips the step].
-  for (Unit u = 0; u < handles_.size(); ++u)
+  for (std::size_t u = 0; u < handles_.size(); ++u)
     if (failed_[u]) handles_[u]->poison_grad();
   // ZeroAdamW::step waits for the reductions in flight itself.
   // The record of synced units ends with a step taken or skipped, and with
@@ -957,10 +983,10 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   };
   // The last unit whose update the gather of unit u waits for: u, or an
   // owner of a parameter it uses. The optimizer updates the units in order.
-  auto last_needed = [&](Unit u) {
-    Unit last = u;
+  auto last_needed = [&](std::size_t u) {
+    std::size_t last = u;
     for (const Tie& t : ties_)
-      if (t.param.user == u) last = std::max(last, t.param.owner.unit);
+      if (t.param.user.index() == u) last = std::max(last, t.param.owner.unit.index());
     return last;
   };
   std::size_t next = 0;
@@ -969,10 +995,8 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
     const StepResult r =
         optimizer().step(lr, scaler_.get(), before_update, [&](std::size_t updated) {
           updating = true;
-          for (; next < gather_after_update.size() &&
-                 last_needed(gather_after_update[next]) <= updated;
-               ++next)
-            prefetch(gather_after_update[next]);
+          for (; next < gather_next.size() && last_needed(gather_next[next]) <= updated; ++next)
+            prefetch_at(gather_next[next]);
         });
     end_record();
     return r;
@@ -985,17 +1009,17 @@ StepResult ZeroModule::step(double lr, const std::function<void()>& before_updat
   }
 }
 
-std::string ZeroModule::tie_users(Unit owner) const {
+std::string ZeroModule::tie_users(std::size_t owner) const {
   std::string users;
   for (const Tie& t : ties_)
-    if (t.param.owner.unit == owner &&
-        users.find("'" + handles_[t.param.user]->name() + "'") == std::string::npos)
-      users += (users.empty() ? "" : ", ") + ("'" + handles_[t.param.user]->name() + "'");
+    if (t.param.owner.unit.index() == owner &&
+        users.find("'" + handle_at(t.param.user.index()).name() + "'") == std::string::npos)
+      users += (users.empty() ? "" : ", ") + ("'" + handle_at(t.param.user.index()).name() + "'");
   return users;
 }
 
 void ZeroModule::expect_scopes_closed(const char* call) const {
-  for (Unit u = 0; u < handles_.size(); ++u) {
+  for (std::size_t u = 0; u < handles_.size(); ++u) {
     const FlatParamHandle& h = *handles_[u];
     // A user's scope gathers its owner too (Note [Parameters tied across units]).
     const std::string users = tie_users(u);
@@ -1042,8 +1066,8 @@ std::map<std::string, Tensor> ZeroModule::full_params() {
 }
 
 std::optional<ZeroModule::ParamLocation> ZeroModule::find_param(const std::string& name) const {
-  for (Unit u = 0; u < handles_.size(); ++u)
-    if (const auto i = handles_[u]->find(name)) return ParamLocation{u, *i};
+  for (std::size_t u = 0; u < handles_.size(); ++u)
+    if (const auto i = handles_[u]->find(name)) return ParamLocation{unit_at(u), *i};
   for (const Tie& t : ties_)
     if (t.param.fqn == name) return t.param.owner;
   return std::nullopt;
@@ -1055,10 +1079,11 @@ Tensor ZeroModule::full_param(const std::string& name) {
   const auto at = find_param(name);
   ZRT_CHECK_ARG(at.has_value(), "ZeroModule: no unit has a parameter named '", name,
                 "' (names are full_params()'s: \"unit.name\" or the module path's)");
-  ZRT_CHECK_CALL(handles_[at->unit]->state() == HandleState::idle, "ZeroModule::full_param: unit '",
-                 handles_[at->unit]->name(), "' has a scope open; close it first");
+  ZRT_CHECK_CALL(handles_[at->unit.index()]->state() == HandleState::idle,
+                 "ZeroModule::full_param: unit '", handles_[at->unit.index()]->name(),
+                 "' has a scope open; close it first");
   FlightRecorder::Caller caller(*world_->flight_recorder(), "full_param('" + name + "')");
-  return handles_[at->unit]->summon_full_params()[at->index].to(Device::cpu());
+  return handles_[at->unit.index()]->summon_full_params()[at->index].to(Device::cpu());
 }
 
 }  // namespace zrt::optim

@@ -183,7 +183,31 @@ struct ZeroModuleOptions {
 
 class ZeroModule {
  public:
-  using Unit = std::size_t;
+  // Note [A unit belongs to its module]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A Unit is what add_unit returned: the unit's place among its module's
+  // units and the module that made it. Every call that takes one refuses,
+  // with InvalidArgument, a Unit of another module (two models in one
+  // program, or the ranks of one process, each with a module of its own:
+  // the same place there is another unit, whose parameters would be used
+  // without a word) and a default-made Unit. The module is known by its
+  // lifetime token, not its address, so a Unit outliving its module is
+  // refused by a module made later at the same address.
+  class Unit {
+   public:
+    Unit() = default;  // no unit: refused by every call that takes one
+    // Its place in the order the units were added, from 0.
+    std::size_t index() const { return index_; }
+    // The same unit of the same module.
+    bool operator==(const Unit& o) const;
+
+   private:
+    friend class ZeroModule;
+    Unit(std::size_t index, std::weak_ptr<const bool> module)
+        : index_(index), module_(std::move(module)) {}
+    std::size_t index_ = 0;
+    std::weak_ptr<const bool> module_;  // the module's alive_ token
+  };
 
   // Collective over `world` (it may split it into groups). Validates the
   // options (InvalidArgument naming the bad one); on CUDA it owns a compute
@@ -233,20 +257,20 @@ class ZeroModule {
 
    private:
     friend class ZeroModule;
-    Scope(ZeroModule* module, Unit unit, bool backward, bool sync, Stream stream);
+    Scope(ZeroModule* module, std::size_t unit, bool backward, bool sync, Stream stream);
     // The caller's stream waits for the module's work on the views.
     void serve_caller() const;
     // Expired once the module is destroyed: a scope left open then touches
     // nothing of it (Note [A scope outlives no module]).
     std::weak_ptr<const bool> module_alive_;
     ZeroModule* module_;
-    Unit unit_;
+    std::size_t unit_;  // its index
     FlatParamHandle* handle_;
     bool backward_, sync_;
-    Stream stream_;                    // the caller's (Note [The stream a scope serves])
-    std::vector<Unit> opened_owners_;  // owners of tied parameters this scope unsharded
-    std::string what_;                 // "the forward scope of unit 'name'", for messages
-    int uncaught_at_open_;             // std::uncaught_exceptions() when it opened
+    Stream stream_;                           // the caller's (Note [The stream a scope serves])
+    std::vector<std::size_t> opened_owners_;  // owners of tied parameters this scope unsharded
+    std::string what_;                        // "the forward scope of unit 'name'", for messages
+    int uncaught_at_open_;                    // std::uncaught_exceptions() when it opened
   };
   // `stream`: where the caller runs its kernels on the scope's views; the
   // default is the calling thread's (Note [The stream a scope serves]).
@@ -389,6 +413,13 @@ class ZeroModule {
   // `digests`: each of `params`' values as given (values_digest).
   void check_initial_values(const std::string& unit, const std::vector<NamedParam>& params,
                             const std::vector<std::uint64_t>& digests, const std::string& refusal);
+  // `unit`'s index; InvalidArgument naming `call` when another module made
+  // it, or no module did (Note [A unit belongs to its module]).
+  std::size_t index_of(const Unit& unit, const char* call) const;
+  Unit unit_at(std::size_t index) const { return Unit(index, alive_); }
+  FlatParamHandle& handle_at(std::size_t index) const { return *handles_[index]; }
+  ParamViews param_views_at(std::size_t unit, const std::string& name) const;
+  void prefetch_at(std::size_t unit);
   // InvalidState naming `call` and the first unit with a scope open.
   void expect_scopes_closed(const char* call) const;
   struct Tie {  // Note [Parameters tied across units]
@@ -396,15 +427,15 @@ class ZeroModule {
     Tensor grad;  // compute dtype, the parameter's shape; memory only in the user's backward scope
   };
   std::vector<Tie> ties_;
-  const Tie* find_tie(Unit user,
+  const Tie* find_tie(std::size_t user,
                       const std::string& name) const;  // "name" or "unit.name"; null: none
   // A user's scope: unshard the owners it needs (those it opened go to
   // `opened`); in backward also check the order and give the tie gradients memory.
-  void open_ties(Unit user, bool backward, std::vector<Unit>* opened);
+  void open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened);
   // A user's backward scope ends: its tie gradients go to their owners.
-  void add_tie_grads(Unit user);
+  void add_tie_grads(std::size_t user);
   // "'head', 'lm'": the units that use parameters of `owner`; empty: none.
-  std::string tie_users(Unit owner) const;
+  std::string tie_users(std::size_t owner) const;
   AllocatorPtr
       dry_host_memory_;  // a dry run's host stand-ins (parameter copies, offloaded gradients)
   const AllocatorPtr& dry_host_allocator() const { return dry_host_memory_; }

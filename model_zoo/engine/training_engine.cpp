@@ -116,7 +116,7 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
       np.init = nullptr;  // the primary's values, drawn in its own unit
       params.push_back(std::move(np));
     }
-    module_->add_unit(unit.name, params);
+    units_.push_back(module_->add_unit(unit.name, params));
   }
   if (file) {  // every rank learns of any rank's bad read, and throws the same error
     const auto all = module_->world()->all_gather_bytes(
@@ -133,8 +133,8 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   // [Parameters tied across units]).
   std::map<std::string, optim::ZeroModule::Unit> unit_of;
   for (std::size_t u = 0; u < units.size(); ++u) {
-    for (const auto& p : units[u].params) unit_of[p.fqn()] = u;
-    for (const auto& tied : units[u].tied) unit_of[tied.first] = u;
+    for (const auto& p : units[u].params) unit_of[p.fqn()] = units_[u];
+    for (const auto& tied : units[u].tied) unit_of[tied.first] = units_[u];
   }
   model_->bind([&](const std::string& fqn) {
     auto it = unit_of.find(fqn);
@@ -157,7 +157,7 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   // enters and prefetches first.
   if (config_.gather_after_update && config_.prefetch > 0)
     for (int s = 0; s <= config_.prefetch && s < model_->num_stages(); ++s)
-      first_units_.push_back(static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s)));
+      first_units_.push_back(stage_unit(s));
 }
 
 TrainingEngine::~TrainingEngine() {
@@ -174,6 +174,10 @@ Tracer::Scope TrainingEngine::traced(const char* what, const std::string& unit,
       category, Tracer::kComputeTrack, {});
 }
 
+optim::ZeroModule::Unit TrainingEngine::stage_unit(int stage) const {
+  return units_.at(static_cast<std::size_t>(model_->stage_unit(stage)));
+}
+
 optim::ZeroModule::Scope TrainingEngine::enter(optim::ZeroModule::Unit u, bool backward,
                                                bool sync) {
   auto trace =
@@ -187,7 +191,7 @@ void TrainingEngine::prefetch(int stage, int step) {
   for (int k = 1; k <= config_.prefetch; ++k) {
     const int s = stage + k * step;
     if (s < 0 || s >= model_->num_stages()) return;
-    module_->prefetch(static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s)));
+    module_->prefetch(stage_unit(s));
   }
 }
 
@@ -218,7 +222,7 @@ Tensor TrainingEngine::forward(const Batch& batch) {
   const Stream stream = this->stream();
   Tensor x;
   for (int s = 0; s < model_->num_stages(); ++s) {
-    const auto u = static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s));
+    const optim::ZeroModule::Unit u = stage_unit(s);
     auto scope = enter(u, false, false);
     {
       auto trace = traced("prefetch", module_->handle(u).name(), "issue");
@@ -241,8 +245,8 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
   const Stream stream = this->stream();
   Tensor dy = dloss;
   for (int s = model_->num_stages() - 1; s >= 0; --s) {
-    const auto u = static_cast<optim::ZeroModule::Unit>(model_->stage_unit(s));
-    auto scope = enter(u, true, sync_grads && s == last_backward_stage_[u]);
+    const optim::ZeroModule::Unit u = stage_unit(s);
+    auto scope = enter(u, true, sync_grads && s == last_backward_stage_[u.index()]);
     {
       auto trace = traced("prefetch", module_->handle(u).name(), "issue");
       prefetch(s, -1);

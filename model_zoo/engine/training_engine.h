@@ -196,12 +196,15 @@ class TrainingEngine {
   // Opens unit u's forward or backward scope, which waits for its gather:
   // traced as "wait", so the compute events hold computation only.
   optim::ZeroModule::Scope enter(optim::ZeroModule::Unit u, bool backward, bool sync);
+  // The unit whose parameters stage `stage` computes with.
+  optim::ZeroModule::Unit stage_unit(int stage) const;
 
   // Declared first, destroyed last: the model's views keep the module's memory alive.
   std::unique_ptr<optim::ZeroModule> module_;
   std::unique_ptr<Model> model_;
   EngineConfig config_;
-  std::vector<int> last_backward_stage_;  // per unit: stage whose backward syncs
+  std::vector<optim::ZeroModule::Unit> units_;  // add_unit's, in the model's order
+  std::vector<int> last_backward_stage_;        // per unit: stage whose backward syncs
   std::vector<bool>
       checkpointed_;  // per stage: keeps only its input (Note [Activation checkpointing])
   std::vector<Tensor> kept_inputs_;  // per checkpointed stage: its input, from forward to backward

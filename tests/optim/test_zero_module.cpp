@@ -957,6 +957,58 @@ BOOST_AUTO_TEST_CASE(names_are_given_once) {
   BOOST_TEST(module.full_params().size() == 2u);
 }
 
+// Note [A unit belongs to its module]: the same place in another module is
+// another unit, whose parameters would be used without a word.
+BOOST_AUTO_TEST_CASE(a_unit_of_another_module_is_refused) {
+  std::mt19937 rng(test::test_seed("zero_module/a_unit_of_another_module_is_refused"));
+  auto refused = [](auto&& call, const std::string& part) {
+    try {
+      call();
+    } catch (const InvalidArgument& e) {
+      const std::string m = e.what();
+      BOOST_TEST((m.find(part) != std::string::npos && m.find(".cpp") == std::string::npos), m);
+      return;
+    }
+    BOOST_ERROR("accepted; expected an error naming " << part);
+  };
+  const CommPtr world = make_local_world(1).front();
+  optim::ZeroModule a(world), b(world);
+  const auto a0 = a.add_unit("a0", unit_params(rng));
+  const auto a1 = a.add_unit("a1", unit_params(rng));
+  const auto b0 = b.add_unit("b0", unit_params(rng));
+  const auto b1 = b.add_unit("b1", unit_params(rng));
+  BOOST_TEST((a1.index() == 1u && b1.index() == 1u && a1 == a1 && !(a1 == b1) && !(a0 == a1)));
+  const std::string other = "a unit made by another ZeroModule's add_unit was given";
+  refused([&] { b.forward(a1); }, "ZeroModule::forward: " + other);
+  refused([&] { b.backward(a0); }, "ZeroModule::backward: " + other);
+  refused([&] { b.prefetch(a1); }, "ZeroModule::prefetch: " + other);
+  refused([&] { b.handle(a1); }, "ZeroModule::handle: " + other);
+  refused([&] { b.param_views(a0, "weight"); }, "ZeroModule::param_views: " + other);
+  refused([&] { b.forward(optim::ZeroModule::Unit()); },
+          "ZeroModule::forward: a default-made ZeroModule::Unit was given");
+  {
+    auto scope = b.backward(b0);
+    scope.grad("weight").fill_(0.5);
+  }
+  {
+    auto scope = b.backward(b1);
+    scope.grad("weight").fill_(0.25);
+  }
+  const std::vector<optim::ZeroModule::Unit> gather = {b1, a0};
+  refused([&] { b.step(1e-3, {}, gather); }, "ZeroModule::step: " + other);
+  b.step(1e-3, {}, std::vector<optim::ZeroModule::Unit>{b1});  // the refusal changed nothing
+  BOOST_TEST(b.handle(b1).name() == "b1");
+  BOOST_TEST((b.find_param("b1.weight")->unit == b1));
+  // A module made later in the same memory is another module too.
+  std::optional<optim::ZeroModule> reused;
+  reused.emplace(world);
+  const auto old = reused->add_unit("old", unit_params(rng));
+  reused.reset();
+  reused.emplace(world);
+  reused->add_unit("new", unit_params(rng));
+  refused([&] { reused->forward(old); }, "ZeroModule::forward: " + other);
+}
+
 BOOST_AUTO_TEST_CASE(a_tie_across_units_stays_one_parameter) {
   // Copying each unit's parameters would give the two uses two masters and
   // two gradients: the tie would break without a word. The later unit uses
@@ -999,7 +1051,7 @@ BOOST_AUTO_TEST_CASE(a_buffer_changed_since_its_unit_is_no_tie) {
       "so it would be tied to it, but its values changed since");
   buffer.fill_(1.0);  // unchanged again: the tie it means
   module.add_unit("c", {{"own", Tensor::full({2}, 0.5, DType::f32)}, {"w", buffer}});
-  BOOST_TEST(module.find_param("c.w")->unit == 0u);
+  BOOST_TEST(module.find_param("c.w")->unit.index() == 0u);
   // Found on one rank of two (each has its own buffer): both refuse it.
   std::vector<std::string> errors(2);
   run_local_ranks(2, [&](const CommPtr& comm) {

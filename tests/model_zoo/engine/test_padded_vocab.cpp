@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(padded_rows_stay_zero) {
           TrainOutput out;
           train_until(*trainer, s.steps, out);
           optim::ZeroModule& module = trainer->engine().module();
-          const optim::FlatParamHandle& h = module.handle(0);
+          const optim::FlatParamHandle& h = *module.handles().front();
           const std::size_t i = h.index_of("wte.weight");
           const optim::ParamSpec& spec = h.layout().params()[i];
           ZRT_EXPECT(spec.shape == Shape({kVocab, kEmbd}) && spec.pad_rows == kPadded - kVocab,
