@@ -132,6 +132,11 @@ void ZeroAdamW::step_offloaded(const kernels::AdamWHyperparams& hp,
 StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
                            const std::function<void()>& before_update,
                            const std::function<void(std::size_t)>& after_update) {
+  ZRT_CHECK_CALL(!stepping_,
+                 "ZeroAdamW::step: called while a step of this optimizer runs (from its "
+                 "before_update or after_update); a step inside a step would update twice "
+                 "from one gradient");
+  const SteppingFlag stepping(stepping_);
   // lr is checked by fused_adamw before it writes anything; a skipped step
   // reads no lr.
   for (const ShardState& s : handles_)
@@ -244,6 +249,9 @@ std::span<const kernels::ElementRange> ZeroAdamW::decay_ranges(std::size_t k) co
 
 void ZeroAdamW::load_counters(std::int64_t step, std::int64_t skipped_total,
                               std::int64_t consecutive_skips) {
+  ZRT_CHECK_CALL(!stepping_,
+                 "ZeroAdamW::load_counters: called while a step of this optimizer runs; the step "
+                 "would go on from what was loaded");
   ZRT_CHECK_ARG(step >= 0 && skipped_total >= 0 && consecutive_skips >= 0 &&
                     consecutive_skips <= skipped_total,
                 "ZeroAdamW::load_counters: bad counters (step ", step, ", skipped ", skipped_total,
@@ -262,6 +270,9 @@ Tensor ZeroAdamW::exp_avg_sq_shard(std::size_t k) const {
 
 void ZeroAdamW::load_moments(std::size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                              Stream stream) {
+  ZRT_CHECK_CALL(!stepping_,
+                 "ZeroAdamW::load_moments: called while a step of this optimizer runs; the step "
+                 "would go on from what was loaded");
   const ShardState& s = at(k);
   if (moments_) {
     moments_->write(k, exp_avg, exp_avg_sq);

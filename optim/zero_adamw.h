@@ -74,6 +74,18 @@ struct StepResult {
 // follow kernels::check_adamw_hyperparams).
 void check_adamw_options(const AdamWOptions& options);
 
+// Sets a step's flag for its lifetime (Note [No step inside a step]).
+class SteppingFlag {
+ public:
+  explicit SteppingFlag(bool& flag) : flag_(flag) { flag_ = true; }
+  ~SteppingFlag() { flag_ = false; }
+  SteppingFlag(const SteppingFlag&) = delete;
+  SteppingFlag& operator=(const SteppingFlag&) = delete;
+
+ private:
+  bool& flag_;
+};
+
 class ZeroAdamW {
  public:
   // `handles` (not owned; they must outlive the optimizer) share the same
@@ -96,7 +108,9 @@ class ZeroAdamW {
   // any shard changes: a caller's check of values it queued before the step
   // (the engine's token-id flag) that ends the step with nothing changed.
   // `after_update(k)`, when given, runs once handle k is updated and marked,
-  // before handle k + 1's update (not on a skipped step).
+  // before handle k + 1's update (not on a skipped step). A step() or a
+  // load of counters or moments made from either is refused (Note [No step
+  // inside a step]).
   StepResult step(double lr, DynamicLossScaler* scaler = nullptr,
                   const std::function<void()>& before_update = {},
                   const std::function<void(std::size_t)>& after_update = {});
@@ -153,6 +167,7 @@ class ZeroAdamW {
   std::vector<FlatParamHandle*> raw_handles_;  // for global_grad_stats
   std::vector<ShardState> handles_;
   std::int64_t step_ = 0;
+  bool stepping_ = false;  // step() runs (Note [No step inside a step])
   std::int64_t skipped_total_ = 0;
   std::int64_t consecutive_skips_ = 0;
   std::uint64_t decay_digest_ = 0;  // which parameters options_.decays selects, for settings_digest

@@ -932,17 +932,16 @@ ZeroAdamW& ZeroModule::optimizer() {
 // gradients the outer step then counted as a step, and a load_checkpoint()
 // there got the outer step's update applied on top of what it loaded: all
 // with nothing said. So these refuse while a step runs (stepping()); what
-// only reads (full_params(), save_checkpoint()) stays allowed.
+// only reads (full_params(), save_checkpoint()) stays allowed. ZeroAdamW
+// keeps the same rule for a caller that steps it directly: its step() and
+// its loads of counters and moments refuse inside its own step, from
+// before_update or after_update.
 StepResult ZeroModule::step(double lr, const std::function<void()>& before_update,
                             std::span<const Unit> gather_after_update) {
   ZRT_CHECK_CALL(!stepping_,
                  "ZeroModule::step: called while a step() runs (from its before_update); a step "
                  "inside a step would update twice from one gradient");
-  struct Stepping {
-    bool& flag;
-    explicit Stepping(bool& f) : flag(f) { flag = true; }
-    ~Stepping() { flag = false; }
-  } stepping(stepping_);
+  const SteppingFlag stepping(stepping_);
   std::vector<std::size_t> gather_next;
   for (const Unit& u : gather_after_update) gather_next.push_back(index_of(u, "step"));
   ZRT_CHECK_CALL(!handles_.empty(), "ZeroModule::step: no units were added");

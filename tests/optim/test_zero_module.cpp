@@ -504,19 +504,39 @@ BOOST_AUTO_TEST_CASE(no_step_inside_a_step) {
       scope.grad("bias").fill_(1);
     }
     const auto before = module.full_param("fc.weight").to_doubles();
-    const std::vector<std::pair<const char*, std::function<void()>>> inner = {
-        {"step", [&] { module.step(1e-3); }},
-        {"discard_gradients", [&] { module.discard_gradients(); }},
-        {"load_checkpoint", [&] { optim::load_checkpoint(module, dir); }}};
-    for (const auto& [name, call] : inner) {
+    // The optimizer's own step refuses inside its step as well, made
+    // through the module or directly.
+    const std::string in_module = "called while a step() runs",
+                      in_optimizer = "called while a step of this optimizer runs";
+    auto through_module = [&](const std::function<void()>& call) { module.step(1e-3, call); };
+    auto directly = [&](const std::function<void()>& call) {
+      module.optimizer().step(1e-3, nullptr, call);
+    };
+    auto optimizer_step = [&] { module.optimizer().step(1e-3); };
+    struct Inner {
+      const char* name;
+      std::function<void(const std::function<void()>&)> outer;
+      std::function<void()> call;
+      std::string said;
+    };
+    const std::vector<Inner> inner = {
+        {"step", through_module, [&] { module.step(1e-3); }, in_module},
+        {"discard_gradients", through_module, [&] { module.discard_gradients(); }, in_module},
+        {"load_checkpoint", through_module, [&] { optim::load_checkpoint(module, dir); },
+         in_module},
+        {"optimizer().step", through_module, optimizer_step, in_optimizer},
+        {"optimizer().step in its own step", directly, optimizer_step, in_optimizer},
+        {"load_counters in the optimizer's step", directly,
+         [&] { module.optimizer().load_counters(5, 0, 0); }, in_optimizer}};
+    for (const auto& [name, outer, call, said] : inner) {
       std::string message;
       try {
-        module.step(1e-3, call);
+        outer(call);
       } catch (const InvalidState& e) {
         message = e.what();
       }
-      ZRT_EXPECT(message.find("called while a step() runs") != std::string::npos, name,
-                 " inside before_update: '", message, "'");
+      ZRT_EXPECT(message.find(said) != std::string::npos, name, " inside before_update: '", message,
+                 "'");
       ZRT_EXPECT(!module.stepping(), "still stepping after ", name);
       ZRT_EXPECT(module.full_param("fc.weight").to_doubles() == before, name,
                  " inside before_update changed the weights");
@@ -531,6 +551,19 @@ BOOST_AUTO_TEST_CASE(no_step_inside_a_step) {
       ZRT_EXPECT(std::abs(before[i] - after[i] - expected) <= 1e-6, "element ", i, " moved ",
                  before[i] - after[i], ", expected one step: ", expected);
     }
+    {
+      auto scope = module.backward(unit);
+      scope.grad("weight").fill_(1);
+    }
+    std::string message;
+    try {
+      module.optimizer().step(1e-3, nullptr, {},
+                              [&](std::size_t) { module.optimizer().step(1e-3); });
+    } catch (const InvalidState& e) {
+      message = e.what();
+    }
+    ZRT_EXPECT(message.find(in_optimizer) != std::string::npos, "a step inside after_update: '",
+               message, "'");
   });
 }
 
