@@ -849,6 +849,17 @@ void ZeroModule::prefetch_at(std::size_t unit) {
     if (t.param.user.index() == unit) handle_at(t.param.owner.unit.index()).unshard();
 }
 
+void ZeroModule::set_background_save_wait(std::function<void()> wait) {
+  ZRT_CHECK_ARG(!wait || !background_save_wait_,
+                "ZeroModule: a BackgroundCheckpointSaver of this module exists already; a "
+                "module has one at a time (Note [Checkpoints wait for the save in flight])");
+  background_save_wait_ = std::move(wait);
+}
+
+void ZeroModule::wait_for_background_save() {
+  if (background_save_wait_) background_save_wait_();
+}
+
 void ZeroModule::wait_for_reduced_grads() {
   for (auto& h : handles_) h->wait_for_reduced_grads();
 }

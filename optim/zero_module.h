@@ -367,6 +367,19 @@ class ZeroModule {
   // The compute stream waits for every unit's issued gradient reduction
   // (step() does this first; call it before to see the wait apart).
   void wait_for_reduced_grads();
+  // Note [Checkpoints wait for the save in flight]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A BackgroundCheckpointSaver writes while training goes on. A load made
+  // meanwhile read the checkpoint before the one being written (its
+  // `latest` had not moved yet), and a synchronous save made meanwhile wrote
+  // beside the saver's thread into the same directory (its `latest` and its
+  // pruning): both without a word. So the saver registers here, for its
+  // lifetime, how to wait for its save in flight, and load_checkpoint and
+  // save_checkpoint wait for it first (throwing that save's CheckpointError,
+  // alike on every rank, when it failed). One saver per module:
+  // InvalidArgument for a second while the first lives.
+  void set_background_save_wait(std::function<void()> wait);  // empty: the saver is gone
+  void wait_for_background_save();
   MemoryStats memory_stats() const { return allocator_->stats(); }
   // True while step() runs, its before_update included: step(),
   // discard_gradients() and load_checkpoint() refuse to run then (Note
@@ -454,6 +467,7 @@ class ZeroModule {
   std::vector<int> tie_grads_;  // per unit: tie gradients added to it since its last sync
   // Held by the module alone; its scopes watch it (Note [A scope outlives no module]).
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
+  std::function<void()> background_save_wait_;  // Note [Checkpoints wait for the save in flight]
 };
 
 }  // namespace zrt::optim

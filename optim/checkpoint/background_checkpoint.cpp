@@ -41,9 +41,11 @@ BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module, Communi
   comm_->use_own_flight_recorder();
   comm_->set_phase_timer(nullptr);  // the writer's agreements are no step's communication
   comm_->count_own_traffic();       // nor its traffic (Note [Bytes on the link])
+  module_.set_background_save_wait([this] { wait(); });
 }
 
 BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {
+  module_.set_background_save_wait({});
   try {
     wait();
   } catch (const std::exception& e) {

@@ -30,8 +30,9 @@
 // neither is guaranteed to progress), so a saver beside an NCCL world
 // without a host communicator is refused rather than left to chance. One save is in
 // flight at a time: the next save and wait() wait for it and throw its
-// CheckpointError, the same on every rank (Trainer::resume waits too;
-// load_checkpoint knows nothing of a saver: wait() before loading);
+// CheckpointError, the same on every rank, and so do load_checkpoint and
+// save_checkpoint of its module (Note [Checkpoints wait for the save in
+// flight]; Trainer::resume waits too);
 // a snapshot that fails on one rank (staging memory) fails that save on
 // every rank through the same agreement. The price is host memory: this
 // rank's shards and moments as they live (staging_bytes(): 12 bytes per
@@ -53,7 +54,7 @@ class BackgroundCheckpointSaver {
   // a communicator of its own from it). `host`: the world's ranks in the
   // same order over a transport that keeps to the host; needed beside a
   // world that takes only device tensors (NCCL), InvalidArgument without it.
-  // The module must outlive the saver.
+  // The module must outlive the saver; it has one saver at a time.
   explicit BackgroundCheckpointSaver(ZeroModule& module, Communicator* host = nullptr);
   // Waits for the save in flight; an error nobody collected goes to stderr.
   ~BackgroundCheckpointSaver();

@@ -14,6 +14,7 @@
 
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/rank_check.h"
 #include "zrt/optim/checkpoint/background_checkpoint.h"
 #include "zrt/optim/checkpoint/durable_files.h"
@@ -112,8 +113,8 @@ BOOST_AUTO_TEST_CASE(a_background_save_writes_what_a_synchronous_save_writes) {
           TrainOutput o;
           train_until(*t, 2, o);
           t->save_checkpoint(optim::checkpoint_into(async_dir.str()));
-          // The synchronous save of the same step, made while the first one is
-          // being written (the staging is the copy it writes).
+          // The synchronous save of the same step (it waits for the background
+          // one: Note [Checkpoints wait for the save in flight]).
           const std::string sync_step = optim::save_checkpoint(
               t->engine().module(), t->next_step(), optim::checkpoint_into(sync_dir.str() + "/ck"));
           ZRT_EXPECT(!sync_step.empty(), "no synchronous save");
@@ -195,6 +196,56 @@ BOOST_AUTO_TEST_CASE(the_staging_holds_the_state_in_its_own_dtypes) {
            differing_files(sync_dir.path / "step-000001", async_dir.path / "step-000001"))
         BOOST_ERROR(what << ": " << d);
     }
+}
+
+// Note [Checkpoints wait for the save in flight]: a load made while a
+// background save is written reads that save's step, not the one before; a
+// synchronous save waits for it too; a second saver of the module is refused.
+BOOST_AUTO_TEST_CASE(a_load_during_a_background_save_reads_that_save) {
+  TempDir dir, other;
+  TrainSetup s;
+  s.batch_size = 12;
+  s.checkpoint_async = true;
+  run_local_ranks(
+      2,
+      [&](const CommPtr& world) {
+        auto t = tiny_trainer(world, s);
+        optim::ZeroModule& module = t->engine().module();
+        TrainOutput o;
+        train_until(*t, 1, o);
+        t->save_checkpoint(optim::checkpoint_into(dir.str()));
+        t->wait_for_checkpoint();
+        train_until(*t, 2, o);
+        const auto saved = module.full_params();
+        // The write starts late: without the wait, the load below finds step 1.
+        optim::CheckpointSaveOptions slow = optim::checkpoint_into(dir.str());
+        slow.before_write = [](int) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        };
+        t->save_checkpoint(slow);
+        train_until(*t, 3, o);  // the state moves on from the saved one
+        const optim::TrainingState state = optim::load_checkpoint(module, dir.str());
+        ZRT_EXPECT(state.next_step == 2, "rank ", world->rank(), " loaded next_step ",
+                   state.next_step, " while step 2 was written; expected 2");
+        const auto loaded = module.full_params();
+        for (const auto& [name, value] : saved)
+          ZRT_EXPECT(loaded.at(name).to_doubles() == value.to_doubles(), name,
+                     " is not the value the background save wrote");
+        ZRT_EXPECT(t->wait_for_checkpoint().empty(), "the load collected the save in flight");
+        // A synchronous save waits alike: the next resolve finds it, not a half-written step.
+        t->save_checkpoint(slow);
+        const std::string sync_step =
+            optim::save_checkpoint(module, 7, optim::checkpoint_into(other.str()));
+        ZRT_EXPECT(t->wait_for_checkpoint().empty(), "the synchronous save collected the save");
+        ZRT_EXPECT(!sync_step.empty(), "no synchronous save");
+        test::expect_throw<InvalidArgument>(
+            [&] { optim::BackgroundCheckpointSaver second(module); },
+            "a BackgroundCheckpointSaver of this module exists already");
+      },
+      std::chrono::seconds(120));
+  // The trainer's own step count (3) named the second background save.
+  BOOST_CHECK_EQUAL(optim::resolve_checkpoint(dir.str()), (dir.path / "step-000003").string());
+  BOOST_CHECK(fs::exists(other.path / "step-000007" / "index.json"));
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_background_write_fails_on_every_rank_and_the_next_save_works) {
