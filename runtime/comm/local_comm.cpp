@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -48,6 +49,9 @@ class LocalFamily {
  public:
   void add(const std::shared_ptr<LocalGroup>& group);
   void abort(const std::string& why);
+  // World rank `rank` returned from run_local_ranks' function (Note [Local
+  // ranks that return early]): its groups' waits for it end.
+  void depart(int rank, const std::string& why);
 
  private:
   std::mutex mu_;
@@ -57,20 +61,27 @@ class LocalFamily {
 
 class LocalGroup {
  public:
-  LocalGroup(int size, std::shared_ptr<LocalFamily> family)
-      : family_(std::move(family)), present_(size, 0), posts_(size) {
+  // `members`: the world rank of each rank of the group.
+  LocalGroup(std::vector<int> members, std::shared_ptr<LocalFamily> family)
+      : family_(std::move(family)),
+        members_(std::move(members)),
+        present_(members_.size(), 0),
+        departed_(members_.size(), 0),
+        posts_(members_.size()) {
 #ifdef ZRT_WITH_CUDA
-    ready_events.resize(static_cast<std::size_t>(size));
-    done_events.resize(static_cast<std::size_t>(size));
+    ready_events.resize(members_.size());
+    done_events.resize(members_.size());
 #endif
   }
 
-  static std::shared_ptr<LocalGroup> create(int size, const std::shared_ptr<LocalFamily>& family) {
-    auto group = std::make_shared<LocalGroup>(size, family);
+  static std::shared_ptr<LocalGroup> create(std::vector<int> members,
+                                            const std::shared_ptr<LocalFamily>& family) {
+    auto group = std::make_shared<LocalGroup>(std::move(members), family);
     family->add(group);
     return group;
   }
   const std::shared_ptr<LocalFamily>& family() const { return family_; }
+  int world_rank(int rank) const { return members_[static_cast<std::size_t>(rank)]; }
 
   Post& post(int rank) { return posts_[rank]; }
   // Per-collective data the last arriver of the first barrier set up; valid
@@ -113,9 +124,22 @@ class LocalGroup {
       return;
     }
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    const bool released =
-        cv_.wait_until(lock, deadline, [&] { return generation_ != gen || !broken_.empty(); });
+    // A missing rank that returned from its function never arrives.
+    auto gone = [&] {
+      for (std::size_t r = 0; r < present_.size(); ++r)
+        if (!present_[r] && departed_[r]) return true;
+      return false;
+    };
+    const bool released = cv_.wait_until(
+        lock, deadline, [&] { return generation_ != gen || !broken_.empty() || gone(); });
     if (released && generation_ != gen) return;
+    if (released && broken_.empty()) {
+      broken_ = detail::concat(where(), ": ", departed_why_,
+                               " while this collective waited for it; every rank of a group "
+                               "makes the same collectives (Note [Local ranks that return early])");
+      cv_.notify_all();
+      throw CommError(broken_, __FILE__, __LINE__);
+    }
     if (!released) {
       std::string missing;
       for (std::size_t r = 0; r < present_.size(); ++r)
@@ -140,13 +164,28 @@ class LocalGroup {
     cv_.notify_all();
   }
 
+  // World rank `rank` left: a collective of this group waiting for it now,
+  // or made later, fails with `why`.
+  void depart(int rank, const std::string& why) {
+    std::lock_guard lock(mu_);
+    for (std::size_t r = 0; r < members_.size(); ++r)
+      if (members_[r] == rank && !departed_[r]) {
+        departed_[r] = 1;
+        if (departed_why_.empty()) departed_why_ = why;
+      }
+    cv_.notify_all();
+  }
+
  private:
   std::shared_ptr<LocalFamily> family_;
+  std::vector<int> members_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::uint64_t generation_ = 0;
   int arrived_ = 0;
   std::vector<char> present_;
+  std::vector<char> departed_;  // per rank: returned from its function
+  std::string departed_why_;    // the first departure's, for messages
   std::string broken_;
   std::vector<Post> posts_;
 };
@@ -170,6 +209,16 @@ void LocalFamily::abort(const std::string& why) {
       if (auto live = g.lock()) groups.push_back(std::move(live));
   }
   for (const auto& g : groups) g->abort(why);
+}
+
+void LocalFamily::depart(int rank, const std::string& why) {
+  std::vector<std::shared_ptr<LocalGroup>> groups;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& g : groups_)
+      if (auto live = g.lock()) groups.push_back(std::move(live));
+  }
+  for (const auto& g : groups) g->depart(rank, why);
 }
 
 class LocalCommunicator final : public Communicator {
@@ -312,7 +361,9 @@ class LocalCommunicator final : public Communicator {
       auto placements = std::make_shared<Placements>(size());
       for (auto& [c, list] : members) {
         std::sort(list.begin(), list.end());
-        auto g = LocalGroup::create(static_cast<int>(list.size()), group_->family());
+        std::vector<int> world_ranks;
+        for (const auto& [key, r] : list) world_ranks.push_back(group_->world_rank(r));
+        auto g = LocalGroup::create(std::move(world_ranks), group_->family());
         for (std::size_t i = 0; i < list.size(); ++i)
           (*placements)[list[i].second] = {g, static_cast<int>(i), static_cast<int>(list.size())};
       }
@@ -583,7 +634,9 @@ std::vector<CommPtr> local_world(int n, std::chrono::milliseconds timeout,
   ZRT_CHECK_ARG(timeout.count() > 0,
                 "make_local_world: the collective timeout must be positive, got ", timeout.count(),
                 " ms");
-  group = LocalGroup::create(n, std::make_shared<LocalFamily>());
+  std::vector<int> ranks(static_cast<std::size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  group = LocalGroup::create(std::move(ranks), std::make_shared<LocalFamily>());
   const LinkModel link = link_model_from_env();  // Note [Link model]
   std::vector<CommPtr> comms;
   comms.reserve(n);
@@ -618,6 +671,18 @@ void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
   // running are stopped alike and joined, and the caller gets a
   // ResourceError naming the rank count, not std::terminate from a joinable
   // std::thread.
+  //
+  // Note [Local ranks that return early]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A rank whose fn returns (an early `return` on one rank, a loop that runs
+  // one step fewer there) will not arrive either, and the others waited the
+  // whole timeout to learn it, blaming the rank by the timeout's message.
+  // So a rank that returns departs its groups: a collective of a group that
+  // holds it, waiting now or made later, throws CommError at once, naming
+  // the rank that returned. Groups without it go on (a split of the others
+  // finishes its own collectives). A rank's collectives have all finished
+  // when fn returns (its module's streams are drained by their owners), so
+  // a departure never fails a collective the rank took part in.
   std::shared_ptr<LocalGroup> world;
   std::vector<CommPtr> comms;
   std::vector<std::thread> threads;
@@ -641,6 +706,7 @@ void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
       threads.emplace_back([&, r] {
         try {
           fn(comms[r]);
+          world->family()->depart(r, detail::concat("rank ", r, " returned from its function"));
         } catch (const std::exception& e) {
           fail(std::current_exception(), detail::concat("rank ", r, " failed: ", e.what()));
         } catch (...) {

@@ -312,6 +312,50 @@ BOOST_AUTO_TEST_CASE(a_timeout_that_is_not_positive_is_refused) {
   }
 }
 
+// Note [Local ranks that return early]: the ranks waiting for a rank that
+// returned hear of it at once, not after the timeout, and so does a later
+// collective of a group that holds it; a group of the others goes on.
+BOOST_AUTO_TEST_CASE(a_rank_that_returns_early_is_named_at_once) {
+  const auto seed = test::test_seed("comm_local/a_rank_that_returns_early_is_named_at_once");
+  std::vector<std::string> waiting(3), later(3);
+  std::vector<double> pair_sum(3, 0);
+  const auto started = std::chrono::steady_clock::now();
+  run_local_ranks(
+      3,
+      [&](const CommPtr& world) {
+        const int r = world->rank();
+        const auto pair = world->split(r < 2 ? 0 : 1, r);
+        if (r == 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          return;  // one step fewer than the others
+        }
+        std::mt19937 rng(seed + static_cast<unsigned>(r));
+        Tensor t = Tensor::from_doubles({std::normal_distribution<double>()(rng)}, DType::f64);
+        try {
+          world->all_reduce(t, ReduceOp::sum);
+        } catch (const CommError& e) {
+          waiting[r] = e.what();
+        }
+        try {
+          world->barrier();
+        } catch (const CommError& e) {
+          later[r] = e.what();
+        }
+        pair->all_reduce(t, ReduceOp::sum);  // a group without rank 2
+        pair_sum[r] = t.to_doubles()[0];
+      },
+      std::chrono::seconds(60));
+  const auto waited = std::chrono::steady_clock::now() - started;
+  BOOST_TEST(waited < std::chrono::seconds(20), "the ranks waited for the timeout");
+  for (int r = 0; r < 2; ++r) {
+    BOOST_TEST(waiting[r].find("rank 2 returned from its function while this collective waited "
+                               "for it") != std::string::npos,
+               waiting[r]);
+    BOOST_TEST(later[r].find("rank 2 returned from its function") != std::string::npos, later[r]);
+  }
+  BOOST_TEST(pair_sum[0] == pair_sum[1]);
+}
+
 // Note [Device reductions in batches]: the launches cover the inputs once,
 // in rank order, each reading at most max_inputs buffers (dst included).
 BOOST_AUTO_TEST_CASE(device_reduce_batches_keep_rank_order) {
