@@ -48,8 +48,21 @@ void set_current_device(Device device) {
   if (device.is_cpu()) return;
 #ifdef ZRT_WITH_CUDA
   cudaError_t st = cudaSetDevice(device.index);
-  ZRT_CHECK_AS(CudaError, st == cudaSuccess, "cannot use ", device.str(), ": ",
-               cudaGetErrorString(st));
+  if (st == cudaSuccess) return;
+  // No GPU, no driver or too old a one, or an index past the GPUs: the
+  // machine's, said without zrt's source place (Note [User errors and
+  // internal errors]).
+  if (st == cudaErrorNoDevice || st == cudaErrorInsufficientDriver ||
+      st == cudaErrorInvalidDevice || st == cudaErrorDevicesUnavailable ||
+      st == cudaErrorSystemDriverMismatch || st == cudaErrorCompatNotSupportedOnDevice) {
+    cudaGetLastError();  // clear the status for the next caller
+    const int visible = cuda_device_count();
+    ZRT_THROW(ResourceError, "cannot use ", device.str(), ": ", cudaGetErrorString(st), " (",
+              visible, " usable CUDA device(s) here",
+              visible > 0 ? "; CUDA_VISIBLE_DEVICES may hide others)"
+                          : "); run on a machine with a GPU and its driver, or on the cpu device");
+  }
+  ZRT_CHECK_AS(CudaError, false, "cannot use ", device.str(), ": ", cudaGetErrorString(st));
 #else
   ZRT_THROW(InvalidArgument, "device ", device.str(), ": this build of zrt has no CUDA support");
 #endif

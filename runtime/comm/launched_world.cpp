@@ -120,6 +120,10 @@ bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport tra
   ZRT_CHECK_ARG(!(torchrun && transport == WorldTransport::mpi),
                 "the mpi transport needs mpirun or srun; a ",
                 "torchrun-style launch has no MPI (its world is NCCL, bootstrapped over TCP)");
+  // Refused here, before any rendezvous, not at the first collective.
+  ZRT_CHECK_ARG(!(torchrun && device.is_cpu()), "a torchrun-style launch of ", launch.size,
+                " ranks has an NCCL world (bootstrapped over TCP), which moves CUDA tensors only; "
+                "cpu ranks launch with mpirun or srun (MPI)");
   ZRT_CHECK_ARG(!(transport == WorldTransport::nccl && device.is_cpu()),
                 "the nccl transport moves CUDA tensors ", "only; cpu tensors use mpi (or auto)");
   const bool nccl = torchrun || transport == WorldTransport::nccl ||

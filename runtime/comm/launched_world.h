@@ -49,8 +49,8 @@ const char* world_transport_name(WorldTransport t);
 WorldTransport parse_world_transport(const std::string& s);  // InvalidArgument naming the choices
 
 // Whether a launch of more than one rank gets an NCCL world for tensors on
-// `device`; InvalidArgument naming the conflict (NCCL for cpu tensors, MPI
-// under torchrun, NCCL in a build without it).
+// `device`; InvalidArgument naming the conflict (NCCL for cpu tensors, a
+// torchrun-style launch with MPI or cpu tensors, NCCL in a build without it).
 bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport transport,
                      bool nccl_built);
 

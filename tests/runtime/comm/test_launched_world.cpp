@@ -108,8 +108,6 @@ BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
     BOOST_TEST(world_uses_nccl(l, cuda, T::nccl, true));
   }
   BOOST_TEST(world_uses_nccl(torch, cuda, T::automatic, true));
-  BOOST_TEST(world_uses_nccl(torch, cpu, T::automatic,
-                             true));  // torchrun has no MPI; NCCL says so on cpu tensors
   BOOST_TEST(!world_uses_nccl(single, cuda, T::nccl, false));  // one rank: no transport
   // A wrong choice and what this build lacks are both the user's to change:
   // InvalidArgument, a user error without a source location.
@@ -132,6 +130,10 @@ BOOST_AUTO_TEST_CASE(cuda_tensors_take_nccl_under_every_launcher) {
       wrong_choice, [&] { world_uses_nccl(torch, cuda, T::mpi, true); }, "needs mpirun or srun");
   refused(
       wrong_choice, [&] { world_uses_nccl(mpi, cpu, T::nccl, true); }, "CUDA tensors only");
+  // torchrun has no MPI: cpu tensors are refused before any rendezvous.
+  refused(
+      wrong_choice, [&] { world_uses_nccl(torch, cpu, T::automatic, true); },
+      "cpu ranks launch with mpirun or srun");
   refused(
       not_built, [&] { world_uses_nccl(mpi, cuda, T::nccl, false); },
       "needs a zrt built with CUDA and NCCL");
