@@ -116,6 +116,7 @@ class ZeroAdamW {
                   const std::function<void(std::size_t)>& after_update = {});
 
   const AdamWOptions& options() const { return options_; }
+  bool stepping() const { return stepping_; }  // step() runs (Note [No step inside a step])
   std::size_t num_handles() const { return handles_.size(); }
   FlatParamHandle& handle(std::size_t k) const;
   std::span<const kernels::ElementRange> decay_ranges(std::size_t k) const;

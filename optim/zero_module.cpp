@@ -546,6 +546,7 @@ bool ZeroModule::Unit::operator==(const Unit& o) const {
 std::size_t ZeroModule::index_of(const Unit& unit, const char* call) const {
   ZRT_CHECK_ARG(same_owner(unit.module_, alive_), "ZeroModule::", call, ": ",
                 same_owner(unit.module_, {}) ? "a default-made ZeroModule::Unit"
+                : unit.module_.expired()     ? "a unit of a ZeroModule destroyed since"
                                              : "a unit made by another ZeroModule's add_unit",
                 " was given; a module takes only the units its own add_unit returned");
   ZRT_CHECK_STATE(unit.index_ < handles_.size(), "ZeroModule: no unit ", unit.index_, " (",
@@ -554,6 +555,12 @@ std::size_t ZeroModule::index_of(const Unit& unit, const char* call) const {
 }
 
 FlatParamHandle& ZeroModule::handle(Unit unit) const { return *handles_[index_of(unit, "handle")]; }
+
+ZeroModule::Unit ZeroModule::unit(std::size_t index) const {
+  ZRT_CHECK_ARG(index < handles_.size(), "ZeroModule::unit: no unit ", index, " (", handles_.size(),
+                " units)");
+  return unit_at(index);
+}
 
 ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bool sync,
                          Stream stream)
@@ -856,8 +863,16 @@ void ZeroModule::set_background_save_wait(std::function<void()> wait) {
   background_save_wait_ = std::move(wait);
 }
 
-void ZeroModule::wait_for_background_save() {
-  if (background_save_wait_) background_save_wait_();
+void ZeroModule::wait_for_background_save(const char* call) {
+  if (!background_save_wait_) return;
+  try {
+    background_save_wait_();
+  } catch (const CheckpointError& e) {
+    // Alike on every rank, as the save's own error is.
+    ZRT_THROW(CheckpointError, call, ": waited first for the background save in flight, which ",
+              "failed, so nothing was ",
+              std::string(call) == "load_checkpoint" ? "loaded" : "saved", ": ", e.what());
+  }
 }
 
 void ZeroModule::wait_for_reduced_grads() {
@@ -949,9 +964,10 @@ ZeroAdamW& ZeroModule::optimizer() {
 // before_update or after_update.
 StepResult ZeroModule::step(double lr, const std::function<void()>& before_update,
                             std::span<const Unit> gather_after_update) {
-  ZRT_CHECK_CALL(!stepping_,
-                 "ZeroModule::step: called while a step() runs (from its before_update); a step "
-                 "inside a step would update twice from one gradient");
+  ZRT_CHECK_CALL(!stepping(),
+                 "ZeroModule::step: called while a step() runs (from its before_update, or the "
+                 "optimizer's callbacks); a step inside a step would update twice from one "
+                 "gradient");
   const SteppingFlag stepping(stepping_);
   std::vector<std::size_t> gather_next;
   for (const Unit& u : gather_after_update) gather_next.push_back(index_of(u, "step"));
@@ -1048,9 +1064,10 @@ void ZeroModule::expect_scopes_closed(const char* call) const {
 
 void ZeroModule::discard_gradients() {
   // Note [No step inside a step].
-  ZRT_CHECK_CALL(!stepping_,
+  ZRT_CHECK_CALL(!stepping(),
                  "ZeroModule::discard_gradients: called while a step() runs (from its "
-                 "before_update); to withhold that step's update, throw from before_update");
+                 "before_update, or the optimizer's callbacks); to withhold that step's update, "
+                 "throw from before_update");
   expect_scopes_closed("discard_gradients");
   wait_for_reduced_grads();  // the reductions in flight write the shards zeroed here
   for (auto& h : handles_) h->zero_grad();

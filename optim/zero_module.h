@@ -346,6 +346,8 @@ class ZeroModule {
   Tensor full_param(const std::string& name);
 
   FlatParamHandle& handle(Unit unit) const;
+  // The unit add_unit returned `index`-th (from 0); InvalidArgument past the last.
+  Unit unit(std::size_t index) const;
   const std::vector<std::unique_ptr<FlatParamHandle>>& handles() const { return handles_; }
   const CommPtr& world() const { return world_; }
   const ZeroModuleOptions& options() const { return options_; }
@@ -379,12 +381,16 @@ class ZeroModule {
   // alike on every rank, when it failed). One saver per module:
   // InvalidArgument for a second while the first lives.
   void set_background_save_wait(std::function<void()> wait);  // empty: the saver is gone
-  void wait_for_background_save();
+  // `call` ("load_checkpoint") prefixes a failed save's CheckpointError.
+  void wait_for_background_save(const char* call);
+  // Expired once the module is destroyed: what a helper that may outlive it watches.
+  std::weak_ptr<const bool> lifetime() const { return alive_; }
   MemoryStats memory_stats() const { return allocator_->stats(); }
-  // True while step() runs, its before_update included: step(),
-  // discard_gradients() and load_checkpoint() refuse to run then (Note
-  // [No step inside a step]).
-  bool stepping() const { return stepping_; }
+  // True while step() runs, its before_update included, and while the
+  // optimizer steps on its own (optimizer().step(), its callbacks
+  // included): step(), discard_gradients() and load_checkpoint() refuse to
+  // run then (Note [No step inside a step]).
+  bool stepping() const { return stepping_ || (optimizer_ && optimizer_->stepping()); }
   // The optimizer over every unit (made on first use; no unit can be added after).
   // Step through step(), which also ends the module's step (its record of
   // which units synced); after an optimizer().step() of its own, a caller

@@ -57,10 +57,13 @@ void set_current_device(Device device) {
       st == cudaErrorSystemDriverMismatch || st == cudaErrorCompatNotSupportedOnDevice) {
     cudaGetLastError();  // clear the status for the next caller
     const int visible = cuda_device_count();
+    const char* hint = st == cudaErrorDevicesUnavailable
+                           ? "; the GPU is busy: another process holds it in exclusive-process mode"
+                       : visible == 0
+                           ? "; run on a machine with a GPU and its driver, or on the cpu device"
+                           : "; CUDA_VISIBLE_DEVICES may hide others";
     ZRT_THROW(ResourceError, "cannot use ", device.str(), ": ", cudaGetErrorString(st), " (",
-              visible, " usable CUDA device(s) here",
-              visible > 0 ? "; CUDA_VISIBLE_DEVICES may hide others)"
-                          : "); run on a machine with a GPU and its driver, or on the cpu device");
+              visible, " CUDA device(s) visible here", hint, ")");
   }
   ZRT_CHECK_AS(CudaError, false, "cannot use ", device.str(), ": ", cudaGetErrorString(st));
 #else

@@ -42,10 +42,13 @@ BackgroundCheckpointSaver::BackgroundCheckpointSaver(ZeroModule& module, Communi
   comm_->set_phase_timer(nullptr);  // the writer's agreements are no step's communication
   comm_->count_own_traffic();       // nor its traffic (Note [Bytes on the link])
   module_.set_background_save_wait([this] { wait(); });
+  module_alive_ = module_.lifetime();
 }
 
 BackgroundCheckpointSaver::~BackgroundCheckpointSaver() {
-  module_.set_background_save_wait({});
+  // Note [Checkpoints wait for the save in flight]; the module must
+  // outlive the saver, but one destroyed first is not touched.
+  if (!module_alive_.expired()) module_.set_background_save_wait({});
   try {
     wait();
   } catch (const std::exception& e) {
@@ -76,6 +79,11 @@ std::string BackgroundCheckpointSaver::save(std::int64_t next_step,
 
 std::string BackgroundCheckpointSaver::wait() {
   if (!worker_.joinable()) return {};
+  // A before_write that saves or loads this module would join its own thread.
+  ZRT_CHECK_CALL(std::this_thread::get_id() != worker_.get_id(),
+                 "a checkpoint of this module was saved or loaded from the background save's "
+                 "own before_write, which runs on the writer's thread; save and load from the "
+                 "training thread");
   worker_.join();
   snapshot_.tensors.clear();  // the staging buffers stay with staging_
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));

@@ -74,7 +74,8 @@ class BackgroundCheckpointSaver {
 
  private:
   ZeroModule& module_;
-  std::unique_ptr<Communicator> comm_;  // the writes' agreements only
+  std::weak_ptr<const bool> module_alive_;  // expired once the module is destroyed
+  std::unique_ptr<Communicator> comm_;      // the writes' agreements only
   SnapshotStaging staging_;
   CheckpointSnapshot snapshot_;  // of the save in flight
   std::thread worker_;

@@ -62,7 +62,8 @@ std::string save_checkpoint(ZeroModule& module, std::int64_t next_step,
                             const CheckpointSaveOptions& options) {
   // Names the call in a mismatch with another rank's (Note [Collective contract]).
   FlightRecorder::Caller caller(*module.world()->flight_recorder(), "save_checkpoint()");
-  module.wait_for_background_save();  // Note [Checkpoints wait for the save in flight]
+  module.wait_for_background_save(
+      "save_checkpoint");  // Note [Checkpoints wait for the save in flight]
   return write_snapshot(*module.world(), take_snapshot(module, next_step, options, nullptr));
 }
 
@@ -71,13 +72,15 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   FlightRecorder::Caller caller(*world.flight_recorder(), "load_checkpoint()");
   // Note [No step inside a step].
   ZRT_CHECK_CALL(!module.stepping(),
-                 "load_checkpoint: called while a step() runs (from its before_update); the "
-                 "step would apply its update on top of the loaded state: load between steps");
+                 "load_checkpoint: called while a step() runs (from its before_update, or the "
+                 "optimizer's callbacks); the step would apply its update on top of the loaded "
+                 "state: load between steps");
   const auto& handles = module.handles();
   for (const auto& h : handles)
     ZRT_CHECK_CALL(h->state() == HandleState::idle, "load_checkpoint: unit '", h->name(),
                    "' has a scope open; load between steps, with every scope closed");
-  module.wait_for_background_save();  // Note [Checkpoints wait for the save in flight]
+  module.wait_for_background_save(
+      "load_checkpoint");  // Note [Checkpoints wait for the save in flight]
   // staged[k][kind]: this rank's new zero1 shard state, host fp32.
   std::vector<std::vector<Tensor>> staged(handles.size());
   TrainingState state;

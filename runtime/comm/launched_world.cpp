@@ -161,7 +161,8 @@ CommPtr nccl_world(const World& w, const BytesAllGather& all_gather_bytes,
 
 }  // namespace
 
-World init_world(std::chrono::milliseconds timeout, Device device, WorldTransport transport) {
+World init_world(std::chrono::milliseconds timeout, std::optional<Device> device,
+                 WorldTransport transport) {
   World w;
   w.launch = detect_launch();
   w.local_rank = w.launch.local_rank;
@@ -174,8 +175,12 @@ World init_world(std::chrono::milliseconds timeout, Device device, WorldTranspor
     w.comm = make_local_world(1, timeout)[0];
     return w;
   }
-  const bool nccl = world_uses_nccl(w.launch, device, transport, nccl_built);
-  if (w.launch.launcher == Launcher::torchrun) {
+  // A torchrun-style world is NCCL whatever the device; only a cpu device
+  // said so is refused.
+  const bool torchrun = w.launch.launcher == Launcher::torchrun;
+  const Device tensors = device.value_or(torchrun ? Device::cuda(0) : Device::cpu());
+  const bool nccl = world_uses_nccl(w.launch, tensors, transport, nccl_built);
+  if (torchrun) {
     // No MPI here: a TCP rendezvous on MASTER_ADDR:MASTER_PORT shares the
     // NCCL unique id, and the world is NCCL on the local rank's device.
     ZRT_CHECK_ARG(w.launch.master_port > 0, "init_world: a torchrun-style launch of ",

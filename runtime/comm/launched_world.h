@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "zrt/runtime/comm/communicator.h"
@@ -59,9 +60,11 @@ bool world_uses_nccl(const LaunchInfo& launch, Device device, WorldTransport tra
 // world_uses_nccl picks: NCCL on device_for_local_rank(local rank) (CUDA
 // tensors only), bootstrapped by MPI under mpirun or Slurm and by a
 // TcpRendezvous on MASTER_ADDR:MASTER_PORT under torchrun, or the MPI world
-// (MPI is initialised if needed).
+// (MPI is initialised if needed). `device`: where the world's tensors live;
+// unsaid, the transport is chosen as for cpu tensors, except that a
+// torchrun-style launch (NCCL only) is not refused for them.
 World init_world(std::chrono::milliseconds timeout = default_comm_timeout(),
-                 Device device = Device::cpu(),
+                 std::optional<Device> device = std::nullopt,
                  WorldTransport transport = WorldTransport::automatic);
 
 // The one rule for a rank's GPU: local rank modulo the devices present (so

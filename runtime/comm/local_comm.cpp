@@ -51,7 +51,7 @@ class LocalFamily {
   void abort(const std::string& why);
   // World rank `rank` returned from run_local_ranks' function (Note [Local
   // ranks that return early]): its groups' waits for it end.
-  void depart(int rank, const std::string& why);
+  void rank_returned(int rank, const std::string& why);
 
  private:
   std::mutex mu_;
@@ -164,9 +164,9 @@ class LocalGroup {
     cv_.notify_all();
   }
 
-  // World rank `rank` left: a collective of this group waiting for it now,
-  // or made later, fails with `why`.
-  void depart(int rank, const std::string& why) {
+  // World rank `rank` returned: a collective of this group waiting for it
+  // now, or made later, fails with `why`.
+  void rank_returned(int rank, const std::string& why) {
     std::lock_guard lock(mu_);
     for (std::size_t r = 0; r < members_.size(); ++r)
       if (members_[r] == rank && !departed_[r]) {
@@ -211,14 +211,14 @@ void LocalFamily::abort(const std::string& why) {
   for (const auto& g : groups) g->abort(why);
 }
 
-void LocalFamily::depart(int rank, const std::string& why) {
+void LocalFamily::rank_returned(int rank, const std::string& why) {
   std::vector<std::shared_ptr<LocalGroup>> groups;
   {
     std::lock_guard lock(mu_);
     for (const auto& g : groups_)
       if (auto live = g.lock()) groups.push_back(std::move(live));
   }
-  for (const auto& g : groups) g->depart(rank, why);
+  for (const auto& g : groups) g->rank_returned(rank, why);
 }
 
 class LocalCommunicator final : public Communicator {
@@ -680,9 +680,11 @@ void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
   // So a rank that returns departs its groups: a collective of a group that
   // holds it, waiting now or made later, throws CommError at once, naming
   // the rank that returned. Groups without it go on (a split of the others
-  // finishes its own collectives). A rank's collectives have all finished
-  // when fn returns (its module's streams are drained by their owners), so
-  // a departure never fails a collective the rank took part in.
+  // finishes its own collectives). This asks of fn what run_local_ranks
+  // asks anyway: a rank's streams, modules and savers live inside its fn,
+  // so its collectives have all finished when it returns (their owners
+  // drain them), and a departure never fails a collective the rank took
+  // part in. One queued on a stream kept outside fn would be failed.
   std::shared_ptr<LocalGroup> world;
   std::vector<CommPtr> comms;
   std::vector<std::thread> threads;
@@ -706,7 +708,8 @@ void run_local_ranks(int n, const std::function<void(const CommPtr&)>& fn,
       threads.emplace_back([&, r] {
         try {
           fn(comms[r]);
-          world->family()->depart(r, detail::concat("rank ", r, " returned from its function"));
+          world->family()->rank_returned(
+              r, detail::concat("world rank ", r, " returned from its run_local_ranks function"));
         } catch (const std::exception& e) {
           fail(std::current_exception(), detail::concat("rank ", r, " failed: ", e.what()));
         } catch (...) {

@@ -527,7 +527,11 @@ BOOST_AUTO_TEST_CASE(no_step_inside_a_step) {
         {"optimizer().step", through_module, optimizer_step, in_optimizer},
         {"optimizer().step in its own step", directly, optimizer_step, in_optimizer},
         {"load_counters in the optimizer's step", directly,
-         [&] { module.optimizer().load_counters(5, 0, 0); }, in_optimizer}};
+         [&] { module.optimizer().load_counters(5, 0, 0); }, in_optimizer},
+        {"discard_gradients in the optimizer's step", directly, [&] { module.discard_gradients(); },
+         in_module},
+        {"load_checkpoint in the optimizer's step", directly,
+         [&] { optim::load_checkpoint(module, dir); }, in_module}};
     for (const auto& [name, outer, call, said] : inner) {
       std::string message;
       try {
@@ -1039,7 +1043,10 @@ BOOST_AUTO_TEST_CASE(a_unit_of_another_module_is_refused) {
   reused.reset();
   reused.emplace(world);
   reused->add_unit("new", unit_params(rng));
-  refused([&] { reused->forward(old); }, "ZeroModule::forward: " + other);
+  refused([&] { reused->forward(old); },
+          "ZeroModule::forward: a unit of a ZeroModule destroyed since was given");
+  BOOST_TEST((b.unit(1) == b1 && !(b.unit(0) == b1)));
+  refused([&] { b.unit(2); }, "ZeroModule::unit: no unit 2 (2 units)");
 }
 
 BOOST_AUTO_TEST_CASE(a_tie_across_units_stays_one_parameter) {

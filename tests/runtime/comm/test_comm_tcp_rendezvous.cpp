@@ -184,8 +184,14 @@ BOOST_AUTO_TEST_CASE(torchrun_launch_without_nccl_is_a_typed_error) {
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", "29500", 1);
   BOOST_CHECK_EXCEPTION(init_world(200ms), InvalidArgument, [](const InvalidArgument& e) {
-    return message_has(e, "torchrun") && message_has(e, "NCCL") && message_has(e, "mpirun");
+    return message_has(e, "torchrun") && message_has(e, "needs a zrt built with CUDA and NCCL") &&
+           message_has(e, "mpirun");
   });
+  // cpu tensors said so are refused first, whatever the build.
+  BOOST_CHECK_EXCEPTION(init_world(200ms, Device::cpu()), InvalidArgument,
+                        [](const InvalidArgument& e) {
+                          return message_has(e, "cpu ranks launch with mpirun or srun");
+                        });
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
 }
 #endif
