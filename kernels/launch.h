@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/stream.h"
@@ -66,6 +67,15 @@ inline std::optional<Tensor> issue_arg(const Tensor* t) {
   return t ? std::optional<Tensor>(t->issue_view()) : std::nullopt;
 }
 
+// The storages of a twin's tensors (an optional one: null, none), counted
+// while it is queued (Note [Host reads of queued work]).
+inline void add_storage(std::vector<std::shared_ptr<Storage>>& out, const Tensor& t) {
+  if (t.storage_ptr()) out.push_back(t.storage_ptr());
+}
+inline void add_storage(std::vector<std::shared_ptr<Storage>>& out, const Tensor* t) {
+  if (t) add_storage(out, *t);
+}
+
 // Runs a CPU twin in `stream`'s order: twin(tensors...) now, on the calling
 // thread, for the default CPU stream; for an owned CPU stream, on its thread
 // with issue views of the tensors, which is why the twin takes its tensors
@@ -78,8 +88,33 @@ void run_cpu_twin(Stream stream, const char* op, Twin twin, const Tensors&... te
     twin(tensors...);
     return;
   }
-  run_on_cpu_stream(stream, op,
-                    [twin = std::move(twin), ... views = issue_arg(tensors)] { twin(views...); });
+  // Ended as the twin returns, before the stream counts the task done.
+  std::vector<std::shared_ptr<Storage>> storages;
+  (add_storage(storages, tensors), ...);
+  auto queued = std::make_shared<QueuedWork>(std::move(storages));
+  run_on_cpu_stream(stream, op, [twin = std::move(twin), queued, ... views = issue_arg(tensors)] {
+    twin(views...);
+    queued->end();
+  });
+}
+
+// The same for a twin that captured its operands' pointers at issue and
+// takes no arguments: `written` are the tensors it writes, counted while it
+// is queued (Note [Host reads of queued work]).
+template <class Twin>
+void run_cpu_twin_over(Stream stream, const char* op, const std::vector<Tensor>& written,
+                       Twin twin) {
+  if (!stream.cpu_queue()) {
+    twin();
+    return;
+  }
+  std::vector<std::shared_ptr<Storage>> storages;
+  for (const Tensor& t : written) add_storage(storages, t);
+  auto queued = std::make_shared<QueuedWork>(std::move(storages));
+  run_on_cpu_stream(stream, op, [twin = std::move(twin), queued] {
+    twin();
+    queued->end();
+  });
 }
 
 // The same for a twin whose result the host reads: it waits for the stream

@@ -14,6 +14,7 @@
 // a freed view says that, in the user's terms.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,25 @@ class Storage {
   bool is_borrowed() const { return lender_ != nullptr; }
   // See Allocator::record_use.
   void record_use(Stream stream);
+  // Note [Host reads of queued work]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A kernel or copy issued to an owned CPU stream runs later (Note [CPU
+  // streams]). On CUDA a host read of its output is a copy ordered on a
+  // stream; here it is a plain load, and one made before the stream got
+  // there read the values from before the kernel, with nothing said (a loss
+  // read without synchronize() under cpu_streams all). So each storage
+  // counts the work queued on a CPU stream that writes it, until the work
+  // returns (QueuedWork), and Tensor's host reads, item() and to_doubles(),
+  // refuse with InvalidState naming the tensor while any is queued. What
+  // counts: the destination of a Tensor::copy_, the tensors a pointer twin
+  // names as written (run_cpu_twin_over: the whole-tensor ops of kernels/ops,
+  // which the communication stream runs too), and every tensor of a twin
+  // that takes its tensors (run_cpu_twin: the model's ops, the loss among
+  // them), inputs too, since it cannot tell them apart. Those run queued
+  // only on a compute stream of its own (cpu_streams all), where a host read
+  // of a model op's input before synchronize() is refused as well.
+  // Collectives are not counted.
+  int queued_work() const { return queued_work_.load(std::memory_order_acquire); }
   // What a message about a view's data access while freed says after the
   // view's name: "has freed storage", or what the owner set, saying where
   // the memory exists (Note [Freed storage]). Set before the storage is shared.
@@ -85,6 +105,8 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   std::shared_ptr<Storage> lender_;  // set while the memory is borrowed
+  friend class QueuedWork;
+  std::atomic<int> queued_work_{0};
   static constexpr const char* kDefaultFreedNote = "has freed storage";
   std::string freed_note_ = kDefaultFreedNote;
 
@@ -95,6 +117,28 @@ class Storage {
   };
   std::mutex claims_mutex_;
   std::vector<Claim> claims_;
+};
+
+// Work queued on an owned CPU stream (a kernel, a copy), counted on the
+// storages it names from issue until end() (as it returns, before the
+// stream counts it done) or until it is dropped unrun (Note [Host reads of
+// queued work]).
+class QueuedWork {
+ public:
+  explicit QueuedWork(std::vector<std::shared_ptr<Storage>> storages)
+      : storages_(std::move(storages)) {
+    for (const auto& s : storages_) s->queued_work_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~QueuedWork() { end(); }
+  QueuedWork(const QueuedWork&) = delete;
+  QueuedWork& operator=(const QueuedWork&) = delete;
+  void end() {
+    for (const auto& s : storages_) s->queued_work_.fetch_sub(1, std::memory_order_release);
+    storages_.clear();
+  }
+
+ private:
+  std::vector<std::shared_ptr<Storage>> storages_;
 };
 
 }  // namespace zrt

@@ -268,12 +268,16 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
   void* d = data_ptr();
   const void* s = src.data_ptr();
   if (device().is_cpu() && src.device().is_cpu() && stream.cpu_queue()) {
-    // The pointers are taken now, as a CUDA copy takes them (Note [CPU streams]).
-    run_on_cpu_stream(stream, "copy_", [d, s, n = numel_, dt = dtype_, st = src.dtype()] {
+    // The pointers are taken now, as a CUDA copy takes them (Note [CPU
+    // streams]); the destination counts it while it is queued (Note [Host
+    // reads of queued work]).
+    auto queued = std::make_shared<QueuedWork>(std::vector<std::shared_ptr<Storage>>{storage_});
+    run_on_cpu_stream(stream, "copy_", [d, s, n = numel_, dt = dtype_, st = src.dtype(), queued] {
       if (dt == st)
         std::memcpy(d, s, static_cast<std::size_t>(n) * dtype_size(dt));
       else
         host_cast(s, st, d, dt, n);
+      queued->end();
     });
   } else if (src.dtype() == dtype_) {
     copy_bytes(d, device(), s, src.device(), nbytes(), stream);
@@ -337,8 +341,18 @@ Tensor Tensor::to(DType dt) const {
 
 Tensor Tensor::clone() const { return to(dtype_); }
 
+void Tensor::check_host_read(const char* read) const {
+  if (!storage_ || storage_->queued_work() == 0) return;
+  ZRT_THROW_CALL("Tensor::", read, ": ", str(), " is named by ", storage_->queued_work(),
+                 " kernel(s) or copies queued on a CPU stream that have not run, so a host read "
+                 "now sees the values from before them: synchronize that stream first "
+                 "(ZeroModule::synchronize() for the module's streams)",
+                 " (Note [Host reads of queued work])");
+}
+
 double Tensor::item(std::int64_t i) const {
   ZRT_CHECK_ARG(i >= 0 && i < numel_, "item ", i, " out of bounds of ", str());
+  check_host_read("item");
   Tensor one = slice(i, 1);
   if (!device().is_cpu()) one = one.to(Device::cpu());
   return dispatch<HostTypes>(dtype_, "item", [&](auto tag) {
@@ -356,6 +370,7 @@ void Tensor::set_item(std::int64_t i, double value) {
 std::vector<double> Tensor::to_doubles() const {
   std::vector<double> out(static_cast<std::size_t>(numel_));
   if (numel_ == 0) return out;
+  check_host_read("to_doubles");
   Tensor host = to(Device::cpu()).to(DType::f64);
   std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(double));
   return out;

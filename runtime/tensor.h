@@ -132,12 +132,15 @@ class Tensor {
   // Element access for tests and tools (cpu or cuda; slow on cuda).
   double item(std::int64_t flat_index) const;
   void set_item(std::int64_t flat_index, double value);
+  // item() and to_doubles() read on the host: InvalidState while a kernel
+  // queued on a CPU stream names the tensor (Note [Host reads of queued work]).
   std::vector<double> to_doubles() const;
 
  private:
   using Name = std::shared_ptr<const std::string>;
   Tensor(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, std::int64_t offset,
          Name name);
+  void check_host_read(const char* read) const;  // `read`: item or to_doubles
 
   std::shared_ptr<Storage> storage_;
   Name name_;  // null: unnamed

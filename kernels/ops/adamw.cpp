@@ -184,27 +184,30 @@ void fused_adamw(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_a
       cuda::launch_adamw(p, m, v, mtype, grad.data_ptr(), grad.dtype(),
                          out ? out->data_ptr() : nullptr, out ? out->dtype() : DType::f32, pieces,
                          c, key, simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(stream, kOp,
-               [p, m, v, mtype, gp = grad.data_ptr(), gtype = grad.dtype(),
-                op = out ? out->data_ptr() : nullptr, otype = out ? out->dtype() : DType::f32, n,
-                pieces, c, key] {
-                 auto with_moments = [&](auto* mm, auto* vm) {
-                   dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
-                     using G = typename decltype(gt)::type;
-                     const G* g = static_cast<const G*>(gp);
-                     if (!op)
-                       return adamw_cpu<G, NoParamOut>(p, mm, vm, g, nullptr, n, pieces, c, key);
-                     dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
-                       using L = typename decltype(lt)::type;
-                       adamw_cpu<G, L>(p, mm, vm, g, static_cast<L*>(op), n, pieces, c, key);
-                     });
-                   });
-                 };
-                 if (mtype == DType::bf16)
-                   with_moments(static_cast<bf16*>(m), static_cast<bf16*>(v));
-                 else
-                   with_moments(static_cast<float*>(m), static_cast<float*>(v));
-               });
+  std::vector<Tensor> written{param, exp_avg, exp_avg_sq};
+  if (out) written.push_back(*out);
+  run_cpu_twin_over(stream, kOp, written,
+                    [p, m, v, mtype, gp = grad.data_ptr(), gtype = grad.dtype(),
+                     op = out ? out->data_ptr() : nullptr, otype = out ? out->dtype() : DType::f32,
+                     n, pieces, c, key] {
+                      auto with_moments = [&](auto* mm, auto* vm) {
+                        dispatch<StorageFloats>(gtype, kOp, [&](auto gt) {
+                          using G = typename decltype(gt)::type;
+                          const G* g = static_cast<const G*>(gp);
+                          if (!op)
+                            return adamw_cpu<G, NoParamOut>(p, mm, vm, g, nullptr, n, pieces, c,
+                                                            key);
+                          dispatch<StorageFloats>(otype, kOp, [&](auto lt) {
+                            using L = typename decltype(lt)::type;
+                            adamw_cpu<G, L>(p, mm, vm, g, static_cast<L*>(op), n, pieces, c, key);
+                          });
+                        });
+                      };
+                      if (mtype == DType::bf16)
+                        with_moments(static_cast<bf16*>(m), static_cast<bf16*>(v));
+                      else
+                        with_moments(static_cast<float*>(m), static_cast<float*>(v));
+                    });
 }
 
 }  // namespace zrt::kernels

@@ -53,7 +53,7 @@ void copy_same_dtype(const Tensor& dst, const Tensor& src, [[maybe_unused]] Stre
   auto* d = static_cast<char*>(dst.data_ptr());
   const auto* s = static_cast<const char*>(src.data_ptr());
   const std::int64_t item = static_cast<std::int64_t>(dst.itemsize());
-  run_cpu_twin(stream, "cast", [d, s, item, n = dst.numel()] {
+  run_cpu_twin_over(stream, "cast", {dst}, [d, s, item, n = dst.numel()] {
     parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) {
       std::memcpy(d + b * item, s + b * item, static_cast<std::size_t>((e - b) * item));
     });
@@ -73,11 +73,11 @@ void cast(const Tensor& dst, const Tensor& src, Stream stream) {
         cuda::launch_widen_f32_to_f64(static_cast<double*>(dst.data_ptr()),
                                       static_cast<const float*>(src.data_ptr()), dst.numel(),
                                       cuda_stream(stream)));
-    run_cpu_twin(stream, "cast",
-                 [d = static_cast<double*>(dst.data_ptr()),
-                  s = static_cast<const float*>(src.data_ptr()), n = dst.numel()] {
-                   for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
-                 });
+    run_cpu_twin_over(stream, "cast", {dst},
+                      [d = static_cast<double*>(dst.data_ptr()),
+                       s = static_cast<const float*>(src.data_ptr()), n = dst.numel()] {
+                        for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
+                      });
     return;
   }
   check_kernel_float("cast", dst);
@@ -87,17 +87,17 @@ void cast(const Tensor& dst, const Tensor& src, Stream stream) {
       "cast", device,
       cuda::launch_cast(dst.data_ptr(), dst.dtype(), src.data_ptr(), src.dtype(), dst.numel(),
                         simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(stream, "cast",
-               [d = dst.data_ptr(), dt = dst.dtype(), s = src.data_ptr(), st = src.dtype(),
-                n = dst.numel()] {
-                 dispatch<StorageFloats>(dt, "cast", [&](auto dtag) {
-                   using D = typename decltype(dtag)::type;
-                   dispatch<StorageFloats>(st, "cast", [&](auto stag) {
-                     using S = typename decltype(stag)::type;
-                     cast_cpu(static_cast<D*>(d), static_cast<const S*>(s), n);
-                   });
-                 });
-               });
+  run_cpu_twin_over(stream, "cast", {dst},
+                    [d = dst.data_ptr(), dt = dst.dtype(), s = src.data_ptr(), st = src.dtype(),
+                     n = dst.numel()] {
+                      dispatch<StorageFloats>(dt, "cast", [&](auto dtag) {
+                        using D = typename decltype(dtag)::type;
+                        dispatch<StorageFloats>(st, "cast", [&](auto stag) {
+                          using S = typename decltype(stag)::type;
+                          cast_cpu(static_cast<D*>(d), static_cast<const S*>(s), n);
+                        });
+                      });
+                    });
 }
 
 void cast_stochastic(const Tensor& dst, const Tensor& src, std::uint64_t seed, Stream stream) {
@@ -112,8 +112,8 @@ void cast_stochastic(const Tensor& dst, const Tensor& src, std::uint64_t seed, S
       "cast_stochastic", device,
       cuda::launch_cast_stochastic_bf16(
           d, s, dst.numel(), seed, simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(stream, "cast_stochastic",
-               [d, s, n = dst.numel(), seed] { cast_stochastic_cpu(d, s, n, seed); });
+  run_cpu_twin_over(stream, "cast_stochastic", {dst},
+                    [d, s, n = dst.numel(), seed] { cast_stochastic_cpu(d, s, n, seed); });
 }
 
 }  // namespace zrt::kernels

@@ -85,12 +85,13 @@ void fill(const Tensor& dst, double value, Stream stream) {
       "fill", device,
       cuda::launch_fill(dst.data_ptr(), dst.dtype(), dst.numel(), pattern,
                         simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(stream, "fill", [p = dst.data_ptr(), n = dst.numel(), t = dst.dtype(), pattern] {
-    dispatch<WordTypes>(t, "fill", [&](auto tag) {
-      using U = typename decltype(tag)::type;
-      fill_cpu<U>(p, n, pattern);
-    });
-  });
+  run_cpu_twin_over(stream, "fill", {dst},
+                    [p = dst.data_ptr(), n = dst.numel(), t = dst.dtype(), pattern] {
+                      dispatch<WordTypes>(t, "fill", [&](auto tag) {
+                        using U = typename decltype(tag)::type;
+                        fill_cpu<U>(p, n, pattern);
+                      });
+                    });
 }
 
 void zero(const Tensor& dst, Stream stream) { fill(dst, 0.0, stream); }

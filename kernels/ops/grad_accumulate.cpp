@@ -25,15 +25,17 @@ void accumulate_grad(const Tensor& acc, const Tensor& grad, float scale, Stream 
       "accumulate_grad", device,
       cuda::launch_accumulate_grad(a, grad.data_ptr(), grad.dtype(), n, scale,
                                    simple_kernel(FastKernel::elementwise), cuda_stream(stream)));
-  run_cpu_twin(stream, "accumulate_grad", [a, gp = grad.data_ptr(), gt = grad.dtype(), n, scale] {
-    dispatch<StorageFloats>(gt, "accumulate_grad", [&](auto tag) {
-      using G = typename decltype(tag)::type;
-      const G* g = static_cast<const G*>(gp);
-      parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) a[i] = accumulate_element(a[i], g[i], scale);
-      });
-    });
-  });
+  run_cpu_twin_over(stream, "accumulate_grad", {acc},
+                    [a, gp = grad.data_ptr(), gt = grad.dtype(), n, scale] {
+                      dispatch<StorageFloats>(gt, "accumulate_grad", [&](auto tag) {
+                        using G = typename decltype(tag)::type;
+                        const G* g = static_cast<const G*>(gp);
+                        parallel_for(n, 256, [&](std::int64_t b, std::int64_t e) {
+                          for (std::int64_t i = b; i < e; ++i)
+                            a[i] = accumulate_element(a[i], g[i], scale);
+                        });
+                      });
+                    });
 }
 
 }  // namespace zrt::kernels

@@ -135,7 +135,7 @@ void dequantize_sum(const Tensor& dst, const Tensor& src, std::int64_t chunks, i
   const int bits = format_bits(format);
   ZRT_CUDA_LAUNCH_AND_RETURN(
       op, device, cuda::launch_dequantize_sum(d, s, chunks, n, f, bits, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [d, s, chunks, n, f, bits] {
+  run_cpu_twin_over(stream, op, {dst}, [d, s, chunks, n, f, bits] {
     with_quant_bits(bits, [&](auto b) {
       constexpr int kBits = decltype(b)::value;
       parallel_for(n, 256, [=](std::int64_t lo, std::int64_t hi) {
@@ -161,7 +161,7 @@ void quantize(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel, Qu
   ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device,
                              cuda::launch_quantize(d, src.data_ptr(), src.dtype(), c.chunks,
                                                    chunk_numel, c.bits, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [d, s = src.data_ptr(), t = src.dtype(), c, chunk_numel] {
+  run_cpu_twin_over(stream, op, {dst}, [d, s = src.data_ptr(), t = src.dtype(), c, chunk_numel] {
     with_quant_bits(c.bits, [&](auto b) {
       dispatch<StorageFloats>(t, "quantize", [&](auto tag) {
         using S = typename decltype(tag)::type;
@@ -180,7 +180,7 @@ void dequantize(const Tensor& dst, const Tensor& src, std::int64_t chunk_numel, 
   ZRT_CUDA_LAUNCH_AND_RETURN(op, c.device,
                              cuda::launch_dequantize(dst.data_ptr(), dst.dtype(), s, c.chunks,
                                                      chunk_numel, c.bits, cuda_stream(stream)));
-  run_cpu_twin(stream, op, [d = dst.data_ptr(), t = dst.dtype(), s, c, chunk_numel] {
+  run_cpu_twin_over(stream, op, {dst}, [d = dst.data_ptr(), t = dst.dtype(), s, c, chunk_numel] {
     with_quant_bits(c.bits, [&](auto b) {
       dispatch<StorageFloats>(t, "dequantize", [&](auto tag) {
         using D = typename decltype(tag)::type;

@@ -20,7 +20,7 @@ void random_fill(const Tensor& dst, const RandomInit& dist, std::uint64_t seed,
   float* p = static_cast<float*>(dst.data_ptr());
   ZRT_CUDA_LAUNCH_AND_RETURN(
       kOp, device, cuda::launch_random_fill(p, n, dist, seed, stream, first_index, cuda_stream(s)));
-  run_cpu_twin(s, kOp, [p, n, dist, seed, stream, first_index] {
+  run_cpu_twin_over(s, kOp, {dst}, [p, n, dist, seed, stream, first_index] {
     parallel_for(n, 4096, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i)
         p[i] = random_init_element(dist, seed, stream, static_cast<std::uint64_t>(first_index + i));

@@ -22,7 +22,7 @@ void scale_(const Tensor& x, double factor, Stream stream) {
       "scale_", device,
       cuda::launch_scale(x.data_ptr(), x.dtype(), n, f, simple_kernel(FastKernel::elementwise),
                          cuda_stream(stream)));
-  run_cpu_twin(stream, "scale_", [xp = x.data_ptr(), t = x.dtype(), n, f] {
+  run_cpu_twin_over(stream, "scale_", {x}, [xp = x.data_ptr(), t = x.dtype(), n, f] {
     dispatch<StorageFloats>(t, "scale_", [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* p = static_cast<T*>(xp);

@@ -1,8 +1,11 @@
 // fill of every dtype; flatten/unflatten into the FlatParameter layout with
 // zeroed gaps and tail, casting on the way.
 #include <boost/test/unit_test.hpp>
+#include <functional>
+#include <future>
 
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/support/expect_throw.h"
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/kernels/ops/flatten.h"
 
@@ -31,6 +34,33 @@ BOOST_AUTO_TEST_CASE(fill_every_dtype_and_size) {
   Tensor z = random_tensor(4097, DType::bf16, gen);
   kernels::zero(z);
   for (double v : z.to_doubles()) BOOST_REQUIRE(same_value(v, 0.0));
+}
+
+// Note [Host reads of queued work]: a host read of a tensor a kernel still
+// queued on a CPU stream names is refused, naming it; after the stream's
+// synchronize it reads the kernel's values.
+BOOST_AUTO_TEST_CASE(a_host_read_before_the_stream_ran_the_kernel_is_refused) {
+  auto gen = fresh_generator();
+  Tensor t = random_tensor(37, DType::f32, gen);
+  t.set_name("loss");
+  const std::vector<double> before = t.to_doubles();
+  OwnedStream stream(Device::cpu());
+  std::promise<void> go;
+  std::shared_future<void> released = go.get_future().share();
+  run_on_cpu_stream(stream, "held", [released] { released.wait(); });  // the stream is busy
+  kernels::fill(t, 2.5, stream);
+  for (const auto& read : std::vector<std::function<void()>>{
+           [&] { t.to_doubles(); }, [&] { t.item(3); }, [&] { t.slice(5, 2).to_doubles(); }})
+    test::expect_throw<InvalidState>(read, "loss");
+  test::expect_throw<InvalidState>([&] { t.item(0); },
+                                   "is named by 1 kernel(s) or copies queued on a CPU stream "
+                                   "that have not run");
+  go.set_value();
+  stream.get().synchronize();
+  for (double v : t.to_doubles()) BOOST_REQUIRE(v == 2.5);
+  BOOST_TEST(before[0] != 2.5);
+  kernels::fill(t, 1.0);  // the calling thread: nothing is queued
+  BOOST_TEST(t.item(0) == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(fill_rejects_unrepresentable_integers) {
