@@ -8,6 +8,12 @@
   layer do not include each other.
 - zrt code is included as "zrt/LIBRARY/...", never relatively, and library
   code never includes tests/ or tools/.
+- The model ops of kernels/nn/ are the layers': model_zoo code outside
+  layers/ includes from kernels only MODEL_ZOO_KERNELS (the whole-tensor
+  ops of ops/, the id flag of nn/id_check.h, the switches of kernel_path.h).
+- Tensors stop at the kernels' Tensor-level entry points: no CUDA launcher
+  of kernels (.cu, .cuh) reaches zrt/runtime/tensor.h through its zrt
+  includes except by TENSOR_BRIDGES (nn/id_check.h, for its IdSource bits).
 - The installed headers (every *.h of a library but the *_impl.h bodies)
   leave Eigen and CUDA to zrt's own sources: none includes <Eigen/...>,
   directly or through the zrt headers it includes (Eigen is a private
@@ -23,7 +29,7 @@
 
 Prints each violation as FILE:LINE: message and exits 1 if there is any.
 usage: tools/check_layout.py [SOURCE_ROOT]
-       tools/check_layout.py --self-test   (the header and doc rules reject bad trees)
+       tools/check_layout.py --self-test   (the include, header and doc rules reject bad trees)
 """
 import pathlib
 import re
@@ -43,6 +49,20 @@ LAYERS = {
 
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]')
+
+# What model_zoo code outside layers/ may include from kernels (a folder
+# ends in "/"): the whole-tensor ops, the id flag, the kernel-path switches.
+# The model ops of nn/ are the layers' (docs/design.md, section 2).
+MODEL_ZOO_KERNELS = ("zrt/kernels/ops/", "zrt/kernels/nn/id_check.h", "zrt/kernels/kernel_path.h")
+# The only zrt headers through which a CUDA launcher of kernels may reach
+# zrt/runtime/tensor.h: nn/id_check.h, whose IdSource bits embedding.cu and
+# cross_entropy.cu record in an id flag (Note [Device id checks]).
+TENSOR_HEADER = "zrt/runtime/tensor.h"
+TENSOR_BRIDGES = {"zrt/kernels/nn/id_check.h"}
+
+
+def model_zoo_may_include(name):
+    return any(name.startswith(a) if a.endswith("/") else name == a for a in MODEL_ZOO_KERNELS)
 
 
 def layer_of(library, folder):
@@ -88,6 +108,12 @@ def check(root):
                 if LIBRARIES.index(target) > LIBRARIES.index(library):
                     errors.append(f"{where}: {library} includes {name}, from {target} above it")
                     continue
+                if (library == "model_zoo" and target == "kernels"
+                        and folder.split("/")[0] != "layers" and not model_zoo_may_include(name)):
+                    errors.append(f"{where}: model_zoo/{folder or '.'} includes {name}; outside "
+                                  "model_zoo/layers/ the model zoo includes from kernels only "
+                                  + ", ".join(MODEL_ZOO_KERNELS))
+                    continue
                 if target != library:
                     continue
                 target_folder = "/".join(parts[2:-1])
@@ -97,6 +123,43 @@ def check(root):
                 if target_layer is None or target_layer >= own_layer:
                     errors.append(f"{where}: {library}/{folder or '.'} includes {name}, "
                                   f"from {library}/{target_folder or '.'}, which is not below it")
+    return errors + check_launchers(root)
+
+
+def check_launchers(root):
+    """Errors of the rule that no CUDA launcher of kernels (.cu, .cuh) reaches
+    TENSOR_HEADER through its zrt includes except by a TENSOR_BRIDGES header."""
+    def zrt_includes(rel):
+        path = root / rel
+        if not path.is_file():
+            return []
+        return [(number, m.group(2))
+                for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+                if (m := INCLUDE.match(line)) and m.group(2).startswith("zrt/")]
+
+    errors = []
+    for path in sorted((root / "kernels").rglob("*")):
+        if path.suffix not in {".cu", ".cuh"}:
+            continue
+        start = path.relative_to(root)
+        seen, todo = {start}, [(start, None)]  # (file, the line of start that reaches it)
+        while todo:
+            rel, first = todo.pop(0)
+            for number, name in zrt_includes(rel):
+                if name in TENSOR_BRIDGES:
+                    continue
+                if name == TENSOR_HEADER:
+                    through = "" if rel == start else f" (through {rel}:{number})"
+                    errors.append(f"{start}:{first or number}: CUDA launcher includes "
+                                  f"{TENSOR_HEADER}{through}; tensors stop at the Tensor-level "
+                                  "entry points (only " + ", ".join(sorted(TENSOR_BRIDGES))
+                                  + " may bring it)")
+                    todo = []
+                    break
+                target = pathlib.Path(*pathlib.PurePosixPath(name).parts[1:])
+                if target not in seen:
+                    seen.add(target)
+                    todo.append((target, first or number))
     return errors
 
 
@@ -374,6 +437,32 @@ SELF_TESTS = {
 }
 
 
+# A small source tree per case, and the files the include rules (check)
+# must report in it.
+INCLUDE_SELF_TESTS = {
+    "model_zoo outside layers/ includes a model op": (
+        {"model_zoo/engine/e.cpp": '#include "zrt/kernels/nn/gemm.h"\n'}, {"model_zoo/engine/e.cpp"}),
+    "model_zoo outside layers/ includes a top-level kernels header other than kernel_path.h": (
+        {"model_zoo/data/d.cpp": '#include "zrt/kernels/launch.h"\n'}, {"model_zoo/data/d.cpp"}),
+    "layers/ include model ops; the rest whole-tensor ops, the id flag, kernel paths": (
+        {"model_zoo/layers/l.cpp": '#include "zrt/kernels/nn/gemm.h"\n#include "zrt/kernels/nn/layernorm.h"\n',
+         "model_zoo/engine/e.cpp": '#include "zrt/kernels/ops/cast.h"\n#include "zrt/kernels/nn/id_check.h"\n',
+         "model_zoo/models/p.cpp": '#include "zrt/kernels/ops/random_fill.h"\n',
+         "model_zoo/trainer/t.cpp": '#include "zrt/kernels/kernel_path.h"\n'}, set()),
+    "a CUDA launcher includes tensor.h": (
+        {"kernels/nn/x.cu": '#include "zrt/runtime/tensor.h"\n'}, {"kernels/nn/x.cu"}),
+    "a CUDA launcher reaches tensor.h through a zrt header": (
+        {"kernels/nn/x.cuh": '#include "zrt/kernels/nn/y.h"\n',
+         "kernels/nn/y.h": '#include "zrt/runtime/tensor.h"\n'}, {"kernels/nn/x.cuh"}),
+    "launchers reach tensor.h only through nn/id_check.h; entry points include it": (
+        {"kernels/nn/x.cu": '#include "zrt/kernels/nn/id_check.h"\n#include "zrt/kernels/nn/x.cuh"\n',
+         "kernels/nn/x.cuh": "#include <cuda_runtime.h>\n",
+         "kernels/nn/id_check.h": '#include "zrt/runtime/tensor.h"\n',
+         "kernels/nn/x.cpp": '#include "zrt/runtime/tensor.h"\n#include "zrt/kernels/nn/x.cuh"\n'},
+        set()),
+}
+
+
 def design_tables(layers):
     """docs/design.md's two tables as check_design_tables reads them, for `layers`."""
     def cell(folders):
@@ -437,7 +526,8 @@ def run_self_tests(cases, check, base):
 
 
 def self_test():
-    failures = run_self_tests(SELF_TESTS, check_installed_headers, {})
+    failures = run_self_tests(INCLUDE_SELF_TESTS, check, {})
+    failures += run_self_tests(SELF_TESTS, check_installed_headers, {})
     failures += run_self_tests(DOC_SELF_TESTS, check_docs, {"docs/design.md": DESIGN})
     return 1 if failures else 0
 

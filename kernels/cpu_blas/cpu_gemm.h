@@ -4,8 +4,9 @@
 // Note [CPU GEMM backends]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
 // On the GPT shapes (zrt-bench gemm --gemm), Debian's OpenBLAS 0.3.21 runs
-// the fp32 GEMMs about 1.3x as fast as Eigen's AVX2 kernels, so it is the
-// default where it is found at build time (-DZRT_OPENBLAS=AUTO|ON|OFF);
+// the fp32 GEMMs about 1.2x as fast as Eigen's AVX2 kernels (65.4 against
+// 54.6 GFLOP/s in one run, docs/cpu-kernels.md), so it is the default where
+// it is found at build time (-DZRT_OPENBLAS=AUTO|ON|OFF);
 // Eigen stays as the fallback and for every other kernel. zrt splits a GEMM's
 // rows over its own per-rank workers (Note [Kernel threads per rank]), so
 // OpenBLAS must run each call on the calling thread and be safe to call from

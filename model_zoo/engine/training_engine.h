@@ -46,11 +46,12 @@
 //     world's micro-batch losses in micro-batch order, in double.
 // On a CPU device host memory is the device's: batches are not staged, and
 // the same queue orders the read. On CUDA the token ids are range-checked on
-// the device into a flag (Note [Device id checks] in kernels/nn/id_check.h),
-// all-reduced over the world with max, that comes down with the losses and
-// is read before anything is updated: a bad id on any rank ends the step on
-// every rank with the parameters untouched. (What else waits:
-// the consistency check and host offload, when asked.)
+// the device into a flag (Note [Device id checks] in kernels/nn/id_check.h);
+// every rank's flag is all-gathered over the world (no one reduction op fits
+// its three words), comes down with the losses and is read before anything
+// is updated: a bad id on any rank ends the step on every rank with the
+// parameters untouched. (What else waits: the consistency check and host
+// offload, when asked.)
 #pragma once
 
 #include <cstdint>

@@ -12,8 +12,9 @@
 // vocab_align, 128 by default: 50257 -> 50304): wte.weight keeps its own
 // shape [V, C] and asks for V' - V padded rows (Note [Padded rows of a
 // parameter] in optim/flat_param/flat_param_layout.h), so init values (the
-// same draws: Note [Parameter init stream]), checkpoints, --init-from, --save
-// and exports are [V, C] as before, and an unpadded run's checkpoint loads.
+// same draws: Note [Counter-based parameter init]), checkpoints,
+// --init-from, --save and exports are [V, C] as before, and an unpadded
+// run's checkpoint loads.
 // The padded rows start at zero and stay zero: the embedding uses rows [0, V)
 // only (ids are checked against V), and the head's logits of the padded
 // columns (x · 0 = 0) take no part in the loss, which gives them a zero
@@ -48,7 +49,8 @@ class Gpt : public Model {
   std::vector<UnitDef> units() const override;
   // normal(0, 0.02) weights and embeddings; residual projections
   // (attn.c_proj.weight, mlp.c_proj.weight) normal(0, 0.02/sqrt(2·n_layer));
-  // zero biases; LayerNorm weight 1, bias 0 (Note [Parameter init stream]).
+  // zero biases; LayerNorm weight 1, bias 0. A draw is keyed by the seed, the
+  // parameter's name and the element's index (Note [Counter-based parameter init]).
   std::map<std::string, ParamInit> param_inits() const override;
   void bind(const ParamLookup& lookup) override;
   // [embed (unit 0), h.0 .. h.{L-1} (units 1..L), ln_f + tied head + loss (unit 0, or L+1 with a head unit)].

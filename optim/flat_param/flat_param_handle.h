@@ -23,14 +23,17 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // With a zero1 group of one rank (one process, or no-shard) the gathers and
 // the reduce-scatter are copies of the whole flat parameter: three per step.
-// In fp32 they are dropped. The unsharded parameter borrows the zero1 shard's
-// memory (Storage::borrow_memory) instead of gathering it; resharding lets go
-// of it, so freeing it stays what it always is. The layers only read the
+// The reduce-scatter is dropped in every dtype: the fp32 gradient's memory
+// becomes the zero1 gradient (Storage::adopt_memory), whatever the compute
+// and reduce dtypes, as a reduction over one rank is the identity, for sum
+// and avg alike, and nothing is cast down to the reduce dtype (no-shard's
+// replica all-reduce still runs, in fp32). The gathers are dropped in fp32
+// with the master on the device (Note [Master in host memory]): the
+// unsharded parameter borrows the zero1 shard's memory
+// (Storage::borrow_memory) instead of gathering it; resharding lets go of
+// it, so freeing it stays what it always is. The layers only read the
 // parameter, and the optimizer writes the zero1 shard between steps, when
-// nothing is unsharded or the next unshard would gather it anyway. On the
-// gradient side, the fp32 gradient's memory becomes the zero1 gradient
-// (Storage::adopt_memory) when the reduce dtype is fp32 too: a reduction over
-// one rank is the identity, for sum and avg alike.
+// nothing is unsharded or the next unshard would gather it anyway.
 //
 // Note [Gradient path]
 // ~~~~~~~~~~~~~~~~~~~~
@@ -110,10 +113,13 @@
 // the backward of the next unit overlaps them: comm_stream waits for the
 // compute issued so far, the fp32 gradient is declared used there, and the
 // optimizer waits for the reduction (wait_for_reduced_grads) before it
-// reads the zero1 gradient. A rank's collectives all go to comm_stream, so
-// they run in one order, the one they were issued in, on every rank, also
-// when they belong to different groups (layer-zero's zero3 gathers and
-// world reductions), which concurrent communicators would not guarantee.
+// reads the zero1 gradient. A rank's gathers and reductions all go to
+// comm_stream, so they run in one order, the one they were issued in, on
+// every rank, also when they belong to different groups (layer-zero's zero3
+// gathers and world reductions), which concurrent communicators would not
+// guarantee. The step's collectives on the compute stream (the gradient
+// statistics, the engine's loss sums) are issued after it waited for the
+// reductions (wait_for_reduced_grads).
 // The same holds on the CPU with a communication stream of its own (Note
 // [Streams of a CPU module]); with none, comm_stream is the compute stream
 // and the events are not needed.
@@ -415,7 +421,7 @@ class FlatParamHandle {
   HandleState state_ = HandleState::idle;
   bool zero3_is_master_ = false;      // zero3_shard_ is zero1_shard_ (fp32, same slice)
   bool unsharded_is_master_ = false;  // full_param_ borrows zero1_shard_ (fp32, zero1 of one)
-  bool grad_is_master_ = false;       // zero1_grad_ adopts full_prec_grad_ (fp32, zero1 of one)
+  bool grad_is_master_ = false;       // zero1_grad_ adopts full_prec_grad_ (zero1 group of one)
   bool gathers_quantized_ = false;    // Note [Quantized parameter gather]
   bool reduces_quantized_ = false;    // Note [Quantized gradient reduce-scatter]
   bool needs_param_sync_ = true;      // the zero3 shard is stale: gather from zero1

@@ -400,12 +400,15 @@ double measured_peak_gflops(Communicator& world, int threads) {
 //   H100 SXM5, H200 SXM, GH200      989            495             67
 //   H100 NVL, H200 NVL              835            418             60
 //   H100 PCIe                       756            378             51
-// fp32 runs take the plain fp32 column: zrt's fp32 GEMMs compute in
-// CUBLAS_COMPUTE_32F (kernels/nn/gemm.cu), which uses no TF32, and PyTorch's
-// matmuls do not either by default, so the TF32 figures are not the ceiling
-// of either. The device is matched by cudaGetDeviceProperties' name; another
-// GPU has no figure here (peak_source "unknown", no fraction) unless
-// --peak-gflops or --peak-tflops gives one.
+// fp32 runs take the plain fp32 column: by default zrt's fp32 GEMMs compute
+// in CUBLAS_COMPUTE_32F (kernels/nn/gemm.cu), which uses no TF32, and
+// PyTorch's matmuls do not either, so the TF32 figures are not the ceiling
+// of either. With ZRT_TF32=1 (Note [TF32 GEMMs]) the GEMMs run on the TF32
+// tensor cores, but the fraction is still against the fp32 figure (the tf32
+// column is quoted here, not read; --peak-tflops can give it). The
+// device is matched by cudaGetDeviceProperties' name; another GPU has no
+// figure here (peak_source "unknown", no fraction) unless --peak-gflops or
+// --peak-tflops gives one.
 struct Peak {
   double gflops = 0;   // 0: unknown
   std::string source;  // "given", the measured ISA, or the datasheet row
