@@ -102,6 +102,10 @@ space_cases() {  # inside a private mount namespace: the mounts end with it
     "--checkpoint-dir $dir/fs256/ck needs [0-9]+ bytes, but the filesystem of $dir/fs256/ck has 262144 bytes available" \
     --checkpoint-dir "$dir/fs256/ck"
   rmdir "$dir/fs256/ck"  # check_checkpoint_dir creates it, empty
+  # The moments' scratch file shares the disk with the other outputs.
+  refused "--offload-optimizer disk on a 256 KiB filesystem" \
+    "--offload-optimizer $dir/fs256 needs [0-9]+ bytes, but the filesystem of $dir/fs256 has 262144 bytes available" \
+    --offload-optimizer "disk:$dir/fs256"
   refused "--save and --checkpoint-dir that fit apart but not together" \
     "--save $dir/fs512/w.safetensors \([0-9]+ bytes\) and --checkpoint-dir $dir/fs512/ck \([0-9]+ bytes\) together need [0-9]+ bytes" \
     --save "$dir/fs512/w.safetensors" --checkpoint-dir "$dir/fs512/ck"

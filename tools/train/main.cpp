@@ -158,11 +158,38 @@ ModelSize model_size(const TrainOptions& o) {
 // --save holds each as fp32 (4 bytes), a checkpoint also AdamW's m and v
 // (12 bytes); safetensors headers take about the name plus 64 bytes per
 // tensor (a checkpoint: one per rank file, and the index).
+// The ranks of this process and of the world, and the ranks one copy of the
+// optimizer state is sharded over (the world, a hybrid zero3 group, or one
+// rank for no-shard).
+struct StateSharding {
+  std::uint64_t world = 1, here = 1, state_ranks = 1;
+};
+StateSharding state_sharding(const TrainOptions& o) {
+  StateSharding s;
+  s.world = o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks)
+                        : static_cast<std::uint64_t>(detect_launch().size);
+  s.here = o.ranks > 0 ? s.world : 1;
+  s.state_ranks = s.world;
+  const std::uint64_t zero3 = static_cast<std::uint64_t>(o.trainer.engine.zero.zero3_size);
+  if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::no_shard) s.state_ranks = 1;
+  if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::hybrid_shard && zero3 > 0)
+    s.state_ranks = zero3;
+  return s;
+}
+
 std::vector<PlannedOutput> planned_outputs(const TrainOptions& o, const ModelSize& size) {
   std::vector<PlannedOutput> out;
   if (!o.save.empty()) out.push_back({"--save", o.save, 4 * size.params + size.header});
   if (!o.checkpoint_dir.empty())
     out.push_back({"--checkpoint-dir", o.checkpoint_dir, 12 * size.params + 2 * size.header});
+  // The moments' scratch files of this process's ranks share the disk too.
+  const optim::OptimizerOffload& offload = o.trainer.engine.zero.offload_optimizer;
+  if (offload.kind == optim::OptimizerOffload::Kind::disk) {
+    const StateSharding s = state_sharding(o);
+    const std::uint64_t shard = (size.params + s.state_ranks - 1) / s.state_ranks;
+    out.push_back({"--offload-optimizer", offload.dir,
+                   s.here * shard * 2 * dtype_size(o.trainer.engine.zero.adamw.state_dtype)});
+  }
   return out;
 }
 
@@ -182,22 +209,15 @@ std::vector<PlannedOutput> planned_outputs(const TrainOptions& o, const ModelSiz
 // and the allocator's caching come on top.
 void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
   if (o.device != "cpu") return;  // device memory is the allocator's to report
-  const LaunchInfo launch = detect_launch();
-  const std::uint64_t world =
-      o.ranks > 0 ? static_cast<std::uint64_t>(o.ranks) : static_cast<std::uint64_t>(launch.size);
-  const std::uint64_t here = o.ranks > 0 ? world : 1;  // ranks in this process
+  const StateSharding sharding = state_sharding(o);
+  const std::uint64_t world = sharding.world, here = sharding.here;  // here: in this process
   const std::uint64_t params = size.params, largest_unit = size.largest_unit;
   const bool moments_on_disk =
       o.trainer.engine.zero.offload_optimizer.kind == optim::OptimizerOffload::Kind::disk;
   const double moment_bytes =
       static_cast<double>(dtype_size(o.trainer.engine.zero.adamw.state_dtype));
   const double per_param = 8.0 + (moments_on_disk ? 0.0 : 2.0 * moment_bytes);
-  // The ranks one copy of the optimizer state is sharded over.
-  std::uint64_t state_ranks = world;
-  const std::uint64_t zero3 = static_cast<std::uint64_t>(o.trainer.engine.zero.zero3_size);
-  if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::no_shard) state_ranks = 1;
-  if (o.trainer.engine.zero.strategy == optim::ShardingStrategy::hybrid_shard && zero3 > 0)
-    state_ranks = zero3;
+  const std::uint64_t state_ranks = sharding.state_ranks;
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
   const double data = static_cast<double>(data_memory_bytes(o, config));
   double logits = 0;
