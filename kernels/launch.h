@@ -88,14 +88,11 @@ void run_cpu_twin(Stream stream, const char* op, Twin twin, const Tensors&... te
     twin(tensors...);
     return;
   }
-  // Ended as the twin returns, before the stream counts the task done.
   std::vector<std::shared_ptr<Storage>> storages;
   (add_storage(storages, tensors), ...);
-  auto queued = std::make_shared<QueuedWork>(std::move(storages));
-  run_on_cpu_stream(stream, op, [twin = std::move(twin), queued, ... views = issue_arg(tensors)] {
-    twin(views...);
-    queued->end();
-  });
+  run_on_cpu_stream(
+      stream, op, [twin = std::move(twin), ... views = issue_arg(tensors)] { twin(views...); },
+      std::move(storages));
 }
 
 // The same for a twin that captured its operands' pointers at issue and
@@ -110,11 +107,7 @@ void run_cpu_twin_over(Stream stream, const char* op, const std::vector<Tensor>&
   }
   std::vector<std::shared_ptr<Storage>> storages;
   for (const Tensor& t : written) add_storage(storages, t);
-  auto queued = std::make_shared<QueuedWork>(std::move(storages));
-  run_on_cpu_stream(stream, op, [twin = std::move(twin), queued] {
-    twin();
-    queued->end();
-  });
+  run_on_cpu_stream(stream, op, std::move(twin), std::move(storages));
 }
 
 // The same for a twin whose result the host reads: it waits for the stream

@@ -81,9 +81,11 @@ class Storage {
   // that takes its tensors (run_cpu_twin: the model's ops, the loss among
   // them), inputs too, since it cannot tell them apart. Those run queued
   // only on a compute stream of its own (cpu_streams all), where a host read
-  // of a model op's input before synchronize() is refused as well.
-  // Collectives are not counted.
-  int queued_work() const { return queued_work_.load(std::memory_order_acquire); }
+  // of a model op's input before synchronize() is refused as well. So is
+  // the output of a collective queued on a CPU stream (Communicator::issue).
+  // A storage borrowing another's memory
+  // shares its count: work queued through either writes the same bytes.
+  int queued_work() const { return counter().queued_work_.load(std::memory_order_acquire); }
   // What a message about a view's data access while freed says after the
   // view's name: "has freed storage", or what the owner set, saying where
   // the memory exists (Note [Freed storage]). Set before the storage is shared.
@@ -106,6 +108,8 @@ class Storage {
   std::size_t nbytes_ = 0;
   std::shared_ptr<Storage> lender_;  // set while the memory is borrowed
   friend class QueuedWork;
+  // Whose queued_work_ counts work on this memory: the lender's while borrowed.
+  const Storage& counter() const { return lender_ ? *lender_ : *this; }
   std::atomic<int> queued_work_{0};
   static constexpr const char* kDefaultFreedNote = "has freed storage";
   std::string freed_note_ = kDefaultFreedNote;
@@ -127,7 +131,10 @@ class QueuedWork {
  public:
   explicit QueuedWork(std::vector<std::shared_ptr<Storage>> storages)
       : storages_(std::move(storages)) {
-    for (const auto& s : storages_) s->queued_work_.fetch_add(1, std::memory_order_relaxed);
+    for (auto& s : storages_) {
+      if (s->lender_) s = s->lender_;  // the memory's owner counts it (Storage::counter)
+      s->queued_work_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   ~QueuedWork() { end(); }
   QueuedWork(const QueuedWork&) = delete;

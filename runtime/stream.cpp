@@ -7,6 +7,7 @@
 
 #include "zrt/runtime/cpu_stream.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/storage.h"
 #ifdef ZRT_WITH_CUDA
 #include "zrt/runtime/cuda_check.h"
 #endif
@@ -37,14 +38,26 @@ bool Stream::discards() const {
   return q != nullptr && q->discards();
 }
 
-void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task) {
+void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task,
+                       std::vector<std::shared_ptr<Storage>> written) {
   ZRT_CHECK_ARG(stream.is_cpu(), op, ": host work cannot be ordered on CUDA stream ",
                 stream.device().str());
-  if (CpuStream* q = stream.cpu_queue()) {
-    q->enqueue(op, std::move(task));
-  } else {
+  CpuStream* q = stream.cpu_queue();
+  if (!q) {
     task();
+    return;
   }
+  if (written.empty()) {
+    q->enqueue(op, std::move(task));
+    return;
+  }
+  // Ended as the task returns, before the stream counts it done; dropped
+  // unrun (a discarding stream), it ends with the task.
+  auto queued = std::make_shared<QueuedWork>(std::move(written));
+  q->enqueue(op, [task = std::move(task), queued] {
+    task();
+    queued->end();
+  });
 }
 
 OwnedStream::OwnedStream(Device device, std::function<void()> cpu_thread_init) {

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "zrt/runtime/device.h"
 
 namespace zrt {
 
 class CpuStream;
+class Storage;
 
 // A non-owning handle to a stream. The default handle is the CPU stream, on
 // which all work is complete as soon as the call that issued it returns. Used
@@ -48,8 +50,11 @@ class Stream {
 
 // Runs `task` in `stream`'s order on the host: now, on the calling thread, for
 // the default CPU stream; on the stream's thread for an owned CPU stream
-// (`op` names it in a failure). InvalidArgument for a CUDA stream.
-void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task);
+// (`op` names it in a failure). There, `written` (the storages it writes)
+// count it from now until it returns (Note [Host reads of queued work]).
+// InvalidArgument for a CUDA stream.
+void run_on_cpu_stream(Stream stream, const char* op, std::function<void()> task,
+                       std::vector<std::shared_ptr<Storage>> written = {});
 
 // Owns a non-blocking CUDA stream, or for cpu a CPU stream with a thread of
 // its own that first runs `cpu_thread_init` (Note [CPU streams]).

@@ -271,14 +271,14 @@ Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
     // The pointers are taken now, as a CUDA copy takes them (Note [CPU
     // streams]); the destination counts it while it is queued (Note [Host
     // reads of queued work]).
-    auto queued = std::make_shared<QueuedWork>(std::vector<std::shared_ptr<Storage>>{storage_});
-    run_on_cpu_stream(stream, "copy_", [d, s, n = numel_, dt = dtype_, st = src.dtype(), queued] {
-      if (dt == st)
-        std::memcpy(d, s, static_cast<std::size_t>(n) * dtype_size(dt));
-      else
-        host_cast(s, st, d, dt, n);
-      queued->end();
-    });
+    run_on_cpu_stream(stream, "copy_",
+                      [d, s, n = numel_, dt = dtype_, st = src.dtype()] {
+                        if (dt == st)
+                          std::memcpy(d, s, static_cast<std::size_t>(n) * dtype_size(dt));
+                        else
+                          host_cast(s, st, d, dt, n);
+                      },
+                      {storage_});
   } else if (src.dtype() == dtype_) {
     copy_bytes(d, device(), s, src.device(), nbytes(), stream);
   } else if (device().is_cpu() && src.device().is_cpu()) {

@@ -167,7 +167,10 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       gathered_(options_.device),
       reduced_(options_.device),
       uploaded_(options_.device),
-      skip_gather_wait_(std::getenv("ZRT_TEST_SKIP_GATHER_WAIT") != nullptr) {
+      skip_gather_wait_([] {  // set and not empty, as every ZRT_* variable
+        const char* env = std::getenv("ZRT_TEST_SKIP_GATHER_WAIT");
+        return env != nullptr && *env != '\0';
+      }()) {
   check_grad_reduce_options(options_.grad_reduce, "flat parameter '" + options_.name + "'");
   if (!options_.allocator) options_.allocator = default_allocator(options_.device);
   ZRT_CHECK_ARG(options_.allocator->device() == options_.device, "flat parameter '", options_.name,
@@ -659,16 +662,23 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
   if (options_.grad_reduce.offload && state_ != HandleState::backward_pre) offload_grad();
 }
 
+Stream FlatParamHandle::host_read_gather_stream() const {
+  const Stream compute = options_.stream;
+  if (!compute.cpu_queue() || compute.discards()) return compute;
+  compute.synchronize();  // its queued updates come first
+  return Stream::cpu();
+}
+
 std::vector<Tensor> FlatParamHandle::summon_full_params() {
   expect_state(HandleState::idle, "summon_full_params");
   state_ = HandleState::summon_full_params;
   const FlightRecorder::Subject subject = gathers_subject();
   std::vector<Tensor> out;
   try {
-    Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false);
-    groups_.zero1->all_gather_into_tensor(full, master_on_device(DType::f32, options_.stream),
-                                          options_.stream);
-    options_.stream.synchronize();  // the clones below copy on another stream
+    const Stream s = host_read_gather_stream();
+    Tensor full = new_buffer(layout_.numel_padded(), DType::f32, false, s);
+    groups_.zero1->all_gather_into_tensor(full, master_on_device(DType::f32, s), s);
+    s.synchronize();  // the clones below copy on another stream
     for (std::size_t i = 0; i < num_params(); ++i) {
       const auto& p = layout_.params()[i];
       out.push_back(
@@ -687,10 +697,11 @@ void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_
   state_ = HandleState::summon_full_params;
   const FlightRecorder::Subject subject = gathers_subject();
   try {
+    const Stream s = host_read_gather_stream();
     const std::int64_t n1 = zero1_shard_.numel();
     const int z = groups_.zero1->size();
     const std::int64_t most = std::max<std::int64_t>(1, std::min(budget / z, n1));
-    Tensor buffer = new_buffer(z * most, DType::f32, false);
+    Tensor buffer = new_buffer(z * most, DType::f32, false, s);
     for (std::int64_t k = 0; k < n1; k += most) {
       const std::int64_t c = std::min(most, n1 - k);
       Tensor out = buffer.slice(0, z * c);
@@ -701,11 +712,11 @@ void FlatParamHandle::gather_full_params(const ParamPieceSink& sink, std::int64_
         // straight into this rank's piece (the in-place gather), so the
         // device holds the buffer alone, whatever the shard's size.
         Tensor mine = out.slice(groups_.zero1->rank() * c, c);
-        mine.copy_async_(in, options_.stream);
+        mine.copy_async_(in, s);
         in = mine;
       }
-      groups_.zero1->all_gather_into_tensor(out, in, options_.stream);
-      options_.stream.synchronize();  // the gather, and the upload that reads the master
+      groups_.zero1->all_gather_into_tensor(out, in, s);
+      s.synchronize();  // the gather, and the upload that reads the master
       const Tensor host = out.device().is_cpu() ? out : out.to(Device::cpu());
       const float* data = host.data<float>();
       for (int r = 0; r < z; ++r) {

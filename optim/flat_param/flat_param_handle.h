@@ -395,6 +395,13 @@ class FlatParamHandle {
   Tensor quantized_master_on_device(Stream stream);
   // `host` (pinned) copied up into a new device buffer in `stream`'s order.
   Tensor upload(const Tensor& host, Stream stream);
+  // The stream of a gather the host reads at once (summon_full_params,
+  // gather_full_params): the compute stream, but for an owned CPU stream
+  // (cpu_streams all), which is drained and left out: the gather runs on the
+  // calling thread, so a collective that fails (ranks that disagree on it)
+  // throws there and leaves the compute stream usable, not failed for every
+  // later call. A dry run's discarding stream is kept.
+  Stream host_read_gather_stream() const;
   // Names this flat parameter in its collectives' contracts while it lives.
   FlightRecorder::Subject gathers_subject() const;
   // unshard()'s all-gather in int8 (Note [Quantized parameter gather]).

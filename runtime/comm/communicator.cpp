@@ -133,7 +133,7 @@ void Communicator::all_gather_into_tensor(const Tensor& out, const Tensor& in, S
                 " elements (group size x input)");
   check_chunk_alias(*this, op, out, in);
   issue({"all_gather", out.nbytes(), CollectiveKind::all_gather, out.numel(), out.itemsize(), 0,
-         tensor_contract(CollectiveOp::all_gather, in)},
+         tensor_contract(CollectiveOp::all_gather, in), &out},
         stream, [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_gather(o, i, s);
         });
@@ -152,7 +152,7 @@ void Communicator::reduce_scatter_tensor(const Tensor& out, const Tensor& in, Re
                 ": reduce op ", reduce_op_name(rop), " is not supported (sum, avg)");
   check_chunk_alias(*this, op, in, out);
   issue({"reduce_scatter", in.nbytes(), CollectiveKind::reduce_scatter, in.numel(), in.itemsize(),
-         0, tensor_contract(CollectiveOp::reduce_scatter, in, rop)},
+         0, tensor_contract(CollectiveOp::reduce_scatter, in, rop), &out},
         stream, [this, o = in_order(out, stream), i = in_order(in, stream), rop](Stream s) {
           do_reduce_scatter(o, i, rop, s);
         });
@@ -171,7 +171,7 @@ void Communicator::all_to_all(const Tensor& out, const Tensor& in, Stream stream
                     i0 + in.numel() <= o0,
                 op, " on group ", name_, ": output ", out.str(), " overlaps input ", in.str());
   issue({"all_to_all", in.nbytes(), CollectiveKind::all_to_all, in.numel(), in.itemsize(), 0,
-         tensor_contract(CollectiveOp::all_to_all, in)},
+         tensor_contract(CollectiveOp::all_to_all, in), &out},
         stream, [this, o = in_order(out, stream), i = in_order(in, stream)](Stream s) {
           do_all_to_all(o, i, s);
         });
@@ -184,7 +184,7 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp rop, Stream stream) {
       rop == ReduceOp::sum || rop == ReduceOp::avg || rop == ReduceOp::max || rop == ReduceOp::min,
       op, " on group ", name_, ": unknown reduce op code ", static_cast<int>(rop));
   issue({"all_reduce", t.nbytes(), CollectiveKind::all_reduce, t.numel(), t.itemsize(), 0,
-         tensor_contract(CollectiveOp::all_reduce, t, rop)},
+         tensor_contract(CollectiveOp::all_reduce, t, rop), &t},
         stream, [this, x = in_order(t, stream), rop](Stream s) { do_all_reduce(x, rop, s); });
 }
 
@@ -194,7 +194,7 @@ void Communicator::broadcast(const Tensor& t, int root, Stream stream) {
   ZRT_CHECK_ARG(root >= 0 && root < size_, op, " on group ", name_, ": root ", root,
                 " is not a rank of this group of size ", size_);
   issue({"broadcast", t.nbytes(), CollectiveKind::broadcast, t.numel(), t.itemsize(), root,
-         tensor_contract(CollectiveOp::broadcast, t, ReduceOp::sum, root)},
+         tensor_contract(CollectiveOp::broadcast, t, ReduceOp::sum, root), &t},
         stream, [this, x = in_order(t, stream), root](Stream s) { do_broadcast(x, root, s); });
 }
 
@@ -321,7 +321,9 @@ void Communicator::issue(const Issued& what, Stream stream,
   queued_.wait(stream);  // after this group's collectives queued on another stream
   {
     PhaseTimer::Scope timed(phase_timer_.get(), Phase::comm, stream);
-    run_on_cpu_stream(stream, trace_name, std::move(run));
+    std::vector<std::shared_ptr<Storage>> written;
+    if (what.written && what.written->storage_ptr()) written.push_back(what.written->storage_ptr());
+    run_on_cpu_stream(stream, trace_name, std::move(run), std::move(written));
   }
   queued_.record(stream);
 }

@@ -208,6 +208,9 @@ class Communicator {
     std::size_t itemsize;
     int root = 0;
     CollectiveContract contract{};  // its seq and caller are filled in at issue
+    // What it writes, counted while queued on a CPU stream (Note [Host reads
+    // of queued work]).
+    const Tensor* written = nullptr;
   };
   void issue(const Issued& what, Stream stream, std::function<void(Stream)> collective);
   // Runs a collective on the calling thread (barrier, split,

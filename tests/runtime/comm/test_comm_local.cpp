@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <random>
 #include <thread>
 #include <type_traits>
 
 #include "tests/runtime/comm/collective_checks.h"
 #include "tests/support/expect_throw.h"
+#include "tests/support/rank_check.h"
 #include "tests/support/test_seed.h"
 #include "zrt/runtime/comm/device_reduce.h"
 #include "zrt/runtime/comm/host_reduce.h"
@@ -185,6 +187,38 @@ BOOST_AUTO_TEST_CASE(missing_rank_times_out_on_a_cpu_stream_too) {
                       message);
   BOOST_CHECK_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
   BOOST_TEST(after.item(0) == 1.0);  // skipped: the stream failed before it
+}
+
+// Note [Host reads of queued work]: a collective queued on a CPU stream
+// that has not run yet writes its output later; a host read of it before
+// then is refused, naming the tensor, as a queued kernel's output is.
+BOOST_AUTO_TEST_CASE(a_host_read_of_a_queued_collective_output_is_refused) {
+  on_ranks(2, [](const CommPtr& c) {
+    OwnedStream s(Device::cpu());
+    std::promise<void> go;
+    std::shared_future<void> released = go.get_future().share();
+    run_on_cpu_stream(s, "held", [released] { released.wait(); });  // the stream is busy
+    Tensor sum = Tensor::full({7}, 1.0 + c->rank(), DType::f32);
+    sum.set_name("sum");
+    Tensor gathered = Tensor::zeros({14}, DType::f32);
+    gathered.set_name("gathered");
+    c->all_reduce(sum, ReduceOp::sum, s.get());
+    c->all_gather_into_tensor(gathered, Tensor::full({7}, 5.0, DType::f32), s.get());
+    for (Tensor* t : {&sum, &gathered}) {
+      bool refused = false;
+      try {
+        t->to_doubles();
+      } catch (const InvalidState& e) {
+        refused = std::string(e.what()).find(t->name()) != std::string::npos;
+      }
+      ZRT_EXPECT(refused, "rank ", c->rank(), ": a read of ", t->name(),
+                 " before its queued collective ran was not refused");
+    }
+    go.set_value();
+    s.get().synchronize();
+    ZRT_EXPECT(sum.item(6) == 3.0 && gathered.item(13) == 5.0, "rank ", c->rank(),
+               ": wrong values after synchronize()");
+  });
 }
 
 // A group dropped while its collectives are still queued on a CPU stream:
