@@ -208,14 +208,24 @@ enum class DataFormat { text, llmc, rows };
 // is an llm.c token file too: read as text, its header and 16-bit tokens
 // would train as bytes without a word. No UTF-8 text begins with those
 // bytes (0x38 0xDF 0x34 0x01: 0xDF must be followed by a continuation byte).
-// Everything else is text, a token a byte.
+// So is a safetensors file under another name: a little-endian header
+// length that fits in the file, then the header's '{' (no text holds the
+// length's NUL bytes); one whose header length is damaged past the file's
+// end is not told from text. Everything else is text, a token a byte.
 DataFormat data_format(const std::string& path) {
   if (ends_with(path, ".safetensors")) return DataFormat::rows;
   if (ends_with(path, ".bin")) return DataFormat::llmc;
   const DataFile data(path);
+  unsigned char head[9] = {};
+  const std::size_t got = data.file.read_at(0, head, sizeof(head));
   std::int32_t magic = 0;
-  if (data.file.read_at(0, &magic, sizeof(magic)) == sizeof(magic) && magic == kLlmcMagic)
-    return DataFormat::llmc;
+  std::memcpy(&magic, head, sizeof(magic));
+  if (got >= sizeof(magic) && magic == kLlmcMagic) return DataFormat::llmc;
+  std::uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, head, sizeof(header_bytes));
+  if (got == sizeof(head) && head[8] == '{' && header_bytes >= 2 &&
+      header_bytes <= data.file.size() - 8)
+    return DataFormat::rows;
   return DataFormat::text;
 }
 

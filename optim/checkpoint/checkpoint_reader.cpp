@@ -41,7 +41,8 @@ CheckpointReader::CheckpointReader(const std::string& path) {
   const std::string checksum_file = (fs::path(step_dir_) / kIndexChecksumFileName).string();
   if (index_.version >= kFirstIndexChecksumVersion && !bytes.has_checksum_file)
     ZRT_THROW(CheckpointError, checksum_file, ": is missing; format ", index_.version,
-              " always writes it next to index.json (Note [Checkpoint format])");
+              " always writes it next to index.json, so this step is incomplete or was "
+              "altered: resume another step");
   if (index_.version < kFirstIndexChecksumVersion && bytes.has_checksum_file)
     ZRT_THROW(CheckpointError, index_path, ": says format version ", index_.version,
               ", which predates ", kIndexChecksumFileName,

@@ -28,6 +28,8 @@ std::string step_tmp_dir(const std::string& root, std::int64_t step) {
 }
 
 void begin_step(const std::string& root, std::int64_t step) {
+  // A step inside a step: neither would load as written.
+  check_directory_outside_checkpoint_steps({"the checkpoint directory", root});
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec)

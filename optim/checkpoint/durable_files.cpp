@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -86,12 +87,14 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name) {
   constexpr std::string_view prefix = "step-";
   if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return std::nullopt;
   const std::string_view digits = name.substr(prefix.size());
-  if (digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
+  // Every step an int64 counts, up to its 19 digits; more is no step.
+  std::int64_t step = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
   // Only the name step_dir_name writes: a copy named step-4 is the user's,
   // and would be looked for as step-000004.
-  const std::int64_t step = std::stoll(std::string(digits));
   if (step_dir_name(step) != name) return std::nullopt;
   return step;
 }
@@ -114,6 +117,26 @@ std::string checkpoint_root_of(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : ".";
 }
 
+namespace {
+// Refuses `out` when directory `first` or one above it is a checkpoint step
+// (step-N holding index.json); `first_is_out`: `first` is `out` itself.
+void check_outside_steps_from(const fs::path& first, const NamedPath& out, bool first_is_out) {
+  std::error_code ec;
+  for (fs::path p = first; !p.empty(); p = p.parent_path()) {
+    const bool step =
+        parse_step_dir_name(p.filename().string()) && fs::exists(p / kIndexFileName, ec);
+    ZRT_CHECK_ARG(!step || !first_is_out || p != first, out.what, " ", out.path,
+                  " is checkpoint step ", p.string(),
+                  " itself: writing there would change that step; name the directory that "
+                  "holds the steps, ",
+                  p.parent_path().string());
+    ZRT_CHECK_ARG(!step, out.what, " ", out.path, " is inside checkpoint step ", p.string(),
+                  ": writing it would destroy that step");
+    if (p == p.root_path()) break;
+  }
+}
+}  // namespace
+
 void check_output_outside_checkpoint_steps(const NamedPath& out) {
   std::error_code ec;
   // Through links, dangling ones too: a write lands on the link's target.
@@ -127,13 +150,11 @@ void check_output_outside_checkpoint_steps(const NamedPath& out) {
                 out.what, " ", out.path, " is the checkpoint directory ",
                 target.parent_path().string(), "'s own ", name,
                 " file: writing it would break that directory's runs");
-  for (fs::path p = target.parent_path(); !p.empty(); p = p.parent_path()) {
-    ZRT_CHECK_ARG(
-        !parse_step_dir_name(p.filename().string()) || !fs::exists(p / kIndexFileName, ec),
-        out.what, " ", out.path, " is inside checkpoint step ", p.string(),
-        ": writing it would destroy that step");
-    if (p == p.root_path()) break;
-  }
+  check_outside_steps_from(target.parent_path(), out, false);
+}
+
+void check_directory_outside_checkpoint_steps(const NamedPath& dir) {
+  check_outside_steps_from(resolved_path(dir.path), dir, true);
 }
 
 std::string resolve_checkpoint(const std::string& path,
@@ -145,10 +166,21 @@ std::string resolve_checkpoint(const std::string& path,
   if (const std::string root = checkpoint_root_of(path); root != path)
     return resolve_checkpoint(root, latest_index_xxh64);
   const fs::path latest = fs::path(path) / "latest";
-  if (!fs::exists(latest, ec))
+  if (!fs::exists(latest, ec)) {
+    // Steps without their `latest` (removed, or never published): name one.
+    std::vector<std::int64_t> steps;
+    for (std::int64_t step : complete_steps(path))
+      if (fs::exists(fs::path(path) / step_dir_name(step) / kIndexFileName, ec))
+        steps.push_back(step);
+    if (!steps.empty())
+      ZRT_THROW(CheckpointError, path, ": holds ", steps.size(), " checkpoint step(s), newest ",
+                step_dir_name(steps.back()),
+                ", but no `latest` file naming one: name a step directory, such as ",
+                (fs::path(path) / step_dir_name(steps.back())).string());
     ZRT_THROW(CheckpointError, path,
               ": not a checkpoint (neither index.json of a step nor a `latest` file naming one is "
               "there)");
+  }
   if (fs::is_directory(latest, ec))
     ZRT_THROW(CheckpointError, latest.string(),
               " is a directory, not a file: `latest` is a file whose first line names the newest "

@@ -59,6 +59,9 @@ std::string checkpoint_root_of(const std::string& path);
 // would destroy that step, whichever step the run reads; or is a checkpoint
 // root's own `latest` or .zrt-* file (a run's lock).
 void check_output_outside_checkpoint_steps(const NamedPath& out);
+// The same for a directory written into (--checkpoint-dir): it must be
+// neither a checkpoint step itself nor inside one.
+void check_directory_outside_checkpoint_steps(const NamedPath& dir);
 // Points `latest` at step (atomically, Note [Atomic checkpoint steps]),
 // carrying the step's index checksum when its index.json.xxh64 has one.
 void publish_latest(const std::string& root, std::int64_t step);

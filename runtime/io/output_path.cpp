@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "zrt/runtime/error.h"
 
@@ -62,6 +64,31 @@ void write_whole_file(const std::string& path, const std::string& text, const st
     ZRT_THROW(CheckpointError, what, " ", path,
               ": writing failed: ", err ? std::strerror(err) : ec.message());
   }
+}
+
+bool open_output_stream(std::ofstream& out, const std::string& path, std::ios::openmode mode,
+                        const std::function<void()>& waiting_for_reader,
+                        const std::function<bool()>& give_up) {
+  std::error_code ec;
+  int held = -1;
+  if (std::filesystem::is_fifo(path, ec)) {
+    // Tried without blocking, so that the wait can end on give_up().
+    held = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (held < 0 && errno == ENXIO) {
+      if (waiting_for_reader) waiting_for_reader();
+      while (held < 0 && errno == ENXIO) {
+        if (give_up && give_up()) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        held = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      }
+    }
+  }
+  errno = 0;  // for the caller's message when the open fails
+  out.open(path, mode);
+  const int open_errno = errno;
+  if (held >= 0) ::close(held);
+  errno = open_errno;
+  return true;
 }
 
 bool names_a_stream(const std::string& path) {

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <string>
 
 namespace zrt {
@@ -52,6 +54,16 @@ void write_whole_file(const std::string& path, const std::string& text, const st
 // decided by what the file is, not by how its name is spelled
 // (/dev/../home/x is a regular file).
 bool names_a_stream(const std::string& path);
+
+// Opens `out` onto `path` with `mode`. Opening a FIFO to write waits for a
+// process to open it to read, which would look like a hang: when none has,
+// `waiting_for_reader` is called first (to say so), then it waits, asking
+// `give_up` every 100 ms (a stop signal): false, nothing opened, when it
+// gave up. A FIFO with a reader is held open meanwhile, so that reader
+// never sees the stream end between the check and the open.
+bool open_output_stream(std::ofstream& out, const std::string& path, std::ios::openmode mode,
+                        const std::function<void()>& waiting_for_reader,
+                        const std::function<bool()>& give_up = {});
 
 // "a directory", "a FIFO", "a character device", "missing", ... for messages.
 const char* file_type_name(std::filesystem::file_type type);

@@ -190,11 +190,24 @@ const char* safetensors_dtype_name(DType dtype) {
   return "?";
 }
 
+namespace {
+// The safetensors format's dtypes that are no DType.
+constexpr std::string_view kOtherSafetensorsDTypes[] = {
+    "BOOL",    "I8",      "I16", "U16",     "U32",     "U64", "F8_E4M3",
+    "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
+}  // namespace
+
 DType parse_safetensors_dtype(const std::string& name, const std::string& source) {
   for (DType t : kAllDTypes)
     if (name == safetensors_dtype_name(t)) return t;
-  ZRT_THROW(CheckpointError, source, ": unknown safetensors dtype '", name,
-            "' (F32, BF16, F16, F64, I32, I64, U8)");
+  // The format's other dtypes are valid files zrt has no tensor type for.
+  const bool in_format =
+      std::ranges::find(kOtherSafetensorsDTypes, name) != std::end(kOtherSafetensorsDTypes);
+  ZRT_THROW(CheckpointError, source, ": ",
+            in_format
+                ? "holds a tensor of safetensors dtype '" + name + "', which zrt does not read"
+                : "unknown safetensors dtype '" + name + "'",
+            " (it reads F32, BF16, F16, F64, I32, I64, U8)");
 }
 
 SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes,

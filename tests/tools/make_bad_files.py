@@ -38,6 +38,8 @@ safetensors("truncated.safetensors", {"a": entry("F32", [4], 0, 16)}, f32([1, 2]
 safetensors("huge-header.safetensors", {"a": entry("F32", [1], 0, 4)}, f32([1]), length=1 << 40)
 safetensors("bad-json.safetensors", b'{"a": {"dtype": "F32", ', f32([1]))
 safetensors("bad-dtype.safetensors", {"a": entry("F7", [1], 0, 4)}, f32([1]))
+# A dtype of the format that zrt has no tensor type for.
+safetensors("i16.safetensors", {"a": entry("I16", [2], 0, 4)}, f32([1]))
 # One tensor named twice: JSON keeps the last, which would lose one silently.
 safetensors("duplicate-key.safetensors",
             b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
@@ -52,3 +54,4 @@ def rows(name, bad_index, bad_value):
 
 rows("nan-rows.safetensors", 16 + 5, math.nan)
 rows("inf-rows.safetensors", 32 + 15, -math.inf)
+rows("rows-without-extension", 0, 0.5)  # all finite: rows a gpt cannot train on

@@ -48,6 +48,14 @@ expect_refused "--trace into an older step" "checkpoints of --checkpoint-dir" "$
   "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$ck" --resume --trace "$ck/step-000002/t.json"
 expect_refused "--checkpoint-dir inside the resumed step" "inside the resumed checkpoint" "$ck" \
   "$train" "${tiny[@]}" --steps 6 --resume "$step" --checkpoint-dir "$step/more"
+# A --checkpoint-dir that is a step, or inside one, not being resumed.
+expect_refused "--checkpoint-dir that is a step, without --resume" \
+  "--checkpoint-dir $ck/step-000002 is checkpoint step .*step-000002 itself: .*name the directory that holds the steps, .*/ck" "$ck" \
+  "$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$ck/step-000002"
+expect_refused "--checkpoint-dir inside an older step" "--checkpoint-dir $ck/step-000002/sub is inside checkpoint step" "$ck" \
+  "$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$ck/step-000002/sub"
+expect_refused "reshard --force --out that is a step" "is checkpoint step .*step-000002 itself" "$ck" \
+  "$ckpt" reshard "$ck" --ranks 2 --force --out "$ck/step-000002"
 expect_refused "export --out onto a rank file" "checkpoint" "$ck" \
   "$ckpt" export "$ck" --out "$step/rank-00000.safetensors"
 expect_refused "export --out onto index.json" "checkpoint" "$ck" "$ckpt" export "$step" --out "$step/index.json"
@@ -179,6 +187,21 @@ if grep -qx "zrt-train: warning: these flags differ from the checkpoint's run: -
    grep -q '"block_size": 0,' "$index" && grep -q '"warmup": 5,' "$index"; then
   ok "a resume for more steps names --steps alone and the warmup it changes; --warmup and --block-size stored as given"
 else fail "more steps: $(grep warning <<<"$out"), $(grep -E '"(block_size|warmup)"' "$index" | tr -d '\n')"; fi
+
+# Resumed for fewer steps than the checkpoint's warmup: --warmup 5 would be
+# refused as longer than --steps 4, so the warning advises no such flag.
+"$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$io/wck" --checkpoint-every 2 > /dev/null || fail "short resume: first run"
+out=$("$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$io/wck" --resume "$io/wck/step-000002" 2>&1)
+if grep -q "warmed the learning rate up over 5 step(s), this run over 4 " <<<"$out" && ! grep -q "give --warmup" <<<"$out"; then
+  ok "a resume shorter than the checkpoint's warmup advises no refused --warmup"
+else fail "short resume: $(grep warning <<<"$out")"; fi
+
+# A changed learning rate names both rates as a person writes them: the
+# default --min-lr of --lr 0.003 is 0.003 / 10, shown 0.0003.
+"$train" "${tiny[@]}" --steps 2 --lr 0.003 --checkpoint-dir "$io/lck" > /dev/null || fail "lr change: first run"
+out=$("$train" "${tiny[@]}" --steps 3 --lr 0.001 --checkpoint-dir "$io/lck" --resume 2>&1)
+grep -q "these flags differ from the checkpoint's run: .*--lr 0.003 -> 0.001, --min-lr 0.0003 -> 0.0001" <<<"$out" &&
+  ok "a changed --lr shows the rates in few digits" || fail "lr change: $(grep warning <<<"$out")"
 
 # A dimension spelt out at its preset's value is no difference (the
 # checkpoint stores 0 for "the preset's"); a longer --seq-len, which raises

@@ -179,6 +179,21 @@ for flag in --trace --metrics; do
     ok "$flag /dev/stdout's reader gone: exit 0 with a checkpoint"
   else fail "$flag /dev/stdout's reader gone: rc $rc: $(cat "$dir/pipe.err"; ls "$dir/pipe")"; fi
 done
+# A FIFO that no process reads yet: the run says it waits for the reader
+# (opening it blocks until one comes), then writes to it once it comes.
+for flag in --trace --metrics; do
+  rm -f "$dir/out.fifo" "$dir/out.txt" && mkfifo "$dir/out.fifo"
+  "$train" --steps 2 "$flag" "$dir/out.fifo" > /dev/null 2> "$dir/fifo.err" &
+  pid=$!
+  for _ in $(seq 100); do grep -q "waiting for its reader" "$dir/fifo.err" && break; sleep 0.1; done
+  said=$(cat "$dir/fifo.err")
+  timeout 60 cat "$dir/out.fifo" > "$dir/out.txt"
+  wait "$pid"; rc=$?
+  if [ $rc -eq 0 ] && grep -q -- "$flag $dir/out.fifo is a FIFO that no process reads yet: waiting for its reader" <<<"$said" &&
+    [ -s "$dir/out.txt" ]; then
+    ok "$flag on a FIFO without a reader: said so, then wrote $(wc -c < "$dir/out.txt") bytes to its reader"
+  else fail "$flag on a FIFO without a reader: rc $rc, said: $said"; fi
+done
 
 # 5. Random SIGKILLs during saves never leave a bad `latest`, also while they are written in the background.
 "$here/../../tools/ckpt-kill-stress.sh" "$train" "$ckpt" "$kills" && ok "$kills kill trials" || fail "kill trials"
@@ -308,6 +323,10 @@ for file in step-000020/index.json step-000020/index.json.xxh64 latest step-0000
   expect_quick_error "--ranks 2 --resume with a FIFO for $file" "is a FIFO" "$train" --ranks 2 --steps 22 \
     --checkpoint-dir "$dir/special" --resume
 done
+rm -rf "$dir/special" && cp -r "$dir/ck" "$dir/special" && rm "$dir/special/step-000020/index.json.xxh64"
+expect_quick_error "a step without its index.json.xxh64" \
+  "index.json.xxh64: is missing; format [0-9]+ always writes it next to index.json, so this step is incomplete or was altered: resume another step$" \
+  "$ckpt" verify "$dir/special/step-000020"
 rm -rf "$dir/special" && cp -r "$dir/ck" "$dir/special" && rm "$dir/special/latest" && mkdir "$dir/special/latest"
 expect_quick_error "a directory for latest" "latest.* is a directory" "$ckpt" info "$dir/special"
 rm -f "$dir/special/step-000020/rank-00000.safetensors"

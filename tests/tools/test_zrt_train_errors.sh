@@ -64,6 +64,12 @@ expect_error "fit without plan" "--fit 1GiB is read by --plan only" --fit 1GiB
 expect_error "fit-host without fit" "--fit-host 1GiB is read by --plan --fit only" --plan --fit-host 1GiB
 expect_error "a bad fit" "--fit: .abc. is not a byte count" --plan --fit abc
 expect_usage "a hexadecimal memory limit" "--memory-limit: .0x100. is not a byte count" --memory-limit 0x100
+# A small limit is said in its own unit, by the plan and by the run.
+out=$("$train" --plan --memory-limit 1KiB 2>&1)
+grep -q "the largest rank reserves [0-9.]* MiB, above --memory-limit 1.0 KiB: this run does not fit" <<<"$out" &&
+  echo "ok   --plan under a 1 KiB limit: $(grep -m1 "above --memory-limit" <<<"$out")" ||
+  { echo "FAIL --plan under a 1 KiB limit: $out"; failures=$((failures + 1)); }
+expect_error "a run under a 1 KiB limit" "does not fit in --memory-limit 1.0 KiB: its plan reserves [0-9.]* MiB" --memory-limit 1KiB
 expect_error "a bad fit-host" "--fit-host: '12parsecs': unknown unit 'parsecs'" --plan --fit 1GiB --fit-host 12parsecs
 expect_error "init file with missing keys" "h\.1\..*missing|missing.*h\.1\." --init-from "$dir/shallow.safetensors"
 expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safetensors"
@@ -93,7 +99,10 @@ expect_usage "a vocabulary past int32" "--vocab-size 9223372036854775807 is abov
 expect_usage "a width past int32" "--n-embd 4294967296 is above 2147483647" --n-embd 4294967296 --n-head 1
 expect_usage "a batch past int32" "--batch-size: must be a whole number from 1 to 2147483647" --batch-size 9223372036854775807
 expect_usage "a sequence past int32" "--seq-len: must be a whole number from 1 to 2147483647" --seq-len 3000000000
-expect_usage "an int flag past its type" "--log-every: 3000000000 is out of range for a whole number" --log-every 3000000000
+expect_usage "an int flag past its type" "--log-every: 3000000000 is above 2\^31 - 1, the largest it takes" --log-every 3000000000
+expect_usage "an int flag past 64 bits" "--log-every: is out of range for a whole number \(got 99999999999999999999\)" --log-every 99999999999999999999
+expect_usage "a negative int flag past its type" "--log-every: must be positive \(got -3000000000\)" --log-every -3000000000
+expect_usage "a choice with a space" "--model: ' mlp' is not one of gpt, mlp" --model " mlp"
 expect_error "steps not a number" "steps: must be a positive number" --steps x
 expect_error "negative learning rate" "lr: must not be negative" --lr -1
 expect_error "beta1 of 2" "beta1" --beta1 2
@@ -275,8 +284,9 @@ out=$("$train" --steps 1 --ranks 2 --trace /dev/stdout 2>&1 > "$dir/stdout.txt")
 if [ $? -eq 2 ] && grep -q -- "--trace /dev/stdout is a stream, but each of several ranks" <<<"$out"; then
   echo "ok   --trace /dev/stdout onto a file from several ranks"
 else echo "FAIL --trace /dev/stdout onto a file from several ranks: $out"; failures=$((failures + 1)); fi
-expect_usage "steps beyond 63 bits" "--steps: is out of range \(got 99999999999999999999" --steps 99999999999999999999
-expect_usage "steps beyond 63 bits after a space" "--steps: is out of range \(got  99999999999999999999" --steps " 99999999999999999999"
+expect_usage "steps beyond 63 bits" "--steps: is out of range for a whole number \(got 99999999999999999999\)" --steps 99999999999999999999
+expect_usage "steps beyond 63 bits after a space" "--steps: is out of range for a whole number \(got  99999999999999999999" --steps " 99999999999999999999"
+expect_usage "negative steps beyond 63 bits" "--steps: must be positive \(got -99999999999999999999\)" --steps -99999999999999999999
 # ... while a real-valued flag takes a whole number beyond 64 bits as the real it is.
 if out=$("$train" --steps 1 --lr 100000000000000000000 --min-lr 0 2>&1) && grep -q "lr 1.00e+20" <<<"$out"; then
   echo "ok   --lr of 21 digits is a learning rate"
@@ -385,8 +395,16 @@ else
 fi
 expect_error "safetensors with bad JSON" "safetensors header \(23 bytes\) is not valid JSON at its byte" --init-from "$dir/bad-json.safetensors"
 expect_error "safetensors with a bad dtype" "unknown safetensors dtype 'F7'" --init-from "$dir/bad-dtype.safetensors"
+expect_error "safetensors with an I16 tensor" "holds a tensor of safetensors dtype 'I16', which zrt does not read \(it reads F32" \
+  --init-from "$dir/i16.safetensors"
 expect_error "NaN feature in MLP rows" "nan-rows.safetensors: feature 5 of row 1 is nan" --model mlp --data "$dir/nan-rows.safetensors"
 expect_error "Inf feature in MLP rows" "inf-rows.safetensors: feature 15 of row 2 is -inf" --model mlp --data "$dir/inf-rows.safetensors"
+# A safetensors file is known by its contents too: renamed, it is still read
+# as rows (here named by its bad feature), never trained on as text.
+cp "$dir/nan-rows.safetensors" "$dir/nan-rows.data"
+expect_error "MLP rows under another name" "nan-rows.data: feature 5 of row 1 is nan" --model mlp --data "$dir/nan-rows.data"
+expect_error "a gpt on rows without an extension" "data .*rows-without-extension holds feature rows, but a gpt model trains on tokens" \
+  --data "$dir/rows-without-extension"
 expect_error "safetensors naming a tensor twice" "names tensor 'a' twice" --init-from "$dir/duplicate-key.safetensors"
 # Finite weights only: a NaN planted in valid weights is named with its index.
 python3 - "$dir/shallow.safetensors" "$dir/nan.safetensors" <<'PY' || { echo "FAIL: cannot plant a NaN"; exit 1; }

@@ -4,11 +4,15 @@
 #   naming the rank count and exit code 1 (no abort), promptly (the ranks
 #   already started are stopped, not left waiting for the collective
 #   timeout);
+# - memory: a CPU run whose plan needs more than a memory control group's
+#   limit is warned of before it starts;
 # - disk space: --save and --checkpoint-dir on a filesystem with less free
 #   space than they need are refused before training, naming the path and
 #   the bytes needed and available, and nothing is written; a full one is
 #   said to be full; a path on a
-#   filesystem that stores no files (/proc) is refused as such.
+#   filesystem that stores no files (/proc) is refused as such;
+# - a metrics line that cannot be written ends the run with its step kept
+#   in a checkpoint.
 # The thread limit is RLIMIT_NPROC (`ulimit -u`), which binds only non-root
 # users: as root the run is made as `nobody` (setpriv). Small filesystems are
 # tmpfs mounts in a private mount namespace (unshare -m), which needs root.
@@ -59,6 +63,46 @@ else
   [ $rc -eq 0 ] && echo "ok   threads: --ranks 2 runs under the same limit" || fail "threads: --ranks 2 under the limit: exit $rc: $out"
 fi
 
+# --- memory ------------------------------------------------------------------
+# A CPU run whose memory plan needs more than the memory it may use (here a
+# control group's limit) is warned of before it starts: the system kills
+# such a run rather than refuse it an allocation. One that fits is not.
+# The control group is a memory cgroup (v1 or v2) made here, which needs root.
+mem_cg=
+for parent in /sys/fs/cgroup/memory /sys/fs/cgroup; do
+  [ -w "$parent" ] || continue
+  cg=$parent/zrt-test-$$
+  mkdir "$cg" 2> /dev/null || continue
+  if echo 200M > "$cg/memory.limit_in_bytes" 2> /dev/null || echo 200M > "$cg/memory.max" 2> /dev/null; then
+    mem_cg=$cg; break
+  fi
+  rmdir "$cg"
+done
+if [ -z "$mem_cg" ]; then
+  echo "skip memory: cannot make a memory control group here"
+else
+  ran=1
+  in_cgroup() { bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec timeout 60 "$@"' _ "$mem_cg" "$train" "$@" 2>&1; }
+  out=$(in_cgroup --steps 1 --batch-size 512 --seq-len 128)  # plans 352 MiB; killed or not
+  if grep -qE "warning: this run's memory plan needs 35[0-9].[0-9] MiB on this machine \(1 rank\(s\) at their peaks\), more than the 200.0 MiB available: the system may kill it; the same flags with --plan show" <<<"$out" &&
+    [ "$(grep -n "memory plan needs" <<<"$out" | cut -d: -f1)" = 1 ]; then
+    echo "ok   a plan above the memory limit is warned of first: $(grep -m1 "memory plan" <<<"$out")"
+  else
+    fail "memory: no warning before the run: $out"
+  fi
+  out=$(in_cgroup --steps 1); rc=$?
+  [ $rc -eq 0 ] && ! grep -q "memory plan needs" <<<"$out" && echo "ok   a run that fits the memory limit trains without the warning" ||
+    fail "memory: a fitting run: exit $rc: $out"
+  # Local ranks share one data set (48 MiB of tokens here): counted once, it fits.
+  text=$(mktemp)
+  head -c 9000000 /dev/urandom | base64 -w 100 | head -c 12000000 > "$text"
+  out=$(in_cgroup --steps 1 --ranks 4 --data "$text"); rc=$?
+  [ $rc -eq 0 ] && ! grep -q "memory plan needs" <<<"$out" && echo "ok   four local ranks count their one data set once" ||
+    fail "memory: four ranks with one data set: exit $rc: $out"
+  rm -f "$text"
+  rmdir "$mem_cg"
+fi
+
 # --- disk space --------------------------------------------------------------
 # A virtual filesystem stores no files: said so as the flags are read (a
 # usage error, exit code 2), not as a lack of space.
@@ -77,6 +121,32 @@ if [ $rc -eq 2 ] && grep -q -- "--trace (rank 0's) /sys/zrt-t.rank-0.json: /sys 
   echo "ok   --trace under /sys: $(grep -m1 error <<<"$out")"
 else
   fail "--trace under /sys: exit code $rc: $out"
+fi
+# A metrics line that cannot be written (/dev/full: no space) ends the run
+# after the step it reports, and that step is kept: its checkpoint is
+# written, and the run continues from it with --resume.
+if [ -w /dev/full ]; then
+  ran=1
+  mdir=$(mktemp -d)
+  out=$(timeout 60 "$train" --steps 3 --checkpoint-dir "$mdir/ck" --metrics /dev/full 2>&1); rc=$?
+  if [ $rc -ne 1 ]; then
+    fail "--metrics /dev/full: exit code $rc, not 1: $out"
+  elif ! grep -qE -- "writing the metrics file /dev/full failed .*; the run stopped after step 1 of 3 and wrote its checkpoint into $mdir/ck: continue with --resume" <<<"$out"; then
+    fail "--metrics /dev/full: the message does not say the step was kept: $out"
+  elif [ ! -d "$mdir/ck/step-000001" ]; then
+    fail "--metrics /dev/full: no checkpoint of step 1 in $mdir/ck: $(ls "$mdir/ck")"
+  elif ! out2=$(timeout 60 "$train" --steps 3 --checkpoint-dir "$mdir/ck" --resume 2>&1) ||
+    ! grep -q "step     3/3" <<<"$out2"; then
+    fail "--metrics /dev/full: the resumed run did not finish: $out2"
+  elif shows_source "--metrics /dev/full" "$out"; then failures=$((failures + 1))
+  else
+    echo "ok   --metrics /dev/full: $(grep -m1 error <<<"$out")"
+  fi
+  out=$(timeout 60 "$train" --steps 3 --metrics /dev/full 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "the run stopped after step 1 of 3 (without --checkpoint-dir nothing of it is kept)" <<<"$out" &&
+    echo "ok   --metrics /dev/full without --checkpoint-dir says nothing is kept" ||
+    fail "--metrics /dev/full without --checkpoint-dir: exit code $rc: $out"
+  rm -rf "$mdir"
 fi
 space_cases() {  # inside a private mount namespace: the mounts end with it
   for kib in 64 256 512; do

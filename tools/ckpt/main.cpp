@@ -128,6 +128,7 @@ void check_reshard_destination(const std::string& source, const std::string& out
   const std::string step_dir = reader.step_dir();
   ZRT_CHECK_ARG(!path_is_within(out, step_dir), "--out ", out, " is inside the checkpoint read, ",
                 step_dir);
+  optim::check_directory_outside_checkpoint_steps({"--out", out});  // --force too
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
   ZRT_CHECK_ARG(fs::is_directory(out, ec), "--out ", out, " exists and is not a directory");
@@ -240,9 +241,9 @@ int main(int argc, char** argv) {
   resh->add_option("--zero3-size", zero3, "hybrid / layer-zero group size (0: the world)")
       ->check(tools::whole_number(0));
   resh->add_flag("--force", force,
-                 "write into a non-empty --out that holds no checkpoints of this model (a step "
-                 "already there is "
-                 "still never replaced)");
+                 "write into a non-empty --out anyway: other files, another run's steps, newer "
+                 "steps; its `latest` then names the step written, older or another run's (a "
+                 "step already there is still never replaced)");
   try {
     tools::check_command_line(app, argc, argv);
   } catch (const UserError& e) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -120,6 +122,28 @@ std::string misread_number(const std::string& text, bool whole) {
 
 bool is_whole_number(std::string_view s) { return all_digits(unsigned_part(s)); }
 
+namespace {
+// Why flag `name` could not convert whole number `value`: a value within 64
+// bits is past the flag's 32-bit type, whose bound is said; one past 64
+// bits is out of range for any. (Each flag's own rule, "must be positive",
+// has judged the value before it is converted.)
+std::string whole_number_bound(const CLI::App& app, const std::string& name,
+                               const std::string& value) {
+  const CLI::Option* o = find_option(app, name);
+  const bool is_unsigned = o && o->get_type_name().starts_with("UINT");
+  const std::string_view digits = unsigned_part(value);
+  const bool negative =
+      digits.size() < value.size() && value[value.size() - digits.size() - 1] == '-';
+  if (negative && is_unsigned) return "is below 0, the smallest it takes";
+  errno = 0;
+  (void)std::strtoll(value.c_str(), nullptr, 10);
+  if (errno == ERANGE) return "is out of range for a whole number";
+  if (is_unsigned) return "is above 2^32 - 1, the largest it takes";
+  return negative ? "is below -2^31, the smallest it takes"
+                  : "is above 2^31 - 1, the largest it takes";
+}
+}  // namespace
+
 std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
   const std::string text = e.what();
   for (const char* prefix :
@@ -131,7 +155,7 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
     if (equals != std::string::npos && !name.empty() && name.find(' ') == std::string::npos) {
       const std::string value = text.substr(equals + 3);
       if (is_whole_number(value))  // digits beyond the flag's type
-        return name + ": " + value + " is out of range for " + what_it_takes(app, name);
+        return name + ": " + value + " " + whole_number_bound(app, name, value);
       return name + ": " + value + " is not " + what_it_takes(app, name);
     }
   }
@@ -146,6 +170,15 @@ std::string parse_error_text(const CLI::App& app, const CLI::ParseError& e) {
     if (w.size() == 4 && all_digits(w[0]) && w[1] == "required" && !w[2].empty() &&
         w[3] == "missing")
       return name + " needs " + what_it_takes(app, name);
+    // IsMember's "NAME: VALUE not in {A,B}": the value quoted, so that a
+    // space in it shows (choices are matched exactly).
+    if (const std::size_t at = rest->rfind(" not in {");
+        at != std::string_view::npos && rest->ends_with("}")) {
+      std::string choices(rest->substr(at + 9, rest->size() - at - 10));
+      for (std::size_t c = choices.find(','); c != std::string::npos; c = choices.find(',', c + 2))
+        choices.replace(c, 1, ", ");
+      return name + ": '" + std::string(rest->substr(0, at)) + "' is not one of " + choices;
+    }
   }
   if (text == "A subcommand is required") {
     std::string names;

@@ -9,7 +9,9 @@
 // layer that reads it (so the table cannot accept what the reader refuses).
 // A bad value is an InvalidArgument naming the variable, its value and the
 // values accepted; a ZRT_* variable the table does not know is most likely a
-// typo, and gets a warning naming it. docs/zrt-train.md lists the table.
+// typo, and gets a warning naming it. An empty value (ZRT_X=) is the same
+// as leaving the variable unset, for every one of them, as a shell's
+// `VAR= cmd` is commonly meant. docs/zrt-train.md lists the table.
 #pragma once
 
 #include <span>

@@ -444,14 +444,18 @@ class Checkpointer {
 class StepReporter {
  public:
   // Files are opened only after every input was validated: bad input writes nothing.
-  StepReporter(const TrainOptions& o, bool lead, bool resumed, std::int64_t first, std::mutex& io)
+  StepReporter(const TrainOptions& o, bool lead, bool resumed, std::int64_t first, int world_size,
+               std::mutex& io)
       : o_(o), tty_(lead && rewrites_progress_line()), first_(first), io_(io) {
     if (!lead || o.metrics.empty()) return;
     // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
     // A resume that trains nothing (first == --steps) keeps the file as it is.
     if (resumed && first == o.trainer.steps) return;
     if (resumed) truncate_metrics_at(o.metrics, first);
-    metrics_.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
+    if (!open_run_output(metrics_, "--metrics", o.metrics,
+                         resumed ? std::ios::app : std::ios::trunc, world_size,
+                         [] { return stop_signals.requested(); }))
+      return;  // stopped while it waited for a reader: the run stops at its first step
     ZRT_CHECK_ARG(metrics_.good(), "cannot write metrics file '", o.metrics, "'");
   }
   void report(const model_zoo::StepReport& r, std::int64_t s) {
@@ -524,6 +528,24 @@ std::string divergence_advice(const TrainOptions& o) {
          (o.save.empty() ? "" : "; --save " + o.save + " was not written");
 }
 
+// What a run that must end after a trained step (its metrics line failed)
+// keeps of it: a checkpoint, as a stopped run writes (collective). Said as
+// the end of the run's error.
+std::string keep_trained_steps(model_zoo::Trainer& trainer, const TrainOptions& o,
+                               Checkpointer& checkpoints) {
+  const std::string after = "; the run stopped after step " + std::to_string(trainer.next_step()) +
+                            " of " + std::to_string(o.trainer.steps);
+  if (o.checkpoint_dir.empty()) return after + " (without --checkpoint-dir nothing of it is kept)";
+  try {
+    checkpoints.save();
+    checkpoints.finish();
+  } catch (const std::exception& e) {
+    return after + ", and its checkpoint failed too: " + e.what();
+  }
+  return after + " and wrote its checkpoint into " + o.checkpoint_dir +
+         ": continue with --resume (that step has no metrics line)";
+}
+
 // The steps from the trainer's next to --steps; false when a signal stopped them.
 bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions& o,
                  Checkpointer& checkpoints, StepReporter& reporter, TraceStream& trace) {
@@ -556,7 +578,8 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     }
     const StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed)
-      ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics");
+      ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics",
+                keep_trained_steps(trainer, o, checkpoints));
     if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
     // A stop asked for during the last step comes too late to stop anything:
     // the run has finished and writes --save.
@@ -600,7 +623,8 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   TrainerConfig config = trainer_config(o, local_rank);
   config.host_comm = host;  // a background save's agreements beside an NCCL world
   if (!o.trace.empty()) config.engine.zero.tracer = std::make_shared<Tracer>(world->rank());
-  TraceStream trace(config.engine.zero.tracer, trace_path(o.trace, world->rank(), world->size()));
+  TraceStream trace(config.engine.zero.tracer, trace_path(o.trace, world->rank(), world->size()),
+                    world->size(), [] { return stop_signals.requested(); });
   const bool lead = world->rank() == 0;
   check_flags_agree(*world, o);
   // One run per checkpoint directory (Note [Resuming never loses work]).
@@ -612,7 +636,7 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   model_zoo::Trainer trainer = make_trainer(world, o, config, shared_data);
   const bool resumed = resume_if_asked(*world, trainer, o, io);
   Checkpointer checkpoints(trainer, o, lead, io);
-  StepReporter reporter(o, lead, resumed, trainer.next_step(), io);
+  StepReporter reporter(o, lead, resumed, trainer.next_step(), world->size(), io);
   if (lead) {
     std::lock_guard lock(io);
     // A preset whose dimensions flags changed says what it became.
@@ -678,7 +702,7 @@ int main(int argc, char** argv) {
     tools::install_stop_handlers(train::on_stop_signal, train::on_broken_pipe);
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
-    train::check_plan_fits_memory_limit(o);
+    train::check_plan_fits_memory(o);
     train::check_free_space(train::planned_outputs(o, size));
     // Note [One data set per process]: local ranks share one, read-only.
     std::optional<model_zoo::Dataset> shared_data;

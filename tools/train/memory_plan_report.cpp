@@ -159,9 +159,10 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   if (const std::size_t limit = o.trainer.engine.zero.memory_limit;
       limit > 0 && plan.largest().reserved_peak > limit)
     std::fprintf(out,
-                 "the largest rank reserves %s MiB, above --memory-limit %s MiB: this run does not "
+                 "the largest rank reserves %s, above --memory-limit %s: this run does not "
                  "fit (--fit BYTES lists what does)\n",
-                 mib(plan.largest().reserved_peak).c_str(), mib(limit).c_str());
+                 human_bytes(static_cast<double>(plan.largest().reserved_peak)).c_str(),
+                 human_bytes(static_cast<double>(limit)).c_str());
   // Note [Host memory in the plan]
   if (o.device == "cpu")
     std::fprintf(
@@ -202,20 +203,56 @@ bool print_memory_plan(const TrainOptions& o, std::FILE* out) {
   return !fits.empty();
 }
 
-void check_plan_fits_memory_limit(const TrainOptions& o) {
+void check_plan_fits_memory(const TrainOptions& o) {
   const std::size_t limit = o.trainer.engine.zero.memory_limit;
-  const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
-  if (limit == 0 || world > model_zoo::kMaxPlannedRanks) return;
+  const bool cpu = o.device == "cpu";
+  const LaunchInfo launch = detect_launch();
+  const int world = o.ranks > 0 ? o.ranks : launch.size;
+  // One process of a machine warns for its CPU ranks (below).
+  const bool warns = cpu && launch.local_rank == 0;
+  if ((limit == 0 && !warns) || world > model_zoo::kMaxPlannedRanks) return;
   const model_zoo::TrainerConfig config = trainer_config(o, 0);
-  const model_zoo::MemoryPlan plan =
-      model_zoo::plan_memory(config, world, model_zoo::kPlanSteps, data_memory_bytes(o, config));
+  model_zoo::MemoryPlan plan;
+  try {
+    plan =
+        model_zoo::plan_memory(config, world, model_zoo::kPlanSteps, data_memory_bytes(o, config));
+  } catch (const std::exception&) {
+    if (limit > 0) throw;
+    return;  // only a warning hangs on it: the run's setup names what is wrong
+  }
   const std::size_t reserved = plan.largest().reserved_peak;
   const std::string budget = pasteable_bytes(limit);
-  ZRT_CHECK_AS(ResourceError, reserved <= limit, "this run does not fit in --memory-limit ",
-               human_bytes(static_cast<double>(limit)), ": its plan reserves ",
-               human_bytes(static_cast<double>(reserved)), " on rank ", plan.largest().rank,
-               " (the same flags with --plan --fit ", budget,
+  ZRT_CHECK_AS(ResourceError, limit == 0 || reserved <= limit,
+               "this run does not fit in --memory-limit ", human_bytes(static_cast<double>(limit)),
+               ": its plan reserves ", human_bytes(static_cast<double>(reserved)), " on rank ",
+               plan.largest().rank, " (the same flags with --plan --fit ", budget,
                " list the strategies, recomputation and optimizer offload that fit)");
+  // CPU ranks hold all of it in this machine's memory, which its ranks
+  // share: the local ranks (with one data set, Note [One data set per
+  // process]), or each launched process's one rank (and data set).
+  if (!warns) return;
+  auto held = [](const model_zoo::RankMemoryPlan& r) { return r.reserved_peak + r.host_peak; };
+  std::size_t need = 0;
+  if (o.ranks > 0) {
+    std::size_t data = 0;
+    for (const auto& r : plan.ranks) {
+      need += held(r) - r.host_at_peak.data;
+      data = std::max(data, r.host_at_peak.data);
+    }
+    need += data;
+  } else {
+    need = static_cast<std::size_t>(launch.local_size) * held(plan.largest());
+  }
+  const std::uint64_t available = available_memory();
+  if (available == 0 || need <= available) return;
+  std::fprintf(stderr,
+               "zrt-train: warning: this run's memory plan needs %s on this machine (%d rank(s) "
+               "at their peaks), more than the %s available: the system may kill it; the same "
+               "flags with --plan show what each rank holds, and with --plan --fit BYTES "
+               "--fit-host BYTES the settings that fit\n",
+               human_bytes(static_cast<double>(need)).c_str(),
+               o.ranks > 0 ? o.ranks : launch.local_size,
+               human_bytes(static_cast<double>(available)).c_str());
 }
 
 }  // namespace zrt::train

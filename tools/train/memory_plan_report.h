@@ -20,14 +20,17 @@ std::size_t parse_byte_count(const std::string& text);
 // Returns whether something fits (always true without --fit).
 bool print_memory_plan(const TrainOptions& o, std::FILE* out);
 
-// With --memory-limit: plans the run (as --plan does) and throws
-// ResourceError, naming both figures and --plan --fit, when its largest
-// rank reserves more than the limit. The plan is what a run holds on the
-// cpu with --cpu-streams none (queued CPU-stream work only adds to it) and
-// was within 0.1% of a CUDA run's measured peak (libraries' workspaces
-// come on top), so a run that fits is not refused; one that does not fails
-// in a second, not at its first step. Worlds above kMaxPlannedRanks are
-// not checked.
-void check_plan_fits_memory_limit(const TrainOptions& o);
+// Plans the run (as --plan does) when it has a --memory-limit or runs on
+// the cpu. With --memory-limit: throws ResourceError, naming both figures
+// and --plan --fit, when its largest rank reserves more than the limit.
+// The plan is what a run holds on the cpu with --cpu-streams none (queued
+// CPU-stream work only adds to it) and was within 0.1% of a CUDA run's
+// measured peak (libraries' workspaces come on top), so a run that fits is
+// not refused; one that does not fails in a second, not at its first step.
+// On the cpu: warns when the ranks of this machine need more, at their
+// peaks, than its available memory (the system would kill the run rather
+// than refuse an allocation). Worlds above kMaxPlannedRanks are not
+// checked.
+void check_plan_fits_memory(const TrainOptions& o);
 
 }  // namespace zrt::train

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -190,6 +191,23 @@ nlohmann::json resolved_dims(nlohmann::json flags) {
   return flags;
 }
 
+// A number with `digits` significant digits; anything else as JSON.
+std::string shown_value(const nlohmann::json& v, int digits) {
+  if (!v.is_number_float()) return v.dump();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v.get<double>());
+  return buf;
+}
+
+// "OLD -> NEW" with the fewest digits (from 6) that tell the two apart: a
+// default --min-lr of --lr 0.003 / 10 is 0.0003, not 0.00030000000000000003.
+std::string shown_change(const nlohmann::json& before, const nlohmann::json& after) {
+  for (int digits = 6;; ++digits) {
+    const std::string a = shown_value(before, digits), b = shown_value(after, digits);
+    if (a != b || digits == 17) return a + " -> " + b;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> differing_run_flags(const std::string& saved_json, const TrainOptions& o,
@@ -211,9 +229,8 @@ std::vector<std::string> differing_run_flags(const std::string& saved_json, cons
     std::replace(flag.begin(), flag.end(), '_', '-');
     out.push_back(flag);
     if (values)
-      values->push_back(!known || key == "data (contents)"
-                            ? flag
-                            : flag + " " + saved[key].dump() + " -> " + value.dump());
+      values->push_back(
+          !known || key == "data (contents)" ? flag : flag + " " + shown_change(saved[key], value));
   }
   return out;
 }
@@ -228,8 +245,11 @@ std::string warmup_change_note(const std::string& saved_json, const TrainOptions
   return "the checkpoint's run warmed the learning rate up over " + std::to_string(then) +
          " step(s), this run over " + std::to_string(now) +
          " (--warmup's default is cut to --steps): the learning rate of the coming steps is not "
-         "the one the checkpoint's run would have used; give --warmup " +
-         std::to_string(then) + " to keep its warmup";
+         "the one the checkpoint's run would have used" +
+         // An explicit --warmup longer than --steps is refused: no advice to give one.
+         (then <= o.trainer.steps
+              ? "; give --warmup " + std::to_string(then) + " to keep its warmup"
+              : std::string());
 }
 
 }  // namespace zrt::train

@@ -1,6 +1,7 @@
 #include "tools/train/trace_stream.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -11,8 +12,29 @@
 
 namespace zrt::train {
 
-TraceStream::TraceStream(TracerPtr tracer, std::string path)
-    : tracer_(std::move(tracer)), path_(std::move(path)) {}
+bool open_run_output(std::ofstream& out, const std::string& flag, const std::string& path,
+                     std::ios::openmode mode, int world_size,
+                     const std::function<bool()>& stopped) {
+  return open_output_stream(
+      out, path, mode,
+      [&] {
+        std::fprintf(stderr,
+                     "zrt-train: %s %s is a FIFO that no process reads yet: waiting for its "
+                     "reader%s\n",
+                     flag.c_str(), path.c_str(),
+                     world_size > 1 ? " (the other ranks wait for this one up to the collective "
+                                      "timeout, ZRT_COMM_TIMEOUT_S)"
+                                    : "");
+      },
+      stopped);
+}
+
+TraceStream::TraceStream(TracerPtr tracer, std::string path, int world_size,
+                         std::function<bool()> stopped)
+    : tracer_(std::move(tracer)),
+      path_(std::move(path)),
+      world_size_(world_size),
+      stopped_(std::move(stopped)) {}
 
 void TraceStream::begin() {
   if (!tracer_) return;
@@ -20,8 +42,9 @@ void TraceStream::begin() {
   // through links, never over devices]); a stream as it is.
   const std::string file =
       names_a_stream(path_) ? path_ : output_file_target(path_, "--trace").string();
-  errno = 0;
-  out_.open(file, std::ios::trunc | std::ios::binary);
+  if (!open_run_output(out_, "--trace", file, std::ios::trunc | std::ios::binary, world_size_,
+                       stopped_))
+    return;  // stopped while it waited for a reader
   ZRT_CHECK_AS(ResourceError, out_.is_open(), "--trace ", path_, ": cannot be written",
                errno != 0 ? std::string(": ") + std::strerror(errno) : std::string());
   append();

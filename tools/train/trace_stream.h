@@ -18,20 +18,31 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "zrt/runtime/trace.h"
 
 namespace zrt::train {
 
+// Opens `out` onto `path`, output `flag` (--metrics, --trace) of a run of
+// `world_size` ranks, as open_output_stream does: a FIFO no process reads
+// yet is said to be waited for (the other ranks wait for this one up to the
+// collective timeout), and the wait ends, nothing opened (false), once
+// `stopped` says so (a stop signal).
+bool open_run_output(std::ofstream& out, const std::string& flag, const std::string& path,
+                     std::ios::openmode mode, int world_size, const std::function<bool()>& stopped);
+
 class TraceStream {
  public:
-  // Nothing is written while `tracer` is null (no --trace).
-  TraceStream(TracerPtr tracer, std::string path);
+  // Nothing is written while `tracer` is null (no --trace). `world_size`
+  // and `stopped` as open_run_output takes them.
+  TraceStream(TracerPtr tracer, std::string path, int world_size, std::function<bool()> stopped);
   TraceStream(const TraceStream&) = delete;
   TraceStream& operator=(const TraceStream&) = delete;
   // Training begins: opens the file (truncating it) and writes what the
-  // tracer holds. Throws ResourceError when the file cannot be opened.
+  // tracer holds. Throws ResourceError when the file cannot be opened; a
+  // FIFO given up on for a stop is not written.
   void begin();
   // After each step: appends the events since the last flush.
   void flush();
@@ -47,6 +58,8 @@ class TraceStream {
 
   TracerPtr tracer_;
   std::string path_;
+  int world_size_;
+  std::function<bool()> stopped_;
   std::ofstream out_;
   bool first_ = true;
   bool finished_ = false;

@@ -87,6 +87,7 @@ std::string rename_word(std::string text, std::string_view word, std::string_vie
 void check_checkpoint_dir(const std::string& dir, bool resume) {
   namespace fs = std::filesystem;
   refuse_kernel_filesystem("--checkpoint-dir", dir);  // before a directory is made there
+  optim::check_directory_outside_checkpoint_steps({"--checkpoint-dir", dir});
   std::error_code ec;
   const fs::path latest = fs::path(dir) / "latest";
   if (!resume && fs::exists(latest, ec) && !fs::is_regular_file(latest, ec))
@@ -174,8 +175,9 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
         if (integer_flag && tools::is_whole_number(v)) {
           errno = 0;
           (void)std::strtoll(v.c_str(), nullptr, 10);
-          if (errno == ERANGE)
-            return std::string("is out of range (got ") + v + "; -2^63 to 2^63 - 1)";
+          if (errno == ERANGE)  // a negative one breaks the rule anyway
+            return ok(x) ? std::string("is out of range for a whole number (got ") + v + ")"
+                         : std::string(rule) + " (got " + v + ")";
         }
         return ok(x) ? std::string() : std::string(rule) + " (got " + v + ")";
       },

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "zrt/kernels/cpu_parallel.h"
@@ -121,6 +122,53 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+namespace {
+// The memory limit of this process's control group (v2 memory.max, v1
+// memory.limit_in_bytes), read where /proc/self/cgroup places it and at
+// every directory above it up to the hierarchy's root (a container's own
+// view, where its path may not exist); 0 where none is set.
+std::uint64_t cgroup_memory_limit() {
+  std::string v2_path, v1_path;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers.empty()) v2_path = path;
+    std::stringstream names(controllers);
+    for (std::string name; std::getline(names, name, ',');)
+      if (name == "memory") v1_path = path;
+  }
+  // The smallest limit of the group and of every group above it (a limit
+  // on a parent, a systemd slice, binds its children too).
+  std::uint64_t smallest = 0;
+  auto take = [&](const std::filesystem::path& file) {
+    std::ifstream in(file);
+    std::string text;
+    if (!(in >> text) || text == "max") return;
+    try {
+      const std::uint64_t bytes = std::stoull(text);
+      if (bytes < (std::uint64_t{1} << 62))  // v1 writes "no limit" as about 2^63
+        smallest = smallest == 0 ? bytes : std::min(smallest, bytes);
+    } catch (const std::exception&) {
+    }
+  };
+  struct Hierarchy {
+    std::string root, group, file;
+  };
+  const Hierarchy hierarchies[] = {{"/sys/fs/cgroup", v2_path, "memory.max"},
+                                   {"/sys/fs/cgroup/memory", v1_path, "memory.limit_in_bytes"}};
+  for (const auto& [root, group, file] : hierarchies) {
+    for (std::filesystem::path dir = std::filesystem::path(root + group).lexically_normal();;
+         dir = dir.parent_path()) {
+      take(dir / file);
+      if (dir == root || dir.string().size() <= root.size()) break;
+    }
+  }
+  return smallest;
+}
+}  // namespace
+
 std::uint64_t available_memory() {
   std::uint64_t avail = 0;
   std::ifstream meminfo("/proc/meminfo");
@@ -130,14 +178,8 @@ std::uint64_t available_memory() {
     if (key == "MemAvailable:") avail = kib * 1024;
     meminfo.ignore(64, '\n');
   }
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  std::string limit;
-  if (cgroup >> limit && limit != "max") {
-    try {
-      avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, std::stoull(limit));
-    } catch (const std::exception&) {
-    }
-  }
+  const std::uint64_t limit = cgroup_memory_limit();
+  if (limit > 0) avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, limit);
   return avail;
 }
 

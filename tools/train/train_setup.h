@@ -79,8 +79,8 @@ Device world_device(const TrainOptions& o);
 // "1.5 GiB": bytes for people.
 std::string human_bytes(double bytes);
 
-// Bytes this machine can still give the process: MemAvailable, capped by a
-// cgroup v2 memory.max; 0 where unknown.
+// Bytes this machine can still give the process: MemAvailable, capped by
+// its control group's memory limit (v1 or v2); 0 where unknown.
 std::uint64_t available_memory();
 
 // This process's resident memory (Linux /proc; 0 where unknown).

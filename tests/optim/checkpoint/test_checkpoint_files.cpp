@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
@@ -74,8 +75,38 @@ BOOST_AUTO_TEST_CASE(step_names) {
   BOOST_CHECK(parse_step_dir_name("step-12345678") == std::optional<std::int64_t>(12345678));
   // Only the names step_dir_name writes: a user's copy step-4 is not step 4.
   for (const char* bad : {"step-", "step-12a", "step-000120.tmp", "latest", "xstep-1", "step-4",
-                          "step-0120", "step-0000120", "step-+00120", "step-012345678"})
+                          "step-0120", "step-0000120", "step-+00120", "step-012345678",
+                          "step-9223372036854775808", "step-99999999999999999999"})
     BOOST_CHECK_MESSAGE(!parse_step_dir_name(bad), bad);
+  // Every step an int64 counts reads back: a run of 10^18 steps resumes.
+  for (std::int64_t step : {std::int64_t{999999999999999999}, std::int64_t{1000000000000000000},
+                            std::numeric_limits<std::int64_t>::max()})
+    BOOST_CHECK(parse_step_dir_name(step_dir_name(step)) == std::optional<std::int64_t>(step));
+}
+
+BOOST_AUTO_TEST_CASE(a_directory_written_into_is_no_checkpoint_step) {
+  TempDir dir;
+  const fs::path step = dir.path / step_dir_name(2);
+  fs::create_directories(step);
+  std::ofstream(step / "index.json") << "{}";
+  auto refused = [](const fs::path& where, const std::string& words) {
+    try {
+      check_directory_outside_checkpoint_steps({"--checkpoint-dir", where.string()});
+      BOOST_ERROR("accepted " << where);
+    } catch (const InvalidArgument& e) {
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+    }
+  };
+  refused(step, "is checkpoint step " + fs::canonical(step).string() +
+                    " itself: writing there would change that step; name the directory that "
+                    "holds the steps, " +
+                    fs::canonical(dir.path).string());
+  refused(step / "sub" / "deeper", "is inside checkpoint step " + fs::canonical(step).string());
+  // A step's name without its index.json, and the root of the steps, are directories.
+  check_directory_outside_checkpoint_steps({"--checkpoint-dir", dir.path.string()});
+  fs::create_directories(dir.path / step_dir_name(3));
+  check_directory_outside_checkpoint_steps(
+      {"--checkpoint-dir", (dir.path / step_dir_name(3)).string()});
 }
 
 BOOST_AUTO_TEST_CASE(reshard_any_layout_into_any_other) {
@@ -177,6 +208,18 @@ BOOST_AUTO_TEST_CASE(resolve_names_what_is_missing) {
   fails(dir.path.string(), "index-xxh64 <16 hex digits>");
   std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 0123456789abcdef\nmore\n";
   fails(dir.path.string(), "and more");
+  // Steps whose `latest` is gone: the newest is named, to pass instead.
+  // A directory named like a step without its index.json is none.
+  fs::remove(dir.path / "latest");
+  for (const char* step : {"step-000002", "step-000004"}) {
+    fs::create_directories(dir.path / step);
+    std::ofstream(dir.path / step / "index.json") << "{}";
+  }
+  fs::create_directories(dir.path / "step-000009");
+  fails(dir.path.string(),
+        "holds 2 checkpoint step(s), newest step-000004, but no `latest` file "
+        "naming one: name a step directory, such as " +
+            (dir.path / "step-000004").string());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
