@@ -76,10 +76,11 @@ bool open_output_stream(std::ofstream& out, const std::string& path, std::ios::o
     held = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (held < 0 && errno == ENXIO) {
       if (waiting_for_reader) waiting_for_reader();
-      while (held < 0 && errno == ENXIO) {
+      for (int err = ENXIO; held < 0 && err == ENXIO;) {  // the message may have set errno
         if (give_up && give_up()) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         held = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        err = errno;
       }
     }
   }
