@@ -6,9 +6,10 @@
 // of Note [Counter-based parameter init] (kernels/ops/random_fill_math.h),
 // keyed by the seed and the parameter's name: any slice of any parameter is
 // drawn alone and in parallel, and its values do not depend on the model's
-// layout or on which other parameters exist. (zrt before this drew every
-// parameter in order from one sequential stream, so the same seed gave other
-// initial weights.)
+// layout or on which other parameters exist. (A seed's initial weights are
+// not those of checkpoints made when zrt drew every parameter in order from
+// one sequential stream; a resume reads its weights from the checkpoint, so
+// only a fresh run from the same seed differs.)
 //
 // Note [Parameter init stream]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~

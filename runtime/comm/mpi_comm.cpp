@@ -196,9 +196,18 @@ MPI_Datatype mpi_type(DType t) {
 // abnormally), and so does a rank that arrives after the others timed out
 // in the exchange: their contracts reached it before they gave up, so its
 // exchange completes (an MPI_Ibarrier would too in a group of two), and the
-// others end the job (Note [Ending after a timeout]). The exchange costs one latency: negligible against the
+// others end the job (Note [Ending after a timeout]). A rank stopped
+// (SIGSTOP, a debugger) while it waits in the exchange, its contract already
+// sent, is no failure MPI detects: the others would block in MPI_Allreduce
+// for ever. So all-reduces of up to kBlockingAllReduceBytes (a step's
+// gradient statistics, the loss: latency-bound, where the non-blocking
+// schedule costs nothing) run as MPI_Iallreduce waited for under the
+// timeout, and only larger ones take the blocking call and its trade-off.
+// The exchange costs one latency: negligible against the
 // bandwidth-bound sizes ZeRO moves, and measured by zrt-bench comm at small
 // ones (docs/design.md, Collectives).
+constexpr std::size_t kBlockingAllReduceBytes = std::size_t{1} << 20;
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, std::string name, std::shared_ptr<MpiSession> session,
@@ -282,12 +291,20 @@ class MpiCommunicator final : public Communicator {
 
   void do_all_reduce(const Tensor& t, ReduceOp rop, Stream stream) override {
     const char* op = "all_reduce";
-    // Blocking MPI_Allreduce behind the contracts' exchange: Note [Entry barrier].
+    // Behind the contracts' exchange, blocking when large: Note [Entry barrier].
     exchange_contracts(op);
     Tensor h = host_input(t, stream, staging_.get());
-    ZRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
-                                mpi_type(t.dtype()), mpi_op(t.dtype(), rop), comm_),
-                  where(op));
+    if (t.nbytes() > kBlockingAllReduceBytes) {
+      ZRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
+                                  mpi_type(t.dtype()), mpi_op(t.dtype(), rop), comm_),
+                    where(op));
+    } else {  // waited for under the timeout (Note [Entry barrier])
+      MPI_Request req = MPI_REQUEST_NULL;
+      ZRT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
+                                   mpi_type(t.dtype()), mpi_op(t.dtype(), rop), comm_, &req),
+                    where(op));
+      wait(req, op);
+    }
     if (rop == ReduceOp::avg) host_divide(mutable_bytes_of(h), t.numel(), t.dtype(), size());
     finish_output(t, h, stream);
   }

@@ -86,6 +86,24 @@ expect_refused "reshard --out into a non-empty directory" "non-empty" "$dir/note
   ok "reshard --force into a non-empty directory keeps its files" || fail "reshard --force"
 "$ckpt" reshard "$ck" --ranks 2 --out "$dir/other" > /dev/null && [ -d "$dir/other/step-000002" ] &&
   ok "reshard into a run of the same model adds its step" || fail "reshard into the same model's run"
+# A directory whose name begins the step's path (L beside L7) is no parent of it.
+mkdir -p "$dir/L" "$dir/L7" && cp -r "$step" "$dir/L7/"
+"$ckpt" reshard "$dir/L7/step-000004" --ranks 3 --out "$dir/L" > /dev/null && [ -d "$dir/L/step-000004" ] &&
+  ok "reshard --out L of L7/step-000004" || fail "reshard --out L of L7/step-000004: $("$ckpt" reshard "$dir/L7/step-000004" --ranks 3 --out "$dir/L" 2>&1)"
+# One writer at a time: a reshard into a directory a live run holds (here
+# waiting for its --metrics FIFO's reader) is refused; the run would save its
+# own step over the one written.
+cp -r "$ck" "$dir/ahead" && cp -r "$ck" "$dir/live"
+"$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$dir/ahead" --resume > /dev/null || fail "lock: the run ahead"
+mkfifo "$dir/hold.fifo"
+"$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$dir/live" --resume --metrics "$dir/hold.fifo" > /dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do grep -q "^pid $holder " "$dir/live/.zrt-run.lock" 2> /dev/null && break; sleep 0.1; done
+expect_refused "reshard --out into a directory a run holds" "reshard --out $dir/live is in use by another run \(pid $holder on " \
+  "$dir/live" "$ckpt" reshard "$dir/ahead" --ranks 2 --out "$dir/live"
+kill -9 "$holder"; wait "$holder" 2> /dev/null
+"$ckpt" reshard "$dir/ahead" --ranks 2 --out "$dir/live" > /dev/null && [ -d "$dir/live/step-000006" ] &&
+  ok "the same reshard once the run ended" || fail "reshard after the run ended"
 
 # Resume semantics.
 expect_refused "steps but no --resume" "already holds steps .*--resume" "$ck" \

@@ -97,6 +97,7 @@ fails "ckpt on too many ranks" "zrt-bench ckpt: error: --ranks 3000 is more than
 # (--ops 10^20 ran without end).
 fails "tensor --ops past 64 bits" "--ops: 99999999999999999999 is out of range for a whole number" tensor --ops 99999999999999999999
 fails "ckpt --params past 64 bits" "--params: -99999999999999999999 is out of range" ckpt --params -99999999999999999999
+fails "attention --simple on the cpu" "zrt-bench attention: error: --simple times the simple CUDA kernels: it needs --device cuda" attention --simple
 fails "train --cpu-streams gpu" "zrt-bench train: error: --cpu-streams 'gpu' is not one of none, comm, all" train --cpu-streams gpu
 fails "train --n-layer 0" "zrt-bench train: error: --n-layer must be positive \(got 0\)" train --n-layer 0
 fails "a flag as a value" "--dir needs a value, but the next argument is the flag --reps" ckpt --dir --reps 1

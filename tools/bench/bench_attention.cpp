@@ -52,6 +52,9 @@ Options parse(int argc, char** argv) {
                 "--batch, --seq, --heads and --head-dim must be positive");
   ZRT_CHECK_ARG(o.dtype == "bf16" || o.dtype == "f16" || o.dtype == "f32" || o.dtype == "f64",
                 "--dtype ", o.dtype, " is not one of bf16, f16, f32, f64");
+  ZRT_CHECK_ARG(!o.simple || o.device.is_cuda(),
+                "--simple times the simple CUDA kernels: it needs --device cuda (the cpu has "
+                "none; it times its blocked path and the GEMM path's twin)");
   return o;
 }
 

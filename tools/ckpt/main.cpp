@@ -14,6 +14,7 @@
 #include "tools/common/cli_rules.h"
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
+#include "tools/common/run_lock.h"
 #include "tools/common/stop_signals.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
@@ -310,6 +311,11 @@ int main(int argc, char** argv) {
         return 2;
       }
       ckpt::check_reshard_destination(path, out, force);
+      // A zrt-train run in --out would save over the step written (Note
+      // [Resuming never loses work]): one writer at a time.
+      std::error_code made;
+      std::filesystem::create_directories(out, made);
+      const tools::RunLock lock(out, "reshard --out", "zrt-ckpt");
       const std::string dir =
           zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3, ckpt::stop_if_signalled);
       std::printf("zrt-ckpt: wrote %s for %d rank(s), strategy %s\n", dir.c_str(), ranks,

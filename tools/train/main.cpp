@@ -22,6 +22,7 @@
 
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
+#include "tools/common/run_lock.h"
 #include "tools/common/stop_signals.h"
 #include "tools/train/divergence_watch.h"
 #include "tools/train/flight_report.h"
@@ -288,7 +289,7 @@ void check_flags_agree(Communicator& world, const TrainOptions& o) {
 // Rank 0 holds the run lock; each rank reads the lock's note in its own
 // --checkpoint-dir. Caught here, not at the first save after the training.
 void check_checkpoint_dir_shared(Communicator& world, const std::string& dir) {
-  const std::string mine = run_lock_note(dir);
+  const std::string mine = tools::run_lock_note(dir);
   const auto all = world.all_gather_bytes(std::as_bytes(std::span(mine.data(), mine.size())));
   const std::string lead(reinterpret_cast<const char*>(all[0].data()), all[0].size());
   if (lead.empty()) return;  // a filesystem without locks: no note to compare
@@ -628,9 +629,10 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   const bool lead = world->rank() == 0;
   check_flags_agree(*world, o);
   // One run per checkpoint directory (Note [Resuming never loses work]).
-  std::optional<RunLock> run_lock;
+  std::optional<tools::RunLock> run_lock;
   all_or_none(*world, [&] {
-    if (lead && !o.checkpoint_dir.empty()) run_lock.emplace(o.checkpoint_dir);
+    if (lead && !o.checkpoint_dir.empty())
+      run_lock.emplace(o.checkpoint_dir, "--checkpoint-dir", "zrt-train");
   });
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir_shared(*world, o.checkpoint_dir);
   model_zoo::Trainer trainer = make_trainer(world, o, config, shared_data);

@@ -38,26 +38,6 @@
 
 namespace zrt::train {
 
-inline constexpr const char* kRunLockName = ".zrt-run.lock";
-
-class RunLock {
- public:
-  // Takes DIR's run lock; InvalidArgument naming the holder's pid, host and
-  // start time when another run has it.
-  explicit RunLock(const std::string& dir);
-  ~RunLock();
-  RunLock(const RunLock&) = delete;
-  RunLock& operator=(const RunLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-// The first line of DIR's run lock (who holds it); empty when there is none.
-std::string run_lock_note(const std::string& dir);
-// Whether `line` is a note RunLock writes ("pid N on HOST, started ...").
-bool is_run_lock_note(std::string_view line);
-
 // Refuses (InvalidArgument) to start a run that would overwrite the steps
 // DIR holds, or set aside or prune another run's when --resume names a
 // checkpoint outside DIR (`resume_from`; empty: none) (Note [Resuming never

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "tools/common/cli_rules.h"
+#include "tools/common/run_lock.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_parallel.h"
@@ -114,14 +115,14 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
       ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds ", e.path().string(),
                 ", which is not a checkpoint step but is named like one: the save of that step "
                 "would destroy it; rename it or name another directory");
-    if (name == train::kRunLockName) {
+    if (name == tools::kRunLockName) {
       std::string first;
       const bool file = e.is_regular_file(kind);  // never open a FIFO
       if (file) {
         std::ifstream in(e.path());
         std::getline(in, first);
       }
-      ZRT_CHECK_ARG(file && (first.empty() || train::is_run_lock_note(first)), "--checkpoint-dir ",
+      ZRT_CHECK_ARG(file && (first.empty() || tools::is_run_lock_note(first)), "--checkpoint-dir ",
                     dir, " holds ", e.path().string(),
                     ", which is not a zrt-train run lock: the run would overwrite it; rename it "
                     "or name another directory");
@@ -397,7 +398,8 @@ bool in_checkpoint_entries(const std::string& file, const std::string& checkpoin
       fs::path(resolved_path(file)).lexically_relative(resolved_path(checkpoint_dir));
   const std::string first = rel.empty() ? std::string() : rel.begin()->string();
   return first.empty() || first == "." || first.starts_with("latest") ||
-         first.starts_with("step-") || first.starts_with("abandoned-") || first == kRunLockName;
+         first.starts_with("step-") || first.starts_with("abandoned-") ||
+         first == tools::kRunLockName;
 }
 
 }  // namespace
