@@ -46,7 +46,8 @@ RunLock::RunLock(const std::string& dir, const std::string& what, const char* pr
     if (const int err = errno; err != EWOULDBLOCK) {
       // A filesystem without locks (some network mounts): run unguarded, and say so.
       std::fprintf(
-          stderr, "%s: warning: cannot lock %s (%s): nothing stops a second run in this directory\n",
+          stderr,
+          "%s: warning: cannot lock %s (%s): nothing stops a second run in this directory\n",
           program, path.c_str(), std::strerror(err));
       return;
     }
