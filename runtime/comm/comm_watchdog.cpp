@@ -65,8 +65,12 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
   ZRT_CHECK_ARG(static_cast<bool>(done), "CommWatchdog: no completion test for ", what);
   if (done()) return;
   const std::chrono::milliseconds limit = timeout();
+  // Past the groups' timeout by a grace, so that a backend's own timeout,
+  // which names the missing ranks, fires first where there is one (Note
+  // [Comm watchdog]).
+  const std::chrono::milliseconds patience = limit + limit / 10 + std::chrono::milliseconds(500);
   std::uint64_t last_progress = progress();
-  Clock::time_point deadline = Clock::now() + limit;
+  Clock::time_point deadline = Clock::now() + patience;
   std::chrono::microseconds pause = kFirstPoll;
   const Clock::time_point spin_until = Clock::now() + kSpin;
   for (;;) {
@@ -82,7 +86,7 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
     const auto now = Clock::now();
     if (now_progress != last_progress) {
       last_progress = now_progress;
-      deadline = now + limit;
+      deadline = now + patience;
     } else if (now >= deadline) {
       fail(what, detail::concat(what, " timed out after ", limit.count(),
                                 " ms without a collective finishing (ZRT_COMM_TIMEOUT_S sets "

@@ -25,7 +25,9 @@
 //    collectives finishes (its flight recorder's count of ended entries), so
 //    a wait over a long queue of collectives that all finish is not cut
 //    short, and one collective that never finishes is caught one timeout
-//    after the last progress. On CUDA the recorder counts an enqueued
+//    after the last progress, plus a grace (a tenth of it and 0.5 s) that
+//    lets a backend's own timeout, which names the missing ranks, fire first
+//    where it has one (the CPU backends). On CUDA the recorder counts an enqueued
 //    collective as done (Note [Flight recorder]): there the deadline runs
 //    from the start of the wait.
 //  - Past the deadline, or on an asynchronous error, it aborts every watched
