@@ -1,12 +1,16 @@
 // See mpi_comm.h.
 #include "zrt/runtime/comm/mpi_comm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
+#include <list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -61,6 +65,65 @@ const char* thread_level_name(int level) {
   return "an unknown thread level";
 }
 
+// Note [Blocking MPI calls]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Two calls zrt makes have no form it can wait on with a deadline:
+// MPI_Comm_split (MPI has no non-blocking split) and MPI_Allreduce above
+// kBlockingAllReduceBytes (Note [Entry barrier]: the non-blocking schedule
+// is much slower there). Each runs after the contracts' exchange, so a rank
+// that never comes is caught with a CommError before them; but a rank
+// stopped (SIGSTOP, a debugger) or stuck after its contract went out leaves
+// the others inside the call, which nothing can wake or cancel. So each such
+// call is armed on its session's guard: one thread per MPI session, idle
+// until a call is armed. When a call is still inside MPI one timeout after it
+// began, the guard prints the error in the shape of every CommError of a
+// collective ("split #3 on group world (rank 0 of 2): timed out ...") and
+// ends the whole job with abort_mpi_job (Note [Ending after a timeout]): the
+// blocked thread can never return, so ending the job is the only way left
+// not to hang. No exception is thrown there, so no flight-recorder report
+// is written for it.
+class BlockingCallGuard {
+ public:
+  BlockingCallGuard() = default;
+  ~BlockingCallGuard() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  BlockingCallGuard(const BlockingCallGuard&) = delete;
+  BlockingCallGuard& operator=(const BlockingCallGuard&) = delete;
+
+  struct Call {
+    std::chrono::steady_clock::time_point deadline;
+    std::string message;  // printed when the deadline passes
+  };
+  using Armed = std::list<Call>::iterator;
+
+  Armed arm(std::chrono::milliseconds timeout, std::string message) {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { watch(); });
+    calls_.push_back({std::chrono::steady_clock::now() + timeout, std::move(message)});
+    wake_.notify_all();
+    return std::prev(calls_.end());
+  }
+  void disarm(Armed call) {
+    std::lock_guard lock(mutex_);
+    calls_.erase(call);
+  }
+
+ private:
+  void watch();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::list<Call> calls_;  // armed, in no particular order
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 // MPI initialised by zrt, finalised when the last communicator that uses it
 // goes; a no-op when the application initialised MPI itself.
 //
@@ -107,6 +170,7 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 
   void mark_broken() { broken_.store(true); }
+  BlockingCallGuard& guard() { return guard_; }
   // Buffers a request left pending by a timeout may still write: kept until
   // the session ends, after every communicator.
   void keep_until_end(std::shared_ptr<void> buffers) {
@@ -119,7 +183,43 @@ class MpiSession {
   std::vector<std::shared_ptr<void>> kept_;
   bool owned_ = false;
   std::atomic<bool> broken_{false};  // a collective of one of its communicators timed out
+  BlockingCallGuard guard_;          // Note [Blocking MPI calls]
 };
+
+// Arms `guard` for one blocking call in its scope (Note [Blocking MPI calls]).
+class GuardedCall {
+ public:
+  GuardedCall(BlockingCallGuard& guard, std::chrono::milliseconds timeout, std::string message)
+      : guard_(guard), armed_(guard.arm(timeout, std::move(message))) {}
+  ~GuardedCall() { guard_.disarm(armed_); }
+  GuardedCall(const GuardedCall&) = delete;
+  GuardedCall& operator=(const GuardedCall&) = delete;
+
+ private:
+  BlockingCallGuard& guard_;
+  BlockingCallGuard::Armed armed_;
+};
+
+void BlockingCallGuard::watch() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (calls_.empty()) {
+      wake_.wait(lock);
+      continue;
+    }
+    const auto first =
+        std::min_element(calls_.begin(), calls_.end(),
+                         [](const Call& a, const Call& b) { return a.deadline < b.deadline; });
+    if (std::chrono::steady_clock::now() < first->deadline) {
+      wake_.wait_until(lock, first->deadline);
+      continue;
+    }
+    std::fprintf(stderr, "zrt: error: %s\n", first->message.c_str());
+    lock.unlock();
+    if (!abort_mpi_job(1)) std::_Exit(1);
+    return;
+  }
+}
 
 // MPI operators for the 16-bit floats: inout = in (op) inout, in rank order.
 template <DType D, ReduceOp Op>
@@ -202,7 +302,9 @@ MPI_Datatype mpi_type(DType t) {
 // for ever. So all-reduces of up to kBlockingAllReduceBytes (a step's
 // gradient statistics, the loss: latency-bound, where the non-blocking
 // schedule costs nothing) run as MPI_Iallreduce waited for under the
-// timeout, and only larger ones take the blocking call and its trade-off.
+// timeout, and only larger ones take the blocking call, armed on a guard
+// that ends the job one timeout after the call began (Note [Blocking MPI
+// calls]): a hang there is a job ended with a message, not a CommError.
 // The exchange costs one latency: negligible against the
 // bandwidth-bound sizes ZeRO moves, and measured by zrt-bench comm at small
 // ones (docs/design.md, Collectives).
@@ -295,6 +397,7 @@ class MpiCommunicator final : public Communicator {
     exchange_contracts(op);
     Tensor h = host_input(t, stream, staging_.get());
     if (t.nbytes() > kBlockingAllReduceBytes) {
+      const GuardedCall guarded = guard(op, "MPI_Allreduce");
       ZRT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mutable_bytes_of(h), count(op, t.numel()),
                                   mpi_type(t.dtype()), mpi_op(t.dtype(), rop), comm_),
                     where(op));
@@ -359,7 +462,10 @@ class MpiCommunicator final : public Communicator {
     // with one, comes first, so a missing rank is reported instead of hanging.
     exchange_contracts("split");
     MPI_Comm child;
-    ZRT_MPI_CHECK(MPI_Comm_split(comm_, color, key, &child), where("split"));
+    {
+      const GuardedCall guarded = guard("split", "MPI_Comm_split");
+      ZRT_MPI_CHECK(MPI_Comm_split(comm_, color, key, &child), where("split"));
+    }
     return std::make_unique<MpiCommunicator>(child, std::move(child_name), session_, ops_,
                                              staging_);
   }
@@ -405,13 +511,24 @@ class MpiCommunicator final : public Communicator {
     ZRT_MPI_CHECK(
         MPI_Iallgather(&x.mine, kBytes, MPI_BYTE, x.all.data(), kBytes, MPI_BYTE, comm_, &req),
         where(op));
-    wait(req, op);
+    wait(req, op, /*entered=*/false);
     check_contracts(x.all);
     return x.all;
   }
 
+  // The blocking `call` of collective `op`, every rank's contract in, armed
+  // on the session's guard for one timeout (Note [Blocking MPI calls]).
+  GuardedCall guard(const char* op, const char* call) {
+    return GuardedCall(session_->guard(), timeout(),
+                       detail::concat(where(op), ": timed out after ", timeout().count(),
+                                      " ms inside ", call, ", ", missing_ranks(true),
+                                      "; MPI cannot cancel that call, so the job ends here"));
+  }
+
   // Polls `req` until it completes or the timeout expires (then CommError).
-  void wait(MPI_Request& req, const char* op) {
+  // `entered`: every rank's contract came (the data moves), so a rank the
+  // request waits for entered the collective.
+  void wait(MPI_Request& req, const char* op, bool entered = true) {
     ZRT_CHECK_AS(CommError, !broken_, where(op),
                  ": the group failed earlier (a collective timed out)");
     const auto start = std::chrono::steady_clock::now();
@@ -431,19 +548,23 @@ class MpiCommunicator final : public Communicator {
         broken_ = true;
         session_->mark_broken();
         ZRT_THROW(CommError, where(op), ": timed out after ", timeout().count(), " ms ",
-                  missing_ranks(), " (mpi backend)");
+                  missing_ranks(entered), "; mpi backend");
       }
     }
   }
 
-  // Who a timed-out collective waited for. MPI cannot say which ranks
-  // entered it; in a group of two it is the other one, named by its rank in
-  // MPI_COMM_WORLD (the rank mpirun gave it). In a larger group the flight
-  // recorder's report of all ranks names it (Note [Flight recorder]).
-  std::string missing_ranks() const {
+  // Who a timed-out collective waited for: one that did not enter it, or
+  // (`entered`, past the contracts' exchange) one that entered it and did not
+  // finish it. MPI cannot say which; in a group of two it is the other one,
+  // named by its rank in MPI_COMM_WORLD (the rank mpirun gave it). In a
+  // larger group the flight recorder's report of all ranks names it (Note
+  // [Flight recorder]).
+  std::string missing_ranks(bool entered) const {
+    const char* what = entered ? "entered it and did not finish it (stopped, or stuck inside it)"
+                               : "did not enter it";
     if (size() != 2)
-      return "waiting for some rank of the group that did not enter the collective "
-             "(ZRT_FLIGHT_RECORDER_DIR names it)";
+      return detail::concat("waiting for some rank of the group that ", what,
+                            " (ZRT_FLIGHT_RECORDER_DIR names it)");
     int peer = 1 - rank();
     MPI_Group group, world;
     if (MPI_Comm_group(comm_, &group) == MPI_SUCCESS) {
@@ -455,7 +576,7 @@ class MpiCommunicator final : public Communicator {
       }
       MPI_Group_free(&group);
     }
-    return detail::concat("waiting for rank ", peer, ", which did not enter it");
+    return detail::concat("waiting for rank ", peer, ", which ", what);
   }
 
   std::shared_ptr<MpiSession> session_;
@@ -486,7 +607,17 @@ bool abort_mpi_job(int code) {
 CommPtr make_mpi_world(std::string name) {
   auto session = std::make_shared<MpiSession>();
   MPI_Comm dup;
-  ZRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_mpi_world");
+  {
+    // Collective over every process of the job (Note [Blocking MPI calls]).
+    const auto timeout = default_comm_timeout();
+    const GuardedCall guarded(
+        session->guard(), timeout,
+        detail::concat("make_mpi_world: timed out after ", timeout.count(),
+                       " ms inside MPI_Comm_dup of MPI_COMM_WORLD, waiting for some rank that "
+                       "did not create its world (stopped, stuck, or on another code path); MPI "
+                       "cannot cancel that call, so the job ends here"));
+    ZRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_mpi_world");
+  }
   auto world = std::make_shared<MpiCommunicator>(dup, std::move(name), std::move(session),
                                                  std::make_shared<HalfOps>(),
                                                  std::make_shared<HostStagingPool>());
