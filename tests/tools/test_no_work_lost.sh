@@ -104,6 +104,17 @@ expect_refused "reshard --out into a directory a run holds" "reshard --out $dir/
 kill -9 "$holder"; wait "$holder" 2> /dev/null
 "$ckpt" reshard "$dir/ahead" --ranks 2 --out "$dir/live" > /dev/null && [ -d "$dir/live/step-000006" ] &&
   ok "the same reshard once the run ended" || fail "reshard after the run ended"
+# The lock a finished writer left makes no directory non-empty: a reshard
+# into a directory that holds only that (its steps removed, or an earlier
+# reshard stopped before its step) goes through; a user's file of that name
+# is no lock.
+mkdir -p "$dir/locked" && cp "$dir/live/.zrt-run.lock" "$dir/locked/"
+"$ckpt" reshard "$dir/ahead" --ranks 2 --out "$dir/locked" > /dev/null && [ -d "$dir/locked/step-000006" ] &&
+  ok "reshard into a directory holding only a finished run's lock" ||
+  fail "reshard into a directory holding only a lock: $("$ckpt" reshard "$dir/ahead" --ranks 2 --out "$dir/locked" 2>&1)"
+mkdir -p "$dir/notlock" && echo "my notes" > "$dir/notlock/.zrt-run.lock"
+expect_refused "reshard --out holding a user's .zrt-run.lock" "non-empty" "$dir/notlock" \
+  "$ckpt" reshard "$dir/ahead" --ranks 2 --out "$dir/notlock"
 
 # Resume semantics.
 expect_refused "steps but no --resume" "already holds steps .*--resume" "$ck" \

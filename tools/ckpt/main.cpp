@@ -134,10 +134,15 @@ void check_reshard_destination(const std::string& source, const std::string& out
   if (!fs::exists(out, ec)) return;
   ZRT_CHECK_ARG(fs::is_directory(out, ec), "--out ", out, " exists and is not a directory");
   // What an interrupted reshard or save left (step-N.tmp) is removed when
-  // the step is begun: a directory holding only that is empty.
+  // the step is begun, and the run lock a finished or interrupted writer
+  // left is taken again (RunLock refuses a held one): a directory holding
+  // only those is empty.
   bool empty = true;
-  for (const auto& e : fs::directory_iterator(out, ec))
-    empty = empty && optim::is_checkpoint_temporary(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    empty = empty && (optim::is_checkpoint_temporary(name) ||
+                      (name == tools::kRunLockName && tools::is_run_lock_file(e.path().string())));
+  }
   if (empty && !ec) return;  // one that cannot be listed goes through every check below
   const fs::path target = fs::path(out) / optim::step_dir_name(reader.index().step);
   const auto never_replace = [&] {

@@ -83,6 +83,15 @@ bool is_run_lock_note(std::string_view line) {
   return end > pid.size() && end != std::string_view::npos && line.substr(end).starts_with(" on ");
 }
 
+bool is_run_lock_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  return first.empty() || is_run_lock_note(first);
+}
+
 RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }

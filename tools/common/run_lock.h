@@ -30,5 +30,8 @@ class RunLock {
 std::string run_lock_note(const std::string& dir);
 // Whether `line` is a note RunLock writes ("pid N on HOST, started ...").
 bool is_run_lock_note(std::string_view line);
+// Whether `path` is a run lock a RunLock left: a regular file (a FIFO is
+// never opened) whose first line is empty or such a note.
+bool is_run_lock_file(const std::string& path);
 
 }  // namespace zrt::tools

@@ -115,18 +115,11 @@ void check_checkpoint_dir(const std::string& dir, bool resume) {
       ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds ", e.path().string(),
                 ", which is not a checkpoint step but is named like one: the save of that step "
                 "would destroy it; rename it or name another directory");
-    if (name == tools::kRunLockName) {
-      std::string first;
-      const bool file = e.is_regular_file(kind);  // never open a FIFO
-      if (file) {
-        std::ifstream in(e.path());
-        std::getline(in, first);
-      }
-      ZRT_CHECK_ARG(file && (first.empty() || tools::is_run_lock_note(first)), "--checkpoint-dir ",
-                    dir, " holds ", e.path().string(),
+    if (name == tools::kRunLockName)
+      ZRT_CHECK_ARG(tools::is_run_lock_file(e.path().string()), "--checkpoint-dir ", dir, " holds ",
+                    e.path().string(),
                     ", which is not a zrt-train run lock: the run would overwrite it; rename it "
                     "or name another directory");
-    }
   }
   ec.clear();
   fs::create_directories(dir, ec);
