@@ -11,7 +11,9 @@
 //    CPU twins are built with -ffp-contract=off and its .cu files with
 //    --fmad=false (ops/CMakeLists.txt), so both sides round every operation
 //    alike and a CUDA result equals its CPU twin's bit for bit: optimizer and
-//    gradient state never depends on where it was computed.
+//    gradient state never depends on where it was computed. NaN payloads
+//    aside: an operation that makes a NaN gives the canonical one on a GPU
+//    and may keep an input's payload (or be negative) on x86.
 //  - nn/ (model-zoo kernels: GEMM, LayerNorm, attention, ...) may contract:
 //    both compilers keep their defaults, and a CUDA result matches its CPU
 //    twin within rounding (cuBLAS and the warp reductions sum in other

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "zrt/kernels/grid.cuh"
 #include "zrt/kernels/nn/block_sum_math.h"
 #include "zrt/kernels/nn/cross_entropy.cuh"
@@ -111,12 +113,14 @@ struct FusedClassifierRow {
   __device__ void operator()(std::int64_t row, int lane) const {
     const T* x = logits + row * cols;
     T* dx = dlogits + row * cols;
+    // A -inf logit (a masked column) adds nothing; exp(v - m) would be
+    // exp(NaN) while m is -inf too. NaN still goes in.
     A m = load<A>(x[0]), s = 0;
     const auto take = [&](A v) {
       if (v > m) {
         s = s * exp_(m - v) + A(1);
         m = v;
-      } else {
+      } else if (v != -A(INFINITY)) {
         s += exp_(v - m);
       }
     };

@@ -12,9 +12,23 @@
 namespace zrt::kernels::cuda {
 namespace {
 
+// The tensor-core instructions below need sm_80 (bf16 mma.sync m16n8k16).
+// Built for an older architecture too (CMAKE_CUDA_ARCHITECTURES may list
+// several), the kernels then trap, and the launchers refuse such a device
+// first (require_flash_device).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define ZRT_FLASH_TENSOR_CORES 1
+#else
+#define ZRT_FLASH_TENSOR_CORES 0
+#endif
+
 // c += a · b for one m16n8k16 tile, this lane's fragments.
 template <class T>
 __device__ void flash_mma(const std::uint32_t* a, const std::uint32_t* b, float* c) {
+#if !ZRT_FLASH_TENSOR_CORES
+  (void)a, (void)b, (void)c;
+  __trap();
+#else
   if constexpr (std::is_same_v<T, bf16>) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
@@ -29,6 +43,7 @@ __device__ void flash_mma(const std::uint32_t* a, const std::uint32_t* b, float*
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
+#endif
 }
 
 // A warp as the math's Warp policy: this lane alone; what crosses lanes is
@@ -49,7 +64,7 @@ struct FlashDeviceWarp {
   // memory clobber keeps it after the barrier that publishes the tile.
   template <bool kTrans, class T, class RowOf, class RegsOf>
   ZRT_HD void ldmatrix_x4(const RowOf& row_of, const RegsOf& regs_of) const {
-#if defined(__CUDA_ARCH__)
+#if ZRT_FLASH_TENSOR_CORES
     const auto row = static_cast<std::uint32_t>(__cvta_generic_to_shared(row_of(0)));
     std::uint32_t* r = regs_of(0);
     if constexpr (kTrans)
@@ -223,10 +238,22 @@ void flash_dispatch(DType dtype, std::int64_t hd, const char* op, const F& f) {
 
 std::int64_t flash_tiles(std::int64_t seq) { return (seq + kFlashRows - 1) / kFlashRows; }
 
+// The kernels' mma.sync m16n8k16 needs compute capability 8.0 or newer.
+void require_flash_device(const char* op) {
+  int device = 0, major = 0, minor = 0;
+  ZRT_CUDA_CHECK(cudaGetDevice(&device));
+  ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  ZRT_CHECK_ARG(major >= 8, op, ": the flash attention path needs a GPU of compute capability 8.0 ",
+                "or newer (its tensor-core products); cuda:", device, " is ", major, ".", minor,
+                ": choose the gemm or tiled attention path there");
+}
+
 }  // namespace
 
 void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, const void* qkv,
                                     void* out, void* lse, cudaStream_t stream) {
+  require_flash_device("attention_forward");
   flash_dispatch(dtype, dims.head_dim, "attention_forward", [&](auto t, auto hd) {
     using T = decltype(t);
     constexpr int HD = decltype(hd)::value;
@@ -241,6 +268,7 @@ void launch_flash_attention_forward(DType dtype, const AttentionDims& dims, cons
 void launch_flash_attention_backward(DType dtype, const AttentionDims& dims, const void* dout,
                                      const void* qkv, const void* out, const void* lse, void* dsum,
                                      void* dqkv, cudaStream_t stream) {
+  require_flash_device("attention_backward");
   flash_dispatch(dtype, dims.head_dim, "attention_backward", [&](auto t, auto hd) {
     using T = decltype(t);
     constexpr int HD = decltype(hd)::value;

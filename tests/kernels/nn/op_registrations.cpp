@@ -4,6 +4,7 @@
 // kernels and their simple references, the embedding gradient's grouping bit
 // for bit. Odd sizes (not multiples of the packs, warps or tiles) beside
 // aligned ones.
+#include <cmath>
 #include <functional>
 #include <string>
 #include <utility>
@@ -222,15 +223,19 @@ std::vector<OpRegistration> nn_registrations() {
       .perf_dims = {8192, 768, 1},
   });
 
-  // dims: {B, T, C, H}: T under a tile, past several, head dims 16 to 128.
+  // dims: {B, T, C, H}: T under a tile, past several, head dims 16 to 128
+  // (the flash kernels': 16 and 128 over several tiles and a partial one;
+  // 128 is the one above the default 48 KiB of shared memory).
   r.push_back({
       .name = "attention",
       .dims = {{1, 1, 16, 1},
                {2, 23, 24, 3},
                {1, 33, 64, 2},
                {2, 64, 64, 1},
+               {2, 97, 32, 2},
                {3, 97, 96, 3},
                {1, 130, 128, 2},
+               {1, 130, 256, 2},
                {2, 256, 768, 12}},
       .dtypes = kNnFloats,
       .make_inputs =
@@ -362,15 +367,27 @@ std::vector<OpRegistration> nn_registrations() {
       .perf_dims = {1024, 50304},
   });
 
-  // dims: {rows, vocab, padded columns, in place} (Note [Fused classifier]):
-  // the padded columns' gradient is exactly 0.
+  // dims: {rows, vocab, padded columns, in place, masked} (Note [Fused
+  // classifier]): the padded columns' gradient is exactly 0. masked: some
+  // logits are -inf, the first column's of every other row among them (a
+  // lane starts its running max there), and add nothing to their row.
   r.push_back({
       .name = "cross_entropy_fused",
-      .dims = {{9, 1031, 1152, 0}, {9, 1031, 1152, 1}, {333, 67, 67, 1}},
+      .dims = {{9, 1031, 1152, 0, 0},
+               {9, 1031, 1152, 1, 0},
+               {333, 67, 67, 1, 0},
+               {9, 1031, 1152, 0, 1}},
       .dtypes = kNnFloats,
       .make_inputs =
           [](const OpDims& d, DType t, std::mt19937_64& g) {
-            return logits_and_targets(d[0], d[2], d[1], t, DType::i64, g);
+            std::vector<Tensor> in = logits_and_targets(d[0], d[2], d[1], t, DType::i64, g);
+            if (d[4])
+              for (std::int64_t row = 0; row < d[0]; row += 2) {
+                for (const std::int64_t col : {std::int64_t{0}, std::int64_t{1}, 33 + row})
+                  in[0].set_item(row * d[2] + col, -INFINITY);
+                in[1].set_item(row, 2);  // a target that is not masked: a finite loss
+              }
+            return in;
           },
       .run =
           [](OpRun& r, const OpDims& d, DType t) {
