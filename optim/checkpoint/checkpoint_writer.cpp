@@ -149,7 +149,16 @@ std::string commit_step(const std::string& root, const CheckpointIndex& index, i
   if (ec)
     ZRT_THROW(CheckpointError, final_dir, ": cannot rename ", tmp, " into place: ", ec.message());
   fsync_path(root);
-  publish_latest(root, index.step);
+  try {
+    publish_latest(root, index.step);
+  } catch (...) {
+    // `latest` still names an older step: back to its temporary name, which
+    // the failed save removes, so no complete step is left newer than
+    // `latest` (a resume would set it aside as an abandoned trajectory).
+    std::error_code back;
+    fs::rename(final_dir, tmp, back);
+    throw;
+  }
   prune_steps(root, keep_last);
   return final_dir;
 }

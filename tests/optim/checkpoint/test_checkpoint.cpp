@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
@@ -321,34 +322,66 @@ BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
       "another model", [](const fs::path&) {}, {"another model"}, wider);
 }
 
-BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {
-  TempDir dir;
-  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 3, DType::f32);
-  const auto errors = std::make_shared<std::vector<std::string>>(3);
-  on_ranks(3, [&](const CommPtr& world) {
+namespace {
+
+// On `ranks` ranks: saves step 1 into `dir`, then step 2 with `before_write`
+// (the fault), then trains step 3 (training goes on after a failed save).
+// Each rank's error of the second save.
+std::vector<std::string> errors_of_a_failing_second_save(
+    const std::string& dir, int ranks, const std::function<void(int)>& before_write) {
+  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, ranks, DType::f32);
+  const auto errors = std::make_shared<std::vector<std::string>>(ranks);
+  on_ranks(ranks, [&](const CommPtr& world) {
     auto t = tiny_trainer(world, s);
     TrainOutput o;
     train_until(*t, 1, o);
-    t->save_checkpoint(zrt::optim::checkpoint_into(dir.str()));
+    t->save_checkpoint(zrt::optim::checkpoint_into(dir));
     train_until(*t, 2, o);
-    zrt::optim::CheckpointSaveOptions failing = zrt::optim::checkpoint_into(dir.str());
-    failing.before_write = [](int rank) {
-      if (rank == 1) ZRT_THROW(CheckpointError, "disk full (injected)");
-    };
+    zrt::optim::CheckpointSaveOptions failing = zrt::optim::checkpoint_into(dir);
+    failing.before_write = before_write;
     try {
       t->save_checkpoint(failing);
     } catch (const CheckpointError& e) {
       (*errors)[world->rank()] = e.what();
     }
-    train_until(*t, 3, o);  // training goes on after a failed save
+    train_until(*t, 3, o);
     return o;
   });
+  return *errors;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_rank_failing_to_write_fails_the_save_on_every_rank) {
+  TempDir dir;
+  const std::vector<std::string> errors =
+      errors_of_a_failing_second_save(dir.str(), 3, [](int rank) {
+        if (rank == 1) ZRT_THROW(CheckpointError, "disk full (injected)");
+      });
   for (int r = 0; r < 3; ++r) {
-    BOOST_CHECK_MESSAGE((*errors)[r].find("rank 1") != std::string::npos &&
-                            (*errors)[r].find("disk full (injected)") != std::string::npos,
-                        "rank " << r << ": " << (*errors)[r]);
-    BOOST_CHECK_EQUAL((*errors)[r], (*errors)[0]);
+    BOOST_CHECK_MESSAGE(errors[r].find("rank 1") != std::string::npos &&
+                            errors[r].find("disk full (injected)") != std::string::npos,
+                        "rank " << r << ": " << errors[r]);
+    BOOST_CHECK_EQUAL(errors[r], errors[0]);
   }
+  BOOST_CHECK(!fs::exists(dir.path / "step-000002"));
+  BOOST_CHECK(!fs::exists(dir.path / "step-000002.tmp"));
+  BOOST_CHECK_EQUAL(zrt::optim::resolve_checkpoint(dir.str()), (dir.path / "step-000001").string());
+}
+
+// The step is complete when `latest` is written last; if that write fails
+// (a disk full by then), the step is not left beside the older `latest`,
+// where a resume would set it aside as an abandoned trajectory.
+BOOST_AUTO_TEST_CASE(a_step_whose_latest_fails_is_not_left_behind) {
+  TempDir dir;
+  const std::vector<std::string> errors =
+      errors_of_a_failing_second_save(dir.str(), 2, [&](int rank) {
+        // After the save cleared old temporaries: latest.tmp cannot be written.
+        if (rank == 0) fs::create_directories(dir.path / "latest.tmp" / "in-the-way");
+      });
+  for (int r = 0; r < 2; ++r)
+    BOOST_CHECK_MESSAGE(errors[r].find("latest") != std::string::npos,
+                        "rank " << r << ": " << errors[r]);
   BOOST_CHECK(!fs::exists(dir.path / "step-000002"));
   BOOST_CHECK(!fs::exists(dir.path / "step-000002.tmp"));
   BOOST_CHECK_EQUAL(zrt::optim::resolve_checkpoint(dir.str()), (dir.path / "step-000001").string());
