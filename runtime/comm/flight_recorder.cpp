@@ -241,7 +241,7 @@ std::string flight_report(const std::vector<std::vector<FlightEntry>>& by_rank,
   }
   if (!missing.empty())
     os << (groups.empty() ? "" : "; ") << (missing.size() == 1 ? "rank " : "ranks ")
-       << rank_ranges(missing) << " left no record (stalled outside a collective, or gone)";
+       << rank_ranges(missing) << " left no record (stopped or stuck before it wrote one, or gone)";
   return os.str();
 }
 

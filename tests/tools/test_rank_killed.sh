@@ -5,7 +5,8 @@
 # not notice, leaves the other to time out: it prints an error naming the
 # stopped rank and the collective, and ends the job (MPI_Abort, never
 # finalising through the stopped peer; Note [Ending after a timeout]) within
-# ZRT_COMM_TIMEOUT_S + 15 seconds.
+# ZRT_COMM_TIMEOUT_S + 15 seconds. A rank stopped in an `mpirun -np 3` run is
+# named by the flight recorder's report before the job ends.
 # usage: test_rank_killed.sh ZRT-TRAIN MPIEXEC
 set -u
 train=$1 mpiexec=$2
@@ -14,14 +15,14 @@ victim= victims=
 # mpirun's ranks too: a launcher killed with -9 leaves them running.
 trap 'rm -rf "$dir"; kill -9 $victims $(jobs -p) 2> /dev/null' EXIT
 
-# run_case SIGNAL RANKS TIMEOUT_S LIMIT_S: starts the run, sends SIGNAL to
+# run_case SIGNAL RANKS TIMEOUT_S LIMIT_S [FLAGS...]: starts the run, sends SIGNAL to
 # its last rank, and waits at most LIMIT_S for mpirun to exit non-zero with
 # no rank left; leaves the output in $dir/out.txt, the seconds in $took and
 # the signalled rank in $victim_rank.
 run_case() {
   local signal=$1 ranks=$2 timeout_s=$3 limit=$4
   ZRT_COMM_TIMEOUT_S=$timeout_s "$mpiexec" --oversubscribe --allow-run-as-root -np "$ranks" \
-    "$train" --steps 1000000 --log-every 1000000 > "$dir/out.txt" 2>&1 &
+    "$train" --steps 1000000 --log-every 1000000 "${@:5}" > "$dir/out.txt" 2>&1 &
   local launcher=$!
   # Wait until the ranks train (the first step's line: a rank stopped in
   # MPI_Init, before zrt's timeouts exist, would hang its peers there), then
@@ -69,3 +70,15 @@ if grep -qE "error ignored in|CPU stream" "$dir/out.txt"; then
   echo "FAIL: SIGSTOP: the failure is reported again or wrapped:"; grep -E "error ignored in|CPU stream" "$dir/out.txt"; exit 1
 fi
 echo "ok   the survivor of a stopped rank: $error"
+
+# SIGSTOP of rank 2 of 3: MPI cannot say which rank a collective waits for in
+# a group of three; the flight recorder's report names it, printed before the
+# job ends (Note [Flight report before the job ends]).
+export ZRT_FLIGHT_RECORDER_DIR=$dir/flight
+mkdir -p "$ZRT_FLIGHT_RECORDER_DIR"
+run_case STOP 3 5 30 --batch-size 6
+unset ZRT_FLIGHT_RECORDER_DIR
+report=$(grep "^zrt-train: flight recorder" "$dir/out.txt")
+grep -q "rank ${victim_rank:-2} left no record" <<<"$report" ||
+  { echo "FAIL: SIGSTOP of 1 rank in 3: no report names rank ${victim_rank:-2}: ${report:-(no report)}"; tr '\r' '\n' < "$dir/out.txt" | grep -v '^step' | tail -20; exit 1; }
+echo "ok   a stopped rank of 3 is named by the flight recorder: $report"

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "tools/common/report_error.h"
 
@@ -44,7 +47,8 @@ void forget_flight_record(const TrainOptions& o, int rank) noexcept {
   }
 }
 
-void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io) noexcept {
+void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io,
+                   bool job_ends_after) noexcept {
   try {
     const std::string dir = flight_record_dir(o);
     const auto& recorder = world.flight_recorder();
@@ -60,8 +64,25 @@ void report_flight(const Communicator& world, const TrainOptions& o, std::mutex&
     }
     std::filesystem::create_directories(dir);
     const std::string path = recorder->write(dir);
-    if (world.rank() != 0) return;
-    const std::string report = flight_report(dir, world.size(), std::chrono::seconds(5));
+    // Note [Flight report before the job ends]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // Under mpirun the first rank to end the job (abort_mpi_job) ends every
+    // rank at once, rank 0 in the middle of its report too: with three ranks
+    // or more the rank that stopped was then named nowhere. So the other
+    // ranks first give rank 0 the time its report takes (its wait for the
+    // records, and a margin). One still running after that means rank 0
+    // did not end the job: it is the rank that stopped, or it failed later
+    // than this one. Rank 1 then reports in its place from the records
+    // there are, rank 2 a second later, and so on.
+    constexpr auto kRecordWait = std::chrono::seconds(5);
+    auto wait = kRecordWait;
+    if (world.rank() != 0) {
+      if (!job_ends_after) return;
+      std::this_thread::sleep_for(kRecordWait +
+                                  std::chrono::seconds(2 + std::min(world.rank(), 8)));
+      wait = std::chrono::seconds(0);
+    }
+    const std::string report = flight_report(dir, world.size(), wait);
     // This process's own directory goes once its ranks have ended
     // (remove_process_flight_dir): the report names no files there.
     const std::string where =

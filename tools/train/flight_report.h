@@ -23,8 +23,13 @@ void forget_flight_record(const TrainOptions& o, int rank) noexcept;
 
 // After `world` failed on this rank: writes this rank's ring and, on rank 0,
 // prints the report of every rank's (waiting a few seconds for the others)
-// to stderr. Never throws: the failure being reported comes first.
-void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io) noexcept;
+// to stderr. `job_ends_after`: this rank ends the whole job next (mpirun,
+// Note [Ending after a timeout]); the other ranks then wait for rank 0's
+// report first, and report in its place when it does not come (Note
+// [Flight report before the job ends]). Never throws: the failure being
+// reported comes first.
+void report_flight(const Communicator& world, const TrainOptions& o, std::mutex& io,
+                   bool job_ends_after) noexcept;
 
 // Removes this process's own rank-file directory (local ranks with no other
 // directory named) once every rank of the process has ended: a rank that

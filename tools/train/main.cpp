@@ -720,14 +720,14 @@ int main(int argc, char** argv) {
           try {
             train::run(world, host, o, local_rank, shared_data ? &*shared_data : nullptr, io);
           } catch (const CommError& e) {
-            train::report_flight(*world, o, io);  // Note [Flight recorder]
             // A peer may be stopped or gone: finalising MPI would wait for it
-            // forever. The error, then the whole job ends (Note [Ending after
-            // a timeout]); a no-op outside an MPI launch.
-            if (o.ranks == 0 && world->size() > 1) {
-              tools::report_error("zrt-train", e);
-              abort_mpi_job(1);
-            }
+            // forever. The error, the flight recorder's report (Note [Flight
+            // recorder]), then the whole job ends (Note [Ending after a
+            // timeout]); a no-op outside an MPI launch.
+            const bool ends_job = o.ranks == 0 && world->size() > 1;
+            if (ends_job) tools::report_error("zrt-train", e);
+            train::report_flight(*world, o, io, ends_job);
+            if (ends_job) abort_mpi_job(1);
             throw;
           }
         },
