@@ -32,6 +32,7 @@ CommPtr make_mpi_world(std::string) {
 }
 
 bool abort_mpi_job(int) { return false; }
+bool mpi_job_running() { return false; }
 
 #else
 
@@ -593,11 +594,15 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool abort_mpi_job(int code) {
+bool mpi_job_running() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (!initialized || finalized) return false;
+  return initialized && !finalized;
+}
+
+bool abort_mpi_job(int code) {
+  if (!mpi_job_running()) return false;
   std::fflush(stdout);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);

@@ -40,5 +40,7 @@ CommPtr make_mpi_world(std::string name = "world");
 // Flushes stdout and stderr first. Returns false, doing nothing, where MPI is
 // not initialised or already finalised, or the build has no MPI.
 bool abort_mpi_job(int code);
+// Whether abort_mpi_job would end a job: MPI is initialised and not finalised.
+bool mpi_job_running();
 
 }  // namespace zrt

@@ -82,3 +82,8 @@ report=$(grep "^zrt-train: flight recorder" "$dir/out.txt")
 grep -q "rank ${victim_rank:-2} left no record" <<<"$report" ||
   { echo "FAIL: SIGSTOP of 1 rank in 3: no report names rank ${victim_rank:-2}: ${report:-(no report)}"; tr '\r' '\n' < "$dir/out.txt" | grep -v '^step' | tail -20; exit 1; }
 echo "ok   a stopped rank of 3 is named by the flight recorder: $report"
+# The failed ranks mpirun then ends (SIGTERM) promise no step they will not
+# finish; only the stopped one, woken by mpirun's SIGCONT and SIGTERM, may.
+stops=$(grep -c "stop requested" "$dir/out.txt")
+[ "$stops" -le 1 ] || { echo "FAIL: $stops ranks ending with the job said 'stop requested'"; exit 1; }
+echo "ok   the failed ranks ended with the job say nothing of a stop ($stops line from the stopped one)"

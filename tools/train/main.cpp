@@ -61,14 +61,19 @@ using model_zoo::TrainerConfig;
 // `| head`) asks for the stop too, but is no signal of the user's: it never
 // makes a later SIGTERM the second one, and each later line raises it again.
 // It used to end the run at once, losing every step since the last
-// checkpoint. These two flags are the process-wide variables of zrt-train:
-// a signal handler can reach nothing else.
+// checkpoint. Once a rank under mpirun has failed and ends the job (Note
+// [Ending after a timeout]), a stop signal is the launcher ending it: the
+// process ends at once, without promising a step it will not finish. These
+// three flags are the process-wide variables of zrt-train: a signal handler
+// can reach nothing else.
 tools::StopSignalTimes stop_signals;
 std::atomic<bool> output_closed{false};
+std::atomic<bool> job_ending{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the handlers' flags must be lock-free");
 
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;  // the write below must not change the interrupted code's
+  if (job_ending.load()) _exit(128 + sig);
   const auto kind = stop_signals.take();
   if (kind == tools::StopSignalTimes::Kind::second) _exit(128 + sig);
   if (kind == tools::StopSignalTimes::Kind::copy) return;
@@ -724,7 +729,8 @@ int main(int argc, char** argv) {
             // forever. The error, the flight recorder's report (Note [Flight
             // recorder]), then the whole job ends (Note [Ending after a
             // timeout]); a no-op outside an MPI launch.
-            const bool ends_job = o.ranks == 0 && world->size() > 1;
+            const bool ends_job = o.ranks == 0 && world->size() > 1 && mpi_job_running();
+            train::job_ending = ends_job;
             if (ends_job) tools::report_error("zrt-train", e);
             train::report_flight(*world, o, io, ends_job);
             if (ends_job) abort_mpi_job(1);
