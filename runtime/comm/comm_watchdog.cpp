@@ -68,7 +68,7 @@ void CommWatchdog::wait_until(const std::function<bool()>& done, const char* wha
   // Past the groups' timeout by a grace, so that a backend's own timeout,
   // which names the missing ranks, fires first where there is one (Note
   // [Comm watchdog]).
-  const std::chrono::milliseconds patience = limit + limit / 10 + std::chrono::milliseconds(500);
+  const std::chrono::milliseconds patience = watchdog_patience(limit);
   std::uint64_t last_progress = progress();
   Clock::time_point deadline = Clock::now() + patience;
   std::chrono::microseconds pause = kFirstPoll;

@@ -62,6 +62,12 @@
 
 namespace zrt {
 
+// How long a wait over groups of `timeout` lasts with no progress: the
+// timeout and a grace of a tenth of it and 0.5 s (Note [Comm watchdog]).
+inline std::chrono::milliseconds watchdog_patience(std::chrono::milliseconds timeout) {
+  return timeout + timeout / 10 + std::chrono::milliseconds(500);
+}
+
 class CommWatchdog {
  public:
   // Watches `groups`: those whose collectives the waited work may hold;

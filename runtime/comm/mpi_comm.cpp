@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "zrt/runtime/comm/comm_watchdog.h"
 #include "zrt/runtime/comm/host_reduce.h"
 #include "zrt/runtime/comm/host_staging.h"
 #include "zrt/runtime/error.h"
@@ -68,21 +69,29 @@ const char* thread_level_name(int level) {
 
 // Note [Blocking MPI calls]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
-// Two calls zrt makes have no form it can wait on with a deadline:
-// MPI_Comm_split (MPI has no non-blocking split) and MPI_Allreduce above
+// Three calls zrt makes have no form it can wait on with a deadline:
+// MPI_Comm_split (MPI has no non-blocking split), MPI_Allreduce above
 // kBlockingAllReduceBytes (Note [Entry barrier]: the non-blocking schedule
-// is much slower there). Each runs after the contracts' exchange, so a rank
-// that never comes is caught with a CommError before them; but a rank
-// stopped (SIGSTOP, a debugger) or stuck after its contract went out leaves
-// the others inside the call, which nothing can wake or cancel. So each such
-// call is armed on its session's guard: one thread per MPI session, idle
-// until a call is armed. When a call is still inside MPI one timeout after it
-// began, the guard prints the error in the shape of every CommError of a
-// collective ("split #3 on group world (rank 0 of 2): timed out ...") and
-// ends the whole job with abort_mpi_job (Note [Ending after a timeout]): the
-// blocked thread can never return, so ending the job is the only way left
-// not to hang. No exception is thrown there, so no flight-recorder report
-// is written for it.
+// is much slower there) and the MPI_Comm_dup that makes the world. The first
+// two run after the contracts' exchange, so a rank that never comes is
+// caught with a CommError before them; but a rank stopped (SIGSTOP, a
+// debugger) or stuck after its contract went out leaves the others inside
+// the call, which nothing can wake or cancel. So each such call is armed on
+// its session's guard: one thread per MPI session, idle until a call is
+// armed. A call still inside MPI kGuardReportWindow past the comm
+// watchdog's patience (watchdog_patience) is taken for hung: the guard
+// prints the error in the shape of every CommError of a collective ("split
+// #3 on group world (rank 0 of 2): still inside MPI_Comm_split ...") and
+// ends the whole job with abort_mpi_job (Note [Ending after a timeout]).
+// The blocked thread can never return, so ending the job is the only way
+// left not to hang. The window leaves the rank's other threads, when one
+// waits for the call through the watchdog (a collective on a CPU stream),
+// the time to fail with a CommError and report as they do for any timeout
+// (zrt-train's flight-recorder report takes up to 15 s, Note [Flight report
+// before the job ends]); a call on the waiting thread itself reports
+// nothing but the guard's line.
+constexpr std::chrono::seconds kGuardReportWindow{20};
+
 class BlockingCallGuard {
  public:
   BlockingCallGuard() = default;
@@ -520,10 +529,13 @@ class MpiCommunicator final : public Communicator {
   // The blocking `call` of collective `op`, every rank's contract in, armed
   // on the session's guard for one timeout (Note [Blocking MPI calls]).
   GuardedCall guard(const char* op, const char* call) {
-    return GuardedCall(session_->guard(), timeout(),
-                       detail::concat(where(op), ": timed out after ", timeout().count(),
-                                      " ms inside ", call, ", ", missing_ranks(true),
-                                      "; MPI cannot cancel that call, so the job ends here"));
+    const auto limit = watchdog_patience(timeout()) + kGuardReportWindow;
+    return GuardedCall(
+        session_->guard(), limit,
+        detail::concat(where(op), ": still inside ", call, " ", limit.count(),
+                       " ms after it began, past the collective timeout of ", timeout().count(),
+                       " ms, ", missing_ranks(true, /*name_the_record=*/false),
+                       "; MPI cannot cancel that call, so the job ends here"));
   }
 
   // Polls `req` until it completes or the timeout expires (then CommError).
@@ -560,12 +572,14 @@ class MpiCommunicator final : public Communicator {
   // named by its rank in MPI_COMM_WORLD (the rank mpirun gave it). In a
   // larger group the flight recorder's report of all ranks names it (Note
   // [Flight recorder]).
-  std::string missing_ranks(bool entered) const {
+  // `name_the_record`: point to the flight recorder's report, which a
+  // CommError's path writes (the guard's abort comes before any).
+  std::string missing_ranks(bool entered, bool name_the_record = true) const {
     const char* what = entered ? "entered it and did not finish it (stopped, or stuck inside it)"
                                : "did not enter it";
     if (size() != 2)
       return detail::concat("waiting for some rank of the group that ", what,
-                            " (ZRT_FLIGHT_RECORDER_DIR names it)");
+                            name_the_record ? " (ZRT_FLIGHT_RECORDER_DIR names it)" : "");
     int peer = 1 - rank();
     MPI_Group group, world;
     if (MPI_Comm_group(comm_, &group) == MPI_SUCCESS) {
@@ -614,13 +628,14 @@ CommPtr make_mpi_world(std::string name) {
   MPI_Comm dup;
   {
     // Collective over every process of the job (Note [Blocking MPI calls]).
-    const auto timeout = default_comm_timeout();
+    const auto limit = watchdog_patience(default_comm_timeout()) + kGuardReportWindow;
     const GuardedCall guarded(
-        session->guard(), timeout,
-        detail::concat("make_mpi_world: timed out after ", timeout.count(),
-                       " ms inside MPI_Comm_dup of MPI_COMM_WORLD, waiting for some rank that "
-                       "did not create its world (stopped, stuck, or on another code path); MPI "
-                       "cannot cancel that call, so the job ends here"));
+        session->guard(), limit,
+        detail::concat("creating the MPI world: still inside MPI_Comm_dup of MPI_COMM_WORLD ",
+                       limit.count(),
+                       " ms after it began, waiting for some rank that did not create its world "
+                       "(stopped, stuck, or on another code path; ZRT_COMM_TIMEOUT_S sets the "
+                       "limit); MPI cannot cancel that call, so the job ends here"));
     ZRT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_mpi_world");
   }
   auto world = std::make_shared<MpiCommunicator>(dup, std::move(name), std::move(session),
