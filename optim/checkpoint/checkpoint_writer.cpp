@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "zrt/optim/checkpoint/checksum.h"
 #include "zrt/optim/checkpoint/durable_files.h"
@@ -152,11 +153,15 @@ std::string commit_step(const std::string& root, const CheckpointIndex& index, i
   try {
     publish_latest(root, index.step);
   } catch (...) {
-    // `latest` still names an older step: back to its temporary name, which
-    // the failed save removes, so no complete step is left newer than
-    // `latest` (a resume would set it aside as an abandoned trajectory).
+    // Where `latest` still names an older step (its write failed, a disk
+    // full by then), the step goes back to its temporary name, which the
+    // failed save removes: no complete step is left newer than `latest`
+    // (a resume would set it aside as an abandoned trajectory). One that
+    // `latest` already names (only the directory's fsync failed) stays.
+    std::string named;
+    std::getline(std::ifstream(fs::path(root) / "latest"), named);
     std::error_code back;
-    fs::rename(final_dir, tmp, back);
+    if (named != step_dir_name(index.step)) fs::rename(final_dir, tmp, back);
     throw;
   }
   prune_steps(root, keep_last);
