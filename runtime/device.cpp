@@ -44,6 +44,24 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
+int cuda_compute_capability(Device device) {
+#ifdef ZRT_WITH_CUDA
+  int major = 0, minor = 0;
+  if (device.is_cpu() ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index) !=
+          cudaSuccess) {
+    cudaGetLastError();  // clear what the failed query left
+    return 0;
+  }
+  return 10 * major + minor;
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 void set_current_device(Device device) {
   if (device.is_cpu()) return;
 #ifdef ZRT_WITH_CUDA

@@ -29,6 +29,9 @@ std::ostream& operator<<(std::ostream& os, Device d);
 bool cuda_available();
 // The number of usable CUDA devices (0 in a build without CUDA).
 int cuda_device_count();
+// `device`'s compute capability as 10 * major + minor (90 for sm_90); 0 for
+// the cpu, or where the device cannot be asked.
+int cuda_compute_capability(Device device);
 // Makes `device` the calling thread's current CUDA device (a no-op for cpu):
 // each rank calls it once, so no other device gets a context.
 void set_current_device(Device device);

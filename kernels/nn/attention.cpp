@@ -61,6 +61,7 @@ void attention_cpu(bool backward, const AttentionCall<A>& call) {
 AttentionChoice attention_choice(const AttentionDims& d, const Tensor& qkv) {
   AttentionQuery q;
   q.cuda = qkv.device().is_cuda() || planning_cuda_kernels();
+  q.compute_capability = qkv.device().is_cuda() ? cuda_compute_capability(qkv.device()) : 0;
   q.dims = d;
   q.dtype = qkv.dtype();
   q.simple = simple_kernel(FastKernel::attention);

@@ -31,7 +31,8 @@ bool exists_for(AttentionPath p, const AttentionQuery& q) {
       return true;
     case AttentionPath::flash:
       return q.cuda && (q.dtype == DType::bf16 || q.dtype == DType::f16) &&
-             flash_head_dim_supported(q.dims.head_dim);
+             flash_head_dim_supported(q.dims.head_dim) &&
+             (q.compute_capability == 0 || q.compute_capability >= 80);  // mma.sync m16n8k16
   }
   return false;
 }

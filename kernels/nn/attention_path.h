@@ -24,9 +24,10 @@ namespace zrt::kernels {
 //                a causal softmax kernel between them (Note [Attention on
 //                GEMMs]), with a workspace of T² scores and probabilities per
 //                (batch, head) pair in flight;
-//   flash        CUDA, bf16/f16 with head dims 16, 32, 64 or 128: tiles in
-//                shared memory, products as mma.sync on the tensor cores,
-//                an online softmax, O(T) memory (Note [Flash attention on
+//   flash        CUDA, bf16/f16 with head dims 16, 32, 64 or 128, on a GPU
+//                of compute capability 8.0 or newer: tiles in shared
+//                memory, products as mma.sync on the tensor cores, an
+//                online softmax, O(T) memory (Note [Flash attention on
 //                tensor cores]).
 // choose_attention_path picks one: on the CPU cpu_blocked; on CUDA simple
 // when ZRT_SIMPLE_KERNELS names attention, else gemm when one pair's
@@ -36,7 +37,7 @@ namespace zrt::kernels {
 // ZRT_ATTENTION_PATH=gemm|flash|tiled|simple|cpu_blocked (read once per process; tests use
 // ScopedAttentionPath, a thread-local override) forces a path where that
 // path exists: gemm on either device, tiled and simple on CUDA, flash on
-// CUDA for the dtypes and head dims it has kernels for; elsewhere it
+// CUDA for the dtypes, head dims and GPUs it has kernels for; elsewhere it
 // is ignored. flash is taken only when forced until the gpu suites and
 // zrt-bench attention have measured it on a device. The gemm path runs its pairs in rounds of `pairs` (whole batch
 // elements, or a group of one element's heads) so the workspace stays
@@ -46,7 +47,8 @@ enum class AttentionPath : std::uint8_t { cpu_blocked, simple, tiled, gemm, flas
 inline constexpr std::size_t kAttentionWorkspaceBudget = std::size_t(256) << 20;
 
 struct AttentionQuery {
-  bool cuda = false;  // CUDA kernels run (or a dry run plans them: planning_cuda_kernels)
+  bool cuda = false;           // CUDA kernels run (or a dry run plans them: planning_cuda_kernels)
+  int compute_capability = 0;  // the GPU's, 10 * major + minor; 0: not known (a dry run)
   AttentionDims dims{};
   DType dtype = DType::f32;  // the activations'
   bool simple = false;       // ZRT_SIMPLE_KERNELS names attention

@@ -14,8 +14,9 @@ namespace {
 
 // The tensor-core instructions below need sm_80 (bf16 mma.sync m16n8k16).
 // Built for an older architecture too (CMAKE_CUDA_ARCHITECTURES may list
-// several), the kernels then trap, and the launchers refuse such a device
-// first (require_flash_device).
+// several), the kernels then trap; the path chooser never takes flash on
+// such a device (Note [Attention paths]), and the launchers check it again
+// (require_flash_device).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define ZRT_FLASH_TENSOR_CORES 1
 #else
@@ -246,7 +247,7 @@ void require_flash_device(const char* op) {
   ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   ZRT_CHECK_ARG(major >= 8, op, ": the flash attention path needs a GPU of compute capability 8.0 ",
                 "or newer (its tensor-core products); cuda:", device, " is ", major, ".", minor,
-                ": choose the gemm or tiled attention path there");
+                ": set ZRT_ATTENTION_PATH to gemm or tiled, or leave it unset");
 }
 
 }  // namespace

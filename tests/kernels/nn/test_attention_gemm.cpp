@@ -150,6 +150,18 @@ BOOST_AUTO_TEST_CASE(the_chooser_picks_per_device_and_budget) {
   gpu_blocked.forced = AttentionPath::tiled;
   BOOST_TEST(int(choose_attention_path(gpu_blocked).path) == int(AttentionPath::tiled));
   BOOST_TEST(choose_attention_path(gpu_blocked).workspace_bytes == 0u);
+  // flash: bf16/f16 on sm_80 or newer (or a dry run, which knows no GPU).
+  AttentionQuery flash = query(true, kGpt2, DType::bf16);
+  flash.forced = AttentionPath::flash;
+  for (const int cc : {0, 80, 90}) {
+    flash.compute_capability = cc;
+    BOOST_TEST(int(choose_attention_path(flash).path) == int(AttentionPath::flash));
+  }
+  flash.compute_capability = 75;
+  BOOST_TEST(int(choose_attention_path(flash).path) == int(AttentionPath::gemm));
+  flash.compute_capability = 90;
+  flash.dtype = DType::f32;
+  BOOST_TEST(int(choose_attention_path(flash).path) == int(AttentionPath::gemm));
 }
 
 BOOST_AUTO_TEST_CASE(unforced_workspaces_stay_within_the_budget) {
