@@ -220,8 +220,11 @@ void BlockingCallGuard::watch() {
     const auto first =
         std::min_element(calls_.begin(), calls_.end(),
                          [](const Call& a, const Call& b) { return a.deadline < b.deadline; });
-    if (std::chrono::steady_clock::now() < first->deadline) {
-      wake_.wait_until(lock, first->deadline);
+    // A copy: wait_until reads its deadline after waking, when the call
+    // may have been disarmed and its entry erased.
+    const auto deadline = first->deadline;
+    if (std::chrono::steady_clock::now() < deadline) {
+      wake_.wait_until(lock, deadline);
       continue;
     }
     std::fprintf(stderr, "zrt: error: %s\n", first->message.c_str());
