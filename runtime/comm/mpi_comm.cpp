@@ -316,7 +316,7 @@ MPI_Datatype mpi_type(DType t) {
 // gradient statistics, the loss: latency-bound, where the non-blocking
 // schedule costs nothing) run as MPI_Iallreduce waited for under the
 // timeout, and only larger ones take the blocking call, armed on a guard
-// that ends the job one timeout after the call began (Note [Blocking MPI
+// that ends the job 20 s past the watchdog's patience (Note [Blocking MPI
 // calls]): a hang there is a job ended with a message, not a CommError.
 // The exchange costs one latency: negligible against the
 // bandwidth-bound sizes ZeRO moves, and measured by zrt-bench comm at small
