@@ -8,6 +8,7 @@
 #include "zrt/kernels/nn/attention.cuh"
 #include "zrt/kernels/nn/flash_attention_math.h"
 #include "zrt/kernels/nn/smem_launch.cuh"
+#include "zrt/runtime/device.h"
 
 namespace zrt::kernels::cuda {
 namespace {
@@ -241,12 +242,12 @@ std::int64_t flash_tiles(std::int64_t seq) { return (seq + kFlashRows - 1) / kFl
 
 // The kernels' mma.sync m16n8k16 needs compute capability 8.0 or newer.
 void require_flash_device(const char* op) {
-  int device = 0, major = 0, minor = 0;
+  int device = 0;
   ZRT_CUDA_CHECK(cudaGetDevice(&device));
-  ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  ZRT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  ZRT_CHECK_ARG(major >= 8, op, ": the flash attention path needs a GPU of compute capability 8.0 ",
-                "or newer (its tensor-core products); cuda:", device, " is ", major, ".", minor,
+  const int capability = cuda_compute_capability(Device::cuda(device));
+  ZRT_CHECK_ARG(capability >= 80, op, ": the flash attention path needs a GPU of compute ",
+                "capability 8.0 or newer (its tensor-core products); cuda:", device, " is ",
+                capability / 10, ".", capability % 10,
                 ": set ZRT_ATTENTION_PATH to gemm or tiled, or leave it unset");
 }
 
