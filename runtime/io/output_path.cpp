@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -16,9 +18,40 @@ namespace zrt {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// FNV-1a: a digest of a name that is the same in every process.
+std::uint64_t name_digest(const std::string& name) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// ".NAME.zrt-partial-", the temporary's name before its random number. A
+// NAME near the filesystem's limit on a name (255 bytes on most) leaves no
+// room for that: its temporary, made at the end of a run, could not be
+// created and the run's result was lost. Such a NAME is cut to fit, and a
+// digest of the whole of it added, so that two long names sharing a start
+// never take each other's leftovers.
+std::string partial_prefix(const fs::path& dir, const std::string& name) {
+  const std::string tail = ".zrt-partial-";
+  constexpr std::size_t kRandomDigits = 10;  // of a 32-bit random number
+  long limit = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (limit <= 0) limit = 255;
+  const auto max = static_cast<std::size_t>(limit);
+  if (1 + name.size() + tail.size() + kRandomDigits <= max) return "." + name + tail;
+  char digest[17];
+  std::snprintf(digest, sizeof(digest), "%016llx",
+                static_cast<unsigned long long>(name_digest(name)));
+  const std::size_t fixed = 1 + 1 + 16 + tail.size() + kRandomDigits;
+  return "." + name.substr(0, max > fixed ? max - fixed : 0) + "~" + digest + tail;
+}
+
+}  // namespace
+
 std::string create_partial_file(const fs::path& target, const std::string& what) {
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  const std::string prefix = "." + target.filename().string() + ".zrt-partial-";
+  const std::string prefix = partial_prefix(dir, target.filename().string());
   std::error_code list_ec;
   for (const auto& e : fs::directory_iterator(dir, list_ec))
     if (e.path().filename().string().starts_with(prefix)) {
@@ -55,7 +88,8 @@ void write_whole_file(const std::string& path, const std::string& text, const st
   const fs::path target = output_file_target(path, what);
   const std::string tmp = create_partial_file(target, what);
   errno = 0;
-  const int err = write_to(tmp);
+  int err = write_to(tmp);
+  if (!err) err = fsync_file(tmp);
   std::error_code ec;
   if (!err) fs::rename(tmp, target, ec);
   if (err || ec) {
@@ -64,6 +98,27 @@ void write_whole_file(const std::string& path, const std::string& text, const st
     ZRT_THROW(CheckpointError, what, " ", path,
               ": writing failed: ", err ? std::strerror(err) : ec.message());
   }
+  sync_directory_of(target, what);
+}
+
+int fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+void sync_directory_of(const fs::path& target, const std::string& what) {
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int err = fd < 0 ? errno : (::fsync(fd) == 0 ? 0 : errno);
+  if (fd >= 0) ::close(fd);
+  // Some filesystems cannot sync a directory (EINVAL): the rename is as
+  // durable there as they make it.
+  if (err != 0 && err != EINVAL && err != EROFS)
+    ZRT_THROW(CheckpointError, what, " ", target.string(), ": written, but syncing directory ",
+              dir.string(), " failed: ", std::strerror(err));
 }
 
 bool open_output_stream(std::ofstream& out, const std::string& path, std::ios::openmode mode,
@@ -132,6 +187,9 @@ fs::path output_file_target(const std::string& path, const std::string& what) {
   }
   std::error_code ec;
   const fs::file_status s = fs::status(p, ec);
+  // A name longer than the filesystem takes, a loop of links in the
+  // directories: the system's reason, not "not a regular file".
+  ZRT_CHECK_ARG(s.type() != fs::file_type::none, what, " ", path, ": ", ec.message());
   // A link under /proc/self/fd names a pipe or socket by text ("pipe:[N]"),
   // no path to follow: the kernel's own resolution says what it is.
   if (s.type() == fs::file_type::not_found) {

@@ -30,7 +30,8 @@ std::filesystem::path output_file_target(const std::string& path, const std::str
 // Note [Partial files]
 // ~~~~~~~~~~~~~~~~~~~~
 // A whole-file output is written to a temporary beside its target, then
-// renamed onto it. The temporary is ".NAME.zrt-partial-N" (N random):
+// renamed onto it. The temporary is ".NAME.zrt-partial-N" (N random; a
+// NAME too long for that is cut, with a digest of it added):
 // hidden, never mistaken for a result, and created with O_EXCL, so it is
 // never a file that already exists: a fixed name such as NAME.tmp could be
 // an input (a --data file called m.tmp next to --metrics m would be
@@ -48,6 +49,22 @@ std::string create_partial_file(const std::filesystem::path& target, const std::
 // leaves no empty or cut file; a stream (/dev/stdout, a FIFO) directly.
 // CheckpointError naming the path and the system's reason.
 void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
+
+// Note [Durable outputs]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A rename is atomic for readers but not against a crash: until the file's
+// data and the directory's entry reach the disk, a power loss can leave an
+// empty or cut file under the new name, over the good one it replaced. A
+// whole-file output (--save, an export, a rewritten --metrics) is therefore
+// fsync'ed before its rename and its directory after it, as checkpoints are
+// (optim/checkpoint/durable_files.h).
+//
+// fsync of the file `path`: 0, or the errno of the failure.
+int fsync_file(const std::string& path);
+// fsync of the directory holding `target`, which makes a rename into it
+// durable. CheckpointError naming `what` and `target` when it fails; a
+// filesystem that cannot sync a directory passes.
+void sync_directory_of(const std::filesystem::path& target, const std::string& what);
 
 // Whether `path`, through links and `..`, names an existing stream (a
 // character device such as /dev/null or /dev/stdout, a FIFO, a socket):

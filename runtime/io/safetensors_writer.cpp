@@ -137,8 +137,10 @@ void SafetensorsWriter::commit() {
                   data_bytes_, " bytes were written");
   const int fd = fd_;
   fd_ = -1;  // from here the temporary is removed below, not by the destructor
-  if (::close(fd) != 0) {
-    const int err = errno;
+  // Note [Durable outputs] (output_path.h).
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  if (::close(fd) != 0 || synced != 0) {
+    const int err = synced != 0 ? synced : errno;
     std::error_code ignored;
     fs::remove(tmp_, ignored);
     ZRT_THROW(CheckpointError, path_, ": writing the file failed: ", std::strerror(err),
@@ -152,6 +154,7 @@ void SafetensorsWriter::commit() {
     ZRT_THROW(CheckpointError, path_,
               ": cannot rename the temporary file into place: ", ec.message());
   }
+  sync_directory_of(target_, "safetensors output");
 }
 
 }  // namespace zrt

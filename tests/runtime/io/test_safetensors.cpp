@@ -1,6 +1,8 @@
 // safetensors: round trips of every dtype (odd and empty shapes, metadata),
 // the f32 default for floating tensors, byte layout, typed errors for bad
 // files, atomic writes, streamed writes (model parameter loading: tests/model_zoo/io/).
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "tests/model_zoo/layers/layer_test_util.h"
 #include "tests/model_zoo/models/temp_dir.h"
 #include "tests/support/test_seed.h"
+#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/io/safetensors_writer.h"
 
@@ -180,4 +183,35 @@ BOOST_AUTO_TEST_CASE(streamed_writes_give_the_whole_file_bytes) {
   for (auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
     files += e.is_regular_file();
   BOOST_TEST(files == 1);  // s.safetensors alone: no temporary, no o.safetensors
+}
+
+// Note [Partial files]: a name the filesystem takes (up to its 255 bytes)
+// is written, though ".NAME.zrt-partial-N" would be longer; two long names
+// that differ only past the cut keep temporaries of their own.
+BOOST_AUTO_TEST_CASE(names_at_the_filesystem_limit_are_written) {
+  TempDir dir("st_long");
+  const long limit = ::pathconf(std::filesystem::path(dir.file("")).c_str(), _PC_NAME_MAX);
+  const std::size_t max = limit > 0 ? static_cast<std::size_t>(limit) : 255;
+  for (const std::size_t size : {max - 30, max - 12, max}) {
+    const std::string path = dir.file(std::string(size - 3, 'n') + ".st");
+    write_safetensors(path, {{"a", Tensor::full({3}, double(size), DType::f32)}});
+    BOOST_TEST(read_safetensors(path).tensors.at("a").item(1) == double(size));
+    write_whole_file(dir.file(std::string(size - 3, 'n') + ".tx"), "text", "--metrics");
+    // Its own leftover is removed by the next write; another name's is not.
+    const std::string mine = create_partial_file(path, "--save");
+    const std::string other =
+        create_partial_file(dir.file(std::string(size - 3, 'n') + ".su"), "--save");
+    BOOST_TEST(mine != other);
+    write_safetensors(path, {{"a", Tensor::full({3}, 1.0, DType::f32)}});
+    BOOST_TEST(!std::filesystem::exists(mine));
+    BOOST_TEST(std::filesystem::exists(other));
+    std::filesystem::remove(other);
+  }
+  // One byte more is refused for what it is.
+  try {
+    write_whole_file(dir.file(std::string(max + 1, 'n')), "text", "--metrics");
+    BOOST_ERROR("a name over the limit was accepted");
+  } catch (const InvalidArgument& e) {
+    BOOST_TEST(std::string(e.what()).find("File name too long") != std::string::npos, e.what());
+  }
 }
