@@ -865,40 +865,4 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   return true;
 }
 
-void check_free_space(const std::vector<PlannedOutput>& outputs) {
-  namespace fs = std::filesystem;
-  struct OnOneFilesystem {
-    fs::path dir;  // a directory on it
-    std::uint64_t bytes = 0;
-    std::vector<const PlannedOutput*> outputs;
-  };
-  std::map<dev_t, OnOneFilesystem> by_device;
-  for (const PlannedOutput& out : outputs) {
-    if (out.path.empty() || names_a_stream(out.path)) continue;
-    fs::path dir =
-        fs::is_directory(out.path) ? fs::path(out.path) : fs::path(out.path).parent_path();
-    if (dir.empty()) dir = ".";
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) continue;  // check_outputs names a missing directory
-    OnOneFilesystem& use = by_device[st.st_dev];
-    use.dir = dir;
-    use.bytes += out.bytes;
-    use.outputs.push_back(&out);
-  }
-  for (const auto& [dev, use] : by_device) {
-    std::error_code ec;
-    const fs::space_info space = fs::space(use.dir, ec);
-    if (ec || use.bytes <= space.available) continue;  // unknown space: the write itself will tell
-    std::string names;
-    for (const PlannedOutput* out : use.outputs)
-      names +=
-          detail::concat(names.empty() ? "" : " and ", out->flag, " ", out->path,
-                         use.outputs.size() > 1 ? detail::concat(" (", out->bytes, " bytes)") : "");
-    ZRT_THROW(ResourceError, "not enough free disk space: ", names,
-              use.outputs.size() > 1 ? " together need " : " needs ", use.bytes,
-              " bytes, but the filesystem of ", use.dir.string(), " has ", space.available,
-              " bytes available");
-  }
-}
-
 }  // namespace zrt::train

@@ -85,19 +85,6 @@ struct TrainOptions {
   std::optional<AsGiven> as_given;
 };
 
-// An output whose size is known before training.
-struct PlannedOutput {
-  std::string flag;  // "--save", "--checkpoint-dir"
-  std::string path;  // the file, or the directory written into
-  std::uint64_t bytes = 0;
-};
-
-// Throws ResourceError, naming the paths, the bytes needed and the bytes
-// available, when the outputs that share a filesystem need more than its
-// free space (statvfs, as an unprivileged user sees it). Streams (/dev/null, a FIFO)
-// are left out.
-void check_free_space(const std::vector<PlannedOutput>& outputs);
-
 // --trace's file for rank `rank` of `size`: T.json for one rank,
 // T.rank-R.json for rank R of several.
 std::string trace_path(const std::string& path, int rank, int size);
