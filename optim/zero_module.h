@@ -223,8 +223,8 @@ class ZeroModule {
   // tensor under two names is one parameter (tied): one master copy, one
   // gradient. A tensor given to an earlier unit, while it lives, is that
   // unit's parameter used here (Note [Parameters tied across units]); a
-  // tensor that only overlaps an earlier one is refused with
-  // InvalidArgument naming both parameters, and so is the same tensor whose
+  // tensor that only overlaps another parameter (of this unit or an earlier
+  // one) is refused with InvalidArgument naming both, and so is the same tensor whose
   // values changed since the earlier unit took it (one buffer reused for
   // two units' initial values: on the CPU, where the values are read).
   Unit add_unit(const std::string& name, const std::vector<std::pair<std::string, Tensor>>& params);

@@ -495,6 +495,17 @@ void FlatParamHandle::pre_backward() {
 }
 
 void FlatParamHandle::accumulate_runtime_grad() {
+  // Note [Padded rows of a parameter]: the caller's gradient views include
+  // the padded rows; what was written there would reach the gradient norm
+  // (and its clipping) and the padding's update. They take no part in the
+  // model: zeroed here, whatever the caller wrote.
+  for (std::size_t i = 0; i < num_params(); ++i) {
+    const auto& p = layout_.params()[i];
+    if (p.pad_rows > 0)
+      kernels::zero(
+          full_grad_.slice(layout_.param_offset(i) + p.numel(), p.padded_numel() - p.numel()),
+          options_.stream);
+  }
   if (!full_prec_grad_.is_freed()) {
     kernels::accumulate_grad(full_prec_grad_, full_grad_, 1.0f, options_.stream);
   } else if (grad_offloaded_) {
@@ -654,8 +665,10 @@ void FlatParamHandle::add_to_grad(std::size_t i, const Tensor& grad) {
       kernels::zero(full_prec_grad_, options_.stream);
     }
   }
-  kernels::accumulate_grad(full_prec_grad_.slice(layout_.param_offset(i), p.padded_numel()),
-                           grad.flatten(), 1.0f, options_.stream);
+  // The parameter's own rows: its padded rows' gradient stays zero
+  // (Note [Padded rows of a parameter]).
+  kernels::accumulate_grad(full_prec_grad_.slice(layout_.param_offset(i), p.numel()),
+                           grad.flatten().slice(0, p.numel()), 1.0f, options_.stream);
   // Outside its own backward scope the sum goes back to host memory, as a
   // post_backward without sync leaves it: the device does not hold it while
   // other units' backward runs.

@@ -41,9 +41,11 @@
 // offsets stay the parameter's own, while its unsharded views have the
 // padded shape [rows + pad_rows, ...] (a vocabulary padded for aligned
 // GEMMs: Note [Padded vocabulary] in model_zoo/models/gpt.h). Padding starts
-// at zero in every buffer (masters, moments, gradients); a layer that writes
-// zero gradients there keeps it zero through AdamW (zero moments, no update,
-// decay of a zero is zero). A checkpoint records pad_rows beside the shape.
+// at zero in every buffer (masters, moments, gradients); whatever a layer
+// writes into the padded rows of its gradient view is zeroed before the
+// gradient is summed (FlatParamHandle), so the padding stays zero through
+// AdamW (zero moments, no update, decay of a zero is zero) and adds nothing
+// to the gradient norm. A checkpoint records pad_rows beside the shape.
 #pragma once
 
 #include <cstdint>

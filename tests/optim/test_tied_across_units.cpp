@@ -456,6 +456,22 @@ BOOST_AUTO_TEST_CASE(only_whole_tensors_tie) {
       module.add_unit("head",
                       {{"gain", tensor_of(init.g, {3})}, {"weight", E}});  // and now it ties
       ZRT_EXPECT(module.tied_params().size() == 1, "the tie was not recorded");
+      // Inside one unit too: a view in another shape, or a slice, of a
+      // parameter is refused; the same tensor twice is one parameter.
+      const Tensor X = tensor_of(init.E, {5, 3});
+      for (const Tensor& alias : {X.view({15}), X.flatten().slice(0, 6).view({2, 3})}) {
+        std::string inside;
+        try {
+          module.add_unit("inside", {{"w", X}, {"alias", alias}});
+        } catch (const InvalidArgument& e) {
+          inside = e.what();
+        }
+        ZRT_EXPECT(inside.find("'inside.alias' shares part of its memory with parameter "
+                               "'inside.w' of this unit") != std::string::npos,
+                   "memory shared inside a unit was not refused: '", inside, "'");
+      }
+      module.add_unit("inside", {{"w", X}, {"again", X}});
+      ZRT_EXPECT(module.find_param("inside.again").has_value(), "the second name was lost");
     });
   } catch (const std::exception& e) {
     BOOST_ERROR(e.what());
