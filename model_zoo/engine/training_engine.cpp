@@ -1,5 +1,7 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
+#include <cmath>
+
 #include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
@@ -311,6 +313,19 @@ void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_to
 StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double lr,
                                ConsistencyCheck check) {
   ZRT_CHECK_ARG(!micro_batches.empty(), "a training step needs at least one micro-batch");
+  // The loss's scale is fixed in each micro-batch's forward (Note
+  // [Cross-entropy normaliser]): a wrong one trains on a scaled loss, silently.
+  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
+    const double n = micro_batches[m].normaliser;
+    ZRT_CHECK_ARG(std::isfinite(n) && n > 0, "micro-batch ", m, "'s Batch::normaliser is ", n,
+                  n == 0 ? " (not set)" : "",
+                  ": set it to the number of targets in the global batch (every micro-batch of "
+                  "every rank) for the mean loss, as make_micro_batch does");
+    ZRT_CHECK_ARG(n == micro_batches[0].normaliser, "micro-batch ", m, "'s Batch::normaliser ", n,
+                  " differs from micro-batch 0's ", micro_batches[0].normaliser,
+                  ": each is the number of targets in the whole global batch, the same for "
+                  "every micro-batch of a step");
+  }
   for (Tensor& kept : kept_inputs_) kept = Tensor();  // a step that threw may have left some
   const double scale = module_->loss_scale();
   // On the host: the loss layer reads it there, with no device read per micro-batch.

@@ -37,10 +37,13 @@ struct UnitDef {
   std::vector<std::pair<std::string, std::string>> tied;
 };
 
-struct Batch {              // one micro-batch on one rank
-  Tensor inputs;            // gpt: [b, T] i32 token ids; mlp: [b, d_in] f32
-  Tensor targets;           // gpt: [b, T] i32; mlp: [b] i64
-  double normaliser = 1.0;  // target tokens/rows in the GLOBAL batch (loss = sum / normaliser)
+struct Batch {     // one micro-batch on one rank
+  Tensor inputs;   // gpt: [b, T] i32 token ids; mlp: [b, d_in] f32
+  Tensor targets;  // gpt: [b, T] i32; mlp: [b] i64
+  // Target tokens/rows in the GLOBAL batch (loss = sum / normaliser), the
+  // same for every micro-batch of a step; 0, not set, is refused by the
+  // engine, which would otherwise train on an unscaled sum.
+  double normaliser = 0.0;
   // The dloss the backward will pass (the loss scale): the loss stage's
   // forward writes the logits' gradient for it already (Note [Fused classifier]).
   double dloss = 1.0;

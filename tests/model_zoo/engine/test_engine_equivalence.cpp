@@ -2,16 +2,20 @@
 // size and micro-batch count, losses and final parameters match the 1-rank,
 // 1-micro-batch run within 1e-5 (fp32, CPU). bf16 trains and stays near fp32,
 // and so does bf16 optimizer state; int8 parameter gathers and int8 or int4
-// gradient reductions stay near their defaults.
+// gradient reductions stay near their defaults. A step refuses micro-batches
+// without their normaliser.
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <functional>
+#include <random>
 #include <utility>
 #include <vector>
 
 #include "tests/model_zoo/engine/engine_checks.h"
 #include "tests/optim/checkpoint/checkpoint_test_files.h"
 #include "tests/support/rank_check.h"
+#include "tests/support/test_seed.h"
+#include "zrt/model_zoo/engine/training_engine.h"
 #include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
@@ -306,6 +310,48 @@ BOOST_AUTO_TEST_CASE(a_reduce_dtype_changes_nothing_where_nothing_is_reduced) {
                                                   << " " << optim::reduce_dtype_name(t));
       BOOST_TEST((cast.params == f32.params));
     }
+}
+
+// Note [Cross-entropy normaliser]: the loss's scale is fixed in each
+// micro-batch's forward. One not set (a default would train on the sum,
+// scaled by the batch) or unlike the step's others is refused, naming it.
+BOOST_AUTO_TEST_CASE(a_step_refuses_micro_batches_without_their_normaliser) {
+  std::mt19937 gen(static_cast<std::uint32_t>(zrt::test::test_seed("normaliser")));
+  model_zoo::ModelConfig m;
+  m.kind = "mlp";
+  m.d_in = 5;
+  m.hidden = std::vector<std::int64_t>{7};
+  m.n_classes = 3;
+  auto batch = [&](double normaliser) {
+    model_zoo::Batch b;
+    b.inputs = Tensor::empty({4, 5}, DType::f32);
+    for (std::int64_t i = 0; i < 20; ++i)
+      b.inputs.data<float>()[i] = std::normal_distribution<float>()(gen);
+    b.targets = Tensor::empty({4}, DType::i64);
+    for (std::int64_t i = 0; i < 4; ++i) b.targets.data<std::int64_t>()[i] = gen() % 3;
+    if (normaliser > 0) b.normaliser = normaliser;
+    return b;
+  };
+  run_local_ranks(1, [&](const CommPtr& world) {
+    model_zoo::TrainingEngine engine(model_zoo::make_model(m), world, model_zoo::EngineConfig{});
+    auto refusal = [&](const std::vector<model_zoo::Batch>& micro) {
+      try {
+        engine.step(micro, 1e-3);
+      } catch (const InvalidArgument& e) {
+        return std::string(e.what());
+      }
+      return std::string("(trained)");
+    };
+    const std::string unset = refusal({batch(0)});
+    ZRT_EXPECT(unset.find("micro-batch 0's Batch::normaliser is 0 (not set)") != std::string::npos,
+               "an unset normaliser: '", unset, "'");
+    const std::string unlike = refusal({batch(8), batch(4)});
+    ZRT_EXPECT(unlike.find("micro-batch 1's Batch::normaliser 4 differs from micro-batch 0's 8") !=
+                   std::string::npos,
+               "unlike normalisers: '", unlike, "'");
+    const model_zoo::StepStats trained = engine.step({batch(8), batch(8)}, 1e-3);
+    ZRT_EXPECT(std::isfinite(trained.loss) && trained.loss > 0, "loss ", trained.loss);
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
