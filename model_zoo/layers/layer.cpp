@@ -23,7 +23,10 @@ void check_input(const char* layer, const Tensor& param, const Tensor& x, const 
 }
 
 void check_forward_ran(const char* layer, bool cached) {
-  ZRT_CHECK_STATE(cached, layer, ": backward called without a forward since the last backward");
+  ZRT_CHECK_CALL(cached, layer,
+                 ": backward called without a forward since the last backward (a layer keeps "
+                 "the input of its last forward only: one used twice needs a backward after "
+                 "each forward, or a layer per use)");
 }
 
 }  // namespace zrt::model_zoo

@@ -87,7 +87,7 @@ std::map<std::string, ParamInit> Gpt::param_inits() const {
 }
 
 void Gpt::bind(const ParamLookup& lookup) {
-  ZRT_CHECK_STATE(!embed_, "gpt: bind called twice");
+  ZRT_CHECK_CALL(!embed_, "gpt: bind called twice");
   embed_.emplace(lookup("wte.weight"), lookup("wpe.weight"), dims_.vocab_size);
   blocks_.reserve(static_cast<std::size_t>(dims_.n_layer));
   for (std::int64_t i = 0; i < dims_.n_layer; ++i) {
@@ -121,7 +121,7 @@ void Gpt::check_stage(int s, const char* what) const {
 }
 
 void Gpt::check_bound(const char* what) const {
-  ZRT_CHECK_STATE(embed_.has_value(), "gpt ", what, ": bind() has not been called");
+  ZRT_CHECK_CALL(embed_.has_value(), "gpt ", what, ": bind() has not been called");
 }
 
 Tensor Gpt::stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) {

@@ -35,7 +35,7 @@ std::map<std::string, ParamInit> Mlp::param_inits() const {
 }
 
 void Mlp::bind(const ParamLookup& lookup) {
-  ZRT_CHECK_STATE(layers_.empty(), "mlp: bind called twice");
+  ZRT_CHECK_CALL(layers_.empty(), "mlp: bind called twice");
   const auto act =
       dims_.activation == "relu" ? kernels::Activation::relu : kernels::Activation::gelu;
   for (const UnitDef& u : units()) {
@@ -57,7 +57,7 @@ void Mlp::check_stage(int s, const char* what) const {
 
 Tensor Mlp::stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) {
   check_stage(s, "stage_forward");
-  ZRT_CHECK_STATE(!layers_.empty(), "mlp stage_forward: bind() has not been called");
+  ZRT_CHECK_CALL(!layers_.empty(), "mlp stage_forward: bind() has not been called");
   Tensor in = x;
   if (s == 0) {
     const Tensor& xs = batch.inputs;
@@ -89,14 +89,14 @@ std::vector<int> Mlp::block_stages() const {
 void Mlp::release_stage(int s) {
   ZRT_CHECK_ARG(s >= 1 && s + 1 < num_stages(), "mlp release_stage: stage ", s,
                 " is not a hidden block (1..", num_stages() - 2, ")");
-  ZRT_CHECK_STATE(!layers_.empty(), "mlp release_stage: bind() has not been called");
+  ZRT_CHECK_CALL(!layers_.empty(), "mlp release_stage: bind() has not been called");
   layers_[static_cast<std::size_t>(s)].release();
   acts_[static_cast<std::size_t>(s)].release();
 }
 
 Tensor Mlp::stage_backward(int s, const Tensor& dy, Stream stream) {
   check_stage(s, "stage_backward");
-  ZRT_CHECK_STATE(!layers_.empty(), "mlp stage_backward: bind() has not been called");
+  ZRT_CHECK_CALL(!layers_.empty(), "mlp stage_backward: bind() has not been called");
   Tensor d;
   if (s == num_stages() - 1) {
     ZRT_CHECK_ARG(dy.numel() == 1, "mlp: the last stage takes dloss as a 1-element tensor, got ",
