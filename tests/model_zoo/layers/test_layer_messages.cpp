@@ -154,4 +154,23 @@ BOOST_AUTO_TEST_CASE(a_tied_parameter_outside_every_scope_names_its_users) {
   (void)embed;
 }
 
+// A backward without its forward is the caller's mistake: said as one, with
+// no internal check or source place after it.
+BOOST_AUTO_TEST_CASE(a_backward_without_its_forward_is_the_callers_mistake) {
+  std::mt19937 rng(test::test_seed("layer_messages/a_backward_without_its_forward"));
+  model_zoo::LayerNorm ln(model_zoo::test::random_param({5}, DType::f32, rng),
+                          model_zoo::test::random_param({5}, DType::f32, rng));
+  const Tensor dy = model_zoo::test::random_tensor({3, 5}, DType::f32, rng);
+  std::string said;
+  try {
+    ln.backward(dy, GradMode::accumulate);
+  } catch (const InvalidState& e) {
+    said = e.what();
+  }
+  BOOST_TEST(said ==
+             "LayerNorm: backward called without a forward since the last backward (a layer "
+             "keeps the input of its last forward only: one used twice needs a backward after "
+             "each forward, or a layer per use)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
