@@ -178,6 +178,7 @@ else
   echo "FAIL --save of non-finite weights: exit $rc: $(tail -n1 <<<"$out")"; failures=$((failures + 1))
 fi
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 expect_usage "a torchrun launch on cpu" "launched torchrun-style .* add --device cuda"
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 expect_usage "--ranks under a torchrun launch" "already one of 2 ranks launched by torchrun: drop --ranks" --ranks 2
 expect_usage "--min-lr above --lr" "--min-lr 0.5 is above --lr 0.1" --lr 0.1 --min-lr 0.5
 "$train" --lr 1e-4 --steps 1 > /dev/null 2>&1 && echo "ok   --lr below the default --min-lr trains (--min-lr follows --lr)" ||
   { echo "FAIL --lr 1e-4 alone is refused"; failures=$((failures + 1)); }

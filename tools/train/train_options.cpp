@@ -296,7 +296,7 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
                             : " rank (a single process: add --ranks N or launch with mpirun)",
                 ": its groups would not tile it");
   if (const LaunchInfo launch = detect_launch();
-      launch.launcher == Launcher::torchrun && launch.size > 1)
+      launch.launcher == Launcher::torchrun && launch.size > 1 && o.ranks == 0)  // else below
     ZRT_CHECK_ARG(o.device == "cuda", "this process is rank ", launch.rank, " of ", launch.size,
                   " launched torchrun-style (RANK and WORLD_SIZE are set), whose world is NCCL "
                   "over CUDA devices: add --device cuda, or run CPU ranks with mpirun or --ranks");
