@@ -35,6 +35,13 @@ void check_finite(const Tensor& f32, const Tensor& raw, const std::string& key, 
   }
 }
 
+// Every digit a float has: two that differ never print alike.
+std::string exact(float v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", static_cast<double>(v));
+  return text;
+}
+
 // A tied name's values in the file must be its primary's: the model holds
 // one matrix, so a different one (an untied head) would be dropped.
 void check_same_as_primary(const Tensor& f32, const Tensor& primary, const std::string& key,
@@ -45,7 +52,7 @@ void check_same_as_primary(const Tensor& f32, const Tensor& primary, const std::
   for (std::int64_t i = 0; i < f32.numel(); ++i)
     if (p[i] != q[i])
       ZRT_THROW(CheckpointError, source, ": '", key, "' differs from '", primary_key,
-                "' at flat index ", first + i, " (", p[i], " vs ", q[i],
+                "' at flat index ", first + i, " (", exact(p[i]), " vs ", exact(q[i]),
                 "), but the model ties them into one parameter: its values would be dropped");
 }
 
@@ -61,9 +68,11 @@ struct KeyInfo {
 // fqn -> the key holding it, every key and shape checked (Note [Checkpoint key mapping]).
 // `tied_keys` (when given) gets, per primary fqn, the keys of its tied names
 // the file holds too.
+// `skipped` gets Hugging Face's attention-mask buffers, which are no parameters.
 std::map<std::string, std::string> match_keys(
     const std::vector<UnitDef>& units, const std::map<std::string, KeyInfo>& keys,
-    const std::string& source, std::map<std::string, std::vector<std::string>>* tied_keys) {
+    const std::string& source, std::map<std::string, std::vector<std::string>>* tied_keys,
+    std::vector<std::string>& skipped) {
   std::map<std::string, Shape> expected;
   std::map<std::string, std::string> tied;  // second → primary
   for (const ParamDef& p : all_param_defs(units)) expected[p.fqn()] = p.shape;
@@ -71,8 +80,8 @@ std::map<std::string, std::string> match_keys(
     for (const auto& [second, primary] : u.tied) tied[second] = primary;
 
   const std::string prefix = "transformer.";
-  std::map<std::string, std::string> origin;  // fqn → key it came from
-  std::vector<std::string> skipped;           // Hugging Face's attention-mask buffers
+  std::map<std::string, std::string> origin;                // fqn → key it came from
+  std::map<std::string, std::vector<std::string>> seconds;  // fqn → keys of its tied names
   for (const auto& [key, t] : keys) {
     const std::string name = key.starts_with(prefix) ? key.substr(prefix.size()) : key;
     if (auto e = expected.find(name); e != expected.end()) {
@@ -91,7 +100,7 @@ std::map<std::string, std::string> match_keys(
       if (t.shape != primary)
         ZRT_THROW(CheckpointError, source, ": '", key, "' has shape ", shape_str(t.shape),
                   " but is tied to ", s->second, " of shape ", shape_str(primary));
-      if (tied_keys) (*tied_keys)[s->second].push_back(key);
+      seconds[s->second].push_back(key);
     } else if (is_mask_buffer(name)) {
       skipped.push_back(key);
     } else {
@@ -100,18 +109,32 @@ std::map<std::string, std::string> match_keys(
     }
   }
   for (const auto& [fqn, shape] : expected) {
-    if (!origin.count(fqn))
-      ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ", shape_str(shape),
-                ")");
+    if (origin.count(fqn)) continue;
+    // Only a tied name holds it (safetensors' save_model keeps one name of
+    // a tied tensor, which may be "lm_head.weight"): that is its value.
+    if (auto s = seconds.find(fqn); s != seconds.end() && !s->second.empty()) {
+      const std::string key = s->second.front();
+      s->second.erase(s->second.begin());
+      ZRT_CHECK_AS(CheckpointError, is_floating(keys.at(key).dtype), source, ": '", key,
+                   "' has non-floating dtype ", dtype_name(keys.at(key).dtype));
+      origin[fqn] = key;
+      continue;
+    }
+    ZRT_THROW(CheckpointError, source, ": missing parameter ", fqn, " (shape ", shape_str(shape),
+              ")");
   }
-  if (!skipped.empty())  // one line, not one a layer
-    std::cerr << "zrt: " << source << ": skipped " << skipped.size()
-              << " attention-mask buffer(s), not parameters ('" << skipped.front() << "'"
-              << (skipped.size() > 1 ? ", ..." : "") << ")\n";
+  if (tied_keys) *tied_keys = std::move(seconds);
   return origin;
 }
 
 }  // namespace
+
+std::string skipped_buffers_note(const std::string& source,
+                                 const std::vector<std::string>& skipped) {
+  return detail::concat(source, ": skipped ", skipped.size(),
+                        " attention-mask buffer(s), not parameters ('", skipped.front(), "'",
+                        skipped.size() > 1 ? ", ..." : "", ")");
+}
 
 std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& units,
                                                  const std::map<std::string, Tensor>& tensors,
@@ -120,7 +143,10 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
   for (const auto& [key, t] : tensors) keys[key] = {t.shape(), t.dtype()};
   std::map<std::string, Tensor> out;
   std::map<std::string, std::vector<std::string>> tied_keys;
-  for (const auto& [fqn, key] : match_keys(units, keys, source, &tied_keys)) {
+  std::vector<std::string> skipped;
+  const auto matched = match_keys(units, keys, source, &tied_keys, skipped);
+  if (!skipped.empty()) std::cerr << "zrt: " << skipped_buffers_note(source, skipped) << "\n";
+  for (const auto& [fqn, key] : matched) {
     const Tensor& t = tensors.at(key);
     out[fqn] = t.dtype() == DType::f32 ? t : t.to(DType::f32);
     check_finite(out[fqn], t, key, 0, source);
@@ -135,7 +161,7 @@ ParamFileSource::ParamFileSource(const std::vector<UnitDef>& units, const std::s
     : reader_(std::make_shared<SafetensorsReader>(path)), buffers_(std::move(buffers)) {
   std::map<std::string, KeyInfo> keys;
   for (const auto& [key, e] : reader_->entries()) keys[key] = {e.shape, e.dtype};
-  key_of_ = match_keys(units, keys, path, &tied_keys_);
+  key_of_ = match_keys(units, keys, path, &tied_keys_, skipped_);
 }
 
 void ParamFileSource::read(const std::string& fqn, const Tensor& dst, std::int64_t first,

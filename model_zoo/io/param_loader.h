@@ -7,10 +7,12 @@
 // Hugging Face GPT-2 checkpoints name the body "transformer.wte.weight", ...
 // and store attention masks as buffers ("h.0.attn.bias",
 // "h.0.attn.masked_bias"). A key is matched after removing a leading
-// "transformer."; mask buffers are skipped with a warning on stderr; a tied
-// name (e.g. "lm_head.weight") is skipped when it has its primary's shape
-// and values, since the primary is loaded (other values, an untied head,
-// are an error: they would be dropped). Any other key is an error (a
+// "transformer."; mask buffers are skipped, said in one line
+// (skipped_buffers_note); a tied name (e.g. "lm_head.weight") is skipped
+// when it has its primary's shape and values, since the primary is loaded
+// (other values, an untied head, are an error: they would be dropped), and
+// is the primary's value when the primary is not in the file (safetensors'
+// save_model keeps one name of a tied tensor). Any other key is an error (a
 // checkpoint of a different model must not half-load), as is a key given
 // twice.
 #pragma once
@@ -31,6 +33,12 @@ namespace zrt::model_zoo {
 std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& units,
                                                  const std::map<std::string, Tensor>& tensors,
                                                  const std::string& source);
+
+// "SOURCE: skipped N attention-mask buffer(s), not parameters ('KEY', ...)":
+// what match_model_params prints to stderr, and a Trainer on rank 0 for its
+// --init-from file.
+std::string skipped_buffers_note(const std::string& source,
+                                 const std::vector<std::string>& skipped);
 
 // match_model_params over a safetensors file.
 std::map<std::string, Tensor> load_model_params(const std::vector<UnitDef>& units,
@@ -58,11 +66,15 @@ class ParamFileSource {
   // Elements first, first + 1, ... of parameter `fqn` into dst (f32, any
   // device); CheckpointError for a non-finite value (key and flat index).
   void read(const std::string& fqn, const Tensor& dst, std::int64_t first, Stream stream) const;
+  // Hugging Face's attention-mask buffers the file holds, which are no
+  // parameters and were left out (skipped_buffers_note says so).
+  const std::vector<std::string>& skipped_keys() const { return skipped_; }
 
  private:
   std::shared_ptr<const SafetensorsReader> reader_;
   std::map<std::string, std::string> key_of_;                  // fqn → key
   std::map<std::string, std::vector<std::string>> tied_keys_;  // fqn → its tied names' keys
+  std::vector<std::string> skipped_;
   AllocatorPtr buffers_;
 };
 

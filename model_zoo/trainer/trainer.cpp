@@ -1,5 +1,9 @@
 #include "zrt/model_zoo/trainer/trainer.h"
 
+#include <iostream>
+
+#include "zrt/model_zoo/io/param_loader.h"
+
 namespace zrt::model_zoo {
 
 Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
@@ -21,12 +25,13 @@ Trainer::Trainer(CommPtr world, TrainerConfig config, Dataset data,
   // (Note [Sharded initialisation]) only its shards.
   if (initial)
     engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, *initial);
-  else if (!config_.init_from.empty())
-    engine_ = std::make_unique<TrainingEngine>(
-        std::move(model), world_, config_.engine,
-        ParamFileSource(make_model(config_.model)->units(), config_.init_from,
-                        config_.engine.zero.host_allocator));
-  else
+  else if (!config_.init_from.empty()) {
+    const ParamFileSource file(make_model(config_.model)->units(), config_.init_from,
+                               config_.engine.zero.host_allocator);
+    if (world_->rank() == 0 && !file.skipped_keys().empty())  // once, not once a rank
+      std::cerr << "zrt: " << skipped_buffers_note(file.path(), file.skipped_keys()) << "\n";
+    engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine, file);
+  } else
     engine_ = std::make_unique<TrainingEngine>(std::move(model), world_, config_.engine);
   if (config_.checkpoint_async)
     saver_ = std::make_unique<optim::BackgroundCheckpointSaver>(engine_->module(),
