@@ -122,6 +122,13 @@ expect_refused "steps but no --resume" "already holds steps .*--resume" "$ck" \
 cp -r "$ck" "$dir/nolatest" && rm "$dir/nolatest/latest"
 expect_refused "steps but no latest" "no .latest." "$dir/nolatest" \
   "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$dir/nolatest" --resume
+# An emptied step directory is not named as the step to resume.
+mkdir "$dir/nolatest/step-000009"
+expect_refused "an emptied newest step" "no .latest.*--resume $dir/nolatest/step-000004 " \
+  "$dir/nolatest" "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$dir/nolatest" --resume
+mkdir -p "$dir/emptied/step-000005"
+expect_refused "only an emptied step" "none is a checkpoint" "$dir/emptied" \
+  "$train" "${tiny[@]}" --steps 6 --checkpoint-dir "$dir/emptied" --resume
 expect_refused "--steps below the checkpoint's step" "below the step 4" "$ck" \
   "$train" "${tiny[@]}" --steps 3 --checkpoint-dir "$ck" --resume
 expect_refused "--init-from with --resume PATH" "init-from .*would not be read" "$ck" \

@@ -17,6 +17,7 @@
 
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
@@ -71,10 +72,19 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume,
       resume, "--checkpoint-dir ", dir, " already holds steps ", list_steps(steps),
       " of a run; add --resume to continue it (or name another directory): starting over would "
       "overwrite them");
-  ZRT_CHECK_ARG(fs::exists(fs::path(dir) / "latest"), "--checkpoint-dir ", dir, " holds steps ",
-                list_steps(steps), " but no `latest` naming one; resume one of them with --resume ",
-                dir, "/", optim::step_dir_name(steps.back()),
-                " (starting at step 0 would overwrite them)");
+  if (fs::exists(fs::path(dir) / "latest")) return;
+  // The advice names a step that is a checkpoint (an emptied step-N is not).
+  std::vector<std::int64_t> checkpoints;
+  for (std::int64_t s : steps)
+    if (fs::exists(fs::path(dir) / optim::step_dir_name(s) / optim::kIndexFileName))
+      checkpoints.push_back(s);
+  ZRT_CHECK_ARG(!checkpoints.empty(), "--checkpoint-dir ", dir, " holds step directories ",
+                list_steps(steps),
+                " but none is a checkpoint (no index.json) and no `latest` names one: move "
+                "them out of the way, or name another --checkpoint-dir");
+  ZRT_THROW(InvalidArgument, "--checkpoint-dir ", dir, " holds steps ", list_steps(steps),
+            " but no `latest` naming one; resume one of them with --resume ", dir, "/",
+            optim::step_dir_name(checkpoints.back()), " (starting at step 0 would overwrite them)");
 }
 
 std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int64_t step,
