@@ -153,6 +153,12 @@ void check_row_tensor_names(const std::string& path, const TensorsByName& tensor
                 "): a rows file holds 'x' and 'y' only");
 }
 
+// "PATH: why" of a reader's error, which may begin with PATH already.
+std::string said_of(const std::string& path, const std::exception& e) {
+  const std::string what = e.what();
+  return what.starts_with(path + ": ") ? what : path + ": " + what;
+}
+
 // What a rows file's 'x' and 'y' must be, from their dtypes and shapes
 // (the header holds them: a plan checks without reading the rows).
 void check_rows(const std::string& path, DType x_dtype, const Shape& x_shape, DType y_dtype,
@@ -172,7 +178,7 @@ Dataset load_row_dataset(const std::string& path) {
   try {
     f = read_safetensors(path);
   } catch (const CheckpointError& e) {
-    ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());
+    ZRT_THROW(InvalidArgument, "data file ", said_of(path, e));
   }
   check_row_tensor_names(path, f.tensors);
   auto x = f.tensors.find("x"), y = f.tensors.find("y");
@@ -207,11 +213,11 @@ enum class DataFormat { text, llmc, rows };
 // any other file that begins with llm.c's magic (20240520, little-endian)
 // is an llm.c token file too: read as text, its header and 16-bit tokens
 // would train as bytes without a word. No UTF-8 text begins with those
-// bytes (0x38 0xDF 0x34 0x01: 0xDF must be followed by a continuation byte).
-// So is a safetensors file under another name: a little-endian header
-// length that fits in the file, then the header's '{' (no text holds the
-// length's NUL bytes); one whose header length is damaged past the file's
-// end is not told from text. Everything else is text, a token a byte.
+// bytes (0x88 0xD8 0x34 0x01: 0x88 is a continuation byte, which starts no
+// character). So is a safetensors file under another name: a little-endian
+// header length, then the header's '{'. A length whose top three bytes are
+// zero says so however damaged the rest (no text holds NUL bytes), and
+// the reader then names the damage. Everything else is text, a token a byte.
 DataFormat data_format(const std::string& path) {
   if (ends_with(path, ".safetensors")) return DataFormat::rows;
   if (ends_with(path, ".bin")) return DataFormat::llmc;
@@ -223,8 +229,9 @@ DataFormat data_format(const std::string& path) {
   if (got >= sizeof(magic) && magic == kLlmcMagic) return DataFormat::llmc;
   std::uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, head, sizeof(header_bytes));
-  if (got == sizeof(head) && head[8] == '{' && header_bytes >= 2 &&
-      header_bytes <= data.file.size() - 8)
+  if (got == sizeof(head) && head[8] == '{' &&
+      ((header_bytes >= 2 && header_bytes <= data.file.size() - 8) ||
+       (head[5] == 0 && head[6] == 0 && head[7] == 0)))
     return DataFormat::rows;
   return DataFormat::text;
 }
@@ -257,7 +264,7 @@ std::size_t data_file_memory_bytes(const std::string& path) {
       check_rows(path, x->second.dtype, x->second.shape, y->second.dtype, y->second.shape);
       return (x->second.end - x->second.begin) + (y->second.end - y->second.begin);
     } catch (const CheckpointError& e) {
-      ZRT_THROW(InvalidArgument, "data file ", path, ": ", e.what());
+      ZRT_THROW(InvalidArgument, "data file ", said_of(path, e));
     }
   }
   if (format == DataFormat::text) return file_bytes * sizeof(std::int32_t);  // a token a byte

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -245,6 +246,28 @@ BOOST_AUTO_TEST_CASE(text_and_row_files) {
                   "tensors zrt does not read ('mask')");
   check_arg_error([&] { data_file_memory_bytes(dir.file("extra.safetensors")); },
                   "tensors zrt does not read ('mask')");
+
+  // A rows file under another name whose header length is damaged past the
+  // file's end is still a rows file, refused with the damage named (the
+  // path once), not trained on as text.
+  std::filesystem::copy_file(dir.file("rows.safetensors"), dir.file("rows.dat"));
+  {
+    std::fstream f(dir.file("rows.dat"), std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(3);
+    f.put('\x7f');  // a length of about 2 GB
+  }
+  for (auto* call : {+[](const std::string& p) { (void)load_dataset(p); },
+                     +[](const std::string& p) { (void)data_file_memory_bytes(p); }}) {
+    std::string said;
+    try {
+      call(dir.file("rows.dat"));
+    } catch (const InvalidArgument& e) {
+      said = e.what();
+    }
+    const std::string path = dir.file("rows.dat");
+    BOOST_TEST(said.starts_with("data file " + path + ": "), said);
+    BOOST_TEST(said.find(path, said.find(path) + 1) == std::string::npos, said);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(generated_data_sets) {
