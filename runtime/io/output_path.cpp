@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/io/kernel_filesystem.h"
 
 namespace zrt {
 
@@ -206,6 +207,19 @@ fs::path output_file_target(const std::string& path, const std::string& what) {
                 " ", path, (p.string() == path ? std::string() : " (-> " + p.string() + ")"),
                 " is ", file_type_name(s.type()), "; zrt writes its outputs only to regular files");
   return p;
+}
+
+fs::path check_output_file(const std::string& path, const std::string& what) {
+  const fs::path target = output_file_target(path, what);
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  ZRT_CHECK_ARG(fs::is_directory(parent), what, " ", path, ": ",
+                fs::exists(parent) ? parent.string() + " is not a directory"
+                                   : "directory " + parent.string() + " does not exist");
+  refuse_kernel_filesystem(detail::concat(what, " ", path), parent);
+  ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, what, " ", path, ": directory ",
+                parent.string(), " is not writable");
+  ZRT_CHECK_ARG(!fs::is_directory(target), what, " ", path, " is a directory");
+  return target;
 }
 
 }  // namespace zrt

@@ -27,6 +27,14 @@ namespace zrt {
 // target exists and is not a regular file, or the links loop.
 std::filesystem::path output_file_target(const std::string& path, const std::string& what);
 
+// The checks a whole-file output passes before any work, so that a run
+// does not fail at its end for a path it could have refused at its start:
+// InvalidArgument naming `what` and `path` when its directory is missing,
+// is not a directory, is a kernel filesystem or is not writable, or when
+// the path is a directory (or a stream, through output_file_target).
+// Returns output_file_target's file.
+std::filesystem::path check_output_file(const std::string& path, const std::string& what);
+
 // Note [Partial files]
 // ~~~~~~~~~~~~~~~~~~~~
 // A whole-file output is written to a temporary beside its target, then

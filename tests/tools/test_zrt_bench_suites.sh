@@ -102,7 +102,8 @@ fails "train --cpu-streams gpu" "zrt-bench train: error: --cpu-streams 'gpu' is 
 fails "train --n-layer 0" "zrt-bench train: error: --n-layer must be positive \(got 0\)" train --n-layer 0
 fails "a flag as a value" "--dir needs a value, but the next argument is the flag --reps" ckpt --dir --reps 1
 fails "ckpt --dir of an unset variable" "zrt-bench ckpt: error: --dir: the value is empty" ckpt --params 20000 --dir ""
-fails "train --save-init under /proc" "zrt-bench train: error: --save-init /proc/zrt-x.st: /proc/zrt-x.st is on a virtual filesystem" train --preset tiny --steps 1 --save-init /proc/zrt-x.st
+fails "train --save-init under /proc" "zrt-bench train: error: --save-init /proc/zrt-x.st: /proc is on a virtual filesystem" train --preset tiny --steps 1 --save-init /proc/zrt-x.st
+fails "train --save-init in a missing directory" "zrt-bench train: error: --save-init $dir/none/w.st: directory $dir/none does not exist" train --preset tiny --steps 1 --save-init "$dir/none/w.st"
 fails "ckpt --dir under /proc" "zrt-bench ckpt: error: --dir: /proc/sys is on a virtual filesystem" ckpt --params 20000 --dir /proc/sys
 # --json is JSON lines only; a suite's --help goes to stdout; figures keep their digits.
 out=$(timeout 60 "$bench" tensor --ops 1000 --reps 1 --json 2>&1)

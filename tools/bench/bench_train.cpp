@@ -77,7 +77,7 @@
 #include "zrt/runtime/comm/comm_traffic.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/link_model.h"
-#include "zrt/runtime/io/kernel_filesystem.h"
+#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
 #include "zrt/runtime/phase_timer.h"
@@ -311,9 +311,9 @@ Options parse(int argc, char** argv) {
   const NamedPath inputs[] = {{"the --init-from file", c.init_from}};
   for (const NamedPath& out : outputs) {
     if (out.path.empty()) continue;
+    check_output_file(out.path, out.what);
     check_output_clear_of_inputs(out, inputs);
     optim::check_output_outside_checkpoint_steps(out);
-    refuse_kernel_filesystem(detail::concat(out.what, " ", out.path), out.path);
   }
   ZRT_CHECK_ARG(o.save_init.empty() || o.save_data.empty() ||
                     resolved_path(o.save_init) != resolved_path(o.save_data),

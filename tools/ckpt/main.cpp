@@ -21,6 +21,7 @@
 #include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/optim/checkpoint/offline_tools.h"
 #include "zrt/runtime/io/kernel_filesystem.h"
+#include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
 #include "zrt/runtime/io/safetensors.h"
 
@@ -286,12 +287,10 @@ int main(int argc, char** argv) {
       check_output_clear_of_inputs({"--out", out},
                                    ckpt::checkpoint_inputs(path));  // before any work
       optim::check_output_outside_checkpoint_steps({"--out", out});
-      const std::filesystem::path parent = std::filesystem::path(out).has_parent_path()
-                                               ? std::filesystem::path(out).parent_path()
-                                               : ".";
-      if (!std::filesystem::is_directory(parent)) {  // a command-line error, exit 2
-        std::fprintf(stderr, "zrt-ckpt: error: --out %s: directory %s does not exist\n",
-                     out.c_str(), parent.c_str());
+      try {  // a command-line error, exit 2
+        check_output_file(out, "--out");
+      } catch (const InvalidArgument& e) {
+        tools::report_error("zrt-ckpt", e);
         return 2;
       }
       const std::size_t n =

@@ -430,20 +430,12 @@ void check_outputs(const TrainOptions& o) {
     // through links (Note [Outputs write through links, never over
     // devices]). --metrics and --trace append as they go and may be streams.
     if (out != &o.save && names_a_stream(*out)) continue;  // /dev/stdout, /dev/null, a FIFO
-    const fs::path target = output_file_target(*out, out_flag);
+    const fs::path target = check_output_file(*out, out_flag);
     check_output_clear_of_inputs({out_flag, *out}, inputs);  // Note [No output onto an input]
     ZRT_CHECK_ARG(!in_checkpoint_entries(target.string(), o.checkpoint_dir), out_flag, " ", *out,
                   " is among the checkpoints of --checkpoint-dir ", o.checkpoint_dir,
                   ", which saving and pruning overwrite and remove");
     optim::check_output_outside_checkpoint_steps({out_flag, *out});
-    const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-    ZRT_CHECK_ARG(fs::is_directory(parent), out_flag, " ", *out, ": ",
-                  fs::exists(parent) ? parent.string() + " is not a directory"
-                                     : "directory " + parent.string() + " does not exist");
-    refuse_kernel_filesystem(detail::concat(out_flag, " ", *out), parent);
-    ZRT_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, out_flag, " ", *out, ": directory ",
-                  parent.string(), " is not writable");
-    ZRT_CHECK_ARG(!fs::is_directory(target), out_flag, " ", *out, " is a directory");
   }
   // Several ranks write T.rank-R.json beside T: beside a stream, names in
   // /dev. So does /dev/stdout redirected to a file, a regular file by then
