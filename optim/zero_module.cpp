@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <unordered_map>
 
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/ops/fill.h"
@@ -414,23 +413,13 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   // Inside the unit too: two names of one tensor are one parameter (tied),
   // but memory shared otherwise (a view in another shape, a slice) would be
   // copied into two parameters that no longer share it, silently.
-  std::unordered_map<const Storage*, std::vector<std::size_t>> own_by_storage;
-  for (std::size_t i = 0; i < own.size(); ++i) {
-    const Tensor& t = own[i].tensor;
-    if (!t.storage_ptr()) continue;
-    const std::size_t begin = static_cast<std::size_t>(t.offset()) * t.itemsize();
-    auto& earlier = own_by_storage[t.storage_ptr().get()];
-    for (std::size_t j : earlier) {
-      const Tensor& u = own[j].tensor;
-      const std::size_t u_begin = static_cast<std::size_t>(u.offset()) * u.itemsize();
-      const bool overlap = begin < u_begin + u.nbytes() && u_begin < begin + t.nbytes();
-      refuse_unless(!overlap || same_tensor(t, u), "parameter '", own[i].fqn(),
-                    "' shares part of its memory with parameter '", own[j].fqn(),
-                    "' of this unit: two names of one parameter must be the same tensor "
-                    "(storage, offset, dtype and shape); pass a copy for a parameter of its own");
-    }
-    earlier.push_back(i);
-  }
+  for (std::size_t i = 0; i < own.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      refuse_unless(
+          !own[i].tensor.overlaps(own[j].tensor) || same_tensor(own[i].tensor, own[j].tensor),
+          "parameter '", own[i].fqn(), "' shares part of its memory with parameter '", own[j].fqn(),
+          "' of this unit: two names of one parameter must be the same tensor "
+          "(storage, offset, dtype and shape); pass a copy for a parameter of its own");
   // Full names are the module's keys (find_param, full_params, checkpoints):
   // "a" + "b.c" and "a.b" + "c" are one name.
   std::unordered_set<std::string> names;

@@ -246,8 +246,9 @@ void require_flash_device(const char* op) {
   ZRT_CUDA_CHECK(cudaGetDevice(&device));
   const int capability = cuda_compute_capability(Device::cuda(device));
   ZRT_CHECK_ARG(capability >= 80, op, ": the flash attention path needs a GPU of compute ",
-                "capability 8.0 or newer (its tensor-core products); cuda:", device, " is ",
-                capability / 10, ".", capability % 10,
+                "capability 8.0 or newer (its tensor-core products); cuda:", device,
+                capability == 0 ? std::string(" did not say its own")
+                                : detail::concat(" is ", capability / 10, ".", capability % 10),
                 ": set ZRT_ATTENTION_PATH to gemm or tiled, or leave it unset");
 }
 

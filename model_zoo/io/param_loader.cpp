@@ -131,6 +131,7 @@ std::map<std::string, std::string> match_keys(
 
 std::string skipped_buffers_note(const std::string& source,
                                  const std::vector<std::string>& skipped) {
+  if (skipped.empty()) return "";
   return detail::concat(source, ": skipped ", skipped.size(),
                         " attention-mask buffer(s), not parameters ('", skipped.front(), "'",
                         skipped.size() > 1 ? ", ..." : "", ")");

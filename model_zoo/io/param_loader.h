@@ -36,7 +36,7 @@ std::map<std::string, Tensor> match_model_params(const std::vector<UnitDef>& uni
 
 // "SOURCE: skipped N attention-mask buffer(s), not parameters ('KEY', ...)":
 // what match_model_params prints to stderr, and a Trainer on rank 0 for its
-// --init-from file.
+// --init-from file; "" for none.
 std::string skipped_buffers_note(const std::string& source,
                                  const std::vector<std::string>& skipped);
 

@@ -45,7 +45,11 @@ std::string partial_prefix(const fs::path& dir, const std::string& name) {
   std::snprintf(digest, sizeof(digest), "%016llx",
                 static_cast<unsigned long long>(name_digest(name)));
   const std::size_t fixed = 1 + 1 + 16 + tail.size() + kRandomDigits;
-  return "." + name.substr(0, max > fixed ? max - fixed : 0) + "~" + digest + tail;
+  std::size_t keep = max > fixed ? max - fixed : 0;
+  // Not inside a UTF-8 character: a filesystem that takes only valid UTF-8
+  // names would refuse the temporary.
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return "." + name.substr(0, keep) + "~" + digest + tail;
 }
 
 }  // namespace
@@ -113,11 +117,14 @@ int fsync_file(const std::string& path) {
 void sync_directory_of(const fs::path& target, const std::string& what) {
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // A directory that may be written but not read (a drop box, mode 0333)
+  // cannot be opened to sync: the rename is as durable there as the
+  // filesystem makes it, and so on one that cannot sync a directory.
+  if (fd < 0 && (errno == EACCES || errno == EPERM)) return;
   const int err = fd < 0 ? errno : (::fsync(fd) == 0 ? 0 : errno);
   if (fd >= 0) ::close(fd);
-  // Some filesystems cannot sync a directory (EINVAL): the rename is as
-  // durable there as they make it.
-  if (err != 0 && err != EINVAL && err != EROFS)
+  if (err != 0 && err != EINVAL && err != EROFS && err != ENOTSUP && err != EOPNOTSUPP &&
+      err != ENOSYS)
     ZRT_THROW(CheckpointError, what, " ", target.string(), ": written, but syncing directory ",
               dir.string(), " failed: ", std::strerror(err));
 }

@@ -129,15 +129,20 @@ BOOST_AUTO_TEST_CASE(padded_rows_take_no_gradient) {
       sq += x * x;
     }
     optim::ZeroModule module(world);
-    const auto unit = module.add_unit(
-        "emb",
-        std::vector<optim::NamedParam>{
-            {"emb", "weight", Tensor::from_doubles(w, DType::f32, Device::cpu(), {3, 2}), 2}});
-    {
-      auto scope = module.backward(unit, /*sync=*/true);
+    const Tensor W = Tensor::from_doubles(w, DType::f32, Device::cpu(), {3, 2});
+    const auto unit =
+        module.add_unit("emb", std::vector<optim::NamedParam>{{"emb", "weight", W, 2}});
+    // A later unit uses it too (tied across units): its own gradient view is
+    // padded alike, and what it writes there is added to the owner's.
+    const auto user = module.add_unit(
+        "head",
+        std::vector<optim::NamedParam>{{"head", "bias", Tensor::from_doubles({0.5}, DType::f32)},
+                                       {"head", "weight", W, 2}});
+    for (const auto& u : {user, unit}) {  // the users' backward before the owner's
+      auto scope = module.backward(u, /*sync=*/true);
       Tensor grad = scope.grad("weight");
       ZRT_EXPECT(grad.shape() == Shape({5, 2}), "the gradient view is ", grad.str());
-      for (int i = 0; i < 6; ++i) grad.data<float>()[i] += static_cast<float>(g[i]);
+      for (int i = 0; i < 6; ++i) grad.data<float>()[i] += static_cast<float>(g[i] / 2);
       for (int i = 6; i < 10; ++i) grad.data<float>()[i] += 100.0f;  // the padded rows
     }
     const double norm = module.step(1e-3).grad_norm;

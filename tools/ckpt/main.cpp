@@ -284,11 +284,10 @@ int main(int argc, char** argv) {
     if (*verify) return ckpt::verify(path);
     tools::install_stop_handlers(ckpt::on_stop_signal);
     if (*exp) {
-      check_output_clear_of_inputs({"--out", out},
-                                   ckpt::checkpoint_inputs(path));  // before any work
-      optim::check_output_outside_checkpoint_steps({"--out", out});
-      try {  // a command-line error, exit 2
+      try {  // a command-line error, exit 2; before any work
         check_output_file(out, "--out");
+        check_output_clear_of_inputs({"--out", out}, ckpt::checkpoint_inputs(path));
+        optim::check_output_outside_checkpoint_steps({"--out", out});
       } catch (const InvalidArgument& e) {
         tools::report_error("zrt-ckpt", e);
         return 2;

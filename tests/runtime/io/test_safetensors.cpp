@@ -207,6 +207,20 @@ BOOST_AUTO_TEST_CASE(names_at_the_filesystem_limit_are_written) {
     BOOST_TEST(std::filesystem::exists(other));
     std::filesystem::remove(other);
   }
+  // A long name of 3-byte characters is cut between characters, not inside one.
+  std::string wide;
+  while (wide.size() + 3 + 3 <= max) wide += "\xe8\xaa\x9e";
+  const std::string partial =
+      std::filesystem::path(create_partial_file(dir.file(wide + ".st"), "--save")).filename();
+  for (std::size_t i = 0; i < partial.size();) {
+    const auto lead = static_cast<unsigned char>(partial[i]);
+    std::size_t n = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
+    for (std::size_t k = 1; k < n; ++k)
+      if (i + k >= partial.size() || (static_cast<unsigned char>(partial[i + k]) & 0xC0) != 0x80)
+        n = 0;
+    BOOST_REQUIRE_MESSAGE(n > 0, "byte " << i << " of " << partial << " starts no character");
+    i += n;
+  }
   // One byte more is refused for what it is.
   try {
     write_whole_file(dir.file(std::string(max + 1, 'n')), "text", "--metrics");
