@@ -138,22 +138,45 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
     for (const auto& p : units[u].params) unit_of[p.fqn()] = units_[u];
     for (const auto& tied : units[u].tied) unit_of[tied.first] = units_[u];
   }
-  model_->bind([&](const std::string& fqn) {
+  // Its own copy of the names: a model may keep the lookup past bind().
+  model_->bind([this, unit_of = std::move(unit_of)](const std::string& fqn) {
     auto it = unit_of.find(fqn);
     ZRT_CHECK_ARG(it != unit_of.end(), "model asked for unknown parameter '", fqn, "'");
     const auto views = module_->param_views(it->second, fqn);
     return Param{views.param, views.grad};
   });
 
+  // What the model says of its stages is checked once, here, in its terms:
+  // a wrong value would index past the engine's tables, or leave a unit
+  // decaying without a gradient.
+  const int stages = model_->num_stages();
+  const std::string kind = model_->kind();
+  ZRT_CHECK_ARG(stages >= 1, "model '", kind, "': num_stages() is ", stages,
+                "; a model has at least one stage");
   last_backward_stage_.assign(units.size(), -1);
-  for (int s = model_->num_stages() - 1; s >= 0; --s)
-    last_backward_stage_[model_->stage_unit(s)] = s;
-  checkpointed_.assign(static_cast<std::size_t>(model_->num_stages()), false);
+  for (int s = stages - 1; s >= 0; --s) {
+    const int u = model_->stage_unit(s);
+    ZRT_CHECK_ARG(u >= 0 && static_cast<std::size_t>(u) < units.size(), "model '", kind,
+                  "': stage_unit(", s, ") is ", u, ", not one of its ", units.size(),
+                  " units (0 to ", units.size() - 1, ")");
+    last_backward_stage_[static_cast<std::size_t>(u)] = s;
+  }
+  for (std::size_t u = 0; u < units.size(); ++u)
+    ZRT_CHECK_ARG(last_backward_stage_[u] >= 0, "model '", kind, "': unit '", units[u].name,
+                  "' is the unit of no stage (stage_unit): its parameters would get no "
+                  "gradient and only decay; give it a stage or leave it out of units()");
+  checkpointed_.assign(static_cast<std::size_t>(stages), false);
   kept_inputs_.resize(checkpointed_.size());
+  stage_inputs_.resize(checkpointed_.size());
   const std::vector<int> blocks = model_->block_stages();
-  for (std::size_t b = 0; b < blocks.size(); ++b)
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    ZRT_CHECK_ARG(blocks[b] >= 1 && blocks[b] < stages && (b == 0 || blocks[b] > blocks[b - 1]),
+                  "model '", kind, "': block_stages()[", b, "] is ", blocks[b],
+                  "; block stages are stages 1 to ", stages - 1,
+                  " (stage 0 reads the batch), in increasing order");
     if (config_.checkpointing.checkpoints(static_cast<int>(b)))
-      checkpointed_.at(static_cast<std::size_t>(blocks[b])) = true;
+      checkpointed_[static_cast<std::size_t>(blocks[b])] = true;
+  }
   module_->optimizer();  // every unit is added: the optimizer's state exists from here on
   // Note [Gathers after the update]: the units the next step's forward
   // enters and prefetches first.
@@ -215,6 +238,10 @@ Batch TrainingEngine::home(const Batch& given) const {
     } else {
       homed.copy_(*t, stream());
     }
+    // A kernel's message names the tensor: the caller's name, else its field.
+    homed.set_name(!t->name().empty()   ? t->name()
+                   : t == &batch.inputs ? "Batch::inputs"
+                                        : "Batch::targets");
     *t = homed;
   }
   return batch;
@@ -235,11 +262,16 @@ Tensor TrainingEngine::forward(const Batch& batch) {
       PhaseTimer::Scope phase(phase_timer(), Phase::forward, stream);
       const bool checkpointed = checkpointed_[static_cast<std::size_t>(s)];
       if (checkpointed) kept_inputs_[static_cast<std::size_t>(s)] = x;
+      if (s > 0) stage_inputs_[static_cast<std::size_t>(s)] = {x.shape(), x.dtype()};
       x = model_->stage_forward(s, x, batch, stream);
       if (checkpointed) model_->release_stage(s);
     }
     scope.close();
   }
+  ZRT_CHECK_ARG(x.numel() == 1 && is_floating(x.dtype()), "model '", model_->kind(),
+                "': its last stage (", model_->num_stages() - 1, ") returned ", x.str(),
+                " as the loss; it must be the micro-batch's loss, a 1-element floating tensor "
+                "(sum of the per-target losses / Batch::normaliser)");
   return x.slice(0, 1);
 }
 
@@ -267,26 +299,39 @@ void TrainingEngine::backward(const Batch& batch, const Tensor& dloss, bool sync
       PhaseTimer::Scope phase(phase_timer(), Phase::backward, stream);
       dy = model_->stage_backward(s, dy, stream);
     }
+    // The gradient of the stage's input has that input's shape and dtype: a
+    // wrong one would flow into the stage before it, silently.
+    if (s > 0) {
+      const StageInput& in = stage_inputs_[static_cast<std::size_t>(s)];
+      ZRT_CHECK_ARG(dy.shape() == in.shape && dy.dtype() == in.dtype, "model '", model_->kind(),
+                    "': stage ", s, "'s backward returned ", dy.str(),
+                    ", but its forward's input was ", shape_str(in.shape), " ",
+                    dtype_name(in.dtype), ": it returns the gradient of that input");
+    }
     auto trace = traced("reduce", module_->handle(u).name(), "issue");
     scope.close();  // issues the gradient reduction (a sync scope)
   }
 }
 
 void TrainingEngine::queue_loss_sums(const Tensor& losses, std::int64_t local_tokens,
-                                     const Tensor& id_flag, Event& copied) {
+                                     double normaliser, const Tensor& id_flag, Event& copied) {
   // On the device (NCCL needs device memory), from the caching allocator and
   // written in stream order: no raw allocation. Exact in f64: the host sums.
+  // The normaliser and its square ride along: every rank's is the same iff
+  // W·Σn² = (Σn)² (read_losses checks it).
   const std::int64_t m = losses.numel();
   Tensor t =
-      Tensor::empty({m + 1}, DType::f64, config_.zero.device, module_->allocator(), stream());
+      Tensor::empty({m + 3}, DType::f64, config_.zero.device, module_->allocator(), stream());
   kernels::cast(t.slice(0, m), losses, stream());
   kernels::fill(t.slice(m, 1), static_cast<double>(local_tokens), stream());
+  kernels::fill(t.slice(m + 1, 1), normaliser, stream());
+  kernels::fill(t.slice(m + 2, 1), normaliser * normaliser, stream());
   module_->world()->all_reduce(t, ReduceOp::sum, stream());
-  if (loss_sums_host_.numel() != m + 1) {
+  if (loss_sums_host_.numel() != m + 3) {
     // Zeros in a dry run, whose copies are dropped; pinned on CUDA, so the copy down is asynchronous.
     loss_sums_host_ =
-        pinned_ ? Tensor::empty({m + 1}, DType::f64, Device::cpu(), pinned_, Stream::cpu())
-                : Tensor::zeros({m + 1}, DType::f64);
+        pinned_ ? Tensor::empty({m + 3}, DType::f64, Device::cpu(), pinned_, Stream::cpu())
+                : Tensor::zeros({m + 3}, DType::f64);
   }
   loss_sums_host_.copy_async_(t, stream());
   if (pinned_)
@@ -369,19 +414,32 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   }
   {
     auto trace = traced("loss all-reduce", {}, "issue");
-    queue_loss_sums(losses, local_tokens, id_flag, losses_copied);
+    queue_loss_sums(losses, local_tokens, homed.front().normaliser, id_flag, losses_copied);
   }
   // The step's losses and id flag, on the host once `losses_copied` has
   // completed: read before anything is updated, and a bad id ends the step.
-  bool losses_read = false;
+  bool losses_read = false, losses_refused = false;
   auto read_losses = [&] {
     if (losses_read) return;
     losses_read = true;
     module_->wait(losses_copied, "reading the step's losses");
-    if (id_flag.numel() > 0) model_->throw_if_bad_ids(id_flag_host_);
-    const std::int64_t m = loss_sums_host_.numel() - 1;
+    const std::int64_t m = loss_sums_host_.numel() - 3;
     for (std::int64_t i = 0; i < m; ++i) stats.loss += loss_sums_host_.item(i);
     stats.tokens = static_cast<std::int64_t>(loss_sums_host_.item(m));
+    // Refused on every rank alike, before anything is updated.
+    try {
+      if (id_flag.numel() > 0) model_->throw_if_bad_ids(id_flag_host_);
+      const double ranks = module_->world()->size(), sum = loss_sums_host_.item(m + 1),
+                   squares = loss_sums_host_.item(m + 2);
+      ZRT_CHECK_ARG(std::abs(ranks * squares - sum * sum) <= 1e-12 * ranks * squares,
+                    "the ranks passed different Batch::normaliser values (this rank's is ",
+                    homed.front().normaliser, ", their mean ", sum / ranks,
+                    "): each is the number of targets in the whole global batch, the same on "
+                    "every rank");
+    } catch (...) {
+      losses_refused = true;
+      throw;
+    }
   };
   optim::StepResult r;
   if (check != ConsistencyCheck::off) {
@@ -397,7 +455,15 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
   {
     auto trace = traced("optimizer step");  // its statistics' read is the step's one host wait
     PhaseTimer::Scope phase(phase_timer(), Phase::optimizer, stream());
-    r = module_->step(lr, read_losses, first_units_);
+    try {
+      r = module_->step(lr, read_losses, first_units_);
+    } catch (...) {
+      // Refused by what the losses' read found (bad ids, unlike normalisers),
+      // on every rank alike, before any update: the step's gradients go, so
+      // that the next step starts clean.
+      if (losses_refused) module_->discard_gradients();
+      throw;
+    }
   }
   read_losses();
   if (config_.zero.tracer) {

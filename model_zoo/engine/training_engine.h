@@ -182,8 +182,8 @@ class TrainingEngine {
   // each) and of the targets, and their copy to loss_sums_host_; `copied`
   // completes when it holds them (Note [One host wait per step]).
   // With an id flag (CUDA), gathers every rank's and queues their copy to id_flag_host_ too.
-  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, const Tensor& id_flag,
-                       Event& copied);
+  void queue_loss_sums(const Tensor& losses, std::int64_t local_tokens, double normaliser,
+                       const Tensor& id_flag, Event& copied);
   Stream stream() const { return module_->stream(); }
   PhaseTimer* phase_timer() const { return config_.phase_timer.get(); }
 
@@ -209,11 +209,18 @@ class TrainingEngine {
   std::vector<bool>
       checkpointed_;  // per stage: keeps only its input (Note [Activation checkpointing])
   std::vector<Tensor> kept_inputs_;  // per checkpointed stage: its input, from forward to backward
+  struct StageInput {
+    Shape shape;
+    DType dtype = DType::f32;
+  };
+  std::vector<StageInput> stage_inputs_;  // per stage: its forward's input, which dx must match
   // Gathered right after their update (Note [Gathers after the update]).
   std::vector<optim::ZeroModule::Unit> first_units_;
-  AllocatorPtr pinned_;    // CUDA: staging of batches and the loss read; null on the CPU
-  Tensor loss_sums_host_;  // the world's micro-batch losses, then the target count
-  Tensor id_flag_host_;    // CUDA: every rank's token-id flag of the step, read with the losses
+  AllocatorPtr pinned_;  // CUDA: staging of batches and the loss read; null on the CPU
+  // The world's micro-batch losses, the target count, and the sums of the
+  // ranks' normalisers and of their squares.
+  Tensor loss_sums_host_;
+  Tensor id_flag_host_;  // CUDA: every rank's token-id flag of the step, read with the losses
 };
 
 }  // namespace zrt::model_zoo
