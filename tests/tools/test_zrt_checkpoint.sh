@@ -153,6 +153,16 @@ if stops_cleanly copy "TERM TERM" --n-layer 2 --n-embd 384 --n-head 4 --batch-si
   ok "a signal sent twice 50 ms apart: exit 0, $(grep -o 'saved checkpoint.*' "$dir/copy.txt")"
 else fail "a signal sent twice: $(cat "$dir/copy.txt")"; fi
 
+# 4a'. The soft CPU-time limit (SIGXCPU, repeated every second after) stops
+# as SIGTERM does: before, its default action ended the run, no checkpoint.
+rm -rf "$dir/xcpu"
+(ulimit -S -t 3; exec "$train" --steps 100000 --checkpoint-dir "$dir/xcpu" --log-every 100000) \
+  > "$dir/xcpu.txt" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "stopped by a signal" "$dir/xcpu.txt" && "$ckpt" verify "$dir/xcpu" > /dev/null; then
+  ok "SIGXCPU (ulimit -S -t): exit 0, $(grep -o 'saved checkpoint.*' "$dir/xcpu.txt")"
+else fail "SIGXCPU: rc $rc: $(cat "$dir/xcpu.txt")"; fi
+
 # 4b. SIGHUP (a closed terminal) stops as SIGTERM does; so does a reader of
 # the output that went away: the job's `| tee` stopped with it (its next
 # progress line would have killed the run with SIGPIPE, no checkpoint).

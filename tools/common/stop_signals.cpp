@@ -30,7 +30,9 @@ void install_stop_handlers(void (*handler)(int), void (*broken_pipe)(int)) {
   struct sigaction sa {};
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+  // SIGXCPU: the soft CPU-time limit (ulimit -S -t, a batch system's
+  // warning before the hard limit's SIGKILL), sent again every second.
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGXCPU}) {
     // Ignored when started (a shell's background job): stays ignored, so a
     // Ctrl-C meant for the foreground does not stop it.
     struct sigaction was {};
@@ -42,6 +44,7 @@ void install_stop_handlers(void (*handler)(int), void (*broken_pipe)(int)) {
   sigaddset(&stops, SIGTERM);
   sigaddset(&stops, SIGINT);
   sigaddset(&stops, SIGHUP);
+  sigaddset(&stops, SIGXCPU);
   sigaddset(&stops, SIGPIPE);
   sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }

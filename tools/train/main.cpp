@@ -49,8 +49,10 @@ using model_zoo::TrainerConfig;
 
 // Note [Stopping on a signal]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// SIGTERM (Slurm preemption, `kill`), SIGINT (Ctrl-C) and SIGHUP (the
-// terminal or ssh session closed) ask the run to stop:
+// SIGTERM (Slurm preemption, `kill`), SIGINT (Ctrl-C), SIGHUP (the
+// terminal or ssh session closed) and SIGXCPU (the soft CPU-time limit
+// reached; its repeats, one a second, are not second signals) ask the run
+// to stop:
 // the current step finishes, every rank learns of the request at the same
 // step (an all-gather of one byte per step, since a signal may reach ranks at
 // different moments or only some of them), a checkpoint is written when
@@ -75,6 +77,9 @@ static_assert(std::atomic<bool>::is_always_lock_free, "the handlers' flags must 
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;  // the write below must not change the interrupted code's
   if (job_ending.load()) _exit(128 + sig);
+  // The kernel repeats SIGXCPU every second past the soft limit: a repeat
+  // is no second signal of the user's.
+  if (sig == SIGXCPU && stop_signals.requested()) return;
   const auto kind = stop_signals.take();
   if (kind == tools::StopSignalTimes::Kind::second) _exit(128 + sig);
   if (kind == tools::StopSignalTimes::Kind::copy) return;
