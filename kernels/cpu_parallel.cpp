@@ -35,7 +35,9 @@ class WorkerPool {
       for (int w = 1; w <= workers; ++w) threads_.emplace_back([this, w] { work(w); });
     } catch (const std::system_error& e) {
       stop();
-      ZRT_THROW(ResourceError, "kernel threads: cannot start ", workers, " workers: ", e.what());
+      ZRT_THROW(ResourceError, "kernel threads: cannot start ", workers, " workers: ", e.what(),
+                " (raise the process's thread or memory limit, ulimit -u or ulimit -v, or use "
+                "fewer kernel threads: zrt-train --threads, ZRT_CPU_THREADS)");
     }
   }
   ~WorkerPool() { stop(); }

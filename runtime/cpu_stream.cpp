@@ -11,7 +11,9 @@ CpuStream::CpuStream(Task thread_init) {
     thread_ =
         std::thread([this, init = std::move(thread_init)]() mutable { serve(std::move(init)); });
   } catch (const std::system_error& e) {
-    ZRT_THROW(ResourceError, "CPU stream: the system refused a thread (", e.what(), ")");
+    ZRT_THROW(ResourceError, "CPU stream: the system refused a thread (", e.what(),
+              "): raise the process's thread or memory limit (ulimit -u, ulimit -v), run fewer "
+              "ranks, or own no CPU streams (zrt-train --cpu-streams none)");
   }
 }
 

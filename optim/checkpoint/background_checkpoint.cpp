@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <exception>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
@@ -64,16 +66,23 @@ std::string BackgroundCheckpointSaver::save(std::int64_t next_step,
   snapshot_ = take_snapshot(module_, next_step, options, &staging_);
   result_.clear();
   error_ = nullptr;
-  worker_ = std::thread([this, device = module_.options().device] {
-    try {
-      // A new thread's current device is 0: the rank's is made current
-      // before any CUDA call, or a device guard would make a context on GPU 0.
-      set_current_device(device);
-      result_ = write_snapshot(*comm_, snapshot_);
-    } catch (...) {
-      error_ = std::current_exception();
-    }
-  });
+  try {
+    worker_ = std::thread([this, device = module_.options().device] {
+      try {
+        // A new thread's current device is 0: the rank's is made current
+        // before any CUDA call, or a device guard would make a context on GPU 0.
+        set_current_device(device);
+        result_ = write_snapshot(*comm_, snapshot_);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    });
+  } catch (const std::system_error& e) {
+    ZRT_THROW(ResourceError,
+              "a background checkpoint save: the system refused its writer's thread (", e.what(),
+              "): raise the process's thread or memory limit (ulimit -u, ulimit -v), or save "
+              "synchronously (zrt-train: without --checkpoint-async)");
+  }
   return step_dir(options.root, next_step);
 }
 
