@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -322,7 +323,10 @@ class StepReporter {
                          resumed ? std::ios::app : std::ios::trunc, world_size,
                          [] { return stop_signals.requested(); }))
       return;  // stopped while it waited for a reader: the run stops at its first step
-    ZRT_CHECK_ARG(metrics_.good(), "cannot write metrics file '", o.metrics, "'");
+    const int err = errno;
+    ZRT_CHECK_ARG(metrics_.good(), "cannot write metrics file '", o.metrics, "'",
+                  err != 0 ? detail::concat(": ", std::strerror(err)) : std::string(),
+                  err == EMFILE ? " (the open-file limit, ulimit -n)" : "");
   }
   void report(const model_zoo::StepReport& r, std::int64_t s) {
     elapsed_ += r.seconds;
@@ -372,8 +376,10 @@ class StepReporter {
     // (SIGPIPE, on_broken_pipe), as a closed stdout does: not a failure.
     metrics_reader_gone_ = !metrics_.good() && errno == EPIPE;
     if (metrics_reader_gone_) return;
+    const int err = errno;
     ZRT_CHECK_AS(ResourceError, metrics_.good(), "writing the metrics file ", o_.metrics,
-                 " failed (disk full?)");
+                 " failed: ", err != 0 ? std::strerror(err) : "disk full?",
+                 err == EFBIG ? " (the file size limit, ulimit -f)" : "");
   }
   const TrainOptions& o_;
   bool tty_;
