@@ -131,7 +131,7 @@ if [ -w /dev/full ]; then
   out=$(timeout 60 "$train" --steps 3 --checkpoint-dir "$mdir/ck" --metrics /dev/full 2>&1); rc=$?
   if [ $rc -ne 1 ]; then
     fail "--metrics /dev/full: exit code $rc, not 1: $out"
-  elif ! grep -qE -- "writing the metrics file /dev/full failed .*; the run stopped after step 1 of 3 and wrote its checkpoint into $mdir/ck: continue with --resume" <<<"$out"; then
+  elif ! grep -qE -- "writing the metrics file /dev/full failed: No space left on device; the run stopped after step 1 of 3 and wrote its checkpoint into $mdir/ck: continue with --resume" <<<"$out"; then
     fail "--metrics /dev/full: the message does not say the step was kept: $out"
   elif [ ! -d "$mdir/ck/step-000001" ]; then
     fail "--metrics /dev/full: no checkpoint of step 1 in $mdir/ck: $(ls "$mdir/ck")"
