@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/name_digest.h"
 
 namespace zrt {
 
@@ -118,8 +119,7 @@ void FlightRecorder::copy_subject(std::uint64_t& id, std::span<char> name) const
   std::lock_guard lock(mutex_);
   id = 0;
   if (subject_.empty()) return;
-  id = 14695981039346656037ull;  // FNV-1a: a name's hash, never 0 in practice
-  for (unsigned char ch : subject_) id = (id ^ ch) * 1099511628211ull;
+  id = name_digest(subject_);  // never 0 in practice
   if (id == 0) id = 1;
   const std::size_t n = std::min(subject_.size(), name.size() - 1);
   std::copy_n(subject_.data(), n, name.data());

@@ -14,19 +14,13 @@
 
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/kernel_filesystem.h"
+#include "zrt/runtime/name_digest.h"
 
 namespace zrt {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// FNV-1a: a digest of a name that is the same in every process.
-std::uint64_t name_digest(const std::string& name) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
 
 // ".NAME.zrt-partial-", the temporary's name before its random number. A
 // NAME near the filesystem's limit on a name (255 bytes on most) leaves no
