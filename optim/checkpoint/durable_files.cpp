@@ -110,6 +110,15 @@ std::vector<std::int64_t> complete_steps(const std::string& root) {
   return steps;
 }
 
+std::vector<std::int64_t> indexed_steps(const std::string& root) {
+  std::vector<std::int64_t> steps;
+  std::error_code ec;
+  for (std::int64_t step : complete_steps(root))
+    if (fs::exists(fs::path(root) / step_dir_name(step) / kIndexFileName, ec))
+      steps.push_back(step);
+  return steps;
+}
+
 std::string checkpoint_root_of(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
@@ -168,10 +177,7 @@ std::string resolve_checkpoint(const std::string& path,
   const fs::path latest = fs::path(path) / "latest";
   if (!fs::exists(latest, ec)) {
     // Steps without their `latest` (removed, or never published): name one.
-    std::vector<std::int64_t> steps;
-    for (std::int64_t step : complete_steps(path))
-      if (fs::exists(fs::path(path) / step_dir_name(step) / kIndexFileName, ec))
-        steps.push_back(step);
+    const std::vector<std::int64_t> steps = indexed_steps(path);
     if (!steps.empty())
       ZRT_THROW(CheckpointError, path, ": holds ", steps.size(), " checkpoint step(s), newest ",
                 step_dir_name(steps.back()),

@@ -42,6 +42,8 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name);
 
 // The complete steps under a checkpoint root, ascending (no `.tmp`).
 std::vector<std::int64_t> complete_steps(const std::string& root);
+// Those of them that hold an index.json (an emptied step-N does not).
+std::vector<std::int64_t> indexed_steps(const std::string& root);
 // The step directory a path means: a step directory itself (it holds
 // index.json), a root whose `latest` names one, or that `latest` file
 // itself. CheckpointError otherwise,

@@ -17,7 +17,6 @@
 
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/durable_files.h"
-#include "zrt/optim/checkpoint/index_checksum.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/io/output_path.h"
 #include "zrt/runtime/io/path_overlap.h"
@@ -74,10 +73,7 @@ void check_continues_checkpoint_dir(const std::string& dir, bool resume,
       "overwrite them");
   if (fs::exists(fs::path(dir) / "latest")) return;
   // The advice names a step that is a checkpoint (an emptied step-N is not).
-  std::vector<std::int64_t> checkpoints;
-  for (std::int64_t s : steps)
-    if (fs::exists(fs::path(dir) / optim::step_dir_name(s) / optim::kIndexFileName))
-      checkpoints.push_back(s);
+  const std::vector<std::int64_t> checkpoints = optim::indexed_steps(dir);
   ZRT_CHECK_ARG(!checkpoints.empty(), "--checkpoint-dir ", dir, " holds step directories ",
                 list_steps(steps),
                 " but none is a checkpoint (no index.json) and no `latest` names one: move "
