@@ -1,8 +1,10 @@
 #include "tools/train/run_flags.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -47,10 +49,16 @@ std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::streamsize n) {
 std::string data_identity(const std::string& path) {
   if (path.empty()) return "embedded";
   if (!std::filesystem::is_regular_file(path)) return "not a regular file";  // never open a FIFO
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
+  const int open_errno = errno;
   std::error_code ec;
   const std::uint64_t size = std::filesystem::file_size(path, ec);
-  if (!in || ec) return "unreadable";
+  // The reason shows when one rank alone cannot read it (out of file
+  // descriptors, say), which would otherwise read as other inputs.
+  if (!in)
+    return std::string("unreadable: ") + (open_errno ? std::strerror(open_errno) : "open failed");
+  if (ec) return "unreadable: " + ec.message();
   constexpr std::uint64_t kHead = std::uint64_t{1} << 20, kBlock = std::uint64_t{1} << 16;
   constexpr std::uint64_t kSamples = 64, kFnvOffset = 14695981039346656037ull;
   std::vector<char> buf(kHead);
@@ -121,16 +129,20 @@ std::string rank_agreement_json(const TrainOptions& o) {
   if (o.resume) try {
       const std::string path = o.resume_from.empty() ? o.checkpoint_dir : o.resume_from;
       resumed_index = optim::resolve_checkpoint(path) + "/index.json";
-    } catch (const CheckpointError&) {
-      resumed_index = "";  // a fresh start; every rank must start fresh
+    } catch (const CheckpointError& e) {
+      // A fresh start (no `latest` yet), which every rank must make, or
+      // `latest` unreadable here: its reason, not "none", when ranks differ.
+      resumed_index = resumes_a_checkpoint(o) ? std::string("unreadable: ") + e.what() : "";
     }
   j.update(
       {{"--data (contents)", data_identity(o.data)},
        {"--init-from (contents)", o.trainer.init_from.empty() ? "none"
                                   : resumes_a_checkpoint(o)   ? "not read (a checkpoint is resumed)"
                                                               : data_identity(o.trainer.init_from)},
-       {"--resume (checkpoint index)",
-        resumed_index.empty() ? "none" : data_identity(resumed_index)},
+       {"--resume (checkpoint index)", resumed_index.empty() ? "none"
+                                       : resumed_index.starts_with("unreadable")
+                                           ? resumed_index
+                                           : data_identity(resumed_index)},
        {"--offload-optimizer (kind)",
         o.trainer.engine.zero.offload_optimizer.str().substr(
             0, o.trainer.engine.zero.offload_optimizer.str().find(':'))},
