@@ -90,6 +90,9 @@ class OutOfMemory : public UserError {
     std::size_t reserved = 0;   // bytes held from the raw source (allocated + cached)
     std::size_t free = 0;       // bytes the raw source says are still free (0 if unknown)
     std::size_t cap = 0;        // the configured memory cap (0 = none)
+    // Host memory under the address-space limit (ulimit -v), which may be
+    // what ran out (Note [Address-space limit]); 0 when there is none.
+    std::size_t address_space_limit = 0;
   };
   OutOfMemory(std::string what, Numbers n, const char* file = "", int line = 0)
       : UserError(std::move(what), file, line), numbers_(n) {}

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/memory/address_space.h"
 #include "zrt/runtime/memory/block_sizes.h"
 
 namespace zrt {
@@ -238,18 +239,24 @@ struct CachingAllocator::State {
 
   [[noreturn]] void throw_out_of_memory(std::size_t nbytes, std::size_t segment) {
     std::optional<std::size_t> free_b = source->free_bytes();
+    // Host memory runs out at the address-space limit when one is set, often
+    // long before the machine's memory does (Note [Address-space limit]).
+    const std::optional<AddressSpaceLimit> as =
+        source->device().is_cpu() ? address_space_limit() : std::nullopt;
     OutOfMemory::Numbers n{.requested = nbytes,
                            .allocated = stats.allocated,
                            .reserved = stats.reserved,
                            .free = free_b.value_or(0),
-                           .cap = cap};
+                           .cap = cap,
+                           .address_space_limit = as ? as->limit : 0};
     std::string msg = detail::concat(
         "out of memory on ", source->device().str(), " (", source->name(), "): requested ",
         bytes_str(nbytes), ", needing a new segment of ", bytes_str(segment), "; allocated ",
         bytes_str(n.allocated), ", reserved ", bytes_str(n.reserved), ", free ",
         free_b ? bytes_str(*free_b) : std::string("unknown"), ", cap ",
         cap ? bytes_str(cap) : std::string("none"),
-        " (the cache was flushed and the allocation retried)");
+        " (the cache was flushed and the allocation retried)",
+        as ? "; this process is under " + as->describe() : std::string());
     throw OutOfMemory(std::move(msg), n, __FILE__, __LINE__);
   }
 

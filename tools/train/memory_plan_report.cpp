@@ -243,16 +243,16 @@ void check_plan_fits_memory(const TrainOptions& o) {
   } else {
     need = static_cast<std::size_t>(launch.local_size) * held(plan.largest());
   }
-  const std::uint64_t available = available_memory();
-  if (available == 0 || need <= available) return;
-  std::fprintf(stderr,
-               "zrt-train: warning: this run's memory plan needs %s on this machine (%d rank(s) "
-               "at their peaks), more than the %s available: the system may kill it; the same "
-               "flags with --plan show what each rank holds, and with --plan --fit BYTES "
-               "--fit-host BYTES the settings that fit\n",
-               human_bytes(static_cast<double>(need)).c_str(),
-               o.ranks > 0 ? o.ranks : launch.local_size,
-               human_bytes(static_cast<double>(available)).c_str());
+  const AvailableMemory available = available_memory();
+  if (available.bytes == 0 || need <= available.bytes) return;
+  std::fprintf(
+      stderr,
+      "zrt-train: warning: this run's memory plan needs %s on this machine (%d rank(s) "
+      "at their peaks), more than the %s available%s: the system may kill it; the same "
+      "flags with --plan show what each rank holds, and with --plan --fit BYTES "
+      "--fit-host BYTES the settings that fit\n",
+      human_bytes(static_cast<double>(need)).c_str(), o.ranks > 0 ? o.ranks : launch.local_size,
+      human_bytes(static_cast<double>(available.bytes)).c_str(), available.bound_by.c_str());
 }
 
 }  // namespace zrt::train

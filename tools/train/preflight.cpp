@@ -131,7 +131,8 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
           (per_param * static_cast<double>(params) / static_cast<double>(state_ranks) +
            8.0 * static_cast<double>(largest_unit) + logits) +
       data;
-  const std::uint64_t avail = available_memory();
+  const AvailableMemory available = available_memory();
+  const std::uint64_t avail = available.bytes;
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ",
             params == UINT64_MAX ? std::string("more than 2^64") : std::to_string(params),
@@ -148,7 +149,8 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
                        : std::string(),
             data > 0 ? ", the data set's " + human_bytes(data) : std::string(),
             "; other activations come on top), but ", human_bytes(static_cast<double>(avail)),
-            " is available. Use ", seq_len_advice,
+            " is available", available.bound_by, ". Use ",
+            available.bound_by.empty() ? "" : "a higher ulimit -v, ", seq_len_advice,
             logits * static_cast<double>(here) >= floor / 2
                 ? "a smaller --batch-size or more --micro-batches, "
                 : "",

@@ -16,6 +16,7 @@
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/local_comm.h"
 #include "zrt/runtime/io/kernel_filesystem.h"
+#include "zrt/runtime/memory/address_space.h"
 
 namespace zrt::train {
 
@@ -169,7 +170,7 @@ std::uint64_t cgroup_memory_limit() {
 }
 }  // namespace
 
-std::uint64_t available_memory() {
+AvailableMemory available_memory() {
   std::uint64_t avail = 0;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string key; meminfo >> key;) {
@@ -180,7 +181,10 @@ std::uint64_t available_memory() {
   }
   const std::uint64_t limit = cgroup_memory_limit();
   if (limit > 0) avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, limit);
-  return avail;
+  if (const std::optional<AddressSpaceLimit> as = address_space_limit();
+      as && (avail == 0 || as->left() < avail))
+    return {as->left(), " (what " + as->describe() + " leaves)"};
+  return {avail, ""};
 }
 
 std::int64_t resident_bytes() {

@@ -80,8 +80,14 @@ Device world_device(const TrainOptions& o);
 std::string human_bytes(double bytes);
 
 // Bytes this machine can still give the process: MemAvailable, capped by
-// its control group's memory limit (v1 or v2); 0 where unknown.
-std::uint64_t available_memory();
+// its control group's memory limit (v1 or v2) and by what the address-space
+// limit leaves (ulimit -v); 0 where unknown.
+struct AvailableMemory {
+  std::uint64_t bytes = 0;
+  // For messages: "" or, when the address-space limit binds, what it is.
+  std::string bound_by;
+};
+AvailableMemory available_memory();
 
 // This process's resident memory (Linux /proc; 0 where unknown).
 std::int64_t resident_bytes();

@@ -1,6 +1,7 @@
 // The caching policy on CPU, over a fake raw source and fake stream events:
 // exact statistics, reuse, split/merge, pools, best fit, per-stream free
 // lists and event-guarded hand-off, empty_cache, the cap and OOM retry.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <csignal>
@@ -9,12 +10,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tests/runtime/memory/fake_memory_sources.h"
 #include "zrt/runtime/error.h"
+#include "zrt/runtime/memory/address_space.h"
 #include "zrt/runtime/memory/block_sizes.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
@@ -109,6 +112,56 @@ BOOST_AUTO_TEST_CASE(touching_unbacked_memory_faults) {
   BOOST_TEST(!(WIFEXITED(status) && WEXITSTATUS(status) == 0),
              "a write to unbacked memory succeeded");
   unbacked->deallocate(p);
+}
+
+BOOST_AUTO_TEST_CASE(host_out_of_memory_names_the_address_space_limit) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' shadow memory is far past any address-space limit.
+  BOOST_TEST_MESSAGE("skipped under a sanitizer");
+#else
+  // Note [Address-space limit]: in a child, 256 MiB above what is mapped,
+  // 1 GiB of host memory fails, and the error says why.
+  std::fflush(nullptr);
+  int pipe_fds[2];
+  BOOST_TEST_REQUIRE(pipe(pipe_fds) == 0);
+  const pid_t child = fork();
+  BOOST_TEST_REQUIRE(child >= 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    std::string said = "no limit";
+    if (const auto as = address_space_limit(); !as) {
+      rlimit r{};
+      getrlimit(RLIMIT_AS, &r);
+      std::ifstream statm("/proc/self/statm");
+      std::size_t pages = 0;
+      statm >> pages;
+      r.rlim_cur = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) + 256 * MiB;
+      setrlimit(RLIMIT_AS, &r);
+      try {
+        AllocatorPtr host = make_caching_allocator(Device::cpu());
+        host->allocate(1024 * MiB, Stream());
+        said = "allocated";
+      } catch (const OutOfMemory& e) {
+        said = (e.numbers().address_space_limit == r.rlim_cur ? "limit " : "no limit ") +
+               std::string(e.what());
+      }
+    }
+    [[maybe_unused]] auto n = write(pipe_fds[1], said.data(), said.size());
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) said.append(buf, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
+  BOOST_TEST_MESSAGE(said);
+  BOOST_TEST(said.starts_with("limit out of memory on cpu (host memory)"), said);
+  BOOST_TEST(said.find("this process is under the address-space limit of ") != std::string::npos,
+             said);
+  BOOST_TEST(said.find("(ulimit -v)") != std::string::npos, said);
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(size_policy) {
