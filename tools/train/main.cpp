@@ -610,7 +610,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "zrt-train: hint: %sthe same flags with --plan --fit BYTES list the "
                    "strategies, recomputation and optimizer offload whose peak fits BYTES a rank\n",
-                   oom->numbers().cap > 0 ? "a rank needs more than its --memory-limit; " : "");
+                   oom->numbers().cap > 0 ? "a rank needs more than its --memory-limit; "
+                   : oom->numbers().address_space_limit > 0
+                       ? "raise `ulimit -v` (thread stacks and malloc's arenas count against it "
+                         "too, not only the memory used), or "
+                       : "");
     return 1;
   }
   return 0;
