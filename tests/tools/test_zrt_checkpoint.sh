@@ -153,6 +153,22 @@ if stops_cleanly copy "TERM TERM" --n-layer 2 --n-embd 384 --n-head 4 --batch-si
   ok "a signal sent twice 50 ms apart: exit 0, $(grep -o 'saved checkpoint.*' "$dir/copy.txt")"
 else fail "a signal sent twice: $(cat "$dir/copy.txt")"; fi
 
+# 4a''. A signal during a periodic save stops the run once that save is
+# written: the step is kept, and no further step and save eat into a
+# preemption's grace. The signal follows step 2's line (a save of about
+# 0.5 s follows it).
+rm -rf "$dir/insave"
+"$train" --n-layer 4 --n-embd 512 --n-head 4 --batch-size 4 --seq-len 32 --steps 8 --checkpoint-every 2 \
+  --checkpoint-dir "$dir/insave" --log-every 1 > "$dir/insave.txt" 2>&1 &
+pid=$!
+for _ in $(seq 3000); do grep -q "^step     2/8" "$dir/insave.txt" && break; sleep 0.01; done
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+if [ $rc -eq 0 ] && grep -q "stopped by a signal after step 2 of 8" "$dir/insave.txt" &&
+  [ "$(cd "$dir/insave" && echo step-*)" = "step-000002" ]; then
+  ok "a signal during a save: exit 0 after that save, $(cd "$dir/insave" && echo step-*)"
+else fail "a signal during a save: rc $rc, steps $(cd "$dir/insave" && echo step-*): $(grep -v '^step' "$dir/insave.txt")"; fi
+
 # 4a'. The soft CPU-time limit (SIGXCPU, repeated every second after) stops
 # as SIGTERM does: before, its default action ended the run, no checkpoint.
 rm -rf "$dir/xcpu"

@@ -448,11 +448,16 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
         report_error = e.what();
       }
     }
-    const StepAgreement agreed = agree_after_step(world, !report_error.empty());
+    StepAgreement agreed = agree_after_step(world, !report_error.empty());
     if (agreed.failed)
       ZRT_THROW(ResourceError, lead ? report_error : "rank 0 failed to write its metrics",
                 keep_trained_steps(trainer, o, checkpoints));
-    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) checkpoints.save();
+    if (o.checkpoint_every > 0 && trainer.next_step() % o.checkpoint_every == 0) {
+      checkpoints.save();
+      // A stop asked for during the save stops here, its step saved, not
+      // after one more step and save (a preemption's grace is short).
+      if (!agreed.stop) agreed.stop = agree_after_step(world, false).stop;
+    }
     // A stop asked for during the last step comes too late to stop anything:
     // the run has finished and writes --save.
     if (agreed.stop && trainer.next_step() < o.trainer.steps) return false;
