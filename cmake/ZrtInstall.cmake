@@ -8,8 +8,8 @@ include(CMakePackageConfigHelpers)
 # Note [Package of a CUDA build]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # zrt's libraries are shared by default, with CUDA's runtime, NCCL, MPI,
-# OpenBLAS, xxHash and nlohmann_json linked PRIVATE (cuBLAS(Lt) not linked
-# at all: Note [cuBLAS loaded on first use]) and the
+# xxHash and nlohmann_json linked PRIVATE (cuBLAS(Lt) and OpenBLAS not linked
+# at all: Notes [cuBLAS loaded on first use], [OpenBLAS loaded on first use]) and the
 # ZRT_WITH_* definitions private too (zrt_private_dependency): no installed
 # header needs them (tools/check_layout.py checks that CUDA's headers sit in
 # #ifdef ZRT_WITH_CUDA sections), so the package of a CUDA build asks a
@@ -52,6 +52,5 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/zrtConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/zrtConfigVersion.cmake COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/zrtConfig.cmake ${PROJECT_BINARY_DIR}/zrtConfigVersion.cmake
               ${CMAKE_CURRENT_LIST_DIR}/FindNCCL.cmake ${CMAKE_CURRENT_LIST_DIR}/FindxxHash.cmake
-              ${CMAKE_CURRENT_LIST_DIR}/FindOpenBLASPthread.cmake
               ${CMAKE_CURRENT_LIST_DIR}/ZrtImportFound.cmake
         DESTINATION ${zrt_cmake_dir})

@@ -8,8 +8,10 @@
 namespace zrt::kernels {
 
 #ifdef ZRT_WITH_OPENBLAS
-// openblas_gemm.cpp: null when the loaded library is not safe to share.
+// openblas_gemm.cpp: null when OpenBLAS cannot be loaded or used, for the
+// reason given (Note [OpenBLAS loaded on first use]).
 const CpuGemmBackend* openblas_gemm_backend();
+const char* openblas_unavailable_reason();
 #endif
 
 namespace {
@@ -44,10 +46,13 @@ const CpuGemmBackend& cpu_gemm_named(const char* name) {
   }
   ZRT_CHECK_ARG(!std::strcmp(name, "openblas"), "ZRT_CPU_GEMM='", name,
                 "' is not one of eigen, openblas");
-  ZRT_THROW(
-      InvalidArgument,
-      "ZRT_CPU_GEMM=openblas: this zrt has no thread-safe OpenBLAS (built with "
-      "-DZRT_OPENBLAS=OFF, OpenBLAS's pthread build not found, or a single-threaded build loaded)");
+#ifdef ZRT_WITH_OPENBLAS
+  ZRT_THROW(InvalidArgument, "ZRT_CPU_GEMM=openblas: ", openblas_unavailable_reason());
+#else
+  ZRT_THROW(InvalidArgument,
+            "ZRT_CPU_GEMM=openblas: this zrt was built without OpenBLAS (-DZRT_OPENBLAS=OFF, or "
+            "OpenBLAS's pthread build not found)");
+#endif
 }
 
 const CpuGemmBackend& cpu_gemm() {

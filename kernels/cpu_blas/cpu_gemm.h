@@ -11,11 +11,12 @@
 // rows over its own per-rank workers (Note [Kernel threads per rank]), so
 // OpenBLAS must run each call on the calling thread and be safe to call from
 // several threads at once. Debian's serial build is not (its buffer pool is
-// unlocked: concurrent calls return wrong results), so zrt links the pthread
+// unlocked: concurrent calls return wrong results), so zrt loads the pthread
 // build and sets its thread count to 1 (process-wide, once) before the first
-// call; if the library loaded at run time turns out to be a single-threaded
-// build anyway, OpenBLAS is not used. ZRT_CPU_GEMM=eigen|openblas in the
-// environment picks a backend (an unknown or unavailable name is an error).
+// call (Note [OpenBLAS loaded on first use] in openblas_gemm.cpp); if the
+// library loaded turns out to be a single-threaded build anyway, OpenBLAS is
+// not used. ZRT_CPU_GEMM=eigen|openblas in the environment picks a backend
+// (an unknown or unavailable name is an error, with the reason).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,8 @@ struct CpuGemmBackend {
 };
 
 // The backend nn/gemm uses: ZRT_CPU_GEMM's, else OpenBLAS when available,
-// else Eigen; chosen on first use.
+// else Eigen; chosen on first use. A program calls it before starting
+// threads: loading OpenBLAS sets an environment variable for a moment.
 const CpuGemmBackend& cpu_gemm();
 // The backend of that name ("" or null: the default), throwing
 // InvalidArgument for an unknown name or one not available here.

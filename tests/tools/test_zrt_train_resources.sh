@@ -5,7 +5,8 @@
 #   already started are stopped, not left waiting for the collective
 #   timeout);
 # - memory: a CPU run whose plan needs more than a memory control group's
-#   limit is warned of before it starts;
+#   limit is warned of before it starts; under an address-space limit a run
+#   trains or names the limit, never spins;
 # - disk space: --save and --checkpoint-dir on a filesystem with less free
 #   space than they need are refused before training, naming the path and
 #   the bytes needed and available, and nothing is written; a full one is
@@ -101,6 +102,52 @@ else
     fail "memory: four ranks with one data set: exit $rc: $out"
   rm -f "$text"
   rmdir "$mem_cg"
+fi
+
+# --- address space -----------------------------------------------------------
+# Under an address-space limit (ulimit -v; Note [Address-space limit]) a run
+# trains or ends with an error naming the limit, never spins: OpenBLAS's
+# 128 MiB buffer per calling thread, once retried forever when it did not fit
+# (Note [OpenBLAS loaded on first use]). The limits are set above what the
+# program's own libraries map (found by bisection on --help): where no
+# buffer fits, where some do, and a batch that does not fit at all.
+# Sanitizers reserve terabytes of shadow memory: skipped under them.
+if nm -D "$train" 2>/dev/null | grep -qE "__(asan|tsan)_init"; then
+  echo "skip address space: $train is built with a sanitizer"
+else
+  ran=1
+  lo=0 hi=$((8 << 20))  # KiB
+  while [ $((hi - lo)) -gt 4096 ]; do
+    mid=$(((lo + hi) / 2))
+    if (ulimit -v $mid && timeout -s KILL 10 "$train" --help > /dev/null 2>&1); then hi=$mid; else lo=$mid; fi
+  done
+  for extra_mib in 160 400 900; do
+    out=$(ulimit -v $((hi + extra_mib * 1024)) && timeout -s KILL 60 "$train" --steps 2 --batch-size 4 --seq-len 32 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -q "step     2/2" <<<"$out"; then
+      echo "ok   address space: trains at $extra_mib MiB above the program's own"
+    elif [ $rc -eq 1 ] && grep -q "(ulimit -v)" <<<"$out" && ! shows_source "address space" "$out"; then
+      echo "ok   address space: at $extra_mib MiB above the program's own: $(grep -m1 error <<<"$out")"
+    else
+      fail "address space at $extra_mib MiB above the program's own: exit code $rc (137: it spun): $(tail -n3 <<<"$out")"
+    fi
+  done
+  # A batch whose logits alone do not fit is refused before the run; one
+  # whose activations do not fit ends in an out-of-memory error. Both name
+  # the limit, and the error says to raise it.
+  out=$(ulimit -v $((hi + 400 * 1024)) && timeout -s KILL 60 "$train" --steps 1 --batch-size 4096 --seq-len 256 2>&1); rc=$?
+  if [ $rc -eq 1 ] && grep -q "is available (what the address-space limit of [0-9]* MiB (ulimit -v), [0-9]* MiB of it mapped leaves). Use a higher ulimit -v" <<<"$out" &&
+    ! shows_source "address space" "$out"; then
+    echo "ok   address space: a batch beyond the limit is refused first: $(grep -m1 -o "but .* leaves)" <<<"$out")"
+  else
+    fail "address space: a batch beyond the limit: exit code $rc: $(tail -n3 <<<"$out")"
+  fi
+  out=$(ulimit -v $((hi + 400 * 1024)) && timeout -s KILL 60 "$train" --steps 1 --batch-size 512 --seq-len 256 2>&1); rc=$?
+  if [ $rc -eq 1 ] && grep -q "error: .*(ulimit -v)" <<<"$out" && ! shows_source "address space" "$out" &&
+    { ! grep -q "out of memory" <<<"$out" || grep -q "hint: raise \`ulimit -v\`" <<<"$out"; }; then
+    echo "ok   address space: activations beyond the limit: $(grep -m1 -o "this process is under.*\|but .* leaves)" <<<"$out")"
+  else
+    fail "address space: activations beyond the limit: exit code $rc: $(tail -n3 <<<"$out")"
+  fi
 fi
 
 # --- disk space --------------------------------------------------------------

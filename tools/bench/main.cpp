@@ -12,6 +12,7 @@
 #include "tools/bench/suites.h"
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
+#include "zrt/kernels/cpu_blas/cpu_gemm.h"
 
 namespace {
 
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
       const std::string program = std::string("zrt-bench ") + s.name;
       try {
         zrt::tools::check_environment(program);  // Note [Environment variables]
+        // Before any thread: Note [OpenBLAS loaded on first use].
+        (void)zrt::kernels::cpu_gemm();
         return s.run(argc - 1, argv + 1);
       } catch (const zrt::bench::UsageError& e) {
         zrt::tools::report_error(program, e, "usage error");

@@ -34,6 +34,7 @@
 #include "tools/train/trace_stream.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
+#include "zrt/kernels/cpu_blas/cpu_gemm.h"
 #include "zrt/model_zoo/models/model_config.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
@@ -565,6 +566,8 @@ int main(int argc, char** argv) {
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
     tools::check_environment("zrt-train");  // Note [Environment variables]
+    // Before any thread: Note [OpenBLAS loaded on first use].
+    (void)kernels::cpu_gemm();
     // Note [TF32 GEMMs]: read once, at the first GEMM, after this.
     if (o.tf32) ::setenv("ZRT_TF32", "1", 1);
   } catch (const std::exception& e) {

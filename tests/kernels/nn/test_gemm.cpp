@@ -14,6 +14,7 @@
 #include "tests/support/expect_throw.h"
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/kernels/nn/gemm.h"
+#include "zrt/runtime/memory/address_space.h"
 
 using namespace zrt;
 
@@ -120,6 +121,19 @@ BOOST_AUTO_TEST_CASE(concurrent_calls_match_one_call) {
                                          << " thread " << t << ": " << mismatches[t] << " of "
                                          << kReps << " calls differ");
   }
+}
+
+BOOST_AUTO_TEST_CASE(openblas_is_loaded_where_built) {
+  const auto* openblas = kernels::cpu_gemm_for(kernels::CpuGemm::openblas);
+  if (ZRT_TEST_OPENBLAS_BUILT && !address_space_limit()) {
+    BOOST_TEST(openblas != nullptr);
+    try {
+      kernels::cpu_gemm_named("openblas");
+    } catch (const std::exception& e) {
+      BOOST_TEST_MESSAGE(e.what());  // the reason it was not loaded
+    }
+  }
+  if (!ZRT_TEST_OPENBLAS_BUILT) BOOST_TEST(openblas == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(backends_are_named) {
