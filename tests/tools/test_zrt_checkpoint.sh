@@ -116,6 +116,20 @@ if (ulimit -n 48 && "$ckpt" verify "$dir/r100" > /dev/null &&
   cmp -s "$dir/export100.st" "$dir/final.st"; then
   ok "100 rank files under ulimit -n 48: verify, export, resume"
 else fail "100 rank files under ulimit -n 48"; fi
+# Under an address-space limit zrt-ckpt, which multiplies nothing, loads no
+# OpenBLAS, whose load-time workers spun forever on a 128 MiB buffer that did
+# not fit (Note [OpenBLAS loaded on first use]). 96 MiB above what its own
+# libraries map (by bisection on --help, with no OpenBLAS workers); sanitizers' shadow memory cannot.
+if ! nm -D "$ckpt" 2>/dev/null | grep -qE "__(asan|tsan)_init"; then
+  lo=0 hi=$((8 << 20))  # KiB
+  while [ $((hi - lo)) -gt 4096 ]; do
+    mid=$(((lo + hi) / 2))
+    if (ulimit -v $mid && OPENBLAS_NUM_THREADS=1 timeout -s KILL 10 "$ckpt" --help > /dev/null 2>&1); then hi=$mid; else lo=$mid; fi
+  done
+  if (ulimit -v $((hi + 96 * 1024)) && timeout -s KILL 30 "$ckpt" info "$dir/ck" > /dev/null 2>&1); then
+    ok "zrt-ckpt info under ulimit -v of 96 MiB above its libraries"
+  else fail "zrt-ckpt info under ulimit -v $((hi + 96 * 1024)): exit $? (137: it spun)"; fi
+fi
 
 # 4. SIGTERM: finish the step, save, exit 0; the checkpoint resumes.
 rm -rf "$dir/sig"

@@ -109,8 +109,8 @@ fi
 # trains or ends with an error naming the limit, never spins: OpenBLAS's
 # 128 MiB buffer per calling thread, once retried forever when it did not fit
 # (Note [OpenBLAS loaded on first use]). The limits are set above what the
-# program's own libraries map (found by bisection on --help): where no
-# buffer fits, where some do, and a batch that does not fit at all.
+# program's own libraries map (by bisection on --help, with no OpenBLAS
+# workers): where no buffer fits, where some do, and batches that do not fit.
 # Sanitizers reserve terabytes of shadow memory: skipped under them.
 if nm -D "$train" 2>/dev/null | grep -qE "__(asan|tsan)_init"; then
   echo "skip address space: $train is built with a sanitizer"
@@ -119,7 +119,7 @@ else
   lo=0 hi=$((8 << 20))  # KiB
   while [ $((hi - lo)) -gt 4096 ]; do
     mid=$(((lo + hi) / 2))
-    if (ulimit -v $mid && timeout -s KILL 10 "$train" --help > /dev/null 2>&1); then hi=$mid; else lo=$mid; fi
+    if (ulimit -v $mid && OPENBLAS_NUM_THREADS=1 timeout -s KILL 10 "$train" --help > /dev/null 2>&1); then hi=$mid; else lo=$mid; fi
   done
   for extra_mib in 160 400 900; do
     out=$(ulimit -v $((hi + extra_mib * 1024)) && timeout -s KILL 60 "$train" --steps 2 --batch-size 4 --seq-len 32 2>&1); rc=$?
