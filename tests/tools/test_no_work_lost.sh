@@ -333,6 +333,14 @@ lines=$(wc -l < "$dir/st.jsonl")
   [ "$(digest "$st")" = "$before" ] && [ "$(wc -l < "$dir/st.jsonl")" = "$lines" ] &&
   ok "a resume that trains nothing sets no step aside and keeps the metrics" ||
   fail "a resume with nothing to train changed $st: $(ls "$st")"
+# ... but drops the lines of steps after the newest checkpoint, which a run
+# killed after its last save wrote: no checkpoint or weights hold them.
+sed -e 's/"step":3,/"step":4,/' -e 's/"step":3}/"step":4}/' <(tail -n1 "$dir/st.jsonl") >> "$dir/st.jsonl"
+grep -q '"step":4' "$dir/st.jsonl" || fail "metrics of a killed run: the test's line for step 4 was not made"
+"$train" "${tiny[@]}" --steps 4 --checkpoint-dir "$st" --resume --metrics "$dir/st.jsonl" > /dev/null 2>&1 &&
+  [ "$(wc -l < "$dir/st.jsonl")" = "$lines" ] && ! grep -q '"step":4' "$dir/st.jsonl" &&
+  ok "a resume that trains nothing drops the metrics of steps no checkpoint holds" ||
+  fail "a resume that trains nothing kept steps past its newest checkpoint: $(cut -c1-20 "$dir/st.jsonl")"
 
 # The user's files named as a run names its own: refused, not overwritten.
 sq=$dir/squat

@@ -308,6 +308,17 @@ class Checkpointer {
   std::int64_t saved_at_;
 };
 
+// The step `latest` names in a checkpoint directory; 0 without one.
+std::int64_t newest_step_of(const std::string& checkpoint_dir) {
+  if (checkpoint_dir.empty()) return 0;
+  try {
+    const std::string step = optim::resolve_checkpoint(checkpoint_dir);
+    return optim::parse_step_dir_name(std::filesystem::path(step).filename().string()).value_or(0);
+  } catch (const CheckpointError&) {
+    return 0;
+  }
+}
+
 // The lead's metrics line and progress line of each step.
 class StepReporter {
  public:
@@ -317,8 +328,13 @@ class StepReporter {
       : o_(o), tty_(lead && rewrites_progress_line()), first_(first), io_(io) {
     if (!lead || o.metrics.empty()) return;
     // A resumed run continues the file from its step, each step once (Note [Resuming never loses work]).
-    // A resume that trains nothing (first == --steps) keeps the file as it is.
-    if (resumed && first == o.trainer.steps) return;
+    // A resume that trains nothing (first == --steps) keeps the lines up to
+    // the directory's newest step, which it leaves in place, and drops only
+    // those of steps no checkpoint holds (a run killed after its last save).
+    if (resumed && first == o.trainer.steps) {
+      truncate_metrics_at(o.metrics, std::max(first, newest_step_of(o.checkpoint_dir)));
+      return;
+    }
     if (resumed) truncate_metrics_at(o.metrics, first);
     if (!open_run_output(metrics_, "--metrics", o.metrics,
                          resumed ? std::ios::app : std::ios::trunc, world_size,
