@@ -1,5 +1,5 @@
-// The process's address-space limit (RLIMIT_AS, `ulimit -v`), for messages
-// about host memory.
+// The process's address-space limit (RLIMIT_AS, `ulimit -v`, or RLIMIT_DATA,
+// `ulimit -d`), for messages about host memory.
 //
 // Note [Address-space limit]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -21,13 +21,16 @@ namespace zrt {
 
 struct AddressSpaceLimit {
   std::size_t limit = 0;  // bytes, the soft limit
-  std::size_t used = 0;   // bytes mapped now (VmSize)
+  std::size_t used = 0;   // bytes it counts now (VmSize; for -d, data and stack)
+  bool data = false;      // RLIMIT_DATA (ulimit -d), not RLIMIT_AS (ulimit -v)
   std::size_t left() const { return used < limit ? limit - used : 0; }
-  // "the address-space limit of 293 MiB (ulimit -v), 290 MiB of it mapped"
+  // "the address-space limit of 293 MiB (ulimit -v), 290 MiB of it used"
   std::string describe() const;
 };
 
-// The limit when one is set; nullopt when the address space is unlimited.
+// The limit that leaves the least when one is set: RLIMIT_AS, or RLIMIT_DATA,
+// which since Linux 4.7 counts private anonymous mappings too (malloc's,
+// OpenBLAS's buffers); nullopt when neither is set.
 std::optional<AddressSpaceLimit> address_space_limit();
 
 }  // namespace zrt

@@ -122,7 +122,7 @@ else
     if (ulimit -v $mid && OPENBLAS_NUM_THREADS=1 timeout -s KILL 10 "$train" --help > /dev/null 2>&1); then hi=$mid; else lo=$mid; fi
   done
   for extra_mib in 160 400 900; do
-    out=$(ulimit -v $((hi + extra_mib * 1024)) && timeout -s KILL 60 "$train" --steps 2 --batch-size 4 --seq-len 32 2>&1); rc=$?
+    out=$(ulimit -v $((hi + extra_mib * 1024)) && MALLOC_ARENA_MAX=2 timeout -s KILL 60 "$train" --threads 2 --steps 2 --batch-size 4 --seq-len 32 2>&1); rc=$?
     if [ $rc -eq 0 ] && grep -q "step     2/2" <<<"$out"; then
       echo "ok   address space: trains at $extra_mib MiB above the program's own"
     elif [ $rc -eq 1 ] && grep -q "(ulimit -v)" <<<"$out" && ! shows_source "address space" "$out"; then
@@ -131,19 +131,29 @@ else
       fail "address space at $extra_mib MiB above the program's own: exit code $rc (137: it spun): $(tail -n3 <<<"$out")"
     fi
   done
+  # OpenBLAS asked for: refused, naming the limit, where no buffer fits;
+  # trains with two callers' buffers mapped where they do.
+  out=$(ulimit -v $((hi + 160 * 1024)) && ZRT_CPU_GEMM=openblas timeout -s KILL 60 "$train" --threads 2 --steps 2 2>&1); rc=$?
+  [ $rc -eq 2 ] && grep -q "ZRT_CPU_GEMM=openblas: OpenBLAS needs 128 MiB of address space for each thread that multiplies.*(ulimit -v)" <<<"$out" &&
+    echo "ok   address space: ZRT_CPU_GEMM=openblas where no buffer fits: exit 2, the limit named" ||
+    fail "address space: ZRT_CPU_GEMM=openblas at 160 MiB: exit code $rc: $(tail -n2 <<<"$out")"
+  out=$(ulimit -v $((hi + 900 * 1024)) && ZRT_CPU_GEMM=openblas MALLOC_ARENA_MAX=2 timeout -s KILL 60 "$train" --threads 2 --ranks 2 --steps 2 --batch-size 8 --seq-len 32 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "step     2/2" <<<"$out" &&
+    echo "ok   address space: ZRT_CPU_GEMM=openblas trains two ranks of two threads at 900 MiB above the program's own" ||
+    fail "address space: ZRT_CPU_GEMM=openblas at 900 MiB: exit code $rc: $(tail -n2 <<<"$out")"
   # A batch whose logits alone do not fit is refused before the run; one
   # whose activations do not fit ends in an out-of-memory error. Both name
   # the limit, and the error says to raise it.
-  out=$(ulimit -v $((hi + 400 * 1024)) && timeout -s KILL 60 "$train" --steps 1 --batch-size 4096 --seq-len 256 2>&1); rc=$?
-  if [ $rc -eq 1 ] && grep -q "is available (what the address-space limit of [0-9]* MiB (ulimit -v), [0-9]* MiB of it mapped leaves). Use a higher ulimit -v" <<<"$out" &&
+  out=$(ulimit -v $((hi + 400 * 1024)) && MALLOC_ARENA_MAX=2 timeout -s KILL 60 "$train" --threads 2 --steps 1 --batch-size 4096 --seq-len 256 2>&1); rc=$?
+  if [ $rc -eq 1 ] && grep -q "is available (what the address-space limit of [0-9]* MiB (ulimit -v), [0-9]* MiB of it used leaves). Use a higher ulimit -v" <<<"$out" &&
     ! shows_source "address space" "$out"; then
     echo "ok   address space: a batch beyond the limit is refused first: $(grep -m1 -o "but .* leaves)" <<<"$out")"
   else
     fail "address space: a batch beyond the limit: exit code $rc: $(tail -n3 <<<"$out")"
   fi
-  out=$(ulimit -v $((hi + 400 * 1024)) && timeout -s KILL 60 "$train" --steps 1 --batch-size 512 --seq-len 256 2>&1); rc=$?
+  out=$(ulimit -v $((hi + 400 * 1024)) && MALLOC_ARENA_MAX=2 timeout -s KILL 60 "$train" --threads 2 --steps 1 --batch-size 512 --seq-len 256 2>&1); rc=$?
   if [ $rc -eq 1 ] && grep -q "error: .*(ulimit -v)" <<<"$out" && ! shows_source "address space" "$out" &&
-    { ! grep -q "out of memory" <<<"$out" || grep -q "hint: raise \`ulimit -v\`" <<<"$out"; }; then
+    { ! grep -q "out of memory" <<<"$out" || grep -q "hint: raise the limit it names" <<<"$out"; }; then
     echo "ok   address space: activations beyond the limit: $(grep -m1 -o "this process is under.*\|but .* leaves)" <<<"$out")"
   else
     fail "address space: activations beyond the limit: exit code $rc: $(tail -n3 <<<"$out")"

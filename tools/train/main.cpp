@@ -582,8 +582,6 @@ int main(int argc, char** argv) {
   try {
     if (!train::parse_train_options(argc, argv, o)) return 0;
     tools::check_environment("zrt-train");  // Note [Environment variables]
-    // Before any thread: Note [OpenBLAS loaded on first use].
-    (void)kernels::cpu_gemm();
     // Note [TF32 GEMMs]: read once, at the first GEMM, after this.
     if (o.tf32) ::setenv("ZRT_TF32", "1", 1);
   } catch (const std::exception& e) {
@@ -596,6 +594,8 @@ int main(int argc, char** argv) {
       if (detect_launch().rank != 0) return 0;
       return train::print_memory_plan(o, stdout) ? 0 : 3;
     }
+    // Before any thread: Note [OpenBLAS loaded on first use].
+    (void)kernels::cpu_gemm();
     tools::install_stop_handlers(train::on_stop_signal, train::on_broken_pipe);
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
@@ -636,8 +636,8 @@ int main(int argc, char** argv) {
                    "strategies, recomputation and optimizer offload whose peak fits BYTES a rank\n",
                    oom->numbers().cap > 0 ? "a rank needs more than its --memory-limit; "
                    : oom->numbers().address_space_limit > 0
-                       ? "raise `ulimit -v` (thread stacks and malloc's arenas count against it "
-                         "too, not only the memory used), or "
+                       ? "raise the limit it names (thread stacks and malloc's arenas count "
+                         "against it too, not only the memory used), or "
                        : "");
     return 1;
   }

@@ -183,8 +183,9 @@ AvailableMemory available_memory() {
   if (limit > 0) avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, limit);
   if (const std::optional<AddressSpaceLimit> as = address_space_limit();
       as && (avail == 0 || as->left() < avail))
-    return {as->left(), " (what " + as->describe() + " leaves)"};
-  return {avail, ""};
+    return {as->left(), " (what " + as->describe() + " leaves)",
+            as->data ? "ulimit -d" : "ulimit -v"};
+  return {avail, "", ""};
 }
 
 std::int64_t resident_bytes() {

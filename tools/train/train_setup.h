@@ -84,8 +84,9 @@ std::string human_bytes(double bytes);
 // limit leaves (ulimit -v); 0 where unknown.
 struct AvailableMemory {
   std::uint64_t bytes = 0;
-  // For messages: "" or, when the address-space limit binds, what it is.
-  std::string bound_by;
+  // For messages: "" or, when the address-space limit binds, what it is,
+  // and the command that raises it ("ulimit -v" or "ulimit -d").
+  std::string bound_by, raise_with;
 };
 AvailableMemory available_memory();
 
