@@ -51,6 +51,11 @@ void Storage::borrow_memory(std::shared_ptr<Storage> owner) {
   ZRT_CHECK_STATE(!owner->is_freed(), "Storage::borrow_memory: the owning storage is freed");
   ZRT_CHECK_ARG(owner->allocator_ == allocator_,
                 "Storage::borrow_memory: the owning storage has another allocator");
+  // Borrowed from a borrower, the memory is its lender's: that storage is
+  // kept alive and counts the queued work (counter()), however often the
+  // borrowers in between let go (a scope's views, Note [Views live in their
+  // scopes], and the issue views of work queued on them).
+  if (owner->lender_) owner = owner->lender_;
   data_ = owner->data_;
   nbytes_ = owner->nbytes_;
   stream_ = owner->stream_;

@@ -129,6 +129,21 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
                   std::string(reinterpret_cast<const char*>(all[r].data()), all[r].size()));
   }
 
+  // A view used outside its unit's scopes is refused (Note [Views live in
+  // their scopes]); here those scopes are the unit's stages, and the message
+  // says so in the Model's terms.
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const optim::FlatParamHandle& h = module_->handle(units_[u]);
+    if (h.num_params() == 0) continue;
+    const std::string outside = "has no memory outside the stages of its unit '" + h.name() +
+                                "': model '" + model_->kind() + "' ";
+    const std::string rule =
+        " in a stage of another unit (stage s computes with the parameters of unit "
+        "stage_unit(s) and those it declares tied to earlier units in UnitDef::tied)";
+    h.param(0).storage().set_freed_note(outside + "reads it" + rule);
+    h.grad(0).storage().set_freed_note(outside + "accumulates into it" + rule);
+  }
+
   // Layers bind to the module's views once; the views survive reshards. A
   // name tied to an earlier unit's parameter reads the owner's unsharded
   // parameter and accumulates into its unit's own gradient (Note

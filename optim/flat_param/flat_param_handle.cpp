@@ -255,6 +255,8 @@ FlatParamHandle::FlatParamHandle(std::vector<NamedParam> params, ZeroGroups grou
       new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_param");
   full_grad_ = new_buffer(total, options_.param_dtype, true).set_name(options_.name + ".full_grad");
   full_prec_grad_ = new_buffer(total, DType::f32, true).set_name(options_.name + ".full_prec_grad");
+  param_views_ = new_buffer(total, options_.param_dtype, true);
+  grad_views_ = new_buffer(total, options_.param_dtype, true);
   if (options_.grad_reduce.offload)
     host_grad_ = Tensor::from_storage(std::make_shared<Storage>(0, options_.host_allocator),
                                       {total}, DType::f32, 0, options_.name + ".host_grad");
@@ -274,6 +276,7 @@ FlatParamHandle::~FlatParamHandle() {
   // Views of the unsharded parameter and gradient may outlive the handle
   // (a tensor the caller kept from a scope): their memory goes back now,
   // while the streams it was used on exist (Note [A scope outlives no module]).
+  close_views();
   free_storage(full_param_);
   free_storage(full_grad_);
 }
@@ -390,7 +393,7 @@ Tensor FlatParamHandle::sharded_grad(std::size_t i) const {
 Tensor FlatParamHandle::param(std::size_t i) const {
   ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
   const auto& p = layout_.params()[i];
-  return full_param_.slice(layout_.param_offset(i), p.padded_numel())
+  return param_views_.slice(layout_.param_offset(i), p.padded_numel())
       .view(p.padded_shape())
       .set_name(p.fqn);
 }
@@ -398,7 +401,7 @@ Tensor FlatParamHandle::param(std::size_t i) const {
 Tensor FlatParamHandle::grad(std::size_t i) const {
   ZRT_CHECK_ARG(i < num_params(), "parameter index ", i, " out of range");
   const auto& p = layout_.params()[i];
-  return full_grad_.slice(layout_.param_offset(i), p.padded_numel())
+  return grad_views_.slice(layout_.param_offset(i), p.padded_numel())
       .view(p.padded_shape())
       .set_name(p.fqn + ".grad");
 }
@@ -470,15 +473,27 @@ void FlatParamHandle::reshard(bool free_unsharded) {
   }
 }
 
+void FlatParamHandle::open_views(bool grad) {
+  param_views_.storage().borrow_memory(full_param_.storage_ptr());
+  if (grad) grad_views_.storage().borrow_memory(full_grad_.storage_ptr());
+}
+
+void FlatParamHandle::close_views() noexcept {
+  free_storage(param_views_);
+  free_storage(grad_views_);
+}
+
 void FlatParamHandle::pre_forward() {
   expect_state(HandleState::idle, "pre_forward");
   unshard();
   wait_unsharded();
+  open_views(false);
   state_ = HandleState::forward;
 }
 
 void FlatParamHandle::post_forward() {
   expect_state(HandleState::forward, "post_forward");
+  close_views();
   reshard(options_.reshard_after_forward);
   state_ = HandleState::idle;
 }
@@ -491,6 +506,7 @@ void FlatParamHandle::pre_backward() {
     alloc_storage(full_grad_);
     kernels::zero(full_grad_, options_.stream);
   }
+  open_views(true);
   state_ = HandleState::backward_pre;
 }
 
@@ -592,6 +608,7 @@ void FlatParamHandle::reduce_scatter_quantized(Stream comm) {
 
 void FlatParamHandle::post_backward(bool sync_grads) {
   expect_state(HandleState::backward_pre, "post_backward");
+  close_views();
   state_ = HandleState::backward_post;
   try {
     accumulate_runtime_grad();
@@ -633,6 +650,7 @@ void FlatParamHandle::zero_grad() {
 
 void FlatParamHandle::cancel_backward() {
   expect_state(HandleState::backward_pre, "cancel_backward");
+  close_views();
   free_storage(full_grad_);  // pre_backward's zeros: every earlier sum is in full_prec_grad_
   state_ = HandleState::idle;
   reshard(options_.reshard_after_backward);

@@ -146,6 +146,21 @@
 // gathers nothing: there the setting changes nothing (a world of one,
 // no-shard).
 //
+// Note [Views live in their scopes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// param(i) and grad(i), the views a caller's layers bind to, are slices of a
+// storage of their own that borrows the unsharded parameter (and, in a
+// backward, the runtime gradient) only between pre_forward / pre_backward
+// and the matching post_forward / post_backward, and is freed otherwise. A
+// view used outside those scopes is refused (Note [Freed storage]) whether
+// or not the unit is gathered then: a prefetch, a strategy that keeps the
+// parameter (grad-op, no-shard) or a micro-batch's kept gradient would
+// otherwise let a layer of another unit read it, so a model that broke the
+// contract ran under one setting and failed under another, and read a
+// parameter whose gradient no one adds. The handle's own buffers
+// (full_param_padded and the like) are what it gathers, reduces and frees;
+// the borrowing costs no memory and no copy.
+//
 // Note [Flat parameters belong to the optimizer]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The handle casts, accumulates and flattens with zrt's kernels, so it sits
@@ -300,11 +315,12 @@ class FlatParamHandle {
   Tensor sharded_param(std::size_t i) const;
   Tensor sharded_grad(std::size_t i) const;
 
-  // --- unsharded views (data access throws while resharded) ---------------
+  // --- unsharded views (data access throws outside the unit's scopes) ------
   // Compute dtype, the padded shape (the original one unless it has padded
-  // rows: Note [Padded rows of a parameter]).
+  // rows: Note [Padded rows of a parameter]). Memory only between
+  // pre_forward or pre_backward and its post (Note [Views live in their scopes]).
   Tensor param(std::size_t i) const;
-  Tensor grad(std::size_t i) const;  // runtime gradient, compute dtype, padded shape
+  Tensor grad(std::size_t i) const;  // runtime gradient, compute dtype, padded shape; backward only
   const Tensor& full_param_padded() const { return full_param_; }
   const Tensor& full_grad_padded() const { return full_grad_; }
   const Tensor& full_prec_grad_padded() const { return full_prec_grad_; }
@@ -415,6 +431,10 @@ class FlatParamHandle {
   void wait_unsharded() const {
     if (comm_stream() != options_.stream && !skip_gather_wait_) gathered_.wait(options_.stream);
   }
+  // Note [Views live in their scopes]: the views get the unsharded
+  // parameter (and with `grad`, the runtime gradient); close_views lets go.
+  void open_views(bool grad);
+  void close_views() noexcept;
   void accumulate_runtime_grad();
   void reduce_grads();
   // reduce_grads()'s reduce-scatter in int8 or int4 (Note [Quantized gradient reduce-scatter]).
@@ -437,8 +457,11 @@ class FlatParamHandle {
 
   Tensor zero1_shard_, zero1_grad_, zero3_shard_;
   Tensor full_param_, full_grad_, full_prec_grad_;  // freed while not needed
-  Tensor host_grad_;                                // pinned copy of full_prec_grad_ (offload)
-  Tensor host_zero1_grad_;                          // master_on_host: host copy of zero1_grad_
+  // What param(i) and grad(i) slice: borrowing full_param_ and full_grad_ in
+  // scope only (Note [Views live in their scopes]).
+  Tensor param_views_, grad_views_;
+  Tensor host_grad_;        // pinned copy of full_prec_grad_ (offload)
+  Tensor host_zero1_grad_;  // master_on_host: host copy of zero1_grad_
   // master_on_host, non-fp32: the master cast (or quantized) for upload.
   Tensor host_param_staging_;
   std::vector<std::weak_ptr<Storage>> claimed_;  // storages of the original parameters

@@ -28,7 +28,9 @@ enum class Fault {
   block_past_the_stages,
   loss_of_two_elements,
   input_gradient_too_wide,
-  lookup_kept_past_bind
+  lookup_kept_past_bind,
+  forward_reads_the_next_unit,  // stage 1 reads unit 2's weight: prefetched, it is gathered
+  backward_reads_the_next_unit  // ... in its backward: no-shard keeps it gathered
 };
 
 // An MLP (5 -> 7 -> 9 -> 3: three units, three stages, stage 1 a block)
@@ -49,7 +51,7 @@ class Faulty : public Model {
   std::map<std::string, ParamInit> param_inits() const override { return inner_->param_inits(); }
   void bind(const ParamLookup& lookup) override {
     inner_->bind(lookup);
-    if (fault_ == Fault::lookup_kept_past_bind) kept_ = lookup;
+    if (fault_ != Fault::none) kept_ = lookup;
   }
   int num_stages() const override { return inner_->num_stages(); }
   int stage_unit(int s) const override {
@@ -59,11 +61,15 @@ class Faulty : public Model {
     return inner_->stage_unit(s);
   }
   Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) override {
+    if (s == 1 && fault_ == Fault::forward_reads_the_next_unit)
+      kept_("layers.2.weight").value.to_doubles();
     const Tensor y = inner_->stage_forward(s, x, batch, stream);
     if (s == 2 && fault_ == Fault::loss_of_two_elements) return Tensor::full({2}, 1.0, y.dtype());
     return y;
   }
   Tensor stage_backward(int s, const Tensor& dy, Stream stream) override {
+    if (s == 1 && fault_ == Fault::backward_reads_the_next_unit)
+      kept_("layers.2.weight").value.to_doubles();
     const Tensor dx = inner_->stage_backward(s, dy, stream);
     if (s == 2 && fault_ == Fault::input_gradient_too_wide)
       return Tensor::zeros({dx.size(0), dx.size(1) + 1}, dx.dtype());
@@ -93,11 +99,12 @@ Batch random_batch(std::mt19937& gen, double normaliser) {
   return b;
 }
 
-// What `run` throws as InvalidArgument, or "(accepted)".
+// What `run` throws as InvalidArgument (or `Refused`), or "(accepted)".
+template <typename Refused = InvalidArgument>
 std::string refusal(const std::function<void()>& run) {
   try {
     run();
-  } catch (const InvalidArgument& e) {
+  } catch (const Refused& e) {
     return e.what();
   }
   return "(accepted)";
@@ -174,6 +181,41 @@ BOOST_AUTO_TEST_CASE(ranks_with_different_normalisers_are_refused) {
                    "the ranks passed different Batch::normaliser values (this rank's is " +
                    std::to_string(4 + r) + ", their mean 4.5)") != std::string::npos,
                "rank " << r << ": " << said[static_cast<std::size_t>(r)]);
+}
+
+// A stage computes with its own unit's parameters: one that reads another
+// unit's, through a view it kept, is refused whether or not that unit
+// happens to be gathered then (prefetched, or kept by the strategy), so a
+// model right under one setting is right under all.
+BOOST_AUTO_TEST_CASE(a_stage_that_reads_another_units_parameter_is_refused) {
+  std::mt19937 gen(static_cast<std::uint32_t>(test::test_seed("model_contract/other_unit")));
+  using optim::ShardingStrategy;
+  for (const Fault fault :
+       {Fault::forward_reads_the_next_unit, Fault::backward_reads_the_next_unit})
+    for (const ShardingStrategy strategy :
+         {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op,
+          ShardingStrategy::no_shard})
+      for (const int prefetch : {0, 1, 2}) {
+        std::string said;
+        const std::uint32_t seed = gen();
+        run_local_ranks(2, [&](const CommPtr& world) {
+          EngineConfig config;
+          config.zero.strategy = strategy;
+          config.prefetch = prefetch;
+          std::mt19937 rank_gen(seed + static_cast<std::uint32_t>(world->rank()));
+          const std::string s = refusal<InvalidState>([&] {
+            TrainingEngine engine(std::make_unique<Faulty>(fault), world, config);
+            engine.step({random_batch(rank_gen, 8)}, 1e-3);
+          });
+          if (world->rank() == 0) said = s;
+        });
+        BOOST_TEST(said.find("layers.2.weight[3, 9] f32 cpu has no memory outside the stages "
+                             "of its unit 'layers.2': model 'faulty' reads it in a stage of "
+                             "another unit") != std::string::npos,
+                   (fault == Fault::forward_reads_the_next_unit ? "forward" : "backward")
+                       << ", strategy " << optim::strategy_name(strategy) << ", prefetch "
+                       << prefetch << ": " << said);
+      }
 }
 
 // The batch's tensors keep their names, or are named by their field.
