@@ -19,11 +19,21 @@
 
 namespace zrt {
 
+// What /proc/self/statm says of this process, in bytes (0 where unknown).
+struct ProcessMemory {
+  std::size_t mapped = 0;    // VmSize: every mapping, what RLIMIT_AS counts
+  std::size_t resident = 0;  // VmRSS
+  std::size_t data = 0;      // data and stack: what RLIMIT_DATA counts
+};
+ProcessMemory process_memory();
+
 struct AddressSpaceLimit {
   std::size_t limit = 0;  // bytes, the soft limit
-  std::size_t used = 0;   // bytes it counts now (VmSize; for -d, data and stack)
+  std::size_t used = 0;   // bytes it counts now (ProcessMemory::mapped; for -d, ::data)
   bool data = false;      // RLIMIT_DATA (ulimit -d), not RLIMIT_AS (ulimit -v)
   std::size_t left() const { return used < limit ? limit - used : 0; }
+  // The shell command that raises it: "ulimit -v" or "ulimit -d".
+  const char* raise_with() const { return data ? "ulimit -d" : "ulimit -v"; }
   // "the address-space limit of 293 MiB (ulimit -v), 290 MiB of it used"
   std::string describe() const;
 };

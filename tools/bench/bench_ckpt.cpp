@@ -113,7 +113,7 @@ int bench_ckpt(int argc, char** argv) {
       avail.bytes == 0 || static_cast<double>(o.params) * 32 <= static_cast<double>(avail.bytes),
       "--params ", o.params, " needs about ",
       train::human_bytes(static_cast<double>(o.params) * 32), " of memory, but ",
-      train::human_bytes(static_cast<double>(avail.bytes)), " is available", avail.bound_by);
+      train::human_bytes(static_cast<double>(avail.bytes)), " is available", avail.bound_by());
   fs::create_directories(dir);
   // What it writes goes however the suite ends; a --dir given stays (it may
   // hold other files).

@@ -630,7 +630,7 @@ void run_rank(const CommPtr& world, int local_rank, const Options& o, Run& run) 
 
 int bench_train(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const double rss_base = static_cast<double>(train::resident_bytes());
+  const double rss_base = static_cast<double>(process_memory().resident);
   Run run;
   int world_size = 1;
   train::run_ranks(

@@ -382,7 +382,7 @@ class StepReporter {
                                          {"mem_allocated", r.memory.allocated},
                                          {"mem_reserved", r.memory.reserved},
                                          {"mem_peak", r.memory.peak_allocated},
-                                         {"rss", resident_bytes()},
+                                         {"rss", process_memory().resident},
                                          {"comm_sent", r.traffic.total().sent},
                                          {"comm_received", r.traffic.total().received},
                                          {"comm_sent_by_kind", sent_by_kind}};

@@ -252,7 +252,7 @@ void check_plan_fits_memory(const TrainOptions& o) {
       "flags with --plan show what each rank holds, and with --plan --fit BYTES "
       "--fit-host BYTES the settings that fit\n",
       human_bytes(static_cast<double>(need)).c_str(), o.ranks > 0 ? o.ranks : launch.local_size,
-      human_bytes(static_cast<double>(available.bytes)).c_str(), available.bound_by.c_str());
+      human_bytes(static_cast<double>(available.bytes)).c_str(), available.bound_by().c_str());
 }
 
 }  // namespace zrt::train

@@ -149,8 +149,8 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
                        : std::string(),
             data > 0 ? ", the data set's " + human_bytes(data) : std::string(),
             "; other activations come on top), but ", human_bytes(static_cast<double>(avail)),
-            " is available", available.bound_by, ". Use ",
-            available.raise_with.empty() ? "" : "a higher " + available.raise_with + ", ",
+            " is available", available.bound_by(), ". Use ",
+            available.limit ? "a higher " + std::string(available.limit->raise_with()) + ", " : "",
             seq_len_advice,
             logits * static_cast<double>(here) >= floor / 2
                 ? "a smaller --batch-size or more --micro-batches, "

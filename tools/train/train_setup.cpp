@@ -183,16 +183,12 @@ AvailableMemory available_memory() {
   if (limit > 0) avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, limit);
   if (const std::optional<AddressSpaceLimit> as = address_space_limit();
       as && (avail == 0 || as->left() < avail))
-    return {as->left(), " (what " + as->describe() + " leaves)",
-            as->data ? "ulimit -d" : "ulimit -v"};
-  return {avail, "", ""};
+    return {as->left(), as};
+  return {avail, std::nullopt};
 }
 
-std::int64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::int64_t pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return resident * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+std::string AvailableMemory::bound_by() const {
+  return limit ? " (what " + limit->describe() + " leaves)" : "";
 }
 
 }  // namespace zrt::train

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/runtime/comm/communicator.h"
 #include "zrt/runtime/comm/launched_world.h"
+#include "zrt/runtime/memory/address_space.h"
 
 namespace zrt::train {
 
@@ -84,13 +86,10 @@ std::string human_bytes(double bytes);
 // limit leaves (ulimit -v); 0 where unknown.
 struct AvailableMemory {
   std::uint64_t bytes = 0;
-  // For messages: "" or, when the address-space limit binds, what it is,
-  // and the command that raises it ("ulimit -v" or "ulimit -d").
-  std::string bound_by, raise_with;
+  std::optional<AddressSpaceLimit> limit;  // set when the address-space limit binds
+  // For messages: "" or " (what the address-space limit of ... leaves)".
+  std::string bound_by() const;
 };
 AvailableMemory available_memory();
-
-// This process's resident memory (Linux /proc; 0 where unknown).
-std::int64_t resident_bytes();
 
 }  // namespace zrt::train

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -132,12 +131,8 @@ BOOST_AUTO_TEST_CASE(host_out_of_memory_names_the_address_space_limit) {
     {
       rlimit r{};
       getrlimit(RLIMIT_AS, &r);
-      std::ifstream statm("/proc/self/statm");
-      std::size_t pages = 0;
-      statm >> pages;
       // Lower than any limit it runs under already (lowering is always allowed).
-      r.rlim_cur = std::min<rlim_t>(
-          r.rlim_cur, pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) + 256 * MiB);
+      r.rlim_cur = std::min<rlim_t>(r.rlim_cur, process_memory().mapped + 256 * MiB);
       setrlimit(RLIMIT_AS, &r);
       try {
         AllocatorPtr host = make_caching_allocator(Device::cpu());
