@@ -232,7 +232,7 @@ void check_plan_fits_memory(const TrainOptions& o) {
   // process]), or each launched process's one rank (and data set).
   if (!warns) return;
   auto held = [](const model_zoo::RankMemoryPlan& r) { return r.reserved_peak + r.host_peak; };
-  std::size_t need = 0;
+  std::size_t need = 0;  // on this machine; the local ranks are this process's
   if (o.ranks > 0) {
     std::size_t data = 0;
     for (const auto& r : plan.ranks) {
@@ -244,15 +244,22 @@ void check_plan_fits_memory(const TrainOptions& o) {
     need = static_cast<std::size_t>(launch.local_size) * held(plan.largest());
   }
   const AvailableMemory available = available_memory();
-  if (available.bytes == 0 || need <= available.bytes) return;
+  const std::optional<MemoryShortfall> s =
+      available.shortfall(need, o.ranks > 0 ? need : held(plan.largest()));
+  if (!s) return;
   std::fprintf(
       stderr,
-      "zrt-train: warning: this run's memory plan needs %s on this machine (%d rank(s) "
-      "at their peaks), more than the %s available%s: the system may kill it; the same "
-      "flags with --plan show what each rank holds, and with --plan --fit BYTES "
-      "--fit-host BYTES the settings that fit\n",
-      human_bytes(static_cast<double>(need)).c_str(), o.ranks > 0 ? o.ranks : launch.local_size,
-      human_bytes(static_cast<double>(available.bytes)).c_str(), available.bound_by().c_str());
+      "zrt-train: warning: this run's memory plan needs %s %s (%d rank(s) at their peaks), "
+      "more than the %s available%s: %s; the same flags with --plan show what each rank "
+      "holds, and with --plan --fit BYTES --fit-host BYTES the settings that fit\n",
+      human_bytes(static_cast<double>(s->need)).c_str(),
+      !s->in_process ? "on this machine"
+      : o.ranks > 0  ? "in this process"
+                     : "in each process",
+      s->in_process || o.ranks > 0 ? std::max(o.ranks, 1) : launch.local_size,
+      human_bytes(static_cast<double>(s->available)).c_str(),
+      s->in_process ? available.bound_by().c_str() : "",
+      s->in_process ? "its allocations will fail" : "the system may kill it");
 }
 
 }  // namespace zrt::train

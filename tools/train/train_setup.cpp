@@ -183,12 +183,19 @@ AvailableMemory available_memory() {
   if (limit > 0) avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, limit);
   if (const std::optional<AddressSpaceLimit> as = address_space_limit();
       as && (avail == 0 || as->left() < avail))
-    return {as->left(), as};
-  return {avail, std::nullopt};
+    return {as->left(), avail, as};
+  return {avail, avail, std::nullopt};
 }
 
 std::string AvailableMemory::bound_by() const {
   return limit ? " (what " + limit->describe() + " leaves)" : "";
+}
+
+std::optional<MemoryShortfall> AvailableMemory::shortfall(std::uint64_t on_machine,
+                                                          std::uint64_t in_process) const {
+  if (limit && in_process > limit->left()) return MemoryShortfall{in_process, limit->left(), true};
+  if (machine > 0 && on_machine > machine) return MemoryShortfall{on_machine, machine, false};
+  return std::nullopt;
 }
 
 }  // namespace zrt::train

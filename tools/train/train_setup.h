@@ -81,14 +81,29 @@ Device world_device(const TrainOptions& o);
 // "1.5 GiB": bytes for people.
 std::string human_bytes(double bytes);
 
+// Memory a need is short of: what was needed, what is there, and whether
+// that is one process's address space or the machine's memory.
+struct MemoryShortfall {
+  std::uint64_t need = 0, available = 0;
+  bool in_process = false;  // the address-space limit's, not the machine's
+};
+
 // Bytes this machine can still give the process: MemAvailable, capped by
 // its control group's memory limit (v1 or v2) and by what the address-space
 // limit leaves (ulimit -v); 0 where unknown.
 struct AvailableMemory {
   std::uint64_t bytes = 0;
+  // MemAvailable capped by the control group: what the machine's processes
+  // share (0: unknown). The address-space limit is each process's own.
+  std::uint64_t machine = 0;
   std::optional<AddressSpaceLimit> limit;  // set when the address-space limit binds
   // For messages: "" or " (what the address-space limit of ... leaves)".
   std::string bound_by() const;
+  // What `on_machine` bytes for the machine's ranks together, `in_process`
+  // of them in this process, are short of: the limit's room for the
+  // process, else the machine's memory; nullopt when both fit or nothing is known.
+  std::optional<MemoryShortfall> shortfall(std::uint64_t on_machine,
+                                           std::uint64_t in_process) const;
 };
 AvailableMemory available_memory();
 
