@@ -173,8 +173,10 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
     if (options_.max_consecutive_skips > 0 && consecutive_skips_ >= options_.max_consecutive_skips)
       ZRT_THROW(TooManySkippedSteps, consecutive_skips_,
                 " optimizer steps in a row were skipped for non-finite gradients (limit ",
-                options_.max_consecutive_skips, "; ", skipped_total_,
-                " skipped in total, loss scale ", r.loss_scale, ")");
+                options_.max_consecutive_skips, "; ", skipped_total_, " skipped in total",
+                r.loss_scale == 1.0 ? std::string()
+                                    : detail::concat("; the last at loss scale ", r.loss_scale),
+                ")");
     return r;
   }
   consecutive_skips_ = 0;
