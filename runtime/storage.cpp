@@ -56,6 +56,9 @@ void Storage::borrow_memory(std::shared_ptr<Storage> owner) {
   // borrowers in between let go (a scope's views, Note [Views live in their
   // scopes], and the issue views of work queued on them).
   if (owner->lender_) owner = owner->lender_;
+  ZRT_CHECK_STATE(owner.get() != this && !owner->is_freed(),
+                  "Storage::borrow_memory: the storage the memory was borrowed from is ",
+                  owner.get() == this ? "this one" : "freed");
   data_ = owner->data_;
   nbytes_ = owner->nbytes_;
   stream_ = owner->stream_;

@@ -131,17 +131,25 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
 
   // A view used outside its unit's scopes is refused (Note [Views live in
   // their scopes]); here those scopes are the unit's stages, and the message
-  // says so in the Model's terms.
+  // says so in the Model's terms: where the memory exists, not where the
+  // use was (another unit's stage, a forward, or between steps).
+  const std::string rule =
+      " (stage s computes with the parameters of unit stage_unit(s), and of earlier units "
+      "those that UnitDef::tied names)";
   for (std::size_t u = 0; u < units.size(); ++u) {
     const optim::FlatParamHandle& h = module_->handle(units_[u]);
-    if (h.num_params() == 0) continue;
-    const std::string outside = "has no memory outside the stages of its unit '" + h.name() +
-                                "': model '" + model_->kind() + "' ";
-    const std::string rule =
-        " in a stage of another unit (stage s computes with the parameters of unit "
-        "stage_unit(s) and those it declares tied to earlier units in UnitDef::tied)";
-    h.param(0).storage().set_freed_note(outside + "reads it" + rule);
-    h.grad(0).storage().set_freed_note(outside + "accumulates into it" + rule);
+    const std::string of = " of unit '" + h.name() + "': model '" + model_->kind() + "' ";
+    if (h.num_params() > 0) {
+      h.param(0).storage().set_freed_note("has no memory outside the stages" + of +
+                                          "reads it elsewhere" + rule);
+      h.grad(0).storage().set_freed_note("has no memory outside the backward of the stages" + of +
+                                         "accumulates into it elsewhere" + rule);
+    }
+    for (const auto& tied : units[u].tied)  // a tied name's own gradient
+      module_->param_views(units_[u], tied.first)
+          .grad.storage()
+          .set_freed_note("has no memory outside the backward of the stages" + of +
+                          "accumulates into it elsewhere" + rule);
   }
 
   // Layers bind to the module's views once; the views survive reshards. A

@@ -29,8 +29,9 @@ enum class Fault {
   loss_of_two_elements,
   input_gradient_too_wide,
   lookup_kept_past_bind,
-  forward_reads_the_next_unit,  // stage 1 reads unit 2's weight: prefetched, it is gathered
-  backward_reads_the_next_unit  // ... in its backward: no-shard keeps it gathered
+  forward_reads_the_next_unit,   // stage 1 reads unit 2's weight: prefetched, it is gathered
+  backward_reads_the_next_unit,  // ... in its backward: no-shard keeps it gathered
+  forward_writes_a_gradient      // stage 2 writes its own unit's gradient in its forward
 };
 
 // An MLP (5 -> 7 -> 9 -> 3: three units, three stages, stage 1 a block)
@@ -63,6 +64,8 @@ class Faulty : public Model {
   Tensor stage_forward(int s, const Tensor& x, const Batch& batch, Stream stream) override {
     if (s == 1 && fault_ == Fault::forward_reads_the_next_unit)
       kept_("layers.2.weight").value.to_doubles();
+    if (s == 2 && fault_ == Fault::forward_writes_a_gradient)
+      kept_("layers.2.weight").grad.fill_(0);
     const Tensor y = inner_->stage_forward(s, x, batch, stream);
     if (s == 2 && fault_ == Fault::loss_of_two_elements) return Tensor::full({2}, 1.0, y.dtype());
     return y;
@@ -183,15 +186,25 @@ BOOST_AUTO_TEST_CASE(ranks_with_different_normalisers_are_refused) {
                "rank " << r << ": " << said[static_cast<std::size_t>(r)]);
 }
 
-// A stage computes with its own unit's parameters: one that reads another
-// unit's, through a view it kept, is refused whether or not that unit
-// happens to be gathered then (prefetched, or kept by the strategy), so a
-// model right under one setting is right under all.
+// A stage computes with its own unit's parameters, and accumulates their
+// gradients in its backward: one that reads another unit's, through a view
+// it kept, is refused whether or not that unit happens to be gathered then
+// (prefetched, or kept by the strategy), so a model right under one
+// setting is right under all; so is a gradient written in a forward.
 BOOST_AUTO_TEST_CASE(a_stage_that_reads_another_units_parameter_is_refused) {
   std::mt19937 gen(static_cast<std::uint32_t>(test::test_seed("model_contract/other_unit")));
   using optim::ShardingStrategy;
-  for (const Fault fault :
-       {Fault::forward_reads_the_next_unit, Fault::backward_reads_the_next_unit})
+  const std::string read =
+      "layers.2.weight[3, 9] f32 cpu has no memory outside the stages of unit 'layers.2': model "
+      "'faulty' reads it elsewhere";
+  const std::string written =
+      "layers.2.weight.grad[3, 9] f32 cpu has no memory outside the backward of the stages of "
+      "unit 'layers.2': model 'faulty' accumulates into it elsewhere";
+  const std::vector<std::pair<Fault, std::string>> cases = {
+      {Fault::forward_reads_the_next_unit, read},
+      {Fault::backward_reads_the_next_unit, read},
+      {Fault::forward_writes_a_gradient, written}};
+  for (const auto& [fault, want] : cases)
     for (const ShardingStrategy strategy :
          {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op,
           ShardingStrategy::no_shard})
@@ -209,12 +222,10 @@ BOOST_AUTO_TEST_CASE(a_stage_that_reads_another_units_parameter_is_refused) {
           });
           if (world->rank() == 0) said = s;
         });
-        BOOST_TEST(said.find("layers.2.weight[3, 9] f32 cpu has no memory outside the stages "
-                             "of its unit 'layers.2': model 'faulty' reads it in a stage of "
-                             "another unit") != std::string::npos,
-                   (fault == Fault::forward_reads_the_next_unit ? "forward" : "backward")
-                       << ", strategy " << optim::strategy_name(strategy) << ", prefetch "
-                       << prefetch << ": " << said);
+        BOOST_TEST(said.find(want) != std::string::npos,
+                   "fault " << static_cast<int>(fault) << ", strategy "
+                            << optim::strategy_name(strategy) << ", prefetch " << prefetch << ": "
+                            << said);
       }
 }
 
