@@ -509,6 +509,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   };
   h.grad(0).storage().set_freed_note(grad_note);
   unsynced_.push_back(0);
+  users_inside_.push_back(0);
   failed_.push_back(false);
   synced_.push_back(false);
   tie_grads_.push_back(0);
@@ -579,7 +580,8 @@ const ZeroModule::Tie* ZeroModule::find_tie(std::size_t user, const std::string&
   return nullptr;
 }
 
-void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened) {
+void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened,
+                           std::vector<std::size_t>* open) {
   for (const Tie& t : ties_) {
     if (t.param.user.index() != user) continue;
     const std::size_t owner = t.param.owner.unit.index();
@@ -590,10 +592,15 @@ void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::siz
                    "') of unit '", handle_at(owner).name(),
                    "', whose backward already synced this step; run "
                    "the owner's backward after its users' (Note [Parameters tied across units])");
-    if (std::find(opened->begin(), opened->end(), owner) != opened->end()) continue;
+    if (std::find(opened->begin(), opened->end(), owner) != opened->end() ||
+        std::find(open->begin(), open->end(), owner) != open->end())
+      continue;
     FlatParamHandle& h = handle_at(owner);
-    if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre)
-      continue;  // in its own scope
+    if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre) {
+      ++users_inside_[owner];  // in its own scope, which must outlast this one
+      open->push_back(owner);
+      continue;
+    }
     ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle_at(user).name(),
                     "' uses parameter '", h.fqn(t.param.owner.index), "' of unit '", h.name(),
                     "', which is in state ", handle_state_name(h.state()));

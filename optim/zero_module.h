@@ -59,8 +59,9 @@
 //    unsharded: when the owner is idle the scope opens it as a forward does
 //    (pre_forward; prefetch(user) gathers it ahead too) and ends that at
 //    close (post_forward, resharding per the strategy). Inside an open scope
-//    of the owner it is simply used; the owner's own scope cannot open
-//    inside a user's.
+//    of the owner it is simply used, and the owner's scope closing first
+//    throws InvalidState (the parameter has no memory after it: Note [Views
+//    live in their scopes]); the owner's own scope cannot open inside a user's.
 //  - A user's backward scope hands out, for the tied name, a gradient buffer
 //    of its own (compute dtype, zeroed, alive for the scope). At close it is
 //    added into the owner's fp32 unsharded gradient at the parameter's place
@@ -269,6 +270,7 @@ class ZeroModule {
     bool backward_, sync_;
     Stream stream_;                           // the caller's (Note [The stream a scope serves])
     std::vector<std::size_t> opened_owners_;  // owners of tied parameters this scope unsharded
+    std::vector<std::size_t> open_owners_;    // ... that were in a scope of their own
     std::string what_;                        // "the forward scope of unit 'name'", for messages
     int uncaught_at_open_;                    // std::uncaught_exceptions() when it opened
   };
@@ -450,7 +452,9 @@ class ZeroModule {
                       const std::string& name) const;  // "name" or "unit.name"; null: none
   // A user's scope: unshard the owners it needs (those it opened go to
   // `opened`); in backward also check the order and give the tie gradients memory.
-  void open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened);
+  // `open`: the owners in a scope of their own, counted in users_inside_.
+  void open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened,
+                 std::vector<std::size_t>* open);
   // A user's backward scope ends: its tie gradients go to their owners.
   void add_tie_grads(std::size_t user);
   // "'head', 'lm'": the units that use parameters of `owner`; empty: none.
@@ -471,6 +475,9 @@ class ZeroModule {
   // the last step (Note [A failed backward skips the step]).
   std::vector<bool> failed_;
   std::vector<int> tie_grads_;  // per unit: tie gradients added to it since its last sync
+  // Per unit: open scopes of units using its parameters tied that opened
+  // inside its own scope, which must close first (Note [Parameters tied across units]).
+  std::vector<int> users_inside_;
   // Held by the module alone; its scopes watch it (Note [A scope outlives no module]).
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
   std::function<void()> background_save_wait_;  // Note [Checkpoints wait for the save in flight]

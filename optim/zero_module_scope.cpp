@@ -47,7 +47,7 @@ ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bo
                  "last (after an optimizer().step() of your own, call discard_gradients() "
                  "first)");
   try {
-    module_->open_ties(unit_, backward_, &opened_owners_);
+    module_->open_ties(unit_, backward_, &opened_owners_, &open_owners_);
     if (backward_)
       handle_->pre_backward();
     else
@@ -71,6 +71,7 @@ ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bo
     }
     for (Tie& t : module_->ties_)
       if (t.param.user.index() == unit_ && !t.grad.is_freed()) free_storage(t.grad);
+    for (std::size_t o : open_owners_) --module_->users_inside_[o];
     for (std::size_t o : opened_owners_) {
       try {
         module_->handles_[o]->post_forward();
@@ -91,6 +92,7 @@ ZeroModule::Scope::Scope(Scope&& o) noexcept
       sync_(o.sync_),
       stream_(o.stream_),
       opened_owners_(std::move(o.opened_owners_)),
+      open_owners_(std::move(o.open_owners_)),
       what_(std::move(o.what_)),
       uncaught_at_open_(o.uncaught_at_open_) {
   o.handle_ = nullptr;
@@ -161,6 +163,17 @@ void ZeroModule::Scope::close() {
   if (backward_) attempt_or_mark_failed([&] { module_->add_tie_grads(unit_); });
   for (std::size_t o : opened_owners_) attempt([&] { module_->handles_[o]->post_forward(); });
   opened_owners_.clear();
+  for (std::size_t o : open_owners_) --module_->users_inside_[o];
+  open_owners_.clear();
+  // A user's scope opened inside this one uses its parameter, which has no
+  // memory once this scope ends (Note [Parameters tied across units]).
+  attempt([&] {
+    ZRT_CHECK_CALL(module_->users_inside_[unit_] == 0, "ZeroModule: ", what_,
+                   " closed before the scope of a unit that uses its parameters tied (",
+                   module_->tie_users(unit_),
+                   ") opened inside it: close that scope first, as scopes close in the reverse "
+                   "order they opened");
+  });
   if (!backward_) {
     attempt([&] { h->post_forward(); });
   } else {

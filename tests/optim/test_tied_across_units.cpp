@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "tests/support/rank_check.h"
@@ -390,6 +391,47 @@ BOOST_AUTO_TEST_CASE(the_owner_reduces_after_its_users) {
   } catch (const std::exception& e) {
     BOOST_ERROR(e.what());
   }
+}
+
+// A user's scope opened inside its owner's uses the owner's parameter as
+// it is: it reads it there under every strategy, and the owner's scope
+// closing first is refused, naming the user, since the parameter has no
+// memory after it (Note [Views live in their scopes]). Both still close,
+// and the module trains on.
+BOOST_AUTO_TEST_CASE(a_users_scope_inside_its_owners_closes_first) {
+  std::mt19937_64 rng(test::test_seed("tied_across_units/a_users_scope_inside_its_owners"));
+  const Params init = make_params({5, 3}, rng);
+  using S = optim::ShardingStrategy;
+  for (const S strategy : {S::full_shard, S::shard_grad_op, S::no_shard})
+    run_local_ranks(2, [&](const CommPtr& world) {
+      optim::ZeroModule module(world, {.strategy = strategy});
+      const Tensor E = tensor_of(init.E, {5, 3});
+      const auto embed =
+          module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
+      const auto head = module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
+      const std::string at = std::string("strategy ") + optim::strategy_name(strategy);
+      for (const bool backward : {false, true}) {
+        auto owner = backward ? module.backward(embed, false) : module.forward(embed);
+        {
+          auto user = backward ? module.backward(head, false) : module.forward(head);
+          module.synchronize();
+          ZRT_EXPECT(user.param("weight").to_doubles() == owner.param("weight").to_doubles(), at,
+                     ": the user's scope inside its owner's reads another parameter");
+        }
+        std::optional<optim::ZeroModule::Scope> user(backward ? module.backward(head, false)
+                                                              : module.forward(head));
+        const std::string early = invalid_state_message([&] { owner.close(); });
+        ZRT_EXPECT(early.find(std::string("the ") + (backward ? "backward" : "forward") +
+                              " scope of unit 'embed' closed before the scope of a unit that "
+                              "uses its parameters tied ('head') opened inside it: close that "
+                              "scope first") != std::string::npos,
+                   at, ": the owner's scope closing first: '", early, "'");
+        user.reset();
+      }
+      { auto scope = module.backward(head); }
+      { auto scope = module.backward(embed); }
+      module.step(kLr);
+    });
 }
 
 BOOST_AUTO_TEST_CASE(offloaded_owner_gradients_stay_on_the_host_between_uses) {
