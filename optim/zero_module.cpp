@@ -49,6 +49,12 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
     return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
   };
   auto boolean = [](bool b) { return std::string(b ? "true" : "false"); };
+  auto scaler = [&](const LossScalerOptions& s) {
+    return detail::concat(boolean(s.enabled), ", init ", exact(s.init_scale), ", growth ",
+                          exact(s.growth_factor), " every ", s.growth_interval, ", backoff ",
+                          exact(s.backoff_factor), ", hysteresis ", s.hysteresis, ", min ",
+                          exact(s.min_scale));
+  };
   const std::string offload = o.offload_optimizer.str();
   const AdamWOptions& a = o.adamw;
   return {{"strategy", strategy_name(o.strategy)},
@@ -70,6 +76,7 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
           {"offload_optimizer", offload.substr(0, offload.find(':'))},
           {"offload_optimizer.dir", offload_check},
           {"adamw.decays", o.adamw.decays ? "set" : "empty"},
+          {"loss_scaler", o.loss_scaler ? scaler(*o.loss_scaler) : "default"},
           {"dry_run", boolean(o.dry_run)}};
 }
 
@@ -99,6 +106,12 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 " is none of full, grad-op, no-shard, hybrid, layer-zero");
   // The optimizer is made at the first step; its settings are checked now.
   check_adamw_options(options_.adamw);
+  ZRT_CHECK_ARG(!options_.loss_scaler || options_.dtype == DType::f16,
+                "ZeroModule: loss_scaler options with compute dtype ", dtype_name(options_.dtype),
+                ", which scales no loss (f16 only)");
+  if (options_.dtype == DType::f16)  // its options checked here, before any group is made
+    scaler_ = std::make_unique<DynamicLossScaler>(
+        options_.loss_scaler.value_or(loss_scaler_options_for(options_.dtype)));
   // The offload's check as agreed above (made once: a directory changed
   // since would otherwise fail one rank alone).
   ZRT_CHECK_ARG(offload_check == "usable", "ZeroModule: ", offload_check);
@@ -156,8 +169,6 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
   if (cuda || *options_.cpu_streams != CpuStreams::none) comm_stream_ = owned_stream();
   plan_ = std::make_unique<StrategyPlan>(plan_strategy(
       options_.strategy, world_, options_.zero3_size > 0 ? options_.zero3_size : world_->size()));
-  if (options_.dtype == DType::f16)
-    scaler_ = std::make_unique<DynamicLossScaler>(loss_scaler_options_for(options_.dtype));
 }
 
 // Note [A scope outlives no module]

@@ -158,7 +158,12 @@ struct ZeroModuleOptions {
   // Every unit's parameter all-gathers (Note [Quantized parameter gather]).
   ParamGatherOptions gather{};
   Device device = Device::cpu();
-  AdamWOptions adamw{};                  // lr comes per step
+  AdamWOptions adamw{};  // lr comes per step
+  // f16's dynamic loss scaling (Note [Loss scale updates]: GradScaler's
+  // init_scale, growth_factor, backoff_factor, growth_interval, enabled,
+  // and DeepSpeed's hysteresis and min_loss_scale); unset: GradScaler's
+  // defaults. Refused with bf16 and f32, which scale nothing.
+  std::optional<LossScalerOptions> loss_scaler{};
   OptimizerOffload offload_optimizer{};  // where m and v live (Note [Optimizer state on disk])
   TracerPtr tracer{};  // the world's collectives and the step's timeline; null: none
   // On cpu (Note [Streams of a CPU module]); unset: ZRT_CPU_STREAMS, else comm.

@@ -727,6 +727,8 @@ BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
        "adamw.state_dtype: rank 0 has f32; rank 2 has bf16"},
       {[](auto& o) { o.offload_optimizer = optim::parse_optimizer_offload("host"); },
        "offload_optimizer: rank 0 has none; rank 2 has host"},
+      {[](auto& o) { o.loss_scaler = optim::LossScalerOptions{.init_scale = 1024}; },
+       "loss_scaler: rank 0 has default; rank 2 has true, init 1024, growth 2 every 2000"},
       // Other and invalid on one rank: named by every rank, before that
       // rank's own check would fail it alone.
       {[](auto& o) { o.dtype = DType::i32; }, "dtype: rank 0 has f32; rank 2 has i32"}};
@@ -901,6 +903,41 @@ BOOST_AUTO_TEST_CASE(misuse_is_named_in_the_callers_terms) {
   dry.add_unit("fc", unit_params(rng));
   expect([&] { dry.full_params(); }, "a dry run holds no values");
   expect([&] { dry.full_param("fc.weight"); }, "a dry run holds no values");
+}
+
+// f16's loss scaling takes GradScaler's settings (Note [Loss scale
+// updates]); another dtype, which scales nothing, refuses them, and a bad
+// one is named.
+BOOST_AUTO_TEST_CASE(the_loss_scaler_takes_its_options) {
+  std::mt19937 rng(
+      static_cast<std::uint32_t>(test::test_seed("zero_module/the_loss_scaler_takes_its_options")));
+  const CommPtr world = make_local_world(1).front();
+  optim::ZeroModule module(
+      world, {.dtype = DType::f16,
+              .loss_scaler = optim::LossScalerOptions{.init_scale = 1024, .growth_interval = 2}});
+  const auto unit = module.add_unit("fc", unit_params(rng));
+  BOOST_TEST(module.loss_scale() == 1024);
+  for (const double after : {1024, 2048, 2048, 4096}) {
+    { auto scope = module.forward(unit); }
+    {
+      auto scope = module.backward(unit);
+      scope.grad("weight").fill_(0.25);
+      scope.grad("bias").fill_(-0.5);
+    }
+    BOOST_TEST(!module.step(1e-3).skipped);
+    BOOST_TEST(module.loss_scale() == after);
+  }
+  test::expect_throw<InvalidArgument>(
+      [&] {
+        optim::ZeroModule(world, {.dtype = DType::bf16, .loss_scaler = optim::LossScalerOptions{}});
+      },
+      "ZeroModule: loss_scaler options with compute dtype bf16, which scales no loss (f16 only)");
+  test::expect_throw<InvalidArgument>(
+      [&] {
+        optim::ZeroModule(world, {.dtype = DType::f16,
+                                  .loss_scaler = optim::LossScalerOptions{.growth_factor = 1}});
+      },
+      "growth_factor must be > 1 (got 1)");
 }
 
 // A layer bound to param_views and read outside its unit's scopes is
