@@ -520,7 +520,7 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   };
   h.grad(0).storage().set_freed_note(grad_note);
   unsynced_.push_back(0);
-  users_inside_.push_back(0);
+  users_inside_.emplace_back();
   failed_.push_back(false);
   synced_.push_back(false);
   tie_grads_.push_back(0);
@@ -592,7 +592,7 @@ const ZeroModule::Tie* ZeroModule::find_tie(std::size_t user, const std::string&
 }
 
 void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened,
-                           std::vector<std::size_t>* open) {
+                           std::vector<std::pair<std::size_t, std::uint64_t>>* open) {
   for (const Tie& t : ties_) {
     if (t.param.user.index() != user) continue;
     const std::size_t owner = t.param.owner.unit.index();
@@ -604,12 +604,14 @@ void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::siz
                    "', whose backward already synced this step; run "
                    "the owner's backward after its users' (Note [Parameters tied across units])");
     if (std::find(opened->begin(), opened->end(), owner) != opened->end() ||
-        std::find(open->begin(), open->end(), owner) != open->end())
+        std::find_if(open->begin(), open->end(), [&](const auto& o) { return o.first == owner; }) !=
+            open->end())
       continue;
     FlatParamHandle& h = handle_at(owner);
     if (h.state() == HandleState::forward || h.state() == HandleState::backward_pre) {
-      ++users_inside_[owner];  // in its own scope, which must outlast this one
-      open->push_back(owner);
+      // Open in its own scope or another user's, which must outlast this one.
+      users_inside_[owner].users.push_back(user);
+      open->emplace_back(owner, users_inside_[owner].hold);
       continue;
     }
     ZRT_CHECK_STATE(h.state() == HandleState::idle, "ZeroModule: unit '", handle_at(user).name(),
@@ -624,6 +626,25 @@ void ZeroModule::open_ties(std::size_t user, bool backward, std::vector<std::siz
       alloc_storage(t.grad);
       kernels::zero(t.grad, stream());
     }
+}
+
+void ZeroModule::leave_owner(std::size_t user, std::size_t owner, std::uint64_t hold) {
+  UsersInside& in = users_inside_[owner];
+  if (in.hold != hold) return;  // that hold ended before this scope (end_hold said so)
+  in.users.erase(std::find(in.users.begin(), in.users.end(), user));
+}
+
+void ZeroModule::end_hold(std::size_t owner, const std::string& what) {
+  UsersInside& in = users_inside_[owner];
+  ++in.hold;
+  if (in.users.empty()) return;
+  std::string users;
+  for (std::size_t u : in.users) users += (users.empty() ? "'" : ", '") + handle_at(u).name() + "'";
+  in.users.clear();
+  ZRT_THROW_CALL("ZeroModule: ", what, " closed before the scope of unit ", users,
+                 ", opened inside it, that uses the parameters of unit '", handle_at(owner).name(),
+                 "' tied: close that scope first, as scopes close in the reverse order they "
+                 "opened (the parameters have no memory after this one)");
 }
 
 void ZeroModule::add_tie_grads(std::size_t user) {

@@ -275,9 +275,11 @@ class ZeroModule {
     bool backward_, sync_;
     Stream stream_;                           // the caller's (Note [The stream a scope serves])
     std::vector<std::size_t> opened_owners_;  // owners of tied parameters this scope unsharded
-    std::vector<std::size_t> open_owners_;    // ... that were in a scope of their own
-    std::string what_;                        // "the forward scope of unit 'name'", for messages
-    int uncaught_at_open_;                    // std::uncaught_exceptions() when it opened
+    // Owners of tied parameters found open (by their own scope or another
+    // user's), with the hold they were found in (UsersInside::hold).
+    std::vector<std::pair<std::size_t, std::uint64_t>> open_owners_;
+    std::string what_;      // "the forward scope of unit 'name'", for messages
+    int uncaught_at_open_;  // std::uncaught_exceptions() when it opened
   };
   // `stream`: where the caller runs its kernels on the scope's views; the
   // default is the calling thread's (Note [The stream a scope serves]).
@@ -457,9 +459,14 @@ class ZeroModule {
                       const std::string& name) const;  // "name" or "unit.name"; null: none
   // A user's scope: unshard the owners it needs (those it opened go to
   // `opened`); in backward also check the order and give the tie gradients memory.
-  // `open`: the owners in a scope of their own, counted in users_inside_.
+  // `open`: the owners found open, recorded in users_inside_.
   void open_ties(std::size_t user, bool backward, std::vector<std::size_t>* opened,
-                 std::vector<std::size_t>* open);
+                 std::vector<std::pair<std::size_t, std::uint64_t>>* open);
+  // A user's scope that found `owner` open in hold `hold` closes.
+  void leave_owner(std::size_t user, std::size_t owner, std::uint64_t hold);
+  // `owner`'s hold ends (`what` closes it: its own scope, or a user's that
+  // opened it): InvalidState naming the user scopes still open inside it.
+  void end_hold(std::size_t owner, const std::string& what);
   // A user's backward scope ends: its tie gradients go to their owners.
   void add_tie_grads(std::size_t user);
   // "'head', 'lm'": the units that use parameters of `owner`; empty: none.
@@ -480,9 +487,14 @@ class ZeroModule {
   // the last step (Note [A failed backward skips the step]).
   std::vector<bool> failed_;
   std::vector<int> tie_grads_;  // per unit: tie gradients added to it since its last sync
-  // Per unit: open scopes of units using its parameters tied that opened
-  // inside its own scope, which must close first (Note [Parameters tied across units]).
-  std::vector<int> users_inside_;
+  // Per unit: while it is open (a hold: its own scope, or the scope of a
+  // user that opened it), the user scopes that opened inside and found it
+  // open, which must close first (Note [Parameters tied across units]).
+  struct UsersInside {
+    std::vector<std::size_t> users;  // their units
+    std::uint64_t hold = 0;          // counts the holds ended
+  };
+  std::vector<UsersInside> users_inside_;
   // Held by the module alone; its scopes watch it (Note [A scope outlives no module]).
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
   std::function<void()> background_save_wait_;  // Note [Checkpoints wait for the save in flight]

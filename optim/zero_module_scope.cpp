@@ -71,7 +71,7 @@ ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bo
     }
     for (Tie& t : module_->ties_)
       if (t.param.user.index() == unit_ && !t.grad.is_freed()) free_storage(t.grad);
-    for (std::size_t o : open_owners_) --module_->users_inside_[o];
+    for (const auto& [o, hold] : open_owners_) module_->leave_owner(unit_, o, hold);
     for (std::size_t o : opened_owners_) {
       try {
         module_->handles_[o]->post_forward();
@@ -161,19 +161,16 @@ void ZeroModule::Scope::close() {
       done.wait(module_->stream());
     });
   if (backward_) attempt_or_mark_failed([&] { module_->add_tie_grads(unit_); });
-  for (std::size_t o : opened_owners_) attempt([&] { module_->handles_[o]->post_forward(); });
-  opened_owners_.clear();
-  for (std::size_t o : open_owners_) --module_->users_inside_[o];
+  for (const auto& [o, hold] : open_owners_) module_->leave_owner(unit_, o, hold);
   open_owners_.clear();
-  // A user's scope opened inside this one uses its parameter, which has no
-  // memory once this scope ends (Note [Parameters tied across units]).
-  attempt([&] {
-    ZRT_CHECK_CALL(module_->users_inside_[unit_] == 0, "ZeroModule: ", what_,
-                   " closed before the scope of a unit that uses its parameters tied (",
-                   module_->tie_users(unit_),
-                   ") opened inside it: close that scope first, as scopes close in the reverse "
-                   "order they opened");
-  });
+  // The holds this scope ends: a user's scope opened inside it and using
+  // their parameters finds no memory after (Note [Parameters tied across units]).
+  for (std::size_t o : opened_owners_) {
+    attempt([&] { module_->end_hold(o, what_); });
+    attempt([&] { module_->handles_[o]->post_forward(); });
+  }
+  opened_owners_.clear();
+  attempt([&] { module_->end_hold(unit_, what_); });
   if (!backward_) {
     attempt([&] { h->post_forward(); });
   } else {

@@ -409,6 +409,8 @@ BOOST_AUTO_TEST_CASE(a_users_scope_inside_its_owners_closes_first) {
       const auto embed =
           module.add_unit("embed", {{"bias", tensor_of(init.a, {3})}, {"weight", E}});
       const auto head = module.add_unit("head", {{"gain", tensor_of(init.g, {3})}, {"weight", E}});
+      const auto head2 =
+          module.add_unit("head2", {{"weight", E}, {"gain", tensor_of(init.g, {3})}});
       const std::string at = std::string("strategy ") + optim::strategy_name(strategy);
       for (const bool backward : {false, true}) {
         auto owner = backward ? module.backward(embed, false) : module.forward(embed);
@@ -422,12 +424,25 @@ BOOST_AUTO_TEST_CASE(a_users_scope_inside_its_owners_closes_first) {
                                                               : module.forward(head));
         const std::string early = invalid_state_message([&] { owner.close(); });
         ZRT_EXPECT(early.find(std::string("the ") + (backward ? "backward" : "forward") +
-                              " scope of unit 'embed' closed before the scope of a unit that "
-                              "uses its parameters tied ('head') opened inside it: close that "
-                              "scope first") != std::string::npos,
+                              " scope of unit 'embed' closed before the scope of unit 'head', "
+                              "opened inside it, that uses the parameters of unit 'embed' tied: "
+                              "close that scope first") != std::string::npos,
                    at, ": the owner's scope closing first: '", early, "'");
         user.reset();
       }
+      // The same where a user's scope holds the owner open for another user.
+      {
+        std::optional<optim::ZeroModule::Scope> first(module.forward(head));
+        auto second = module.forward(head2);
+        const std::string early = invalid_state_message([&] { first->close(); });
+        ZRT_EXPECT(early.find("the forward scope of unit 'head' closed before the scope of unit "
+                              "'head2', opened inside it, that uses the parameters of unit "
+                              "'embed' tied") != std::string::npos,
+                   at, ": a user's scope holding the owner closing first: '", early, "'");
+      }
+      // Nothing of those holds is left: the owner's own scope closes cleanly.
+      { auto scope = module.forward(embed); }
+      { auto scope = module.backward(head2); }
       { auto scope = module.backward(head); }
       { auto scope = module.backward(embed); }
       module.step(kLr);
