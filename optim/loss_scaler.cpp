@@ -58,14 +58,17 @@ void DynamicLossScaler::load_state(const State& state) {
   ZRT_CHECK_ARG(std::isfinite(state.scale) && state.scale > 0,
                 "the loss scaler state loaded (a checkpoint's): scale must be positive (got ",
                 state.scale, ")");
-  ZRT_CHECK_ARG(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
+  ZRT_CHECK_ARG(state.growth_tracker >= 0,
                 "the loss scaler state loaded (a checkpoint's): growth_tracker ",
-                state.growth_tracker, " is outside [0, ", options_.growth_interval, ")");
-  ZRT_CHECK_ARG(state.hysteresis_left >= 0 && state.hysteresis_left <= options_.hysteresis,
+                state.growth_tracker, " is negative");
+  ZRT_CHECK_ARG(state.hysteresis_left >= 0,
                 "the loss scaler state loaded (a checkpoint's): hysteresis_left ",
-                state.hysteresis_left, " is", " outside [0, ", options_.hysteresis, "]");
+                state.hysteresis_left, " is negative");
+  // Note [Loss scale updates]: counters past this scaler's settings are capped.
   state_ = state;
-  state_.scale = std::max(state_.scale, options_.min_scale);  // Note [Loss scale updates]
+  state_.growth_tracker = std::min(state_.growth_tracker, options_.growth_interval - 1);
+  state_.hysteresis_left = std::min(state_.hysteresis_left, options_.hysteresis);
+  state_.scale = std::max(state_.scale, options_.min_scale);
   // Disabled, the scale stays 1 (an f16 run's state loaded by a bf16 one):
   // a step would otherwise divide the gradients by it.
   if (!options_.enabled) state_.scale = 1.0;

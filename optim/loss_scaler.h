@@ -19,6 +19,12 @@
 //             row, scale *= growth_factor.
 // With hysteresis = 1 this is GradScaler, but for the floor below. bf16 and f32 have the range
 // of f32 and need no scaling: a disabled scaler keeps scale 1.
+// A state loaded (a resume) keeps its scale and counts under this scaler's
+// settings, which may differ from those it was saved under: a growth
+// tracker at or past growth_interval grows at the next clean step, a
+// hysteresis count past hysteresis is cut to it, and a scale below
+// min_scale is raised to it. (GradScaler's load_state_dict takes the
+// settings from the checkpoint too; here the run's own settings win.)
 #pragma once
 
 #include <cstdint>

@@ -76,7 +76,11 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
           {"offload_optimizer", offload.substr(0, offload.find(':'))},
           {"offload_optimizer.dir", offload_check},
           {"adamw.decays", o.adamw.decays ? "set" : "empty"},
-          {"loss_scaler", o.loss_scaler ? scaler(*o.loss_scaler) : "default"},
+          // In f16 what the scaler runs with, unset or given; elsewhere only unset is valid.
+          {"loss_scaler", o.dtype == DType::f16
+                              ? scaler(o.loss_scaler.value_or(loss_scaler_options_for(o.dtype)))
+                          : o.loss_scaler ? scaler(*o.loss_scaler)
+                                          : "none"},
           {"dry_run", boolean(o.dry_run)}};
 }
 

@@ -162,7 +162,8 @@ struct ZeroModuleOptions {
   // f16's dynamic loss scaling (Note [Loss scale updates]: GradScaler's
   // init_scale, growth_factor, backoff_factor, growth_interval, enabled,
   // and DeepSpeed's hysteresis and min_loss_scale); unset: GradScaler's
-  // defaults. Refused with bf16 and f32, which scale nothing.
+  // defaults. Refused with bf16 and f32, which scale nothing. A resume keeps
+  // the checkpoint's scale and counts under these settings (Note [Loss scale updates]).
   std::optional<LossScalerOptions> loss_scaler{};
   OptimizerOffload offload_optimizer{};  // where m and v live (Note [Optimizer state on disk])
   TracerPtr tracer{};  // the world's collectives and the step's timeline; null: none

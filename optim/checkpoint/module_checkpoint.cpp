@@ -118,7 +118,8 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     }
     state = reader.index().state;
     run = reader.index().run_json;
-    // The scaler's counters are bounded by this run's options, not the index's: checked before anything changes.
+    // The scaler's state as this run's options take it (Note [Loss scale
+    // updates]): checked before anything changes.
     if (module.loss_scaler() && state.loss_scaler) {
       try {
         DynamicLossScaler(module.loss_scaler()->options()).load_state(*state.loss_scaler);

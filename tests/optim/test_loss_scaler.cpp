@@ -115,8 +115,19 @@ BOOST_AUTO_TEST_CASE(state_round_trip_and_bad_options) {
   }
   BOOST_CHECK_THROW(b.load_state({.scale = 0, .growth_tracker = 0, .hysteresis_left = 1}),
                     InvalidArgument);
-  BOOST_CHECK_THROW(b.load_state({.scale = 8, .growth_tracker = 10, .hysteresis_left = 1}),
+  BOOST_CHECK_THROW(b.load_state({.scale = 8, .growth_tracker = -1, .hysteresis_left = 1}),
                     InvalidArgument);
+  // Saved under other settings (a larger growth interval and hysteresis):
+  // the counters are capped, so the next clean step grows the scale and
+  // the next overflow backs it off.
+  b.load_state({.scale = 8, .growth_tracker = 25, .hysteresis_left = 5});
+  BOOST_TEST(b.state().growth_tracker == 9);
+  BOOST_TEST(b.state().hysteresis_left == 2);
+  b.update(false);
+  BOOST_TEST(b.scale() == 16);
+  b.update(true);
+  b.update(true);
+  BOOST_TEST(b.scale() == 8);
   BOOST_CHECK_THROW(DynamicLossScaler({.init_scale = -1}), InvalidArgument);
   BOOST_CHECK_THROW(DynamicLossScaler({.growth_factor = 1.0}), InvalidArgument);
   BOOST_CHECK_THROW(DynamicLossScaler({.backoff_factor = 1.0}), InvalidArgument);

@@ -728,7 +728,7 @@ BOOST_AUTO_TEST_CASE(ranks_given_different_options_are_named) {
       {[](auto& o) { o.offload_optimizer = optim::parse_optimizer_offload("host"); },
        "offload_optimizer: rank 0 has none; rank 2 has host"},
       {[](auto& o) { o.loss_scaler = optim::LossScalerOptions{.init_scale = 1024}; },
-       "loss_scaler: rank 0 has default; rank 2 has true, init 1024, growth 2 every 2000"},
+       "loss_scaler: rank 0 has none; rank 2 has true, init 1024, growth 2 every 2000"},
       // Other and invalid on one rank: named by every rank, before that
       // rank's own check would fail it alone.
       {[](auto& o) { o.dtype = DType::i32; }, "dtype: rank 0 has f32; rank 2 has i32"}};
