@@ -58,9 +58,11 @@ class Storage {
   void adopt_memory(Storage& from);
   // Points this freed storage at `owner`'s memory without owning it: one
   // buffer under a second role (Note [Unsharded parameter of a world of
-  // one]). free() then only lets go; `owner` is kept alive meanwhile and must
-  // stay allocated. Throws InvalidState if this is not freed or `owner` is,
-  // InvalidArgument for different allocators or `owner` itself.
+  // one], Note [Views live in their scopes]). free() then only lets go; the
+  // memory's owner (`owner`, or the storage `owner` borrows from) is kept
+  // alive meanwhile and must stay allocated. Throws InvalidState if this is
+  // not freed or the owner is, InvalidArgument for different allocators or
+  // `owner` itself.
   void borrow_memory(std::shared_ptr<Storage> owner);
   bool is_borrowed() const { return lender_ != nullptr; }
   // See Allocator::record_use.
