@@ -18,7 +18,10 @@
 
 namespace zrt {
 
-namespace {
+// Named, not anonymous: CachingAllocator::State holds these types, and a
+// member's type in an anonymous namespace warns (-Wsubobject-linkage) once a
+// unity build includes this file in another.
+namespace caching_allocator_blocks {
 
 using namespace block_sizes;
 
@@ -74,7 +77,9 @@ std::string bytes_str(std::size_t n) {
   return detail::concat(n, " bytes (", static_cast<double>(n) / double(1 << 20), " MiB)");
 }
 
-}  // namespace
+}  // namespace caching_allocator_blocks
+
+using namespace caching_allocator_blocks;
 
 struct CachingAllocator::State {
   RawMemorySourcePtr source;
