@@ -37,6 +37,11 @@ std::string offload_refusal(const ZeroModuleOptions& o) {
 // settings]). A rank's device index, disk directory, streams, memory limit,
 // allocators and tracer are its own. Read before the options are checked:
 // a value out of range is compared as its name ("?") or number.
+// The loss scaler's settings in f16: the given ones, else the dtype's defaults.
+LossScalerOptions loss_scaler_to_run(const ZeroModuleOptions& o) {
+  return o.loss_scaler.value_or(loss_scaler_options_for(o.dtype));
+}
+
 Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
                                    const std::string& offload_check) {
   // The zero3 group's size: zero3_size, or for 0 the strategy's own group.
@@ -77,10 +82,9 @@ Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
           {"offload_optimizer.dir", offload_check},
           {"adamw.decays", o.adamw.decays ? "set" : "empty"},
           // In f16 what the scaler runs with, unset or given; elsewhere only unset is valid.
-          {"loss_scaler", o.dtype == DType::f16
-                              ? scaler(o.loss_scaler.value_or(loss_scaler_options_for(o.dtype)))
-                          : o.loss_scaler ? scaler(*o.loss_scaler)
-                                          : "none"},
+          {"loss_scaler", o.dtype == DType::f16 ? scaler(loss_scaler_to_run(o))
+                          : o.loss_scaler       ? scaler(*o.loss_scaler)
+                                                : "none"},
           {"dry_run", boolean(o.dry_run)}};
 }
 
@@ -114,8 +118,7 @@ ZeroModule::ZeroModule(CommPtr world, ZeroModuleOptions options)
                 "ZeroModule: loss_scaler options with compute dtype ", dtype_name(options_.dtype),
                 ", which scales no loss (f16 only)");
   if (options_.dtype == DType::f16)  // its options checked here, before any group is made
-    scaler_ = std::make_unique<DynamicLossScaler>(
-        options_.loss_scaler.value_or(loss_scaler_options_for(options_.dtype)));
+    scaler_ = std::make_unique<DynamicLossScaler>(loss_scaler_to_run(options_));
   // The offload's check as agreed above (made once: a directory changed
   // since would otherwise fail one rank alone).
   ZRT_CHECK_ARG(offload_check == "usable", "ZeroModule: ", offload_check);

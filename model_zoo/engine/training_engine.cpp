@@ -139,17 +139,15 @@ TrainingEngine::TrainingEngine(std::unique_ptr<Model> model, CommPtr world, Engi
   for (std::size_t u = 0; u < units.size(); ++u) {
     const optim::FlatParamHandle& h = module_->handle(units_[u]);
     const std::string of = " of unit '" + h.name() + "': model '" + model_->kind() + "' ";
+    const std::string grad_note = "has no memory outside the backward of the stages" + of +
+                                  "accumulates into it elsewhere" + rule;
     if (h.num_params() > 0) {
       h.param(0).storage().set_freed_note("has no memory outside the stages" + of +
                                           "reads it elsewhere" + rule);
-      h.grad(0).storage().set_freed_note("has no memory outside the backward of the stages" + of +
-                                         "accumulates into it elsewhere" + rule);
+      h.grad(0).storage().set_freed_note(grad_note);
     }
     for (const auto& tied : units[u].tied)  // a tied name's own gradient
-      module_->param_views(units_[u], tied.first)
-          .grad.storage()
-          .set_freed_note("has no memory outside the backward of the stages" + of +
-                          "accumulates into it elsewhere" + rule);
+      module_->param_views(units_[u], tied.first).grad.storage().set_freed_note(grad_note);
   }
 
   // Layers bind to the module's views once; the views survive reshards. A

@@ -109,11 +109,12 @@ int bench_ckpt(int argc, char** argv) {
   // The host holds about 32 bytes a parameter: the weights, their fp32
   // master and gradient, AdamW's moments and a background save's copy.
   const train::AvailableMemory avail = train::available_memory();
-  ZRT_CHECK_ARG(
-      avail.bytes == 0 || static_cast<double>(o.params) * 32 <= static_cast<double>(avail.bytes),
-      "--params ", o.params, " needs about ",
-      train::human_bytes(static_cast<double>(o.params) * 32), " of memory, but ",
-      train::human_bytes(static_cast<double>(avail.bytes)), " is available", avail.bound_by());
+  ZRT_CHECK_ARG(avail.bytes() == 0 ||
+                    static_cast<double>(o.params) * 32 <= static_cast<double>(avail.bytes()),
+                "--params ", o.params, " needs about ",
+                train::human_bytes(static_cast<double>(o.params) * 32), " of memory, but ",
+                train::human_bytes(static_cast<double>(avail.bytes())), " is available",
+                avail.bound_by());
   fs::create_directories(dir);
   // What it writes goes however the suite ends; a --dir given stays (it may
   // hold other files).

@@ -132,7 +132,7 @@ void check_memory_floor(const TrainOptions& o, const ModelSize& size) {
            8.0 * static_cast<double>(largest_unit) + logits) +
       data;
   const AvailableMemory available = available_memory();
-  const std::uint64_t avail = available.bytes;
+  const std::uint64_t avail = available.bytes();
   if (avail == 0 || floor <= static_cast<double>(avail)) return;
   ZRT_THROW(ResourceError, "the model cannot fit in memory: ",
             params == UINT64_MAX ? std::string("more than 2^64") : std::to_string(params),

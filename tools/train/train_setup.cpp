@@ -183,8 +183,8 @@ AvailableMemory available_memory() {
   if (limit > 0) avail = std::min<std::uint64_t>(avail ? avail : UINT64_MAX, limit);
   if (const std::optional<AddressSpaceLimit> as = address_space_limit();
       as && (avail == 0 || as->left() < avail))
-    return {as->left(), avail, as};
-  return {avail, avail, std::nullopt};
+    return {avail, as};
+  return {avail, std::nullopt};
 }
 
 std::string AvailableMemory::bound_by() const {

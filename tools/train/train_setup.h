@@ -92,11 +92,11 @@ struct MemoryShortfall {
 // its control group's memory limit (v1 or v2) and by what the address-space
 // limit leaves (ulimit -v); 0 where unknown.
 struct AvailableMemory {
-  std::uint64_t bytes = 0;
   // MemAvailable capped by the control group: what the machine's processes
   // share (0: unknown). The address-space limit is each process's own.
   std::uint64_t machine = 0;
   std::optional<AddressSpaceLimit> limit;  // set when the address-space limit binds
+  std::uint64_t bytes() const { return limit ? limit->left() : machine; }
   // For messages: "" or " (what the address-space limit of ... leaves)".
   std::string bound_by() const;
   // What `on_machine` bytes for the machine's ranks together, `in_process`
