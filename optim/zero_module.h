@@ -143,8 +143,11 @@ std::optional<CpuStreams> env_cpu_streams();
 // reserved peak, the quantity the cap limits, with the budget.
 // On the cpu a run holds what its plan says only with CpuStreams::none:
 // work queued on CPU streams holds its tensors until it runs, so a run
-// whose host is ahead of its streams holds more (up to about twice the
-// plan's peak under all).
+// whose host is ahead of its streams holds more. Little more, since an
+// allocation waits for its stream's queue before the pool grows (Note
+// [Allocations wait for their stream's frees]); but what another stream's
+// queue holds still counts (9% over the plan's reserved peak under all in
+// test_memory_plan's case).
 struct ZeroModuleOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   // hybrid / layer-zero group size (0: the world); other strategies take 0

@@ -6,6 +6,11 @@
 
 namespace zrt {
 
+namespace {
+// Set on every CPU stream's thread: a task there never drains a stream.
+thread_local bool serving_a_stream = false;
+}  // namespace
+
 CpuStream::CpuStream(Task thread_init) {
   try {
     thread_ =
@@ -57,12 +62,22 @@ void CpuStream::synchronize() {
   if (failure_) rethrow(failure_, "CPU stream");
 }
 
+bool CpuStream::drain() {
+  if (serving_a_stream) return false;
+  std::unique_lock lock(mutex_);
+  const std::uint64_t target = issued_;
+  if (done_ >= target) return false;
+  idle_.wait(lock, [&] { return done_ >= target; });
+  return true;
+}
+
 std::exception_ptr CpuStream::failure() const {
   std::lock_guard lock(mutex_);
   return failure_;
 }
 
 void CpuStream::serve(Task thread_init) {
+  serving_a_stream = true;
   try {
     if (thread_init) thread_init();
   } catch (...) {

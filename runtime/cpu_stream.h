@@ -18,7 +18,9 @@
 //    captures pointers, so freeing a buffer after issuing its last reader is
 //    as legal as it is on CUDA: the caching allocator gives the block to the
 //    same stream only, after that reader (Note [Explicit cross-stream
-//    lifetimes]).
+//    lifetimes]). Until the reader runs, its task holds the memory; an
+//    allocation on the stream that would take new memory waits for the
+//    queue first (Note [Allocations wait for their stream's frees]).
 //  - An event recorded on it completes when the queue reaches the record;
 //    a stream that waits for it runs a task that blocks until then; the
 //    host waits in Event::synchronize and Stream::synchronize. A wait sees
@@ -79,6 +81,12 @@ class CpuStream {
   // Blocks until every task issued so far has run; rethrows the failure, if
   // any. From the stream's own thread: returns at once.
   void synchronize();
+  // Blocks until every task issued so far has run and released what it
+  // captured, without rethrowing a failure (the next synchronize does);
+  // true if anything was outstanding. From the thread of any CPU stream:
+  // returns false at once, since a task must not wait for other tasks
+  // (Note [Allocations wait for their stream's frees]).
+  bool drain();
   // The failure (null when none) and the operation that raised it.
   std::exception_ptr failure() const;
   bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }

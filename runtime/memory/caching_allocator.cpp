@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "zrt/runtime/cpu_stream.h"
 #include "zrt/runtime/error.h"
 #include "zrt/runtime/memory/address_space.h"
 #include "zrt/runtime/memory/block_sizes.h"
@@ -204,6 +205,18 @@ struct CachingAllocator::State {
     process_events(false);  // flushing: the segments may go back to the source
   }
 
+  // Note [Allocations wait for their stream's frees]: true when `stream`
+  // had queued work, which has run now and freed what it held.
+  bool drain_queue(Stream stream, std::unique_lock<std::mutex>& lock) {
+    CpuStream* queue = stream.cpu_queue();
+    if (queue == nullptr) return false;
+    lock.unlock();
+    const bool drained = queue->drain();
+    lock.lock();
+    if (drained) process_events(poison);
+    return drained;
+  }
+
   // --- raw memory ---------------------------------------------------------
 
   // A new segment from the raw source, or nullptr (out of memory or over the cap).
@@ -321,6 +334,7 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
   const std::size_t size = block_size_for(nbytes);
   const bool small = is_small(size);
   Block* b = s.take_best_fit(small, stream, size);
+  if (!b && s.drain_queue(stream, lock)) b = s.take_best_fit(small, stream, size);
   if (!b) {
     const std::size_t segment = segment_size_for(size);
     b = s.try_new_segment(segment, small, stream);

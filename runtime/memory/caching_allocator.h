@@ -34,6 +34,23 @@
 // and reproducible from run to run. Forgetting record_use is a bug in the
 // caller (a data race), not something the allocator papers over. empty_cache,
 // the out-of-memory retry and the destructor wait for held blocks' events.
+//
+// Note [Allocations wait for their stream's frees]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On CUDA a tensor the host frees after issuing its last reader is its
+// stream's again at once: the next allocation on that stream reuses it, in
+// stream order. On an owned CPU stream the queued reader holds the memory
+// (Tensor::issue_view, Note [CPU streams]) until it runs, so the block comes
+// back only then; a host far ahead of its stream held every block the step
+// allocated (under activation checkpointing, 8 times the plan's peak). So an
+// allocation on an owned CPU stream that finds no free block drains that
+// stream first (CpuStream::drain), which returns what the host freed
+// meanwhile, and looks again before it takes new memory from the source: the
+// pool grows only where frees in issue order would not serve, as on CUDA and
+// as the plan counts. The wait is made with the lock released, and never on
+// a CPU stream's thread (a task must not wait for tasks). So an Allocator
+// wrapping this one must not hold, across allocate, a lock its deallocate
+// takes: a drained task's frees call it.
 #pragma once
 
 #include <cstddef>
@@ -82,6 +99,8 @@ class CachingAllocator final : public Allocator {
 
   // Throws InvalidArgument for 0 or absurdly large (> 2^50) requests and
   // OutOfMemory when the raw source or the cap leaves no room after a flush.
+  // May wait for `stream`'s queued work (Note [Allocations wait for their
+  // stream's frees]).
   void* allocate(std::size_t nbytes, Stream stream) override;
   void deallocate(void* ptr) noexcept override;
   // See Note [Explicit cross-stream lifetimes]. Throws InvalidArgument for a

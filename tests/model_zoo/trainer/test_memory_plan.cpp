@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <fstream>
@@ -282,20 +283,39 @@ BOOST_AUTO_TEST_CASE(plans_every_step_of_every_rank_within_five_percent) {
                                                          << ")");
 }
 
-BOOST_AUTO_TEST_CASE(work_queued_on_cpu_streams_only_adds_to_the_plan) {
+BOOST_AUTO_TEST_CASE(work_queued_on_cpu_streams_adds_little_to_the_plan) {
   // A task queued on an owned CPU stream keeps its tensors' memory until it
   // runs, so a run whose host is ahead of its streams holds more than the
-  // issue order does: never less.
-  for (optim::CpuStreams streams : {optim::CpuStreams::comm, optim::CpuStreams::all}) {
-    TrainerConfig c = base_config("gpt");
-    c.engine.zero.cpu_streams = streams;
-    const auto measured = measured_peaks(c, 2);
-    const MemoryPlan plan = plan_memory(c, 2);
-    for (int r = 0; r < 2; ++r)
-      for (std::size_t s = 0; s < measured[r].size(); ++s)
-        BOOST_TEST(measured[r][s] >= plan.ranks[r].step_peaks[s], optim::cpu_streams_name(streams)
-                                                                      << ", rank " << r);
-  }
+  // issue order does: never less. But the pool grows little past the plan's:
+  // an allocation that would grow it first waits for its stream's queue
+  // (Note [Allocations wait for their stream's frees]). Without that wait,
+  // a host a step ahead of its compute stream held every block of the step.
+  // Activations outweigh the parameters here (8 blocks of width 64, 32 x 32
+  // tokens), in segments of their own.
+  for (int every : {0, 1})
+    for (optim::CpuStreams streams : {optim::CpuStreams::comm, optim::CpuStreams::all}) {
+      TrainerConfig c = base_config("gpt");
+      c.model.n_layer = 8;
+      c.model.n_embd = 64;
+      c.batch_size = 32;
+      c.seq_len = 32;
+      c.engine.zero.cpu_streams = streams;
+      c.engine.checkpointing = {every};
+      const std::string what = std::string("--cpu-streams ") + optim::cpu_streams_name(streams) +
+                               ", checkpointing " + c.engine.checkpointing.str();
+      const auto measured = measured_memory(c, 2);
+      const MemoryPlan plan = plan_memory(c, 2);
+      for (int r = 0; r < 2; ++r) {
+        const RankMemoryPlan& p = plan.ranks[static_cast<std::size_t>(r)];
+        for (std::size_t s = 0; s < measured[r].size(); ++s)
+          BOOST_TEST(measured[r][s].peak_allocated >= p.step_peaks[s], what << ", rank " << r);
+        const double reserved = static_cast<double>(measured[r].back().peak_reserved);
+        BOOST_TEST_MESSAGE(what << ", rank " << r << ": reserved "
+                                << measured[r].back().peak_reserved << " B, planned "
+                                << p.reserved_peak << " B");
+        BOOST_TEST(reserved <= 1.25 * static_cast<double>(p.reserved_peak), what << ", rank " << r);
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(breakdown_names_what_each_setting_moves) {

@@ -111,6 +111,47 @@ BOOST_AUTO_TEST_CASE(threads_share_one_allocator) {
   BOOST_TEST(s.requested == 0u);
 }
 
+// Note [Allocations wait for their stream's frees]: a tensor the host drops
+// while a task queued on its stream still reads it keeps its memory until
+// the task has run; the next allocation on that stream that finds no free
+// block waits for the queue and takes that memory back instead of a new
+// segment. A task that allocates on its own stream does not wait for itself.
+BOOST_AUTO_TEST_CASE(an_allocation_waits_for_its_streams_queue_before_growing) {
+  constexpr std::size_t MiB = 1 << 20;
+  AllocatorPtr alloc = make_caching_allocator(Device::cpu());
+  OwnedStream compute(Device::cpu());
+  std::promise<void> release;
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
+    first = t.data_ptr();
+    run_on_cpu_stream(compute, "a reader still queued",
+                      [view = t.issue_view(), released = release.get_future().share()] {
+                        released.wait();  // `view` holds the memory until then
+                      });
+  }  // dropped by the host: the queued reader holds the memory
+  const MemoryStats held = alloc->stats();
+  BOOST_TEST(held.allocated > 0u);
+  std::thread host([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release.set_value();
+  });
+  // No free block: waits for the queue, then takes the reader's memory back.
+  Tensor again = Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
+  host.join();
+  BOOST_TEST(again.data_ptr() == first);
+  BOOST_TEST(alloc->stats().reserved == held.reserved);
+  BOOST_TEST(alloc->stats().num_raw_allocs == 1u);
+  // From the stream's own thread nothing waits: a new segment.
+  void* inside = nullptr;
+  run_on_cpu_stream(compute, "allocate on its own stream",
+                    [&] { inside = alloc->allocate(3 * MiB, compute); });
+  compute.get().synchronize();
+  BOOST_TEST(inside != nullptr);
+  BOOST_TEST(inside != first);
+  alloc->deallocate(inside);
+}
+
 // Note [No lock held while waiting]: an allocation over the cap waits for
 // a block a CPU stream still uses while work queued before that use frees
 // another block of the same allocator. Waiting under the allocator's lock
