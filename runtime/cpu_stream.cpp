@@ -62,13 +62,15 @@ void CpuStream::synchronize() {
   if (failure_) rethrow(failure_, "CPU stream");
 }
 
-bool CpuStream::drain() {
+bool CpuStream::drain(std::chrono::milliseconds stall) {
   if (serving_a_stream) return false;
   std::unique_lock lock(mutex_);
-  const std::uint64_t target = issued_;
-  if (done_ >= target) return false;
-  idle_.wait(lock, [&] { return done_ >= target; });
-  return true;
+  const std::uint64_t target = issued_, start = done_;
+  while (done_ < target) {
+    const std::uint64_t before = done_;
+    if (!idle_.wait_for(lock, stall, [&] { return done_ != before; })) break;
+  }
+  return done_ != start;
 }
 
 std::exception_ptr CpuStream::failure() const {

@@ -47,6 +47,7 @@
 // function its owner passes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -82,11 +83,12 @@ class CpuStream {
   // any. From the stream's own thread: returns at once.
   void synchronize();
   // Blocks until every task issued so far has run and released what it
-  // captured, without rethrowing a failure (the next synchronize does);
-  // true if anything was outstanding. From the thread of any CPU stream:
-  // returns false at once, since a task must not wait for other tasks
-  // (Note [Allocations wait for their stream's frees]).
-  bool drain();
+  // captured, or until no task has finished for `stall`; true if any task
+  // finished meanwhile. Rethrows no failure (the next synchronize does).
+  // From the thread of any CPU stream: returns false at once, since a task
+  // must not wait for other tasks (Note [Allocations wait for their
+  // stream's frees]).
+  bool drain(std::chrono::milliseconds stall);
   // The failure (null when none) and the operation that raised it.
   std::exception_ptr failure() const;
   bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }

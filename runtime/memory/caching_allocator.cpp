@@ -1,6 +1,7 @@
 #include "zrt/runtime/memory/caching_allocator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -65,6 +66,12 @@ struct BestFitOrder {
     return ka < kb;
   }
 };
+
+// How long an allocation waits for a queued task that does not finish
+// before it grows the pool instead (Note [Allocations wait for their
+// stream's frees]): a collective stuck behind it is the comm watchdog's to
+// name, from the host's next wait.
+constexpr std::chrono::milliseconds kQueueStall{1000};
 
 // Every byte of a poisoned block: NaN in each float dtype (Note [Poisoned memory]).
 constexpr unsigned char kPoisonByte = 0xFF;
@@ -211,7 +218,7 @@ struct CachingAllocator::State {
     CpuStream* queue = stream.cpu_queue();
     if (queue == nullptr) return false;
     lock.unlock();
-    const bool drained = queue->drain();
+    const bool drained = queue->drain(kQueueStall);
     lock.lock();
     if (drained) process_events(poison);
     return drained;

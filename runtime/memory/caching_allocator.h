@@ -48,9 +48,12 @@
 // meanwhile, and looks again before it takes new memory from the source: the
 // pool grows only where frees in issue order would not serve, as on CUDA and
 // as the plan counts. The wait is made with the lock released, and never on
-// a CPU stream's thread (a task must not wait for tasks). So an Allocator
-// wrapping this one must not hold, across allocate, a lock its deallocate
-// takes: a drained task's frees call it.
+// a CPU stream's thread (a task must not wait for tasks). It is no plain
+// wait for work that may hold collectives (Note [Comm watchdog]): once no
+// task has finished for a second it gives up and the pool grows, so a
+// collective that never ends is named by the host's next watched wait, as
+// before. An Allocator wrapping this one must not hold, across allocate, a
+// lock its deallocate takes: a drained task's frees call it.
 #pragma once
 
 #include <cstddef>

@@ -142,6 +142,24 @@ BOOST_AUTO_TEST_CASE(an_allocation_waits_for_its_streams_queue_before_growing) {
   BOOST_TEST(again.data_ptr() == first);
   BOOST_TEST(alloc->stats().reserved == held.reserved);
   BOOST_TEST(alloc->stats().num_raw_allocs == 1u);
+  // A task that does not finish (a collective whose peer is gone) is not
+  // waited for past a second without progress: the pool grows, and the
+  // comm watchdog's next wait is what names a stuck collective.
+  std::promise<void> never;
+  {
+    Tensor t = Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
+    run_on_cpu_stream(
+        compute, "a stuck reader",
+        [view = t.issue_view(), stuck = never.get_future().share()] { stuck.wait(); });
+  }
+  auto grown = std::async(std::launch::async, [&] {
+    return Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
+  });
+  const bool returned = grown.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  never.set_value();
+  BOOST_TEST(returned, "an allocation waited for a stuck task");
+  BOOST_TEST(grown.get().data_ptr() != again.data_ptr());
+  BOOST_TEST(alloc->stats().num_raw_allocs == 3u);
   // From the stream's own thread nothing waits: a new segment.
   void* inside = nullptr;
   run_on_cpu_stream(compute, "allocate on its own stream",
