@@ -33,15 +33,15 @@ std::string offload_refusal(const ZeroModuleOptions& o) {
   return "usable";
 }
 
-// The options every rank's module must share (Note [Ranks agree on their
-// settings]). A rank's device index, disk directory, streams, memory limit,
-// allocators and tracer are its own. Read before the options are checked:
-// a value out of range is compared as its name ("?") or number.
 // The loss scaler's settings in f16: the given ones, else the dtype's defaults.
 LossScalerOptions loss_scaler_to_run(const ZeroModuleOptions& o) {
   return o.loss_scaler.value_or(loss_scaler_options_for(o.dtype));
 }
 
+// The options every rank's module must share (Note [Ranks agree on their
+// settings]). A rank's device index, disk directory, streams, memory limit,
+// allocators and tracer are its own. Read before the options are checked:
+// a value out of range is compared as its name ("?") or number.
 Settings options_every_rank_shares(const ZeroModuleOptions& o, int world_size,
                                    const std::string& offload_check) {
   // The zero3 group's size: zero3_size, or for 0 the strategy's own group.

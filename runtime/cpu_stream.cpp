@@ -62,15 +62,14 @@ void CpuStream::synchronize() {
   if (failure_) rethrow(failure_, "CPU stream");
 }
 
-bool CpuStream::drain(std::chrono::milliseconds stall) {
+bool CpuStream::wait_for_a_task(std::chrono::milliseconds stall) {
   if (serving_a_stream) return false;
   std::unique_lock lock(mutex_);
-  const std::uint64_t target = issued_, start = done_;
-  while (done_ < target) {
-    const std::uint64_t before = done_;
-    if (!idle_.wait_for(lock, stall, [&] { return done_ != before; })) break;
-  }
-  return done_ != start;
+  const std::uint64_t before = done_;
+  if (before >= issued_ || before == stalled_at_) return false;
+  if (idle_.wait_for(lock, stall, [&] { return done_ != before; })) return true;
+  stalled_at_ = before;
+  return false;
 }
 
 std::exception_ptr CpuStream::failure() const {

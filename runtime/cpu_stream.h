@@ -82,13 +82,14 @@ class CpuStream {
   // Blocks until every task issued so far has run; rethrows the failure, if
   // any. From the stream's own thread: returns at once.
   void synchronize();
-  // Blocks until every task issued so far has run and released what it
-  // captured, or until no task has finished for `stall`; true if any task
-  // finished meanwhile. Rethrows no failure (the next synchronize does).
-  // From the thread of any CPU stream: returns false at once, since a task
+  // Blocks until the next task has run and released what it captured:
+  // true then; false at once when nothing is queued, or after `stall` with
+  // no task finished, and from then at once until one finishes (a stuck
+  // task is waited for once). Rethrows no failure (the next synchronize
+  // does). From the thread of any CPU stream: false at once, since a task
   // must not wait for other tasks (Note [Allocations wait for their
   // stream's frees]).
-  bool drain(std::chrono::milliseconds stall);
+  bool wait_for_a_task(std::chrono::milliseconds stall);
   // The failure (null when none) and the operation that raised it.
   std::exception_ptr failure() const;
   bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -111,6 +112,7 @@ class CpuStream {
   std::condition_variable idle_;  // synchronize waits for the queue to drain
   std::deque<Item> queue_;
   std::uint64_t issued_ = 0, done_ = 0;
+  std::uint64_t stalled_at_ = UINT64_MAX;  // done_ when wait_for_a_task last gave up
   bool stopping_ = false;
   std::exception_ptr failure_;
   bool discards_ = false;

@@ -166,6 +166,9 @@ class PeakBreakdownAllocator final : public Allocator {
 
   static std::size_t index(Category c) { return static_cast<std::size_t>(c); }
 
+  // The lock is held across the inner allocation, which a task's free
+  // would then wait for were the stream to run tasks (Note [Allocations
+  // wait for their stream's frees]); a plan's streams discard every task.
   void* allocate_as(const void* holder, std::optional<Category> category, std::size_t nbytes,
                     Stream stream) {
     std::lock_guard lock(mutex_);

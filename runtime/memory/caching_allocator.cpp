@@ -67,12 +67,6 @@ struct BestFitOrder {
   }
 };
 
-// How long an allocation waits for a queued task that does not finish
-// before it grows the pool instead (Note [Allocations wait for their
-// stream's frees]): a collective stuck behind it is the comm watchdog's to
-// name, from the host's next wait.
-constexpr std::chrono::milliseconds kQueueStall{1000};
-
 // Every byte of a poisoned block: NaN in each float dtype (Note [Poisoned memory]).
 constexpr unsigned char kPoisonByte = 0xFF;
 
@@ -93,7 +87,8 @@ struct CachingAllocator::State {
   RawMemorySourcePtr source;
   StreamEventSourcePtr events;
   std::size_t cap = 0;
-  bool poison = false;  // Note [Poisoned memory]
+  bool poison = false;                      // Note [Poisoned memory]
+  std::chrono::milliseconds queue_stall{};  // CachingAllocatorConfig::queue_stall
 
   mutable std::mutex mu;
   MemoryStats stats;
@@ -212,16 +207,21 @@ struct CachingAllocator::State {
     process_events(false);  // flushing: the segments may go back to the source
   }
 
-  // Note [Allocations wait for their stream's frees]: true when `stream`
-  // had queued work, which has run now and freed what it held.
-  bool drain_queue(Stream stream, std::unique_lock<std::mutex>& lock) {
+  // Note [Allocations wait for their stream's frees]: waits for `stream`'s
+  // queued tasks one at a time, taking back what each freed, until a free
+  // block fits; nullptr once the queue is empty or stalls.
+  Block* take_after_queue(bool small, Stream stream, std::size_t size,
+                          std::unique_lock<std::mutex>& lock) {
     CpuStream* queue = stream.cpu_queue();
-    if (queue == nullptr) return false;
-    lock.unlock();
-    const bool drained = queue->drain(kQueueStall);
-    lock.lock();
-    if (drained) process_events(poison);
-    return drained;
+    if (queue == nullptr) return nullptr;
+    for (;;) {
+      lock.unlock();
+      const bool ran = queue->wait_for_a_task(queue_stall);
+      lock.lock();
+      if (!ran) return nullptr;
+      process_events(poison);
+      if (Block* b = take_best_fit(small, stream, size)) return b;
+    }
   }
 
   // --- raw memory ---------------------------------------------------------
@@ -312,6 +312,10 @@ CachingAllocator::CachingAllocator(RawMemorySourcePtr source, StreamEventSourceP
   state_->events = std::move(events);
   state_->cap = config.memory_cap;
   state_->poison = config.poison;
+  ZRT_CHECK_ARG(config.queue_stall.count() > 0,
+                "CachingAllocatorConfig::queue_stall must be positive (got ",
+                config.queue_stall.count(), " ms)");
+  state_->queue_stall = config.queue_stall;
 }
 
 CachingAllocator::~CachingAllocator() {
@@ -341,7 +345,7 @@ void* CachingAllocator::allocate(std::size_t nbytes, Stream stream) {
   const std::size_t size = block_size_for(nbytes);
   const bool small = is_small(size);
   Block* b = s.take_best_fit(small, stream, size);
-  if (!b && s.drain_queue(stream, lock)) b = s.take_best_fit(small, stream, size);
+  if (!b) b = s.take_after_queue(small, stream, size, lock);
   if (!b) {
     const std::size_t segment = segment_size_for(size);
     b = s.try_new_segment(segment, small, stream);

@@ -15,7 +15,10 @@
 // memory cap would be exceeded, the cache is flushed (held blocks' events
 // waited for with the lock released, Note [No lock held while waiting];
 // whole free segments returned), a free block looked for again and the raw
-// allocation retried once before OutOfMemory is thrown.
+// allocation retried once before OutOfMemory is thrown. On an owned CPU
+// stream, a request no free block fits first waits for the stream's queued
+// tasks to give back what they hold (Note [Allocations wait for their
+// stream's frees]).
 //
 // Note [Explicit cross-stream lifetimes]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -43,19 +46,22 @@
 // (Tensor::issue_view, Note [CPU streams]) until it runs, so the block comes
 // back only then; a host far ahead of its stream held every block the step
 // allocated (under activation checkpointing, 8 times the plan's peak). So an
-// allocation on an owned CPU stream that finds no free block drains that
-// stream first (CpuStream::drain), which returns what the host freed
-// meanwhile, and looks again before it takes new memory from the source: the
-// pool grows only where frees in issue order would not serve, as on CUDA and
-// as the plan counts. The wait is made with the lock released, and never on
-// a CPU stream's thread (a task must not wait for tasks). It is no plain
-// wait for work that may hold collectives (Note [Comm watchdog]): once no
-// task has finished for a second it gives up and the pool grows, so a
-// collective that never ends is named by the host's next watched wait, as
-// before. An Allocator wrapping this one must not hold, across allocate, a
-// lock its deallocate takes: a drained task's frees call it.
+// allocation on an owned CPU stream that finds no free block waits for that
+// stream's tasks one at a time (CpuStream::wait_for_a_task), taking back
+// what each freed, until a free block fits; only when the queue is empty
+// does it take new memory from the source. So the pool grows only where
+// frees in issue order would not serve, as on CUDA and as the plan counts,
+// and the host waits no longer than the fit needs. The wait is made with
+// the lock released, and never on a CPU stream's thread (a task must not wait for
+// tasks). It is no plain wait for work that may hold collectives (Note
+// [Comm watchdog]): a task that does not finish within queue_stall is given
+// up on, once, and the pool grows, so a collective that never ends is named
+// by the host's next watched wait, as before. An Allocator wrapping this one
+// must not hold, across allocate, a lock its deallocate takes: a task's
+// frees call it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -87,6 +93,11 @@ struct CachingAllocatorConfig {
   // Note [Poisoned memory]. make_caching_allocator also turns it on when
   // ZRT_POISON_MEMORY=1.
   bool poison = false;
+  // How long an allocation waits for a queued task of its CPU stream that
+  // does not finish before it grows the pool instead (Note [Allocations
+  // wait for their stream's frees]): longer than a task's kernels take, far
+  // shorter than a collective's timeout.
+  std::chrono::milliseconds queue_stall{10'000};
 };
 
 // Thread-safe (one mutex). Each rank owns its own: there is no process-wide cache.

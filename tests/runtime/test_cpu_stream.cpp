@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <random>
 #include <thread>
 #include <vector>
@@ -190,6 +191,49 @@ BOOST_AUTO_TEST_CASE(work_issued_from_the_stream_thread_runs_inline) {
   });
   stream.synchronize();
   BOOST_TEST(order == (std::vector<int>{1, 2, 3}), boost::test_tools::per_element());
+}
+
+// Note [Allocations wait for their stream's frees]: the allocator's wait.
+// A wait that should return at once and hangs instead fails after 20 s.
+BOOST_AUTO_TEST_CASE(wait_for_a_task_waits_for_one_and_not_twice_for_a_stuck_one) {
+  OwnedStream s(Device::cpu());
+  CpuStream& queue = *s.get().cpu_queue();
+  auto at_once = [&](std::chrono::milliseconds stall) {
+    auto waited = std::async(std::launch::async, [&] { return queue.wait_for_a_task(stall); });
+    BOOST_TEST_REQUIRE((waited.wait_for(20s) == std::future_status::ready), "a wait hung");
+    return waited.get();
+  };
+  BOOST_TEST(!at_once(1h));  // nothing queued
+  // One task, released later: the wait returns as it finishes.
+  std::promise<void> release;
+  std::atomic<bool> ran{false};
+  run_on_cpu_stream(s, "released later", [&, released = release.get_future().share()] {
+    released.wait();
+    ran = true;
+  });
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(50ms);
+    release.set_value();
+  });
+  BOOST_TEST(queue.wait_for_a_task(1h));
+  BOOST_TEST(ran.load());
+  releaser.join();
+  // A stuck task is waited for once, for the stall, then not again.
+  std::promise<void> unstick;
+  run_on_cpu_stream(s, "stuck", [stuck = unstick.get_future().share()] { stuck.wait(); });
+  BOOST_TEST(!queue.wait_for_a_task(100ms));
+  BOOST_TEST(!at_once(1h));
+  // A task never waits for its own stream's tasks.
+  std::promise<bool> inside;
+  run_on_cpu_stream(s, "waits on its own stream",
+                    [&] { inside.set_value(queue.wait_for_a_task(1h)); });
+  run_on_cpu_stream(s, "queued behind it", [] {});
+  unstick.set_value();
+  auto from_the_task = inside.get_future();
+  BOOST_TEST_REQUIRE((from_the_task.wait_for(20s) == std::future_status::ready),
+                     "a task waited for itself");
+  BOOST_TEST(!from_the_task.get());
+  s.get().synchronize();
 }
 
 BOOST_AUTO_TEST_CASE(cuda_streams_take_no_host_work) {
