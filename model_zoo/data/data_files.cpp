@@ -117,6 +117,17 @@ Dataset load_text_tokens(const std::string& path) {
   d.tokens = token_buffer(path, count);
   d.vocab_size = read_tokens(f, path, 0, count, 1, d.tokens.data<std::int32_t>()) + 1;
   d.source = path;
+  // No text holds NUL bytes (Note [Data file formats]): such a file is
+  // binary, most likely tokens without llm.c's header, and read as text it
+  // would train one token a byte without a word.
+  const std::int32_t* tokens = d.tokens.data<std::int32_t>();
+  const std::int32_t* nul = std::find(tokens, tokens + count, 0);
+  ZRT_CHECK_ARG(nul == tokens + count, "data file ", path, " holds a NUL byte (at byte ",
+                nul - tokens,
+                "), which no text does, so it is not read as text, a token a byte. "
+                "Tokens need llm.c's format: a .bin file, uint16 after a 1024-byte header; a "
+                "headerless uint16 file (nanoGPT's train.bin) needs that header written "
+                "before its tokens");
   return d;
 }
 
@@ -217,7 +228,8 @@ enum class DataFormat { text, llmc, rows };
 // character). So is a safetensors file under another name: a little-endian
 // header length, then the header's '{'. A length whose top three bytes are
 // zero says so however damaged the rest (no text holds NUL bytes), and
-// the reader then names the damage. Everything else is text, a token a byte.
+// the reader then names the damage. Everything else is text, a token a byte;
+// a NUL byte in it is refused (a binary file, most likely headerless tokens).
 DataFormat data_format(const std::string& path) {
   if (ends_with(path, ".safetensors")) return DataFormat::rows;
   if (ends_with(path, ".bin")) return DataFormat::llmc;

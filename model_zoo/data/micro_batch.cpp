@@ -1,5 +1,7 @@
 #include "zrt/model_zoo/data/micro_batch.h"
 
+#include <numeric>
+
 namespace zrt::model_zoo {
 
 void check_batch_geometry(const Dataset& data, const BatchGeometry& g) {
@@ -9,9 +11,9 @@ void check_batch_geometry(const Dataset& data, const BatchGeometry& g) {
                 g.batch, " is not divisible by world size ", g.world, " × micro-batches ", g.micro);
   if (data.kind == Dataset::Kind::tokens) {
     ZRT_CHECK_ARG(g.seq_len > 0, "sequence length ", g.seq_len, " must be positive");
-    ZRT_CHECK_ARG(data.tokens.numel() >= g.seq_len + 2, "sequence length ", g.seq_len,
+    ZRT_CHECK_ARG(data.tokens.numel() >= g.seq_len + 1, "sequence length ", g.seq_len,
                   " is too long for data ", data.source, " of ", data.tokens.numel(),
-                  " tokens (needs at least seq_len + 2)");
+                  " tokens (needs at least seq_len + 1)");
   } else {
     ZRT_CHECK_ARG(data.y.numel() > 0, "data ", data.source, " has no rows");
   }
@@ -19,10 +21,15 @@ void check_batch_geometry(const Dataset& data, const BatchGeometry& g) {
 
 std::int64_t sequence_start(std::int64_t step, std::int64_t j, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t data_len) {
-  const std::int64_t span = data_len - seq_len - 1;
+  const std::int64_t span = data_len - seq_len;  // the windows of T inputs and T targets
   // (s·B + j)·T mod span, reduced stepwise so large steps do not overflow.
   const std::int64_t seq = ((step % span) * (batch % span) + j) % span;
   return static_cast<std::int64_t>((static_cast<__int128>(seq) * seq_len) % span);
+}
+
+std::int64_t tail_never_a_target(std::int64_t seq_len, std::int64_t data_len) {
+  const std::int64_t span = data_len - seq_len;
+  return (span - 1) % std::gcd(seq_len, span);
 }
 
 Batch make_micro_batch(const Dataset& data, std::int64_t step, const BatchGeometry& g, int rank,

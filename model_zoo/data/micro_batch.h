@@ -4,8 +4,12 @@
 // Note [Data order]
 // ~~~~~~~~~~~~~~~~~
 // The global batch of step s is B sequences (gpt) or rows (mlp). Sequence j
-// (0 ≤ j < B) starts at token ((s·B + j)·T) mod (len − T − 1): inputs are the T
-// tokens from there, targets the T tokens one further. Row j of an mlp step
+// (0 ≤ j < B) starts at token ((s·B + j)·T) mod (len − T): inputs are the T
+// tokens from there, targets the T tokens one further; len − T is the number
+// of such windows. A file of N·T + 1 tokens (llm.c's layout) is read whole
+// in its first N sequences. Where T and len − T share a factor g, starts
+// are multiples of g and the last (len − T − 1) mod g tokens are never a
+// target (tail_never_a_target; zrt-train warns when that is 1% of the data). Row j of an mlp step
 // is row (s·B + j) mod N. Rank r of W takes [r·B/W, (r+1)·B/W) and splits it
 // into M micro-batches of B/(W·M), in order. Every micro-batch's normaliser
 // is the global batch's target count (B·T or B), so summing the micro-batch
@@ -27,12 +31,15 @@ struct BatchGeometry {
 };
 
 // InvalidArgument naming the problem: non-positive sizes, B not divisible by
-// W·M, or (tokens) T < 1 or a data set shorter than T + 2 tokens.
+// W·M, or (tokens) T < 1 or a data set shorter than T + 1 tokens.
 void check_batch_geometry(const Dataset& data, const BatchGeometry& g);
 
 // The first token of sequence j of step s (Note [Data order]).
 std::int64_t sequence_start(std::int64_t step, std::int64_t j, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t data_len);
+// How many of the last tokens of `data_len` no sequence of length
+// `seq_len` ever has as a target (Note [Data order]).
+std::int64_t tail_never_a_target(std::int64_t seq_len, std::int64_t data_len);
 
 // Micro-batch m of rank r at step s, on `device` (Note [Data order]); gpt:
 // inputs and targets i32 [B/(W·M), T]; mlp: inputs f32 [B/(W·M), d_in],

@@ -261,6 +261,22 @@ out=$("$train" --data "$dir/few.txt" --seq-len 16 --batch-size 8 --steps 1 2>&1)
 if grep -q "warning: the data set ($dir/few.txt) holds 105 tokens, fewer than one step reads (--batch-size 8 x --seq-len 16): every step reads some of them more than once" <<<"$out"; then
   echo "ok   data smaller than a step's batch is named"
 else echo "FAIL data smaller than a step's batch: $out"; failures=$((failures + 1)); fi
+# A tail the data order never reaches is named (Note [Data order]): 48
+# tokens and --seq-len 16 start sequences at 0, 16 and never 17..31 (the
+# last 15 tokens no target); 49 tokens, three sequences and one, are read whole.
+printf 'abcdefghijklmnop%.0s' 1 2 3 > "$dir/tail.txt"
+out=$("$train" --data "$dir/tail.txt" --seq-len 16 --batch-size 1 --steps 1 2>&1)
+if grep -q "warning: the last 15 tokens of the data set ($dir/tail.txt) are never a target: --seq-len 16 and its 48 tokens share the factor 16" <<<"$out"; then
+  echo "ok   a data tail never read is named"
+else echo "FAIL a data tail never read: $out"; failures=$((failures + 1)); fi
+printf 'q' >> "$dir/tail.txt"
+out=$("$train" --data "$dir/tail.txt" --seq-len 16 --batch-size 1 --steps 1 2>&1)
+if ! grep -q "never a target" <<<"$out" && grep -q "^step" <<<"$out"; then
+  echo "ok   N·T + 1 tokens are read whole"
+else echo "FAIL N·T + 1 tokens: $out"; failures=$((failures + 1)); fi
+# Headerless uint16 tokens under a name that is not .bin: binary, not text.
+printf 'ab\x05\x00\x07\x01' > "$dir/raw-u16.dat"
+expect_error "headerless tokens" "raw-u16.dat holds a NUL byte \(at byte 3\), which no text does" --data "$dir/raw-u16.dat"
 expect_error "mlp rows from a FIFO" "data.fifo.safetensors is a FIFO" --model mlp --data "$dir/data.fifo.safetensors"
 expect_usage "negative seed" "--seed: must be a whole number from 0 to 2\^64 - 1 \(got -1\)" --seed -1
 expect_usage "seed beyond 64 bits" "--seed: is above 2\^64 - 1" --seed 18446744073709551616

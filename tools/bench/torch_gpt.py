@@ -194,7 +194,7 @@ def train(rank, a, result_path):
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=EPS, fused=True)
     B, T, total = a.batch_size, a.seq_len, a.warmup + a.steps
-    span = tokens.numel() - T - 1
+    span = tokens.numel() - T
     b = B // world
     offsets = torch.arange(T, device=device)
     times, losses = [], []

@@ -17,6 +17,7 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -35,6 +36,7 @@
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
 #include "zrt/kernels/cpu_blas/cpu_gemm.h"
+#include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/models/model_config.h"
 #include "zrt/model_zoo/trainer/trainer.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
@@ -550,9 +552,9 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
     // [Data order]): legal, but rarely what was meant.
     const model_zoo::Dataset& data = trainer.data();
     const bool rows = data.kind == model_zoo::Dataset::Kind::rows;
-    // Tokens: a step's sequences start below len - T - 1 (Note [Data order]).
+    // Tokens: a step's B sequences of T, one apart, and one more target (Note [Data order]).
     const std::int64_t step_needs =
-        rows ? config.batch_size : config.batch_size * config.seq_len + 2;
+        rows ? config.batch_size : config.batch_size * config.seq_len + 1;
     if (data.size() < step_needs) {
       const std::string reads =
           "--batch-size " + std::to_string(config.batch_size) +
@@ -563,6 +565,19 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
                    o.data.empty() ? "embedded" : o.data.c_str(),
                    static_cast<long long>(data.size()), rows ? "rows" : "tokens", reads.c_str());
     }
+    // A tail the data order never reaches, when it is not a negligible part
+    // of the data (a small file, a --seq-len near its length).
+    if (const std::int64_t tail =
+            rows ? 0 : model_zoo::tail_never_a_target(config.seq_len, data.size());
+        tail > 0 && tail * 100 >= data.size())
+      std::fprintf(stderr,
+                   "zrt-train: warning: the last %lld tokens of the data set (%s) are never a "
+                   "target: --seq-len %lld and its %lld tokens share the factor %lld, so "
+                   "sequences start only at its multiples; a --seq-len that shares no factor "
+                   "with the token count reads every token\n",
+                   static_cast<long long>(tail), o.data.empty() ? "embedded" : o.data.c_str(),
+                   static_cast<long long>(config.seq_len), static_cast<long long>(data.size()),
+                   static_cast<long long>(std::gcd(config.seq_len, data.size())));
   }
   all_or_none(*world, [&] { trace.begin(); });  // one rank's unwritable file stops every rank
   const bool completed = train_steps(*world, trainer, o, checkpoints, reporter, trace);

@@ -10,6 +10,7 @@
 
 #include "tests/model_zoo/models/temp_dir.h"
 #include "tests/support/expect_throw.h"
+#include "tests/support/test_seed.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/data/micro_batch.h"
 #include "zrt/model_zoo/data/synthetic_data.h"
@@ -51,33 +52,61 @@ void check_arg_error(F f, const std::string& needle) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(token_order_is_hand_worked) {
-  // len 20, T 3: span = 20 - 3 - 1 = 16; B = 4.
+  // len 20, T 3: span = 20 - 3 = 17 windows; B = 4.
   const Dataset d = counting_tokens(20);
-  // step 0: j·3 = 0, 3, 6, 9; step 1: (4 + j)·3 mod 16 = 12, 15, 2, 5; step 5: 60.. mod 16 = 12, 15, 2, 5.
+  // step 0: j·3 = 0, 3, 6, 9; step 1: (4 + j)·3 mod 17 = 12, 15, 1, 4; step 5: 60.. mod 17 = 9, 12, 15, 1.
   BOOST_TEST(sequence_start(0, 3, 4, 3, 20) == 9);
   BOOST_TEST(sequence_start(1, 0, 4, 3, 20) == 12);
-  BOOST_TEST(sequence_start(1, 2, 4, 3, 20) == 2);
-  BOOST_TEST(sequence_start(5, 3, 4, 3, 20) == 5);
-  BOOST_TEST(sequence_start(1000000007, 1, 4, 3, 20) == ((1000000007ll * 4 + 1) * 3) % 16);
+  BOOST_TEST(sequence_start(1, 2, 4, 3, 20) == 1);
+  BOOST_TEST(sequence_start(5, 3, 4, 3, 20) == 1);
+  BOOST_TEST(sequence_start(1000000007, 1, 4, 3, 20) == ((1000000007ll * 4 + 1) * 3) % 17);
   // W 2, M 2: one sequence per micro-batch; rank 1 micro 0 holds j = 2.
   const Batch b = make_micro_batch(d, 1, {4, 3, 2, 2}, 1, 0);
   BOOST_TEST((b.inputs.shape() == Shape{1, 3}));
   BOOST_TEST((b.inputs.dtype() == DType::i32 && b.targets.dtype() == DType::i32));
-  BOOST_TEST(b.inputs.to_doubles() == std::vector<double>({102, 103, 104}),
+  BOOST_TEST(b.inputs.to_doubles() == std::vector<double>({101, 102, 103}),
              boost::test_tools::per_element());
-  BOOST_TEST(b.targets.to_doubles() == std::vector<double>({103, 104, 105}),
+  BOOST_TEST(b.targets.to_doubles() == std::vector<double>({102, 103, 104}),
              boost::test_tools::per_element());
   BOOST_TEST(b.normaliser == 12.0);
-  // W 1, M 2: micro 1 holds j = 2, 3 → starts 2 and 5 at step 1.
+  // W 1, M 2: micro 1 holds j = 2, 3 → starts 1 and 4 at step 1.
   const Batch m = make_micro_batch(d, 1, 4, 3, 1, 0, 2, 1);
-  BOOST_TEST(row(m.inputs, 0) == std::vector<double>({102, 103, 104}),
+  BOOST_TEST(row(m.inputs, 0) == std::vector<double>({101, 102, 103}),
              boost::test_tools::per_element());
-  BOOST_TEST(row(m.inputs, 1) == std::vector<double>({105, 106, 107}),
+  BOOST_TEST(row(m.inputs, 1) == std::vector<double>({104, 105, 106}),
              boost::test_tools::per_element());
-  // Shortest legal data: len = T + 2, every sequence starts at 0.
-  const Batch s = make_micro_batch(counting_tokens(5), 7, {2, 3, 1, 1}, 0, 0);
+  // Shortest legal data: len = T + 1, one window: every sequence starts at 0.
+  const Batch s = make_micro_batch(counting_tokens(4), 7, {2, 3, 1, 1}, 0, 0);
   BOOST_TEST(row(s.targets, 1) == std::vector<double>({101, 102, 103}),
              boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(every_token_is_a_target_but_the_tail_a_shared_factor_leaves) {
+  // A file of N·T + 1 tokens (llm.c's layout) is read whole by its first N
+  // sequences: the last token is a target (the modulus was one short of the
+  // window count, which left the whole last sequence unread).
+  for (std::int64_t n : {2, 3, 7}) {
+    const std::int64_t T = 16, len = n * T + 1;
+    BOOST_TEST(sequence_start(0, n - 1, n, T, len) == (n - 1) * T);
+    BOOST_TEST(tail_never_a_target(T, len) == 0);
+  }
+  // Any length: the tokens some window has as a target, over every start
+  // the order makes, are [1, len - 1 - tail_never_a_target].
+  std::mt19937_64 rng(zrt::test::test_seed("every_token_is_a_target"));
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::int64_t T = std::uniform_int_distribution<std::int64_t>(1, 24)(rng);
+    const std::int64_t len = T + std::uniform_int_distribution<std::int64_t>(1, 80)(rng);
+    std::vector<bool> target(static_cast<std::size_t>(len), false);
+    for (std::int64_t k = 0; k < len - T; ++k) {
+      const std::int64_t start = sequence_start(0, k, 1, T, len);
+      BOOST_TEST_REQUIRE((start >= 0 && start + T < len));
+      for (std::int64_t t = 1; t <= T; ++t) target[static_cast<std::size_t>(start + t)] = true;
+    }
+    const std::int64_t last = len - 1 - tail_never_a_target(T, len);
+    for (std::int64_t i = 1; i < len; ++i)
+      BOOST_TEST(target[static_cast<std::size_t>(i)] == (i <= last),
+                 "T " << T << ", len " << len << ", token " << i);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(row_order_is_hand_worked) {
@@ -109,7 +138,12 @@ BOOST_AUTO_TEST_CASE(row_order_is_hand_worked) {
 BOOST_AUTO_TEST_CASE(bad_geometry_is_named) {
   const Dataset d = counting_tokens(20);
   check_arg_error([&] { make_micro_batch(d, 0, {6, 3, 2, 2}, 0, 0); }, "not divisible");
-  check_arg_error([&] { make_micro_batch(d, 0, {4, 19, 1, 1}, 0, 0); }, "too long");
+  // 20 tokens hold one window of T 19, none of T 20.
+  check_arg_error(
+      [&] {
+        make_micro_batch(d, 0, {4, 20, 1, 1}, 0, 0);
+      },
+      "too long for data counting of 20 tokens (needs at least seq_len + 1)");
   check_arg_error([&] { make_micro_batch(d, 0, {4, 0, 1, 1}, 0, 0); }, "sequence length");
   check_arg_error([&] { make_micro_batch(d, 0, {4, 3, 2, 1}, 2, 0); }, "rank 2");
   check_arg_error([&] { make_micro_batch(d, 0, {4, 3, 2, 1}, 0, 1); }, "micro-batch 1");
@@ -152,8 +186,8 @@ BOOST_AUTO_TEST_CASE(files_larger_than_a_chunk_read_whole) {
   BOOST_TEST_MESSAGE("seed " << seed);
   std::mt19937_64 gen(seed);
   std::string text((std::size_t{1} << 21) + 3, '\0');
-  for (char& c : text) c = static_cast<char>(gen() % 200);
-  text[(std::size_t{1} << 20) + 1] = static_cast<char>(211);  // the largest, in the second chunk
+  for (char& c : text) c = static_cast<char>(1 + gen() % 199);  // text: no NUL byte
+  text[(std::size_t{1} << 20) + 1] = static_cast<char>(211);    // the largest, in the second chunk
   std::ofstream(dir.file("big.txt"), std::ios::binary) << text;
   const Dataset t = load_dataset(dir.file("big.txt"));
   BOOST_TEST_REQUIRE(t.tokens.numel() == static_cast<std::int64_t>(text.size()));
@@ -170,6 +204,17 @@ BOOST_AUTO_TEST_CASE(files_larger_than_a_chunk_read_whole) {
   for (std::size_t i = 0; i < tokens.size(); ++i)
     BOOST_TEST_REQUIRE(l.tokens.data<std::int32_t>()[i] == tokens[i]);
   BOOST_TEST(l.vocab_size == *std::max_element(tokens.begin(), tokens.end()) + 1);
+}
+
+// Note [Data file formats]: a NUL byte, which no text holds, is refused in
+// a text file: headerless uint16 tokens trained one token a byte before.
+BOOST_AUTO_TEST_CASE(a_text_file_with_a_nul_byte_is_refused) {
+  TempDir dir("data_nul");
+  const std::vector<std::uint16_t> tokens = {300, 7, 42};
+  std::ofstream(dir.file("tokens.dat"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), 6);
+  check_arg_error([&] { load_dataset(dir.file("tokens.dat")); },
+                  "tokens.dat holds a NUL byte (at byte 3), which no text does");
 }
 
 // Note [Data file formats]: .BIN is .bin; llm.c's magic makes any other

@@ -75,7 +75,7 @@ def load_data(path):
 def global_batch_indices(step, B, T, n, kind):
     """Start offsets (tokens) or row indices of the B sequences/rows of a step."""
     if kind == "tokens":
-        span = n - T - 1
+        span = n - T
         return [((step * B + j) * T) % span for j in range(B)]
     return [(step * B + j) % n for j in range(B)]
 
@@ -124,7 +124,7 @@ def main():
     params = {k: v.to(dtype).clone().requires_grad_(True) for k, v in load_params(a.init).items()}
     kind, data = load_data(a.data)
     n = data.numel() if kind == "tokens" else data[1].numel()
-    if kind == "tokens" and n < T + 2:
+    if kind == "tokens" and n < T + 1:
         sys.exit(f"seq-len {T} too long for {n} tokens")
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
