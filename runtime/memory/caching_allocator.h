@@ -49,7 +49,7 @@
 // allocation on an owned CPU stream that finds no free block waits for that
 // stream's tasks one at a time (CpuStream::wait_for_a_task), taking back
 // what each freed, until a free block fits; only when the queue is empty
-// does it take new memory from the source. So the pool grows only where
+// (or stalls, below) does it take new memory from the source. So the pool grows only where
 // frees in issue order would not serve, as on CUDA and as the plan counts,
 // and the host waits no longer than the fit needs. The wait is made with
 // the lock released, and never on a CPU stream's thread (a task must not wait for

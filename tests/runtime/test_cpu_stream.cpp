@@ -8,6 +8,7 @@
 #include <future>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "zrt/runtime/cpu_stream.h"
@@ -194,45 +195,53 @@ BOOST_AUTO_TEST_CASE(work_issued_from_the_stream_thread_runs_inline) {
 }
 
 // Note [Allocations wait for their stream's frees]: the allocator's wait.
-// A wait that should return at once and hangs instead fails after 20 s.
+// Every wait here has a 10 s stall, so one that should return at once and
+// does not fails by its time instead of hanging.
 BOOST_AUTO_TEST_CASE(wait_for_a_task_waits_for_one_and_not_twice_for_a_stuck_one) {
+  constexpr auto stall = 10s;
   OwnedStream s(Device::cpu());
   CpuStream& queue = *s.get().cpu_queue();
-  auto at_once = [&](std::chrono::milliseconds stall) {
-    auto waited = std::async(std::launch::async, [&] { return queue.wait_for_a_task(stall); });
-    BOOST_TEST_REQUIRE((waited.wait_for(20s) == std::future_status::ready), "a wait hung");
-    return waited.get();
+  auto timed_wait = [&](std::chrono::milliseconds wait_stall, bool& result) {
+    const auto start = std::chrono::steady_clock::now();
+    result = queue.wait_for_a_task(wait_stall);
+    return std::chrono::steady_clock::now() - start;
   };
-  BOOST_TEST(!at_once(1h));  // nothing queued
-  // One task, released later: the wait returns as it finishes.
-  std::promise<void> release;
+  bool result = true;
+  BOOST_TEST((timed_wait(stall, result) < stall / 2));  // nothing queued: at once
+  BOOST_TEST(!result);
+  // A task released in a second, and a stuck one behind it: the wait
+  // returns as the first finishes, not when the queue is empty.
+  std::promise<void> release, unstick;
   std::atomic<bool> ran{false};
   run_on_cpu_stream(s, "released later", [&, released = release.get_future().share()] {
     released.wait();
     ran = true;
   });
+  run_on_cpu_stream(s, "stuck", [stuck = unstick.get_future().share()] { stuck.wait(); });
   std::thread releaser([&] {
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(1s);
     release.set_value();
   });
-  BOOST_TEST(queue.wait_for_a_task(1h));
+  BOOST_TEST((timed_wait(stall, result) < stall / 2));
+  BOOST_TEST(result);
   BOOST_TEST(ran.load());
   releaser.join();
-  // A stuck task is waited for once, for the stall, then not again.
-  std::promise<void> unstick;
-  run_on_cpu_stream(s, "stuck", [stuck = unstick.get_future().share()] { stuck.wait(); });
-  BOOST_TEST(!queue.wait_for_a_task(100ms));
-  BOOST_TEST(!at_once(1h));
+  // The stuck task is waited for once, for the stall, then not again.
+  BOOST_TEST(!queue.wait_for_a_task(200ms));
+  BOOST_TEST((timed_wait(stall, result) < stall / 2));
+  BOOST_TEST(!result);
   // A task never waits for its own stream's tasks.
-  std::promise<bool> inside;
-  run_on_cpu_stream(s, "waits on its own stream",
-                    [&] { inside.set_value(queue.wait_for_a_task(1h)); });
+  std::promise<std::pair<bool, std::chrono::steady_clock::duration>> inside;
+  run_on_cpu_stream(s, "waits on its own stream", [&] {
+    bool from_the_task = true;
+    const auto took = timed_wait(stall, from_the_task);
+    inside.set_value({from_the_task, took});
+  });
   run_on_cpu_stream(s, "queued behind it", [] {});
   unstick.set_value();
-  auto from_the_task = inside.get_future();
-  BOOST_TEST_REQUIRE((from_the_task.wait_for(20s) == std::future_status::ready),
-                     "a task waited for itself");
-  BOOST_TEST(!from_the_task.get());
+  const auto [from_the_task, took] = inside.get_future().get();
+  BOOST_TEST(!from_the_task);
+  BOOST_TEST((took < stall / 2));
   s.get().synchronize();
 }
 

@@ -114,15 +114,14 @@ BOOST_AUTO_TEST_CASE(threads_share_one_allocator) {
 // Note [Allocations wait for their stream's frees]: a tensor the host drops
 // while a task queued on its stream still reads it keeps its memory until
 // the task has run; the next allocation on that stream that finds no free
-// block waits for the queue and takes that memory back instead of a new
-// segment. Behind a task that does not finish it gives up after the stall.
+// block waits for the queue's tasks, one at a time, and takes that memory
+// back instead of a new segment. Behind a task that does not finish it
+// gives up after the stall.
 BOOST_AUTO_TEST_CASE(an_allocation_waits_for_its_streams_queue_before_growing) {
   constexpr std::size_t MiB = 1 << 20;
-  AllocatorPtr alloc =
-      make_caching_allocator(Device::cpu(), {.queue_stall = std::chrono::milliseconds(200)});
   OwnedStream compute(Device::cpu());
   // Drops a tensor of 3 MiB that a queued task holds until `until` is set.
-  auto drop_held = [&](std::shared_future<void> until) {
+  auto drop_held = [&](const AllocatorPtr& alloc, std::shared_future<void> until) {
     Tensor t = Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
     void* p = t.data_ptr();
     run_on_cpu_stream(compute, "a queued reader", [view = t.issue_view(), until] {
@@ -130,33 +129,40 @@ BOOST_AUTO_TEST_CASE(an_allocation_waits_for_its_streams_queue_before_growing) {
     });
     return p;
   };
-  std::promise<void> release;
-  void* first = drop_held(release.get_future().share());
+  AllocatorPtr alloc = make_caching_allocator(Device::cpu());  // a 10 s stall
+  std::promise<void> release, unstick;
+  void* first = drop_held(alloc, release.get_future().share());
+  // Behind the reader, a task that finishes only at the end: the allocation
+  // must not wait for it (a wait for the whole queue stalled, then grew).
+  run_on_cpu_stream(compute, "stuck", [stuck = unstick.get_future().share()] { stuck.wait(); });
   const MemoryStats held = alloc->stats();
   BOOST_TEST(held.allocated > 0u);
   std::thread host([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     release.set_value();
   });
-  // No free block: waits for the queue, then takes the reader's memory back.
+  // No free block: waits for the reader, then takes its memory back.
   Tensor again = Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
   host.join();
+  unstick.set_value();
   BOOST_TEST(again.data_ptr() == first);
   BOOST_TEST(alloc->stats().reserved == held.reserved);
   BOOST_TEST(alloc->stats().num_raw_allocs == 1u);
   // A task that does not finish (a collective whose peer is gone) is given
   // up on: the pool grows, and the comm watchdog's next wait is what names
-  // a stuck collective.
+  // a stuck collective. A short stall keeps the test short.
+  AllocatorPtr quick =
+      make_caching_allocator(Device::cpu(), {.queue_stall = std::chrono::milliseconds(200)});
   std::promise<void> never;
-  drop_held(never.get_future().share());
+  void* held_for_ever = drop_held(quick, never.get_future().share());
   auto grown = std::async(std::launch::async, [&] {
-    return Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), alloc, compute);
+    return Tensor::empty({3 * MiB}, DType::u8, Device::cpu(), quick, compute);
   });
   const bool returned = grown.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
   never.set_value();
   BOOST_TEST(returned, "an allocation waited for a stuck task");
-  BOOST_TEST(grown.get().data_ptr() != again.data_ptr());
-  BOOST_TEST(alloc->stats().num_raw_allocs == 3u);
+  BOOST_TEST(grown.get().data_ptr() != held_for_ever);
+  BOOST_TEST(quick->stats().num_raw_allocs == 2u);
   compute.get().synchronize();
 }
 
