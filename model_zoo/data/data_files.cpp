@@ -43,6 +43,9 @@ Tensor token_buffer(const std::string& path, std::int64_t count) {
 
 // Bytes [offset, offset + count * width) of `f` as `count` little-endian
 // unsigned tokens of `width` bytes into `out`; returns the largest token.
+// Tokens of one byte are text's, where a NUL byte is refused as it is read
+// (Note [Data file formats]): no text holds one, and a binary file (most
+// likely tokens without llm.c's header) would train a token a byte.
 std::int32_t read_tokens(const InputFile& f, const std::string& path, std::uint64_t offset,
                          std::int64_t count, int width, std::int32_t* out) {
   std::vector<std::uint8_t> chunk(kReadChunkBytes);
@@ -55,6 +58,12 @@ std::int32_t read_tokens(const InputFile& f, const std::string& path, std::uint6
     for (std::uint64_t i = 0; i < want; i += width) {
       std::int32_t t = chunk[i];
       if (width == 2) t |= std::int32_t{chunk[i + 1]} << 8;
+      ZRT_CHECK_ARG(width != 1 || t != 0, "data file ", path, " holds a NUL byte (at byte ",
+                    offset + done + i,
+                    "), which no text does, so it is not read as text, a token a byte. Tokens "
+                    "need llm.c's format: a .bin file, uint16 after a 1024-byte header; a "
+                    "headerless uint16 file (nanoGPT's train.bin) needs that header written "
+                    "before its tokens");
       *out++ = t;
       max_token = std::max(max_token, t);
     }
@@ -117,17 +126,6 @@ Dataset load_text_tokens(const std::string& path) {
   d.tokens = token_buffer(path, count);
   d.vocab_size = read_tokens(f, path, 0, count, 1, d.tokens.data<std::int32_t>()) + 1;
   d.source = path;
-  // No text holds NUL bytes (Note [Data file formats]): such a file is
-  // binary, most likely tokens without llm.c's header, and read as text it
-  // would train one token a byte without a word.
-  const std::int32_t* tokens = d.tokens.data<std::int32_t>();
-  const std::int32_t* nul = std::find(tokens, tokens + count, 0);
-  ZRT_CHECK_ARG(nul == tokens + count, "data file ", path, " holds a NUL byte (at byte ",
-                nul - tokens,
-                "), which no text does, so it is not read as text, a token a byte. "
-                "Tokens need llm.c's format: a .bin file, uint16 after a 1024-byte header; a "
-                "headerless uint16 file (nanoGPT's train.bin) needs that header written "
-                "before its tokens");
   return d;
 }
 

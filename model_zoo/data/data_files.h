@@ -12,7 +12,8 @@
 namespace zrt::model_zoo {
 
 // Any file read as bytes: one token per byte (vocab_size: its largest byte
-// plus one). Note [Data read in chunks].
+// plus one); a NUL byte, which no text holds, is refused (InvalidArgument
+// naming its place). Note [Data read in chunks].
 Dataset load_text_tokens(const std::string& path);
 
 // llm.c's token file: a header of 256 little-endian int32 (magic 20240520,
@@ -33,7 +34,7 @@ inline constexpr std::uintmax_t kMaxDataFileBytes = std::uintmax_t{1} << 31;
 std::uint64_t check_data_file(const std::string& path);
 
 // Note [Data file formats]: .bin (or llm.c's magic) → llm.c tokens,
-// .safetensors → rows, anything else → text bytes. The path must name a regular file (through links) of at most
+// .safetensors → rows, anything else → text bytes (no NUL byte). The path must name a regular file (through links) of at most
 // kMaxDataFileBytes: InvalidArgument naming it and what it is otherwise.
 Dataset load_dataset(const std::string& path);
 

@@ -28,8 +28,7 @@ std::int64_t sequence_start(std::int64_t step, std::int64_t j, std::int64_t batc
 }
 
 std::int64_t tail_never_a_target(std::int64_t seq_len, std::int64_t data_len) {
-  const std::int64_t span = data_len - seq_len;
-  return (span - 1) % std::gcd(seq_len, span);
+  return std::gcd(seq_len, data_len) - 1;  // starts step by the gcd, which divides len − T
 }
 
 Batch make_micro_batch(const Dataset& data, std::int64_t step, const BatchGeometry& g, int rank,

@@ -7,9 +7,10 @@
 // (0 ≤ j < B) starts at token ((s·B + j)·T) mod (len − T): inputs are the T
 // tokens from there, targets the T tokens one further; len − T is the number
 // of such windows. A file of N·T + 1 tokens (llm.c's layout) is read whole
-// in its first N sequences. Where T and len − T share a factor g, starts
-// are multiples of g and the last (len − T − 1) mod g tokens are never a
-// target (tail_never_a_target; zrt-train warns when that is 1% of the data). Row j of an mlp step
+// in its first N sequences. Where T and len share a factor, with g their
+// gcd (that of T and len − T), starts are multiples of g and the last g − 1
+// tokens are never a target (tail_never_a_target; zrt-train warns when that
+// is 1% of the data). Row j of an mlp step
 // is row (s·B + j) mod N. Rank r of W takes [r·B/W, (r+1)·B/W) and splits it
 // into M micro-batches of B/(W·M), in order. Every micro-batch's normaliser
 // is the global batch's target count (B·T or B), so summing the micro-batch

@@ -7,7 +7,7 @@ everywhere), a final LayerNorm and an LM head tied to the token embedding.
 Weights come from a safetensors file zrt wrote (`zrt-bench train --save-init`,
 Hugging Face GPT-2 names, Conv1D [in, out] matrices transposed into
 nn.Linear), tokens from `--save-data`; step s takes zrt's global batch (Note
-[Data order]: sequence j starts at token ((s·B + j)·T) mod (len − T − 1)), rank
+[Data order]: sequence j starts at token ((s·B + j)·T) mod (len − T)), rank
 r of R its slice [r·B/R, (r+1)·B/R). The optimisation is zrt-bench train's:
 AdamW (lr 3e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on ≥2-D
 parameters), gradients clipped to norm 1.0, linear warm-up of 5 steps then
