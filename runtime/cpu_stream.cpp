@@ -7,7 +7,7 @@
 namespace zrt {
 
 namespace {
-// Set on every CPU stream's thread: a task there never drains a stream.
+// Set on every CPU stream's thread: a task there never waits for a stream's tasks.
 thread_local bool serving_a_stream = false;
 }  // namespace
 

@@ -17,7 +17,6 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -577,7 +576,7 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
                    "with the token count reads every token\n",
                    static_cast<long long>(tail), o.data.empty() ? "embedded" : o.data.c_str(),
                    static_cast<long long>(config.seq_len), static_cast<long long>(data.size()),
-                   static_cast<long long>(std::gcd(config.seq_len, data.size())));
+                   static_cast<long long>(tail + 1));  // the factor: tail_never_a_target + 1
   }
   all_or_none(*world, [&] { trace.begin(); });  // one rank's unwritable file stops every rank
   const bool completed = train_steps(*world, trainer, o, checkpoints, reporter, trace);
