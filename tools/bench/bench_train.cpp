@@ -22,7 +22,7 @@
 // counts the kernels it queued, and the fraction of peak is taken against
 // the dense tensor-core (bf16/fp16) or plain fp32 figure of the device's
 // datasheet (Note [CUDA peak]) unless --peak-gflops/--peak-tflops gives one.
-// A build without CUDA refuses --device cuda as a usage error (exit 2).
+// A build without CUDA refuses --device cuda (exit 2, a bad command line).
 //
 // --prefetch 0,1,2 times each prefetch depth side by side, alternating over
 // --rounds rounds (a fresh model each time, so each starts alike), with each
@@ -235,10 +235,9 @@ Options parse(int argc, char** argv) {
                 "'");
 #ifndef ZRT_WITH_CUDA
   if (t.device == "cuda")
-    throw UsageError(
-        "--device cuda: this build of zrt has no CUDA support (configure with "
-        "-DZRT_CUDA=ON)",
-        __FILE__, __LINE__);
+    ZRT_THROW(
+        InvalidArgument,
+        "--device cuda: this build of zrt has no CUDA support (configure with -DZRT_CUDA=ON)");
 #endif
   ZRT_CHECK_ARG(t.device == "cpu" || cuda_device_count() > 0,
                 "--device cuda, but no CUDA device is usable here");

@@ -60,11 +60,9 @@ OptionParser& OptionParser::value(std::string name, Device& target) {
       [&target, name](const std::string& v) {
         target = Device::parse(v);
 #ifndef ZRT_WITH_CUDA
-        if (target.is_cuda())  // a command line this build cannot run, not a failure
-          throw UsageError(name + " " + v +
-                               ": this build of zrt has no CUDA support (configure with "
-                               "-DZRT_CUDA=ON)",
-                           __FILE__, __LINE__);
+        if (target.is_cuda())
+          ZRT_THROW(InvalidArgument, name, " ", v,
+                    ": this build of zrt has no CUDA support (configure with -DZRT_CUDA=ON)");
 #endif
         ZRT_CHECK_ARG(!target.is_cuda() || cuda_device_count() > target.index, name, " ", v,
                       ", but no such CUDA device is usable here (", cuda_device_count(), " found)");

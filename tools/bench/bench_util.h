@@ -18,17 +18,9 @@ class App;
 
 namespace zrt::bench {
 
-// A command line this build cannot run, however its values are spelt (e.g.
-// --device cuda without CUDA): zrt-bench exits 2 on it, as on an unknown
-// suite, where other errors exit 1.
-class UsageError : public InvalidArgument {
- public:
-  using InvalidArgument::InvalidArgument;
-};
-
 // A suite's command line, parsed by CLI11 like zrt-train's: "--name value"
 // options and "--name" switches. An unknown option, a missing or malformed
-// value throws InvalidArgument naming it after `who` ("kernels: ..."); --help
+// value throws InvalidArgument naming it after `who` ("ops: ..."); --help
 // prints the options (after `usage`) and exits 0.
 class OptionParser {
  public:

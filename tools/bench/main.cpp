@@ -13,6 +13,7 @@
 #include "tools/common/environment.h"
 #include "tools/common/report_error.h"
 #include "zrt/kernels/cpu_blas/cpu_gemm.h"
+#include "zrt/runtime/error.h"
 
 namespace {
 
@@ -57,8 +58,8 @@ int main(int argc, char** argv) {
         // Before any thread: Note [OpenBLAS loaded on first use].
         (void)zrt::kernels::cpu_gemm();
         return s.run(argc - 1, argv + 1);
-      } catch (const zrt::bench::UsageError& e) {
-        zrt::tools::report_error(program, e, "usage error");
+      } catch (const zrt::InvalidArgument& e) {  // a bad command line, as zrt-train's
+        zrt::tools::report_error(program, e);
         return 2;
       } catch (const std::exception& e) {
         zrt::tools::report_error(program, e);
