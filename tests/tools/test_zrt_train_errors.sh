@@ -122,6 +122,10 @@ expect_usage "an lr past a double's range" "--lr: out of range \(got 1e400; a nu
 expect_usage "an lr below a double's range" "--lr: out of range \(got 1e-400; a nonzero number's magnitude is at least" --lr 1e-400
 expect_usage "a model past 2^48 parameters" "--n-layer, --n-embd, --vocab-size and --block-size make about .* parameters, more than 2\^48" --n-embd 2147483647 --n-head 1
 "$train" --steps 1 --lr 1e-310 > /dev/null 2>&1 || { echo "FAIL a subnormal --lr 1e-310 was refused"; failures=$((failures + 1)); }
+# -0 is 0: the log does not print a negative learning rate.
+out=$("$train" --steps 1 --lr -0 2>&1)
+grep -q "  lr 0.00e+00  " <<<"$out" && echo "ok   --lr -0 trains at lr 0" ||
+  { echo "FAIL --lr -0: $out"; failures=$((failures + 1)); }
 # A weight decay that wipes the weights out: warned, and a divergence names it.
 out=$("$train" --steps 5 --weight-decay 1e308 --max-skipped-steps 0 2>&1)
 if grep -q "warning: --weight-decay 1e+308 at --lr 0.003 takes .* of each matrix off it every step" <<<"$out" &&

@@ -173,7 +173,9 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
             return ok(x) ? std::string("is out of range for a whole number (got ") + v + ")"
                          : std::string(rule) + " (got " + v + ")";
         }
-        return ok(x) ? std::string() : std::string(rule) + " (got " + v + ")";
+        if (!ok(x)) return std::string(rule) + " (got " + v + ")";
+        if (x == 0) v = "0";  // -0 too (where added by transform): no "lr -0.00e+00"
+        return std::string();
       },
       name);
 }
@@ -181,7 +183,8 @@ const CLI::Validator kPositive = number_rule([](double x) { return x > 0; }, "mu
                                              "a positive number", "POSITIVE");
 const CLI::Validator kNonNegative = number_rule([](double x) { return x >= 0; },
                                                 "must not be negative", "a number", "NON-NEGATIVE");
-// The same for a flag of a real number, where 1e20 written out is a value.
+// The same for a flag of a real number, where 1e20 written out is a value;
+// added by transform, so that -0 is read as 0.
 const CLI::Validator kNonNegativeReal = number_rule(
     [](double x) { return x >= 0; }, "must not be negative", "a number", "NON-NEGATIVE", false);
 
@@ -535,10 +538,10 @@ void add_schedule_flags(CLI::App& app, TrainOptions& o) {
       ->check(tools::whole_number(1, 2147483647));
   app.add_option("--seq-len", t.seq_len, "gpt: tokens per sequence")
       ->check(tools::whole_number(1, 2147483647));
-  app.add_option("--lr", t.schedule.max_lr, "peak learning rate")->check(kNonNegativeReal);
+  app.add_option("--lr", t.schedule.max_lr, "peak learning rate")->transform(kNonNegativeReal);
   app.add_option("--min-lr", t.schedule.min_lr,
                  "learning rate at the end of the cosine decay (default: --lr / 10)")
-      ->check(kNonNegativeReal);
+      ->transform(kNonNegativeReal);
   app.add_option("--warmup", t.schedule.warmup_steps,
                  "linear warm-up steps (default: 5, or --steps if fewer)")
       ->check(kNonNegative);
