@@ -31,6 +31,7 @@
 #include "tools/train/preflight.h"
 #include "tools/train/run_directory.h"
 #include "tools/train/run_flags.h"
+#include "tools/train/setup_notice.h"
 #include "tools/train/trace_stream.h"
 #include "tools/train/train_options.h"
 #include "tools/train/train_setup.h"
@@ -514,7 +515,7 @@ void finish(Communicator& world, model_zoo::Trainer& trainer, const TrainOptions
 
 // One rank's run: agree across ranks, set up, train, finish.
 void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int local_rank,
-         const model_zoo::Dataset* shared_data, std::mutex& io) {
+         const model_zoo::Dataset* shared_data, std::mutex& io, SetupNotice& notice) {
   TrainerConfig config = trainer_config(o, local_rank);
   config.host_comm = host;  // a background save's agreements beside an NCCL world
   if (!o.trace.empty()) config.engine.zero.tracer = std::make_shared<Tracer>(world->rank());
@@ -529,11 +530,17 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
       run_lock.emplace(o.checkpoint_dir, "--checkpoint-dir", "zrt-train");
   });
   if (!o.checkpoint_dir.empty()) check_checkpoint_dir_shared(*world, o.checkpoint_dir);
+  if (lead)
+    notice.phase("building the model on " + std::to_string(world->size()) + " rank(s)" +
+                 (o.trainer.init_from.empty() ? ", drawing its weights"
+                                              : ", reading --init-from " + o.trainer.init_from));
   model_zoo::Trainer trainer = make_trainer(world, o, config, shared_data);
+  if (lead && o.resume) notice.phase("resuming from a checkpoint");
   const bool resumed = resume_if_asked(*world, trainer, o, io);
   Checkpointer checkpoints(trainer, o, lead, io);
   StepReporter reporter(o, lead, resumed, trainer.next_step(), world->size(), io);
   if (lead) {
+    notice.done();
     std::lock_guard lock(io);
     // A preset whose dimensions flags changed says what it became.
     std::string dims;
@@ -611,13 +618,19 @@ int main(int argc, char** argv) {
     // Before any thread: Note [OpenBLAS loaded on first use].
     (void)kernels::cpu_gemm();
     tools::install_stop_handlers(train::on_stop_signal, train::on_broken_pipe);
+    // Note [A slow start says so]: the lead process says what a long setup does.
+    train::SetupNotice notice(stdout, io, o.ranks > 0 || detect_launch().rank == 0);
     const train::ModelSize size = train::model_size(o);
     train::check_memory_floor(o, size);
+    notice.phase("checking that the run fits in memory (the dry steps of --plan)");
     train::check_plan_fits_memory(o);
     train::check_free_space(train::planned_outputs(o, size));
     // Note [One data set per process]: local ranks share one, read-only.
     std::optional<model_zoo::Dataset> shared_data;
-    if (o.ranks > 0) shared_data = train::load_data(o, train::trainer_config(o, 0));
+    if (o.ranks > 0) {
+      notice.phase("reading the data set" + (o.data.empty() ? std::string() : " " + o.data));
+      shared_data = train::load_data(o, train::trainer_config(o, 0));
+    }
     struct FlightDirCleanup {  // after the ranks, however they end
       const train::TrainOptions& options;
       ~FlightDirCleanup() { train::remove_process_flight_dir(options); }
@@ -627,7 +640,8 @@ int main(int argc, char** argv) {
         [&](const CommPtr& world, int local_rank, const CommPtr& host) {
           train::forget_flight_record(o, world->rank());
           try {
-            train::run(world, host, o, local_rank, shared_data ? &*shared_data : nullptr, io);
+            train::run(world, host, o, local_rank, shared_data ? &*shared_data : nullptr, io,
+                       notice);
           } catch (const CommError& e) {
             // A peer may be stopped or gone: finalising MPI would wait for it
             // forever. The error, the flight recorder's report (Note [Flight
