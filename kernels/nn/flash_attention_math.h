@@ -525,7 +525,8 @@ ZRT_HD void flash_forward_block(const Block& blk, Warps& warps, const AttentionD
         ZRT_FLASH_UNROLL
         for (int x = 0; x < 2; ++x) {
           const float m_new = ln.st.m[x] > mx[i][x] ? ln.st.m[x] : mx[i][x];
-          // A row with every key masked so far (a row past T) keeps 0s.
+          // A row with every key masked so far keeps 0s, not exp(-inf - -inf)
+          // (a guard: a causal walk's first tile gives each row key 0).
           const float m_use = m_new == -INFINITY ? 0.0f : m_new;
           alpha[x] = exp_(ln.st.m[x] - m_use);
           ln.st.m[x] = m_new;
