@@ -135,8 +135,17 @@ std::string write_snapshot(Communicator& comm, const CheckpointSnapshot& s) {
   const std::string what = "saving checkpoint " + step_dir(options.root, s.next_step);
   const std::string tmp = step_tmp_dir(options.root, s.next_step);
 
+  // Rank 0's step and root, which every rank must share (Note [Ranks agree on checkpoints]).
+  const std::string given0 =
+      exchange_texts(comm, std::to_string(s.next_step) + "\n" + options.root).front();
+  const std::string step0 = given0.substr(0, given0.find('\n'));
+  const std::string root0 = given0.substr(given0.find('\n') + 1);
+
   // A snapshot that failed fails the first agreement, before any file exists.
   std::string error = s.error;
+  if (error.empty() && std::to_string(s.next_step) != step0)
+    error = "this rank saves step " + std::to_string(s.next_step) + " and rank 0 step " + step0 +
+            ": every rank must pass the same next_step";
   if (error.empty() && rank == 0) error = error_of([&] { begin_step(options.root, s.next_step); });
   agree(comm, error, what);
 
@@ -144,6 +153,14 @@ std::string write_snapshot(Communicator& comm, const CheckpointSnapshot& s) {
   error = error_of([&] {
     if (options.before_write) options.before_write(rank);
     if (!s.writes_file) return;
+    // Rank 0 made it: missing here, this rank's root is another directory.
+    ZRT_CHECK_AS(CheckpointError, fs::is_directory(tmp), "the step's directory ",
+                 step_tmp_dir(root0, s.next_step), " that rank 0 made is not at ", tmp,
+                 options.root == root0
+                     ? ": the ranks do not share the checkpoint root's filesystem (a directory "
+                       "local to each machine?); save to a directory every rank sees"
+                     : " (this rank's root is " + options.root + ", rank 0's " + root0 +
+                           "): every rank must save under the same root");
     record.file = rank_file_name(rank);
     write_rank_file((fs::path(tmp) / record.file).string(), s.tensors, record);
   });

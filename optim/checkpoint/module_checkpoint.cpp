@@ -7,6 +7,7 @@
 #include "zrt/optim/checkpoint/checkpoint_agreement.h"
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/checkpoint_snapshot.h"
+#include "zrt/optim/checkpoint/checksum.h"
 
 namespace zrt::optim {
 
@@ -85,8 +86,11 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
   std::vector<std::vector<Tensor>> staged(handles.size());
   TrainingState state;
   std::string run;
+  std::string identity;  // the index's digest, then its step directory
   std::string error = error_of([&] {
     CheckpointReader reader(path);
+    const std::string index = index_to_json(reader.index());
+    identity = checksum_hex(xxh64(index.data(), index.size())) + reader.step_dir();
     check_same_model(module, reader);
     // Shards saved under this very layout are read whole, on a few threads.
     std::vector<std::optional<std::size_t>> same(handles.size());
@@ -130,6 +134,14 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     }
   });
   agree(world, error, "loading checkpoint " + path);
+  // One checkpoint on every rank, or its byte-identical copies: shards of
+  // two would make one model of both, without a word.
+  const std::vector<std::string> identities = exchange_texts(world, identity);
+  for (std::size_t r = 1; r < identities.size(); ++r)
+    ZRT_CHECK_AS(CheckpointError, identities[r].substr(0, 16) == identities[0].substr(0, 16),
+                 "loading checkpoint ", path, ": the ranks read different checkpoints, ",
+                 identities[0].substr(16), " on rank 0 and ", identities[r].substr(16), " on rank ",
+                 r, "; every rank must load the same one (a copy of it will do)");
 
   ZeroAdamW& opt = module.optimizer();
   // Moments on disk are written here, which can fail on one rank: every rank learns of it.

@@ -12,6 +12,11 @@
 // failed save leaves no step directory behind. A load stages everything on
 // the host first and changes live state only after every rank agreed that
 // its staging succeeded: a bad checkpoint leaves the module untouched.
+// The ranks must name one checkpoint: a load compares the digests of the
+// indexes the ranks read (a byte-identical copy of the step passes), and a
+// save refuses a step number other than rank 0's and names a root other
+// than rank 0's where rank 0's step directory is not found under it, since
+// shards of two checkpoints would make one model of both without a word.
 #pragma once
 
 #include <cstdint>

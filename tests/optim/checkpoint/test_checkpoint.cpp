@@ -14,6 +14,7 @@
 #include "zrt/optim/checkpoint/checkpoint_reader.h"
 #include "zrt/optim/checkpoint/checkpoint_writer.h"
 #include "zrt/optim/checkpoint/durable_files.h"
+#include "zrt/optim/checkpoint/module_checkpoint.h"
 #include "zrt/runtime/comm/local_comm.h"
 
 using namespace zrt;
@@ -405,6 +406,71 @@ BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
   BOOST_CHECK_EQUAL(zrt::optim::resolve_checkpoint(dir.str()), (dir.path / "step-000004").string());
   BOOST_CHECK(!fs::exists(dir.path / "step-000009.tmp"));
   BOOST_CHECK(!fs::exists(dir.path / "latest.tmp"));
+}
+
+// Note [Ranks agree on checkpoints]: every rank loads one checkpoint (or a
+// copy of it) and saves one step under one root; two checkpoints' shards
+// would make one model of both without a word.
+BOOST_AUTO_TEST_CASE(the_ranks_load_and_save_one_checkpoint) {
+  TempDir dir;
+  const std::string a = (dir.path / "a").string(), b = (dir.path / "b").string();
+  const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
+  on_ranks(2, [&](const CommPtr& world) {
+    auto t = tiny_trainer(world, s);
+    TrainOutput o;
+    for (int step = 1; step <= 2; ++step) {
+      train_until(*t, step, o);
+      t->save_checkpoint(zrt::optim::checkpoint_into(a));
+    }
+    return o;
+  });
+  fs::create_directories(b);
+  fs::copy(fs::path(a) / "step-000001", fs::path(b) / "step-000001", fs::copy_options::recursive);
+  const std::string a1 = (fs::path(a) / "step-000001").string();
+  const std::string a2 = (fs::path(a) / "step-000002").string();
+  const std::string b1 = (fs::path(b) / "step-000001").string();
+  // Each rank's error of `fn` ("" where it returned).
+  auto errors_of = [&](const std::function<void(model_zoo::Trainer&, int rank)>& fn) {
+    const auto errors = std::make_shared<std::vector<std::string>>(2);
+    on_ranks(2, [&](const CommPtr& world) {
+      auto t = tiny_trainer(world, s);
+      try {
+        fn(*t, world->rank());
+      } catch (const CheckpointError& e) {
+        (*errors)[world->rank()] = e.what();
+      }
+      return TrainOutput{};
+    });
+    return *errors;
+  };
+  // A copy of the same step loads; two steps of one run do not.
+  std::vector<std::string> errors =
+      errors_of([&](model_zoo::Trainer& t, int rank) { t.resume(rank == 0 ? a1 : b1); });
+  BOOST_CHECK_MESSAGE(errors[0].empty() && errors[1].empty(), errors[0] << errors[1]);
+  errors = errors_of([&](model_zoo::Trainer& t, int rank) { t.resume(rank == 0 ? a1 : a2); });
+  for (int r = 0; r < 2; ++r)
+    BOOST_CHECK_MESSAGE(errors[r].find("the ranks read different checkpoints, " + a1 +
+                                       " on rank 0 and " + a2 + " on rank 1") != std::string::npos,
+                        "rank " << r << ": " << errors[r]);
+  // A save under another root, or of another step, is named as such.
+  errors = errors_of([&](model_zoo::Trainer& t, int rank) {
+    t.save_checkpoint(zrt::optim::checkpoint_into(rank == 0 ? a : (dir.path / "c").string()));
+  });
+  BOOST_CHECK_MESSAGE(
+      errors[0].find("failed on rank 1: the step's directory " + a +
+                     "/step-000000.tmp that rank 0 made is not at ") != std::string::npos &&
+          errors[0].find("every rank must save under the same root") != std::string::npos,
+      errors[0]);
+  errors = errors_of([&](model_zoo::Trainer& t, int rank) {
+    zrt::optim::save_checkpoint(t.engine().module(), 5 + rank, zrt::optim::checkpoint_into(a));
+  });
+  BOOST_CHECK_MESSAGE(
+      errors[0].find("failed on rank 1: this rank saves step 6 and rank 0 step 5: "
+                     "every rank must pass the same next_step") != std::string::npos,
+      errors[0]);
+  BOOST_CHECK(!fs::exists(fs::path(a) / "step-000005"));
+  BOOST_CHECK(!fs::exists(fs::path(a) / "step-000000"));
+  BOOST_CHECK(!fs::exists(dir.path / "c" / "step-000000"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
