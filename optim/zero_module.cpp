@@ -204,6 +204,14 @@ ZeroModule::~ZeroModule() {
     report_in_destructor("ZeroModule", e);
   }
   for (const Tie& tie : ties_) free_storage(tie.grad);  // a view of one may be kept too
+  // Views of param_views kept past the module read freed storage: their
+  // message says whose (the caller's thread alone holds them by now).
+  for (const auto& h : handles_) {
+    const std::string note = "belongs to a ZeroModule that was destroyed (unit '" + h->name() +
+                             "'): bind the layer to the param_views of the module it runs in";
+    h->param(0).storage().set_freed_note(note);
+    h->grad(0).storage().set_freed_note(note);
+  }
 }
 
 void ZeroModule::synchronize() const {
@@ -511,11 +519,10 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
   const FlatParamHandle& h = *handles_.back();
   // A layer bound to param_views and run outside the unit's scopes reads a
   // freed view: its message says where the memory is (Note [Freed storage]).
-  const std::string of_unit = " of unit '" + name + "'";
   const std::string grad_note =
       "has no memory outside its unit's backward scope: call the layer's backward inside "
-      "m.backward(unit)" +
-      of_unit;
+      "m.backward(unit) of unit '" +
+      name + "', m the ZeroModule whose param_views gave the layer this view";
   // A tied parameter is also used in the scopes of its users' units.
   auto set_param_note = [&](std::size_t owner) {
     const std::string users = tie_users(owner);
@@ -523,7 +530,8 @@ ZeroModule::Unit ZeroModule::add_unit(const std::string& name,
         "has no memory outside its unit's scope: call the layer inside m.forward(unit) or "
         "m.backward(unit) of unit '" +
         handles_[owner]->name() + "'" +
-        (users.empty() ? "" : " (or of a unit that uses it tied: " + users + ")"));
+        (users.empty() ? "" : " (or of a unit that uses it tied: " + users + ")") +
+        ", m the ZeroModule whose param_views gave the layer this view");
   };
   h.grad(0).storage().set_freed_note(grad_note);
   unsynced_.push_back(0);

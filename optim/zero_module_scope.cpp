@@ -41,11 +41,17 @@ ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bo
                                         : " (its own, or one of a unit that uses its parameters: " +
                                               module_->tie_users(unit_) + ")");
   // A second sync would replace the gradient the first one reduced.
+  // After a backward ended by an exception (Note [A failed backward skips
+  // the step]) the retry is the mistake's likely cause.
   ZRT_CHECK_CALL(!backward_ || !module_->synced_[unit_], "ZeroModule: unit '", handle_->name(),
                  "' already synced its gradient this step; a second backward(unit, true) would "
-                 "replace it: pass sync=false to every backward of the unit in a step but the "
-                 "last (after an optimizer().step() of your own, call discard_gradients() "
-                 "first)");
+                 "replace it: ",
+                 module_->failed_[unit_]
+                     ? "its backward this step ended by an exception; to redo the micro-batch, "
+                       "call discard_gradients() first (step() now skips the step)"
+                     : "pass sync=false to every backward of the unit in a step but the last "
+                       "(after an optimizer().step() of your own, call discard_gradients() "
+                       "first)");
   try {
     module_->open_ties(unit_, backward_, &opened_owners_, &open_owners_);
     if (backward_)

@@ -206,6 +206,18 @@ BOOST_AUTO_TEST_CASE(a_backward_ended_by_an_exception_skips_the_step_everywhere)
       if (world->rank() == 0) throw std::runtime_error("the caller's layer failed");
     } catch (const std::runtime_error&) {
     }
+    // A retry of the micro-batch is told how, where the exception was.
+    std::string retry;
+    try {
+      auto scope = module.backward(unit);
+    } catch (const InvalidState& e) {
+      retry = e.what();
+    }
+    ZRT_EXPECT(
+        retry.find(world->rank() == 0 ? "its backward this step ended by an exception; to redo the "
+                                        "micro-batch, call discard_gradients() first"
+                                      : "pass sync=false to every backward") != std::string::npos,
+        "rank ", world->rank(), ": '", retry, "'");
     const auto skipped = module.step(1e-2);
     ZRT_EXPECT(skipped.skipped, "rank ", world->rank(),
                ": the step on a partial gradient was taken");
@@ -1044,6 +1056,25 @@ BOOST_AUTO_TEST_CASE(a_scope_left_open_outlives_its_module_safely) {
       kept = Tensor();
       scope.reset();
     });
+}
+
+// Views from param_views kept past their module say whose they were, even
+// read inside a scope of another module's unit of the same name.
+BOOST_AUTO_TEST_CASE(a_view_of_a_destroyed_module_says_so) {
+  const CommPtr world = make_local_world(1).front();
+  std::mt19937 rng(test::test_seed("zero_module/a_view_of_a_destroyed_module_says_so"));
+  optim::ZeroModule::ParamViews kept;
+  {
+    optim::ZeroModule module(world);
+    kept = module.param_views(module.add_unit("fc", unit_params(rng)), "weight");
+  }
+  optim::ZeroModule other(world);
+  auto scope = other.forward(other.add_unit("fc", unit_params(rng)));
+  for (const Tensor& view : {kept.param, kept.grad})
+    test::expect_throw<InvalidState>(
+        [&] { view.to_doubles(); },
+        "belongs to a ZeroModule that was destroyed (unit 'fc'): bind the layer to the "
+        "param_views of the module it runs in");
 }
 
 // A unit name or a full parameter name given twice is refused, naming it:

@@ -110,7 +110,8 @@ BOOST_AUTO_TEST_CASE(a_layer_outside_its_units_scope_is_told_where_to_run) {
       message_of<InvalidState>([&] { fc1.layer.forward(x); });  // no scope open
   BOOST_TEST(outside ==
              "gemm: fc1.bias[1, 64] f32 cpu has no memory outside its unit's scope: call "
-             "the layer inside m.forward(unit) or m.backward(unit) of unit 'fc1'");
+             "the layer inside m.forward(unit) or m.backward(unit) of unit 'fc1', m the "
+             "ZeroModule whose param_views gave the layer this view");
   { auto s = fc1.m.forward(fc1.unit); }
   BOOST_TEST(message_of<InvalidState>([&] { fc1.layer.forward(x); }) == outside);  // after one
 
@@ -121,7 +122,8 @@ BOOST_AUTO_TEST_CASE(a_layer_outside_its_units_scope_is_told_where_to_run) {
     fc1.layer.forward(x);
     BOOST_TEST(message_of<InvalidState>([&] { fc1.layer.backward(dy, GradMode::accumulate); }) ==
                "gemm: fc1.weight.grad[64, 20] f32 cpu has no memory outside its unit's backward "
-               "scope: call the layer's backward inside m.backward(unit) of unit 'fc1'");
+               "scope: call the layer's backward inside m.backward(unit) of unit 'fc1', m the "
+               "ZeroModule whose param_views gave the layer this view");
   }
   {
     auto s = fc1.m.backward(fc1.unit);
