@@ -185,6 +185,10 @@ World init_world(std::chrono::milliseconds timeout, std::optional<Device> device
     // NCCL unique id, and the world is NCCL on the local rank's device.
     ZRT_CHECK_ARG(w.launch.master_port > 0, "init_world: a torchrun-style launch of ",
                   w.launch.size, " ranks needs MASTER_PORT (and MASTER_ADDR)");
+    // Said before any rendezvous, not as the CUDA error of the first device call.
+    ZRT_CHECK_ARG(cuda_device_count() > 0, "a torchrun-style launch of ", w.launch.size,
+                  " ranks (RANK, WORLD_SIZE, MASTER_ADDR set) has an NCCL world on the GPUs, "
+                  "but no CUDA device is usable here: cpu ranks launch with mpirun or srun (MPI)");
     TcpRendezvous rendezvous(w.launch.master_addr, w.launch.master_port, w.launch.rank,
                              w.launch.size, timeout);
     w.comm = nccl_world(

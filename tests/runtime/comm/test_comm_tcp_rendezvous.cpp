@@ -12,6 +12,7 @@
 
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/comm/tcp_rendezvous.h"
+#include "zrt/runtime/device.h"
 
 using namespace zrt;
 using namespace std::chrono_literals;
@@ -176,7 +177,24 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_named) {
                         [](const CommError& e) { return message_has(e, "cannot listen"); });
 }
 
-#ifndef ZRT_WITH_NCCL
+#ifdef ZRT_WITH_NCCL
+// A build with NCCL on a machine without a usable GPU: the launch is named,
+// not the CUDA error of the first device call.
+BOOST_AUTO_TEST_CASE(torchrun_launch_without_a_gpu_names_the_launch) {
+  if (cuda_device_count() > 0) return;  // the launch would rendezvous for real
+  ::setenv("RANK", "0", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  BOOST_CHECK_EXCEPTION(init_world(200ms), InvalidArgument, [](const InvalidArgument& e) {
+    return message_has(e,
+                       "a torchrun-style launch of 2 ranks (RANK, WORLD_SIZE, MASTER_ADDR "
+                       "set) has an NCCL world on the GPUs, but no CUDA device is usable "
+                       "here: cpu ranks launch with mpirun or srun");
+  });
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
+}
+#else
 BOOST_AUTO_TEST_CASE(torchrun_launch_without_nccl_is_a_typed_error) {
   // This test process owns its environment; the variables are removed again.
   ::setenv("RANK", "0", 1);
