@@ -36,7 +36,10 @@ EmbeddingDims embedding_dims(const char* op, const Tensor& ids, const Tensor& wt
   if (wpe) {
     check_nn_floats(op, {wte, *wpe, act});
     ZRT_CHECK_ARG(wpe->dim() == 2 && wpe->size(1) == d.channels && wpe->size(0) >= d.seq, op, ": ",
-                  wpe->str(), " must be [P, ", d.channels, "] with P >= ", d.seq);
+                  wpe->str(), " must be [P, ", d.channels, "] with P >= ", d.seq,
+                  ", the sequence length of ", ids.str(),
+                  " (a position table of P rows holds "
+                  "sequences of up to P tokens)");
     d.positions = wpe->size(0);
   } else {
     check_nn_floats(op, {wte, act});

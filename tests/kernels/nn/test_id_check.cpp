@@ -105,6 +105,15 @@ BOOST_AUTO_TEST_CASE(flag_arguments) {
   const Tensor bad_flag = Tensor::zeros({kIdFlagWords}, DType::i32);
   BOOST_CHECK_EXCEPTION(embedding_forward(ids, wte, nullptr, out, {}, &bad_flag), InvalidArgument,
                         [](const InvalidArgument& e) { return says(e, "id flag"); });
+  // Positions for fewer tokens than a sequence holds: the message says whose length.
+  const Tensor wpe = Tensor::full({2, 2}, 1.0, DType::f32);
+  BOOST_CHECK_EXCEPTION(embedding_forward(ids, wte, &wpe, out), InvalidArgument,
+                        [](const InvalidArgument& e) {
+                          return says(e, "with P >= 3, the sequence length of ") &&
+                                 says(e,
+                                      "(a position table of P rows holds sequences of up to P "
+                                      "tokens)");
+                        });
 }
 
 BOOST_AUTO_TEST_CASE(cpu_embedding_with_flag) {
