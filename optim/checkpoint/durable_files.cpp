@@ -231,7 +231,9 @@ void publish_latest(const std::string& root, std::int64_t step) {
 
 void prune_steps(const std::string& root, int keep_last) {
   if (keep_last <= 0) return;
-  const std::vector<std::int64_t> steps = complete_steps(root);
+  // Checkpoints only: a step-N without an index is none of ours (a user's
+  // directory of that name), neither counted nor removed.
+  const std::vector<std::int64_t> steps = indexed_steps(root);
   std::optional<std::int64_t> latest;
   try {
     latest = parse_step_dir_name(fs::path(resolve_checkpoint(root)).filename().string());

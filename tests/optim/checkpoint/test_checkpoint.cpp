@@ -392,6 +392,9 @@ BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
   TempDir dir;
   fs::create_directories(dir.path / "step-000009.tmp");  // a killed save's leftovers
   std::ofstream(dir.path / "latest.tmp") << "step-000009\n";
+  // A user's directory named like a step, without an index: not a checkpoint.
+  fs::create_directories(dir.path / "step-000000");
+  std::ofstream(dir.path / "step-000000" / "notes.txt") << "mine\n";
   const TrainSetup s = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   on_ranks(2, [&](const CommPtr& world) {
     auto t = tiny_trainer(world, s);
@@ -402,7 +405,8 @@ BOOST_AUTO_TEST_CASE(keep_last_prunes_after_the_new_step_is_complete) {
     }
     return o;
   });
-  BOOST_CHECK(zrt::optim::complete_steps(dir.str()) == (std::vector<std::int64_t>{3, 4}));
+  BOOST_CHECK(zrt::optim::indexed_steps(dir.str()) == (std::vector<std::int64_t>{3, 4}));
+  BOOST_CHECK(fs::exists(dir.path / "step-000000" / "notes.txt"));
   BOOST_CHECK_EQUAL(zrt::optim::resolve_checkpoint(dir.str()), (dir.path / "step-000004").string());
   BOOST_CHECK(!fs::exists(dir.path / "step-000009.tmp"));
   BOOST_CHECK(!fs::exists(dir.path / "latest.tmp"));
