@@ -70,6 +70,9 @@ grep -q "the largest rank reserves [0-9.]* MiB, above --memory-limit 1.0 KiB: th
   echo "ok   --plan under a 1 KiB limit: $(grep -m1 "above --memory-limit" <<<"$out")" ||
   { echo "FAIL --plan under a 1 KiB limit: $out"; failures=$((failures + 1)); }
 expect_error "a run under a 1 KiB limit" "does not fit in --memory-limit 1.0 KiB: its plan reserves [0-9.]* MiB" --memory-limit 1KiB
+# CPU streams other than the limit's default say where they came from.
+ZRT_CPU_STREAMS=all expect_error "a limit under ZRT_CPU_STREAMS=all" "its CPU streams are 'all' \(ZRT_CPU_STREAMS\), which hold more than none, --memory-limit's default" --memory-limit 1KiB
+expect_error "a limit under --cpu-streams comm" "its CPU streams are 'comm' \(--cpu-streams\)" --memory-limit 1KiB --cpu-streams comm
 expect_error "a bad fit-host" "--fit-host: '12parsecs': unknown unit 'parsecs'" --plan --fit 1GiB --fit-host 12parsecs
 expect_error "init file with missing keys" "h\.1\..*missing|missing.*h\.1\." --init-from "$dir/shallow.safetensors"
 expect_error "init file of another model" "layers\.0" --init-from "$dir/mlp.safetensors"

@@ -8,6 +8,7 @@
 
 #include "tools/train/train_setup.h"
 #include "zrt/model_zoo/trainer/memory_plan.h"
+#include "zrt/optim/zero_module.h"
 #include "zrt/runtime/comm/launched_world.h"
 
 namespace zrt::train {
@@ -222,11 +223,21 @@ void check_plan_fits_memory(const TrainOptions& o) {
   }
   const std::size_t reserved = plan.largest().reserved_peak;
   const std::string budget = pasteable_bytes(limit);
+  // CPU streams other than --memory-limit's default came from a flag or the
+  // environment (train_options.cpp): a refusal says which.
+  const optim::CpuStreams streams =
+      config.engine.zero.cpu_streams.value_or(optim::default_cpu_streams());
+  const std::string streams_note =
+      !cpu || streams == optim::CpuStreams::none
+          ? std::string()
+          : std::string("; its CPU streams are '") + optim::cpu_streams_name(streams) + "' (" +
+                (config.engine.zero.cpu_streams ? "--cpu-streams" : "ZRT_CPU_STREAMS") +
+                "), which hold more than none, --memory-limit's default";
   ZRT_CHECK_AS(ResourceError, limit == 0 || reserved <= limit,
                "this run does not fit in --memory-limit ", human_bytes(static_cast<double>(limit)),
                ": its plan reserves ", human_bytes(static_cast<double>(reserved)), " on rank ",
                plan.largest().rank, " (the same flags with --plan --fit ", budget,
-               " list the strategies, recomputation and optimizer offload that fit)");
+               " list the strategies, recomputation and optimizer offload that fit)", streams_note);
   // CPU ranks hold all of it in this machine's memory, which its ranks
   // share: the local ranks (with one data set, Note [One data set per
   // process]), or each launched process's one rank (and data set).

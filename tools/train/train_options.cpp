@@ -595,7 +595,8 @@ void add_precision_flags(CLI::App& app, TrainOptions& o) {
          "--cpu-streams",
          [&zero](const std::string& v) { zero.cpu_streams = optim::parse_cpu_streams(v); },
          "on cpu: none (all on the rank's thread), comm (collectives on a thread of their own, "
-         "overlapping compute; the default, or ZRT_CPU_STREAMS; none with --memory-limit), all "
+         "overlapping compute; the default, or ZRT_CPU_STREAMS; none with --memory-limit unless "
+         "ZRT_CPU_STREAMS is set), all "
          "(compute asynchronous too)")
       ->check(CLI::IsMember({"none", "comm", "all"}));
 }
