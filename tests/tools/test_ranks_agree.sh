@@ -81,10 +81,13 @@ expect_disagreement "--offload-grads on one rank only" "--offload-grads: rank 0 
 expect_disagreement "different --init-from contents" "--init-from \\(contents\\): rank 0 has \"[0-9]+ bytes" \
   --init-from "$dir/w1.safetensors" -- --init-from "$dir/w2.safetensors"
 # Two checkpoints of the same step (other seeds): each rank resuming its own would train a mix.
-"$train" "${base[@]}" --steps 2 --seq-len 16 --checkpoint-dir "$dir/ck1" > /dev/null
+"$train" "${base[@]}" --steps 2 --seq-len 16 --checkpoint-dir "$dir/ck1" --checkpoint-every 1 > /dev/null
 "$train" "${base[@]}" --steps 2 --seq-len 16 --seed 7 --checkpoint-dir "$dir/ck2" > /dev/null
-expect_disagreement "different resumed checkpoints" "--resume \\(checkpoint index\\): rank 0 has \"[0-9]+ bytes" \
+expect_disagreement "different resumed checkpoints" "--resume \\(checkpoint index\\): rank 0 has \"step-000002, [0-9]+ bytes" \
   --steps 3 --resume "$dir/ck1/step-000002" -- --steps 3 --resume "$dir/ck2/step-000002"
+# Two steps of one run: the message names them.
+expect_disagreement "two resumed steps" "--resume \\(checkpoint index\\): rank 0 has \"step-000001, .*rank 1 has \"step-000002, " \
+  --steps 3 --resume "$dir/ck1/step-000001" -- --steps 3 --resume "$dir/ck1/step-000002"
 
 cp "$dir/a.txt" "$dir/a-copy.txt"
 if "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${base[@]}" --steps 2 --seq-len 16 --data "$dir/a.txt" \

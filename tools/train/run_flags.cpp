@@ -139,10 +139,14 @@ std::string rank_agreement_json(const TrainOptions& o) {
        {"--init-from (contents)", o.trainer.init_from.empty() ? "none"
                                   : resumes_a_checkpoint(o)   ? "not read (a checkpoint is resumed)"
                                                               : data_identity(o.trainer.init_from)},
-       {"--resume (checkpoint index)", resumed_index.empty() ? "none"
-                                       : resumed_index.starts_with("unreadable")
-                                           ? resumed_index
-                                           : data_identity(resumed_index)},
+       // The step's name first: ranks resuming two steps are told which
+       // (copies of one step under other roots agree).
+       {"--resume (checkpoint index)",
+        resumed_index.empty() ? "none"
+        : resumed_index.starts_with("unreadable")
+            ? resumed_index
+            : std::filesystem::path(resumed_index).parent_path().filename().string() + ", " +
+                  data_identity(resumed_index)},
        {"--offload-optimizer (kind)",
         o.trainer.engine.zero.offload_optimizer.str().substr(
             0, o.trainer.engine.zero.offload_optimizer.str().find(':'))},
