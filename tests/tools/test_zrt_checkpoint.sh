@@ -310,7 +310,7 @@ expect_error "resume where latest is a directory" "latest-dir/latest is a direct
   --checkpoint-dir "$dir/latest-dir" --resume
 expect_error "reshard with a zero3 size not dividing" "reshard --zero3-size 3 does not divide --ranks 4" "$ckpt" reshard "$dir/ck" --ranks 4 --strategy hybrid \
   --zero3-size 3 --out "$dir/x"
-expect_error "reshard into the checkpoint itself" "contain|never replaces a step" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
+expect_error "reshard into the checkpoint itself" "holds the checkpoint read" "$ckpt" reshard "$dir/ck" --ranks 2 --out "$dir/ck"
 cp -r "$dir/ck" "$dir/bad"
 printf '\x55' | dd of="$dir/bad/step-000020/rank-00001.safetensors" bs=1 seek=2000 conv=notrunc status=none
 expect_error "verify of a flipped byte" "rank-00001.safetensors.*checksum" "$ckpt" verify "$dir/bad"
@@ -387,8 +387,20 @@ rc=$?
   fail "cannot make two runs' checkpoints"
 expect_quick_error "reshard into another run's directory" "holds checkpoints of another run \(another --seed" \
   "$ckpt" reshard "$dir/run-a/step-000003" --ranks 2 --out "$dir/run-b"
+mkdir -p "$dir/copy-b" && cp -r "$dir/run-b/step-000003" "$dir/copy-b/"
 expect_quick_error "reshard behind a newer step" "holds step-000006, newer than step-000003: its .latest. would move back" \
-  "$ckpt" reshard "$dir/run-b/step-000003" --ranks 2 --out "$dir/run-b"
+  "$ckpt" reshard "$dir/copy-b/step-000003" --ranks 2 --out "$dir/run-b"
+# A step inside --out is refused first, --force or not: no hint that cannot help.
+for force in "" --force; do
+  expect_quick_error "reshard of a step inside --out $force" "--out $dir/run-b holds the checkpoint read, $dir/run-b/step-000003: write" \
+    "$ckpt" reshard "$dir/run-b/step-000003" --ranks 2 --out "$dir/run-b" $force
+done
+# An --out that cannot be made is named, exit 2 (the run lock's file was named).
+: > "$dir/a-file"
+out=$("$ckpt" reshard "$dir/run-a/step-000003" --ranks 2 --out "$dir/a-file/sub" 2>&1)
+rc=$?
+[ $rc -eq 2 ] && grep -q "reshard --out $dir/a-file/sub cannot be created: Not a directory" <<<"$out" &&
+  ok "reshard into an --out that cannot be made: exit 2" || fail "reshard --out under a file: exit $rc: $out"
 [ "$(head -1 "$dir/run-b/latest")" = "step-000006" ] || fail "reshard moved run-b's latest: $(cat "$dir/run-b/latest")"
 # An interrupted reshard leaves step-N.tmp: the retry writes the step and removes it.
 mkdir -p "$dir/retry/step-000003.tmp" && : > "$dir/retry/step-000003.tmp/rank-00000.zrt"

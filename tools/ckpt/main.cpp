@@ -2,8 +2,10 @@
 // (Note [Checkpoint format]). See docs/checkpoints.md.
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -130,6 +132,9 @@ void check_reshard_destination(const std::string& source, const std::string& out
   const std::string step_dir = reader.step_dir();
   ZRT_CHECK_ARG(!path_is_within(out, step_dir), "--out ", out, " is inside the checkpoint read, ",
                 step_dir);
+  // Before any check that --force passes: it would be refused after them.
+  ZRT_CHECK_ARG(!path_is_within(step_dir, out), "--out ", out, " holds the checkpoint read, ",
+                step_dir, ": write the resharded step into another directory");
   optim::check_directory_outside_checkpoint_steps({"--out", out});  // --force too
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
@@ -316,8 +321,16 @@ int main(int argc, char** argv) {
       ckpt::check_reshard_destination(path, out, force);
       // A zrt-train run in --out would save over the step written (Note
       // [Resuming never loses work]): one writer at a time.
-      std::error_code made;
-      std::filesystem::create_directories(out, made);
+      try {  // an --out that cannot be written: exit 2, as export's
+        std::error_code made;
+        std::filesystem::create_directories(out, made);
+        ZRT_CHECK_ARG(!made, "reshard --out ", out, " cannot be created: ", made.message());
+        ZRT_CHECK_ARG(::access(out.c_str(), W_OK) == 0, "reshard --out ", out,
+                      " is not writable: ", std::strerror(errno));
+      } catch (const InvalidArgument& e) {
+        tools::report_error("zrt-ckpt", e);
+        return 2;
+      }
       const tools::RunLock lock(out, "reshard --out", "zrt-ckpt");
       const std::string dir =
           zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3, ckpt::stop_if_signalled);
