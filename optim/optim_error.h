@@ -1,6 +1,8 @@
 // Errors raised by the optimizer.
 #pragma once
 
+#include <utility>
+
 #include "zrt/runtime/error.h"
 
 namespace zrt::optim {
@@ -13,6 +15,17 @@ namespace zrt::optim {
 class TooManySkippedSteps : public UserError {
  public:
   using UserError::UserError;
+};
+
+// The same error, with what a layer above the optimizer found of the
+// skipped step that reached the limit (the engine's statistics, the
+// trainer's report), so that the step is reported like any other.
+template <class Found>
+class TooManySkippedStepsWith : public TooManySkippedSteps {
+ public:
+  TooManySkippedStepsWith(const TooManySkippedSteps& e, Found found)
+      : TooManySkippedSteps(e), found(std::move(found)) {}
+  Found found;
 };
 
 }  // namespace zrt::optim

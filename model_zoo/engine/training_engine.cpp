@@ -1,11 +1,14 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "zrt/kernels/nn/id_check.h"
 #include "zrt/kernels/ops/cast.h"
 #include "zrt/kernels/ops/fill.h"
 #include "zrt/optim/consistency_check.h"
+#include "zrt/optim/optim_error.h"
 #include "zrt/runtime/memory/caching_allocator.h"
 
 namespace zrt::model_zoo {
@@ -478,6 +481,12 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     PhaseTimer::Scope phase(phase_timer(), Phase::optimizer, stream());
     try {
       r = module_->step(lr, read_losses, first_units_);
+    } catch (const optim::TooManySkippedSteps& e) {
+      read_losses();  // read before the skip was decided: no wait
+      stats.grad_norm = std::numeric_limits<double>::quiet_NaN();  // non-finite, as it was
+      stats.skipped = true;
+      stats.loss_scale = scale;
+      throw optim::TooManySkippedStepsWith<StepStats>(e, std::move(stats));
     } catch (...) {
       // Refused by what the losses' read found (bad ids, unlike normalisers),
       // on every rank alike, before any update: the step's gradients go, so

@@ -151,7 +151,9 @@ class TrainingEngine {
   // One optimizer step over this rank's micro-batches of the global batch.
   // With a check, the ranks prove they agree after the gradient reduction
   // and before the update, when every zero3 shard is current (Note
-  // [Consistency check]); with `stop` a finding withholds the update.
+  // [Consistency check]); with `stop` a finding withholds the update. A
+  // skipped step that reaches AdamWOptions::max_consecutive_skips throws
+  // optim::TooManySkippedStepsWith<StepStats>, its statistics.
   StepStats step(const std::vector<Batch>& micro_batches, double lr,
                  ConsistencyCheck check = ConsistencyCheck::off);
 

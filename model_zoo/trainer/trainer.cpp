@@ -1,8 +1,11 @@
 #include "zrt/model_zoo/trainer/trainer.h"
 
+#include <chrono>
 #include <iostream>
+#include <utility>
 
 #include "zrt/model_zoo/io/param_loader.h"
+#include "zrt/optim/optim_error.h"
 
 namespace zrt::model_zoo {
 
@@ -51,10 +54,23 @@ StepReport Trainer::step() {
   r.lr = schedule_->lr(step_);
   const std::int64_t every = config_.check_consistency_every;
   const bool check = every > 0 && (step_ + 1) % every == 0;
-  r.stats = engine_->step(batches, r.lr,
-                          !check                          ? ConsistencyCheck::off
-                          : config_.consistency_warn_only ? ConsistencyCheck::warn
-                                                          : ConsistencyCheck::stop);
+  // The report of the step as it ended (the run stops on a skip limit).
+  auto finish = [&] {
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.memory = engine_->memory_stats();
+    r.traffic = world_->traffic()->read() - traffic0;
+    ++step_;
+  };
+  try {
+    r.stats = engine_->step(batches, r.lr,
+                            !check                          ? ConsistencyCheck::off
+                            : config_.consistency_warn_only ? ConsistencyCheck::warn
+                                                            : ConsistencyCheck::stop);
+  } catch (const optim::TooManySkippedStepsWith<StepStats>& e) {
+    r.stats = e.found;
+    finish();
+    throw optim::TooManySkippedStepsWith<StepReport>(e, std::move(r));
+  }
   if (r.stats.update_withheld) {  // next_step() stays: the state is the one before this step
     std::string all;
     for (const std::string& f : r.stats.inconsistencies) all += "; " + f;
@@ -63,10 +79,7 @@ StepReport Trainer::step() {
               "not applied)",
               all);
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.memory = engine_->memory_stats();
-  r.traffic = world_->traffic()->read() - traffic0;
-  ++step_;
+  finish();
   return r;
 }
 

@@ -65,6 +65,8 @@ class Trainer {
           const std::map<std::string, Tensor>* initial = nullptr);
 
   // One optimizer step over this rank's micro-batches of step `next_step()`.
+  // A skipped step that reaches the skip limit throws
+  // optim::TooManySkippedStepsWith<StepReport>, its report (next_step() past it).
   StepReport step();
   std::int64_t next_step() const { return step_; }
   // Collective: saves the run's state as step next_step() (optim/checkpoint/module_checkpoint.h)

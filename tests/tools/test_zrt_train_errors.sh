@@ -139,11 +139,15 @@ else
 fi
 expect_usage "NaN batch size" "--batch-size: must be a whole number from 1 to 2147483647 \(got nan\)" --batch-size nan
 # A run whose loss stays non-finite stops after --max-skipped-steps skips in
-# a row with exit code 1, instead of skipping every remaining step and exiting 0.
-out=$("$train" --lr 1e30 --steps 60 --max-skipped-steps 3 --metrics "$dir/nan.jsonl" 2>&1)
+# a row with exit code 1, instead of skipping every remaining step and exiting 0;
+# the step that reached the limit has its line, as every skipped step.
+out=$("$train" --lr 1e30 --steps 60 --max-skipped-steps 3 --log-every 1 --metrics "$dir/nan.jsonl" 2>&1)
 rc=$?
+stopped=$(sed -nE 's/.*the run stopped at step ([0-9]+) of 60.*/\1/p' <<<"$out")
 if shows_source "a loss that stays non-finite" "$out"; then failures=$((failures + 1))
-elif [ $rc -eq 1 ] && grep -qE "error: the run stopped at step [0-9]+ of 60 by --max-skipped-steps 3: 3 optimizer steps in a row were skipped.*; lower --lr$" <<<"$out" && [ "$(wc -l < "$dir/nan.jsonl")" -lt 10 ]; then
+elif [ $rc -eq 1 ] && grep -qE "error: the run stopped at step [0-9]+ of 60 by --max-skipped-steps 3: 3 optimizer steps in a row were skipped.*; lower --lr$" <<<"$out" && [ "$(wc -l < "$dir/nan.jsonl")" -lt 10 ] &&
+     [ "$(wc -l < "$dir/nan.jsonl")" = "$stopped" ] && tail -n1 "$dir/nan.jsonl" | grep -q "\"step\":$((stopped - 1)),.*\"skipped\":true" &&
+     grep -qE "^step +$stopped/60 .*\(skipped\)" <<<"$out"; then
   echo "ok   a loss that stays non-finite: $(grep -m1 error <<<"$out" | cut -c1-150)"
 else
   echo "FAIL a loss that stays non-finite: exit $rc, $(wc -l < "$dir/nan.jsonl") metrics lines: $out"; failures=$((failures + 1))

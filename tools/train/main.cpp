@@ -446,8 +446,14 @@ bool train_steps(Communicator& world, model_zoo::Trainer& trainer, const TrainOp
     model_zoo::StepReport r;
     try {
       r = trainer.step();
-    } catch (const optim::TooManySkippedSteps& e) {  // the same step on every rank
-      // That step is reported by this message alone: it has no progress line.
+    } catch (const optim::TooManySkippedStepsWith<model_zoo::StepReport>& e) {
+      // The same step on every rank: its line as any skipped step's, then
+      // the stop (a line that cannot be written leaves the stop to say it).
+      try {
+        trace.flush();
+        if (lead) reporter.report(e.found, s);
+      } catch (const std::exception&) {
+      }
       ZRT_THROW(optim::TooManySkippedSteps, "the run stopped at step ", s + 1, " of ",
                 o.trainer.steps, " by --max-skipped-steps ",
                 o.trainer.engine.zero.adamw.max_consecutive_skips, ": ", e.what(), "; ",
