@@ -125,6 +125,14 @@ expect_usage "an lr past a double's range" "--lr: out of range \(got 1e400; a nu
 expect_usage "an lr below a double's range" "--lr: out of range \(got 1e-400; a nonzero number's magnitude is at least" --lr 1e-400
 expect_usage "a model past 2^48 parameters" "--n-layer, --n-embd, --vocab-size and --block-size make about .* parameters, more than 2\^48" --n-embd 2147483647 --n-head 1
 "$train" --steps 1 --lr 1e-310 > /dev/null 2>&1 || { echo "FAIL a subnormal --lr 1e-310 was refused"; failures=$((failures + 1)); }
+# Collective settings with no collective to act on are noted; where they act
+# (layer-zero's update gathers with zero3 groups of 1), not.
+out=$("$train" --steps 1 --reduce-dtype int8 --gather-dtype int8 2>&1)
+[ "$(grep -c "note: --.*-dtype changes nothing with 1 rank(s) and --strategy full: no gradient is reduce-scattered" <<<"$out")" = 2 ] &&
+  echo "ok   collective dtypes on one rank are noted" || { echo "FAIL collective dtypes on one rank: $out"; failures=$((failures + 1)); }
+out=$("$train" --steps 1 --ranks 2 --strategy layer-zero --zero3-size 1 --prefetch 0 --gather-dtype int8 2>&1)
+grep -q "changes nothing" <<<"$out" && { echo "FAIL layer-zero's gathers noted as idle: $out"; failures=$((failures + 1)); } ||
+  echo "ok   layer-zero with zero3 groups of 1 notes nothing"
 # -0 is 0: the log does not print a negative learning rate.
 out=$("$train" --steps 1 --lr -0 2>&1)
 grep -q "  lr 0.00e+00  " <<<"$out" && echo "ok   --lr -0 trains at lr 0" ||

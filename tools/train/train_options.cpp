@@ -27,6 +27,7 @@
 #include "zrt/kernels/cpu_parallel.h"
 #include "zrt/model_zoo/data/data_files.h"
 #include "zrt/model_zoo/trainer/memory_plan.h"
+#include "zrt/optim/checkpoint/checkpoint_index.h"
 #include "zrt/optim/checkpoint/durable_files.h"
 #include "zrt/runtime/comm/launched_world.h"
 #include "zrt/runtime/error.h"
@@ -339,6 +340,23 @@ void check_flag_combinations(const CLI::App& app, const TrainOptions& o) {
     std::cerr << "zrt-train: note: --offload-grads keeps gradients in host memory between "
                  "micro-batches: with --micro-batches 1 there are none to keep, and it changes "
                  "nothing\n";
+  // Casts and quantization act on collectives within groups of more than
+  // one rank, prefetch on gathers (Note [Quantized gradient reduce-scatter],
+  // Note [Quantized parameter gather]).
+  {
+    const optim::ZeroModuleOptions& zero = o.trainer.engine.zero;
+    const int world = o.ranks > 0 ? o.ranks : detect_launch().size;
+    const optim::StrategyGroups groups =
+        optim::strategy_groups(zero.strategy, world, zero.zero3_size > 0 ? zero.zero3_size : world);
+    // Shards of one rank (zero3 groups are never larger than zero1's;
+    // layer-zero with zero3 groups of 1 still gathers its updated shards).
+    if (groups.zero1_size == 1)
+      for (const char* flag : {"--reduce-dtype", "--gather-dtype", "--prefetch"})
+        if (given(app, flag))
+          std::cerr << "zrt-train: note: " << flag << " changes nothing with " << world
+                    << " rank(s) and --strategy " << optim::strategy_name(zero.strategy)
+                    << ": no gradient is reduce-scattered and no parameter gathered across ranks\n";
+  }
   if (o.tf32 && o.device == "cpu")
     std::cerr << "zrt-train: note: --tf32 changes nothing on --device cpu (its fp32 GEMMs are "
                  "fp32)\n";
