@@ -75,7 +75,10 @@ expect_refused "--metrics into an older step, no --checkpoint-dir" "inside check
 expect_refused "reshard --out into another model's run" "another model" "$dir/mlp" \
   "$ckpt" reshard "$ck" --ranks 2 --out "$dir/mlp"
 "$train" "${tiny[@]}" --steps 2 --checkpoint-dir "$dir/other" > /dev/null || fail "second gpt run"
+cp -r "$ck" "$dir/ck-copy"
 expect_refused "reshard --out over a step of the same number" "never replaces a step" "$ck" \
+  "$ckpt" reshard "$dir/ck-copy" --ranks 2 --out "$ck"
+expect_refused "reshard --out holding the step read" "holds the checkpoint read" "$ck" \
   "$ckpt" reshard "$ck" --ranks 2 --out "$ck"
 expect_refused "reshard --out inside the step read" "inside the checkpoint read" "$ck" \
   "$ckpt" reshard "$ck" --ranks 2 --out "$step/sub"

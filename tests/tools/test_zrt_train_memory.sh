@@ -107,7 +107,7 @@ echo "ok   --offload-grads on one micro-batch says it changes nothing"
 out=$("$train" --plan --optimizer-state-dtype bf16 --offload-grads --micro-batches 2 --gather-dtype int8 \
   --reduce-dtype bf16 --memory-limit 1GiB 2>&1) || fail "--plan with memory settings: $out"
 for want in "--optimizer-state-dtype bf16" "--offload-grads" "--gather-dtype int8" "--reduce-dtype bf16" "--memory-limit 1024MiB"; do
-  head -1 <<<"$out" | grep -q -- "$want" || fail "the plan's header lacks $want: $(head -1 <<<"$out")"
+  grep -m1 "^zrt-train --plan:" <<<"$out" | grep -q -- "$want" || fail "the plan's header lacks $want: $out"
 done
 echo "ok   the plan's header names the memory settings"
 # The header says what a preset became; into one file with stderr it comes
