@@ -214,8 +214,16 @@ std::string resolve_checkpoint(const std::string& path,
               prefix, "<16 hex digits>', it holds '", more[0].substr(0, 80), "'",
               more.size() > 1 ? " and more" : "");
   const fs::path step = fs::path(path) / name;
-  if (!fs::exists(step / kIndexFileName, ec))
-    ZRT_THROW(CheckpointError, latest.string(), ": names ", name, ", which has no index.json");
+  if (!fs::exists(step / kIndexFileName, ec)) {
+    // Gone or emptied by a hand: the checkpoints still there are the way on.
+    const std::vector<std::int64_t> left = indexed_steps(path);
+    ZRT_THROW(CheckpointError, latest.string(), ": names ", name, ", which ",
+              fs::exists(step, ec) ? "has no index.json" : "does not exist",
+              left.empty() ? std::string("; no other step here is a checkpoint")
+                           : "; the newest checkpoint here is " +
+                                 (fs::path(path) / step_dir_name(left.back())).string() +
+                                 " (name it to load it)");
+  }
   if (latest_index_xxh64 && !more.empty()) *latest_index_xxh64 = more[0].substr(prefix.size());
   return step.string();
 }

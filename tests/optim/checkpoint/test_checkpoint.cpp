@@ -316,7 +316,7 @@ BOOST_AUTO_TEST_CASE(damaged_checkpoints_are_refused_and_change_nothing) {
       [&](const fs::path& d) { edit_index(d, shift_offset, zrt::test::Checksums::stale); },
       {"index.json.xxh64", "fails its checksum"});
   expect_load_refused("missing latest target", [](const fs::path& d) { fs::remove_all(d); },
-                      {"latest", "index.json"});
+                      {"latest", "does not exist"});
   TrainSetup wider = setup(optim::ShardingStrategy::full_shard, 2, DType::f32);
   wider.model = "mlp";
   expect_load_refused(

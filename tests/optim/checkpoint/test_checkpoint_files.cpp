@@ -202,8 +202,18 @@ BOOST_AUTO_TEST_CASE(resolve_names_what_is_missing) {
   std::ofstream(dir.path / "latest") << "step-000004\r\n";  // a Windows line end, shown
   fails(dir.path.string(), "holds 'step-000004\\r'");
   std::ofstream(dir.path / "latest") << "step-000004\n";
-  fails(dir.path.string(), "has no index.json");
-  fails((dir.path / "latest").string(), "has no index.json");  // the `latest` file itself
+  fails(dir.path.string(), "names step-000004, which does not exist; no other step here is a");
+  fails((dir.path / "latest").string(), "does not exist");  // the `latest` file itself
+  // The checkpoints left are the way on: the newest is named.
+  fs::create_directories(dir.path / "step-000004");
+  fs::create_directories(dir.path / "step-000002");
+  std::ofstream(dir.path / "step-000002" / "index.json") << "{}";
+  fails(dir.path.string(),
+        "names step-000004, which has no index.json; the newest checkpoint "
+        "here is " +
+            (dir.path / "step-000002").string());
+  fs::remove_all(dir.path / "step-000002");
+  fs::remove_all(dir.path / "step-000004");
   std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 12345\n";
   fails(dir.path.string(), "index-xxh64 <16 hex digits>");
   std::ofstream(dir.path / "latest") << "step-000004\nindex-xxh64 0123456789abcdef\nmore\n";
