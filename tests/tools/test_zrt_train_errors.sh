@@ -133,6 +133,8 @@ out=$("$train" --steps 1 --reduce-dtype int8 --gather-dtype int8 2>&1)
 out=$("$train" --steps 1 --ranks 2 --strategy layer-zero --zero3-size 1 --prefetch 0 --gather-dtype int8 2>&1)
 grep -q "changes nothing" <<<"$out" && { echo "FAIL layer-zero's gathers noted as idle: $out"; failures=$((failures + 1)); } ||
   echo "ok   layer-zero with zero3 groups of 1 notes nothing"
+# A value read only in part is no number ("0,001" is not 0).
+expect_usage "a decimal comma" "--lr: 0,001 is not" --lr 0,001
 # -0 is 0: the log does not print a negative learning rate.
 out=$("$train" --steps 1 --lr -0 2>&1)
 grep -q "  lr 0.00e+00  " <<<"$out" && echo "ok   --lr -0 trains at lr 0" ||

@@ -175,7 +175,9 @@ CLI::Validator number_rule(bool (*ok)(double), const char* rule, const char* nou
                          : std::string(rule) + " (got " + v + ")";
         }
         if (!ok(x)) return std::string(rule) + " (got " + v + ")";
-        if (x == 0) v = "0";  // -0 too (where added by transform): no "lr -0.00e+00"
+        // -0 too (where added by transform): no "lr -0.00e+00". Only a value
+        // read whole: "0,001" stays for the conversion to refuse.
+        if (x == 0 && *end == '\0') v = "0";
         return std::string();
       },
       name);
