@@ -50,7 +50,6 @@ BOOST_AUTO_TEST_CASE(a_phase_past_the_quiet_time_is_printed_once_a_period) {
       std::lock_guard lock(io);
       text = printed(f);
     }
-    notice.phase("building the model");  // its line is an hour away
     notice.done();
     notice.phase("after done");
   }

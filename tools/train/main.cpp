@@ -528,6 +528,16 @@ void run(const CommPtr& world, const CommPtr& host, const TrainOptions& o, int l
   TraceStream trace(config.engine.zero.tracer, trace_path(o.trace, world->rank(), world->size()),
                     world->size(), [] { return stop_signals.requested(); });
   const bool lead = world->rank() == 0;
+  // The lead's setup ends here however run() ends: a failed setup's error
+  // follows no more lines of what it was doing.
+  struct NoticeDone {
+    SetupNotice& notice;
+    bool lead;
+    ~NoticeDone() {
+      if (lead) notice.done();
+    }
+  } notice_done{notice, lead};
+  if (lead) notice.phase("agreeing on the flags with every rank");
   check_flags_agree(*world, o);
   // One run per checkpoint directory (Note [Resuming never loses work]).
   std::optional<tools::RunLock> run_lock;
@@ -641,6 +651,7 @@ int main(int argc, char** argv) {
       const train::TrainOptions& options;
       ~FlightDirCleanup() { train::remove_process_flight_dir(options); }
     } flight_dir_cleanup{o};
+    notice.phase("starting the ranks");
     train::run_ranks(
         o.ranks,
         [&](const CommPtr& world, int local_rank, const CommPtr& host) {
