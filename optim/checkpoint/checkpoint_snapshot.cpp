@@ -132,20 +132,24 @@ CheckpointSnapshot take_snapshot(ZeroModule& module, std::int64_t next_step,
 std::string write_snapshot(Communicator& comm, const CheckpointSnapshot& s) {
   const int rank = comm.rank();
   const CheckpointSaveOptions& options = s.options;
-  const std::string what = "saving checkpoint " + step_dir(options.root, s.next_step);
   const std::string tmp = step_tmp_dir(options.root, s.next_step);
 
-  // Rank 0's step and root, which every rank must share (Note [Ranks agree on checkpoints]).
-  const std::string given0 =
-      exchange_texts(comm, std::to_string(s.next_step) + "\n" + options.root).front();
-  const std::string step0 = given0.substr(0, given0.find('\n'));
-  const std::string root0 = given0.substr(given0.find('\n') + 1);
+  // Every rank's step, and rank 0's root, which every rank must share (Note
+  // [Ranks agree on checkpoints]).
+  const std::vector<std::string> given =
+      exchange_texts(comm, std::to_string(s.next_step) + "\n" + options.root);
+  const auto step_of = [&](int r) { return given[r].substr(0, given[r].find('\n')); };
+  const std::string root0 = given[0].substr(given[0].find('\n') + 1);
+  // Named by rank 0's root and step: one error text on every rank.
+  const std::string what = "saving checkpoint " + step_dir(root0, std::stoll(step_of(0)));
 
-  // A snapshot that failed fails the first agreement, before any file exists.
+  // A snapshot that failed fails the first agreement, before any file exists;
+  // so do steps that differ, on every rank (rank 0 makes no directory).
   std::string error = s.error;
-  if (error.empty() && std::to_string(s.next_step) != step0)
-    error = "this rank saves step " + std::to_string(s.next_step) + " and rank 0 step " + step0 +
-            ": every rank must pass the same next_step";
+  for (int r = 1; error.empty() && r < comm.size(); ++r)
+    if (step_of(r) != step_of(0))
+      error = "rank 0 saves step " + step_of(0) + " and rank " + std::to_string(r) + " step " +
+              step_of(r) + ": every rank must pass the same next_step";
   if (error.empty() && rank == 0) error = error_of([&] { begin_step(options.root, s.next_step); });
   agree(comm, error, what);
 

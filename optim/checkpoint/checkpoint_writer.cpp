@@ -138,7 +138,7 @@ std::string commit_step(const std::string& root, const CheckpointIndex& index, i
     // Saving a step again (a run resumed from an older step): `latest` moves
     // to the newest other step first, so it never names a missing directory.
     std::int64_t previous = -1;
-    for (std::int64_t s : complete_steps(root))
+    for (std::int64_t s : indexed_steps(root))  // checkpoints only, as pruning takes
       if (s != index.step) previous = s;
     if (previous >= 0)
       publish_latest(root, previous);

@@ -141,7 +141,11 @@ TrainingState load_checkpoint(ZeroModule& module, const std::string& path, std::
     ZRT_CHECK_AS(CheckpointError, identities[r].substr(0, 16) == identities[0].substr(0, 16),
                  "loading checkpoint ", path, ": the ranks read different checkpoints, ",
                  identities[0].substr(16), " on rank 0 and ", identities[r].substr(16), " on rank ",
-                 r, "; every rank must load the same one (a copy of it will do)");
+                 r,
+                 identities[r].substr(16) == identities[0].substr(16)
+                     ? " (one path, other contents: a directory local to each machine?)"
+                     : "",
+                 "; every rank must load the same one (a copy of it will do)");
 
   ZeroAdamW& opt = module.optimizer();
   // Moments on disk are written here, which can fail on one rank: every rank learns of it.

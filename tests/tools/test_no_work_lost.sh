@@ -276,13 +276,17 @@ kill -9 $holder; wait $holder 2>/dev/null  # a crash: the kernel drops the lock
 rb=$dir/rb
 "$train" "${tiny[@]}" --steps 8 --checkpoint-dir "$rb" --checkpoint-every 2 --metrics "$dir/rb.jsonl" > /dev/null ||
   fail "rollback: first run"
+# A user's directory named like a newer step (no index) is no checkpoint: left alone.
+mkdir "$rb/step-000099" && echo mine > "$rb/step-000099/notes.txt"
 "$train" "${tiny[@]}" --steps 10 --checkpoint-dir "$rb" --checkpoint-every 2 --keep-last 2 \
   --resume "$rb/step-000004" --metrics "$dir/rb.jsonl" > "$dir/rb.txt" 2>&1 || fail "rollback: resumed run"
 kept=$(cd "$rb" && ls -d step-* | tr '\n' ' ')
 aside=$(cd "$rb" && ls -d abandoned-from-4-*/step-* 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')
-if [ "$kept" = "step-000008 step-000010 " ] && [ "$aside" = "step-000006 step-000008 " ] &&
+if [ "$kept" = "step-000008 step-000010 step-000099 " ] && [ "$aside" = "step-000006 step-000008 " ] &&
+   [ -f "$rb/step-000099/notes.txt" ] &&
    [ "$(head -n1 "$rb/latest")" = "step-000010" ]; then ok "rollback keeps the new steps and sets the abandoned aside"
 else fail "rollback: kept '$kept', aside '$aside', latest $(head -n1 "$rb/latest")"; fi
+rm -r "$rb/step-000099"
 steps=$(python3 -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1])))" "$dir/rb.jsonl")
 [ "$steps" = "0 1 2 3 4 5 6 7 8 9" ] && ok "the resumed metrics file holds each step once" ||
   fail "resumed metrics steps: $steps"

@@ -87,7 +87,8 @@ std::vector<std::int64_t> set_aside_newer_steps(const std::string& dir, std::int
                                                 bool including_step) {
   std::vector<std::int64_t> newer;
   std::int64_t keep = -1;  // the newest step left
-  for (std::int64_t s : optim::complete_steps(dir)) {
+  // Checkpoints only: a step-N without an index is a user's, left where it is.
+  for (std::int64_t s : optim::indexed_steps(dir)) {
     if (s > step || (including_step && s == step))
       newer.push_back(s);
     else

@@ -469,10 +469,12 @@ BOOST_AUTO_TEST_CASE(the_ranks_load_and_save_one_checkpoint) {
     zrt::optim::save_checkpoint(t.engine().module(), 5 + rank, zrt::optim::checkpoint_into(a));
   });
   BOOST_CHECK_MESSAGE(
-      errors[0].find("failed on rank 1: this rank saves step 6 and rank 0 step 5: "
+      errors[0].find("failed on rank 0: rank 0 saves step 5 and rank 1 step 6: "
                      "every rank must pass the same next_step") != std::string::npos,
       errors[0]);
+  BOOST_CHECK_EQUAL(errors[1], errors[0]);
   BOOST_CHECK(!fs::exists(fs::path(a) / "step-000005"));
+  BOOST_CHECK(!fs::exists(fs::path(a) / "step-000005.tmp"));
   BOOST_CHECK(!fs::exists(fs::path(a) / "step-000000"));
   BOOST_CHECK(!fs::exists(dir.path / "c" / "step-000000"));
 }
