@@ -203,15 +203,23 @@ ZeroModule::~ZeroModule() {
   } catch (const std::exception& e) {
     report_in_destructor("ZeroModule", e);
   }
-  for (const Tie& tie : ties_) free_storage(tie.grad);  // a view of one may be kept too
   // Views of param_views kept past the module read freed storage: their
   // message says whose (the caller's thread alone holds them by now).
-  for (const auto& h : handles_) {
-    const std::string note = "belongs to a ZeroModule that was destroyed (unit '" + h->name() +
-                             "'): bind the layer to the param_views of the module it runs in";
-    h->param(0).storage().set_freed_note(note);
-    h->grad(0).storage().set_freed_note(note);
+  auto destroyed = [](const std::string& unit) {
+    return "belongs to a ZeroModule that was destroyed (unit '" + unit +
+           "'): bind the layer to the param_views of the module it runs in";
+  };
+  try {
+    for (const auto& h : handles_) {
+      h->param(0).storage().set_freed_note(destroyed(h->name()));
+      h->grad(0).storage().set_freed_note(destroyed(h->name()));
+    }
+    for (const Tie& tie : ties_)
+      tie.grad.storage().set_freed_note(destroyed(handles_[tie.param.user.index()]->name()));
+  } catch (const std::exception& e) {
+    report_in_destructor("ZeroModule", e);
   }
+  for (const Tie& tie : ties_) free_storage(tie.grad);  // a view of one may be kept too
 }
 
 void ZeroModule::synchronize() const {

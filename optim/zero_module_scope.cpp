@@ -47,8 +47,9 @@ ZeroModule::Scope::Scope(ZeroModule* module, std::size_t unit, bool backward, bo
                  "' already synced its gradient this step; a second backward(unit, true) would "
                  "replace it: ",
                  module_->failed_[unit_]
-                     ? "its backward this step ended by an exception; to redo the micro-batch, "
-                       "call discard_gradients() first (step() now skips the step)"
+                     ? "its backward this step ended by an exception, so step() would skip "
+                       "this step; to retry, call discard_gradients() (it drops all of this "
+                       "step's gradients) and run the step's micro-batches again"
                      : "pass sync=false to every backward of the unit in a step but the last "
                        "(after an optimizer().step() of your own, call discard_gradients() "
                        "first)");

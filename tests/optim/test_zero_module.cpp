@@ -213,11 +213,11 @@ BOOST_AUTO_TEST_CASE(a_backward_ended_by_an_exception_skips_the_step_everywhere)
     } catch (const InvalidState& e) {
       retry = e.what();
     }
-    ZRT_EXPECT(
-        retry.find(world->rank() == 0 ? "its backward this step ended by an exception; to redo the "
-                                        "micro-batch, call discard_gradients() first"
-                                      : "pass sync=false to every backward") != std::string::npos,
-        "rank ", world->rank(), ": '", retry, "'");
+    ZRT_EXPECT(retry.find(world->rank() == 0
+                              ? "its backward this step ended by an exception, so step() would "
+                                "skip this step; to retry, call discard_gradients()"
+                              : "pass sync=false to every backward") != std::string::npos,
+               "rank ", world->rank(), ": '", retry, "'");
     const auto skipped = module.step(1e-2);
     ZRT_EXPECT(skipped.skipped, "rank ", world->rank(),
                ": the step on a partial gradient was taken");
