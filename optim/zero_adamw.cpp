@@ -170,13 +170,17 @@ StepResult ZeroAdamW::step(double lr, DynamicLossScaler* scaler,
     r.skipped_total = ++skipped_total_;
     r.consecutive_skips = ++consecutive_skips_;
     r.step = step_;
+    // The step's result goes with the error: its caller reports the step.
     if (options_.max_consecutive_skips > 0 && consecutive_skips_ >= options_.max_consecutive_skips)
-      ZRT_THROW(TooManySkippedSteps, consecutive_skips_,
-                " optimizer steps in a row were skipped for non-finite gradients (limit ",
-                options_.max_consecutive_skips, "; ", skipped_total_, " skipped in total",
-                r.loss_scale == 1.0 ? std::string()
-                                    : detail::concat("; the last at loss scale ", r.loss_scale),
-                ")");
+      throw TooManySkippedStepsWith<StepResult>(
+          TooManySkippedSteps(detail::concat(
+              consecutive_skips_,
+              " optimizer steps in a row were skipped for non-finite gradients (limit ",
+              options_.max_consecutive_skips, "; ", skipped_total_, " skipped in total",
+              r.loss_scale == 1.0 ? std::string()
+                                  : detail::concat("; the last at loss scale ", r.loss_scale),
+              ")")),
+          r);
     return r;
   }
   consecutive_skips_ = 0;

@@ -11,7 +11,8 @@
 //      (Note [Global gradient norm over zero1 shards]).
 //   2. Non-finite: the step is skipped on every rank. Parameters, m, v and the
 //      step count are untouched, the skip is counted and reported, and after
-//      max_consecutive_skips skips in a row TooManySkippedSteps is thrown.
+//      max_consecutive_skips skips in a row TooManySkippedSteps is thrown
+//      (TooManySkippedStepsWith<StepResult>: the step's result with it).
 //   3. Otherwise grad_norm = sqrt(sum) / loss_scale, the unscaled norm (what
 //      clip_grad_norm_ returns after GradScaler.unscale_). The unscaling and
 //      the clip coefficient fold into the fused AdamW kernel's grad_scale, so

@@ -1,7 +1,6 @@
 #include "zrt/model_zoo/engine/training_engine.h"
 
 #include <cmath>
-#include <limits>
 #include <utility>
 
 #include "zrt/kernels/nn/id_check.h"
@@ -481,9 +480,9 @@ StepStats TrainingEngine::step(const std::vector<Batch>& micro_batches, double l
     PhaseTimer::Scope phase(phase_timer(), Phase::optimizer, stream());
     try {
       r = module_->step(lr, read_losses, first_units_);
-    } catch (const optim::TooManySkippedSteps& e) {
+    } catch (const optim::TooManySkippedStepsWith<optim::StepResult>& e) {
       read_losses();  // read before the skip was decided: no wait
-      stats.grad_norm = std::numeric_limits<double>::quiet_NaN();  // non-finite, as it was
+      stats.grad_norm = e.found.grad_norm;
       stats.skipped = true;
       stats.loss_scale = scale;
       throw optim::TooManySkippedStepsWith<StepStats>(e, std::move(stats));
