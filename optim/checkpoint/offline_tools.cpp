@@ -21,8 +21,8 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
   return out;
 }
 
-std::size_t export_params(const std::string& checkpoint, const std::string& out,
-                          const std::function<void()>& between_shards) {
+Exported export_params(const std::string& checkpoint, const std::string& out,
+                       const std::function<void()>& between_shards) {
   CheckpointReader reader(checkpoint);
   const CheckpointIndex& index = reader.index();
   std::map<std::string, SafetensorsSpec> specs;
@@ -50,7 +50,7 @@ std::size_t export_params(const std::string& checkpoint, const std::string& out,
     reader.forget_shard(k, z, ShardKind::param);
   }
   file.commit();
-  return specs.size();
+  return {specs.size(), reader.step_dir()};
 }
 
 std::string reshard_checkpoint(const std::string& checkpoint, const std::string& out_root,

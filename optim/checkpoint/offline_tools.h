@@ -20,12 +20,17 @@ std::map<std::string, Tensor> consolidated_params(const std::string& checkpoint)
 // the safetensors file `out` (the bytes write_safetensors would write),
 // reading and writing one zero1 shard at a time, so that the process never
 // holds the model (Note [Streamed saving]). A checkpoint that fails its
-// checks part-way leaves no file. Returns the number of parameters.
+// checks part-way leaves no file. Returns the number of parameters and the
+// step directory read (a root's `latest` may move while a run goes on).
 // `between_shards`, when given, runs before each shard is read; what it
 // throws stops the export, which then leaves no file either (a caller's
 // way to stop on a signal).
-std::size_t export_params(const std::string& checkpoint, const std::string& out,
-                          const std::function<void()>& between_shards = {});
+struct Exported {
+  std::size_t params = 0;
+  std::string step_dir;
+};
+Exported export_params(const std::string& checkpoint, const std::string& out,
+                       const std::function<void()>& between_shards = {});
 
 // Writes `checkpoint` (a step or a root's latest) as the same step under
 // `out_root`, laid out for `world` ranks under `strategy` (zero3_size: the

@@ -92,8 +92,11 @@ out=$(ZRT_COMM_TIMEOUT_S=soon "$ckpt" info "$dir/ck" 2>&1)
 run --steps 21 --batch-size 8 --seq-len 32 --ranks 2 --resume "$dir/ck/latest" &&
   grep -q "resumed from $dir/ck at step 20" "$dir/out.txt" && ok "--resume DIR/latest resumes its step" ||
   fail "--resume DIR/latest"
-"$ckpt" export "$dir/ck" --out "$dir/export.st" > /dev/null && cmp -s "$dir/export.st" "$dir/final.st" &&
+exported=$("$ckpt" export "$dir/ck" --out "$dir/export.st") && cmp -s "$dir/export.st" "$dir/final.st" &&
   ok "export equals --save of the same step" || fail "export"
+# A root's export names the step its `latest` gave (a live run moves it).
+grep -q "^zrt-ckpt: wrote [0-9]* parameters of $dir/ck/step-000020 to $dir/export.st$" <<<"$exported" &&
+  ok "export names the step it read" || fail "export's line: $exported"
 if out=$("$python" "$here/load_export_torch.py" "$dir/export.st" 2>&1); then ok "PyTorch: $out"; else fail "PyTorch load: $out"; fi
 run --steps 2 --init-from "$dir/export.st" && ok "export loads with --init-from" || fail "--init-from export"
 # One command serves a job and its requeues: a resume reads no --init-from,

@@ -297,16 +297,19 @@ int main(int argc, char** argv) {
         tools::report_error("zrt-ckpt", e);
         return 2;
       }
-      const std::size_t n =
+      const optim::Exported e =
           zrt::optim::export_params(path, out, ckpt::stop_if_signalled);  // a shard at a time
-      std::printf("zrt-ckpt: wrote %zu parameters to %s\n", n, out.c_str());
+      std::printf("zrt-ckpt: wrote %zu parameters of %s to %s\n", e.params, e.step_dir.c_str(),
+                  out.c_str());
       return 0;
     }
     if (*resh) {
       if (strategy.empty()) strategy = zrt::optim::CheckpointReader(path).index().strategy;
       const auto s = optim::parse_strategy(strategy);
       ZRT_CHECK_ARG(s.has_value(), "unknown strategy '", strategy, "'");
-      try {  // the flags' combination: a command-line error, exit 2
+      // The flags' combination and --out: a command-line error, exit 2, as
+      // export's (a checkpoint that cannot be read fails, exit 1).
+      try {
         ZRT_CHECK_ARG(resh->get_option("--zero3-size")->count() == 0 ||
                           *s == optim::ShardingStrategy::hybrid_shard ||
                           *s == optim::ShardingStrategy::layer_zero,
@@ -314,14 +317,7 @@ int main(int argc, char** argv) {
                       optim::strategy_name(*s));
         ZRT_CHECK_ARG(zero3 == 0 || ranks % zero3 == 0, "reshard --zero3-size ", zero3,
                       " does not divide --ranks ", ranks, ": its groups would not tile the world");
-      } catch (const InvalidArgument& e) {
-        tools::report_error("zrt-ckpt", e);
-        return 2;
-      }
-      ckpt::check_reshard_destination(path, out, force);
-      // A zrt-train run in --out would save over the step written (Note
-      // [Resuming never loses work]): one writer at a time.
-      try {  // an --out that cannot be written: exit 2, as export's
+        ckpt::check_reshard_destination(path, out, force);
         std::error_code made;
         std::filesystem::create_directories(out, made);
         ZRT_CHECK_ARG(!made, "reshard --out ", out, " cannot be created: ", made.message());
@@ -331,6 +327,8 @@ int main(int argc, char** argv) {
         tools::report_error("zrt-ckpt", e);
         return 2;
       }
+      // A zrt-train run in --out would save over the step written (Note
+      // [Resuming never loses work]): one writer at a time.
       const tools::RunLock lock(out, "reshard --out", "zrt-ckpt");
       const std::string dir =
           zrt::optim::reshard_checkpoint(path, out, ranks, *s, zero3, ckpt::stop_if_signalled);
