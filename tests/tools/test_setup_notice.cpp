@@ -32,6 +32,19 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// What `f` holds once it has `lines` lines, polled, not slept for: a
+// loaded machine may take its time (a minute at most).
+std::string wait_for_lines(std::FILE* f, std::mutex& io, std::size_t lines) {
+  std::string text;
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (count(text, "\n") < lines && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(10ms);
+    std::lock_guard lock(io);
+    text = printed(f);
+  }
+  return text;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(setup_notice)
@@ -39,21 +52,14 @@ BOOST_AUTO_TEST_SUITE(setup_notice)
 BOOST_AUTO_TEST_CASE(a_phase_past_the_quiet_time_is_printed_once_a_period) {
   std::FILE* f = std::tmpfile();
   std::mutex io;
-  std::string text;
   {
     SetupNotice notice(f, io, true, 50ms, 1h);
     notice.phase("reading the data set x.bin");
-    // Polled, not slept: a loaded machine may take its time.
-    const auto give_up = std::chrono::steady_clock::now() + 60s;
-    while (text.empty() && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(10ms);
-      std::lock_guard lock(io);
-      text = printed(f);
-    }
+    wait_for_lines(f, io, 1);
     notice.done();
     notice.phase("after done");
   }
-  text = printed(f);
+  const std::string text = printed(f);
   BOOST_TEST(count(text, "zrt-train: reading the data set x.bin (setting up for ") == 1u, text);
   BOOST_TEST(count(text, "\n") == 1u, text);
   std::fclose(f);
@@ -84,12 +90,7 @@ BOOST_AUTO_TEST_CASE(a_long_phase_is_printed_again_every_period) {
   {
     SetupNotice notice(f, io, true, 1ms, 20ms);
     notice.phase("drawing the weights");
-    const auto give_up = std::chrono::steady_clock::now() + 60s;
-    while (count(text, "\n") < 3 && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(10ms);
-      std::lock_guard lock(io);
-      text = printed(f);
-    }
+    text = wait_for_lines(f, io, 3);
   }
   BOOST_TEST(count(printed(f), "zrt-train: drawing the weights (setting up for ") >= 3u, text);
   std::fclose(f);
